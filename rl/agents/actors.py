@@ -1,0 +1,60 @@
+"""A generic actor for feed-forward policies, shared by every agent."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import dm_env
+import jax
+import numpy as np
+
+from rl import core
+from rl.replay.adders import Adder
+from rl.variables import VariableClient
+
+# (params, key, observation, actor_step) -> action, for one unbatched observation.
+Policy = Callable[[Any, jax.Array, Any, jax.Array], jax.Array]
+
+
+class FeedForwardActor(core.Actor):
+    """Acts with a jitted policy on the latest parameters and feeds an adder, if any."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        random_key: jax.Array,
+        variable_client: VariableClient,
+        adder: Adder | None = None,
+        action_dtype: Any = None,
+    ):
+        def act(params: Any, key: jax.Array, observation: Any, step: jax.Array):
+            key, policy_key = jax.random.split(key)
+            return policy(params, policy_key, observation, step), key
+
+        # One jitted call per step: key splitting happens inside it, not in Python.
+        self._act = jax.jit(act)
+        self._key = random_key
+        self._client = variable_client
+        self._adder = adder
+        self._action_dtype = action_dtype
+        self._step = 0
+
+    def select_action(self, observation: Any) -> np.ndarray:
+        action, self._key = self._act(self._client.params, self._key, observation, self._step)
+        self._step += 1
+        return np.asarray(action, dtype=self._action_dtype)
+
+    def observe_first(self, timestep: dm_env.TimeStep) -> None:
+        if self._adder is not None:
+            self._adder.add_first(timestep)
+
+    def observe(self, action: Any, next_timestep: dm_env.TimeStep) -> None:
+        if self._adder is not None:
+            self._adder.add(action, next_timestep)
+
+    def update(self, wait: bool = False) -> None:
+        self._client.update(wait)
+
+    @property
+    def adder(self) -> Adder | None:
+        return self._adder

@@ -1,0 +1,51 @@
+"""DQN hyperparameters: everything `agent.*` can override."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class DQNConfig:
+    learning_rate: float = 1e-3
+    adam_eps: float = 1e-8
+    max_gradient_norm: float = 10.0
+    discount: float = 0.99
+    n_step: int = 3
+    batch_size: int = 64
+    # Items sampled per item inserted: batch_size / samples_per_insert actor steps per update.
+    samples_per_insert: float = 64.0
+    min_replay_size: int = 1_000
+    max_replay_size: int = 100_000
+    target_update_period: int = 500
+    huber_loss_delta: float = 1.0
+    sgd_steps_per_learner_step: int = 1
+    prioritized: bool = False
+    priority_exponent: float = 0.6
+    importance_sampling_exponent: float = 0.4
+    variable_update_period: int = 50
+    replay_table_name: str = "priority_table"
+
+    def __post_init__(self) -> None:
+        positive = (
+            "learning_rate",
+            "batch_size",
+            "samples_per_insert",
+            "n_step",
+            "min_replay_size",
+            "max_replay_size",
+            "target_update_period",
+            "sgd_steps_per_learner_step",
+            "variable_update_period",
+            "huber_loss_delta",
+            "max_gradient_norm",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1], got {self.discount}")
+        if self.min_replay_size > self.max_replay_size:
+            raise ValueError(
+                f"min_replay_size ({self.min_replay_size}) must be <= max_replay_size ({self.max_replay_size})"
+            )

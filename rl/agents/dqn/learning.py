@@ -1,0 +1,123 @@
+"""The DQN learner: jitted double-DQN updates on batches read from reverb."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterator, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rl import core
+from rl.agents.dqn.config import DQNConfig
+from rl.agents.dqn.losses import double_q_loss
+from rl.counting import Counter
+from rl.loggers.base import Logger, NoOpLogger
+from rl.networks.base import FeedForwardNetwork
+from rl.replay.dataset import ReplaySample
+
+
+class TrainingState(NamedTuple):
+    params: Any
+    target_params: Any
+    opt_state: Any
+    steps: jax.Array
+
+
+def make_optimizer(config: DQNConfig) -> optax.GradientTransformation:
+    return optax.chain(
+        optax.clip_by_global_norm(config.max_gradient_norm),
+        optax.adam(config.learning_rate, eps=config.adam_eps),
+    )
+
+
+def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent: float) -> jax.Array:
+    """Corrects prioritized sampling's bias; normalised by the largest weight for stability."""
+    weights = (1.0 / (table_size.astype(jnp.float32) * probabilities)) ** exponent
+    return weights / jnp.max(weights)
+
+
+class DQNLearner(core.Learner[TrainingState]):
+    def __init__(
+        self,
+        network: FeedForwardNetwork,
+        random_key: jax.Array,
+        iterator: Iterator[ReplaySample],
+        config: DQNConfig,
+        replay_client: Any = None,
+        counter: Counter | None = None,
+        logger: Logger | None = None,
+    ):
+        self._config = config
+        self._iterator = iterator
+        self._client = replay_client
+        self._counter = counter or Counter()
+        self._logger = logger or NoOpLogger()
+        optimizer = make_optimizer(config)
+        params = network.init(random_key)
+        self._state = TrainingState(
+            params=params,
+            target_params=params,
+            opt_state=optimizer.init(params),
+            steps=jnp.zeros((), jnp.int32),
+        )
+        sgd_step = functools.partial(self._sgd_step, network.apply, optimizer, config)
+        self._update = jax.jit(functools.partial(self._update_fn, sgd_step, config))
+
+    @staticmethod
+    def _sgd_step(apply, optimizer, config: DQNConfig, state: TrainingState, minibatch):
+        data, probabilities, table_size = minibatch
+        if config.prioritized:
+            weights = importance_weights(probabilities, table_size, config.importance_sampling_exponent)
+        else:
+            weights = jnp.ones_like(probabilities, dtype=jnp.float32)
+        grad_fn = jax.grad(double_q_loss, has_aux=True)
+        gradients, extras = grad_fn(
+            state.params, state.target_params, apply, data, weights, config.huber_loss_delta
+        )
+        updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        steps = state.steps + 1
+        target_params = optax.periodic_update(
+            params, state.target_params, steps, config.target_update_period
+        )
+        metrics = {
+            "gradient_norm": optax.global_norm(gradients),
+            "q_mean": extras["q_mean"],
+            "td_error": jnp.mean(extras["abs_td_error"]),
+        }
+        return TrainingState(params, target_params, opt_state, steps), (metrics, extras["abs_td_error"])
+
+    @staticmethod
+    def _update_fn(sgd_step, config: DQNConfig, state: TrainingState, data, probabilities, table_size):
+        """Runs `sgd_steps_per_learner_step` SGD steps on consecutive slices of one batch."""
+        num = config.sgd_steps_per_learner_step
+        split = lambda x: jnp.reshape(x, (num, -1) + x.shape[1:])
+        minibatches = jax.tree_util.tree_map(split, (data, probabilities, table_size))
+        state, (metrics, abs_td_errors) = jax.lax.scan(sgd_step, state, minibatches)
+        metrics = jax.tree_util.tree_map(jnp.mean, metrics)
+        return state, metrics, jnp.reshape(abs_td_errors, (-1,))
+
+    def step(self) -> None:
+        sample = next(self._iterator)
+        self._state, metrics, abs_td_errors = self._update(
+            self._state, sample.data, sample.probabilities, sample.table_size
+        )
+        if self._config.prioritized and self._client is not None:
+            priorities = np.asarray(abs_td_errors, dtype=np.float64) + 1e-6
+            self._client.mutate_priorities(
+                self._config.replay_table_name, updates=dict(zip(sample.keys.tolist(), priorities.tolist()))
+            )
+        counts = self._counter.increment(steps=1)
+        self._logger.write({**counts, **metrics})
+
+    def get_variables(self, names: Sequence[str]) -> list[Any]:
+        return [self._state.params for _ in names]
+
+    def save(self) -> TrainingState:
+        return self._state
+
+    def restore(self, state: TrainingState) -> None:
+        self._state = TrainingState(*state)

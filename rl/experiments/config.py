@@ -1,0 +1,51 @@
+"""ExperimentConfig: everything needed to build the nodes of one experiment."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import dm_env
+
+from rl.agents.builder import ActorLearnerBuilder
+from rl.loggers.base import LoggerFactory
+from rl.specs import EnvironmentSpec, make_environment_spec
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+    """A composed experiment, independent of Hydra and of how its nodes are launched.
+
+    `environment_factory(seed)` makes one seeded environment and
+    `network_factory(environment_spec)` the agent's networks.
+    """
+
+    builder: ActorLearnerBuilder
+    environment_factory: Callable[[int], dm_env.Environment]
+    network_factory: Callable[[EnvironmentSpec], Any]
+    logger_factory: LoggerFactory
+    seed: int = 0
+    max_actor_steps: int = 50_000
+    eval_every: int = 10_000
+    eval_episodes: int = 10
+    run_directory: str = "."
+    checkpoint: bool = True
+    progress: bool = True
+    agent_name: str = "agent"
+    environment_name: str = "environment"
+    learner_log_interval_s: float = 1.0
+    _environment_spec: EnvironmentSpec | None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("max_actor_steps", "eval_every", "eval_episodes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+    @property
+    def environment_spec(self) -> EnvironmentSpec:
+        """The spec of the environment, read once from a throwaway instance."""
+        if self._environment_spec is None:
+            environment = self.environment_factory(0)
+            self._environment_spec = make_environment_spec(environment)
+            environment.close()
+        return self._environment_spec

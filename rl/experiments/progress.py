@@ -1,0 +1,47 @@
+"""A live progress bar for training runs; silent when output is not a terminal."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import rich
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+
+class ProgressDisplay:
+    """Actor steps out of the budget, steps/s, ETA and the latest returns."""
+
+    def __init__(self, total_steps: int, enabled: bool = True, refresh_every: int = 200):
+        console = rich.get_console()
+        self._enabled = enabled and console.is_terminal
+        self._refresh_every = refresh_every
+        self._fields = {"episode_return": float("nan"), "eval_return": float("nan")}
+        self._start = time.perf_counter()
+        self._progress = Progress(
+            TextColumn("[bold]actor steps"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:>7.0f} steps/s"),
+            TextColumn("episode {task.fields[episode_return]:>7.1f}"),
+            TextColumn("eval {task.fields[eval_return]:>7.1f}"),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not self._enabled,
+        )
+        self._task = self._progress.add_task("train", total=total_steps, rate=0.0, **self._fields)
+
+    def __enter__(self) -> "ProgressDisplay":
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._progress.stop()
+
+    def update(self, **fields: float) -> None:
+        self._fields.update(fields)
+
+    def advance(self, step: int) -> None:
+        if self._enabled and (step % self._refresh_every == 0):
+            rate = step / max(time.perf_counter() - self._start, 1e-9)
+            self._progress.update(self._task, completed=step, rate=rate, **self._fields)

@@ -1,0 +1,58 @@
+"""summary.json: the one-file result of a run that tools and sweepers read."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping, Sequence
+
+from rl.experiments.config import ExperimentConfig
+
+
+@dataclasses.dataclass
+class RunSummary:
+    agent: str
+    environment: str
+    seed: int
+    actor_steps: int
+    learner_steps: int
+    episodes: int
+    wall_time_s: float
+    final_eval_return: float
+    best_eval_return: float
+    eval_returns: list[tuple[int, float]]
+
+    @classmethod
+    def from_run(
+        cls,
+        experiment: ExperimentConfig,
+        counts: Mapping[str, Any],
+        eval_returns: Sequence[tuple[int, float]],
+        wall_time_s: float,
+    ) -> "RunSummary":
+        returns = [value for _, value in eval_returns]
+        return cls(
+            agent=experiment.agent_name,
+            environment=experiment.environment_name,
+            seed=experiment.seed,
+            actor_steps=int(counts.get("actor_steps", 0)),
+            learner_steps=int(counts.get("learner_steps", 0)),
+            episodes=int(counts.get("actor_episodes", 0)),
+            wall_time_s=round(wall_time_s, 2),
+            final_eval_return=returns[-1] if returns else float("nan"),
+            best_eval_return=max(returns) if returns else float("nan"),
+            eval_returns=[(int(s), float(v)) for s, v in eval_returns],
+        )
+
+
+def write_summary(directory: str, summary: RunSummary) -> str:
+    path = os.path.join(directory, "summary.json")
+    with open(path, "w") as file:
+        json.dump(dataclasses.asdict(summary), file, indent=2)
+    return path
+
+
+def read_summary(directory: str) -> dict[str, Any]:
+    with open(os.path.join(directory, "summary.json")) as file:
+        return json.load(file)

@@ -1,0 +1,55 @@
+"""Loggers that wrap other loggers: fan-out, rate limiting, constant fields."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Sequence
+
+from rl.loggers.base import Logger, LoggingData
+
+
+class Dispatcher(Logger):
+    """Writes each record to several loggers."""
+
+    def __init__(self, loggers: Sequence[Logger]):
+        self._loggers = list(loggers)
+
+    def write(self, data: LoggingData) -> None:
+        for logger in self._loggers:
+            logger.write(data)
+
+    def close(self) -> None:
+        for logger in self._loggers:
+            logger.close()
+
+
+class TimeFilter(Logger):
+    """Passes at most one record every `time_delta` seconds (all of them when it is 0)."""
+
+    def __init__(self, logger: Logger, time_delta: float):
+        self._logger = logger
+        self._time_delta = time_delta
+        self._last = -float("inf")
+
+    def write(self, data: LoggingData) -> None:
+        now = time.monotonic()
+        if self._time_delta <= 0 or now - self._last >= self._time_delta:
+            self._last = now
+            self._logger.write(data)
+
+    def close(self) -> None:
+        self._logger.close()
+
+
+class ConstantFields(Logger):
+    """Adds fixed fields (an actor id, say) to every record."""
+
+    def __init__(self, logger: Logger, fields: Mapping[str, Any]):
+        self._logger = logger
+        self._fields = dict(fields)
+
+    def write(self, data: LoggingData) -> None:
+        self._logger.write({**self._fields, **data})
+
+    def close(self) -> None:
+        self._logger.close()

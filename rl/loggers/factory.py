@@ -1,0 +1,70 @@
+"""The logger factory named by conf/logger: terminal, CSV and wandb in any combination."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from rl.loggers.aggregators import ConstantFields, Dispatcher, TimeFilter
+from rl.loggers.base import Logger, NoOpLogger
+from rl.loggers.csv import CSVLogger
+from rl.loggers.terminal import TerminalLogger
+from rl.loggers.wandb import WandbLogger, WandbRun
+
+
+class DefaultLoggerFactory:
+    """Makes one logger per node label, writing to the sinks switched on in the config.
+
+    `directory`, `run_name` and `run_config` are filled in by the experiment, not the
+    YAML: they depend on the run directory and the composed config.
+    """
+
+    def __init__(
+        self,
+        terminal: bool = True,
+        csv: bool = True,
+        wandb: Mapping[str, Any] | None = None,
+        terminal_time_delta: float = 5.0,
+        directory: str = "logs",
+        run_name: str | None = None,
+        run_config: Mapping[str, Any] | None = None,
+    ):
+        self.terminal = terminal
+        self.csv = csv
+        self.terminal_time_delta = terminal_time_delta
+        self.directory = os.path.abspath(directory)
+        self.wandb_run: WandbRun | None = None
+        if wandb is not None:
+            settings = dict(wandb)
+            settings.setdefault("name", run_name)
+            if settings.get("name") is None:
+                settings["name"] = run_name
+            self.wandb_run = WandbRun(
+                directory=os.path.dirname(self.directory), config=run_config, **settings
+            )
+        self._loggers: list[Logger] = []
+
+    def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
+        del steps_key  # Every record carries all counts; sinks plot against actor_steps.
+        sinks: list[Logger] = []
+        if self.terminal:
+            name = label if instance is None else f"{label} {instance}"
+            sinks.append(TimeFilter(TerminalLogger(name), self.terminal_time_delta))
+        if self.csv:
+            sinks.append(CSVLogger(self.directory, label))
+        if self.wandb_run is not None:
+            sinks.append(WandbLogger(self.wandb_run, label))
+        if not sinks:
+            return NoOpLogger()
+        logger: Logger = Dispatcher(sinks)
+        if instance is not None:
+            logger = ConstantFields(logger, {f"{label}_id": instance})
+        self._loggers.append(logger)
+        return logger
+
+    def close(self, exit_code: int = 0) -> None:
+        for logger in self._loggers:
+            logger.close()
+        self._loggers.clear()
+        if self.wandb_run is not None:
+            self.wandb_run.finish(exit_code=exit_code)

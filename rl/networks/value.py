@@ -1,0 +1,48 @@
+"""Q-networks for discrete actions (DQN and its relatives)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+
+from rl.networks.base import FeedForwardNetwork, zeros_like_spec
+from rl.specs import EnvironmentSpec, num_actions
+
+
+def _flatten(observation: jax.Array) -> jax.Array:
+    return jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
+
+
+def make_q_network(
+    environment_spec: EnvironmentSpec,
+    hidden_sizes: Sequence[int] = (256, 256),
+    dueling: bool = False,
+    layer_norm: bool = False,
+) -> FeedForwardNetwork:
+    """An MLP mapping a batch of observations to one value per action.
+
+    The dueling variant splits the last layer into a state value and mean-centred
+    advantages, which helps when many actions have similar values.
+    """
+    actions = num_actions(environment_spec.actions)
+
+    def forward(observation: jax.Array) -> jax.Array:
+        layers = []
+        for size in hidden_sizes:
+            layers.append(hk.Linear(size))
+            if layer_norm:
+                layers.append(hk.LayerNorm(axis=-1, create_scale=True, create_offset=True))
+            layers.append(jax.nn.relu)
+        features = hk.Sequential(layers)(_flatten(observation))
+        if not dueling:
+            return hk.Linear(actions)(features)
+        value = hk.Linear(1)(features)
+        advantages = hk.Linear(actions)(features)
+        return value + advantages - jnp.mean(advantages, axis=-1, keepdims=True)
+
+    transformed = hk.without_apply_rng(hk.transform(forward))
+    dummy = zeros_like_spec(environment_spec.observations)
+    return FeedForwardNetwork(init=lambda key: transformed.init(key, dummy), apply=transformed.apply)

@@ -1,0 +1,1 @@
+"""Replay: reverb tables, adders that write to them, and iterators that read batches."""

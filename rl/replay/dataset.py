@@ -1,0 +1,99 @@
+"""Reading batches out of reverb: a TrajectoryDataset plus a prefetching thread.
+
+Batched dataset reads are an order of magnitude faster than sampling items one at a time
+from Python; the thread turns them into device arrays while the learner computes.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, Iterator, NamedTuple
+
+import jax
+import numpy as np
+import reverb
+
+
+class ReplaySample(NamedTuple):
+    """A batch of items: their data (a Transition of arrays) and reverb's sample info."""
+
+    keys: np.ndarray
+    probabilities: np.ndarray
+    table_size: np.ndarray
+    data: Any
+
+
+def make_dataset(
+    server_address: str,
+    table: str,
+    batch_size: int,
+    num_parallel_calls: int = 1,
+    max_in_flight_samples_per_worker: int | None = None,
+) -> Any:
+    import tensorflow as tf
+
+    def make_one(_: Any) -> tf.data.Dataset:
+        return reverb.TrajectoryDataset.from_table_signature(
+            server_address=server_address,
+            table=table,
+            max_in_flight_samples_per_worker=max_in_flight_samples_per_worker or 2 * batch_size,
+        )
+
+    dataset = tf.data.Dataset.range(num_parallel_calls).interleave(
+        make_one, cycle_length=num_parallel_calls, num_parallel_calls=num_parallel_calls, deterministic=False
+    )
+    return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+class PrefetchingIterator(Iterator[ReplaySample]):
+    """Pulls batches on a daemon thread and hands them over as device arrays."""
+
+    def __init__(self, iterable: Any, buffer_size: int = 2, device_put: bool = True):
+        self._source = iter(iterable)
+        self._queue: queue.Queue = queue.Queue(maxsize=buffer_size)
+        self._device_put = device_put
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fill, name="replay-prefetch", daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        try:
+            for sample in self._source:
+                batch = ReplaySample(
+                    keys=sample.info.key,
+                    probabilities=sample.info.probability,
+                    table_size=sample.info.table_size,
+                    data=jax.device_put(sample.data) if self._device_put else sample.data,
+                )
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if self._stop.is_set():
+                    return
+        except Exception as error:  # Surface replay errors in the learner, not a dead thread.
+            self._queue.put(error)
+            return
+        self._queue.put(StopIteration())
+
+    def ready(self) -> bool:
+        return not self._queue.empty()
+
+    def __next__(self) -> ReplaySample:
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def make_replay_iterator(
+    server_address: str, table: str, batch_size: int, prefetch_size: int = 2
+) -> PrefetchingIterator:
+    dataset = make_dataset(server_address, table, batch_size)
+    return PrefetchingIterator(dataset.as_numpy_iterator(), buffer_size=prefetch_size)
