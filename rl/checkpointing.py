@@ -14,6 +14,9 @@ _STEP_DIR = re.compile(r"^step_(\d+)$")
 
 def _checkpointer():
     import orbax.checkpoint as ocp  # Imported lazily: it is slow to import.
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)  # Orbax narrates every save at INFO.
 
     return ocp.PyTreeCheckpointer()
 

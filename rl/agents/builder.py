@@ -22,6 +22,8 @@ class ActorLearnerBuilder(abc.ABC):
     """
 
     action_kind: str = "discrete"
+    # What the network factory must build (network factories carry the same attribute).
+    network_kind: str = "q_values"
 
     @abc.abstractmethod
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:

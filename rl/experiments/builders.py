@@ -30,7 +30,7 @@ def environment_seed(key: jax.Array) -> int:
 def build_learner(
     experiment: ExperimentConfig, random_key: jax.Array, replay_client: Any, counter: Counter
 ) -> core.Learner:
-    networks = experiment.network_factory(experiment.environment_spec)
+    networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     dataset = experiment.builder.make_dataset_iterator(replay_client)
     logger = TimeFilter(
         experiment.logger_factory("learner", "learner_steps"), experiment.learner_log_interval_s
@@ -48,9 +48,9 @@ def build_actor(
 ) -> EnvironmentLoop:
     """An environment loop acting with the behaviour policy and writing to replay."""
     environment_key, actor_key = jax.random.split(random_key)
-    environment = experiment.environment_factory(environment_seed(environment_key))
+    environment = experiment.environment_factory(seed=environment_seed(environment_key))
     builder = experiment.builder
-    networks = experiment.network_factory(experiment.environment_spec)
+    networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     policy = builder.make_policy(networks, experiment.environment_spec, evaluation=False)
     adder = builder.make_adder(replay)
     actor = builder.make_actor(actor_key, policy, experiment.environment_spec, variable_source, adder)
@@ -99,10 +99,10 @@ def build_evaluator(
 ) -> Evaluator:
     """Evaluation-policy actor with no adder; its records are keyed by actor_steps."""
     environment_key, actor_key = jax.random.split(random_key)
-    environment = experiment.environment_factory(environment_seed(environment_key))
+    environment = experiment.environment_factory(seed=environment_seed(environment_key))
     builder = experiment.builder
     make_actor = make_actor or builder.make_actor
-    networks = experiment.network_factory(experiment.environment_spec)
+    networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     policy = builder.make_policy(networks, experiment.environment_spec, evaluation=True)
     actor = make_actor(actor_key, policy, experiment.environment_spec, variable_source, None)
     evaluator_counter = Counter(counter, "evaluator", time_delta=0.0)

@@ -16,8 +16,8 @@ from rl.specs import EnvironmentSpec, make_environment_spec
 class ExperimentConfig:
     """A composed experiment, independent of Hydra and of how its nodes are launched.
 
-    `environment_factory(seed)` makes one seeded environment and
-    `network_factory(environment_spec)` the agent's networks.
+    `environment_factory(seed=...)` makes one seeded environment and
+    `network_factory(environment_spec=...)` the agent's networks.
     """
 
     builder: ActorLearnerBuilder
@@ -45,7 +45,7 @@ class ExperimentConfig:
     def environment_spec(self) -> EnvironmentSpec:
         """The spec of the environment, read once from a throwaway instance."""
         if self._environment_spec is None:
-            environment = self.environment_factory(0)
+            environment = self.environment_factory(seed=0)
             self._environment_spec = make_environment_spec(environment)
             environment.close()
         return self._environment_spec

@@ -46,3 +46,6 @@ def make_q_network(
     transformed = hk.without_apply_rng(hk.transform(forward))
     dummy = zeros_like_spec(environment_spec.observations)
     return FeedForwardNetwork(init=lambda key: transformed.init(key, dummy), apply=transformed.apply)
+
+
+make_q_network.network_kind = "q_values"

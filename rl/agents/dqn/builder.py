@@ -103,3 +103,6 @@ class DQNBuilder(ActorLearnerBuilder):
 def make_builder(exploration: Any = None, **config: Any) -> DQNBuilder:
     """The factory conf/agent/dqn.yaml names: agent keys become `DQNConfig` fields."""
     return DQNBuilder(DQNConfig(**config), exploration=exploration)
+
+
+make_builder.config_class = DQNConfig  # Lets configuration checks read the agent's keys.

@@ -1,0 +1,128 @@
+"""Turns a composed (Hydra) configuration into an ExperimentConfig and a launcher.
+
+Only instantiate helpers from Hydra are used here; the global Hydra state stays in
+scripts/. Everything is checked before anything is started.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any, Callable, Mapping
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+
+from rl.experiments.config import ExperimentConfig
+from rl.experiments.validation import ConfigError, check_factory, check_run_settings
+from rl.specs import is_discrete, make_environment_spec
+
+GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
+# Arguments the experiment passes at run time, which the YAML must not set.
+RUNTIME_ARGUMENTS = {
+    "environment": ("seed",),
+    "network": ("environment_spec",),
+    "logger": ("directory", "run_name", "run_config"),
+    "agent": ("exploration",),
+    "launcher": ("experiment",),
+}
+
+
+def _action_kind(action_spec: Any) -> str:
+    return "discrete" if is_discrete(action_spec) else "continuous"
+
+
+def _user_error(key: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Calls a factory; what it rejects becomes a ConfigError on `key`."""
+    try:
+        return function(*args, **kwargs)
+    except (TypeError, ValueError) as error:
+        cause = error
+        while cause.__cause__ is not None:  # Hydra wraps factory errors: show the root cause.
+            cause = cause.__cause__
+        raise ConfigError(key, str(cause)) from None
+
+
+def _instantiate(key: str, node: DictConfig, **kwargs: Any) -> Any:
+    return _user_error(key, instantiate, node, _convert_="all", **kwargs)
+
+
+def resolved_container(config: DictConfig) -> dict[str, Any]:
+    try:
+        return OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as error:
+        raise ConfigError(error.full_key, "is required; set it on the command line") from None
+    except InterpolationResolutionError as error:
+        raise ConfigError(error.full_key, f"cannot be resolved ({error.msg})") from None
+
+
+def run_name(environment: str, agent: str, seed: int) -> str:
+    stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
+    return f"{environment}__{agent}__{seed}__{stamp}"
+
+
+def make_experiment(
+    config: DictConfig, run_directory: str, choices: Mapping[str, Any] | None = None
+) -> tuple[ExperimentConfig, Callable[[ExperimentConfig], Any]]:
+    """Validates `config` and builds the experiment and its launcher (nothing started)."""
+    choices = dict(choices or {})
+    container = resolved_container(config)
+    settings = check_run_settings(container)
+    for group in GROUPS:
+        if group not in container:
+            raise ConfigError(group, "no option selected for this config group")
+        check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
+
+    environment_factory = _instantiate("environment", config.environment, _partial_=True)
+    probe = _user_error("environment.name", environment_factory, seed=settings.seed)
+    environment_spec = make_environment_spec(probe)
+    probe.close()
+    environment_kind = _action_kind(environment_spec.actions)
+    environment_name = str(container["environment"].get("name", choices.get("environment", "environment")))
+    agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
+
+    policy = _instantiate("policy", config.policy)
+    builder = _user_error("agent", _instantiate("agent", config.agent, _partial_=True), exploration=policy)
+    for key, kind in (("agent", builder.action_kind), ("policy", getattr(policy, "action_kind", None))):
+        if kind is not None and kind != environment_kind:
+            raise ConfigError(
+                key,
+                f"'{choices.get(key, key)}' acts in {kind} action spaces, but {environment_name} has "
+                f"{environment_kind} actions ({environment_spec.actions}); pick a {environment_kind}-action "
+                f"{key} or a {kind}-action environment",
+            )
+    network_factory = _instantiate("network", config.network, _partial_=True)
+    network_kind = getattr(network_factory.func, "network_kind", None)
+    if network_kind is not None and network_kind != builder.network_kind:
+        raise ConfigError(
+            "network",
+            f"'{choices.get('network', 'network')}' builds {network_kind} networks, but the agent needs "
+            f"{builder.network_kind} networks",
+        )
+
+    logger_factory = _user_error(
+        "logger",
+        _instantiate("logger", config.logger, _partial_=True),
+        directory=os.path.join(run_directory, "logs"),
+        run_name=run_name(environment_name, agent_name, settings.seed),
+        run_config=container,
+    )
+    launcher = _instantiate("launcher", config.launcher, _partial_=True)
+    experiment = ExperimentConfig(
+        builder=builder,
+        environment_factory=environment_factory,
+        network_factory=network_factory,
+        logger_factory=logger_factory,
+        seed=settings.seed,
+        max_actor_steps=settings.max_actor_steps,
+        eval_every=settings.eval_every,
+        eval_episodes=settings.eval_episodes,
+        run_directory=run_directory,
+        checkpoint=settings.checkpoint,
+        progress=settings.progress,
+        agent_name=agent_name,
+        environment_name=environment_name,
+        _environment_spec=environment_spec,
+    )
+    return experiment, launcher

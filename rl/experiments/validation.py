@@ -1,0 +1,159 @@
+"""Checks a composed configuration before anything is started.
+
+Every factory named by `_target_` is checked against its own signature (or, for agents,
+its config dataclass): unknown keys, wrong types and out-of-range values become a
+`ConfigError` naming the key and what is allowed, which the entry point prints without a
+traceback.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import importlib
+import inspect
+import types
+import typing
+from typing import Any, Callable, Mapping
+
+HYDRA_KEYS = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
+
+
+class ConfigError(ValueError):
+    """A user error in the configuration; `key` is the dotted path of the culprit."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+def resolve_target(key: str, path: Any) -> Callable[..., Any]:
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{key}._target_", "must name a Python callable, e.g. rl.agents.dqn.make_builder")
+    module_name, _, attribute = path.rpartition(".")
+    try:
+        target = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ConfigError(f"{key}._target_", f"cannot import '{path}' ({error})") from None
+    if not callable(target):
+        raise ConfigError(f"{key}._target_", f"'{path}' is not callable")
+    return target
+
+
+def describe(hint: Any) -> str:
+    if hint is type(None):
+        return "null"
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe(arg) for arg in typing.get_args(hint))
+    if origin is not None:
+        args = ", ".join(describe(arg) for arg in typing.get_args(hint) if arg is not Ellipsis)
+        name = getattr(origin, "__name__", str(origin))
+        return f"{name}[{args}]" if args else name
+    return getattr(hint, "__name__", str(hint))
+
+
+def matches(value: Any, hint: Any) -> bool:
+    """Whether a plain config value (from YAML or the command line) fits a type hint."""
+    if hint is Any or hint is inspect.Parameter.empty:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(matches(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    sequence_types = (list, tuple, collections.abc.Sequence)
+    if origin in sequence_types or hint in sequence_types:
+        if not isinstance(value, (list, tuple)):
+            return False
+        args = [arg for arg in typing.get_args(hint) if arg is not Ellipsis]
+        return all(matches(item, args[0]) for item in value) if args else True
+    if origin in (dict, collections.abc.Mapping) or hint in (dict, collections.abc.Mapping):
+        return isinstance(value, dict)
+    return True  # Types a command line cannot express are left to the factory.
+
+
+def _signature_schema(target: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
+    """Parameter names with their type hints, and whether extra keywords are accepted."""
+    config_class = getattr(target, "config_class", None)
+    if config_class is not None and dataclasses.is_dataclass(config_class):
+        hints = typing.get_type_hints(config_class)
+        schema = {f.name: hints.get(f.name, Any) for f in dataclasses.fields(config_class)}
+        return schema, False
+    function = target.__init__ if inspect.isclass(target) else target
+    try:
+        hints = typing.get_type_hints(function)
+    except Exception:  # Unresolvable annotations: check names only.
+        hints = {}
+    parameters = inspect.signature(target).parameters.values()
+    schema = {
+        p.name: hints.get(p.name, Any)
+        for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    accepts_any = any(p.kind == p.VAR_KEYWORD for p in parameters)
+    return schema, accepts_any
+
+
+def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """Checks one `_target_` node's keys and value types; returns the resolved target."""
+    if not isinstance(node, Mapping) or "_target_" not in node:
+        raise ConfigError(key, "must be a config group option with a _target_ (see conf/)")
+    target = resolve_target(key, node["_target_"])
+    schema, accepts_any = _signature_schema(target)
+    for name, value in node.items():
+        if name in HYDRA_KEYS:
+            continue
+        if name in runtime_arguments:
+            raise ConfigError(f"{key}.{name}", "is set by the experiment and cannot be configured")
+        if name not in schema:
+            if accepts_any:
+                continue
+            allowed = ", ".join(n for n in schema if n not in runtime_arguments)
+            raise ConfigError(f"{key}.{name}", f"unknown option for {node['_target_']}; allowed: {allowed}")
+        if not matches(value, schema[name]):
+            raise ConfigError(
+                f"{key}.{name}", f"expected {describe(schema[name])}, got {value!r} ({type(value).__name__})"
+            )
+    return target
+
+
+@dataclasses.dataclass
+class RunSettings:
+    """The top-level keys of conf/config.yaml."""
+
+    seed: int
+    max_actor_steps: int
+    eval_every: int
+    eval_episodes: int
+    checkpoint: bool
+    progress: bool
+
+
+def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
+    values = {}
+    hints = typing.get_type_hints(RunSettings)
+    for field in dataclasses.fields(RunSettings):
+        if field.name not in config:
+            raise ConfigError(field.name, "is missing from the configuration")
+        value = config[field.name]
+        if not matches(value, hints[field.name]):
+            raise ConfigError(
+                field.name, f"expected {describe(hints[field.name])}, got {value!r} ({type(value).__name__})"
+            )
+        values[field.name] = value
+    settings = RunSettings(**values)
+    for name in ("max_actor_steps", "eval_every", "eval_episodes"):
+        if getattr(settings, name) <= 0:
+            raise ConfigError(name, f"must be a positive integer, got {getattr(settings, name)}")
+    if not 0 <= settings.seed < 2**32:
+        raise ConfigError("seed", f"must be in [0, 2**32), got {settings.seed}")
+    return settings
