@@ -8,6 +8,10 @@ import dataclasses
 @dataclasses.dataclass
 class DQNConfig:
     learning_rate: float = 1e-3
+    # Anneal the learning rate linearly to `final_learning_rate_fraction` of its value over
+    # this many learner steps (0 keeps it constant); annealing keeps a solved task solved.
+    learning_rate_decay_steps: int = 0
+    final_learning_rate_fraction: float = 0.0
     adam_eps: float = 1e-8
     max_gradient_norm: float = 10.0
     discount: float = 0.99
@@ -43,6 +47,12 @@ class DQNConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.learning_rate_decay_steps < 0:
+            raise ValueError(f"learning_rate_decay_steps must be >= 0, got {self.learning_rate_decay_steps}")
+        if not 0.0 <= self.final_learning_rate_fraction <= 1.0:
+            raise ValueError(
+                f"final_learning_rate_fraction must be in [0, 1], got {self.final_learning_rate_fraction}"
+            )
         if not 0.0 <= self.discount <= 1.0:
             raise ValueError(f"discount must be in [0, 1], got {self.discount}")
         if self.min_replay_size > self.max_replay_size:

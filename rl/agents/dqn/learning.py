@@ -27,9 +27,16 @@ class TrainingState(NamedTuple):
 
 
 def make_optimizer(config: DQNConfig) -> optax.GradientTransformation:
+    learning_rate: float | optax.Schedule = config.learning_rate
+    if config.learning_rate_decay_steps > 0:
+        learning_rate = optax.linear_schedule(
+            config.learning_rate,
+            config.learning_rate * config.final_learning_rate_fraction,
+            config.learning_rate_decay_steps,
+        )
     return optax.chain(
         optax.clip_by_global_norm(config.max_gradient_norm),
-        optax.adam(config.learning_rate, eps=config.adam_eps),
+        optax.adam(learning_rate, eps=config.adam_eps),
     )
 
 

@@ -1,0 +1,67 @@
+"""Shared helpers: running the real entry point and reading what it wrote."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(ROOT, "scripts", "train.py")
+
+
+def run_train(overrides: list[str], timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs scripts/train.py in a fresh process, as a researcher would."""
+    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, TRAIN, *overrides],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def read_summary(run_dir: str) -> dict[str, Any]:
+    with open(os.path.join(run_dir, "summary.json")) as file:
+        return json.load(file)
+
+
+def read_wandb_offline_run(run_dir: str) -> dict[str, Any]:
+    """Parses the records of the one offline wandb run under `run_dir`."""
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal import datastore
+
+    paths = glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb"))
+    assert len(paths) == 1, f"expected one offline run in {run_dir}, found {paths}"
+    store = datastore.DataStore()
+    store.open_for_scan(paths[0])
+    run: dict[str, Any] = {"config": {}, "history": [], "exit_code": None, "name": None, "group": None}
+    while (data := store.scan_data()) is not None:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(data)
+        kind = record.WhichOneof("record_type")
+        if kind == "run":
+            run["name"], run["group"] = record.run.display_name, record.run.run_group
+            run["config"].update({i.key: json.loads(i.value_json) for i in record.run.config.update})
+        elif kind == "config":
+            run["config"].update({i.key: json.loads(i.value_json) for i in record.config.update})
+        elif kind == "history":
+            run["history"].append(
+                {(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in record.history.item}
+            )
+        elif kind == "exit":
+            run["exit_code"] = record.exit.exit_code
+    return run
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> str:
+    return str(tmp_path / "run")

@@ -1,0 +1,94 @@
+"""Every config option composes and validates; bad input exits cleanly before anything starts."""
+
+import os
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from conftest import ROOT, run_train
+from rl.experiments.make_experiment import make_experiment
+from rl.experiments.validation import ConfigError
+
+CONF = os.path.join(ROOT, "conf")
+GROUPS = ["environment", "network", "policy", "logger", "agent", "launcher", "experiment"]
+# Options that need a companion override to make sense on their own.
+COMPANIONS = {
+    ("environment", "gymnasium"): ["environment.name=Acrobot-v1"],
+}
+# Options that are valid but not with the default (discrete-action) agent.
+NEEDS_OTHER_AGENT = {("environment", "pendulum")}
+
+
+def options(group):
+    return sorted(name[:-5] for name in os.listdir(os.path.join(CONF, group)) if name.endswith(".yaml"))
+
+
+def build(overrides, tmp_path):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        config = compose(config_name="config", overrides=overrides, return_hydra_config=False)
+    choices = {o.split("=")[0]: o.split("=")[1] for o in overrides if "." not in o.split("=")[0]}
+    return make_experiment(config, str(tmp_path), choices)
+
+
+ALL_OPTIONS = [(group, option) for group in GROUPS for option in options(group)]
+
+
+def test_every_group_has_options():
+    for group in GROUPS:
+        assert options(group), f"conf/{group} has no options"
+
+
+@pytest.mark.parametrize("group,option", ALL_OPTIONS, ids=[f"{g}={o}" for g, o in ALL_OPTIONS])
+def test_every_option_composes_and_validates(group, option, tmp_path):
+    overrides = [f"{group}={option}", *COMPANIONS.get((group, option), [])]
+    if (group, option) in NEEDS_OTHER_AGENT:
+        with pytest.raises(ConfigError, match="continuous"):
+            build(overrides, tmp_path)
+        return
+    experiment, launcher = build(overrides, tmp_path)
+    assert experiment.max_actor_steps > 0 and callable(launcher)
+    assert experiment.environment_spec is not None
+
+
+def test_defaults_are_dqn_on_cartpole(tmp_path):
+    experiment, _ = build([], tmp_path)
+    assert experiment.agent_name == "dqn" and experiment.environment_name == "CartPole-v1"
+
+
+def test_preset_sets_budget_and_groups(tmp_path):
+    experiment, _ = build(["experiment=dqn_cartpole"], tmp_path)
+    assert experiment.environment_name == "CartPole-v1"
+    assert experiment.max_actor_steps <= 100_000
+
+
+def test_environment_name_override_reaches_the_factory(tmp_path):
+    experiment, _ = build(["environment=gymnasium", "environment.name=Acrobot-v1"], tmp_path)
+    assert experiment.environment_spec.actions.num_values == 3
+
+
+BAD_OVERRIDES = [
+    (["agent=nope"], "agent"),
+    (["agent=dqn", "environment=pendulum"], "agent"),
+    (["agent.learning_rate=abc"], "agent.learning_rate"),
+    (["max_actor_steps=-5"], "max_actor_steps"),
+    (["eval_episodes=0"], "eval_episodes"),
+    (["agent.batch_size=-1"], "batch_size"),
+    (["agent.lerning_rate=0.1"], "lerning_rate"),
+    (["environment=gymnasium"], "environment.name"),
+    (["environment=gymnasium", "environment.name=NoSuchEnv-v0"], "environment.name"),
+    (["seed=abc"], "seed"),
+    (["network.hidden_sizes=[a,b]"], "network.hidden_sizes"),
+    (["policy.epsilon_end=2.0"], "epsilon_end"),
+]
+
+
+@pytest.mark.parametrize("overrides,key", BAD_OVERRIDES, ids=[" ".join(o) for o, _ in BAD_OVERRIDES])
+def test_bad_override_exits_with_a_clear_message(overrides, key, tmp_path):
+    result = run_train([*overrides, f"hydra.run.dir={tmp_path}"], timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert key in output, output
+    assert "Traceback" not in output, output
+    assert len(output.strip().splitlines()) < 25, output
+    assert not os.path.exists(tmp_path / "summary.json")
+    assert not os.path.exists(tmp_path / "logs")

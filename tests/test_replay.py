@@ -1,0 +1,110 @@
+"""The n-step adder against hand-computed returns, on a real reverb server."""
+
+import dm_env
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+
+from rl.replay.adders import NStepTransitionAdder, n_step_return
+from rl.replay.tables import ReplayRatio, transition_signature
+from rl.specs import EnvironmentSpec
+from dm_env import specs
+
+GAMMA = 0.9
+SPEC = EnvironmentSpec(
+    observations=specs.Array((1,), np.float32, "observation"),
+    actions=specs.DiscreteArray(3, name="action"),
+    rewards=specs.Array((), np.float32),
+    discounts=specs.BoundedArray((), np.float32, 0.0, 1.0),
+)
+
+
+@pytest.fixture
+def replay():
+    table = reverb.Table.queue("queue", max_size=1000, signature=transition_signature(SPEC))
+    server = reverb.Server([table], port=None)
+    client = reverb.Client(f"localhost:{server.port}")
+    yield client
+    server.stop()
+
+
+def _obs(i):
+    return np.array([i], np.float32)
+
+
+def _write_episode(adder, rewards, last_discount):
+    """Episode with observations 0..T, action t = t % 3, reward rewards[t]."""
+    adder.add_first(dm_env.restart(_obs(0)))
+    for t, reward in enumerate(rewards):
+        last = t == len(rewards) - 1
+        discount = last_discount if last else 1.0
+        step_type = dm_env.StepType.LAST if last else dm_env.StepType.MID
+        adder.add(np.int32(t % 3), dm_env.TimeStep(step_type, np.float32(reward), np.float32(discount), _obs(t + 1)))
+
+
+def _read_all(client, count):
+    dataset = reverb.TrajectoryDataset.from_table_signature(
+        client.server_address, "queue", max_in_flight_samples_per_worker=1
+    )
+    return [sample.data for sample in dataset.take(count).as_numpy_iterator()]
+
+
+def _expected(rewards, last_discount, n):
+    """Hand-rolled n-step transitions: (obs, action, return, bootstrap discount, next obs)."""
+    discounts = [1.0] * (len(rewards) - 1) + [last_discount]
+    rows = []
+    for t in range(len(rewards)):
+        end = min(t + n, len(rewards))
+        ret = sum(GAMMA ** (k - t) * rewards[k] for k in range(t, end))
+        boot = GAMMA ** (end - t) * np.prod(discounts[t:end])
+        rows.append((t, t % 3, ret, boot, end))
+    return rows
+
+
+@pytest.mark.parametrize("n", [1, 3])
+@pytest.mark.parametrize("last_discount", [0.0, 1.0], ids=["terminated", "truncated"])
+def test_n_step_transitions_match_hand_computed(replay, n, last_discount):
+    rewards = [1.0, 2.0, 3.0, 4.0, 5.0]
+    adder = NStepTransitionAdder(replay, "queue", n_step=n, discount=GAMMA)
+    _write_episode(adder, rewards, last_discount)
+    assert adder.num_items == len(rewards)
+    items = _read_all(replay, len(rewards))
+    for item, (t, action, ret, boot, end) in zip(items, _expected(rewards, last_discount, n)):
+        assert item.observation[0] == t and item.next_observation[0] == end
+        assert item.action == action
+        assert item.reward == pytest.approx(ret, rel=1e-6)
+        assert item.discount == pytest.approx(boot, rel=1e-6)
+
+
+def test_n3_by_hand(replay):
+    """The same rule written out once with numbers, independent of `_expected`."""
+    adder = NStepTransitionAdder(replay, "queue", n_step=3, discount=GAMMA)
+    _write_episode(adder, [1.0, 2.0, 3.0, 4.0], last_discount=0.0)
+    items = _read_all(replay, 4)
+    returns = [float(i.reward) for i in items]
+    discounts = [float(i.discount) for i in items]
+    assert returns == pytest.approx([1 + 0.9 * 2 + 0.81 * 3, 2 + 0.9 * 3 + 0.81 * 4, 3 + 0.9 * 4, 4.0])
+    assert discounts == pytest.approx([0.729, 0.0, 0.0, 0.0])
+
+
+def test_episodes_do_not_leak_into_each_other(replay):
+    adder = NStepTransitionAdder(replay, "queue", n_step=3, discount=GAMMA)
+    _write_episode(adder, [1.0, 1.0], last_discount=0.0)
+    _write_episode(adder, [10.0, 10.0], last_discount=0.0)
+    items = _read_all(replay, 4)
+    assert [float(i.reward) for i in items] == pytest.approx([1.9, 1.0, 19.0, 10.0])
+
+
+def test_n_step_return_stops_at_termination():
+    assert n_step_return([1.0, 1.0, 1.0], [1.0, 0.0, 1.0], 0.5) == (1.5, 0.0)
+
+
+def test_replay_ratio_mirrors_reverb_rate_limiter():
+    ratio = ReplayRatio(samples_per_insert=2.0, min_size_to_sample=10, error_buffer=8.0)
+    assert not ratio.can_sample(inserts=9, samples=0, num_samples=1)
+    assert ratio.can_sample(inserts=10, samples=0, num_samples=8)
+    assert not ratio.can_sample(inserts=10, samples=8, num_samples=1)
+    assert ratio.can_sample(inserts=11, samples=8, num_samples=2)
+    limiter = ratio.make_rate_limiter()
+    assert isinstance(limiter, reverb.rate_limiters.SampleToInsertRatio)
