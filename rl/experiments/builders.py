@@ -30,12 +30,14 @@ def environment_seed(key: jax.Array) -> int:
 def build_learner(
     experiment: ExperimentConfig, random_key: jax.Array, replay_client: Any, counter: Counter
 ) -> core.Learner:
+    """The learner reading from replay, counting under the prefix `learner`."""
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     dataset = experiment.builder.make_dataset_iterator(replay_client)
     logger = TimeFilter(
         experiment.logger_factory("learner", "learner_steps"), experiment.learner_log_interval_s
     )
-    return experiment.builder.make_learner(random_key, networks, dataset, replay_client, counter, logger)
+    learner_counter = Counter(counter, "learner", time_delta=0.0)
+    return experiment.builder.make_learner(random_key, networks, dataset, replay_client, learner_counter, logger)
 
 
 def build_actor(

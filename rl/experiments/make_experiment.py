@@ -23,9 +23,8 @@ GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
 RUNTIME_ARGUMENTS = {
     "environment": ("seed",),
     "network": ("environment_spec",),
-    "logger": ("directory", "run_name", "run_config"),
+    "logger": ("directory", "run_name", "run_config", "run_group"),
     "agent": ("exploration",),
-    "launcher": ("experiment",),
 }
 
 
@@ -63,9 +62,16 @@ def run_name(environment: str, agent: str, seed: int) -> str:
 
 
 def make_experiment(
-    config: DictConfig, run_directory: str, choices: Mapping[str, Any] | None = None
+    config: DictConfig,
+    run_directory: str,
+    choices: Mapping[str, Any] | None = None,
+    run_group: str | None = None,
 ) -> tuple[ExperimentConfig, Callable[[ExperimentConfig], Any]]:
-    """Validates `config` and builds the experiment and its launcher (nothing started)."""
+    """Validates `config` and builds the experiment and its launcher (nothing started).
+
+    `run_group` groups the runs of one sweep in the trackers (W&B's group) unless the
+    logger config sets its own.
+    """
     choices = dict(choices or {})
     container = resolved_container(config)
     settings = check_run_settings(container)
@@ -107,8 +113,9 @@ def make_experiment(
         directory=os.path.join(run_directory, "logs"),
         run_name=run_name(environment_name, agent_name, settings.seed),
         run_config=container,
+        run_group=run_group,
     )
-    launcher = _instantiate("launcher", config.launcher, _partial_=True)
+    launcher = _instantiate("launcher", config.launcher)
     experiment = ExperimentConfig(
         builder=builder,
         environment_factory=environment_factory,

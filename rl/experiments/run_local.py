@@ -8,32 +8,27 @@ ratio is the one a distributed run enforces, and nothing ever waits on replay.
 from __future__ import annotations
 
 import time
-from typing import Any
 
-import jax
-
-from rl.checkpointing import save_checkpoint
-from rl.counting import Counter
-from rl.experiments.builders import build_actor, build_evaluator, build_learner
 from rl.experiments.config import ExperimentConfig
+from rl.experiments.distributed import DistributedProgram
 from rl.experiments.progress import ProgressDisplay
-from rl.experiments.summary import RunSummary, write_summary
+from rl.experiments.summary import RunSummary, close_loggers, finish_run
 
 
 def run_local(experiment: ExperimentConfig) -> RunSummary:
     import reverb  # Replay pulls in TensorFlow: import it only when a run starts.
 
     start = time.perf_counter()
-    learner_key, actor_key, evaluator_key = jax.random.split(jax.random.PRNGKey(experiment.seed), 3)
+    program = DistributedProgram(experiment, num_actors=1, num_evaluators=1)
     builder = experiment.builder
-    server = reverb.Server(builder.make_replay_tables(experiment.environment_spec), port=None)
+    server = reverb.Server(program.make_replay_tables(), port=None)
     loggers_closed = False
     try:
         client = reverb.Client(f"localhost:{server.port}")
-        counter = Counter()
-        learner = build_learner(experiment, learner_key, client, Counter(counter, "learner", 0.0))
-        actor_loop = build_actor(experiment, actor_key, client, learner, counter, actor_id=0)
-        evaluator = build_evaluator(experiment, evaluator_key, learner, counter)
+        counter = program.make_counter()
+        learner = program.make_learner(client, counter)
+        actor_loop = program.make_actor(0, client, learner, counter)
+        evaluator = program.make_evaluator(0, learner, counter)
         adder = actor_loop.actor.adder
         ratio = builder.replay_ratio
         batch = builder.samples_per_learner_step
@@ -53,24 +48,14 @@ def run_local(experiment: ExperimentConfig) -> RunSummary:
                     next_eval += experiment.eval_every
                 progress.advance(step)
         adder.reset()
-        if experiment.checkpoint:
-            save_checkpoint(
-                f"{experiment.run_directory}/checkpoints",
-                int(counter.get_counts().get("learner_steps", 0)),
-                {"learner": learner.save(), "counts": counter.get_counts()},
-            )
-        summary = RunSummary.from_run(experiment, counter.get_counts(), evaluator.returns, time.perf_counter() - start)
-        write_summary(experiment.run_directory, summary)
-        _close_logger_factory(experiment.logger_factory, exit_code=0)
+        summary = finish_run(
+            experiment, learner.save(), counter.get_counts(), evaluator.returns, time.perf_counter() - start
+        )
+        close_loggers(experiment, exit_code=0)
         loggers_closed = True
         return summary
     finally:
         if not loggers_closed:
-            _close_logger_factory(experiment.logger_factory, exit_code=1)
+            close_loggers(experiment, exit_code=1)
         server.stop()
 
-
-def _close_logger_factory(factory: Any, exit_code: int) -> None:
-    close = getattr(factory, "close", None)
-    if close is not None:
-        close(exit_code=exit_code)

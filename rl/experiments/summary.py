@@ -46,6 +46,33 @@ class RunSummary:
         )
 
 
+def finish_run(
+    experiment: ExperimentConfig,
+    learner_state: Any,
+    counts: Mapping[str, Any],
+    eval_returns: Sequence[tuple[int, float]],
+    wall_time_s: float,
+) -> RunSummary:
+    """Writes what every launcher leaves behind: the checkpoint and summary.json."""
+    if experiment.checkpoint:
+        from rl.checkpointing import save_checkpoint
+
+        save_checkpoint(
+            os.path.join(experiment.run_directory, "checkpoints"),
+            int(counts.get("learner_steps", 0)),
+            {"learner": learner_state, "counts": dict(counts)},
+        )
+    summary = RunSummary.from_run(experiment, counts, eval_returns, wall_time_s)
+    write_summary(experiment.run_directory, summary)
+    return summary
+
+
+def close_loggers(experiment: ExperimentConfig, exit_code: int) -> None:
+    close = getattr(experiment.logger_factory, "close", None)
+    if close is not None:
+        close(exit_code=exit_code)
+
+
 def write_summary(directory: str, summary: RunSummary) -> str:
     path = os.path.join(directory, "summary.json")
     with open(path, "w") as file:

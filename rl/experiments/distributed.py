@@ -1,0 +1,79 @@
+"""The nodes of an experiment and how they are wired, independent of any launcher.
+
+    replay ◀─inserts── actor_i ──params?──▶ learner ──samples──▶ replay
+    counter ◀─counts── every node;   evaluator_j ──params?──▶ learner
+
+`run_local` builds these nodes in one process; the Ray launcher builds each in its own
+process from the same description, so both run the same experiment with the same keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+
+from rl import core
+from rl.counting import Counter
+from rl.environment_loop import EnvironmentLoop
+from rl.experiments.builders import Evaluator, build_actor, build_evaluator, build_learner
+from rl.experiments.config import ExperimentConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeKeys:
+    """Independent random keys for every node, all derived from the experiment seed."""
+
+    learner: jax.Array
+    actors: tuple[jax.Array, ...]
+    evaluators: tuple[jax.Array, ...]
+
+
+@dataclasses.dataclass
+class DistributedProgram:
+    experiment: ExperimentConfig
+    num_actors: int = 1
+    num_evaluators: int = 1
+
+    def __post_init__(self) -> None:
+        if self.num_actors < 1:
+            raise ValueError(f"num_actors must be >= 1, got {self.num_actors}")
+        if self.num_evaluators < 0:
+            raise ValueError(f"num_evaluators must be >= 0, got {self.num_evaluators}")
+
+    @property
+    def keys(self) -> NodeKeys:
+        learner, actors, evaluators = jax.random.split(jax.random.PRNGKey(self.experiment.seed), 3)
+        return NodeKeys(
+            learner=learner,
+            actors=tuple(jax.random.split(actors, self.num_actors)),
+            evaluators=tuple(jax.random.split(evaluators, max(1, self.num_evaluators))),
+        )
+
+    def node_names(self) -> list[str]:
+        return [
+            "replay",
+            "counter",
+            "learner",
+            *(f"actor_{i}" for i in range(self.num_actors)),
+            *(f"evaluator_{i}" for i in range(self.num_evaluators)),
+        ]
+
+    def make_replay_tables(self) -> list[Any]:
+        return self.experiment.builder.make_replay_tables(self.experiment.environment_spec)
+
+    def make_counter(self) -> Counter:
+        return Counter()
+
+    def make_learner(self, replay_client: Any, counter: Any) -> core.Learner:
+        return build_learner(self.experiment, self.keys.learner, replay_client, counter)
+
+    def make_actor(
+        self, actor_id: int, replay_client: Any, variable_source: core.VariableSource, counter: Any
+    ) -> EnvironmentLoop:
+        key = self.keys.actors[actor_id]
+        return build_actor(self.experiment, key, replay_client, variable_source, counter, actor_id)
+
+    def make_evaluator(self, evaluator_id: int, variable_source: core.VariableSource, counter: Any) -> Evaluator:
+        return build_evaluator(self.experiment, self.keys.evaluators[evaluator_id], variable_source, counter)
