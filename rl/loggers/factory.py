@@ -15,8 +15,10 @@ from rl.loggers.wandb import WandbLogger, WandbRun
 class DefaultLoggerFactory:
     """Makes one logger per node label, writing to the sinks switched on in the config.
 
-    `directory`, `run_name` and `run_config` are filled in by the experiment, not the
-    YAML: they depend on the run directory and the composed config.
+    `directory`, `run_name`, `run_config` and `run_group` are filled in by the
+    experiment, not the YAML: they depend on the run directory, the composed config and
+    the sweep the run belongs to. `wandb.name` and `wandb.group`, when set, win over
+    `run_name` and `run_group`.
     """
 
     def __init__(
@@ -28,6 +30,7 @@ class DefaultLoggerFactory:
         directory: str = "logs",
         run_name: str | None = None,
         run_config: Mapping[str, Any] | None = None,
+        run_group: str | None = None,
     ):
         self.terminal = terminal
         self.csv = csv
@@ -36,9 +39,10 @@ class DefaultLoggerFactory:
         self.wandb_run: WandbRun | None = None
         if wandb is not None:
             settings = dict(wandb)
-            settings.setdefault("name", run_name)
             if settings.get("name") is None:
                 settings["name"] = run_name
+            if settings.get("group") is None:
+                settings["group"] = run_group
             self.wandb_run = WandbRun(
                 directory=os.path.dirname(self.directory), config=run_config, **settings
             )
@@ -62,7 +66,13 @@ class DefaultLoggerFactory:
         self._loggers.append(logger)
         return logger
 
+    def start(self) -> None:
+        """Starts the W&B run (if any) now, so even a run that fails early shows up."""
+        if self.wandb_run is not None:
+            self.wandb_run.start()
+
     def close(self, exit_code: int = 0) -> None:
+        """Closes every sink; W&B marks the run finished (exit code 0) or failed. Idempotent."""
         for logger in self._loggers:
             logger.close()
         self._loggers.clear()

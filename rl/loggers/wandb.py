@@ -1,20 +1,74 @@
 """Weights & Biases: one run per experiment, every node's records namespaced by label.
 
 All curves are plotted against `actor_steps`, the x-axis every node's records carry.
+The run config is the resolved composed config plus the code's git commit and whether
+the work tree was dirty; secrets (API keys, tokens, passwords) never reach it.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import threading
 from typing import Any, Mapping, Sequence
 
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
 
 STEP_METRIC = "actor_steps"
+REDACTED = "<redacted>"
+# Config keys whose values are never written to a run config.
+SECRET_KEY_PATTERN = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential)", re.IGNORECASE)
+# Environment variables whose values are scrubbed wherever they appear in a config.
+SECRET_ENVIRONMENT_VARIABLES = ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE")
+_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def git_state(directory: str | None = None) -> dict[str, Any] | None:
+    """The commit checked out in `directory` (the code's repository by default) and
+    whether tracked files have uncommitted changes; None outside a git repository."""
+    directory = directory or _CODE_ROOT
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["git", *args], cwd=directory, capture_output=True, text=True, timeout=20, check=False
+        )
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        if commit.returncode != 0:
+            return None
+        status = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()) or status.returncode != 0}
+
+
+def redact_secrets(value: Any, secrets: Sequence[str] | None = None) -> Any:
+    """A copy of a config with secret-looking keys and known secret values masked."""
+    if secrets is None:
+        secrets = [os.environ[name] for name in SECRET_ENVIRONMENT_VARIABLES if os.environ.get(name)]
+    secrets = [secret for secret in secrets if len(secret) >= 4]
+    if isinstance(value, Mapping):
+        return {
+            key: (REDACTED if isinstance(key, str) and SECRET_KEY_PATTERN.search(key) and item else redact_secrets(item, secrets))
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact_secrets(item, secrets) for item in value]
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+    return value
 
 
 class WandbRun:
-    """Owns the wandb run of one experiment; started on first use, finished once."""
+    """Owns the wandb run of one experiment; started on first use, finished once.
+
+    `mode` is "online", "offline" or "disabled"; None leaves it to WANDB_MODE (online
+    when unset). `git=True` records the code's commit and dirty flag under `git` in the
+    run config.
+    """
 
     def __init__(
         self,
@@ -22,11 +76,17 @@ class WandbRun:
         entity: str | None = None,
         group: str | None = None,
         tags: Sequence[str] = (),
-        mode: str = "online",
+        mode: str | None = None,
         name: str | None = None,
         directory: str | None = None,
         config: Mapping[str, Any] | None = None,
+        git: bool = True,
     ):
+        if mode is not None and mode not in ("online", "offline", "disabled"):
+            raise ValueError(f"logger.wandb.mode must be online, offline, disabled or null, got {mode!r}")
+        run_config = redact_secrets(dict(config or {}))
+        if git:
+            run_config["git"] = git_state()
         self._settings = dict(
             project=project,
             entity=entity,
@@ -35,11 +95,28 @@ class WandbRun:
             mode=mode,
             name=name,
             dir=directory,
-            config=dict(config or {}),
+            config=run_config,
         )
         self._run = None
         self._lock = threading.Lock()
         self._defined: set[str] = set()
+        self.finished_with: int | None = None
+
+    @property
+    def name(self) -> str | None:
+        return self._settings["name"]
+
+    @property
+    def group(self) -> str | None:
+        return self._settings["group"]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self._settings["config"]
+
+    @property
+    def started(self) -> bool:
+        return self._run is not None
 
     @property
     def run(self):
@@ -47,9 +124,16 @@ class WandbRun:
             if self._run is None:
                 import wandb  # Imported lazily: only runs that log to wandb pay for it.
 
-                self._run = wandb.init(reinit=True, **self._settings)
+                if self._settings["dir"]:
+                    os.makedirs(self._settings["dir"], exist_ok=True)
+                self._run = wandb.init(reinit="finish_previous", **self._settings)
                 self._run.define_metric(STEP_METRIC)
+                self.finished_with = None
             return self._run
+
+    def start(self) -> None:
+        """Starts the run now (otherwise the first record starts it)."""
+        self.run  # noqa: B018 - the property starts the run.
 
     def log(self, label: str, data: LoggingData) -> None:
         run = self.run
@@ -62,10 +146,13 @@ class WandbRun:
         run.log(row)
 
     def finish(self, exit_code: int = 0) -> None:
+        """Ends the run: exit code 0 marks it finished, anything else failed/crashed."""
         with self._lock:
             if self._run is not None:
                 self._run.finish(exit_code=exit_code)
                 self._run = None
+                self._defined.clear()
+                self.finished_with = exit_code
 
 
 class WandbLogger(Logger):
