@@ -19,6 +19,7 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from rl.experiments.make_experiment import make_experiment  # noqa: E402
+from rl.experiments.launchers.errors import LauncherError  # noqa: E402
 from rl.experiments.validation import ConfigError  # noqa: E402
 
 
@@ -50,6 +51,10 @@ def main(config: DictConfig) -> float:
         if start is not None:
             start()  # The W&B run exists (with its config) before the first step.
         summary = launch(experiment=experiment)
+    except LauncherError as error:  # Expected failures (unreachable cluster, dead learner): no traceback.
+        _close_loggers(factory, exit_code=1)
+        print(f"Run failed: {error}", file=sys.stderr)
+        sys.exit(1)
     except BaseException as error:
         # W&B marks a run that ends with a non-zero exit code as failed/crashed. Closing
         # here also frees the run for the next job of a multirun in this process.

@@ -41,7 +41,7 @@ class ProgressDisplay:
     def update(self, **fields: float) -> None:
         self._fields.update(fields)
 
-    def advance(self, step: int) -> None:
-        if self._enabled and (step % self._refresh_every == 0):
+    def advance(self, step: int, force: bool = False) -> None:
+        if self._enabled and (force or step % self._refresh_every == 0):
             rate = step / max(time.perf_counter() - self._start, 1e-9)
             self._progress.update(self._task, completed=step, rate=rate, **self._fields)

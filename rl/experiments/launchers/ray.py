@@ -1,0 +1,262 @@
+"""conf/launcher/ray.yaml: every node of the experiment in its own Ray process.
+
+The driver (this process) starts or joins Ray, places the nodes, owns the loggers
+(nodes send their records through a Ray queue) and watches the run: it restarts the
+work of actors Ray has restarted, stops everything when the step budget is spent or the
+learner fails, writes the checkpoint and summary.json, and shuts down what it started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import socket
+import time
+from typing import Any
+
+from rl.experiments.config import ExperimentConfig
+from rl.experiments.distributed import DistributedProgram
+from rl.experiments.launchers.errors import LauncherError
+from rl.experiments.progress import ProgressDisplay
+from rl.experiments.summary import RunSummary, close_loggers, finish_run
+
+REPOSITORY_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
+# Environment of every node: no GPU pre-allocation fights, no TensorFlow chatter.
+NODE_ENVIRONMENT = {
+    "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+    "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+}
+
+
+@dataclasses.dataclass
+class RayLauncher:
+    num_actors: int = 2
+    num_evaluators: int = 1
+    address: str | None = None
+    learner_num_cpus: float = 1.0
+    learner_num_gpus: float = 0.0
+    actor_num_cpus: float = 0.5
+    max_restarts: int = 3
+    connect_timeout_s: float = 10.0
+    stop_timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.num_actors < 1:
+            raise ValueError(f"num_actors must be >= 1, got {self.num_actors}")
+        if self.num_evaluators < 1:
+            raise ValueError(f"num_evaluators must be >= 1, got {self.num_evaluators}")
+        for name in ("learner_num_cpus", "learner_num_gpus", "actor_num_cpus", "max_restarts"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.address not in (None, "auto") and not _HOST_PORT.match(self.address):
+            raise ValueError(
+                f"address must be null (start Ray here), 'auto' or 'ray://host:port' / 'host:port', got {self.address!r}"
+            )
+
+    def __call__(self, experiment: ExperimentConfig) -> RunSummary:
+        import ray
+
+        self._check_reachable()
+        started_here = not ray.is_initialized()
+        if started_here:
+            self._init_ray(ray)
+        run = None
+        try:
+            run = _RayRun(self, experiment)
+            return run.run()
+        finally:
+            if started_here:
+                ray.shutdown()
+                if run is not None:
+                    _wait_for_exit(run.node_pids.values(), self.stop_timeout_s)
+
+    def _check_reachable(self) -> None:
+        """Fails fast (no hang) when a given cluster address does not answer."""
+        match = _HOST_PORT.match(self.address or "")
+        if match is None:
+            return
+        host, port = match.group("host"), int(match.group("port"))
+        try:
+            with socket.create_connection((host, port), timeout=self.connect_timeout_s):
+                pass
+        except OSError as error:
+            raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
+
+    def _init_ray(self, ray: Any) -> None:
+        environment = dict(NODE_ENVIRONMENT)
+        runtime_env: dict[str, Any] = {"env_vars": environment}
+        if self.address is None:
+            # A local instance sized to this machine, but large enough for the nodes asked for.
+            needed = self.learner_num_cpus + self.num_actors * self.actor_num_cpus
+            environment["PYTHONPATH"] = os.pathsep.join(
+                p for p in (REPOSITORY_ROOT, os.environ.get("PYTHONPATH")) if p
+            )
+            ray.init(
+                num_cpus=max(os.cpu_count() or 1, int(needed + 0.999)),
+                num_gpus=None,
+                include_dashboard=False,
+                log_to_driver=False,
+                runtime_env=runtime_env,
+            )
+            return
+        runtime_env["working_dir"] = REPOSITORY_ROOT
+        runtime_env["excludes"] = [".git", ".venv", "outputs", "multirun", "wandb", "**/__pycache__"]
+        try:
+            ray.init(address=self.address, log_to_driver=False, runtime_env=runtime_env)
+        except (ConnectionError, RuntimeError, TimeoutError) as error:
+            raise LauncherError(f"launcher.address: cannot join Ray at {self.address} ({error})") from None
+
+
+class _RayRun:
+    """One distributed run, from placing the nodes to writing the summary."""
+
+    def __init__(self, launcher: RayLauncher, experiment: ExperimentConfig):
+        import ray
+        from ray.util.queue import Queue
+
+        self.ray = ray
+        self.launcher = launcher
+        self.experiment = experiment
+        self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0})
+        from rl.experiments.launchers.ray_nodes import QueueLoggerFactory
+
+        remote_experiment = dataclasses.replace(experiment, logger_factory=QueueLoggerFactory(self.log_queue))
+        self.program = DistributedProgram(remote_experiment, launcher.num_actors, launcher.num_evaluators)
+        self.loggers: dict[tuple, Any] = {}
+        self.restarts = [0] * launcher.num_actors
+        self.handles: dict[str, Any] = {}
+        self.node_pids: dict[str, int] = {}
+
+    def _log(self, key: tuple, row: dict) -> None:
+        if key not in self.loggers:
+            label, steps_key, instance = key
+            self.loggers[key] = self.experiment.logger_factory(label, steps_key, instance)
+        self.loggers[key].write(row)
+
+    def _drain_logs(self) -> None:
+        while not self.log_queue.empty():
+            for key, row in self.log_queue.get_nowait_batch(self.log_queue.qsize()):
+                self._log(key, row)
+
+    def _event(self, message: str) -> None:
+        """A launcher event (restart, failure) for the terminal and logs/launcher.csv."""
+        self._log(("launcher", None, None), {"event": message, "time": time.time()})
+
+    def run(self) -> RunSummary:
+        from rl.experiments.launchers import ray_nodes
+
+        ray, launcher, experiment, program = self.ray, self.launcher, self.experiment, self.program
+        start = time.perf_counter()
+        exit_code = 1
+        try:
+            replay = ray_nodes.ReplayNode.remote(program)
+            counter = ray_nodes.CounterNode.remote(experiment.max_actor_steps)
+            replay_address = ray.get(replay.address.remote())
+            learner = ray_nodes.LearnerNode.options(
+                num_cpus=launcher.learner_num_cpus, num_gpus=launcher.learner_num_gpus
+            ).remote(program, replay_address, counter)
+            actor_options = {
+                "num_cpus": launcher.actor_num_cpus,
+                "max_restarts": launcher.max_restarts,
+                "runtime_env": {"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
+            }
+            actors = [
+                ray_nodes.ActorNode.options(**actor_options).remote(program, i, replay_address, learner, counter)
+                for i in range(launcher.num_actors)
+            ]
+            evaluators = [
+                ray_nodes.EvaluatorNode.remote(program, i, learner, counter) for i in range(launcher.num_evaluators)
+            ]
+            self._write_node_pids(replay, counter, learner, actors, evaluators)
+            learner_run = learner.run.remote()
+            actor_runs = {actor.run.remote(): i for i, actor in enumerate(actors)}
+            evaluator_runs = [
+                e.run.remote(experiment.eval_every, experiment.max_actor_steps, experiment.eval_episodes)
+                for e in evaluators
+            ]
+            self._watch(learner_run, actor_runs, actors, counter)
+            returns = ray.get([e.final_evaluation.remote(experiment.eval_episodes) for e in evaluators])
+            ray.get(evaluator_runs)
+            learner.stop.remote()
+            ray.wait([learner_run], timeout=launcher.stop_timeout_s)
+            ray.get(learner.flush_counts.remote())
+            learner_state = ray.get(learner.save.remote())
+            counts = ray.get(counter.get_counts.remote())
+            self._drain_logs()
+            summary = finish_run(experiment, learner_state, counts, returns[0], time.perf_counter() - start)
+            exit_code = 0
+            return summary
+        except ray.exceptions.RayError as error:
+            raise LauncherError(f"the distributed run failed: {error}") from None
+        finally:
+            try:
+                self._drain_logs()
+            except Exception:  # The queue dies with Ray on a failed start; logs are best effort.
+                pass
+            for handle in self.handles.values():
+                ray.kill(handle, no_restart=True)
+            for logger in self.loggers.values():
+                logger.close()
+            close_loggers(experiment, exit_code=exit_code)
+
+    def _watch(self, learner_run: Any, actor_runs: dict[Any, int], actors: list[Any], counter: Any) -> None:
+        """Until every actor is done: drain logs, show progress, restart dead actors' work."""
+        ray = self.ray
+        with ProgressDisplay(self.experiment.max_actor_steps, enabled=self.experiment.progress) as progress:
+            while actor_runs:
+                done, _ = ray.wait([learner_run, *actor_runs], num_returns=1, timeout=0.5)
+                self._drain_logs()
+                progress.advance(int(ray.get(counter.get_counts.remote()).get("actor_steps", 0)), force=True)
+                for ref in done:
+                    if ref == learner_run:
+                        try:
+                            ray.get(ref)
+                            raise LauncherError("the learner stopped before the actors finished")
+                        except ray.exceptions.RayError as error:
+                            raise LauncherError(f"the learner failed: {error}") from None
+                    actor_id = actor_runs.pop(ref)
+                    try:
+                        ray.get(ref)
+                    except ray.exceptions.RayActorError as error:
+                        self._restart(actor_id, actors[actor_id], actor_runs, error)
+
+    def _restart(self, actor_id: int, actor: Any, actor_runs: dict[Any, int], error: Exception) -> None:
+        self.restarts[actor_id] += 1
+        if self.restarts[actor_id] > self.launcher.max_restarts:
+            raise LauncherError(
+                f"actor {actor_id} died more than launcher.max_restarts={self.launcher.max_restarts} times: {error}"
+            )
+        self._event(f"actor {actor_id} died; restarted by Ray ({self.restarts[actor_id]}/{self.launcher.max_restarts})")
+        actor_runs[actor.run.remote()] = actor_id
+
+    def _write_node_pids(self, replay: Any, counter: Any, learner: Any, actors: list, evaluators: list) -> None:
+        """logs/nodes.json: which process hosts which node, for operators (and tests)."""
+        handles = self.handles
+        handles.update({"replay": replay, "counter": counter, "learner": learner})
+        handles.update({f"actor_{i}": a for i, a in enumerate(actors)})
+        handles.update({f"evaluator_{i}": e for i, e in enumerate(evaluators)})
+        self.node_pids = dict(zip(handles, self.ray.get([h.pid.remote() for h in handles.values()])))
+        directory = os.path.join(self.experiment.run_directory, "logs")
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "nodes.json"), "w") as file:
+            json.dump(self.node_pids, file, indent=2)
+
+
+def _wait_for_exit(pids: Any, timeout_s: float) -> None:
+    """Waits for node processes to end after shutdown, killing any that linger."""
+    import psutil
+
+    processes = []
+    for pid in pids:
+        try:
+            processes.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue
+    _, alive = psutil.wait_procs(processes, timeout=timeout_s)
+    for process in alive:
+        process.kill()
+    psutil.wait_procs(alive, timeout=5)

@@ -1,0 +1,285 @@
+"""The Ray actors that host an experiment's nodes, and the proxies nodes talk through.
+
+Each node builds its part of the experiment from the shared `DistributedProgram`, so the
+agents know nothing about Ray: a remote learner looks like a `VariableSource`, the remote
+counter like a `Counter` parent and the driver's loggers like a logger factory.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+import ray
+
+from rl import core
+from rl.counting import Counter
+from rl.experiments.distributed import DistributedProgram
+from rl.loggers.base import Logger, LoggingData, to_python_scalar
+
+# Steps an actor reserves from the counter at once: bounds counter traffic, and the total
+# never exceeds max_actor_steps because the counter grants only what is left.
+STEP_LEASE = 100
+
+
+class RemoteCounter:
+    """A `Counter` parent living in the counter node; increments are batched.
+
+    Increments are sent at most every `flush_interval_s` (and on `flush`), so a learner
+    counting every step does not pay a round trip per step.
+    """
+
+    def __init__(self, handle: Any, flush_interval_s: float = 0.5):
+        self._handle = handle
+        self._flush_interval_s = flush_interval_s
+        self._pending: dict[str, float] = {}
+        self._counts: dict[str, float] = {}
+        self._last_flush = 0.0
+        self._lock = threading.Lock()
+
+    def increment(self, **counts: float) -> dict[str, float]:
+        with self._lock:
+            for key, value in counts.items():
+                self._pending[key] = self._pending.get(key, 0) + value
+        if time.monotonic() - self._last_flush >= self._flush_interval_s:
+            return self.flush()
+        with self._lock:
+            merged = dict(self._counts)
+            for key, value in self._pending.items():
+                merged[key] = merged.get(key, 0) + value
+        return merged
+
+    def flush(self) -> dict[str, float]:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        self._counts = ray.get(self._handle.increment.remote(**pending))
+        self._last_flush = time.monotonic()
+        return dict(self._counts)
+
+    def get_counts(self) -> dict[str, float]:
+        return self.flush()
+
+
+class RemoteVariableSource(core.VariableSource):
+    """The learner's parameters, seen from another process.
+
+    Asynchronous (for actors): returns the newest parameters already received and asks
+    for fresher ones in the background, so acting never waits; only the first call
+    blocks. Synchronous (for evaluators): every call fetches the current parameters.
+    """
+
+    def __init__(self, learner_handle: Any, asynchronous: bool = True):
+        self._learner = learner_handle
+        self._asynchronous = asynchronous
+        self._latest: list[Any] | None = None
+        self._pending: Any = None
+
+    def get_variables(self, names: Sequence[str]) -> list[Any]:
+        if self._latest is None or not self._asynchronous:
+            self._latest = ray.get(self._learner.get_variables.remote(list(names)))
+            return self._latest
+        if self._pending is not None:
+            ready, _ = ray.wait([self._pending], timeout=0)
+            if ready:
+                self._latest = ray.get(self._pending)
+                self._pending = None
+        if self._pending is None:
+            self._pending = self._learner.get_variables.remote(list(names))
+        return self._latest
+
+
+class QueueLogger(Logger):
+    """Sends records to the driver, which owns the CSV files and the wandb run."""
+
+    def __init__(self, queue: Any, label: str, steps_key: str | None, instance: int | None):
+        self._queue = queue
+        self._key = (label, steps_key, instance)
+
+    def write(self, data: LoggingData) -> None:
+        row = {key: to_python_scalar(value) for key, value in data.items()}
+        self._queue.put_nowait((self._key, row))
+
+
+class QueueLoggerFactory:
+    def __init__(self, queue: Any):
+        self._queue = queue
+
+    def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
+        return QueueLogger(self._queue, label, steps_key, instance)
+
+
+@ray.remote(num_cpus=0)
+class ReplayNode:
+    def __init__(self, program: DistributedProgram):
+        import reverb
+
+        self._server = reverb.Server(program.make_replay_tables(), port=None)
+        self._address = f"{ray.util.get_node_ip_address()}:{self._server.port}"
+
+    def address(self) -> str:
+        return self._address
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@ray.remote(num_cpus=0)
+class CounterNode:
+    """The root counter, and the keeper of the actor-step budget."""
+
+    def __init__(self, max_actor_steps: int):
+        self._counter = Counter()
+        self._remaining = max_actor_steps
+
+    def increment(self, **counts: float) -> dict[str, float]:
+        return self._counter.increment(**counts)
+
+    def get_counts(self) -> dict[str, float]:
+        return self._counter.get_counts()
+
+    def reserve_steps(self, wanted: int) -> int:
+        granted = max(0, min(wanted, self._remaining))
+        self._remaining -= granted
+        return granted
+
+    def budget_left(self) -> int:
+        return self._remaining
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@ray.remote(max_concurrency=4)
+class LearnerNode:
+    """Steps the learner on its own thread and serves parameters as numpy arrays."""
+
+    def __init__(self, program: DistributedProgram, replay_address: str, counter_handle: Any):
+        import reverb
+
+        self._counter = RemoteCounter(counter_handle)
+        self._learner = program.make_learner(reverb.Client(replay_address), self._counter)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._params: dict[str, Any] = {}
+        self._version = 0
+        self._served_version = -1
+
+    def run(self) -> int:
+        """Runs until `stop`; returns the number of learner steps taken.
+
+        Once the actors stop inserting, a step can block on the rate limiter for good;
+        the driver then stops waiting for this call and shuts the process down.
+        """
+        steps = 0
+        while not self._stop.is_set():
+            self._learner.step()
+            steps += 1
+            self._version += 1
+        self._counter.flush()
+        return steps
+
+    def get_variables(self, names: Sequence[str]) -> list[Any]:
+        with self._lock:
+            if self._served_version != self._version:
+                self._params = {}
+                self._served_version = self._version
+            for name in names:
+                if name not in self._params:
+                    self._params[name] = jax.device_get(self._learner.get_variables([name])[0])
+            return [self._params[name] for name in names]
+
+    def save(self) -> Any:
+        return jax.tree_util.tree_map(np.asarray, self._learner.save())
+
+    def flush_counts(self) -> None:
+        self._counter.flush()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@ray.remote
+class ActorNode:
+    """Acts until the counter's step budget is spent; rebuilt from scratch on restart."""
+
+    def __init__(
+        self,
+        program: DistributedProgram,
+        actor_id: int,
+        replay_address: str,
+        learner_handle: Any,
+        counter_handle: Any,
+    ):
+        import reverb
+
+        self._actor_id = actor_id
+        self._counter_handle = counter_handle
+        self._counter = RemoteCounter(counter_handle, flush_interval_s=0.0)
+        self._loop = program.make_actor(
+            actor_id, reverb.Client(replay_address), RemoteVariableSource(learner_handle), self._counter
+        )
+        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+
+    def run(self) -> int:
+        steps, lease = 0, 0
+        while True:
+            if lease == 0:
+                lease = ray.get(self._counter_handle.reserve_steps.remote(STEP_LEASE))
+                if lease == 0:
+                    break
+            self._loop.step()
+            lease -= 1
+            steps += 1
+        self._loop.count_partial_episode()
+        adder = getattr(self._loop.actor, "adder", None)
+        if adder is not None:
+            adder.reset()
+        return steps
+
+    def was_restarted(self) -> bool:
+        return self.restarted
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@ray.remote(num_cpus=0)
+class EvaluatorNode:
+    """Evaluates every `eval_every` actor steps, and once more when the budget is spent."""
+
+    def __init__(self, program: DistributedProgram, evaluator_id: int, learner_handle: Any, counter_handle: Any):
+        self._counter_handle = counter_handle
+        self._evaluator = program.make_evaluator(
+            evaluator_id,
+            RemoteVariableSource(learner_handle, asynchronous=False),
+            RemoteCounter(counter_handle, 0.0),
+        )
+        self._stop = threading.Event()
+
+    def run(self, eval_every: int, max_actor_steps: int, eval_episodes: int) -> list[tuple[int, float]]:
+        next_eval = eval_every
+        while True:
+            counts = ray.get(self._counter_handle.get_counts.remote())
+            steps = int(counts.get("actor_steps", 0))
+            if steps >= max_actor_steps:
+                break
+            if steps >= next_eval:
+                self._evaluator.evaluate(eval_episodes)
+                next_eval = (steps // eval_every + 1) * eval_every
+            else:
+                time.sleep(0.2)
+        return self._evaluator.returns
+
+    def final_evaluation(self, eval_episodes: int) -> list[tuple[int, float]]:
+        self._evaluator.evaluate(eval_episodes)
+        return self._evaluator.returns
+
+    def pid(self) -> int:
+        return os.getpid()
