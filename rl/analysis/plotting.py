@@ -1,0 +1,123 @@
+"""Learning curves per group (mean over seeds with a 95% bootstrap band) and final-return tables.
+
+Only matplotlib's object API is used (no pyplot), so nothing needs a display or an
+interactive backend; notebooks can still show the returned figure.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
+
+from rl.analysis.runs import DEFAULT_METRIC, Run
+from rl.analysis.stats import bootstrap_ci, summarize
+
+MAX_CURVE_POINTS = 400
+
+
+def common_grid(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """The steps at which every run of a group has data: the union of their steps, within
+    the range all runs cover (at most MAX_CURVE_POINTS of them)."""
+    curves = [(steps, values) for steps, values in curves if steps.size]
+    if not curves:
+        return np.zeros(0)
+    start = max(steps[0] for steps, _ in curves)
+    stop = min(steps[-1] for steps, _ in curves)
+    if stop < start:  # No overlap: fall back to the whole range.
+        start, stop = min(s[0] for s, _ in curves), max(s[-1] for s, _ in curves)
+    grid = np.unique(np.concatenate([steps for steps, _ in curves]))
+    grid = grid[(grid >= start) & (grid <= stop)]
+    if grid.size > MAX_CURVE_POINTS:
+        grid = np.linspace(start, stop, MAX_CURVE_POINTS)
+    return grid
+
+
+def aggregate_curves(runs: Sequence[Run], metric: str = DEFAULT_METRIC) -> dict[str, np.ndarray]:
+    """Steps, mean and the 95% bootstrap interval of the mean over `runs`."""
+    curves = [run.curve(metric) for run in runs]
+    grid = common_grid(curves)
+    if grid.size == 0:
+        empty = np.zeros(0)
+        return {"steps": empty, "mean": empty, "low": empty, "high": empty, "runs": np.zeros((0, 0))}
+    values = np.stack([np.interp(grid, steps, curve) for steps, curve in curves if steps.size])
+    low, high = bootstrap_ci(values)
+    return {"steps": grid, "mean": values.mean(axis=0), "low": low, "high": high, "runs": values}
+
+
+def plot_curves(
+    groups: Mapping[str, Sequence[Run]],
+    metric: str = DEFAULT_METRIC,
+    hue: str | None = None,
+    title: str | None = None,
+    ax: Any = None,
+) -> Figure:
+    """Mean curve and 95% bootstrap band per group against actor steps."""
+    if ax is None:
+        figure = Figure(figsize=(7.5, 4.5), dpi=150, layout="constrained")
+        ax = figure.add_subplot()
+    else:
+        figure = ax.figure
+    colors = [f"C{i}" for i in range(10)]
+    for index, (label, runs) in enumerate(groups.items()):
+        curve = aggregate_curves(runs, metric)
+        if curve["steps"].size == 0:
+            continue
+        color = colors[index % len(colors)]
+        marker = "o" if curve["steps"].size <= 25 else None  # Sparse evaluations: show the points.
+        ax.plot(
+            curve["steps"], curve["mean"], color=color, linewidth=2, marker=marker, markersize=4,
+            label=f"{label} (n={len(runs)})",
+        )
+        if curve["steps"].size == 1:
+            error = [curve["mean"] - curve["low"], curve["high"] - curve["mean"]]
+            ax.errorbar(curve["steps"], curve["mean"], yerr=error, color=color, capsize=4, linewidth=1.5)
+        else:
+            ax.fill_between(curve["steps"], curve["low"], curve["high"], color=color, alpha=0.2, linewidth=0)
+    ax.set_xlabel("actor steps")
+    ax.set_ylabel(metric)
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.grid(alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_title(title or f"{metric}: mean over seeds, 95% bootstrap CI")
+    if groups:
+        ax.legend(title=hue, frameon=False, loc="best")
+    return figure
+
+
+def final_table(groups: Mapping[str, Sequence[Run]], metric: str = DEFAULT_METRIC) -> list[dict[str, Any]]:
+    """One row per group: the final values of `metric` summarised over its runs."""
+    return [
+        {"group": label, **summarize([run.final(metric) for run in runs])} for label, runs in groups.items()
+    ]
+
+
+def _number(value: float) -> str:
+    return "nan" if not math.isfinite(value) else f"{value:.1f}"
+
+
+def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metric: str = DEFAULT_METRIC) -> str:
+    """A plain-text table: group, runs, mean [95% CI], IQM [95% CI]."""
+    header = [hue or "group", "runs", "mean", "95% CI", "IQM", "IQM 95% CI"]
+    body = [
+        [
+            str(row["group"]),
+            str(row["runs"]),
+            _number(row["mean"]),
+            f"[{_number(row['mean_low'])}, {_number(row['mean_high'])}]",
+            _number(row["iqm"]),
+            f"[{_number(row['iqm_low'])}, {_number(row['iqm_high'])}]",
+        ]
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = [f"final {metric} per group"]
+    for index, line in enumerate([header, *body]):
+        cells = [cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(line)]
+        lines.append("  ".join(cells))
+        if index == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    return "\n".join(lines)
