@@ -34,6 +34,7 @@ def run_local(experiment: ExperimentConfig) -> RunSummary:
         batch = builder.samples_per_learner_step
         samples = 0
         next_eval = experiment.eval_every
+        acting_start = time.perf_counter()
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             for step in range(1, experiment.max_actor_steps + 1):
                 record = actor_loop.step()
@@ -48,8 +49,9 @@ def run_local(experiment: ExperimentConfig) -> RunSummary:
                     next_eval += experiment.eval_every
                 progress.advance(step)
         adder.reset()
+        now = time.perf_counter()
         summary = finish_run(
-            experiment, learner.save(), counter.get_counts(), evaluator.returns, time.perf_counter() - start
+            experiment, learner.save(), counter.get_counts(), evaluator.returns, now - start, now - acting_start
         )
         close_loggers(experiment, exit_code=0)
         loggers_closed = True

@@ -22,6 +22,8 @@ class RunSummary:
     final_eval_return: float
     best_eval_return: float
     eval_returns: list[tuple[int, float]]
+    # Actor steps per second of the acting phase (set-up and final evaluation excluded).
+    actor_steps_per_second: float | None = None
 
     @classmethod
     def from_run(
@@ -30,6 +32,7 @@ class RunSummary:
         counts: Mapping[str, Any],
         eval_returns: Sequence[tuple[int, float]],
         wall_time_s: float,
+        acting_time_s: float | None = None,
     ) -> "RunSummary":
         returns = [value for _, value in eval_returns]
         return cls(
@@ -43,6 +46,9 @@ class RunSummary:
             final_eval_return=returns[-1] if returns else float("nan"),
             best_eval_return=max(returns) if returns else float("nan"),
             eval_returns=[(int(s), float(v)) for s, v in eval_returns],
+            actor_steps_per_second=(
+                round(int(counts.get("actor_steps", 0)) / acting_time_s, 1) if acting_time_s else None
+            ),
         )
 
 
@@ -52,6 +58,7 @@ def finish_run(
     counts: Mapping[str, Any],
     eval_returns: Sequence[tuple[int, float]],
     wall_time_s: float,
+    acting_time_s: float | None = None,
 ) -> RunSummary:
     """Writes what every launcher leaves behind: the checkpoint and summary.json."""
     if experiment.checkpoint:
@@ -62,7 +69,7 @@ def finish_run(
             int(counts.get("learner_steps", 0)),
             {"learner": learner_state, "counts": dict(counts)},
         )
-    summary = RunSummary.from_run(experiment, counts, eval_returns, wall_time_s)
+    summary = RunSummary.from_run(experiment, counts, eval_returns, wall_time_s, acting_time_s)
     write_summary(experiment.run_directory, summary)
     return summary
 

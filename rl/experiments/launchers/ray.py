@@ -178,7 +178,9 @@ class _RayRun:
                 e.run.remote(experiment.eval_every, experiment.max_actor_steps, experiment.eval_episodes)
                 for e in evaluators
             ]
+            acting_start = time.perf_counter()
             self._watch(learner_run, actor_runs, actors, counter)
+            acting_time = time.perf_counter() - acting_start
             returns = ray.get([e.final_evaluation.remote(experiment.eval_episodes) for e in evaluators])
             ray.get(evaluator_runs)
             learner.stop.remote()
@@ -187,7 +189,9 @@ class _RayRun:
             learner_state = ray.get(learner.save.remote())
             counts = ray.get(counter.get_counts.remote())
             self._drain_logs()
-            summary = finish_run(experiment, learner_state, counts, returns[0], time.perf_counter() - start)
+            summary = finish_run(
+                experiment, learner_state, counts, returns[0], time.perf_counter() - start, acting_time
+            )
             exit_code = 0
             return summary
         except ray.exceptions.RayError as error:

@@ -1,0 +1,125 @@
+"""launcher=ray: real Ray processes for replay, counter, learner, actors and evaluator."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from conftest import ROOT, TRAIN, read_summary, run_train
+
+
+def _rows(path):
+    with open(path) as file:
+        return list(csv.DictReader(file))
+
+
+def _ray_processes(pids=()):
+    """Ray daemons and workers still alive, plus any of the given node pids."""
+    alive = []
+    for process in psutil.process_iter(["pid", "name", "cmdline"]):
+        try:
+            command = " ".join(process.info["cmdline"] or [])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if process.info["pid"] in pids or "raylet" in command or "gcs_server" in command or command.startswith("ray::"):
+            alive.append(command or str(process.info["pid"]))
+    return alive
+
+
+def _start_train(overrides, run_dir):
+    environment = {**os.environ, "WANDB_MODE": "offline", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.Popen(
+        [sys.executable, TRAIN, *overrides, f"hydra.run.dir={run_dir}"],
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _wait_for(predicate, timeout, process):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        if process.poll() is not None:
+            return False
+        time.sleep(1.0)
+    return False
+
+
+def _actor_1_has_acted(run_dir):
+    path = os.path.join(run_dir, "logs", "actor.csv")
+    return os.path.exists(path) and any(row["actor_id"] == "1" for row in _rows(path))
+
+
+def _check_solved_run(run_dir, output):
+    summary = read_summary(run_dir)
+    assert summary["final_eval_return"] >= 475, (summary, output[-3000:])
+    assert summary["actor_steps"] == 50_000 or summary["actor_steps"] <= 100_000
+    actor_ids = {row["actor_id"] for row in _rows(os.path.join(run_dir, "logs", "actor.csv"))}
+    assert actor_ids == {"0", "1"}
+    evaluations = _rows(os.path.join(run_dir, "logs", "evaluator.csv"))
+    assert len(evaluations) >= 2
+    steps = [int(row["actor_steps"]) for row in evaluations]
+    assert steps == sorted(steps)
+
+
+def test_ray_actor_killed_mid_run_is_restarted_and_the_run_still_solves_cartpole(run_dir):
+    """The end-to-end distributed run, with one actor process killed half-way."""
+    assert not _ray_processes(), "a Ray instance is already running on this machine"
+    process = _start_train(
+        ["experiment=dqn_cartpole", "launcher=ray", "launcher.num_actors=2", "seed=0", "progress=false"], run_dir
+    )
+    try:
+        nodes_path = os.path.join(run_dir, "logs", "nodes.json")
+        assert _wait_for(lambda: os.path.exists(nodes_path) and _actor_1_has_acted(run_dir), 600, process)
+        with open(nodes_path) as file:
+            pids = json.load(file)
+        os.kill(pids["actor_1"], signal.SIGKILL)
+        output, _ = process.communicate(timeout=1800)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, output[-3000:]
+    _check_solved_run(run_dir, output)
+    events = [row["event"] for row in _rows(os.path.join(run_dir, "logs", "launcher.csv"))]
+    assert any("actor 1 died; restarted" in event for event in events), events
+    counts = [int(row["actor_steps"]) for row in _rows(os.path.join(run_dir, "logs", "actor.csv"))]
+    assert counts == sorted(counts), "actor_steps must stay monotonic across the restart"
+    assert not _ray_processes(set(pids.values())), "processes left behind after the run"
+
+
+@pytest.mark.slow
+def test_ray_two_actors_solve_cartpole(run_dir):
+    result = run_train(
+        ["experiment=dqn_cartpole", "launcher=ray", "launcher.num_actors=2", "seed=0", f"hydra.run.dir={run_dir}"],
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    _check_solved_run(run_dir, result.stdout + result.stderr)
+    assert not _ray_processes()
+
+
+@pytest.mark.parametrize(
+    "overrides,key",
+    [
+        (["launcher.num_actors=0"], "num_actors"),
+        (["launcher.num_actors=two"], "launcher.num_actors"),
+        (["launcher.address=ray://127.0.0.1:1", "launcher.connect_timeout_s=2"], "launcher.address"),
+        (["launcher.address=not an address"], "address"),
+    ],
+)
+def test_ray_bad_input_fails_fast_with_a_clear_message(overrides, key, tmp_path):
+    result = run_train(["launcher=ray", *overrides, f"hydra.run.dir={tmp_path}"], timeout=180)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert key in output and "Traceback" not in output, output[-3000:]
+    assert not _ray_processes()
