@@ -1,4 +1,13 @@
-"""A live progress bar for training runs; silent when output is not a terminal."""
+"""A live progress bar for training runs; silent when output is not a terminal.
+
+    actor steps ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 12000/50000  1510 steps/s
+    episode    87.0  eval   143.5  0:00:25
+
+Actor steps out of `max_actor_steps`, steps per second, the latest episode and
+evaluation returns, and the time left. Log lines printed through rich's console (the
+terminal logger) scroll above the bar. When output is redirected (a file, a pipe, a
+multirun job under joblib) nothing is drawn.
+"""
 
 from __future__ import annotations
 
@@ -30,18 +39,29 @@ class ProgressDisplay:
             disable=not self._enabled,
         )
         self._task = self._progress.add_task("train", total=total_steps, rate=0.0, **self._fields)
+        self._step = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
 
     def __enter__(self) -> "ProgressDisplay":
         self._progress.start()
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
+        if self._enabled and self._step:
+            self._refresh()  # End on the true final count, not the last multiple of refresh_every.
         self._progress.stop()
 
     def update(self, **fields: float) -> None:
         self._fields.update(fields)
 
     def advance(self, step: int, force: bool = False) -> None:
+        self._step = step
         if self._enabled and (force or step % self._refresh_every == 0):
-            rate = step / max(time.perf_counter() - self._start, 1e-9)
-            self._progress.update(self._task, completed=step, rate=rate, **self._fields)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        rate = self._step / max(time.perf_counter() - self._start, 1e-9)
+        self._progress.update(self._task, completed=self._step, rate=rate, **self._fields)
