@@ -46,11 +46,14 @@ class ProgressDisplay:
         return self._enabled
 
     def __enter__(self) -> "ProgressDisplay":
-        self._progress.start()
+        if self._enabled:  # A disabled rich Live still prints a newline when it stops.
+            self._progress.start()
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        if self._enabled and self._step:
+        if not self._enabled:
+            return
+        if self._step:
             self._refresh()  # End on the true final count, not the last multiple of refresh_every.
         self._progress.stop()
 
