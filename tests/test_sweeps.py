@@ -1,0 +1,65 @@
+"""Sweeps: an Optuna search with the DQN preset, and parallel jobs under the joblib launcher."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+
+from conftest import read_summary, read_wandb_offline_run, run_train
+
+TINY = ["eval_episodes=2", "agent.min_replay_size=200", "progress=false"]
+
+
+def test_optuna_sweep_maximises_final_eval_return_and_names_best_parameters(tmp_path):
+    sweep = tmp_path / "optuna"
+    result = run_train(
+        [
+            "-m",
+            "hydra/sweeper=dqn_optuna",
+            "hydra.sweeper.n_trials=2",
+            "max_actor_steps=800",
+            "eval_every=800",
+            "logger=csv",
+            *TINY,
+            f"hydra.sweep.dir={sweep}",
+        ],
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(sweep / "optimization_results.yaml") as file:
+        results = yaml.safe_load(file)
+    best = results["best_params"]
+    assert set(best) == {"agent.learning_rate", "agent.n_step", "agent.target_update_period"}
+    assert 1e-4 <= best["agent.learning_rate"] <= 3e-3
+    assert best["agent.n_step"] in (1, 3, 5) and best["agent.target_update_period"] in (100, 250, 500, 1000)
+    finals = [read_summary(str(sweep / job))["final_eval_return"] for job in ("0", "1")]
+    assert results["best_value"] == max(finals)  # Maximised, and what train.py returned.
+    winner = str(finals.index(max(finals)))
+    with open(sweep / winner / ".hydra" / "overrides.yaml") as file:
+        overrides = dict(line.split("=", 1) for line in yaml.safe_load(file))
+    assert int(overrides["agent.n_step"]) == best["agent.n_step"]
+
+
+def test_joblib_launcher_runs_jobs_in_parallel_with_one_wandb_group(tmp_path):
+    sweep = tmp_path / "parallel"
+    result = run_train(
+        [
+            "-m",
+            "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=2",
+            "seed=0,1",
+            "max_actor_steps=600",
+            "eval_every=600",
+            "logger=wandb",
+            *TINY,
+            f"hydra.sweep.dir={sweep}",
+        ],
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = [read_wandb_offline_run(str(sweep / job)) for job in ("0", "1")]
+    assert [run["config"]["seed"] for run in runs] == [0, 1]
+    assert {run["group"] for run in runs} == {"parallel"} and {run["exit_code"] for run in runs} == {0}
+    for job in ("0", "1"):
+        assert os.path.exists(sweep / job / "summary.json") and os.path.isdir(sweep / job / "logs")
