@@ -1,0 +1,118 @@
+"""scripts/plot.py and rl.analysis: grouping runs by override, bootstrap bands, IQM tables."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import ROOT
+from rl.analysis import bootstrap_ci, find_runs, final_table, group_runs, iqm, summarize, varying_keys
+
+PLOT = os.path.join(ROOT, "scripts", "plot.py")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _write_run(path, overrides, returns, steps=(500, 1000, 1500), agent="dqn"):
+    """A run directory laid out as scripts/train.py leaves it (only what plot.py reads)."""
+    os.makedirs(os.path.join(path, ".hydra"))
+    os.makedirs(os.path.join(path, "logs"))
+    settings = dict(item.split("=", 1) for item in overrides)
+    with open(os.path.join(path, ".hydra", "overrides.yaml"), "w") as file:
+        yaml.safe_dump(list(overrides), file)
+    with open(os.path.join(path, ".hydra", "config.yaml"), "w") as file:
+        yaml.safe_dump({"seed": int(settings.get("seed", 0)), "agent": {"learning_rate": 1e-3, "n_step": 3}}, file)
+    with open(os.path.join(path, ".hydra", "hydra.yaml"), "w") as file:
+        yaml.safe_dump({"hydra": {"runtime": {"choices": {"agent": agent, "environment": "cartpole"}}}}, file)
+    with open(os.path.join(path, "logs", "evaluator.csv"), "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["actor_steps", "learner_steps", "episode_return"])
+        for step, value in zip(steps, returns):
+            writer.writerow([step, step // 2, value])
+    with open(os.path.join(path, "summary.json"), "w") as file:
+        json.dump({"final_eval_return": float(returns[-1]), "seed": int(settings.get("seed", 0))}, file)
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    """Two groups (learning rates) of two seeds, as a Hydra multirun directory."""
+    root = tmp_path / "multirun"
+    job = 0
+    for rate, base in (("1e-3", 100.0), ("3e-4", 20.0)):
+        for seed in (0, 1):
+            returns = [base * 0.3 + seed, base * 0.6 + seed, base + 10 * seed]
+            _write_run(str(root / str(job)), ["experiment=dqn_cartpole", f"seed={seed}", f"agent.learning_rate={rate}"], returns)
+            job += 1
+    (root / "multirun.yaml").write_text("hydra: {}\n")
+    return root
+
+
+def _plot(*args):
+    return subprocess.run([sys.executable, PLOT, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def test_plot_groups_by_the_varying_override_and_prints_final_table(sweep, tmp_path):
+    out = tmp_path / "figures" / "curves.png"
+    result = _plot(sweep, "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes()[:8] == PNG_MAGIC and out.stat().st_size > 5000
+    lines = result.stdout.splitlines()
+    assert lines[0] == "final evaluator/episode_return per group"
+    assert lines[1].split()[:3] == ["agent.learning_rate", "runs", "mean"] and "IQM" in lines[1]
+    rows = {line.split()[0]: line.split() for line in lines[3:5]}
+    assert set(rows) == {"3e-4", "1e-3"}
+    assert rows["1e-3"][1] == "2" and float(rows["1e-3"][2]) == pytest.approx(105.0)  # (100 + 110) / 2
+    assert float(rows["3e-4"][2]) == pytest.approx(25.0)
+    assert "4 runs in 2 groups" in result.stdout
+
+
+def test_plot_hue_and_metric_options(sweep, tmp_path):
+    out = tmp_path / "by_agent.png"
+    result = _plot(sweep, "--out", out, "--hue", "agent", "--metric", "evaluator/learner_steps")
+    assert result.returncode == 0, result.stderr
+    assert "final evaluator/learner_steps per group" in result.stdout
+    assert result.stdout.splitlines()[3].split()[:3] == ["dqn", "4", "750.0"]
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_plot_reports_missing_inputs_without_a_traceback(tmp_path):
+    result = _plot(tmp_path / "missing", "--out", tmp_path / "x.png")
+    assert result.returncode == 1 and "not a directory" in result.stderr and "Traceback" not in result.stderr
+    (tmp_path / "empty").mkdir()
+    result = _plot(tmp_path / "empty", "--out", tmp_path / "x.png")
+    assert result.returncode == 1 and "no runs" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_runs_are_found_parsed_and_grouped(sweep):
+    runs = find_runs([str(sweep)])
+    assert [run.name for run in runs] == ["0", "1", "2", "3"]
+    assert varying_keys(runs) == ["agent.learning_rate"]
+    groups = group_runs(runs)
+    assert list(groups) == ["3e-4", "1e-3"]  # Sorted by value.
+    assert [run.setting("seed") for run in groups["1e-3"]] == ["0", "1"]
+    assert group_runs(runs, "agent.n_step").keys() == {"3"}  # A config value.
+    steps, values = runs[0].curve()
+    assert steps.tolist() == [500, 1000, 1500] and values.tolist() == [30.0, 60.0, 100.0]
+    table = final_table(groups)
+    assert [row["group"] for row in table] == ["3e-4", "1e-3"] and table[1]["runs"] == 2
+
+
+def test_iqm_and_bootstrap_intervals():
+    values = np.array([1.0, 2.0, 3.0, 4.0, 100.0, 5.0, 6.0, 7.0])
+    assert iqm(values) == pytest.approx(np.mean([3.0, 4.0, 5.0, 6.0]))
+    low, high = bootstrap_ci(values)
+    assert low <= values.mean() <= high
+    curves = np.array([[0.0, 10.0], [2.0, 10.0], [4.0, 10.0]])
+    low, high = bootstrap_ci(curves)
+    assert low[0] < 2.0 < high[0] and low[1] == high[1] == 10.0
+    single = summarize([5.0])
+    assert single["runs"] == 1 and single["mean_low"] == single["mean_high"] == 5.0
+    stats = summarize([1.0, 2.0, 3.0, 4.0])
+    assert stats["mean"] == pytest.approx(2.5) and stats["mean_low"] < 2.5 < stats["mean_high"]
