@@ -51,3 +51,87 @@ class EpsilonGreedy:
         greedy_action = jnp.argmax(q_values, axis=-1)
         explore = jax.random.uniform(explore_key, q_values.shape[:-1]) < self.epsilon(step)
         return jnp.where(explore, random_action, greedy_action).astype(jnp.int32)
+
+
+# Continuous-action heads. Policy networks act in [-1, 1]; the agent's builder rescales
+# the head's action to the environment's bounds (rl.agents.continuous.to_environment_scale).
+
+
+def deterministic_action(output: object) -> jax.Array:
+    """The policy's deterministic action in [-1, 1]: the output itself, or tanh(mean)."""
+    from rl.networks.distributions import GaussianParams
+
+    if isinstance(output, GaussianParams):
+        return jnp.tanh(output.loc)
+    return output
+
+
+def _uniform_warmup(action: jax.Array, key: jax.Array, step: jax.Array, warmup_steps: int) -> jax.Array:
+    """Uniform random actions in [-1, 1] for the actor's first `warmup_steps` steps."""
+    if warmup_steps <= 0:
+        return action
+    uniform = jax.random.uniform(key, action.shape, action.dtype, -1.0, 1.0)
+    return jnp.where(step < warmup_steps, uniform, action)
+
+
+@dataclasses.dataclass(frozen=True)
+class Deterministic:
+    """The policy's mean action: the evaluation policy of continuous-control agents."""
+
+    action_kind = "continuous"
+
+    def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
+        del key, step
+        return deterministic_action(output)
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianNoise:
+    """Deterministic action plus N(0, sigma^2) noise (in [-1, 1] units), clipped to [-1, 1].
+
+    For the actor's first `warmup_steps` steps (per actor) it acts uniformly at random.
+    """
+
+    sigma: float = 0.1
+    warmup_steps: int = 0
+
+    action_kind = "continuous"
+
+    def __post_init__(self) -> None:
+        if self.sigma < 0.0:
+            raise ValueError(f"sigma must be >= 0, got {self.sigma}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+
+    def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
+        noise_key, warmup_key = jax.random.split(key)
+        action = deterministic_action(output)
+        noisy = action + self.sigma * jax.random.normal(noise_key, action.shape, action.dtype)
+        return _uniform_warmup(jnp.clip(noisy, -1.0, 1.0), warmup_key, step, self.warmup_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stochastic:
+    """A sample of a stochastic (tanh-Gaussian) policy, e.g. SAC's.
+
+    For the actor's first `warmup_steps` steps (per actor) it acts uniformly at random.
+    """
+
+    warmup_steps: int = 0
+
+    action_kind = "continuous"
+    # Only agents with a stochastic policy network (SAC) can sample.
+    needs_stochastic_policy = True
+
+    def __post_init__(self) -> None:
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+
+    def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
+        from rl.networks.distributions import GaussianParams, tanh_normal
+
+        if not isinstance(output, GaussianParams):
+            raise ValueError("policy=stochastic needs an agent with a stochastic policy network (e.g. sac)")
+        sample_key, warmup_key = jax.random.split(key)
+        action = tanh_normal(output.loc, output.scale).sample(seed=sample_key)
+        return _uniform_warmup(action, warmup_key, step, self.warmup_steps)

@@ -1,6 +1,15 @@
 """Haiku network factories: each builds networks for an environment spec."""
 
+from rl.networks.actor_critic import ActorCriticNetworks, make_actor_critic_networks
 from rl.networks.base import FeedForwardNetwork
+from rl.networks.distributions import GaussianParams, tanh_normal
 from rl.networks.value import make_q_network
 
-__all__ = ["FeedForwardNetwork", "make_q_network"]
+__all__ = [
+    "ActorCriticNetworks",
+    "FeedForwardNetwork",
+    "GaussianParams",
+    "make_actor_critic_networks",
+    "make_q_network",
+    "tanh_normal",
+]

@@ -1,0 +1,293 @@
+"""What the continuous-control agents (SAC, TD3, D4PG) share.
+
+* Action rescaling between the networks' [-1, 1] and the environment's bounds, in one
+  place: policies emit environment-scale actions (what replay stores) and learners map
+  replayed actions back to [-1, 1].
+* `ContinuousConfig`: the replay and optimisation settings every agent has.
+* `ContinuousBuilder`: uniform n-step transition replay with a `SampleToInsertRatio`
+  limiter, float32 feed-forward actors, behaviour/evaluation policies.
+* `ContinuousLearner`: a jitted update that runs `sgd_steps_per_learner_step` SGD steps
+  fused with `lax.scan`, logging, parameter serving and checkpoint state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rl import core
+from rl.agents.actors import FeedForwardActor, Policy
+from rl.agents.builder import ActorLearnerBuilder
+from rl.counting import Counter
+from rl.loggers.base import Logger, NoOpLogger
+from rl.networks.actor_critic import ActorCriticNetworks
+from rl.policies import Deterministic, GaussianNoise
+from rl.specs import EnvironmentSpec, is_discrete
+from rl.types import Transition
+from rl.variables import VariableClient
+
+# --------------------------------------------------------------------------- rescaling
+
+
+def action_bounds(action_spec: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Finite float32 (minimum, maximum) of a bounded continuous action spec."""
+    if is_discrete(action_spec) or not hasattr(action_spec, "minimum"):
+        raise ValueError(f"continuous-control agents need a bounded continuous action spec, got {action_spec}")
+    low = np.broadcast_to(np.asarray(action_spec.minimum, np.float32), action_spec.shape)
+    high = np.broadcast_to(np.asarray(action_spec.maximum, np.float32), action_spec.shape)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)):
+        raise ValueError(f"action bounds must be finite with maximum > minimum, got {action_spec}")
+    return low, high
+
+
+def to_environment_scale(action: jax.Array, action_spec: Any) -> jax.Array:
+    """Maps an action in [-1, 1] (clipped first) to the spec's [minimum, maximum]."""
+    low, high = action_bounds(action_spec)
+    action = jnp.clip(action, -1.0, 1.0)
+    return (low + (action + 1.0) * 0.5 * (high - low)).astype(jnp.float32)
+
+
+def to_network_scale(action: jax.Array, action_spec: Any) -> jax.Array:
+    """Maps an action in the spec's [minimum, maximum] to [-1, 1] (the inverse of the above)."""
+    low, high = action_bounds(action_spec)
+    return jnp.clip(2.0 * (action - low) / (high - low) - 1.0, -1.0, 1.0).astype(jnp.float32)
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def twin_critic_target(
+    reward: jax.Array,
+    discount: jax.Array,
+    next_q_values: jax.Array,
+    next_log_prob: jax.Array | None = None,
+    entropy_temperature: jax.Array | float = 0.0,
+) -> jax.Array:
+    """`r + discount * (min_i Q_i(s', a') - alpha * log pi(a'|s'))`, without gradient.
+
+    `next_q_values` is (num_critics, B): taking the smallest critic's value counters the
+    overestimation a maximising policy exploits (clipped double-Q). `discount` already
+    holds gamma^n times the environment discounts (see rl.types.Transition).
+    """
+    next_value = jnp.min(next_q_values, axis=0)
+    if next_log_prob is not None:
+        next_value = next_value - entropy_temperature * next_log_prob
+    return jax.lax.stop_gradient(reward + discount * next_value)
+
+
+def polyak_update(online: Any, target: Any, tau: float) -> Any:
+    """target <- tau * online + (1 - tau) * target."""
+    return optax.incremental_update(online, target, tau)
+
+
+def make_optimizer(learning_rate: float, max_gradient_norm: float | None) -> optax.GradientTransformation:
+    adam = optax.adam(learning_rate)
+    if max_gradient_norm is None:
+        return adam
+    return optax.chain(optax.clip_by_global_norm(max_gradient_norm), adam)
+
+
+# --------------------------------------------------------------------------- config
+
+
+@dataclasses.dataclass
+class ContinuousConfig:
+    """Replay and optimisation settings shared by SAC, TD3 and D4PG (`agent.*`)."""
+
+    policy_learning_rate: float = 3e-4
+    critic_learning_rate: float = 3e-4
+    # Global-norm gradient clipping for both networks (null: none).
+    max_gradient_norm: float | None = None
+    discount: float = 0.99
+    n_step: int = 1
+    batch_size: int = 256
+    # Items sampled per item inserted: with samples_per_insert == batch_size one SGD step
+    # runs per actor step (an update-to-data ratio of 1).
+    samples_per_insert: float = 256.0
+    min_replay_size: int = 1_000
+    max_replay_size: int = 1_000_000
+    # SGD steps fused (lax.scan) into one learner step, each on its own batch.
+    sgd_steps_per_learner_step: int = 1
+    # Polyak averaging rate of the target networks.
+    tau: float = 0.005
+    variable_update_period: int = 50
+    replay_table_name: str = "replay_table"
+
+    def __post_init__(self) -> None:
+        positive = (
+            "policy_learning_rate",
+            "critic_learning_rate",
+            "batch_size",
+            "samples_per_insert",
+            "n_step",
+            "min_replay_size",
+            "max_replay_size",
+            "sgd_steps_per_learner_step",
+            "variable_update_period",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_gradient_norm is not None and self.max_gradient_norm <= 0:
+            raise ValueError(f"max_gradient_norm must be > 0 or null, got {self.max_gradient_norm}")
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1], got {self.discount}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
+        if self.min_replay_size > self.max_replay_size:
+            raise ValueError(
+                f"min_replay_size ({self.min_replay_size}) must be <= max_replay_size ({self.max_replay_size})"
+            )
+
+
+# --------------------------------------------------------------------------- builder
+
+
+class ContinuousBuilder(ActorLearnerBuilder):
+    """Replay, adder, actor and policies for an actor-critic agent; subclasses add the learner."""
+
+    action_kind = "continuous"
+    network_kind = "actor_critic"
+    # Whether the agent's policy network is a tanh-Gaussian (SAC) or deterministic (TD3, D4PG).
+    stochastic_policy = False
+
+    def __init__(self, config: ContinuousConfig, exploration: Any = None):
+        self.config = config
+        self.exploration = exploration if exploration is not None else self.default_exploration()
+        if getattr(self.exploration, "needs_stochastic_policy", False) and not self.stochastic_policy:
+            raise ValueError(
+                f"{type(self).__name__} has a deterministic policy network, which policy="
+                f"{type(self.exploration).__name__.lower()} cannot sample; use policy=gaussian_noise"
+            )
+
+    def default_exploration(self) -> Any:
+        return GaussianNoise()
+
+    @property
+    def replay_ratio(self) -> Any:
+        from rl.replay.tables import ReplayRatio
+
+        # The buffer must hold one learner step of samples plus one insert's worth, or
+        # inserts and samples could block each other.
+        error_buffer = 2.0 * max(self.samples_per_learner_step, self.config.samples_per_insert)
+        return ReplayRatio(self.config.samples_per_insert, self.config.min_replay_size, error_buffer)
+
+    @property
+    def samples_per_learner_step(self) -> int:
+        return self.config.batch_size * self.config.sgd_steps_per_learner_step
+
+    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
+        from rl.replay.tables import make_transition_table
+
+        action_bounds(environment_spec.actions)  # Refuse unbounded actions before anything runs.
+        return [
+            make_transition_table(
+                self.config.replay_table_name,
+                environment_spec,
+                max_size=self.config.max_replay_size,
+                rate_limiter=self.replay_ratio.make_rate_limiter(),
+            )
+        ]
+
+    def make_adder(self, replay_client: Any) -> Any:
+        from rl.replay.adders import NStepTransitionAdder
+
+        return NStepTransitionAdder(
+            replay_client, self.config.replay_table_name, self.config.n_step, self.config.discount
+        )
+
+    def make_dataset_iterator(self, replay_client: Any) -> Iterator[Any]:
+        from rl.replay.dataset import make_replay_iterator
+
+        return make_replay_iterator(
+            replay_client.server_address, self.config.replay_table_name, self.samples_per_learner_step
+        )
+
+    def make_policy(
+        self, networks: ActorCriticNetworks, environment_spec: EnvironmentSpec, evaluation: bool
+    ) -> Policy:
+        head = Deterministic() if evaluation else self.exploration
+        policy_network = networks.policy_network(stochastic=self.stochastic_policy)
+        action_spec = environment_spec.actions
+        action_bounds(action_spec)
+
+        def policy(params: Any, key: jax.Array, observation: Any, step: jax.Array) -> jax.Array:
+            batched = jax.tree_util.tree_map(lambda x: jnp.expand_dims(x, 0), observation)
+            output = jax.tree_util.tree_map(lambda x: x[0], policy_network.apply(params, batched))
+            return to_environment_scale(head(output, key, step), action_spec)
+
+        return policy
+
+    def make_actor(
+        self,
+        random_key: jax.Array,
+        policy: Policy,
+        environment_spec: EnvironmentSpec,
+        variable_source: core.VariableSource,
+        adder: Any = None,
+    ) -> FeedForwardActor:
+        del environment_spec
+        client = VariableClient(variable_source, "policy", self.config.variable_update_period)
+        return FeedForwardActor(policy, random_key, client, adder, action_dtype=np.float32)
+
+
+# --------------------------------------------------------------------------- learner
+
+# (state, batch of [-1, 1]-scaled transitions) -> (state, metrics)
+SGDStep = Callable[[Any, Transition], tuple[Any, dict[str, jax.Array]]]
+
+
+class ContinuousLearner(core.Learner[Any]):
+    """Runs an agent's SGD step on replayed batches; serves `state.policy_params` as "policy".
+
+    One `step()` reads `batch_size * sgd_steps_per_learner_step` items and runs that many
+    SGD steps inside one jitted `lax.scan`, each on its own slice of the batch.
+    """
+
+    def __init__(
+        self,
+        state: NamedTuple,
+        sgd_step: SGDStep,
+        iterator: Iterator[Any],
+        config: ContinuousConfig,
+        action_spec: Any,
+        counter: Counter | None = None,
+        logger: Logger | None = None,
+    ):
+        self._state = state
+        self._iterator = iterator
+        self._counter = counter or Counter()
+        self._logger = logger or NoOpLogger()
+        num_steps = config.sgd_steps_per_learner_step
+
+        def update(state: Any, data: Transition) -> tuple[Any, dict[str, jax.Array]]:
+            data = data._replace(action=to_network_scale(data.action, action_spec))
+            split = lambda x: jnp.reshape(x, (num_steps, -1) + x.shape[1:])
+            state, metrics = jax.lax.scan(sgd_step, state, jax.tree_util.tree_map(split, data))
+            return state, jax.tree_util.tree_map(jnp.mean, metrics)
+
+        self._update = jax.jit(update)
+
+    @property
+    def state(self) -> Any:
+        return self._state
+
+    def step(self) -> None:
+        sample = next(self._iterator)
+        self._state, metrics = self._update(self._state, sample.data)
+        counts = self._counter.increment(steps=1)
+        self._logger.write({**counts, **metrics})
+
+    def get_variables(self, names: Sequence[str]) -> list[Any]:
+        return [self._state.policy_params for _ in names]
+
+    def save(self) -> Any:
+        return self._state
+
+    def restore(self, state: Any) -> None:
+        self._state = type(self._state)(*state)

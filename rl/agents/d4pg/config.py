@@ -1,0 +1,29 @@
+"""D4PG hyperparameters: everything `agent.*` can override.
+
+Exploration noise is a behaviour-policy setting: `policy.sigma` (conf/policy/gaussian_noise.yaml).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rl.agents.continuous import ContinuousConfig
+
+
+@dataclasses.dataclass
+class D4PGConfig(ContinuousConfig):
+    policy_learning_rate: float = 1e-4
+    critic_learning_rate: float = 1e-4
+    n_step: int = 5
+    # The categorical critic's support: num_atoms evenly spaced values in [v_min, v_max].
+    # Returns outside it are clipped to its ends by the projection.
+    num_atoms: int = 51
+    v_min: float = -150.0
+    v_max: float = 150.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_atoms < 2:
+            raise ValueError(f"num_atoms must be >= 2, got {self.num_atoms}")
+        if not self.v_min < self.v_max:
+            raise ValueError(f"v_min ({self.v_min}) must be < v_max ({self.v_max})")

@@ -1,0 +1,91 @@
+"""The D4PG learner: distributional critic, deterministic policy, Polyak target networks."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rl.agents.continuous import ContinuousLearner, make_optimizer, polyak_update
+from rl.agents.d4pg import losses
+from rl.agents.d4pg.config import D4PGConfig
+from rl.counting import Counter
+from rl.loggers.base import Logger
+from rl.networks.actor_critic import ActorCriticNetworks
+from rl.types import Transition
+
+
+class TrainingState(NamedTuple):
+    policy_params: Any
+    target_policy_params: Any
+    critic_params: Any
+    target_critic_params: Any
+    policy_opt_state: Any
+    critic_opt_state: Any
+    steps: jax.Array
+
+
+def support(config: D4PGConfig) -> jax.Array:
+    return jnp.linspace(config.v_min, config.v_max, config.num_atoms, dtype=jnp.float32)
+
+
+class D4PGLearner(ContinuousLearner):
+    def __init__(
+        self,
+        networks: ActorCriticNetworks,
+        random_key: jax.Array,
+        iterator: Iterator[Any],
+        config: D4PGConfig,
+        counter: Counter | None = None,
+        logger: Logger | None = None,
+    ):
+        policy = networks.policy_network(stochastic=False)
+        critic = networks.critic_network(num_critics=1, num_outputs=config.num_atoms)
+        policy_optimizer = make_optimizer(config.policy_learning_rate, config.max_gradient_norm)
+        critic_optimizer = make_optimizer(config.critic_learning_rate, config.max_gradient_norm)
+        atoms = support(config)
+
+        policy_key, critic_key = jax.random.split(random_key)
+        policy_params = policy.init(policy_key)
+        critic_params = critic.init(critic_key)
+        state = TrainingState(
+            policy_params=policy_params,
+            target_policy_params=policy_params,
+            critic_params=critic_params,
+            target_critic_params=critic_params,
+            policy_opt_state=policy_optimizer.init(policy_params),
+            critic_opt_state=critic_optimizer.init(critic_params),
+            steps=jnp.zeros((), jnp.int32),
+        )
+
+        def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
+            critic_grads, metrics = jax.grad(losses.critic_loss, has_aux=True)(
+                state.critic_params,
+                state.target_critic_params,
+                state.target_policy_params,
+                policy.apply,
+                critic.apply,
+                batch,
+                atoms,
+            )
+            policy_loss, policy_grads = jax.value_and_grad(losses.policy_loss)(
+                state.policy_params, state.critic_params, policy.apply, critic.apply, batch.observation, atoms
+            )
+            updates, critic_opt_state = critic_optimizer.update(critic_grads, state.critic_opt_state)
+            critic_params = optax.apply_updates(state.critic_params, updates)
+            updates, policy_opt_state = policy_optimizer.update(policy_grads, state.policy_opt_state)
+            policy_params = optax.apply_updates(state.policy_params, updates)
+            new_state = TrainingState(
+                policy_params=policy_params,
+                target_policy_params=polyak_update(policy_params, state.target_policy_params, config.tau),
+                critic_params=critic_params,
+                target_critic_params=polyak_update(critic_params, state.target_critic_params, config.tau),
+                policy_opt_state=policy_opt_state,
+                critic_opt_state=critic_opt_state,
+                steps=state.steps + 1,
+            )
+            return new_state, {**metrics, "policy_loss": policy_loss}
+
+        super().__init__(state, sgd_step, iterator, config, networks.environment_spec.actions, counter, logger)

@@ -1,0 +1,22 @@
+"""SAC hyperparameters: everything `agent.*` can override."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rl.agents.continuous import ContinuousConfig
+
+
+@dataclasses.dataclass
+class SACConfig(ContinuousConfig):
+    # Learning rate of the log entropy temperature.
+    temperature_learning_rate: float = 3e-4
+    initial_temperature: float = 1.0
+    # Target policy entropy; null means the usual -|A| (minus the action dimension).
+    target_entropy: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("temperature_learning_rate", "initial_temperature"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
