@@ -1,0 +1,128 @@
+"""DeepMind Control Suite tasks as dm_envs with one flat float32 observation vector."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dm_env
+import numpy as np
+from dm_env import specs
+
+from rl.environments.wrappers import EnvironmentWrapper
+
+
+def _suite() -> Any:
+    # Training never renders: without a display, tell dm_control not to look for an OpenGL
+    # backend (set MUJOCO_GL=egl or osmesa yourself to render headless).
+    if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
+        os.environ["MUJOCO_GL"] = "disable"
+    from dm_control import suite
+
+    return suite
+
+
+def validate_dm_control_task(domain: str, task: str) -> None:
+    """Raises a ValueError naming the known tasks unless (domain, task) is in the suite."""
+    suite = _suite()
+    if (domain, task) in suite.ALL_TASKS:
+        return
+    domains = sorted({d for d, _ in suite.ALL_TASKS})
+    if domain not in domains:
+        raise ValueError(f"unknown dm_control domain '{domain}'; domains: {domains}")
+    tasks = sorted(t for d, t in suite.ALL_TASKS if d == domain)
+    raise ValueError(f"unknown task '{task}' for dm_control domain '{domain}'; tasks: {tasks}")
+
+
+def _size(spec: Any) -> int:
+    return int(np.prod(spec.shape))
+
+
+class FlatDmControlWrapper(EnvironmentWrapper):
+    """Flattens the observation dict into one float32 vector (in the spec's key order),
+    exposes float32 actions and rewards, and optionally truncates episodes.
+
+    dm_control ends episodes at its time limit with discount 1 (a truncation); a shorter
+    `max_episode_steps` ends them the same way.
+    """
+
+    def __init__(self, environment: dm_env.Environment, max_episode_steps: int | None = None):
+        super().__init__(environment)
+        self._keys = list(environment.observation_spec().keys())
+        size = sum(_size(spec) for spec in environment.observation_spec().values())
+        self._observation_spec = specs.Array((size,), np.float32, "observation")
+        action_spec = environment.action_spec()
+        self._action_spec = specs.BoundedArray(
+            action_spec.shape,
+            np.float32,
+            np.asarray(action_spec.minimum, np.float32),
+            np.asarray(action_spec.maximum, np.float32),
+            "action",
+        )
+        self._action_dtype = action_spec.dtype
+        self._max_episode_steps = max_episode_steps
+        self._steps = 0
+        self._reset_next = True
+
+    def _flatten(self, observation: dict[str, Any]) -> np.ndarray:
+        parts = [np.asarray(observation[key], np.float32).reshape(-1) for key in self._keys]
+        return np.concatenate(parts).astype(np.float32, copy=False)
+
+    def _convert(self, timestep: dm_env.TimeStep) -> dm_env.TimeStep:
+        reward = None if timestep.reward is None else np.float32(timestep.reward)
+        discount = None if timestep.discount is None else np.float32(timestep.discount)
+        return timestep._replace(observation=self._flatten(timestep.observation), reward=reward, discount=discount)
+
+    def reset(self) -> dm_env.TimeStep:
+        self._steps = 0
+        self._reset_next = False
+        return self._convert(self._environment.reset())
+
+    def step(self, action: Any) -> dm_env.TimeStep:
+        if self._reset_next:
+            return self.reset()
+        timestep = self._environment.step(np.asarray(action, self._action_dtype))
+        self._steps += 1
+        if (
+            not timestep.last()
+            and self._max_episode_steps is not None
+            and self._steps >= self._max_episode_steps
+        ):
+            timestep = dm_env.truncation(timestep.reward, timestep.observation, timestep.discount)
+        self._reset_next = timestep.last()
+        return self._convert(timestep)
+
+    def observation_spec(self) -> Any:
+        return self._observation_spec
+
+    def action_spec(self) -> Any:
+        return self._action_spec
+
+    def reward_spec(self) -> Any:
+        return specs.Array((), np.float32, "reward")
+
+    def discount_spec(self) -> Any:
+        return specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
+
+
+def make_dm_control_environment(
+    seed: int,
+    domain: str = "cheetah",
+    task: str = "run",
+    max_episode_steps: int | None = None,
+    task_kwargs: dict[str, Any] | None = None,
+    name: str | None = None,
+) -> dm_env.Environment:
+    """Control Suite task `domain`-`task` seeded with a uint32; no display needed.
+
+    `name` only labels runs (conf/environment/dm_control.yaml sets it to domain-task).
+
+    Episodes last the task's time limit (1,000 steps for most tasks) unless
+    `max_episode_steps` is shorter.
+    """
+    if max_episode_steps is not None and max_episode_steps <= 0:
+        raise ValueError(f"max_episode_steps must be > 0 or null, got {max_episode_steps}")
+    del name
+    validate_dm_control_task(domain, task)
+    environment = _suite().load(domain, task, task_kwargs={**(task_kwargs or {}), "random": int(seed)})
+    return FlatDmControlWrapper(environment, max_episode_steps)

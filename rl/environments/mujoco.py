@@ -1,0 +1,37 @@
+"""Gymnasium MuJoCo locomotion tasks (HalfCheetah-v5, Hopper-v5, ...) as float32 dm_envs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dm_env
+import gymnasium
+
+from rl.environments.factories import make_gymnasium_environment, validate_gymnasium_id
+
+MUJOCO_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")
+
+
+def validate_mujoco_id(name: str) -> None:
+    """Raises a ValueError unless `name` is a registered gymnasium MuJoCo task."""
+    validate_gymnasium_id(name)
+    entry_point = str(gymnasium.envs.registry[name].entry_point)
+    if not entry_point.startswith("gymnasium.envs.mujoco"):
+        raise ValueError(
+            f"'{name}' is not a gymnasium MuJoCo task; use one of {list(MUJOCO_TASKS)} "
+            "(or environment=gymnasium for other ids)"
+        )
+
+
+def make_mujoco_environment(
+    seed: int,
+    name: str = "HalfCheetah-v5",
+    max_episode_steps: int | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> dm_env.Environment:
+    """A gymnasium MuJoCo task (no rendering, no display needed), seeded with a uint32.
+
+    Time limits (1,000 steps by default) end episodes with discount 1, falls with discount 0.
+    """
+    validate_mujoco_id(name)
+    return make_gymnasium_environment(name, seed, max_episode_steps=max_episode_steps, kwargs=kwargs)
