@@ -269,6 +269,7 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
         "min_return": float(returns.min()),
         "max_return": float(returns.max()),
         "mean_length": float(np.mean([record["episode_length"] for record in records])),
+        "returns": returns.tolist(),
         "actor_steps": counts.get("actor_steps"),
         "video": None,
         "wandb_run": None,
@@ -301,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         f"mean return {result['mean_return']:.2f} ± {result['std_return']:.2f} (std) over {result['episodes']} episodes "
         f"[min {result['min_return']:.1f}, max {result['max_return']:.1f}], mean length {result['mean_length']:.1f}"
     )
+    print("episode returns: " + ", ".join(f"{value:g}" for value in result["returns"]))
     summary = os.path.join(options["run_dir"], "summary.json")
     if os.path.exists(summary):
         import json
