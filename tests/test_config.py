@@ -14,9 +14,21 @@ GROUPS = ["environment", "network", "policy", "logger", "agent", "launcher", "ex
 # Options that need a companion override to make sense on their own.
 COMPANIONS = {
     ("environment", "gymnasium"): ["environment.name=Acrobot-v1"],
+    # Continuous-control options compose with a continuous-action agent and environment
+    # (tests/test_continuous_config.py checks that the default DQN refuses them).
+    ("environment", "pendulum"): ["agent=td3"],
+    ("environment", "mujoco"): ["agent=sac"],
+    ("environment", "dm_control"): ["agent=d4pg"],
+    ("network", "actor_critic_mlp"): ["agent=sac", "environment=pendulum"],
+    ("policy", "gaussian_noise"): ["agent=td3", "environment=pendulum"],
+    ("policy", "stochastic"): ["agent=sac", "environment=pendulum"],
+    ("policy", "deterministic"): ["agent=d4pg", "environment=pendulum"],
+    ("agent", "sac"): ["environment=pendulum"],
+    ("agent", "td3"): ["environment=pendulum"],
+    ("agent", "d4pg"): ["environment=pendulum"],
 }
 # Options that are valid but not with the default (discrete-action) agent.
-NEEDS_OTHER_AGENT = {("environment", "pendulum")}
+NEEDS_OTHER_AGENT: set[tuple[str, str]] = set()
 
 
 def options(group):
