@@ -149,7 +149,9 @@ class _RayRun:
     def run(self) -> RunSummary:
         from rl.experiments.launchers import ray_nodes
 
-        ray, launcher, experiment, program = self.ray, self.launcher, self.experiment, self.program
+        ray, launcher, experiment = self.ray, self.launcher, self.experiment
+        # One copy in the object store, kept alive by this driver so Ray can restart actors.
+        program = self.program_ref = ray.put(self.program)
         start = time.perf_counter()
         exit_code = 1
         try:
@@ -174,24 +176,18 @@ class _RayRun:
             self._write_node_pids(replay, counter, learner, actors, evaluators)
             learner_run = learner.run.remote()
             actor_runs = {actor.run.remote(): i for i, actor in enumerate(actors)}
-            evaluator_runs = [
-                e.run.remote(experiment.eval_every, experiment.max_actor_steps, experiment.eval_episodes)
-                for e in evaluators
-            ]
             acting_start = time.perf_counter()
-            self._watch(learner_run, actor_runs, actors, counter)
+            self._watch(learner_run, actor_runs, actors, evaluators, counter)
             acting_time = time.perf_counter() - acting_start
-            returns = ray.get([e.final_evaluation.remote(experiment.eval_episodes) for e in evaluators])
-            ray.get(evaluator_runs)
+            ray.get([e.evaluate.remote(experiment.eval_episodes) for e in evaluators])  # The final round.
+            returns = ray.get(evaluators[0].returns.remote())
             learner.stop.remote()
             ray.wait([learner_run], timeout=launcher.stop_timeout_s)
             ray.get(learner.flush_counts.remote())
             learner_state = ray.get(learner.save.remote())
             counts = ray.get(counter.get_counts.remote())
             self._drain_logs()
-            summary = finish_run(
-                experiment, learner_state, counts, returns[0], time.perf_counter() - start, acting_time
-            )
+            summary = finish_run(experiment, learner_state, counts, returns, time.perf_counter() - start, acting_time)
             exit_code = 0
             return summary
         except ray.exceptions.RayError as error:
@@ -207,14 +203,27 @@ class _RayRun:
                 logger.close()
             close_loggers(experiment, exit_code=exit_code)
 
-    def _watch(self, learner_run: Any, actor_runs: dict[Any, int], actors: list[Any], counter: Any) -> None:
-        """Until every actor is done: drain logs, show progress, restart dead actors' work."""
-        ray = self.ray
-        with ProgressDisplay(self.experiment.max_actor_steps, enabled=self.experiment.progress) as progress:
+    def _watch(
+        self, learner_run: Any, actor_runs: dict[Any, int], actors: list[Any], evaluators: list[Any], counter: Any
+    ) -> None:
+        """Until every actor is done: drain logs, show progress, trigger evaluations and
+        restart the work of actors that Ray restarted."""
+        ray, experiment = self.ray, self.experiment
+        next_eval, evaluations = experiment.eval_every, []
+        with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             while actor_runs:
                 done, _ = ray.wait([learner_run, *actor_runs], num_returns=1, timeout=0.5)
                 self._drain_logs()
-                progress.advance(int(ray.get(counter.get_counts.remote()).get("actor_steps", 0)), force=True)
+                steps = int(ray.get(counter.get_counts.remote()).get("actor_steps", 0))
+                progress.advance(steps, force=True)
+                if evaluations and len(ray.wait(evaluations, num_returns=len(evaluations), timeout=0)[0]) == len(
+                    evaluations
+                ):
+                    progress.update(eval_return=ray.get(evaluations[0]))
+                    evaluations = []
+                if steps >= next_eval and not evaluations and steps < experiment.max_actor_steps:
+                    evaluations = [e.evaluate.remote(experiment.eval_episodes) for e in evaluators]
+                    next_eval = (steps // experiment.eval_every + 1) * experiment.eval_every
                 for ref in done:
                     if ref == learner_run:
                         try:

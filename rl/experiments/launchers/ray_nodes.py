@@ -252,33 +252,19 @@ class ActorNode:
 
 @ray.remote(num_cpus=0)
 class EvaluatorNode:
-    """Evaluates every `eval_every` actor steps, and once more when the budget is spent."""
+    """Runs an evaluation round whenever the driver asks (every `eval_every` actor steps)."""
 
     def __init__(self, program: DistributedProgram, evaluator_id: int, learner_handle: Any, counter_handle: Any):
-        self._counter_handle = counter_handle
         self._evaluator = program.make_evaluator(
             evaluator_id,
             RemoteVariableSource(learner_handle, asynchronous=False),
             RemoteCounter(counter_handle, 0.0),
         )
-        self._stop = threading.Event()
 
-    def run(self, eval_every: int, max_actor_steps: int, eval_episodes: int) -> list[tuple[int, float]]:
-        next_eval = eval_every
-        while True:
-            counts = ray.get(self._counter_handle.get_counts.remote())
-            steps = int(counts.get("actor_steps", 0))
-            if steps >= max_actor_steps:
-                break
-            if steps >= next_eval:
-                self._evaluator.evaluate(eval_episodes)
-                next_eval = (steps // eval_every + 1) * eval_every
-            else:
-                time.sleep(0.2)
-        return self._evaluator.returns
+    def evaluate(self, eval_episodes: int) -> float:
+        return self._evaluator.evaluate(eval_episodes)
 
-    def final_evaluation(self, eval_episodes: int) -> list[tuple[int, float]]:
-        self._evaluator.evaluate(eval_episodes)
+    def returns(self) -> list[tuple[int, float]]:
         return self._evaluator.returns
 
     def pid(self) -> int:
