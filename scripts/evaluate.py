@@ -116,7 +116,10 @@ class FrameRecorder:
 
     def _grab(self, environment: Any) -> None:
         if self.recording:
-            frame = environment.render()
+            try:
+                frame = environment.render()
+            except Exception as error:  # noqa: BLE001 - e.g. a missing rendering dependency.
+                raise EvaluationError(f"the environment cannot render rgb frames ({error})") from None
             if frame is not None:
                 self.frames.append(frame)
 
@@ -247,7 +250,12 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
     learner.restore(restore_like(learner.save(), saved["learner"]))
     counts = {key: int(np.asarray(value)) for key, value in (saved.get("counts") or {}).items()}
 
-    evaluator = program.make_evaluator(0, learner, Counter())
+    try:
+        evaluator = program.make_evaluator(0, learner, Counter())
+    except TypeError as error:
+        if not options["video"]:
+            raise
+        raise EvaluationError(f"this environment cannot be made with render_mode='rgb_array' ({error})") from None
     recorder = FrameRecorder() if options["video"] else None
     loop = EnvironmentLoop(
         evaluator.loop.environment,
