@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import rich
+import yaml
 from rich.console import Console
 
 from conftest import ROOT, read_summary, read_wandb_offline_run, run_train
@@ -68,6 +69,8 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
     )
     assert result.returncode == 0, result.stderr[-3000:]
     runs = {seed: read_wandb_offline_run(str(sweep / str(seed))) for seed in (0, 1)}
+    with open(os.path.join(ROOT, "conf", "experiment", "dqn_cartpole.yaml")) as file:
+        preset = yaml.safe_load(file)
     assert {run["group"] for run in runs.values()} == {"sweep_dqn_seeds"}
     assert len({run["name"] for run in runs.values()}) == 2
     for seed, run in runs.items():
@@ -75,7 +78,8 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
         config = run["config"]
         # The resolved composed config (the preset's values, the command line's overrides).
         assert config["seed"] == seed and config["max_actor_steps"] == 1000
-        assert config["agent"]["n_step"] == 3 and config["agent"]["min_replay_size"] == 200
+        assert config["agent"]["n_step"] == preset["agent"]["n_step"]  # From the preset ...
+        assert config["agent"]["min_replay_size"] == 200  # ... and from the command line.
         assert config["environment"]["name"] == "CartPole-v1"
         assert re.fullmatch(r"[0-9a-f]{40}", config["git"]["commit"]) and isinstance(config["git"]["dirty"], bool)
         keys = {key for row in run["history"] for key in row}
