@@ -234,6 +234,9 @@ class _RayRun:
                     actor_id = actor_runs.pop(ref)
                     try:
                         ray.get(ref)
+                    except ray.exceptions.ActorUnavailableError:
+                        time.sleep(0.5)  # Ray is still restarting it: ask again, not a new death.
+                        actor_runs[actors[actor_id].run.remote()] = actor_id
                     except ray.exceptions.RayActorError as error:
                         self._restart(actor_id, actors[actor_id], actor_runs, error)
 
