@@ -41,6 +41,7 @@ class RayLauncher:
     learner_num_gpus: float = 0.0
     actor_num_cpus: float = 0.5
     max_restarts: int = 3
+    restart_timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
     stop_timeout_s: float = 10.0
 
@@ -234,19 +235,29 @@ class _RayRun:
                     actor_id = actor_runs.pop(ref)
                     try:
                         ray.get(ref)
-                    except ray.exceptions.ActorUnavailableError:
-                        time.sleep(0.5)  # Ray is still restarting it: ask again, not a new death.
-                        actor_runs[actors[actor_id].run.remote()] = actor_id
                     except ray.exceptions.RayActorError as error:
                         self._restart(actor_id, actors[actor_id], actor_runs, error)
 
     def _restart(self, actor_id: int, actor: Any, actor_runs: dict[Any, int], error: Exception) -> None:
+        """Counts the death, waits until Ray has rebuilt the actor, then resumes its work."""
         self.restarts[actor_id] += 1
         if self.restarts[actor_id] > self.launcher.max_restarts:
             raise LauncherError(
                 f"actor {actor_id} died more than launcher.max_restarts={self.launcher.max_restarts} times: {error}"
             )
-        self._event(f"actor {actor_id} died; restarted by Ray ({self.restarts[actor_id]}/{self.launcher.max_restarts})")
+        deadline = time.monotonic() + self.launcher.restart_timeout_s
+        while True:
+            try:
+                pid = self.ray.get(actor.pid.remote())
+                break
+            except self.ray.exceptions.ActorUnavailableError:  # Still being rebuilt.
+                if time.monotonic() > deadline:
+                    raise LauncherError(f"actor {actor_id} did not come back within launcher.restart_timeout_s") from None
+                time.sleep(0.5)
+        self._record_pid(f"actor_{actor_id}", pid)
+        self._event(
+            f"actor {actor_id} died; restarted by Ray as pid {pid} ({self.restarts[actor_id]}/{self.launcher.max_restarts})"
+        )
         actor_runs[actor.run.remote()] = actor_id
 
     def _write_node_pids(self, replay: Any, counter: Any, learner: Any, actors: list, evaluators: list) -> None:
@@ -255,7 +266,11 @@ class _RayRun:
         handles.update({"replay": replay, "counter": counter, "learner": learner})
         handles.update({f"actor_{i}": a for i, a in enumerate(actors)})
         handles.update({f"evaluator_{i}": e for i, e in enumerate(evaluators)})
-        self.node_pids = dict(zip(handles, self.ray.get([h.pid.remote() for h in handles.values()])))
+        for name, pid in zip(handles, self.ray.get([h.pid.remote() for h in handles.values()])):
+            self._record_pid(name, pid)
+
+    def _record_pid(self, name: str, pid: int) -> None:
+        self.node_pids[name] = pid
         directory = os.path.join(self.experiment.run_directory, "logs")
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "nodes.json"), "w") as file:
