@@ -4,7 +4,6 @@ import dm_env
 import numpy as np
 import pytest
 import reverb
-import tensorflow as tf
 
 from rl.replay.adders import NStepTransitionAdder, n_step_return
 from rl.replay.tables import ReplayRatio, transition_signature

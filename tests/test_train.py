@@ -27,7 +27,15 @@ def _rows(path):
 
 def test_short_run_writes_logs_checkpoint_and_summary(run_dir):
     result = run_train(
-        ["max_actor_steps=2500", "eval_every=1000", "eval_episodes=2", "agent.min_replay_size=500", f"hydra.run.dir={run_dir}"],
+        [
+            "max_actor_steps=2500",
+            "eval_every=1000",
+            "eval_episodes=2",
+            "agent.min_replay_size=500",
+            "agent.batch_size=64",
+            "agent.samples_per_insert=32",
+            f"hydra.run.dir={run_dir}",
+        ],
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -35,8 +43,8 @@ def test_short_run_writes_logs_checkpoint_and_summary(run_dir):
     assert SUMMARY_KEYS <= set(summary)
     assert summary["agent"] == "dqn" and summary["environment"] == "CartPole-v1"
     assert summary["actor_steps"] == 2500
-    # One learner step per `batch_size / samples_per_insert` inserts once min_replay_size is reached.
-    assert 1900 <= summary["learner_steps"] <= 2001
+    # One learner step per batch_size / samples_per_insert = 2 inserts once min_replay_size is reached.
+    assert 990 <= summary["learner_steps"] <= 1005
     evaluations = _rows(os.path.join(run_dir, "logs", "evaluator.csv"))
     assert [int(row["actor_steps"]) for row in evaluations] == [1000, 2000, 2500]
     assert float(evaluations[-1]["episode_return"]) == pytest.approx(summary["final_eval_return"])

@@ -73,3 +73,77 @@ class ActorLearnerBuilder(abc.ABC):
     @abc.abstractmethod
     def samples_per_learner_step(self) -> int:
         """Items one `learner.step()` consumes."""
+
+
+class TransitionReplayBuilder(ActorLearnerBuilder):
+    """Replay, adder, dataset and actor for agents learning from n-step transitions.
+
+    Subclasses provide `make_policy` and `make_learner`; their config carries the replay
+    settings read here (`samples_per_insert`, `min_replay_size`, `max_replay_size`,
+    `batch_size`, `sgd_steps_per_learner_step`, `n_step`, `discount`,
+    `replay_table_name`, `variable_update_period`, and optionally `prioritized` with
+    `priority_exponent`). Reverb is imported only when replay is built.
+    """
+
+    # The dtype actors hand to the environment and to replay.
+    action_dtype: Any = "int32"
+
+    def __init__(self, config: Any, exploration: Any):
+        self.config = config
+        self.exploration = exploration
+
+    @property
+    def replay_ratio(self) -> Any:
+        from rl.replay.tables import ReplayRatio
+
+        # The buffer must hold one learner step of samples plus one insert's worth, or
+        # inserts and samples could block each other.
+        error_buffer = 2.0 * max(self.samples_per_learner_step, self.config.samples_per_insert)
+        return ReplayRatio(self.config.samples_per_insert, self.config.min_replay_size, error_buffer)
+
+    @property
+    def samples_per_learner_step(self) -> int:
+        return self.config.batch_size * self.config.sgd_steps_per_learner_step
+
+    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
+        from rl.replay.tables import make_transition_table
+
+        return [
+            make_transition_table(
+                self.config.replay_table_name,
+                environment_spec,
+                max_size=self.config.max_replay_size,
+                rate_limiter=self.replay_ratio.make_rate_limiter(),
+                prioritized=getattr(self.config, "prioritized", False),
+                priority_exponent=getattr(self.config, "priority_exponent", 0.6),
+            )
+        ]
+
+    def make_adder(self, replay_client: Any) -> Any:
+        from rl.replay.adders import NStepTransitionAdder
+
+        return NStepTransitionAdder(
+            replay_client, self.config.replay_table_name, self.config.n_step, self.config.discount
+        )
+
+    def make_dataset_iterator(self, replay_client: Any) -> Iterator[Any]:
+        from rl.replay.dataset import make_replay_iterator
+
+        return make_replay_iterator(
+            replay_client.server_address, self.config.replay_table_name, self.samples_per_learner_step
+        )
+
+    def make_actor(
+        self,
+        random_key: jax.Array,
+        policy: Policy,
+        environment_spec: EnvironmentSpec,
+        variable_source: core.VariableSource,
+        adder: Any = None,
+    ) -> core.Actor:
+        from rl.agents.actors import FeedForwardActor
+        from rl.variables import VariableClient
+
+        del environment_spec
+        client = VariableClient(variable_source, "policy", self.config.variable_update_period)
+        return FeedForwardActor(policy, random_key, client, adder, action_dtype=self.action_dtype)

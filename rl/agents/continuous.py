@@ -21,15 +21,14 @@ import numpy as np
 import optax
 
 from rl import core
-from rl.agents.actors import FeedForwardActor, Policy
-from rl.agents.builder import ActorLearnerBuilder
+from rl.agents.actors import Policy
+from rl.agents.builder import TransitionReplayBuilder
 from rl.counting import Counter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.networks.actor_critic import ActorCriticNetworks
 from rl.policies import Deterministic, GaussianNoise
 from rl.specs import EnvironmentSpec, is_discrete
 from rl.types import Transition
-from rl.variables import VariableClient
 
 # --------------------------------------------------------------------------- rescaling
 
@@ -148,7 +147,7 @@ class ContinuousConfig:
 # --------------------------------------------------------------------------- builder
 
 
-class ContinuousBuilder(ActorLearnerBuilder):
+class ContinuousBuilder(TransitionReplayBuilder):
     """Replay, adder, actor and policies for an actor-critic agent; subclasses add the learner."""
 
     action_kind = "continuous"
@@ -156,9 +155,10 @@ class ContinuousBuilder(ActorLearnerBuilder):
     # Whether the agent's policy network is a tanh-Gaussian (SAC) or deterministic (TD3, D4PG).
     stochastic_policy = False
 
+    action_dtype = np.float32
+
     def __init__(self, config: ContinuousConfig, exploration: Any = None):
-        self.config = config
-        self.exploration = exploration if exploration is not None else self.default_exploration()
+        super().__init__(config, exploration if exploration is not None else self.default_exploration())
         if getattr(self.exploration, "needs_stochastic_policy", False) and not self.stochastic_policy:
             raise ValueError(
                 f"{type(self).__name__} has a deterministic policy network, which policy="
@@ -168,45 +168,9 @@ class ContinuousBuilder(ActorLearnerBuilder):
     def default_exploration(self) -> Any:
         return GaussianNoise()
 
-    @property
-    def replay_ratio(self) -> Any:
-        from rl.replay.tables import ReplayRatio
-
-        # The buffer must hold one learner step of samples plus one insert's worth, or
-        # inserts and samples could block each other.
-        error_buffer = 2.0 * max(self.samples_per_learner_step, self.config.samples_per_insert)
-        return ReplayRatio(self.config.samples_per_insert, self.config.min_replay_size, error_buffer)
-
-    @property
-    def samples_per_learner_step(self) -> int:
-        return self.config.batch_size * self.config.sgd_steps_per_learner_step
-
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
-        from rl.replay.tables import make_transition_table
-
         action_bounds(environment_spec.actions)  # Refuse unbounded actions before anything runs.
-        return [
-            make_transition_table(
-                self.config.replay_table_name,
-                environment_spec,
-                max_size=self.config.max_replay_size,
-                rate_limiter=self.replay_ratio.make_rate_limiter(),
-            )
-        ]
-
-    def make_adder(self, replay_client: Any) -> Any:
-        from rl.replay.adders import NStepTransitionAdder
-
-        return NStepTransitionAdder(
-            replay_client, self.config.replay_table_name, self.config.n_step, self.config.discount
-        )
-
-    def make_dataset_iterator(self, replay_client: Any) -> Iterator[Any]:
-        from rl.replay.dataset import make_replay_iterator
-
-        return make_replay_iterator(
-            replay_client.server_address, self.config.replay_table_name, self.samples_per_learner_step
-        )
+        return super().make_replay_tables(environment_spec)
 
     def make_policy(
         self, networks: ActorCriticNetworks, environment_spec: EnvironmentSpec, evaluation: bool
@@ -222,18 +186,6 @@ class ContinuousBuilder(ActorLearnerBuilder):
             return to_environment_scale(head(output, key, step), action_spec)
 
         return policy
-
-    def make_actor(
-        self,
-        random_key: jax.Array,
-        policy: Policy,
-        environment_spec: EnvironmentSpec,
-        variable_source: core.VariableSource,
-        adder: Any = None,
-    ) -> FeedForwardActor:
-        del environment_spec
-        client = VariableClient(variable_source, "policy", self.config.variable_update_period)
-        return FeedForwardActor(policy, random_key, client, adder, action_dtype=np.float32)
 
 
 # --------------------------------------------------------------------------- learner

@@ -6,63 +6,24 @@ from typing import Any, Iterator
 
 import jax
 import jax.numpy as jnp
-import reverb
 
-from rl import core
-from rl.agents.actors import FeedForwardActor, Policy
-from rl.agents.builder import ActorLearnerBuilder
+from rl.agents.actors import Policy
+from rl.agents.builder import TransitionReplayBuilder
 from rl.agents.dqn.config import DQNConfig
 from rl.agents.dqn.learning import DQNLearner
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
 from rl.policies import EpsilonGreedy, Greedy
-from rl.replay.adders import NStepTransitionAdder
-from rl.replay.dataset import make_replay_iterator
-from rl.replay.tables import ReplayRatio, make_transition_table
 from rl.specs import EnvironmentSpec
-from rl.variables import VariableClient
 
 
-class DQNBuilder(ActorLearnerBuilder):
+class DQNBuilder(TransitionReplayBuilder):
     action_kind = "discrete"
+    action_dtype = "int32"
 
     def __init__(self, config: DQNConfig, exploration: Any = None):
-        self.config = config
-        self.exploration = exploration if exploration is not None else EpsilonGreedy()
-
-    @property
-    def replay_ratio(self) -> ReplayRatio:
-        # The buffer must hold at least one learner step of samples plus one insert's worth,
-        # or inserts and samples could block each other.
-        error_buffer = 2.0 * max(self.samples_per_learner_step, self.config.samples_per_insert)
-        return ReplayRatio(self.config.samples_per_insert, self.config.min_replay_size, error_buffer)
-
-    @property
-    def samples_per_learner_step(self) -> int:
-        return self.config.batch_size * self.config.sgd_steps_per_learner_step
-
-    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[reverb.Table]:
-        return [
-            make_transition_table(
-                self.config.replay_table_name,
-                environment_spec,
-                max_size=self.config.max_replay_size,
-                rate_limiter=self.replay_ratio.make_rate_limiter(),
-                prioritized=self.config.prioritized,
-                priority_exponent=self.config.priority_exponent,
-            )
-        ]
-
-    def make_adder(self, replay_client: reverb.Client) -> NStepTransitionAdder:
-        return NStepTransitionAdder(
-            replay_client, self.config.replay_table_name, self.config.n_step, self.config.discount
-        )
-
-    def make_dataset_iterator(self, replay_client: reverb.Client) -> Iterator[Any]:
-        return make_replay_iterator(
-            replay_client.server_address, self.config.replay_table_name, self.samples_per_learner_step
-        )
+        super().__init__(config, exploration if exploration is not None else EpsilonGreedy())
 
     def make_policy(
         self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool
@@ -76,24 +37,12 @@ class DQNBuilder(ActorLearnerBuilder):
 
         return policy
 
-    def make_actor(
-        self,
-        random_key: jax.Array,
-        policy: Policy,
-        environment_spec: EnvironmentSpec,
-        variable_source: core.VariableSource,
-        adder: Any = None,
-    ) -> FeedForwardActor:
-        del environment_spec
-        client = VariableClient(variable_source, "policy", self.config.variable_update_period)
-        return FeedForwardActor(policy, random_key, client, adder, action_dtype="int32")
-
     def make_learner(
         self,
         random_key: jax.Array,
         networks: FeedForwardNetwork,
         dataset: Iterator[Any],
-        replay_client: reverb.Client,
+        replay_client: Any,
         counter: Counter,
         logger: Logger,
     ) -> DQNLearner:

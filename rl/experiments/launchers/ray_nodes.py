@@ -225,7 +225,6 @@ class ActorNode:
         self._loop = program.make_actor(
             actor_id, reverb.Client(replay_address), RemoteVariableSource(learner_handle), self._counter
         )
-        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
 
     def run(self) -> int:
         steps, lease = 0, 0
@@ -242,9 +241,6 @@ class ActorNode:
         if adder is not None:
             adder.reset()
         return steps
-
-    def was_restarted(self) -> bool:
-        return self.restarted
 
     def pid(self) -> int:
         return os.getpid()
