@@ -125,3 +125,26 @@ def test_ray_bad_input_fails_fast_with_a_clear_message(overrides, key, tmp_path)
     assert result.returncode != 0
     assert key in output and "Traceback" not in output, output[-3000:]
     assert not _ray_processes()
+
+
+def test_sac_runs_under_ray(run_dir):
+    """A continuous agent runs unchanged under launcher=ray (a few hundred steps)."""
+    result = run_train(
+        [
+            "experiment=sac_pendulum",
+            "launcher=ray",
+            "launcher.num_actors=2",
+            "max_actor_steps=600",
+            "eval_every=300",
+            "eval_episodes=1",
+            "agent.min_replay_size=200",
+            "progress=false",
+            f"hydra.run.dir={run_dir}",
+        ],
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(run_dir)
+    assert summary["agent"] == "sac" and summary["actor_steps"] == 600 and summary["learner_steps"] > 0
+    assert {row["actor_id"] for row in _rows(os.path.join(run_dir, "logs", "actor.csv"))} == {"0", "1"}
+    assert not _ray_processes()
