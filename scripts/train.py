@@ -20,6 +20,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from rl.experiments.make_experiment import make_experiment  # noqa: E402
 from rl.experiments.launchers.errors import LauncherError  # noqa: E402
+from rl.experiments.summary import close_loggers  # noqa: E402
 from rl.experiments.validation import ConfigError  # noqa: E402
 
 
@@ -29,12 +30,6 @@ def sweep_group() -> str | None:
     if hydra_config.mode != RunMode.MULTIRUN:
         return None
     return os.path.basename(os.path.normpath(str(hydra_config.sweep.dir))) or None
-
-
-def _close_loggers(factory: object, exit_code: int) -> None:
-    close = getattr(factory, "close", None)
-    if close is not None:
-        close(exit_code=exit_code)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -52,15 +47,15 @@ def main(config: DictConfig) -> float:
             start()  # The W&B run exists (with its config) before the first step.
         summary = launch(experiment=experiment)
     except LauncherError as error:  # Expected failures (unreachable cluster, dead learner): no traceback.
-        _close_loggers(factory, exit_code=1)
+        close_loggers(experiment, exit_code=1)
         print(f"Run failed: {error}", file=sys.stderr)
         sys.exit(1)
     except BaseException as error:
         # W&B marks a run that ends with a non-zero exit code as failed/crashed. Closing
         # here also frees the run for the next job of a multirun in this process.
-        _close_loggers(factory, exit_code=130 if isinstance(error, KeyboardInterrupt) else 1)
+        close_loggers(experiment, exit_code=130 if isinstance(error, KeyboardInterrupt) else 1)
         raise
-    _close_loggers(factory, exit_code=0)  # A no-op when the launcher has closed them.
+    close_loggers(experiment, exit_code=0)  # A no-op when the launcher has closed them.
     print(
         f"final evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
         f"({summary.wall_time_s:.0f} s); summary in {runtime.output_dir}/summary.json"
