@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jax
 
@@ -147,3 +147,18 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
         del environment_spec
         client = VariableClient(variable_source, "policy", self.config.variable_update_period)
         return FeedForwardActor(policy, random_key, client, adder, action_dtype=self.action_dtype)
+
+
+def builder_factory(builder_class: type, config_class: type) -> Callable[..., ActorLearnerBuilder]:
+    """The `make_builder` an agent's YAML names: its keys become `config_class` fields.
+
+    The returned factory carries `config_class` so configuration checks can read the
+    agent's keys and types before anything is built.
+    """
+
+    def make_builder(exploration: Any = None, **config: Any) -> ActorLearnerBuilder:
+        return builder_class(config_class(**config), exploration=exploration)
+
+    make_builder.config_class = config_class
+    make_builder.__doc__ = f"Builds a {builder_class.__name__} from `agent.*` ({config_class.__name__} fields)."
+    return make_builder

@@ -165,8 +165,23 @@ class ContinuousBuilder(TransitionReplayBuilder):
                 f"{type(self.exploration).__name__.lower()} cannot sample; use policy=gaussian_noise"
             )
 
+    # The agent's ContinuousLearner subclass, built by `make_learner`.
+    learner_class: type = None  # type: ignore[assignment]
+
     def default_exploration(self) -> Any:
         return GaussianNoise()
+
+    def make_learner(
+        self,
+        random_key: jax.Array,
+        networks: ActorCriticNetworks,
+        dataset: Iterator[Any],
+        replay_client: Any,
+        counter: Counter,
+        logger: Logger,
+    ) -> "ContinuousLearner":
+        del replay_client  # Uniform replay: no priorities to update.
+        return self.learner_class(networks, random_key, dataset, self.config, counter, logger)
 
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
         action_bounds(environment_spec.actions)  # Refuse unbounded actions before anything runs.

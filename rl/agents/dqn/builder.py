@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.agents.actors import Policy
-from rl.agents.builder import TransitionReplayBuilder
+from rl.agents.builder import TransitionReplayBuilder, builder_factory
 from rl.agents.dqn.config import DQNConfig
 from rl.agents.dqn.learning import DQNLearner
 from rl.counting import Counter
@@ -49,9 +49,4 @@ class DQNBuilder(TransitionReplayBuilder):
         return DQNLearner(networks, random_key, dataset, self.config, replay_client, counter, logger)
 
 
-def make_builder(exploration: Any = None, **config: Any) -> DQNBuilder:
-    """The factory conf/agent/dqn.yaml names: agent keys become `DQNConfig` fields."""
-    return DQNBuilder(DQNConfig(**config), exploration=exploration)
-
-
-make_builder.config_class = DQNConfig  # Lets configuration checks read the agent's keys.
+make_builder = builder_factory(DQNBuilder, DQNConfig)
