@@ -23,6 +23,7 @@ import optax
 from rl import core
 from rl.agents.actors import Policy
 from rl.agents.builder import TransitionReplayBuilder
+from rl.checks import require_positive
 from rl.counting import Counter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.networks.actor_critic import ActorCriticNetworks
@@ -129,9 +130,7 @@ class ContinuousConfig:
             "sgd_steps_per_learner_step",
             "variable_update_period",
         )
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        require_positive(self, *positive)
         if self.max_gradient_norm is not None and self.max_gradient_norm <= 0:
             raise ValueError(f"max_gradient_norm must be > 0 or null, got {self.max_gradient_norm}")
         if not 0.0 <= self.discount <= 1.0:

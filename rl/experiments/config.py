@@ -8,6 +8,7 @@ from typing import Any, Callable
 import dm_env
 
 from rl.agents.builder import ActorLearnerBuilder
+from rl.checks import require_positive
 from rl.loggers.base import LoggerFactory
 from rl.specs import EnvironmentSpec, make_environment_spec
 
@@ -37,9 +38,7 @@ class ExperimentConfig:
     _environment_spec: EnvironmentSpec | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("max_actor_steps", "eval_every", "eval_episodes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        require_positive(self, "max_actor_steps", "eval_every", "eval_episodes")
 
     @property
     def environment_spec(self) -> EnvironmentSpec:

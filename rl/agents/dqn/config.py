@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from rl.checks import require_positive
+
 
 @dataclasses.dataclass
 class DQNConfig:
@@ -44,9 +46,7 @@ class DQNConfig:
             "huber_loss_delta",
             "max_gradient_norm",
         )
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        require_positive(self, *positive)
         if self.learning_rate_decay_steps < 0:
             raise ValueError(f"learning_rate_decay_steps must be >= 0, got {self.learning_rate_decay_steps}")
         if not 0.0 <= self.final_learning_rate_fraction <= 1.0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from rl.agents.continuous import ContinuousConfig
+from rl.checks import require_positive
 
 
 @dataclasses.dataclass
@@ -17,6 +18,4 @@ class SACConfig(ContinuousConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("temperature_learning_rate", "initial_temperature"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        require_positive(self, "temperature_learning_rate", "initial_temperature")
