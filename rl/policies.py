@@ -26,24 +26,34 @@ class Greedy:
 
 @dataclasses.dataclass(frozen=True)
 class EpsilonGreedy:
-    """Random action with probability epsilon, annealed linearly over the actor's steps."""
+    """Random action with probability epsilon, annealed linearly over the actor's steps.
+
+    Epsilon reaches `epsilon_end` after `decay_fraction` of `run_steps` environment steps;
+    conf/policy/epsilon_greedy.yaml sets `run_steps` to the run's `max_actor_steps`, so the
+    schedule scales with the budget instead of being a fixed count a long run outlives.
+    """
 
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
-    decay_steps: int = 10_000
+    decay_fraction: float = 0.2
+    run_steps: int = 50_000
 
     action_kind = "discrete"
 
     def __post_init__(self) -> None:
-        for name in ("epsilon_start", "epsilon_end"):
+        for name in ("epsilon_start", "epsilon_end", "decay_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.decay_steps < 0:
-            raise ValueError(f"decay_steps must be >= 0, got {self.decay_steps}")
+        if self.run_steps < 1:
+            raise ValueError(f"run_steps must be >= 1, got {self.run_steps}")
+
+    @property
+    def decay_steps(self) -> int:
+        """Environment steps until epsilon reaches `epsilon_end`."""
+        return max(1, round(self.decay_fraction * self.run_steps))
 
     def epsilon(self, step: jax.Array) -> jax.Array:
-        schedule = optax.linear_schedule(self.epsilon_start, self.epsilon_end, max(1, self.decay_steps))
-        return schedule(step)
+        return optax.linear_schedule(self.epsilon_start, self.epsilon_end, self.decay_steps)(step)
 
     def __call__(self, q_values: jax.Array, key: jax.Array, step: jax.Array) -> jax.Array:
         explore_key, action_key = jax.random.split(key)

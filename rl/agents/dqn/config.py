@@ -10,9 +10,10 @@ from rl.checks import require_positive
 @dataclasses.dataclass
 class DQNConfig:
     learning_rate: float = 1e-3
-    # Anneal the learning rate linearly to `final_learning_rate_fraction` of its value over
-    # this many learner steps (0 keeps it constant); annealing keeps a solved task solved.
-    learning_rate_decay_steps: int = 0
+    # Anneal the learning rate linearly to `final_learning_rate_fraction` of its value by
+    # this actor step (0 keeps it constant). conf/agent/dqn.yaml sets it to the run's
+    # `max_actor_steps`, so the schedule spans every run whatever its length.
+    learning_rate_decay_actor_steps: int = 0
     final_learning_rate_fraction: float = 0.0
     adam_eps: float = 1e-8
     max_gradient_norm: float = 10.0
@@ -23,6 +24,7 @@ class DQNConfig:
     samples_per_insert: float = 64.0
     min_replay_size: int = 1_000
     max_replay_size: int = 100_000
+    # Counted in SGD steps (not actor steps): the target copy happens every this many updates.
     target_update_period: int = 500
     huber_loss_delta: float = 1.0
     sgd_steps_per_learner_step: int = 1
@@ -47,8 +49,10 @@ class DQNConfig:
             "max_gradient_norm",
         )
         require_positive(self, *positive)
-        if self.learning_rate_decay_steps < 0:
-            raise ValueError(f"learning_rate_decay_steps must be >= 0, got {self.learning_rate_decay_steps}")
+        if self.learning_rate_decay_actor_steps < 0:
+            raise ValueError(
+                f"learning_rate_decay_actor_steps must be >= 0, got {self.learning_rate_decay_actor_steps}"
+            )
         if not 0.0 <= self.final_learning_rate_fraction <= 1.0:
             raise ValueError(
                 f"final_learning_rate_fraction must be in [0, 1], got {self.final_learning_rate_fraction}"
@@ -59,3 +63,11 @@ class DQNConfig:
             raise ValueError(
                 f"min_replay_size ({self.min_replay_size}) must be <= max_replay_size ({self.max_replay_size})"
             )
+
+    def sgd_steps_by(self, actor_steps: int) -> int:
+        """SGD steps the replay ratio allows once `actor_steps` transitions are inserted.
+
+        Sampling starts at `min_replay_size` items; after that every inserted item buys
+        `samples_per_insert / batch_size` SGD steps (one item per actor step).
+        """
+        return max(0, round((actor_steps - self.min_replay_size) * self.samples_per_insert / self.batch_size))

@@ -26,14 +26,23 @@ class TrainingState(NamedTuple):
     steps: jax.Array
 
 
+def learning_rate_schedule(config: DQNConfig) -> float | optax.Schedule:
+    """The learning rate per SGD step: constant, or linear until `learning_rate_decay_actor_steps`.
+
+    The decay is set in actor steps, the unit of a run's budget, and converted to the SGD
+    steps the replay ratio allows by then, so it ends where the run does.
+    """
+    if config.learning_rate_decay_actor_steps <= 0:
+        return config.learning_rate
+    return optax.linear_schedule(
+        config.learning_rate,
+        config.learning_rate * config.final_learning_rate_fraction,
+        max(1, config.sgd_steps_by(config.learning_rate_decay_actor_steps)),
+    )
+
+
 def make_optimizer(config: DQNConfig) -> optax.GradientTransformation:
-    learning_rate: float | optax.Schedule = config.learning_rate
-    if config.learning_rate_decay_steps > 0:
-        learning_rate = optax.linear_schedule(
-            config.learning_rate,
-            config.learning_rate * config.final_learning_rate_fraction,
-            config.learning_rate_decay_steps,
-        )
+    learning_rate = learning_rate_schedule(config)
     return optax.chain(
         optax.clip_by_global_norm(config.max_gradient_norm),
         optax.adam(learning_rate, eps=config.adam_eps),

@@ -1,0 +1,49 @@
+"""Schedules follow the run's length: no learning rate or epsilon ends before the budget."""
+
+import os
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from conftest import ROOT
+from rl.agents.dqn import DQNConfig
+from rl.agents.dqn.learning import learning_rate_schedule
+from rl.experiments.make_experiment import make_experiment
+
+CONF = os.path.join(ROOT, "conf")
+LONG_RUN = ["agent=dqn", "environment=gymnasium", "environment.name=MountainCar-v0", "max_actor_steps=200000"]
+
+
+def compose_experiment(overrides, tmp_path):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        config = compose(config_name="config", overrides=overrides)
+    experiment, _ = make_experiment(config, str(tmp_path))
+    return experiment
+
+
+def test_dqn_learning_rate_spans_a_long_run(tmp_path):
+    builder = compose_experiment(LONG_RUN, tmp_path).builder
+    config = builder.config
+    schedule = learning_rate_schedule(config)
+    # 200k actor steps, sampling from 1,000 items, 64 samples per insert, batch 128:
+    # (200_000 - 1_000) * 64 / 128 = 99_500 SGD steps over the whole run.
+    assert config.sgd_steps_by(200_000) == 99_500
+    quarter_left = config.sgd_steps_by(150_000)  # 74_500 SGD steps
+    assert float(schedule(quarter_left)) == pytest.approx(config.learning_rate * 25_000 / 99_500, rel=1e-4)
+    assert float(schedule(99_500)) == 0.0
+    assert float(schedule(99_499)) > 0.0
+
+
+def test_epsilon_decay_follows_the_budget(tmp_path):
+    policy = compose_experiment(LONG_RUN, tmp_path).builder.exploration
+    assert policy.decay_steps == 40_000  # decay_fraction 0.2 of 200k
+    np.testing.assert_allclose(
+        [float(policy.epsilon(s)) for s in (0, 20_000, 40_000, 150_000)], [1.0, 0.525, 0.05, 0.05], rtol=1e-6
+    )
+
+
+def test_constant_learning_rate_when_decay_is_off():
+    config = DQNConfig(learning_rate=3e-4, learning_rate_decay_actor_steps=0)
+    assert learning_rate_schedule(config) == 3e-4
+
