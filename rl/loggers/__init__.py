@@ -1,6 +1,6 @@
 """Loggers: terminal, CSV and Weights & Biases sinks plus wrappers that combine them."""
 
-from rl.loggers.aggregators import ConstantFields, Dispatcher, TimeFilter
+from rl.loggers.aggregators import ConstantFields, Dispatcher, TimeFilter, WallTime
 from rl.loggers.base import Logger, LoggerFactory, LoggingData, NoOpLogger
 from rl.loggers.csv import CSVLogger
 from rl.loggers.factory import DefaultLoggerFactory
@@ -18,6 +18,7 @@ __all__ = [
     "NoOpLogger",
     "TerminalLogger",
     "TimeFilter",
+    "WallTime",
     "WandbLogger",
     "WandbRun",
 ]

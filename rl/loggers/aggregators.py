@@ -1,9 +1,9 @@
-"""Loggers that wrap other loggers: fan-out, rate limiting, constant fields."""
+"""Loggers that wrap other loggers: fan-out, rate limiting, constant fields, wall time."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from rl.loggers.base import Logger, LoggingData
 
@@ -50,6 +50,30 @@ class ConstantFields(Logger):
 
     def write(self, data: LoggingData) -> None:
         self._logger.write({**self._fields, **data})
+
+    def close(self) -> None:
+        self._logger.close()
+
+
+WALL_TIME_KEY = "wall_time_s"
+
+
+class WallTime(Logger):
+    """Stamps each record with `wall_time_s`, the seconds since the run started as told by
+    `clock` (a callable returning them).
+
+    A record that already carries `wall_time_s` (stamped where it was made, in another
+    process) keeps it.
+    """
+
+    def __init__(self, logger: Logger, clock: Callable[[], float]):
+        self._logger = logger
+        self._clock = clock
+
+    def write(self, data: LoggingData) -> None:
+        if WALL_TIME_KEY not in data:
+            data = {**data, WALL_TIME_KEY: round(self._clock(), 3)}
+        self._logger.write(data)
 
     def close(self) -> None:
         self._logger.close()

@@ -1,41 +1,132 @@
-"""Appends records to `<directory>/<label>.csv`; columns are fixed by the first record."""
+"""Appends records to `<directory>/<label>.csv`; no key is ever dropped.
+
+The columns are the keys seen so far, in order of first appearance. A record with a key
+the file has no column for widens the file: it is rewritten (to a temporary file, then
+renamed over the old one) with the new header and empty cells for the earlier rows. Keys
+settle after the first few records, so rewrites are rare. A record without some column
+leaves that cell empty.
+
+Every `CSVLogger` of one path in a process shares one open file and one column list, so
+several writers of a label (the actors of a Ray run, whose records the driver writes)
+neither lose keys nor interleave partial lines. An existing file is appended to with its
+own header (a resumed run), widened like any other when new keys arrive. Writers in
+different processes must not share a file.
+"""
 
 from __future__ import annotations
 
 import csv
 import os
-from typing import IO
+import shutil
+import tempfile
+import threading
+from typing import IO, Any
 
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
 
 
-class CSVLogger(Logger):
-    def __init__(self, directory: str, label: str, flush_every: int = 1):
-        os.makedirs(directory, exist_ok=True)
-        self.path = os.path.join(directory, f"{label}.csv")
-        self._file: IO[str] | None = None
-        self._writer: csv.DictWriter | None = None
-        self._flush_every = flush_every
-        self._rows = 0
+class _SharedFile:
+    """One CSV file and its columns; every method is called with `lock` held."""
 
-    def write(self, data: LoggingData) -> None:
-        row = {key: to_python_scalar(value) for key, value in data.items()}
-        if self._writer is None:
-            appending = os.path.exists(self.path) and os.path.getsize(self.path) > 0
-            fieldnames = list(row)
-            if appending:  # Keep the columns an earlier writer (another actor) chose.
-                with open(self.path, newline="") as existing:
-                    fieldnames = next(csv.reader(existing))
+    def __init__(self, path: str):
+        self.path = path
+        self.lock = threading.Lock()
+        self.users = 0
+        self.columns: list[str] | None = None
+        self._file: IO[str] | None = None
+        self._writer: Any = None
+
+    def _open(self) -> None:
+        if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
+            with open(self.path, newline="") as existing:
+                self.columns = next(csv.reader(existing), None) or None
+        self._file = open(self.path, "a", newline="")
+        self._writer = csv.writer(self._file)
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self._file is None:
+            self._open()
+        if self.columns is None:
+            self.columns = list(row)
+            self._writer.writerow(self.columns)
+        new = [key for key in row if key not in self.columns]
+        if new:
+            self._widen(new)
+        self._writer.writerow([row.get(column, "") for column in self.columns])
+
+    def _widen(self, new: list[str]) -> None:
+        """Rewrites the file with `new` appended to the header (atomic rename)."""
+        assert self._file is not None and self.columns is not None
+        self._file.close()
+        columns = self.columns + new
+        handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", dir=os.path.dirname(self.path))
+        try:
+            with open(self.path, newline="") as source, os.fdopen(handle, "w", newline="") as target:
+                reader, writer = csv.reader(source), csv.writer(target)
+                next(reader, None)  # The old header.
+                writer.writerow(columns)
+                for cells in reader:
+                    writer.writerow(cells + [""] * (len(columns) - len(cells)))
+            shutil.copymode(self.path, temporary)
+            os.replace(temporary, self.path)
+            self.columns = columns
+        finally:
+            if os.path.exists(temporary):
+                os.remove(temporary)
             self._file = open(self.path, "a", newline="")
-            self._writer = csv.DictWriter(self._file, fieldnames=fieldnames, extrasaction="ignore")
-            if not appending:
-                self._writer.writeheader()
-        self._writer.writerow(row)
-        self._rows += 1
-        if self._rows % self._flush_every == 0:
+            self._writer = csv.writer(self._file)
+
+    def flush(self) -> None:
+        if self._file is not None:
             self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file, self._writer = None, None
+        self.columns = None
+
+
+_FILES: dict[str, _SharedFile] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def _acquire(path: str) -> _SharedFile:
+    with _FILES_LOCK:
+        shared = _FILES.setdefault(path, _SharedFile(path))
+        shared.users += 1
+        return shared
+
+
+class CSVLogger(Logger):
+    def __init__(self, directory: str, label: str, flush_every: int = 1):
+        os.makedirs(directory, exist_ok=True)
+        self.path = os.path.abspath(os.path.join(directory, f"{label}.csv"))
+        self._shared: _SharedFile | None = _acquire(self.path)
+        self._flush_every = flush_every
+        self._rows = 0
+
+    def write(self, data: LoggingData) -> None:
+        row = {key: to_python_scalar(value) for key, value in data.items()}
+        if self._shared is None:  # Written to after close: open the file again.
+            self._shared = _acquire(self.path)
+        shared = self._shared
+        with shared.lock:
+            shared.write(row)
+            self._rows += 1
+            if self._rows % self._flush_every == 0:
+                shared.flush()
+
+    def close(self) -> None:
+        """Flushes; the file is closed when its last logger closes. Idempotent."""
+        shared, self._shared = self._shared, None
+        if shared is None:
+            return
+        with _FILES_LOCK, shared.lock:
+            shared.users -= 1
+            if shared.users == 0:
+                shared.close()
+                if _FILES.get(self.path) is shared:
+                    del _FILES[self.path]
+            else:
+                shared.flush()

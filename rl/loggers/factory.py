@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Mapping
 
-from rl.loggers.aggregators import ConstantFields, Dispatcher, TimeFilter
+from rl.loggers.aggregators import ConstantFields, Dispatcher, TimeFilter, WallTime
 from rl.loggers.base import Logger, NoOpLogger
 from rl.loggers.csv import CSVLogger
 from rl.loggers.terminal import TerminalLogger
@@ -19,6 +20,11 @@ class DefaultLoggerFactory:
     experiment, not the YAML: they depend on the run directory, the composed config and
     the sweep the run belongs to. `wandb.name` and `wandb.group`, when set, win over
     `run_name` and `run_group`.
+
+    The factory holds the run's clock: `start_time` (epoch seconds, when the factory was
+    made, i.e. when the experiment was composed) is the origin of the `wall_time_s` that
+    every record gets and of the summary's times; a resumed run may move it back (records
+    follow it).
     """
 
     def __init__(
@@ -36,6 +42,7 @@ class DefaultLoggerFactory:
         self.csv = csv
         self.terminal_time_delta = terminal_time_delta
         self.directory = os.path.abspath(directory)
+        self.start_time = time.time()
         self.wandb_run: WandbRun | None = None
         if wandb is not None:
             settings = dict(wandb)
@@ -63,8 +70,13 @@ class DefaultLoggerFactory:
         logger: Logger = Dispatcher(sinks)
         if instance is not None:
             logger = ConstantFields(logger, {f"{label}_id": instance})
+        logger = WallTime(logger, self.wall_time_s)
         self._loggers.append(logger)
         return logger
+
+    def wall_time_s(self) -> float:
+        """Seconds since the run started."""
+        return time.time() - self.start_time
 
     def start(self) -> None:
         """Starts the W&B run (if any) now, so even a run that fails early shows up."""

@@ -1,0 +1,138 @@
+"""Loggers: no key written is ever lost, and every record carries wall_time_s."""
+
+import csv
+import os
+import stat
+import time
+
+from rl.loggers import CSVLogger, DefaultLoggerFactory, WallTime
+from rl.loggers.base import Logger
+
+
+def _read(path):
+    with open(path, newline="") as file:
+        return list(csv.reader(file))
+
+
+def _rows(path):
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def test_csv_logger_keeps_every_key_when_keys_change(tmp_path):
+    logger = CSVLogger(str(tmp_path), "actor")
+    records = [
+        {"actor_steps": 10, "episode_return": 1.5},
+        {"actor_steps": 20, "episode_return": 2.5, "learner_steps": 3},
+        {"actor_steps": 30},
+        {"loss": 0.25, "actor_steps": 40, "episode_return": -1.0, "note": "a,b \"quoted\""},
+    ]
+    for record in records:
+        logger.write(record)
+    logger.close()
+    path = tmp_path / "actor.csv"
+    table = _read(path)
+    assert table[0] == ["actor_steps", "episode_return", "learner_steps", "loss", "note"]
+    assert table[1:] == [
+        ["10", "1.5", "", "", ""],
+        ["20", "2.5", "3", "", ""],
+        ["30", "", "", "", ""],
+        ["40", "-1.0", "", "0.25", 'a,b "quoted"'],
+    ]
+    # Read back as records: every key written is there with its value.
+    for record, row in zip(records, _rows(path)):
+        assert {key: row[key] for key in record} == {key: str(value) for key, value in record.items()}
+    assert not [name for name in os.listdir(tmp_path) if name != "actor.csv"]  # No temporary left.
+
+
+def test_csv_widening_keeps_the_file_mode(tmp_path):
+    logger = CSVLogger(str(tmp_path), "learner")
+    logger.write({"a": 1})
+    os.chmod(tmp_path / "learner.csv", 0o640)
+    logger.write({"a": 2, "b": 3})
+    logger.close()
+    assert stat.S_IMODE(os.stat(tmp_path / "learner.csv").st_mode) == 0o640
+    assert _read(tmp_path / "learner.csv") == [["a", "b"], ["1", ""], ["2", "3"]]
+
+
+def test_several_writers_of_one_label_lose_no_keys(tmp_path):
+    """Two actors' loggers on one file (as the Ray driver holds them), keys differing."""
+    first = CSVLogger(str(tmp_path), "actor")
+    second = CSVLogger(str(tmp_path), "actor")
+    first.write({"actor_id": 0, "actor_steps": 1, "episode_return": 1.0})
+    second.write({"actor_id": 1, "actor_steps": 2, "episode_return": 2.0, "epsilon": 0.5})
+    first.write({"actor_id": 0, "actor_steps": 3, "episode_return": 3.0, "learner_steps": 7})
+    second.write({"actor_id": 1, "actor_steps": 4})
+    first.close()
+    second.write({"actor_id": 1, "actor_steps": 5, "extra": "x"})
+    second.close()
+    assert _rows(tmp_path / "actor.csv") == [
+        {"actor_id": "0", "actor_steps": "1", "episode_return": "1.0", "epsilon": "", "learner_steps": "", "extra": ""},
+        {"actor_id": "1", "actor_steps": "2", "episode_return": "2.0", "epsilon": "0.5", "learner_steps": "", "extra": ""},
+        {"actor_id": "0", "actor_steps": "3", "episode_return": "3.0", "epsilon": "", "learner_steps": "7", "extra": ""},
+        {"actor_id": "1", "actor_steps": "4", "episode_return": "", "epsilon": "", "learner_steps": "", "extra": ""},
+        {"actor_id": "1", "actor_steps": "5", "episode_return": "", "epsilon": "", "learner_steps": "", "extra": "x"},
+    ]
+
+
+def test_appending_to_an_existing_file_keeps_its_rows_and_adds_new_columns(tmp_path):
+    first = CSVLogger(str(tmp_path), "evaluator")
+    first.write({"actor_steps": 100, "episode_return": 9.0})
+    first.close()
+    second = CSVLogger(str(tmp_path), "evaluator")  # A resumed run.
+    second.write({"episode_return": 10.0, "actor_steps": 200, "evaluator_id": 0})
+    second.close()
+    assert _read(tmp_path / "evaluator.csv") == [
+        ["actor_steps", "episode_return", "evaluator_id"],
+        ["100", "9.0", ""],
+        ["200", "10.0", "0"],
+    ]
+
+
+def test_write_after_close_reopens_the_file(tmp_path):
+    logger = CSVLogger(str(tmp_path), "learner")
+    logger.write({"a": 1})
+    logger.close()
+    logger.close()  # Idempotent.
+    logger.write({"b": 2})
+    logger.close()
+    assert _read(tmp_path / "learner.csv") == [["a", "b"], ["1", ""], ["", "2"]]
+
+
+class _Recorder(Logger):
+    def __init__(self):
+        self.rows = []
+
+    def write(self, data):
+        self.rows.append(dict(data))
+
+
+def test_wall_time_stamps_records_and_keeps_a_stamp_made_elsewhere():
+    recorder = _Recorder()
+    clock = iter([1.23456, 2.0])
+    logger = WallTime(recorder, lambda: next(clock))
+    logger.write({"actor_steps": 1})
+    logger.write({"actor_steps": 2, "wall_time_s": 0.5})
+    logger.write({"actor_steps": 3})
+    assert recorder.rows == [
+        {"actor_steps": 1, "wall_time_s": 1.235},
+        {"actor_steps": 2, "wall_time_s": 0.5},
+        {"actor_steps": 3, "wall_time_s": 2.0},
+    ]
+
+
+def test_factory_records_carry_wall_time_since_the_factory_was_made(tmp_path):
+    before = time.time()
+    factory = DefaultLoggerFactory(terminal=False, csv=True, directory=str(tmp_path))
+    after = time.time()
+    assert before <= factory.start_time <= after
+    factory("evaluator", "actor_steps", 2).write({"actor_steps": 5, "episode_return": 1.0})
+    factory("learner", "learner_steps").write({"learner_steps": 1, "actor_steps": 5})
+    written = time.time()
+    factory.close()
+    (evaluation,) = _rows(tmp_path / "evaluator.csv")
+    assert list(evaluation) == ["evaluator_id", "actor_steps", "episode_return", "wall_time_s"]
+    assert evaluation["evaluator_id"] == "2" and evaluation["actor_steps"] == "5"
+    (learner,) = _rows(tmp_path / "learner.csv")
+    for row in (evaluation, learner):
+        assert 0.0 <= float(row["wall_time_s"]) <= written - before + 0.001
