@@ -59,5 +59,92 @@ class Counter:
             return dict(self._counts)
 
     def restore(self, counts: Mapping[str, Number]) -> None:
+        """Sets this node's own counts to `counts` (as returned by `save`), and moves its
+        parent's counts by the same amounts, so the parent's totals include them exactly.
+
+        Restore either the root (with the whole hierarchy's counts) or each child (with
+        its own), not both: a parent counts what its children restore.
+        """
         with self._lock:
-            self._counts = dict(counts)
+            previous, self._counts = self._counts, dict(counts)
+            if self._parent is None:
+                return
+            keys = dict.fromkeys([*previous, *self._counts])
+            deltas = {key: self._counts.get(key, 0) - previous.get(key, 0) for key in keys}
+        deltas = {self._key(key): delta for key, delta in deltas.items() if delta != 0}
+        if deltas:
+            self._cached = dict(self._parent.increment(**deltas))
+            self._cached_at = time.monotonic()
+
+
+class StepBudget:
+    """The actor-step budget of a distributed run, handed to actors in leases.
+
+    An actor takes only steps it has leased; the steps it counts are subtracted from its
+    outstanding lease. An actor that dies cannot return what it leased but never counted
+    (the rest of its lease and its partial episode), so every (re)start `register`s: the
+    previous incarnation's outstanding steps go back to the budget and its late calls are
+    refused. The run's counted steps are then exactly the budget, each step counted once.
+    """
+
+    def __init__(self, total: int):
+        if total < 0:
+            raise ValueError(f"total must be >= 0, got {total}")
+        self._unleased = int(total)
+        self._incarnations: dict[int, int] = {}
+        self._outstanding: dict[int, int] = {}
+        self._counted: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def register(self, actor_id: int) -> dict[str, int]:
+        """Starts an incarnation of `actor_id`: the first has restart 0.
+
+        Returns its `restart` count, the `steps` the actor has counted over all its
+        incarnations (where its schedules resume) and the steps `reclaimed` from the
+        previous incarnation's lease.
+        """
+        with self._lock:
+            restart = self._incarnations.get(actor_id, -1) + 1
+            self._incarnations[actor_id] = restart
+            reclaimed = self._outstanding.get(actor_id, 0)
+            self._unleased += reclaimed
+            self._outstanding[actor_id] = 0
+            return {"restart": restart, "steps": self._counted.get(actor_id, 0), "reclaimed": reclaimed}
+
+    def is_current(self, actor_id: int, incarnation: int) -> bool:
+        with self._lock:
+            return self._incarnations.get(actor_id) == incarnation
+
+    def lease(self, actor_id: int, incarnation: int, wanted: int) -> int:
+        """Grants up to `wanted` steps (0 when the budget is spent or the caller is stale)."""
+        with self._lock:
+            if self._incarnations.get(actor_id) != incarnation:
+                return 0
+            granted = max(0, min(int(wanted), self._unleased))
+            self._unleased -= granted
+            self._outstanding[actor_id] += granted
+            return granted
+
+    def count(self, actor_id: int, incarnation: int, steps: int) -> bool:
+        """Records `steps` taken under the current lease; False (and nothing recorded)
+        for a stale incarnation. Counting steps never leased is an error."""
+        with self._lock:
+            if self._incarnations.get(actor_id) != incarnation:
+                return False
+            if steps > self._outstanding[actor_id]:
+                raise ValueError(
+                    f"actor {actor_id} counted {steps} steps but holds a lease of {self._outstanding[actor_id]}"
+                )
+            self._outstanding[actor_id] -= steps
+            self._counted[actor_id] = self._counted.get(actor_id, 0) + steps
+            return True
+
+    def state(self) -> dict[str, object]:
+        """Steps not yet leased, leased but not counted (per actor), counted (per actor)."""
+        with self._lock:
+            return {
+                "unleased": self._unleased,
+                "outstanding": dict(self._outstanding),
+                "counted": dict(self._counted),
+                "restarts": dict(self._incarnations),
+            }

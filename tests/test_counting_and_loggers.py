@@ -1,7 +1,9 @@
 import csv
 import threading
 
-from rl.counting import Counter
+import pytest
+
+from rl.counting import Counter, StepBudget
 from rl.loggers import CSVLogger, DefaultLoggerFactory, Dispatcher, TimeFilter
 from rl.loggers.base import Logger
 
@@ -28,6 +30,83 @@ def test_counter_is_thread_safe():
     for thread in threads:
         thread.join()
     assert root.get_counts()["actor_steps"] == 4000
+
+
+def test_restoring_a_child_gives_its_parent_the_restored_counts_exactly():
+    root = Counter()
+    other = Counter(root, "actor", time_delta=0.0)
+    other.increment(steps=7, episodes=1)
+    learner = Counter(root, "learner", time_delta=0.0)
+    learner.restore({"steps": 120, "sgd_steps": 240})
+    assert root.get_counts() == {"actor_steps": 7, "actor_episodes": 1, "learner_steps": 120, "learner_sgd_steps": 240}
+    assert learner.save() == {"steps": 120, "sgd_steps": 240}
+    assert learner.get_counts() == root.get_counts()
+    # Restoring again moves the parent by the difference only; a key left out goes to 0.
+    learner.increment(steps=5)
+    learner.restore({"steps": 100})
+    assert root.get_counts() == {"actor_steps": 7, "actor_episodes": 1, "learner_steps": 100, "learner_sgd_steps": 0}
+    assert learner.save() == {"steps": 100}
+    learner.increment(steps=1)
+    assert root.get_counts()["learner_steps"] == 101
+
+
+def test_restoring_through_two_levels_reaches_the_root():
+    root = Counter()
+    middle = Counter(root, "actor", time_delta=0.0)
+    leaf = Counter(middle, "evaluator", time_delta=0.0)
+    leaf.restore({"steps": 3})
+    assert middle.save() == {"evaluator_steps": 3}
+    assert root.get_counts() == {"actor_evaluator_steps": 3}
+
+
+def test_restoring_the_root_sets_its_counts():
+    root = Counter()
+    root.increment(actor_steps=4)
+    root.restore({"actor_steps": 50, "learner_steps": 9})
+    assert root.get_counts() == {"actor_steps": 50, "learner_steps": 9}
+
+
+def test_step_budget_leases_exactly_the_total():
+    budget = StepBudget(250)
+    assert budget.register(0) == {"restart": 0, "steps": 0, "reclaimed": 0}
+    assert budget.register(1) == {"restart": 0, "steps": 0, "reclaimed": 0}
+    assert [budget.lease(0, 0, 100), budget.lease(1, 0, 100), budget.lease(0, 0, 100), budget.lease(1, 0, 100)] == [
+        100,
+        100,
+        50,
+        0,
+    ]
+    assert budget.count(0, 0, 150) and budget.count(1, 0, 100)
+    assert budget.state() == {
+        "unleased": 0,
+        "outstanding": {0: 0, 1: 0},
+        "counted": {0: 150, 1: 100},
+        "restarts": {0: 0, 1: 0},
+    }
+    with pytest.raises(ValueError, match="actor 1 counted 1 steps but holds a lease of 0"):
+        budget.count(1, 0, 1)
+
+
+def test_a_restarted_actor_returns_its_uncounted_lease_and_resumes_its_count():
+    budget = StepBudget(300)
+    budget.register(0)
+    budget.register(1)
+    assert budget.lease(1, 0, 100) == 100
+    assert budget.count(1, 0, 100)
+    assert budget.lease(1, 0, 100) == 100
+    assert budget.count(1, 0, 30)  # 30 of the second lease counted, then the actor dies.
+    assert budget.lease(0, 0, 100) == 100
+    assert budget.lease(0, 0, 100) == 0  # Spent, but 70 steps are stranded with actor 1.
+    assert budget.register(1) == {"restart": 1, "steps": 130, "reclaimed": 70}
+    # The dead incarnation's late calls change nothing.
+    assert not budget.count(1, 0, 10) and budget.lease(1, 0, 100) == 0
+    assert budget.lease(1, 1, 100) == 70
+    assert budget.count(1, 1, 70) and budget.count(0, 0, 100)
+    state = budget.state()
+    assert state["unleased"] == 0 and state["outstanding"] == {0: 0, 1: 0}
+    assert state["counted"] == {0: 100, 1: 200} and sum(state["counted"].values()) == 300
+    assert state["restarts"] == {0: 0, 1: 1}
+    assert budget.register(1) == {"restart": 2, "steps": 200, "reclaimed": 0}
 
 
 def test_csv_logger_writes_header_and_rows(tmp_path):
