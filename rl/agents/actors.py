@@ -44,6 +44,16 @@ class FeedForwardActor(core.Actor):
         self._step += 1
         return np.asarray(action, dtype=self._action_dtype)
 
+    @property
+    def step_count(self) -> int:
+        """Actions selected so far: where this actor's schedules (epsilon, warm-up) are."""
+        return self._step
+
+    @step_count.setter
+    def step_count(self, value: int) -> None:
+        """Resumes the schedules at `value` (an actor rebuilt after a fault)."""
+        self._step = int(value)
+
     def observe_first(self, timestep: dm_env.TimeStep) -> None:
         if self._adder is not None:
             self._adder.add_first(timestep)

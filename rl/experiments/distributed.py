@@ -69,11 +69,34 @@ class DistributedProgram:
     def make_learner(self, replay_client: Any, counter: Any) -> core.Learner:
         return build_learner(self.experiment, self.keys.learner, replay_client, counter)
 
-    def make_actor(
-        self, actor_id: int, replay_client: Any, variable_source: core.VariableSource, counter: Any
-    ) -> EnvironmentLoop:
+    def actor_key(self, actor_id: int, restart: int = 0) -> jax.Array:
+        """Actor `actor_id`'s key after `restart` restarts.
+
+        The first start uses the actor's own key; each restart folds the restart count
+        into it, so a rebuilt actor neither replays its exploration nor reuses its
+        environment seed, and the run stays determined by seed, actor id and restarts.
+        """
+        if restart < 0:
+            raise ValueError(f"restart must be >= 0, got {restart}")
         key = self.keys.actors[actor_id]
-        return build_actor(self.experiment, key, replay_client, variable_source, counter, actor_id)
+        return key if restart == 0 else jax.random.fold_in(key, restart)
+
+    def make_actor(
+        self,
+        actor_id: int,
+        replay_client: Any,
+        variable_source: core.VariableSource,
+        counter: Any,
+        restart: int = 0,
+        initial_step: int = 0,
+    ) -> EnvironmentLoop:
+        """Actor `actor_id`'s loop; a restarted one gets a fresh key (`actor_key`) and
+        resumes its schedules at `initial_step`, the steps it had counted before."""
+        key = self.actor_key(actor_id, restart)
+        loop = build_actor(self.experiment, key, replay_client, variable_source, counter, actor_id)
+        if initial_step:
+            loop.actor.step_count = initial_step
+        return loop
 
     def make_evaluator(self, evaluator_id: int, variable_source: core.VariableSource, counter: Any) -> Evaluator:
         return build_evaluator(self.experiment, self.keys.evaluators[evaluator_id], variable_source, counter)
