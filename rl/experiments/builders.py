@@ -7,6 +7,7 @@ arguments, so a single-process run and a distributed one build identical nodes.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Callable
 
 import jax
@@ -64,12 +65,17 @@ def build_actor(
 
 @dataclasses.dataclass
 class Evaluator:
-    """Runs rounds of evaluation episodes and logs one record per round."""
+    """Runs rounds of evaluation episodes and logs one record per round.
+
+    `returns` holds (actor steps, mean return) per round and `times` the epoch time
+    (time.time()) each round ended, for the summary's time to the threshold.
+    """
 
     loop: EnvironmentLoop
     logger: Any
     counter: Counter
     returns: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+    times: list[float] = dataclasses.field(default_factory=list)
 
     def evaluate(self, num_episodes: int) -> float:
         self.loop.actor.update(wait=True)
@@ -78,6 +84,7 @@ class Evaluator:
         counts = self.counter.get_counts()
         actor_steps = int(counts.get("actor_steps", 0))
         self.returns.append((actor_steps, float(episode_returns.mean())))
+        self.times.append(time.time())
         self.logger.write(
             {
                 **counts,
@@ -98,8 +105,10 @@ def build_evaluator(
     variable_source: core.VariableSource,
     counter: Counter,
     make_actor: Callable[..., core.Actor] | None = None,
+    evaluator_id: int = 0,
 ) -> Evaluator:
-    """Evaluation-policy actor with no adder; its records are keyed by actor_steps."""
+    """Evaluation-policy actor with no adder; its records are keyed by actor_steps and
+    carry `evaluator_id`."""
     environment_key, actor_key = jax.random.split(random_key)
     environment = experiment.environment_factory(seed=environment_seed(environment_key))
     builder = experiment.builder
@@ -109,5 +118,5 @@ def build_evaluator(
     actor = make_actor(actor_key, policy, experiment.environment_spec, variable_source, None)
     evaluator_counter = Counter(counter, "evaluator", time_delta=0.0)
     loop = EnvironmentLoop(environment, actor, evaluator_counter, logger=None, should_update=False)
-    logger = experiment.logger_factory("evaluator", "actor_steps")
+    logger = experiment.logger_factory("evaluator", "actor_steps", evaluator_id)
     return Evaluator(loop, logger, evaluator_counter)

@@ -35,6 +35,9 @@ class ExperimentConfig:
     agent_name: str = "agent"
     environment_name: str = "environment"
     learner_log_interval_s: float = 1.0
+    # The evaluation return that counts as solving the task (None: none); the summary
+    # records when it was first reached.
+    threshold: float | None = None
     _environment_spec: EnvironmentSpec | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:

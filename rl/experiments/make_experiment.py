@@ -128,6 +128,7 @@ def make_experiment(
         run_directory=run_directory,
         checkpoint=settings.checkpoint,
         progress=settings.progress,
+        threshold=settings.threshold,
         agent_name=agent_name,
         environment_name=environment_name,
         _environment_spec=environment_spec,

@@ -51,7 +51,13 @@ def run_local(experiment: ExperimentConfig) -> RunSummary:
         adder.reset()
         now = time.perf_counter()
         summary = finish_run(
-            experiment, learner.save(), counter.get_counts(), evaluator.returns, now - start, now - acting_start
+            experiment,
+            learner.save(),
+            counter.get_counts(),
+            evaluator.returns,
+            now - start,
+            now - acting_start,
+            eval_times=evaluator.times,
         )
         close_loggers(experiment, exit_code=0)
         loggers_closed = True

@@ -5,9 +5,60 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 from typing import Any, Mapping, Sequence
 
 from rl.experiments.config import ExperimentConfig
+
+
+# A run's status: it ran to its budget, was stopped (SIGINT/SIGTERM), or failed.
+STATUSES = ("finished", "interrupted", "failed")
+
+# One evaluator's rounds: (actor steps, mean return) per round, and the epoch time
+# (time.time()) each round ended, or None when the evaluator does not record it.
+EvaluatorHistory = tuple[Sequence[tuple[int, float]], Sequence[float] | None]
+
+
+def run_start_time(experiment: ExperimentConfig) -> float | None:
+    """The epoch time the run started: the logger factory's clock, which every record's
+    `wall_time_s` counts from (None for a factory without one)."""
+    return getattr(experiment.logger_factory, "start_time", None)
+
+
+def merge_evaluations(histories: Sequence[EvaluatorHistory]) -> tuple[list[tuple[int, float]], list[float] | None]:
+    """One evaluation curve from several evaluators that evaluate together.
+
+    Round k of every evaluator is evaluation point k: its return is the mean of the
+    evaluators' returns, its actor steps and time the largest of theirs (the point is
+    complete when the last evaluator reports). An evaluator with fewer rounds (it died)
+    is left out of the rounds it missed. Times are None unless every evaluator has them.
+    """
+    rounds = max((len(returns) for returns, _ in histories), default=0)
+    with_times = bool(histories) and all(times is not None for _, times in histories)
+    curve: list[tuple[int, float]] = []
+    curve_times: list[float] = []
+    for k in range(rounds):
+        present = [(returns[k], times) for returns, times in histories if k < len(returns)]
+        steps = max(int(point[0]) for point, _ in present)
+        curve.append((steps, float(sum(float(point[1]) for point, _ in present) / len(present))))
+        if with_times:
+            curve_times.append(max(times[k] for (_, times) in present))
+    return curve, (curve_times if with_times else None)
+
+
+def first_reaching(
+    threshold: float | None, eval_returns: Sequence[tuple[int, float]], eval_times_s: Sequence[float] | None
+) -> tuple[float | None, int | None]:
+    """Seconds and actor steps of the first evaluation whose mean return is at least
+    `threshold`; (None, None) when there is no threshold or it was never reached (the
+    seconds are None too when the times are unknown)."""
+    if threshold is None:
+        return None, None
+    for k, (steps, value) in enumerate(eval_returns):
+        if value >= threshold:
+            seconds = round(float(eval_times_s[k]), 2) if eval_times_s is not None else None
+            return seconds, int(steps)
+    return None, None
 
 
 @dataclasses.dataclass
@@ -18,10 +69,17 @@ class RunSummary:
     actor_steps: int
     learner_steps: int
     episodes: int
+    # Seconds since the run started (the logger factory's clock, when it has one).
     wall_time_s: float
     final_eval_return: float
     best_eval_return: float
     eval_returns: list[tuple[int, float]]
+    status: str = "finished"
+    # The experiment's threshold (None: none) and the first evaluation that reached it:
+    # seconds since the run started and actor steps (None: not reached, or no threshold).
+    threshold: float | None = None
+    time_to_threshold_s: float | None = None
+    steps_to_threshold: int | None = None
     # Actor steps per second of the acting phase (set-up and final evaluation excluded).
     actor_steps_per_second: float | None = None
 
@@ -33,8 +91,14 @@ class RunSummary:
         eval_returns: Sequence[tuple[int, float]],
         wall_time_s: float,
         acting_time_s: float | None = None,
+        eval_times_s: Sequence[float] | None = None,
+        status: str = "finished",
     ) -> "RunSummary":
+        """`eval_times_s`: each evaluation's seconds since the run started."""
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         returns = [value for _, value in eval_returns]
+        time_to_threshold, steps_to_threshold = first_reaching(experiment.threshold, eval_returns, eval_times_s)
         return cls(
             agent=experiment.agent_name,
             environment=experiment.environment_name,
@@ -46,6 +110,10 @@ class RunSummary:
             final_eval_return=returns[-1] if returns else float("nan"),
             best_eval_return=max(returns) if returns else float("nan"),
             eval_returns=[(int(s), float(v)) for s, v in eval_returns],
+            status=status,
+            threshold=experiment.threshold,
+            time_to_threshold_s=time_to_threshold,
+            steps_to_threshold=steps_to_threshold,
             actor_steps_per_second=(
                 round(int(counts.get("actor_steps", 0)) / acting_time_s, 1) if acting_time_s else None
             ),
@@ -59,8 +127,16 @@ def finish_run(
     eval_returns: Sequence[tuple[int, float]],
     wall_time_s: float,
     acting_time_s: float | None = None,
+    eval_times: Sequence[float] | None = None,
+    status: str = "finished",
 ) -> RunSummary:
-    """Writes what every launcher leaves behind: the checkpoint and summary.json."""
+    """Writes what every launcher leaves behind: the checkpoint and summary.json.
+
+    `eval_times` are the epoch times (time.time()) of the evaluations in `eval_returns`.
+    With a logger factory that keeps the run's clock, `wall_time_s` and the evaluation
+    times are measured from its start, like every record's `wall_time_s`; otherwise the
+    launcher's `wall_time_s` is used and the time to the threshold is unknown.
+    """
     if experiment.checkpoint:
         from rl.checkpointing import save_checkpoint
 
@@ -69,7 +145,15 @@ def finish_run(
             int(counts.get("learner_steps", 0)),
             {"learner": learner_state, "counts": dict(counts)},
         )
-    summary = RunSummary.from_run(experiment, counts, eval_returns, wall_time_s, acting_time_s)
+    start_time = run_start_time(experiment)
+    eval_times_s = None
+    if start_time is not None:
+        wall_time_s = time.time() - start_time
+        if eval_times is not None:
+            eval_times_s = [t - start_time for t in eval_times]
+    summary = RunSummary.from_run(
+        experiment, counts, eval_returns, wall_time_s, acting_time_s, eval_times_s, status=status
+    )
     write_summary(experiment.run_directory, summary)
     return summary
 
@@ -81,9 +165,12 @@ def close_loggers(experiment: ExperimentConfig, exit_code: int) -> None:
 
 
 def write_summary(directory: str, summary: RunSummary) -> str:
+    """Writes summary.json atomically: a reader never sees half a file."""
     path = os.path.join(directory, "summary.json")
-    with open(path, "w") as file:
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as file:
         json.dump(dataclasses.asdict(summary), file, indent=2)
+    os.replace(temporary, path)
     return path
 
 

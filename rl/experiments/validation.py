@@ -12,6 +12,7 @@ import collections.abc
 import dataclasses
 import importlib
 import inspect
+import math
 import types
 import typing
 from typing import Any, Callable, Mapping
@@ -136,6 +137,8 @@ class RunSettings:
     eval_episodes: int
     checkpoint: bool
     progress: bool
+    # The evaluation return that counts as solving the task; None: the task has none.
+    threshold: float | None
 
 
 def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
@@ -156,4 +159,8 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
             raise ConfigError(name, f"must be a positive integer, got {getattr(settings, name)}")
     if not 0 <= settings.seed < 2**32:
         raise ConfigError("seed", f"must be in [0, 2**32), got {settings.seed}")
+    if settings.threshold is not None:
+        if not math.isfinite(settings.threshold):
+            raise ConfigError("threshold", f"must be a finite number or null, got {settings.threshold}")
+        settings.threshold = float(settings.threshold)
     return settings
