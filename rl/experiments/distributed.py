@@ -99,4 +99,6 @@ class DistributedProgram:
         return loop
 
     def make_evaluator(self, evaluator_id: int, variable_source: core.VariableSource, counter: Any) -> Evaluator:
-        return build_evaluator(self.experiment, self.keys.evaluators[evaluator_id], variable_source, counter)
+        return build_evaluator(
+            self.experiment, self.keys.evaluators[evaluator_id], variable_source, counter, evaluator_id=evaluator_id
+        )

@@ -20,7 +20,13 @@ from rl.experiments.config import ExperimentConfig
 from rl.experiments.distributed import DistributedProgram
 from rl.experiments.launchers.errors import LauncherError
 from rl.experiments.progress import ProgressDisplay
-from rl.experiments.summary import RunSummary, close_loggers, finish_run
+from rl.experiments.summary import (
+    RunSummary,
+    close_loggers,
+    finish_run,
+    merge_evaluations,
+    run_start_time,
+)
 
 REPOSITORY_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
@@ -125,7 +131,9 @@ class _RayRun:
         self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0})
         from rl.experiments.launchers.ray_nodes import QueueLoggerFactory
 
-        remote_experiment = dataclasses.replace(experiment, logger_factory=QueueLoggerFactory(self.log_queue))
+        remote_experiment = dataclasses.replace(
+            experiment, logger_factory=QueueLoggerFactory(self.log_queue, run_start_time(experiment))
+        )
         self.program = DistributedProgram(remote_experiment, launcher.num_actors, launcher.num_evaluators)
         self.loggers: dict[tuple, Any] = {}
         self.restarts = [0] * launcher.num_actors
@@ -181,14 +189,18 @@ class _RayRun:
             self._watch(learner_run, actor_runs, actors, evaluators, counter)
             acting_time = time.perf_counter() - acting_start
             ray.get([e.evaluate.remote(experiment.eval_episodes) for e in evaluators])  # The final round.
-            returns = ray.get(evaluators[0].returns.remote())
+            returns, eval_times = merge_evaluations(  # Every evaluator's rounds, averaged.
+                [(ray.get(e.returns.remote()), ray.get(e.times.remote())) for e in evaluators]
+            )
             learner.stop.remote()
             ray.wait([learner_run], timeout=launcher.stop_timeout_s)
             ray.get(learner.flush_counts.remote())
             learner_state = ray.get(learner.save.remote())
             counts = ray.get(counter.get_counts.remote())
             self._drain_logs()
-            summary = finish_run(experiment, learner_state, counts, returns, time.perf_counter() - start, acting_time)
+            summary = finish_run(
+                experiment, learner_state, counts, returns, time.perf_counter() - start, acting_time, eval_times
+            )
             exit_code = 0
             return summary
         except ray.exceptions.RayError as error:

@@ -93,23 +93,33 @@ class RemoteVariableSource(core.VariableSource):
 
 
 class QueueLogger(Logger):
-    """Sends records to the driver, which owns the CSV files and the wandb run."""
+    """Sends records to the driver, which owns the CSV files and the wandb run.
 
-    def __init__(self, queue: Any, label: str, steps_key: str | None, instance: int | None):
+    With the run's `start_time` (epoch seconds) each record is stamped with its
+    `wall_time_s` here, when it is made, not when the driver writes it.
+    """
+
+    def __init__(
+        self, queue: Any, label: str, steps_key: str | None, instance: int | None, start_time: float | None = None
+    ):
         self._queue = queue
         self._key = (label, steps_key, instance)
+        self._start_time = start_time
 
     def write(self, data: LoggingData) -> None:
         row = {key: to_python_scalar(value) for key, value in data.items()}
+        if self._start_time is not None:
+            row.setdefault("wall_time_s", round(time.time() - self._start_time, 3))
         self._queue.put_nowait((self._key, row))
 
 
 class QueueLoggerFactory:
-    def __init__(self, queue: Any):
+    def __init__(self, queue: Any, start_time: float | None = None):
         self._queue = queue
+        self._start_time = start_time
 
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
-        return QueueLogger(self._queue, label, steps_key, instance)
+        return QueueLogger(self._queue, label, steps_key, instance, self._start_time)
 
 
 @ray.remote(num_cpus=0)
@@ -262,6 +272,9 @@ class EvaluatorNode:
 
     def returns(self) -> list[tuple[int, float]]:
         return self._evaluator.returns
+
+    def times(self) -> list[float]:
+        return self._evaluator.times
 
     def pid(self) -> int:
         return os.getpid()
