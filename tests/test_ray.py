@@ -1,8 +1,10 @@
 """launcher=ray: real Ray processes for replay, counter, learner, actors and evaluator."""
 
+import ast
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import time
 
 import psutil
 import pytest
+import yaml
 
 from conftest import ROOT, TRAIN, read_summary, run_train
 
@@ -60,16 +63,37 @@ def _actor_1_has_acted(run_dir):
     return os.path.exists(path) and any(row["actor_id"] == "1" for row in _rows(path))
 
 
-def _check_solved_run(run_dir, output):
+def _budget(run_dir):
+    with open(os.path.join(run_dir, ".hydra", "config.yaml")) as file:
+        return yaml.safe_load(file)["max_actor_steps"]
+
+
+_BUDGET_EVENT = re.compile(r"step budget: (\d+) actor steps counted of (\d+); per actor (\{.*\}); restarts (\{.*\})$")
+
+
+def _budget_event(run_dir):
+    """The launcher's account of the step budget: counted steps, per actor, restarts."""
+    events = [row["event"] for row in _rows(os.path.join(run_dir, "logs", "launcher.csv"))]
+    matches = [_BUDGET_EVENT.match(event) for event in events if event.startswith("step budget")]
+    assert len(matches) == 1 and matches[0], events  # No "MISMATCH" suffix either.
+    counted, total, per_actor, restarts = matches[0].groups()
+    return int(counted), int(total), ast.literal_eval(per_actor), ast.literal_eval(restarts)
+
+
+def _check_solved_run(run_dir, output, restarts):
+    budget = _budget(run_dir)
     summary = read_summary(run_dir)
     assert summary["final_eval_return"] >= 475, (summary, output[-3000:])
-    assert summary["actor_steps"] == 50_000 or summary["actor_steps"] <= 100_000
+    assert summary["actor_steps"] == budget, summary  # Exactly the budget, faults or not.
+    counted, total, per_actor, actor_restarts = _budget_event(run_dir)
+    assert counted == total == budget and sum(per_actor.values()) == budget and set(per_actor) == {0, 1}
+    assert actor_restarts == restarts
     actor_ids = {row["actor_id"] for row in _rows(os.path.join(run_dir, "logs", "actor.csv"))}
     assert actor_ids == {"0", "1"}
     evaluations = _rows(os.path.join(run_dir, "logs", "evaluator.csv"))
-    assert len(evaluations) >= 2
     steps = [int(row["actor_steps"]) for row in evaluations]
-    assert steps == sorted(steps)
+    assert len(steps) >= 2 and steps == sorted(steps) and steps[-1] == budget  # The final round sits at the budget.
+    assert float(evaluations[-1]["episode_return"]) == pytest.approx(summary["final_eval_return"])
 
 
 def test_ray_actor_killed_mid_run_is_restarted_and_the_run_still_solves_cartpole(run_dir):
@@ -89,9 +113,23 @@ def test_ray_actor_killed_mid_run_is_restarted_and_the_run_still_solves_cartpole
         if process.poll() is None:
             process.kill()
     assert process.returncode == 0, output[-3000:]
-    _check_solved_run(run_dir, output)
+    _check_solved_run(run_dir, output, restarts={0: 0, 1: 1})
     events = [row["event"] for row in _rows(os.path.join(run_dir, "logs", "launcher.csv"))]
-    assert any("actor 1 died; restarted" in event for event in events), events
+    restarts = [
+        re.fullmatch(
+            r"actor 1 died; restarted by Ray as pid (\d+) \(1/3\): restart 1 with a fresh key,"
+            r" schedules resumed at step (\d+), (\d+) leased steps returned to the budget",
+            event,
+        )
+        for event in events
+        if event.startswith("actor ")
+    ]
+    assert len(restarts) == 1 and restarts[0], events
+    new_pid, resumed_at, reclaimed = (int(group) for group in restarts[0].groups())
+    with open(nodes_path) as file:
+        assert json.load(file)["actor_1"] == new_pid != pids["actor_1"]
+    assert resumed_at > 0  # Its schedules carry on from the steps it had counted, not from 0.
+    assert 0 <= reclaimed <= 100  # At most one lease (STEP_LEASE) was left uncounted.
     rows = _rows(os.path.join(run_dir, "logs", "actor.csv"))
     for actor_id in ("0", "1"):  # Each actor's records reach the driver in order.
         counts = [int(row["actor_steps"]) for row in rows if row["actor_id"] == actor_id]
@@ -106,7 +144,7 @@ def test_ray_two_actors_solve_cartpole(run_dir):
         timeout=1800,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    _check_solved_run(run_dir, result.stdout + result.stderr)
+    _check_solved_run(run_dir, result.stdout + result.stderr, restarts={0: 0, 1: 0})
     assert not _ray_processes()
 
 
@@ -146,5 +184,7 @@ def test_sac_runs_under_ray(run_dir):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(run_dir)
     assert summary["agent"] == "sac" and summary["actor_steps"] == 600 and summary["learner_steps"] > 0
+    counted, total, per_actor, restarts = _budget_event(run_dir)
+    assert counted == total == 600 and sum(per_actor.values()) == 600 and restarts == {0: 0, 1: 0}
     assert {row["actor_id"] for row in _rows(os.path.join(run_dir, "logs", "actor.csv"))} == {"0", "1"}
     assert not _ray_processes()

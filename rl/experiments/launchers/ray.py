@@ -188,6 +188,7 @@ class _RayRun:
             acting_start = time.perf_counter()
             self._watch(learner_run, actor_runs, actors, evaluators, counter)
             acting_time = time.perf_counter() - acting_start
+            self._check_budget(counter)
             ray.get([e.evaluate.remote(experiment.eval_episodes) for e in evaluators])  # The final round.
             returns, eval_times = merge_evaluations(  # Every evaluator's rounds, averaged.
                 [(ray.get(e.returns.remote()), ray.get(e.times.remote())) for e in evaluators]
@@ -267,10 +268,26 @@ class _RayRun:
                     raise LauncherError(f"actor {actor_id} did not come back within launcher.restart_timeout_s") from None
                 time.sleep(0.5)
         self._record_pid(f"actor_{actor_id}", pid)
+        start = self.ray.get(actor.start_info.remote())
+        restarts = f"{self.restarts[actor_id]}/{self.launcher.max_restarts}"
         self._event(
-            f"actor {actor_id} died; restarted by Ray as pid {pid} ({self.restarts[actor_id]}/{self.launcher.max_restarts})"
+            f"actor {actor_id} died; restarted by Ray as pid {pid} ({restarts}):"
+            f" restart {start['restart']} with a fresh key, schedules resumed at step {start['steps']},"
+            f" {start['reclaimed']} leased steps returned to the budget"
         )
         actor_runs[actor.run.remote()] = actor_id
+
+    def _check_budget(self, counter: Any) -> None:
+        """Records how the step budget was spent; a mismatch would be a counting bug."""
+        budget = self.ray.get(counter.budget.remote())
+        counted = int(self.ray.get(counter.get_counts.remote()).get("actor_steps", 0))
+        message = (
+            f"step budget: {counted} actor steps counted of {self.experiment.max_actor_steps};"
+            f" per actor {budget['counted']}; restarts {budget['restarts']}"
+        )
+        if counted != self.experiment.max_actor_steps or budget["unleased"] or any(budget["outstanding"].values()):
+            message += f"; MISMATCH: unleased {budget['unleased']}, leased but uncounted {budget['outstanding']}"
+        self._event(message)
 
     def _write_node_pids(self, replay: Any, counter: Any, learner: Any, actors: list, evaluators: list) -> None:
         """logs/nodes.json: which process hosts which node, for operators (and tests)."""

@@ -17,12 +17,14 @@ import numpy as np
 import ray
 
 from rl import core
-from rl.counting import Counter
+from rl.counting import Counter, StepBudget
 from rl.experiments.distributed import DistributedProgram
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
 
-# Steps an actor reserves from the counter at once: bounds counter traffic, and the total
-# never exceeds max_actor_steps because the counter grants only what is left.
+# Steps an actor leases from the counter at once: bounds counter traffic, and the total
+# never exceeds max_actor_steps because the counter grants only what is left. An actor
+# counts its steps at every lease boundary, so one that dies loses at most this many
+# uncounted steps, and the counter returns them to the budget when it restarts.
 STEP_LEASE = 100
 
 
@@ -56,12 +58,28 @@ class RemoteCounter:
     def flush(self) -> dict[str, float]:
         with self._lock:
             pending, self._pending = self._pending, {}
-        self._counts = ray.get(self._handle.increment.remote(**pending))
+        self._counts = self._send(pending)
         self._last_flush = time.monotonic()
         return dict(self._counts)
 
+    def _send(self, pending: dict[str, float]) -> dict[str, float]:
+        return ray.get(self._handle.increment.remote(**pending))
+
     def get_counts(self) -> dict[str, float]:
         return self.flush()
+
+
+class ActorStepCounter(RemoteCounter):
+    """An actor incarnation's counts: its steps are charged to its lease, and the counter
+    node drops them if this incarnation has been replaced (it died and was restarted)."""
+
+    def __init__(self, handle: Any, actor_id: int, incarnation: int):
+        super().__init__(handle, flush_interval_s=0.0)
+        self._actor_id = actor_id
+        self._incarnation = incarnation
+
+    def _send(self, pending: dict[str, float]) -> dict[str, float]:
+        return ray.get(self._handle.increment_actor.remote(self._actor_id, self._incarnation, pending))
 
 
 class RemoteVariableSource(core.VariableSource):
@@ -139,11 +157,11 @@ class ReplayNode:
 
 @ray.remote(num_cpus=0)
 class CounterNode:
-    """The root counter, and the keeper of the actor-step budget."""
+    """The root counter, and the keeper of the actor-step budget (`StepBudget`)."""
 
     def __init__(self, max_actor_steps: int):
         self._counter = Counter()
-        self._remaining = max_actor_steps
+        self._budget = StepBudget(max_actor_steps)
 
     def increment(self, **counts: float) -> dict[str, float]:
         return self._counter.increment(**counts)
@@ -151,13 +169,20 @@ class CounterNode:
     def get_counts(self) -> dict[str, float]:
         return self._counter.get_counts()
 
-    def reserve_steps(self, wanted: int) -> int:
-        granted = max(0, min(wanted, self._remaining))
-        self._remaining -= granted
-        return granted
+    def register_actor(self, actor_id: int) -> dict[str, int]:
+        return self._budget.register(actor_id)
 
-    def budget_left(self) -> int:
-        return self._remaining
+    def lease_steps(self, actor_id: int, incarnation: int, wanted: int) -> int:
+        return self._budget.lease(actor_id, incarnation, wanted)
+
+    def increment_actor(self, actor_id: int, incarnation: int, counts: dict[str, float]) -> dict[str, float]:
+        """An actor's counts; a replaced incarnation's are dropped (its lease was reclaimed)."""
+        if self._budget.count(actor_id, incarnation, int(counts.get("actor_steps", 0))):
+            return self._counter.increment(**counts)
+        return self._counter.get_counts()
+
+    def budget(self) -> dict[str, Any]:
+        return self._budget.state()
 
     def pid(self) -> int:
         return os.getpid()
@@ -217,7 +242,12 @@ class LearnerNode:
 
 @ray.remote
 class ActorNode:
-    """Acts until the counter's step budget is spent; rebuilt from scratch on restart."""
+    """Acts until the counter's step budget is spent.
+
+    Ray rebuilds it after a fault by running `__init__` again: registering with the
+    counter returns the lease of the dead incarnation to the budget and gives the
+    restart count (for a fresh key) and the steps counted so far (where schedules resume).
+    """
 
     def __init__(
         self,
@@ -231,26 +261,38 @@ class ActorNode:
 
         self._actor_id = actor_id
         self._counter_handle = counter_handle
-        self._counter = RemoteCounter(counter_handle, flush_interval_s=0.0)
+        self._start = ray.get(counter_handle.register_actor.remote(actor_id))
+        self._incarnation = self._start["restart"]
         self._loop = program.make_actor(
-            actor_id, reverb.Client(replay_address), RemoteVariableSource(learner_handle), self._counter
+            actor_id,
+            reverb.Client(replay_address),
+            RemoteVariableSource(learner_handle),
+            ActorStepCounter(counter_handle, actor_id, self._incarnation),
+            restart=self._incarnation,
+            initial_step=self._start["steps"],
         )
 
     def run(self) -> int:
-        steps, lease = 0, 0
+        """Acts lease by lease until the budget is spent; returns the steps taken."""
+        steps = 0
         while True:
+            # Count the spent lease's steps (an unfinished episode's too) before the next.
+            self._loop.count_partial_episode()
+            lease = ray.get(self._counter_handle.lease_steps.remote(self._actor_id, self._incarnation, STEP_LEASE))
             if lease == 0:
-                lease = ray.get(self._counter_handle.reserve_steps.remote(STEP_LEASE))
-                if lease == 0:
-                    break
-            self._loop.step()
-            lease -= 1
-            steps += 1
-        self._loop.count_partial_episode()
+                break
+            for _ in range(lease):
+                self._loop.step()
+            steps += lease
         adder = getattr(self._loop.actor, "adder", None)
         if adder is not None:
             adder.reset()
         return steps
+
+    def start_info(self) -> dict[str, int]:
+        """This incarnation's `restart` count, the `steps` its schedules resumed at and
+        the steps `reclaimed` from its predecessor's lease."""
+        return dict(self._start)
 
     def pid(self) -> int:
         return os.getpid()
