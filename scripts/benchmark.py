@@ -1,122 +1,103 @@
-"""Throughput benchmarks, reported as ratios measured in one invocation.
+"""Benchmarks: `python scripts/benchmark.py SUITE [--json OUT] [--repeats N] [--seeds S ...]
+[--experiments PRESET ...] [--seconds S] [--quick]`.
 
-    python scripts/benchmark.py actors [--steps 6000] [--overrides k=v ...]
-        actor steps/s of launcher=ray with 1 actor vs 2 actors (same experiment).
-    python scripts/benchmark.py learner [--batch 64] [--updates 2000]
-        jitted DQN learner updates/s with 1 SGD step per call vs 8 fused with lax.scan
-        (pure JAX: runs on any accelerator JAX sees).
-
-Wall-clock numbers on a shared machine are noisy; compare the ratio within one run.
+Each suite prints a table and, with --json, writes its rows as a JSON list of
+{suite, case, value, unit, bound, ratio}. Ratios compare figures measured in this one
+invocation. Wall-clock figures on a shared machine are noisy: compare ratios, repeat.
+The suites live in rl/benchmarks/; this script parses the command line and composes
+experiments with Hydra (conf/), as scripts/train.py does.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
+import textwrap
+from typing import Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from rl.benchmarks import SUITES, Settings, format_table, get_suite, write_json  # noqa: E402
+
+CONF = os.path.join(ROOT, "conf")
+TRAIN = os.path.join(ROOT, "scripts", "train.py")
+_ABSENT = object()
 
 
-def _train(overrides: list[str]) -> dict:
-    with tempfile.TemporaryDirectory() as run_dir:
-        command = [sys.executable, os.path.join(ROOT, "scripts", "train.py"), *overrides, f"hydra.run.dir={run_dir}"]
-        environment = {**os.environ, "WANDB_MODE": "disabled", "TF_CPP_MIN_LOG_LEVEL": "2"}
-        result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise SystemExit(f"benchmark run failed ({' '.join(overrides)}):\n{result.stderr[-2000:]}")
-        with open(os.path.join(run_dir, "summary.json")) as file:
-            return json.load(file)
+def compose_config(overrides: Sequence[str]):
+    """The composed config (Hydra's own node removed) and the group choices."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        config = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+    choices = dict(config.hydra.runtime.choices)
+    with open_dict(config):
+        del config["hydra"]
+    return config, choices
 
 
-def benchmark_actors(steps: int, overrides: list[str]) -> None:
-    common = [
-        "launcher=ray",
-        f"max_actor_steps={steps}",
-        f"eval_every={steps}",
-        "eval_episodes=1",
-        "checkpoint=false",
-        "progress=false",
-        "logger=csv",
-        *overrides,
-    ]
-    rates = {}
-    for actors in (1, 2):
-        summary = _train([*common, f"launcher.num_actors={actors}"])
-        rates[actors] = summary["actor_steps_per_second"]
-        print(f"{actors} actor(s): {summary['actor_steps']} actor steps, {rates[actors]:.0f} actor steps/s, "
-              f"{summary['learner_steps']} learner steps, wall {summary['wall_time_s']:.0f} s")
-    print(f"ratio 2 actors / 1 actor: {rates[2] / rates[1]:.2f}")
+def compose_experiment(overrides: Sequence[str], run_dir: str):
+    """An ExperimentConfig from overrides, through the same path as scripts/train.py."""
+    from rl.experiments.make_experiment import make_experiment
+
+    config, choices = compose_config(overrides)
+    experiment, _ = make_experiment(config, run_dir, choices)
+    return experiment
 
 
-def benchmark_learner(batch: int, updates: int) -> None:
-    import jax
-    import numpy as np
+def has_key(key: str, overrides: Sequence[str]) -> bool:
+    from omegaconf import OmegaConf
 
-    from rl.agents.dqn import DQNConfig, DQNLearner
-    from rl.environments import make_gymnasium_environment
-    from rl.networks import make_q_network
-    from rl.replay.dataset import ReplaySample
-    from rl.specs import make_environment_spec
-    from rl.types import Transition
-
-    spec = make_environment_spec(make_gymnasium_environment("CartPole-v1", seed=0))
-    network = make_q_network(spec, hidden_sizes=(256, 256))
-    rng = np.random.default_rng(0)
-    results = {}
-    for fused in (1, 8):
-        size = batch * fused
-        data = Transition(
-            observation=rng.normal(size=(size, 4)).astype(np.float32),
-            action=rng.integers(0, 2, size=size).astype(np.int32),
-            reward=np.ones(size, np.float32),
-            discount=np.full(size, 0.99, np.float32),
-            next_observation=rng.normal(size=(size, 4)).astype(np.float32),
-        )
-        sample = ReplaySample(
-            keys=np.arange(size, dtype=np.uint64),
-            probabilities=np.full(size, 1.0 / size),
-            table_size=np.full(size, size),
-            data=jax.device_put(data),
-        )
-
-        class Repeat:
-            def __next__(self):
-                return sample
-
-        learner = DQNLearner(network, jax.random.PRNGKey(0), Repeat(), DQNConfig(batch_size=batch, sgd_steps_per_learner_step=fused))
-        for _ in range(5):
-            learner.step()
-        jax.block_until_ready(learner.save().params)
-        calls = max(1, updates // fused)
-        start = time.perf_counter()
-        for _ in range(calls):
-            learner.step()
-        jax.block_until_ready(learner.save().params)
-        results[fused] = calls * fused / (time.perf_counter() - start)
-        print(f"{fused} SGD step(s) per call: {results[fused]:.0f} updates/s on {jax.devices()[0].platform}")
-    print(f"ratio fused x8 / single: {results[8] / results[1]:.2f}")
+    config, _ = compose_config(overrides)
+    return OmegaConf.select(config, key, default=_ABSENT) is not _ABSENT
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="benchmark", required=True)
-    actors = sub.add_parser("actors")
-    actors.add_argument("--steps", type=int, default=6000)
-    actors.add_argument("--overrides", nargs="*", default=[])
-    learner = sub.add_parser("learner")
-    learner.add_argument("--batch", type=int, default=64)
-    learner.add_argument("--updates", type=int, default=2000)
-    args = parser.parse_args()
-    if args.benchmark == "actors":
-        benchmark_actors(args.steps, args.overrides)
-    else:
-        benchmark_learner(args.batch, args.updates)
+def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    suites = "\n".join(
+        textwrap.fill(f"{name}: {description}", width=88, initial_indent="  ", subsequent_indent="      ")
+        for name, (_, _, description) in SUITES.items()
+    )
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        epilog=f"suites:\n{suites}\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("suite", choices=list(SUITES), help="the suite to run (see below)")
+    parser.add_argument("--json", metavar="OUT", help="write the rows to this JSON file")
+    parser.add_argument("--repeats", type=int, default=3, help="measurements per case; the value is their median")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="solve: the seeds to train")
+    parser.add_argument(
+        "--experiments", nargs="+", metavar="PRESET", help="actor, learner, solve, scaling: presets (conf/experiment)"
+    )
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of one in-process measurement")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny budgets everywhere (checks that a suite runs; the figures mean little)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_arguments(argv)
+    settings = Settings(
+        repeats=args.repeats,
+        seconds=min(args.seconds, 0.2) if args.quick else args.seconds,
+        quick=args.quick,
+        seeds=args.seeds,
+        experiments=args.experiments,
+        compose=compose_experiment,
+        has_key=has_key,
+        train_script=TRAIN,
+    )
+    rows = get_suite(args.suite)(settings)
+    print(format_table(rows, settings.notes))
+    if args.json:
+        write_json(args.json, rows)
 
 
 if __name__ == "__main__":

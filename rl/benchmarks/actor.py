@@ -1,0 +1,82 @@
+"""`actor`: actor steps/s through the real acting path, against what bounds it.
+
+The experiment is composed like a training run (`environment.num_envs=N` where the
+config has that key); its actor loop is built by `DistributedProgram.make_actor`: the
+environment (N copies), the jitted behaviour policy on the learner's parameters, the
+agent's adder writing to a reverb server in this process, the counter and the actor's
+logger. The server's table has no rate limit and no learner runs, so the figure is
+acting alone. Its bound, measured in the same invocation, is the smaller of the loop's
+own environment stepped with random actions and the agent's adder fed synthetic episodes
+of the same shape; `ratio` = steps/s / bound.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+from rl.benchmarks.common import Row, Settings, measure_rate, median, progress, ratio
+from rl.benchmarks.env import DmEnvStepper
+from rl.benchmarks.replay import insert_rate, replay_server
+
+EXPERIMENTS = ("dqn_cartpole",)
+NUM_ENVS = (1, 8, 32)
+NUM_ENVS_KEY = "environment.num_envs"
+
+
+def _rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[float | None, float | None, float | None]:
+    """(actor steps/s, environment steps/s, adder items/s) of one composed experiment."""
+    import jax
+
+    from rl.counting import Counter
+    from rl.experiments.distributed import DistributedProgram
+    from rl.loggers.base import NoOpLogger
+
+    builder, spec = experiment.builder, experiment.environment_spec
+    with replay_server(builder, spec, other_process=False) as client:
+        # The learner only serves its initial parameters: it never steps.
+        networks = experiment.network_factory(environment_spec=spec)
+        learner = builder.make_learner(jax.random.PRNGKey(0), networks, iter(()), client, Counter(), NoOpLogger())
+        program = DistributedProgram(experiment, num_actors=1, num_evaluators=0)
+        loop = program.make_actor(0, client, learner, Counter())
+        steps_per_call = getattr(loop, "num_envs", 1)
+
+        def act() -> int:
+            loop.step()
+            return steps_per_call
+
+        for _ in range(50 if settings.quick else 500):  # Warm-up: compilation, first episodes.
+            act()
+        actor = median([measure_rate(act, settings.seconds) for _ in range(settings.repeats)])
+        stepper = DmEnvStepper(loop.environment)
+        for _ in range(10):
+            stepper.step()
+        environment = median([measure_rate(stepper.step, settings.seconds) for _ in range(settings.repeats)])
+        inserts = insert_rate(builder, client, spec, settings, num_envs)
+    return actor, environment, inserts
+
+
+def suite_actor(settings: Settings) -> list[Row]:
+    rows: list[Row] = []
+    for name in settings.experiments or EXPERIMENTS:
+        base = [f"experiment={name}", "logger=csv", "progress=false", "checkpoint=false"]
+        vectorised = settings.has_key(NUM_ENVS_KEY, base)
+        for num_envs in NUM_ENVS:
+            if num_envs > 1 and not vectorised:
+                settings.note(f"actor: {name} num_envs={num_envs} skipped ({NUM_ENVS_KEY} is not in the config)")
+                continue
+            overrides = base + ([f"{NUM_ENVS_KEY}={num_envs}"] if vectorised else [])
+            with tempfile.TemporaryDirectory() as run_dir:
+                actor, environment, inserts = _rates(settings.compose(overrides, run_dir), num_envs, settings)
+            bound = min(environment, inserts)
+            case = f"{name} num_envs={num_envs}"
+            rows += [
+                Row("actor", case, actor, "steps/s", bound, ratio(actor, bound)),
+                Row("actor", f"{case}: environment alone", environment, "steps/s"),
+                Row("actor", f"{case}: adder inserts", inserts, "items/s"),
+            ]
+            progress(
+                f"actor {case}: {actor:,.0f} steps/s; environment {environment:,.0f} steps/s, "
+                f"adder {inserts:,.0f} items/s"
+            )
+    return rows

@@ -1,0 +1,116 @@
+"""scripts/benchmark.py: suites run with tiny budgets and write valid rows (no timings asserted)."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rl.benchmarks import SUITES
+from rl.benchmarks.common import ROW_KEYS, Row, format_table, median
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARK = os.path.join(ROOT, "scripts", "benchmark.py")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+
+def _run(arguments, timeout=900):
+    environment = {**os.environ, "WANDB_MODE": "disabled", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run(
+        [sys.executable, BENCHMARK, *arguments], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _check_rows(path, suite):
+    with open(path) as file:
+        rows = json.load(file)
+    assert isinstance(rows, list) and rows
+    for row in rows:
+        assert list(row) == list(ROW_KEYS)
+        assert row["suite"] == suite
+        assert isinstance(row["case"], str) and row["case"]
+        assert isinstance(row["unit"], str) and row["unit"]
+        assert isinstance(row["value"], float) and math.isfinite(row["value"]) and row["value"] > 0, row
+        for key in ("bound", "ratio"):
+            assert row[key] is None or (isinstance(row[key], float) and row[key] > 0), row
+    cases = [row["case"] for row in rows]
+    assert len(set(cases)) == len(cases)
+    return {row["case"]: row for row in rows}
+
+
+def test_help_explains_every_suite():
+    result = _run(["--help"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    for name in SUITES:
+        assert f"  {name}: " in result.stdout
+    for option in ("--json", "--repeats", "--seeds", "--experiments", "--quick"):
+        assert option in result.stdout
+
+
+def test_unknown_suite_is_a_usage_error():
+    result = _run(["speed"], timeout=120)
+    assert result.returncode == 2 and "invalid choice: 'speed'" in result.stderr
+
+
+def test_env_suite_writes_valid_rows(tmp_path):
+    out = tmp_path / "env.json"
+    result = _run(["env", "--repeats", "1", "--quick", "--json", str(out)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _check_rows(out, "env")
+    for task in ("CartPole-v1", "Pendulum-v1", "HalfCheetah-v5"):
+        reference = rows[f"{task} gymnasium"]
+        assert reference["unit"] == "steps/s" and reference["ratio"] is None
+        for case in ("dm_env (rl.environments)", "gymnasium vector x8", "gymnasium vector x32"):
+            row = rows[f"{task} {case}"]
+            assert row["ratio"] == pytest.approx(row["value"] / reference["value"], rel=1e-3)
+    for case in rows:
+        assert case in result.stdout  # The printed table holds every row.
+
+
+def test_actor_suite_writes_valid_rows(tmp_path):
+    from benchmark import has_key
+
+    out = tmp_path / "actor.json"
+    result = _run(["actor", "--repeats", "1", "--quick", "--json", str(out)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _check_rows(out, "actor")
+    vectorised = has_key("environment.num_envs", ["experiment=dqn_cartpole"])
+    for num_envs in (1, 8, 32) if vectorised else (1,):
+        case = f"dqn_cartpole num_envs={num_envs}"
+        actor = rows[case]
+        environment = rows[f"{case}: environment alone"]
+        inserts = rows[f"{case}: adder inserts"]
+        assert actor["unit"] == environment["unit"] == "steps/s" and inserts["unit"] == "items/s"
+        assert actor["bound"] == pytest.approx(min(environment["value"], inserts["value"]), rel=1e-3)
+        assert actor["ratio"] == pytest.approx(actor["value"] / actor["bound"], rel=1e-3)
+    if not vectorised:
+        assert "num_envs=8 skipped" in result.stdout and "num_envs=32 skipped" in result.stdout
+    else:
+        assert "skipped" not in result.stdout
+
+
+def test_median_counts_missing_values_as_never():
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([1.0, None, None]) is None
+    assert median([1.0, 2.0, None]) == 2.0
+    assert median([]) is None
+
+
+def test_rows_round_non_finite_to_null_and_print_as_a_table():
+    row = Row("env", "case a", 12345.678, "steps/s", math.inf, 0.5)
+    assert row.as_json() == {
+        "suite": "env",
+        "case": "case a",
+        "value": 12345.678,
+        "unit": "steps/s",
+        "bound": None,
+        "ratio": 0.5,
+    }
+    table = format_table([row, Row("env", "case b", None, "s")], notes=["something skipped"])
+    lines = table.splitlines()
+    assert lines[0].split() == ["suite", "case", "value", "unit", "bound", "ratio"]
+    assert "12,346" in lines[2] and "0.50" in lines[2]
+    assert lines[3].split()[-3:] == ["s", "-", "-"]
+    assert lines[-1] == "note: something skipped"
