@@ -6,8 +6,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, run_train
+from rl.experiments.launchers.local import LocalLauncher
+from rl.experiments.launchers.ray import RayLauncher
 from rl.experiments.make_experiment import make_experiment
 from rl.experiments.validation import ConfigError
+from rl.specs import is_discrete
 
 CONF = os.path.join(ROOT, "conf")
 GROUPS = ["environment", "network", "policy", "logger", "agent", "launcher", "experiment"]
@@ -35,9 +38,13 @@ def options(group):
     return sorted(name[:-5] for name in os.listdir(os.path.join(CONF, group)) if name.endswith(".yaml"))
 
 
-def build(overrides, tmp_path):
+def compose_config(overrides):
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        config = compose(config_name="config", overrides=overrides, return_hydra_config=False)
+        return compose(config_name="config", overrides=overrides, return_hydra_config=False)
+
+
+def build(overrides, tmp_path):
+    config = compose_config(overrides)
     choices = {o.split("=")[0]: o.split("=")[1] for o in overrides if "." not in o.split("=")[0]}
     return make_experiment(config, str(tmp_path), choices)
 
@@ -58,8 +65,11 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
             build(overrides, tmp_path)
         return
     experiment, launcher = build(overrides, tmp_path)
-    assert experiment.max_actor_steps > 0 and callable(launcher)
-    assert experiment.environment_spec is not None
+    config = compose_config(overrides)
+    assert experiment.max_actor_steps == config.max_actor_steps and experiment.seed == config.seed
+    assert type(launcher) is (RayLauncher if (group, option) == ("launcher", "ray") else LocalLauncher)
+    # The agent built acts in the kind of action space the environment has.
+    assert is_discrete(experiment.environment_spec.actions) == (experiment.builder.action_kind == "discrete")
 
 
 def test_defaults_are_dqn_on_cartpole(tmp_path):
@@ -70,7 +80,7 @@ def test_defaults_are_dqn_on_cartpole(tmp_path):
 def test_preset_sets_budget_and_groups(tmp_path):
     experiment, _ = build(["experiment=dqn_cartpole"], tmp_path)
     assert experiment.environment_name == "CartPole-v1"
-    assert experiment.max_actor_steps <= 100_000
+    assert experiment.max_actor_steps == 50_000 and experiment.eval_every == 5_000
 
 
 def test_environment_name_override_reaches_the_factory(tmp_path):

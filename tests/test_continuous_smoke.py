@@ -5,6 +5,7 @@ launcher=local main) in this process, so the many short runs share one TensorFlo
 start-up.
 """
 
+import math
 import os
 
 import pytest
@@ -64,5 +65,6 @@ def test_builds_acts_and_learns(name, tmp_path):
     summary = launch(experiment=experiment)
     assert summary.actor_steps == 300
     assert summary.learner_steps >= 50  # 200 inserts past min_replay_size, 64 samples per step.
-    assert summary.final_eval_return == summary.final_eval_return  # Not NaN.
+    assert math.isfinite(summary.final_eval_return)
+    assert summary.eval_returns == [(300, summary.final_eval_return)]  # One round, at the end.
     assert read_summary(str(tmp_path))["agent"] == name.split("_")[0]
