@@ -32,19 +32,23 @@ class Worker(abc.ABC):
 
 
 class Actor(abc.ABC):
-    """Chooses actions and feeds the experience it sees to replay."""
+    """Chooses actions and feeds the experience it sees to replay.
+
+    Everything is batched over the copies of a vector environment (one copy is a batch of
+    one); `env_ids` names the copies a batched timestep's rows belong to.
+    """
 
     @abc.abstractmethod
-    def select_action(self, observation: Any) -> Any:
-        """Returns the action to take for this observation."""
+    def select_action(self, observations: Any) -> Any:
+        """Returns one action per row of `observations`."""
 
     @abc.abstractmethod
-    def observe_first(self, timestep: dm_env.TimeStep) -> None:
-        """Records the first timestep of an episode."""
+    def observe_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
+        """Records the first timestep of an episode in each copy named."""
 
     @abc.abstractmethod
-    def observe(self, action: Any, next_timestep: dm_env.TimeStep) -> None:
-        """Records the action taken and the timestep it led to."""
+    def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
+        """Records the actions taken and the timesteps they led to."""
 
     @abc.abstractmethod
     def update(self, wait: bool = False) -> None:

@@ -1,4 +1,9 @@
-"""Runs an actor in an environment, episode after episode, and logs each episode."""
+"""Runs an actor in an environment, episode after episode, and logs each episode.
+
+The loop always drives a `VectorEnvironment` (a plain environment becomes a vector of one):
+one batched policy call per step chooses the actions of every copy, and each copy's
+episodes are counted and logged on their own.
+"""
 
 from __future__ import annotations
 
@@ -7,98 +12,174 @@ from typing import Any, Callable, Protocol, Sequence
 
 import dm_env
 import numpy as np
+import tree
 
 from rl import core
 from rl.counting import Counter
+from rl.environments.vector import VectorEnvironment
 from rl.loggers.base import Logger, NoOpLogger
 
 
 class Observer(Protocol):
-    """Watches the loop (for episode statistics or video) and reports metrics per episode."""
+    """Watches the loop (for episode statistics or video) and reports metrics per episode.
 
-    def observe_first(self, environment: dm_env.Environment, timestep: dm_env.TimeStep) -> None: ...
+    Timesteps are batched over the copies stepped (see `VectorEnvironment`).
+    """
 
-    def observe(self, environment: dm_env.Environment, timestep: dm_env.TimeStep, action: Any) -> None: ...
+    def observe_first(self, environment: Any, timestep: dm_env.TimeStep) -> None: ...
+
+    def observe(self, environment: Any, timestep: dm_env.TimeStep, action: Any) -> None: ...
 
     def get_metrics(self) -> dict[str, Any]: ...
+
+
+def _replace_rows(batch: Any, rows: np.ndarray, values: Any) -> Any:
+    """A copy of `batch` with `rows` replaced by `values` (the original stays intact:
+    adders may still hold views of it)."""
+
+    def replace(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+        updated = old.copy()
+        updated[rows] = new
+        return updated
+
+    if isinstance(batch, np.ndarray):
+        return replace(batch, values)
+    return tree.map_structure(replace, batch, values)
 
 
 class EnvironmentLoop(core.Worker):
     def __init__(
         self,
-        environment: dm_env.Environment,
+        environment: VectorEnvironment | dm_env.Environment,
         actor: core.Actor,
         counter: Counter | None = None,
         logger: Logger | None = None,
         observers: Sequence[Observer] = (),
         should_update: bool = True,
     ):
+        if not isinstance(environment, VectorEnvironment):
+            environment = VectorEnvironment([environment])
         self.environment = environment
+        self.num_envs = environment.num_envs
         self.actor = actor
         self.counter = counter or Counter()
         self.logger = logger or NoOpLogger()
         self._observers = list(observers)
         self._should_update = should_update
-        self._timestep: dm_env.TimeStep | None = None
-        self._episode: dict[str, Any] = {}
+        self._observation: Any = None  # What the policy acts on next, one row per copy.
+        self._returns = np.zeros(self.num_envs, np.float64)
+        self._lengths = np.zeros(self.num_envs, np.int64)
+        self._uncounted_steps = 0
+        self._rate_steps = 0
+        self._rate_start = time.perf_counter()
+        self.ended_ids: list[int] = []  # The copies whose episode ended at the last step.
 
-    def _begin_episode(self) -> None:
-        self._timestep = self.environment.reset()
-        self.actor.observe_first(self._timestep)
+    def _begin_episodes(self, env_ids: np.ndarray | None = None) -> None:
+        timestep = self.environment.reset(env_ids)
+        self.actor.observe_first(timestep, env_ids)
         for observer in self._observers:
-            observer.observe_first(self.environment, self._timestep)
-        self._episode = {"return": 0.0, "length": 0, "start": time.perf_counter()}
+            observer.observe_first(self.environment, timestep)
+        if env_ids is None or self._observation is None:
+            self._observation = timestep.observation
+            self._returns[:] = 0.0
+            self._lengths[:] = 0
+        else:
+            self._observation = _replace_rows(self._observation, env_ids, timestep.observation)
+            self._returns[env_ids] = 0.0
+            self._lengths[env_ids] = 0
 
-    def step(self) -> dict[str, Any] | None:
-        """Takes one environment step; returns the episode's record when it ends.
-
-        Exposing single steps lets a single-process runner interleave acting and learning.
+    def step(self, env_ids: np.ndarray | None = None, restart: bool = True) -> list[dict[str, Any]]:
+        """Steps the copies named (all by default) once; returns the records of the
+        episodes that ended. Copies whose episode ended start a new one unless `restart`
+        is False. Exposing single steps lets a single-process runner interleave acting
+        and learning.
         """
-        if self._timestep is None:
-            self._begin_episode()
-        action = self.actor.select_action(self._timestep.observation)
-        timestep = self.environment.step(action)
-        self.actor.observe(action, timestep)
+        if self._observation is None:
+            self._begin_episodes()
+        actions = self.actor.select_action(self._observation)
+        if env_ids is not None:
+            actions = actions[env_ids]
+        timestep = self.environment.step(actions, env_ids)
+        self.actor.observe(actions, timestep, env_ids)
         for observer in self._observers:
-            observer.observe(self.environment, timestep, action)
+            observer.observe(self.environment, timestep, actions)
         if self._should_update:
             self.actor.update()
-        self._episode["return"] += float(np.sum(timestep.reward))
-        self._episode["length"] += 1
-        self._timestep = timestep
-        if not timestep.last():
-            return None
-        return self._end_episode()
+        rows = slice(None) if env_ids is None else env_ids
+        self._returns[rows] += timestep.reward
+        self._lengths[rows] += 1
+        self._uncounted_steps += len(timestep.step_type)
+        self._rate_steps += len(timestep.step_type)
+        self._observation = (
+            timestep.observation if env_ids is None else _replace_rows(self._observation, env_ids, timestep.observation)
+        )
+        ended = timestep.step_type == dm_env.StepType.LAST
+        if not ended.any():
+            self.ended_ids = []
+            return []
+        ended_ids = (np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids))[ended]
+        self.ended_ids = ended_ids.tolist()
+        records = [self._end_episode(env_id) for env_id in self.ended_ids]
+        if restart:
+            self._begin_episodes(ended_ids)
+        return records
 
-    def _end_episode(self) -> dict[str, Any]:
-        length = self._episode["length"]
-        duration = time.perf_counter() - self._episode["start"]
-        counts = self.counter.increment(episodes=1, steps=length - self._episode.get("counted", 0))
+    def _end_episode(self, env_id: int) -> dict[str, Any]:
+        counts = self.counter.increment(episodes=1, steps=self._uncounted_steps)
+        self._uncounted_steps = 0
+        now = time.perf_counter()
         record = {
             **counts,
-            "episode_return": self._episode["return"],
-            "episode_length": length,
-            "steps_per_second": length / max(duration, 1e-9),
+            "episode_return": float(self._returns[env_id]),
+            "episode_length": int(self._lengths[env_id]),
+            # This loop's environment steps per second (all copies) since its last record.
+            "steps_per_second": self._rate_steps / max(now - self._rate_start, 1e-9),
         }
+        self._rate_steps, self._rate_start = 0, now
         for observer in self._observers:
             record.update(observer.get_metrics())
         self.logger.write(record)
-        self._timestep = None
         return record
 
     def count_partial_episode(self) -> None:
-        """Counts the steps of an unfinished episode (at a step budget), once."""
-        if self._timestep is not None:
-            uncounted = self._episode["length"] - self._episode.get("counted", 0)
-            if uncounted:
-                self.counter.increment(steps=uncounted)
-            self._episode["counted"] = self._episode["length"]
+        """Counts the steps taken since the last count (those of unfinished episodes, at
+        a step budget or an evaluation point), once."""
+        if self._uncounted_steps:
+            self.counter.increment(steps=self._uncounted_steps)
+            self._uncounted_steps = 0
+
+    def run_steps(self, num_steps: int) -> list[dict[str, Any]]:
+        """Takes exactly `num_steps` environment steps (all copies together)."""
+        records: list[dict[str, Any]] = []
+        remaining = num_steps
+        while remaining > 0:
+            count = min(self.num_envs, remaining)
+            records += self.step(None if count == self.num_envs else np.arange(count))
+            remaining -= count
+        return records
+
+    def run_episodes(self, num_episodes: int) -> list[dict[str, Any]]:
+        """Plays exactly `num_episodes` fresh episodes, on all copies at once, and returns
+        their records (in the order they ended)."""
+        started = min(self.num_envs, num_episodes)
+        self._begin_episodes(None if self._observation is None else np.arange(started))
+        active = list(range(started))
+        records: list[dict[str, Any]] = []
+        while active:
+            ended = self.step(np.asarray(active), restart=False)
+            if not ended:
+                continue
+            records += ended
+            for env_id in self.ended_ids:
+                if started < num_episodes:
+                    self._begin_episodes(np.asarray([env_id]))
+                    started += 1
+                else:
+                    active.remove(env_id)
+        return records
 
     def run_episode(self) -> dict[str, Any]:
-        while True:
-            record = self.step()
-            if record is not None:
-                return record
+        return self.run_episodes(1)[0]
 
     def run(
         self,
@@ -106,7 +187,7 @@ class EnvironmentLoop(core.Worker):
         num_steps: int | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> list[dict[str, Any]]:
-        """Runs whole episodes until a limit is reached (or forever with none)."""
+        """Acts until a limit is reached (or forever with none)."""
         records: list[dict[str, Any]] = []
         steps = 0
         while not (
@@ -114,7 +195,6 @@ class EnvironmentLoop(core.Worker):
             or (num_steps is not None and steps >= num_steps)
             or (should_stop is not None and should_stop())
         ):
-            record = self.run_episode()
-            steps += record["episode_length"]
-            records.append(record)
+            records += self.step()
+            steps += self.num_envs
         return records

@@ -22,6 +22,8 @@ import sys
 import warnings
 from typing import Any
 
+import dm_env
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # Headless rendering (pygame).
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
@@ -127,8 +129,9 @@ class FrameRecorder:
         self._grab(environment)
 
     def observe(self, environment: Any, timestep: Any, action: Any) -> None:
+        # Timesteps are batched over the copies stepped; copy 0 (the one rendered) comes first.
         self._grab(environment)
-        if timestep.last():
+        if timestep.step_type[0] == dm_env.StepType.LAST:
             self.recording = False
 
     def get_metrics(self) -> dict[str, Any]:
@@ -265,7 +268,7 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
         should_update=False,
     )
     loop.actor.update(wait=True)
-    records = [loop.run_episode() for _ in range(options["episodes"])]
+    records = loop.run_episodes(options["episodes"])
     returns = np.array([record["episode_return"] for record in records], dtype=np.float64)
     result = {
         "run_dir": run_dir,

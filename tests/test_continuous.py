@@ -154,10 +154,11 @@ def test_policies_return_environment_scale_actions(pendulum_spec, make_builder, 
     networks = make_actor_critic_networks(pendulum_spec, (16,), (16,))
     policy = builder.make_policy(networks, pendulum_spec, evaluation=evaluation)
     params = networks.policy_network(builder.stochastic_policy).init(jax.random.PRNGKey(0))
-    observation = np.zeros(3, np.float32)
-    actions = [np.asarray(policy(params, jax.random.PRNGKey(i), observation, 5000)) for i in range(20)]
-    assert all(a.shape == (1,) and a.dtype == np.float32 and -2.0 <= a[0] <= 2.0 for a in actions)
-    assert (len({float(a[0]) for a in actions}) == 1) == evaluation  # Evaluation is deterministic.
+    observations = np.zeros((4, 3), np.float32)  # A batch: one row per environment copy.
+    actions = [np.asarray(policy(params, jax.random.PRNGKey(i), observations, 5000)) for i in range(20)]
+    assert all(a.shape == (4, 1) and a.dtype == np.float32 and np.all(np.abs(a) <= 2.0) for a in actions)
+    assert (len({float(a[0, 0]) for a in actions}) == 1) == evaluation  # Evaluation is deterministic.
+    assert evaluation == all(np.all(a == a[0]) for a in actions)  # Exploration noise differs per row.
 
 
 # ------------------------------------------------------------------ learners

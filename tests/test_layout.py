@@ -128,8 +128,8 @@ def replay(experiment):
 
 
 def actions(actor, count=32):
-    observation = np.zeros(4, np.float32)
-    return [int(actor.select_action(observation)) for _ in range(count)]
+    observation = np.zeros((1, 4), np.float32)  # A batch of one environment copy.
+    return [int(actor.select_action(observation)[0]) for _ in range(count)]
 
 
 def same_tree(a, b):
@@ -180,12 +180,14 @@ def test_build_evaluator_splits_its_key_the_same_way_and_acts_greedily_without_r
     key = jax.random.PRNGKey(7)
     evaluator = build_evaluator(experiment, key, FixedParams(params), Counter(), make_actor=make_actor)
     environment_key, actor_key = jax.random.split(key)
-    assert experiment.environment_factory.seeds == [environment_seed(environment_key)]
+    # One environment copy per evaluation episode, seeded consecutively from the key's seed.
+    first_seed = environment_seed(environment_key)
+    assert experiment.environment_factory.seeds == [(first_seed + i) % 2**32 for i in range(experiment.eval_episodes)]
     assert len(keys_given) == 1 and np.array_equal(keys_given[0], actor_key)
     assert evaluator.loop.actor.adder is None
     observations = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
     greedy = np.argmax(network.apply(params, observations), axis=-1)
-    assert [int(evaluator.loop.actor.select_action(o)) for o in observations] == greedy.tolist()
+    assert evaluator.loop.actor.select_action(observations).tolist() == greedy.tolist()
 
 
 def test_nodes_of_a_program_get_distinct_keys_and_environment_seeds(replay):
@@ -199,7 +201,9 @@ def test_nodes_of_a_program_get_distinct_keys_and_environment_seeds(replay):
         program.make_actor(actor_id, replay, FixedParams(params), Counter())
     program.make_evaluator(1, FixedParams(params), Counter())
     expected = [environment_seed(jax.random.split(k)[0]) for k in (*keys.actors, keys.evaluators[1])]
-    assert experiment.environment_factory.seeds == expected and len(set(expected)) == 4
+    evaluator_copies = [(expected[-1] + i) % 2**32 for i in range(experiment.eval_episodes)]
+    assert experiment.environment_factory.seeds == expected[:-1] + evaluator_copies
+    assert len(set(expected)) == 4
     # The same seed gives the same keys.
     again = DistributedProgram(make_experiment(seed=3), num_actors=3, num_evaluators=2).keys
     assert all(np.array_equal(a, b) for a, b in zip(all_keys, [again.learner, *again.actors, *again.evaluators]))
@@ -237,10 +241,12 @@ def test_a_restarted_actor_resumes_its_schedule_and_reseeds_its_environment(repl
     assert experiment.environment_factory.seeds[0] != experiment.environment_factory.seeds[1]
     observations = np.random.default_rng(1).normal(size=(64, 4)).astype(np.float32)
     greedy = np.argmax(network.apply(params, observations), axis=-1).tolist()
-    assert [int(restarted.actor.select_action(o)) for o in observations] == greedy
-    assert restarted.actor.step_count == 114
+    assert restarted.actor.select_action(observations).tolist() == greedy
+    # Schedules count environment steps (observed), not policy calls.
+    restarted.run_steps(14)
+    assert restarted.actor.step_count == 64
     # Started from 0 instead, the first actions are random: not all greedy.
-    assert [int(first.actor.select_action(o)) for o in observations[:16]] != greedy[:16]
+    assert first.actor.select_action(observations[:16]).tolist() != greedy[:16]
 
 
 # Counters: prefixes, and children adding up in the parent.

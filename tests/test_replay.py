@@ -32,14 +32,24 @@ def _obs(i):
     return np.array([i], np.float32)
 
 
+def _batch(step_types, rewards, discounts, observations):
+    """A timestep batched over environment copies, as a VectorEnvironment returns it."""
+    return dm_env.TimeStep(
+        np.asarray(step_types, np.int8),
+        np.asarray(rewards, np.float32),
+        np.asarray(discounts, np.float32),
+        np.stack(observations),
+    )
+
+
 def _write_episode(adder, rewards, last_discount):
-    """Episode with observations 0..T, action t = t % 3, reward rewards[t]."""
-    adder.add_first(dm_env.restart(_obs(0)))
+    """Episode with observations 0..T, action t = t % 3, reward rewards[t] (one copy)."""
+    adder.add_first(_batch([dm_env.StepType.FIRST], [0.0], [1.0], [_obs(0)]))
     for t, reward in enumerate(rewards):
         last = t == len(rewards) - 1
         discount = last_discount if last else 1.0
         step_type = dm_env.StepType.LAST if last else dm_env.StepType.MID
-        adder.add(np.int32(t % 3), dm_env.TimeStep(step_type, np.float32(reward), np.float32(discount), _obs(t + 1)))
+        adder.add(np.array([t % 3], np.int32), _batch([step_type], [reward], [discount], [_obs(t + 1)]))
 
 
 def _read_all(client, count):
@@ -99,11 +109,35 @@ def test_n_step_return_stops_at_termination():
     assert n_step_return([1.0, 1.0, 1.0], [1.0, 0.0, 1.0], 0.5) == (1.5, 0.0)
 
 
-def test_replay_ratio_mirrors_reverb_rate_limiter():
+def test_copies_of_a_vector_never_mix(replay):
+    """Two copies stepped together, with episodes of different lengths: every item holds
+    one copy's consecutive steps (observation = 100 * copy + step)."""
+    adder = NStepTransitionAdder(replay, "queue", n_step=2, discount=GAMMA)
+    obs = lambda copy, t: np.array([100 * copy + t], np.float32)  # noqa: E731
+    adder.add_first(_batch([dm_env.StepType.FIRST] * 2, [0, 0], [1, 1], [obs(0, 0), obs(1, 0)]))
+    lengths = [2, 4]
+    for t in range(1, 5):
+        ids = [copy for copy in (0, 1) if t <= lengths[copy]]
+        step_types = [dm_env.StepType.LAST if t == lengths[c] else dm_env.StepType.MID for c in ids]
+        adder.add(
+            np.array([7 + c for c in ids], np.int32),
+            _batch(step_types, [1.0] * len(ids), [0.0 if t == lengths[c] else 1.0 for c in ids], [obs(c, t) for c in ids]),
+            env_ids=ids,
+        )
+    assert adder.num_items == 6
+    items = sorted(_read_all(replay, 6), key=lambda item: float(item.observation[0]))
+    pairs = [(int(i.observation[0]), int(i.next_observation[0]), int(i.action)) for i in items]
+    assert pairs == [(0, 2, 7), (1, 2, 7), (100, 102, 8), (101, 103, 8), (102, 104, 8), (103, 104, 8)]
+    assert [float(i.reward) for i in items] == pytest.approx([1.9, 1.0, 1.9, 1.9, 1.9, 1.0])
+
+
+def test_replay_ratio_learner_rule_and_limiter():
     ratio = ReplayRatio(samples_per_insert=2.0, min_size_to_sample=10, error_buffer=8.0)
-    assert not ratio.can_sample(inserts=9, samples=0, num_samples=1)
-    assert ratio.can_sample(inserts=10, samples=0, num_samples=8)
-    assert not ratio.can_sample(inserts=10, samples=8, num_samples=1)
-    assert ratio.can_sample(inserts=11, samples=8, num_samples=2)
+    assert not ratio.can_sample(inserts=9, samples=0)  # below the minimum size
+    assert ratio.can_sample(inserts=10, samples=0)  # target 0: a batch may be taken
+    assert not ratio.can_sample(inserts=10, samples=1)
+    assert ratio.can_sample(inserts=11, samples=2)  # target 2
+    assert not ratio.can_sample(inserts=11, samples=3)
+    assert (ratio.min_diff, ratio.max_diff) == (12.0, 28.0)
     limiter = ratio.make_rate_limiter()
     assert isinstance(limiter, reverb.rate_limiters.SampleToInsertRatio)

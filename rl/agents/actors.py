@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import dm_env
 import jax
@@ -12,12 +12,18 @@ from rl import core
 from rl.replay.adders import Adder
 from rl.variables import VariableClient
 
-# (params, key, observation, actor_step) -> action, for one unbatched observation.
+# (params, key, observations, actor_step) -> actions, for a batch of observations (one row
+# per copy of a vector environment).
 Policy = Callable[[Any, jax.Array, Any, jax.Array], jax.Array]
 
 
 class FeedForwardActor(core.Actor):
-    """Acts with a jitted policy on the latest parameters and feeds an adder, if any."""
+    """Acts with a jitted policy on the latest parameters and feeds an adder, if any.
+
+    Observations and actions are batched over the copies of a vector environment: one
+    jitted call chooses the actions of every copy. Schedules (epsilon, warm-up) see the
+    actor's environment steps, not its calls.
+    """
 
     def __init__(
         self,
@@ -27,9 +33,9 @@ class FeedForwardActor(core.Actor):
         adder: Adder | None = None,
         action_dtype: Any = None,
     ):
-        def act(params: Any, key: jax.Array, observation: Any, step: jax.Array):
+        def act(params: Any, key: jax.Array, observations: Any, step: jax.Array):
             key, policy_key = jax.random.split(key)
-            return policy(params, policy_key, observation, step), key
+            return policy(params, policy_key, observations, step), key
 
         # One jitted call per step: key splitting happens inside it, not in Python.
         self._act = jax.jit(act)
@@ -39,14 +45,13 @@ class FeedForwardActor(core.Actor):
         self._action_dtype = action_dtype
         self._step = 0
 
-    def select_action(self, observation: Any) -> np.ndarray:
-        action, self._key = self._act(self._client.params, self._key, observation, self._step)
-        self._step += 1
-        return np.asarray(action, dtype=self._action_dtype)
+    def select_action(self, observations: Any) -> np.ndarray:
+        actions, self._key = self._act(self._client.params, self._key, observations, self._step)
+        return np.asarray(actions, dtype=self._action_dtype)
 
     @property
     def step_count(self) -> int:
-        """Actions selected so far: where this actor's schedules (epsilon, warm-up) are."""
+        """Environment steps observed so far: where this actor's schedules (epsilon, warm-up) are."""
         return self._step
 
     @step_count.setter
@@ -54,13 +59,14 @@ class FeedForwardActor(core.Actor):
         """Resumes the schedules at `value` (an actor rebuilt after a fault)."""
         self._step = int(value)
 
-    def observe_first(self, timestep: dm_env.TimeStep) -> None:
+    def observe_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         if self._adder is not None:
-            self._adder.add_first(timestep)
+            self._adder.add_first(timestep, env_ids)
 
-    def observe(self, action: Any, next_timestep: dm_env.TimeStep) -> None:
+    def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
+        self._step += len(next_timestep.step_type)
         if self._adder is not None:
-            self._adder.add(action, next_timestep)
+            self._adder.add(actions, next_timestep, env_ids)
 
     def update(self, wait: bool = False) -> None:
         self._client.update(wait)

@@ -94,11 +94,9 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
 
     @property
     def replay_ratio(self) -> Any:
-        from rl.replay.tables import ReplayRatio
+        from rl.replay.tables import ReplayRatio, make_error_buffer
 
-        # The buffer must hold one learner step of samples plus one insert's worth, or
-        # inserts and samples could block each other.
-        error_buffer = 2.0 * max(self.samples_per_learner_step, self.config.samples_per_insert)
+        error_buffer = make_error_buffer(self.config.samples_per_insert, self.samples_per_learner_step)
         return ReplayRatio(self.config.samples_per_insert, self.config.min_replay_size, error_buffer)
 
     @property

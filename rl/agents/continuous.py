@@ -194,9 +194,8 @@ class ContinuousBuilder(TransitionReplayBuilder):
         action_spec = environment_spec.actions
         action_bounds(action_spec)
 
-        def policy(params: Any, key: jax.Array, observation: Any, step: jax.Array) -> jax.Array:
-            batched = jax.tree_util.tree_map(lambda x: jnp.expand_dims(x, 0), observation)
-            output = jax.tree_util.tree_map(lambda x: x[0], policy_network.apply(params, batched))
+        def policy(params: Any, key: jax.Array, observations: Any, step: jax.Array) -> jax.Array:
+            output = policy_network.apply(params, observations)
             return to_environment_scale(head(output, key, step), action_spec)
 
         return policy

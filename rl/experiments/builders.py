@@ -16,6 +16,7 @@ import numpy as np
 from rl import core
 from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
+from rl.environments.vector import VectorEnvironment
 from rl.experiments.config import ExperimentConfig
 from rl.loggers.aggregators import TimeFilter
 
@@ -51,7 +52,9 @@ def build_actor(
 ) -> EnvironmentLoop:
     """An environment loop acting with the behaviour policy and writing to replay."""
     environment_key, actor_key = jax.random.split(random_key)
-    environment = experiment.environment_factory(seed=environment_seed(environment_key))
+    environment = VectorEnvironment.make(
+        experiment.environment_factory, environment_seed(environment_key), experiment.num_envs
+    )
     builder = experiment.builder
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     policy = builder.make_policy(networks, experiment.environment_spec, evaluation=False)
@@ -79,7 +82,7 @@ class Evaluator:
 
     def evaluate(self, num_episodes: int) -> float:
         self.loop.actor.update(wait=True)
-        records = [self.loop.run_episode() for _ in range(num_episodes)]
+        records = self.loop.run_episodes(num_episodes)
         episode_returns = np.array([r["episode_return"] for r in records], dtype=np.float64)
         counts = self.counter.get_counts()
         actor_steps = int(counts.get("actor_steps", 0))
@@ -108,9 +111,12 @@ def build_evaluator(
     evaluator_id: int = 0,
 ) -> Evaluator:
     """Evaluation-policy actor with no adder; its records are keyed by actor_steps and
-    carry `evaluator_id`."""
+    carry `evaluator_id`. It plays a round's episodes side by side, one per environment
+    copy (`eval_episodes` copies)."""
     environment_key, actor_key = jax.random.split(random_key)
-    environment = experiment.environment_factory(seed=environment_seed(environment_key))
+    environment = VectorEnvironment.make(
+        experiment.environment_factory, environment_seed(environment_key), experiment.eval_episodes
+    )
     builder = experiment.builder
     make_actor = make_actor or builder.make_actor
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)

@@ -35,13 +35,15 @@ class ExperimentConfig:
     agent_name: str = "agent"
     environment_name: str = "environment"
     learner_log_interval_s: float = 1.0
+    # Environment copies each actor steps with one batched policy call (environment.num_envs).
+    num_envs: int = 1
     # The evaluation return that counts as solving the task (None: none); the summary
     # records when it was first reached.
     threshold: float | None = None
     _environment_spec: EnvironmentSpec | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        require_positive(self, "max_actor_steps", "eval_every", "eval_episodes")
+        require_positive(self, "max_actor_steps", "eval_every", "eval_episodes", "num_envs")
 
     @property
     def environment_spec(self) -> EnvironmentSpec:

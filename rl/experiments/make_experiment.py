@@ -28,6 +28,14 @@ RUNTIME_ARGUMENTS = {
 }
 
 
+def _pop_num_envs(environment: dict[str, Any]) -> int:
+    """`environment.num_envs` configures the actor's loop, not the environment factory."""
+    num_envs = environment.pop("num_envs", 1)
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError("environment.num_envs", f"must be an integer >= 1 (copies per actor), got {num_envs!r}")
+    return num_envs
+
+
 def _action_kind(action_spec: Any) -> str:
     return "discrete" if is_discrete(action_spec) else "continuous"
 
@@ -75,12 +83,13 @@ def make_experiment(
     choices = dict(choices or {})
     container = resolved_container(config)
     settings = check_run_settings(container)
+    num_envs = _pop_num_envs(container["environment"]) if "environment" in container else 1
     for group in GROUPS:
         if group not in container:
             raise ConfigError(group, "no option selected for this config group")
         check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
 
-    environment_factory = _instantiate("environment", config.environment, _partial_=True)
+    environment_factory = _instantiate("environment", container["environment"], _partial_=True)
     probe = _user_error("environment.name", environment_factory, seed=settings.seed)
     environment_spec = make_environment_spec(probe)
     probe.close()
@@ -129,6 +138,7 @@ def make_experiment(
         checkpoint=settings.checkpoint,
         progress=settings.progress,
         threshold=settings.threshold,
+        num_envs=num_envs,
         agent_name=agent_name,
         environment_name=environment_name,
         _environment_spec=environment_spec,

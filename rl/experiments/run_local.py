@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.distributed import DistributedProgram
 from rl.experiments.progress import ProgressDisplay
@@ -36,13 +38,17 @@ def run_local(experiment: ExperimentConfig) -> RunSummary:
         next_eval = experiment.eval_every
         acting_start = time.perf_counter()
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
-            for step in range(1, experiment.max_actor_steps + 1):
-                record = actor_loop.step()
-                while ratio.can_sample(adder.num_items, samples, batch):
+            step = 0
+            while step < experiment.max_actor_steps:
+                # One batched step of the actor's copies, never past an evaluation point.
+                count = min(actor_loop.num_envs, next_eval - step, experiment.max_actor_steps - step)
+                records = actor_loop.step(None if count == actor_loop.num_envs else np.arange(count))
+                step += count
+                while ratio.can_sample(adder.num_items, samples):
                     learner.step()
                     samples += batch
-                if record is not None:
-                    progress.update(episode_return=record["episode_return"])
+                if records:
+                    progress.update(episode_return=records[-1]["episode_return"])
                 if step >= next_eval or step == experiment.max_actor_steps:
                     actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
                     progress.update(eval_return=evaluator.evaluate(experiment.eval_episodes))

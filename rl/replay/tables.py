@@ -24,14 +24,17 @@ tf.config.set_visible_devices([], "GPU")
 
 @dataclasses.dataclass(frozen=True)
 class ReplayRatio:
-    """A `SampleToInsertRatio` rate limiter, also evaluable in Python.
+    """A `SampleToInsertRatio` rate limiter and the single-process learner's stepping rule.
 
-    The single-process loop asks `can_sample` before stepping the learner, so it never
-    blocks on its own replay while the table keeps the same ratio that a distributed run
-    enforces between processes. The rule mirrors reverb's: sampling `n` items needs
-    `min_size_to_sample` inserts and `inserts * samples_per_insert - samples - n >= min_diff`;
-    inserting needs `inserts * samples_per_insert - samples <= max_diff` (after the first
-    `min_size_to_sample` items).
+    The target is `samples_per_insert` samples per item inserted once `min_size_to_sample`
+    items are in. Reverb lets the sampled count stray `error_buffer` either side of the
+    target; that slack is what lets a learner's dataset sample a few batches ahead of the
+    learner (so `next(iterator)` rarely waits) and lets actors insert while it does.
+
+    A single-process loop cannot block on its own replay, so it steps the learner by the
+    rule `can_sample`: a batch is taken whenever what the learner has consumed is at most
+    the target. Reverb, allowed `error_buffer` beyond it, has by then usually sampled that
+    batch already, and inserts never reach reverb's upper bound (see `make_error_buffer`).
     """
 
     samples_per_insert: float
@@ -53,10 +56,25 @@ class ReplayRatio:
             error_buffer=(self.min_diff, self.max_diff),
         )
 
-    def can_sample(self, inserts: int, samples: int, num_samples: int) -> bool:
-        if inserts < self.min_size_to_sample:
-            return False
-        return inserts * self.samples_per_insert - samples - num_samples >= self.min_diff
+    def target_samples(self, inserts: int) -> float:
+        """Samples the ratio calls for after `inserts` items (negative before the minimum)."""
+        return (inserts - self.min_size_to_sample) * self.samples_per_insert
+
+    def can_sample(self, inserts: int, samples: int) -> bool:
+        """Whether a single-process learner that has consumed `samples` may take another batch."""
+        return inserts >= self.min_size_to_sample and samples <= self.target_samples(inserts)
+
+
+# Inserts one actor step may add before the learner catches up (a vector of copies, each
+# ending an episode and flushing its n-step tail), and batches a dataset may sample ahead.
+INSERT_SLACK = 256
+PREFETCH_BATCHES = 2
+
+
+def make_error_buffer(samples_per_insert: float, samples_per_learner_step: int) -> float:
+    """Reverb's slack around the target: the learner's one batch of lead, the batches its
+    dataset prefetches, and `INSERT_SLACK` inserts so an actor step never blocks."""
+    return (1 + PREFETCH_BATCHES) * samples_per_learner_step + INSERT_SLACK * samples_per_insert
 
 
 def min_size_rate_limiter(min_size_to_sample: int) -> reverb.rate_limiters.RateLimiter:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import jax
-import jax.numpy as jnp
 
 from rl.agents.actors import Policy
 from rl.agents.builder import TransitionReplayBuilder, builder_factory
@@ -31,9 +30,8 @@ class DQNBuilder(TransitionReplayBuilder):
         del environment_spec
         head = Greedy() if evaluation else self.exploration
 
-        def policy(params: Any, key: jax.Array, observation: Any, step: jax.Array) -> jax.Array:
-            batched = jax.tree_util.tree_map(lambda x: jnp.expand_dims(x, 0), observation)
-            return head(networks.apply(params, batched)[0], key, step)
+        def policy(params: Any, key: jax.Array, observations: Any, step: jax.Array) -> jax.Array:
+            return head(networks.apply(params, observations), key, step)
 
         return policy
 

@@ -281,8 +281,7 @@ class ActorNode:
             lease = ray.get(self._counter_handle.lease_steps.remote(self._actor_id, self._incarnation, STEP_LEASE))
             if lease == 0:
                 break
-            for _ in range(lease):
-                self._loop.step()
+            self._loop.run_steps(lease)  # Exactly `lease` environment steps, all copies together.
             steps += lease
         adder = getattr(self._loop.actor, "adder", None)
         if adder is not None:
