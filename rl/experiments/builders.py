@@ -17,6 +17,7 @@ from rl import core
 from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment
+from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.config import ExperimentConfig
 from rl.loggers.aggregators import TimeFilter
 
@@ -33,6 +34,7 @@ def build_learner(
     experiment: ExperimentConfig, random_key: jax.Array, replay_client: Any, counter: Counter
 ) -> core.Learner:
     """The learner reading from replay, counting under the prefix `learner`."""
+    enable_compilation_cache(experiment.compilation_cache)
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     dataset = experiment.builder.make_dataset_iterator(replay_client)
     logger = TimeFilter(
@@ -51,6 +53,7 @@ def build_actor(
     actor_id: int,
 ) -> EnvironmentLoop:
     """An environment loop acting with the behaviour policy and writing to replay."""
+    enable_compilation_cache(experiment.compilation_cache)
     environment_key, actor_key = jax.random.split(random_key)
     environment = VectorEnvironment.make(
         experiment.environment_factory, environment_seed(environment_key), experiment.num_envs
@@ -113,6 +116,7 @@ def build_evaluator(
     """Evaluation-policy actor with no adder; its records are keyed by actor_steps and
     carry `evaluator_id`. It plays a round's episodes side by side, one per environment
     copy (`eval_episodes` copies)."""
+    enable_compilation_cache(experiment.compilation_cache)
     environment_key, actor_key = jax.random.split(random_key)
     environment = VectorEnvironment.make(
         experiment.environment_factory, environment_seed(environment_key), experiment.eval_episodes

@@ -37,6 +37,8 @@ class ExperimentConfig:
     learner_log_interval_s: float = 1.0
     # Environment copies each actor steps with one batched policy call (environment.num_envs).
     num_envs: int = 1
+    # Directory of the persistent XLA compilation cache (None: no cache).
+    compilation_cache: str | None = None
     # The evaluation return that counts as solving the task (None: none); the summary
     # records when it was first reached.
     threshold: float | None = None

@@ -139,6 +139,7 @@ def make_experiment(
         progress=settings.progress,
         threshold=settings.threshold,
         num_envs=num_envs,
+        compilation_cache=settings.compilation_cache,
         agent_name=agent_name,
         environment_name=environment_name,
         _environment_spec=environment_spec,

@@ -139,6 +139,8 @@ class RunSettings:
     progress: bool
     # The evaluation return that counts as solving the task; None: the task has none.
     threshold: float | None
+    # Where compiled XLA programs are cached across runs; None: no cache.
+    compilation_cache: str | None
 
 
 def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
