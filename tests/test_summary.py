@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import read_summary, read_wandb_offline_run, run_train
+from conftest import ROOT, read_summary, read_wandb_offline_run, run_train
 from rl.experiments.summary import RunSummary, first_reaching, merge_evaluations
 from rl.experiments.validation import ConfigError, check_run_settings
 
@@ -65,9 +65,12 @@ def test_summary_threshold_fields_are_null_without_a_threshold_or_when_unreached
 
 
 def _settings(**overrides):
-    config = dict(
-        seed=0, max_actor_steps=10, eval_every=5, eval_episodes=1, checkpoint=False, progress=False, threshold=None
-    )
+    """conf/config.yaml's top-level keys with `overrides`."""
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.to_container(OmegaConf.load(os.path.join(ROOT, "conf", "config.yaml")))
+    config = {key: value for key, value in config.items() if key not in ("defaults", "hydra")}
+    assert config["threshold"] is None
     config.update(overrides)
     return config
 
