@@ -12,7 +12,6 @@ process (as in `launcher=local`) and in another process (as in `launcher=ray`).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import multiprocessing
 import tempfile
 from typing import Any, Iterator
@@ -87,47 +86,30 @@ def replay_server(builder: Any, environment_spec: Any, other_process: bool) -> I
             process.join()
 
 
-def batched_adder(adder: Any) -> bool:
-    """Whether the adder takes timesteps batched over vector-environment copies."""
-    return "env_ids" in inspect.signature(adder.add).parameters
-
-
 class SyntheticEpisodes:
-    """Feeds an adder fixed-length episodes of random observations and actions.
-
-    With `num_envs`, every call carries a batch of that many copies (all in step); an
-    adder that takes single timesteps gets one environment's.
-    """
+    """Feeds an adder fixed-length episodes of random observations and actions, batched
+    over `num_envs` copies that step together (the adders' interface)."""
 
     def __init__(self, adder: Any, environment_spec: Any, num_envs: int = 1, seed: int = 0):
         self.adder = adder
-        self._batched = batched_adder(adder)
-        if not self._batched and num_envs != 1:
-            raise ValueError("this adder takes single timesteps; num_envs must be 1")
-        self._rows = num_envs if self._batched else None
+        self._rows = num_envs
         rng = np.random.default_rng(seed)
 
         def draw(spec: Any) -> np.ndarray:
-            shape = spec.shape if self._rows is None else (self._rows, *spec.shape)
-            return rng.standard_normal(shape).astype(spec.dtype)
+            return rng.standard_normal((num_envs, *spec.shape)).astype(spec.dtype)
 
         self._observations = [tree.map_structure(draw, environment_spec.observations) for _ in range(POOL)]
-        self._actions = random_actions(environment_spec.actions, POOL, self._rows, seed)
+        self._actions = random_actions(environment_spec.actions, POOL, num_envs, seed)
         self._t = 0
         self._k = 0
 
     def _timestep(self, step_type: dm_env.StepType) -> dm_env.TimeStep:
-        observation = self._observations[self._k % POOL]
-        if self._rows is None:
-            reward = None if step_type == dm_env.StepType.FIRST else np.float32(1.0)
-            discount = None if step_type == dm_env.StepType.FIRST else np.float32(step_type != dm_env.StepType.LAST)
-            return dm_env.TimeStep(step_type, reward, discount, observation)
         last = step_type == dm_env.StepType.LAST
         return dm_env.TimeStep(
             step_type=np.full(self._rows, step_type, dtype=np.int8),
             reward=np.ones(self._rows, np.float32),
             discount=np.full(self._rows, 0.0 if last else 1.0, np.float32),
-            observation=observation,
+            observation=self._observations[self._k % POOL],
         )
 
     def step(self) -> int:
@@ -137,9 +119,9 @@ class SyntheticEpisodes:
             self.adder.add_first(self._timestep(dm_env.StepType.FIRST))
         self._t += 1
         self._k += 1
-        last = self._t == EPISODE_LENGTH
-        self.adder.add(self._actions[self._k % POOL], self._timestep(dm_env.StepType.LAST if last else dm_env.StepType.MID))
-        if last:
+        step_type = dm_env.StepType.LAST if self._t == EPISODE_LENGTH else dm_env.StepType.MID
+        self.adder.add(self._actions[self._k % POOL], self._timestep(step_type))
+        if step_type == dm_env.StepType.LAST:
             self._t = 0
         return self.adder.num_items - before
 
