@@ -8,5 +8,15 @@ from rl.experiments.summary import RunSummary
 
 
 class LocalLauncher:
+    """Runs every node in this process.
+
+    `deterministic=False` (the default) steps the learner on its own thread beside the
+    actor; `True` runs both on one thread in a fixed order (slower, and the order of
+    acting and learning no longer depends on thread timing).
+    """
+
+    def __init__(self, deterministic: bool = False):
+        self.deterministic = deterministic
+
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
-        return run_local(experiment)
+        return run_local(experiment, deterministic=self.deterministic)
