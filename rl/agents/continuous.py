@@ -27,6 +27,7 @@ from rl.checks import require_positive
 from rl.counting import Counter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.networks.actor_critic import ActorCriticNetworks
+from rl.numerics import FiniteGuard
 from rl.policies import Deterministic, GaussianNoise
 from rl.specs import EnvironmentSpec, is_discrete
 from rl.types import Transition
@@ -237,6 +238,9 @@ class ContinuousLearner(core.Learner[Any]):
             return state, jax.tree_util.tree_map(jnp.mean, metrics)
 
         self._update = jax.jit(update)
+        # A non-finite loss stops the learner: checked inside the update, read every few steps.
+        self._guard = FiniteGuard(learner_steps_of=lambda state: state.steps // num_steps)
+        self._update = self._guard.wrap(self._update)
 
     @property
     def state(self) -> Any:
@@ -255,4 +259,9 @@ class ContinuousLearner(core.Learner[Any]):
         return self._state
 
     def restore(self, state: Any) -> None:
-        self._state = type(self._state)(*state)
+        self._state = jax.tree_util.tree_map(jnp.asarray, type(self._state)(*state))
+        self._guard.reset()
+
+    def check_finite(self) -> None:
+        """Raises `NumericalError` if an update's loss or the state is not finite (a device sync)."""
+        self._guard.check(self._state)

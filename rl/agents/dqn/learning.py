@@ -16,6 +16,7 @@ from rl.agents.dqn.losses import double_q_loss
 from rl.counting import Counter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.networks.base import FeedForwardNetwork
+from rl.numerics import FiniteGuard
 from rl.replay.dataset import ReplaySample
 
 
@@ -81,6 +82,9 @@ class DQNLearner(core.Learner[TrainingState]):
         )
         sgd_step = functools.partial(self._sgd_step, network.apply, optimizer, config)
         self._update = jax.jit(functools.partial(self._update_fn, sgd_step, config))
+        # A non-finite loss stops the learner: checked inside the update, read every few steps.
+        self._guard = FiniteGuard(learner_steps_of=lambda state: state.steps // config.sgd_steps_per_learner_step)
+        self._update = self._guard.wrap(self._update)
 
     @staticmethod
     def _sgd_step(apply, optimizer, config: DQNConfig, state: TrainingState, minibatch):
@@ -136,4 +140,9 @@ class DQNLearner(core.Learner[TrainingState]):
         return self._state
 
     def restore(self, state: TrainingState) -> None:
-        self._state = TrainingState(*state)
+        self._state = jax.tree_util.tree_map(jnp.asarray, TrainingState(*state))
+        self._guard.reset()
+
+    def check_finite(self) -> None:
+        """Raises `NumericalError` if an update's loss or the state is not finite (a device sync)."""
+        self._guard.check(self._state)
