@@ -81,34 +81,6 @@ def locate_checkpoint(run_dir: str) -> str:
     return checkpoint
 
 
-def restore_like(template: Any, restored: Any) -> Any:
-    """Puts restored values (orbax gives dicts and lists) into the template's structure:
-    named tuples, tuples and dicts as the learner made them, leaves as arrays."""
-    import numpy as np
-
-    if restored is None:  # Empty nodes (optax's EmptyState) are saved as nothing.
-        return template
-    if isinstance(template, tuple) and hasattr(template, "_fields"):
-        if isinstance(restored, dict):
-            return type(template)(*(restore_like(getattr(template, f), restored.get(f)) for f in template._fields))
-        return type(template)(*(restore_like(t, r) for t, r in zip(template, restored)))
-    if isinstance(template, (list, tuple)):
-        items = [restored[str(i)] for i in range(len(template))] if isinstance(restored, dict) else restored
-        if len(items) != len(template):
-            raise EvaluationError("the checkpoint does not match the learner this config builds")
-        return type(template)(restore_like(t, r) for t, r in zip(template, items))
-    if isinstance(template, dict):
-        missing = set(template) - set(restored)
-        if missing:
-            raise EvaluationError(f"the checkpoint lacks {sorted(missing)}; it does not match this config's learner")
-        return {key: restore_like(value, restored[key]) for key, value in template.items()}
-    value = np.asarray(restored)
-    shape = np.shape(template)
-    if value.shape != shape:
-        raise EvaluationError(f"the checkpoint holds an array of shape {value.shape} where the learner has {shape}")
-    return value.astype(np.asarray(template).dtype)
-
-
 class FrameRecorder:
     """An environment-loop observer that keeps the rendered frames of the first episode."""
 
@@ -213,7 +185,7 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     from omegaconf import OmegaConf
 
-    from rl.checkpointing import restore_checkpoint
+    from rl.checkpointing import CheckpointError, read_state, restore_learner_state
     from rl.counting import Counter
     from rl.environment_loop import EnvironmentLoop
     from rl.experiments.distributed import DistributedProgram
@@ -247,10 +219,10 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     learner = experiment.builder.make_learner(program.keys.learner, networks, iter(()), None, Counter(), NoOpLogger())
     try:
-        saved = restore_checkpoint(checkpoint)
-    except Exception as error:  # noqa: BLE001 - a damaged or foreign checkpoint: say so plainly.
-        raise EvaluationError(f"cannot read checkpoint {checkpoint} ({type(error).__name__}: {error})") from None
-    learner.restore(restore_like(learner.save(), saved["learner"]))
+        saved = read_state(checkpoint)
+        learner.restore(restore_learner_state(checkpoint, learner.save()))
+    except CheckpointError as error:  # A damaged or foreign checkpoint: say so plainly.
+        raise EvaluationError(f"cannot use checkpoint {checkpoint} ({error})") from None
     counts = {key: int(np.asarray(value)) for key, value in (saved.get("counts") or {}).items()}
 
     try:

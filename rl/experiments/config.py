@@ -8,6 +8,7 @@ from typing import Any, Callable
 import dm_env
 
 from rl.agents.builder import ActorLearnerBuilder
+from rl.checkpointing import CheckpointSettings
 from rl.checks import require_positive
 from rl.loggers.base import LoggerFactory
 from rl.specs import EnvironmentSpec, make_environment_spec
@@ -30,7 +31,8 @@ class ExperimentConfig:
     eval_every: int = 10_000
     eval_episodes: int = 10
     run_directory: str = "."
-    checkpoint: bool = True
+    # Periodic, final and on-stop checkpoints (a bool stands for the defaults, on or off).
+    checkpoint: CheckpointSettings | bool = dataclasses.field(default_factory=CheckpointSettings)
     progress: bool = True
     agent_name: str = "agent"
     environment_name: str = "environment"
@@ -42,10 +44,16 @@ class ExperimentConfig:
     # The evaluation return that counts as solving the task (None: none); the summary
     # records when it was first reached.
     threshold: float | None = None
+    # A resumed run: the checkpoint it continues from (rl.experiments.resume.RestorePoint)
+    # and its session (0 for a new run, one more per resume).
+    restore: Any = None
+    session: int = 0
     _environment_spec: EnvironmentSpec | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         require_positive(self, "max_actor_steps", "eval_every", "eval_episodes", "num_envs")
+        if isinstance(self.checkpoint, bool):
+            self.checkpoint = CheckpointSettings(enabled=self.checkpoint)
 
     @property
     def environment_spec(self) -> EnvironmentSpec:

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.validation import ConfigError, check_factory, check_run_settings
+from rl.experiments.validation import ConfigError, check_factory, check_replay_settings, check_run_settings
 from rl.specs import is_discrete, make_environment_spec
 
 GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
@@ -107,6 +107,7 @@ def make_experiment(
                 f"{environment_kind} actions ({environment_spec.actions}); pick a {environment_kind}-action "
                 f"{key} or a {kind}-action environment",
             )
+    check_replay_settings(builder, settings.max_actor_steps)
     network_factory = _instantiate("network", config.network, _partial_=True)
     network_kind = getattr(network_factory.func, "network_kind", None)
     if network_kind is not None and network_kind != builder.network_kind:

@@ -5,19 +5,50 @@ so the replay ratio is the one a distributed run enforces. By default it steps o
 thread beside the actor (`LearnerThread`), so acting and learning overlap on two cores;
 with `deterministic=True` both run on one thread in a fixed order: after each actor step
 the learner takes every batch the ratio allows, and nothing ever waits on replay.
+
+Checkpoints (`experiment.checkpoint`) are written every `every_seconds`, at the end and
+when SIGINT/SIGTERM asks the run to stop; the learner pauses while one is written. A run
+built with a restore point (`experiment.restore`, see rl/experiments/resume.py) continues
+from it: counts, learner state, the actor's schedules, the evaluation curve and, with
+`checkpoint.replay`, the replay tables.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 import numpy as np
 
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.distributed import DistributedProgram
+from rl.experiments.interrupts import Interrupted, RunInterrupted, stop_requests
+from rl.experiments.launchers.errors import LauncherError
 from rl.experiments.learner_thread import LearnerThread
 from rl.experiments.progress import ProgressDisplay
+from rl.experiments.resume import RunCheckpointer, restore_evaluations, run_state
 from rl.experiments.summary import RunSummary, close_loggers, finish_run
+from rl.numerics import NumericalError
+
+
+class _PausableLearner:
+    """The learner as the learner thread sees it: each step holds `lock`, so holding it
+    pauses learning between two steps (while a checkpoint is written)."""
+
+    def __init__(self, learner: Any, lock: threading.Lock):
+        self._learner = learner
+        self._lock = lock
+
+    def step(self) -> None:
+        with self._lock:
+            self._learner.step()
+
+
+def _replay_counts(client: Any, table: str) -> tuple[int, int]:
+    """(inserts, samples) of a restored table's rate limiter."""
+    info = client.server_info()[table].rate_limiter_info
+    return int(info.insert_stats.completed), int(info.sample_stats.completed)
 
 
 def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunSummary:
@@ -26,61 +57,137 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
     start = time.perf_counter()
     program = DistributedProgram(experiment, num_actors=1, num_evaluators=1)
     builder = experiment.builder
-    server = reverb.Server(program.make_replay_tables(), port=None)
-    loggers_closed = False
-    learner_thread = None
-    try:
-        client = reverb.Client(f"localhost:{server.port}")
-        counter = program.make_counter()
-        learner = program.make_learner(client, counter)
-        actor_loop = program.make_actor(0, client, learner, counter)
-        evaluator = program.make_evaluator(0, learner, counter)
-        adder = actor_loop.actor.adder
-        ratio = builder.replay_ratio
-        batch = builder.samples_per_learner_step
-        samples = 0
-        learner_thread = None if deterministic else LearnerThread(learner, ratio, batch, lambda: adder.num_items)
-        next_eval = experiment.eval_every
-        acting_start = time.perf_counter()
-        with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
-            step = 0
-            while step < experiment.max_actor_steps:
-                # One batched step of the actor's copies, never past an evaluation point.
-                count = min(actor_loop.num_envs, next_eval - step, experiment.max_actor_steps - step)
-                records = actor_loop.step(None if count == actor_loop.num_envs else np.arange(count))
-                step += count
-                if learner_thread is not None:
-                    learner_thread.notify()
-                while learner_thread is None and ratio.can_sample(adder.num_items, samples):
-                    learner.step()
-                    samples += batch
-                if records:
-                    progress.update(episode_return=records[-1]["episode_return"])
-                if step >= next_eval or step == experiment.max_actor_steps:
-                    actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
-                    progress.update(eval_return=evaluator.evaluate(experiment.eval_episodes))
-                    next_eval += experiment.eval_every
-                progress.advance(step)
-        adder.reset()
-        if learner_thread is not None:
-            learner_thread.finish()  # The batches the last inserts allow, as in the one-thread order.
-        now = time.perf_counter()
-        summary = finish_run(
-            experiment,
-            learner.save(),
-            counter.get_counts(),
-            evaluator.returns,
-            now - start,
-            now - acting_start,
-            eval_times=evaluator.times,
+    restore = experiment.restore
+    checkpoints = RunCheckpointer(experiment)
+    with stop_requests() as stop:
+        server = reverb.Server(
+            program.make_replay_tables(), port=None, checkpointer=checkpoints.replay_checkpointer(restore)
         )
-        close_loggers(experiment, exit_code=0)
-        loggers_closed = True
-        return summary
-    finally:
-        if learner_thread is not None:
-            learner_thread.close()
-        if not loggers_closed:
-            close_loggers(experiment, exit_code=1)
-        server.stop()
+        loggers_closed = False
+        learner_thread = None
+        try:
+            client = reverb.Client(f"localhost:{server.port}")
+            counter = program.make_counter()
+            if restore is not None:
+                counter.restore(restore.counts)
+            learner = program.make_learner(client, counter)
+            if restore is not None:
+                learner.restore(restore.learner_state(learner.save()))
+            actor_loop = program.make_actor(
+                0, client, learner, counter,
+                restart=experiment.session,
+                initial_step=int(restore.state["actor_schedule_step"]) if restore is not None else 0,
+            )
+            evaluator = program.make_evaluator(0, learner, counter)
+            if restore is not None:
+                evaluator.returns[:], evaluator.times[:] = restore_evaluations(restore, experiment)
+            adder = actor_loop.actor.adder
+            ratio = builder.replay_ratio
+            batch = builder.samples_per_learner_step
+            samples = inserted = 0
+            if restore is not None and restore.restore_replay:
+                table = getattr(builder.config, "replay_table_name", None) or next(iter(client.server_info()))
+                inserted, samples = _replay_counts(client, table)
+            pause = threading.Lock()
+            learner_thread = None
+            if not deterministic:
+                # The thread must not see the restored inserts before it has the restored samples.
+                ready = False
+                learner_thread = LearnerThread(
+                    _PausableLearner(learner, pause), ratio, batch,
+                    lambda: inserted + adder.num_items if ready else 0,
+                )
+                learner_thread.samples = samples
+                ready = True
+            next_eval = int(restore.state["next_eval"]) if restore is not None else experiment.eval_every
+            acting_before = float(restore.state.get("acting_time_s", 0.0)) if restore is not None else 0.0
+            acting_start = time.perf_counter()
+            step = restore.actor_steps if restore is not None else 0
 
+            def save() -> tuple[str | None, dict[str, Any]]:
+                """A checkpoint of this moment (the learner paused while it is taken)."""
+                actor_loop.count_partial_episode()  # The counts then hold every step taken.
+                with pause:
+                    state = run_state(
+                        experiment, counter.get_counts(), step, next_eval, actor_loop.actor.step_count,
+                        evaluator.returns, evaluator.times, acting_before + time.perf_counter() - acting_start,
+                    )
+                    return checkpoints.save(learner, state, client), state
+
+            def acting_time() -> float:
+                return acting_before + time.perf_counter() - acting_start
+
+            try:
+                with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
+                    progress.advance(step)
+                    while step < experiment.max_actor_steps:
+                        # One batched step of the actor's copies, never past an evaluation point.
+                        count = min(actor_loop.num_envs, next_eval - step, experiment.max_actor_steps - step)
+                        records = actor_loop.step(None if count == actor_loop.num_envs else np.arange(count))
+                        step += count
+                        if learner_thread is not None:
+                            learner_thread.notify()
+                        while learner_thread is None and ratio.can_sample(inserted + adder.num_items, samples):
+                            learner.step()
+                            samples += batch
+                        if records:
+                            progress.update(episode_return=records[-1]["episode_return"])
+                        if step >= next_eval or step == experiment.max_actor_steps:
+                            actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
+                            progress.update(eval_return=evaluator.evaluate(experiment.eval_episodes))
+                            next_eval += experiment.eval_every
+                        progress.advance(step)
+                        if stop.requested or checkpoints.due():
+                            path, state = save()
+                            if stop.requested:
+                                break
+                if stop.requested:
+                    if learner_thread is not None:
+                        learner_thread.close()
+                    summary = finish_run(
+                        experiment, None, state["counts"], evaluator.returns, time.perf_counter() - start,
+                        acting_time(), eval_times=evaluator.times, status="interrupted",
+                    )
+                    close_loggers(experiment, exit_code=128 + stop.signum)
+                    loggers_closed = True
+                    raise RunInterrupted(stop.signum, summary, path)
+                adder.reset()
+                if learner_thread is not None:
+                    learner_thread.finish()  # The batches the last inserts allow, as in the one-thread order.
+                acting = acting_time()
+                path, state = save()
+            except NumericalError as error:
+                if learner_thread is not None:
+                    learner_thread.close()
+                actor_loop.count_partial_episode()
+                finish_run(
+                    experiment, None, counter.get_counts(), evaluator.returns, time.perf_counter() - start,
+                    acting_time(), eval_times=evaluator.times, status="failed",
+                )
+                close_loggers(experiment, exit_code=1)
+                loggers_closed = True
+                kept = f"the last good checkpoint is {checkpoints.last}" if checkpoints.last else "no checkpoint was written"
+                raise LauncherError(f"numerical fault: {error}; the learner stopped and {kept}") from None
+            summary = finish_run(
+                experiment,
+                None,
+                state["counts"],
+                evaluator.returns,
+                time.perf_counter() - start,
+                acting,
+                eval_times=evaluator.times,
+            )
+            close_loggers(experiment, exit_code=0)
+            loggers_closed = True
+            return summary
+        except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
+            if not loggers_closed:
+                close_loggers(experiment, exit_code=error.exit_code)
+                loggers_closed = True
+            raise
+        finally:
+            if learner_thread is not None:
+                learner_thread.close()
+            if not loggers_closed:
+                close_loggers(experiment, exit_code=1)
+            server.stop()

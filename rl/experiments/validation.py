@@ -135,12 +135,66 @@ class RunSettings:
     max_actor_steps: int
     eval_every: int
     eval_episodes: int
-    checkpoint: bool
+    # true / false (the defaults, on or off) or {enabled, every_seconds, keep, replay};
+    # checked into a CheckpointSettings.
+    checkpoint: Any
     progress: bool
     # The evaluation return that counts as solving the task; None: the task has none.
     threshold: float | None
     # Where compiled XLA programs are cached across runs; None: no cache.
     compilation_cache: str | None
+    # The run directory to resume (None: the run directory is Hydra's).
+    resume: str | None = None
+
+
+CHECKPOINT_KEYS = ("enabled", "every_seconds", "keep", "replay")
+
+
+def check_checkpoint_settings(value: Any) -> Any:
+    """`checkpoint`: true/false or a mapping of CheckpointSettings fields."""
+    from rl.checkpointing import CheckpointSettings
+
+    if isinstance(value, bool):
+        return CheckpointSettings(enabled=value)
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            "checkpoint", f"expected true, false or a mapping of {', '.join(CHECKPOINT_KEYS)}, got {value!r}"
+        )
+    hints = typing.get_type_hints(CheckpointSettings)
+    for key, item in value.items():
+        if key not in CHECKPOINT_KEYS:
+            raise ConfigError(f"checkpoint.{key}", f"unknown option; allowed: {', '.join(CHECKPOINT_KEYS)}")
+        if not matches(item, hints[key]):
+            raise ConfigError(f"checkpoint.{key}", f"expected {describe(hints[key])}, got {item!r} ({type(item).__name__})")
+    if "every_seconds" in value and not (math.isfinite(value["every_seconds"]) and value["every_seconds"] > 0):
+        raise ConfigError("checkpoint.every_seconds", f"must be a positive number of seconds, got {value['every_seconds']}")
+    if "keep" in value and value["keep"] < 1:
+        raise ConfigError("checkpoint.keep", f"must be >= 1 (checkpoints kept), got {value['keep']}")
+    return CheckpointSettings(**{key: value[key] for key in CHECKPOINT_KEYS if key in value})
+
+
+def check_replay_settings(builder: Any, max_actor_steps: int) -> None:
+    """Refuses replay settings whose rate limiter could never let the learner sample."""
+    config = getattr(builder, "config", None)
+    minimum = getattr(config, "min_replay_size", None)
+    maximum = getattr(config, "max_replay_size", None)
+    ratio = getattr(config, "samples_per_insert", None)
+    if minimum is None or maximum is None:
+        return
+    if minimum > maximum:
+        raise ConfigError(
+            "agent.min_replay_size",
+            f"is {minimum} but the table holds at most agent.max_replay_size={maximum} items, so the learner "
+            "could never sample; make min_replay_size <= max_replay_size",
+        )
+    batch = getattr(builder, "samples_per_learner_step", None)
+    if ratio is not None and batch and max_actor_steps > minimum and (max_actor_steps - minimum) * ratio < batch:
+        raise ConfigError(
+            "agent.samples_per_insert",
+            f"{ratio} samples per insert never add up to one learner batch of {batch} items within the run "
+            f"({max_actor_steps - minimum} inserts after agent.min_replay_size={minimum}): the learner could never "
+            "sample; raise samples_per_insert or lower the batch size",
+        )
 
 
 def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
@@ -148,6 +202,8 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
     hints = typing.get_type_hints(RunSettings)
     for field in dataclasses.fields(RunSettings):
         if field.name not in config:
+            if field.default is not dataclasses.MISSING:
+                continue
             raise ConfigError(field.name, "is missing from the configuration")
         value = config[field.name]
         if not matches(value, hints[field.name]):
@@ -156,6 +212,7 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
             )
         values[field.name] = value
     settings = RunSettings(**values)
+    settings.checkpoint = check_checkpoint_settings(settings.checkpoint)
     for name in ("max_actor_steps", "eval_every", "eval_episodes"):
         if getattr(settings, name) <= 0:
             raise ConfigError(name, f"must be a positive integer, got {getattr(settings, name)}")

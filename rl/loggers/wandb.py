@@ -65,6 +65,9 @@ def redact_secrets(value: Any, secrets: Sequence[str] | None = None) -> Any:
 class WandbRun:
     """Owns the wandb run of one experiment; started on first use, finished once.
 
+    A resumed experiment continues its W&B run: the run id is kept in the run directory
+    (run.json) and passed back with `use_run_id(..., resume=True)`.
+
     `mode` is "online", "offline" or "disabled"; None leaves it to WANDB_MODE (online
     when unset). `git=True` records the code's commit and dirty flag under `git` in the
     run config.
@@ -96,6 +99,8 @@ class WandbRun:
             name=name,
             dir=directory,
             config=run_config,
+            id=None,
+            resume=None,
         )
         self._run = None
         self._lock = threading.Lock()
@@ -115,6 +120,19 @@ class WandbRun:
         return self._settings["config"]
 
     @property
+    def run_id(self) -> str | None:
+        """The W&B run id (None: W&B picks one when the run starts)."""
+        return self._settings["id"]
+
+    def use_run_id(self, run_id: str, resume: bool = False) -> None:
+        """Logs to the run `run_id`; `resume=True` continues it (a resumed experiment)
+        rather than starting it. Call before the run starts."""
+        if self._run is not None:
+            raise RuntimeError("the W&B run has started already; set its id before")
+        self._settings["id"] = run_id
+        self._settings["resume"] = "allow" if resume else None
+
+    @property
     def started(self) -> bool:
         return self._run is not None
 
@@ -126,6 +144,9 @@ class WandbRun:
 
                 if self._settings["dir"]:
                     os.makedirs(self._settings["dir"], exist_ok=True)
+                # W&B reports non-zero exits (an interrupted run's 130/143 too) to its own
+                # error tracker, retrying noisily offline; WANDB_ERROR_REPORTING=true restores it.
+                os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
                 self._run = wandb.init(reinit="finish_previous", **self._settings)
                 self._run.define_metric(STEP_METRIC)
                 self.finished_with = None

@@ -15,6 +15,9 @@ class LocalLauncher:
     acting and learning no longer depends on thread timing).
     """
 
+    # It restores a run's checkpoint (rl/experiments/resume.py) when the experiment has one.
+    supports_resume = True
+
     def __init__(self, deterministic: bool = False):
         self.deterministic = deterministic
 

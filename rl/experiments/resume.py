@@ -1,0 +1,443 @@
+"""Starting, resuming and checkpointing a run in its run directory.
+
+A run directory that already holds a run (`run.json`, `summary.json`, checkpoints or
+log rows) is resumed by the same command (`hydra.run.dir=DIR`, or `resume=DIR`):
+
+* `prepare_run` checks everything before anything is started or written: a finished
+  run is reported and left alone; the configuration must be the run's own (except
+  `progress`, `logger`, `launcher`, `checkpoint`, `compilation_cache`); the newest
+  undamaged checkpoint must have been written by this config's learner (structure,
+  shapes, dtypes) and, with `checkpoint.replay=true`, its replay tables must be this
+  config's tables. Any failure is one `ConfigError`/`CheckpointError` line, and nothing
+  in the directory has changed.
+* `apply_plan` then sets the run up: damaged checkpoints newer than the restored one are
+  renamed `damaged_step_*`, log rows written after the checkpoint move to
+  `logs/superseded/`, the run's clock continues from the checkpoint's, and the W&B run
+  continues under its stored id.
+
+`RunCheckpointer` writes the periodic, final and interrupt checkpoints of a run.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime
+import json
+import math
+import os
+import secrets
+import shutil
+import string
+import time
+import warnings
+from typing import Any, Mapping
+
+from rl import checkpointing
+from rl.checkpointing import CheckpointError, CheckpointSettings
+
+RUN_FILE = "run.json"
+SUMMARY_FILE = "summary.json"
+# Top-level keys a resumed run may change: they do not change what is learned.
+MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume")
+
+
+@dataclasses.dataclass
+class RestorePoint:
+    """The checkpoint a run continues from and its saved bookkeeping (state.json)."""
+
+    checkpoint: str
+    state: dict[str, Any]
+    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # Whether the replay tables are restored from the checkpoint.
+    restore_replay: bool = False
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        return dict(self.state["counts"])
+
+    @property
+    def actor_steps(self) -> int:
+        return int(self.state["actor_steps"])
+
+    @property
+    def replay_checkpoint(self) -> str:
+        return os.path.join(self.checkpoint, checkpointing.REPLAY)
+
+    @property
+    def has_replay(self) -> bool:
+        return os.path.isdir(self.replay_checkpoint)
+
+    def learner_state(self, template: Any) -> Any:
+        """The saved learner state in `template`'s structure (bit for bit as saved)."""
+        return checkpointing.restore_learner_state(self.checkpoint, template)
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """What the entry point does with a run directory."""
+
+    run_directory: str
+    # A finished run's summary (nothing to do), else None.
+    finished: dict[str, Any] | None = None
+    # The checkpoint to continue from (None: start from the beginning).
+    restore: RestorePoint | None = None
+    # Whether the directory held an earlier run (its log rows after the restore point are
+    # set aside; with no checkpoint the run starts over).
+    previous: bool = False
+    # This run's session: 0 for a new run, one more for each resume.
+    session: int = 0
+    wandb_run_id: str | None = None
+
+
+def new_run_id() -> str:
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+def read_run_file(run_directory: str) -> dict[str, Any]:
+    path = os.path.join(run_directory, RUN_FILE)
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path) as file:
+            value = json.load(file)
+        return value if isinstance(value, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def write_json_atomically(path: str, value: Any) -> None:
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as file:
+        json.dump(value, file, indent=2)
+    os.replace(temporary, path)
+
+
+def _log_files(run_directory: str) -> list[str]:
+    directory = os.path.join(run_directory, "logs")
+    if not os.path.isdir(directory):
+        return []
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".csv"))
+
+
+def _has_log_rows(run_directory: str) -> bool:
+    for path in _log_files(run_directory):
+        with open(path, newline="") as file:
+            reader = csv.reader(file)
+            if next(reader, None) is not None and next(reader, None) is not None:
+                return True
+    return False
+
+
+def holds_a_run(run_directory: str) -> bool:
+    """Whether `run_directory` holds an earlier run of this project."""
+    return (
+        os.path.isfile(os.path.join(run_directory, RUN_FILE))
+        or os.path.isfile(os.path.join(run_directory, SUMMARY_FILE))
+        or bool(checkpointing.list_checkpoints(run_directory))
+        or _has_log_rows(run_directory)
+    )
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(_flatten(item, f"{prefix}{key}."))
+        return flat or {prefix[:-1]: {}}
+    return {prefix[:-1]: value}
+
+
+def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, saved value, current value) for every setting a resumed run may not change."""
+    before, now = _flatten(saved), _flatten(current)
+    differences = []
+    for key in sorted(set(before) | set(now)):
+        if key.split(".")[0] in MUTABLE_KEYS:
+            continue
+        if before.get(key, "<unset>") != now.get(key, "<unset>"):
+            differences.append((key, before.get(key, "<unset>"), now.get(key, "<unset>")))
+    return differences
+
+
+def _saved_config(run_directory: str) -> dict[str, Any] | None:
+    from omegaconf import OmegaConf
+
+    path = os.path.join(run_directory, ".hydra", "config.yaml")
+    if not os.path.isfile(path):
+        return None
+    try:
+        return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except Exception as error:  # noqa: BLE001 - an unreadable or unresolvable file: say so.
+        raise CheckpointError(f"cannot read the run's configuration {path} ({error})") from None
+
+
+def _learner_template(experiment: Any) -> Any:
+    """The state a freshly built learner of this config has (for structure checks)."""
+    import jax
+
+    from rl.counting import Counter
+    from rl.loggers.base import NoOpLogger
+
+    networks = experiment.network_factory(environment_spec=experiment.environment_spec)
+    learner = experiment.builder.make_learner(jax.random.PRNGKey(0), networks, iter(()), None, Counter(), NoOpLogger())
+    return learner.save()
+
+
+def prepare_run(
+    experiment: Any,
+    config: Any,
+    run_directory: str,
+    explicit: bool = False,
+    supports_resume: bool = True,
+) -> RunPlan:
+    """Decides whether the run in `run_directory` is new, finished or to be resumed, and
+    checks everything a resume needs; raises a one-line `ConfigError`/`CheckpointError`
+    otherwise. Writes nothing. `explicit`: the user asked to resume (`resume=DIR`), so a
+    directory with nothing to resume is an error."""
+    from rl.experiments.validation import ConfigError
+
+    run_directory = os.path.abspath(run_directory)
+    run_file = read_run_file(run_directory)
+    plan = RunPlan(run_directory, wandb_run_id=run_file.get("wandb_run_id"))
+    if not holds_a_run(run_directory):
+        if explicit:
+            raise ConfigError("resume", f"{run_directory} holds no run to resume (no run.json, checkpoint or logs)")
+        return plan
+    plan.previous = True
+    plan.session = int(run_file.get("sessions", 1))
+
+    saved = _saved_config(run_directory)
+    if saved is not None:
+        from rl.experiments.make_experiment import resolved_container
+
+        differences = config_differences(saved, resolved_container(config))
+        if differences:
+            key, before, now = differences[0]
+            more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
+            raise ConfigError(
+                key,
+                f"is {now!r} but the run in {run_directory} used {before!r}{more}; a resumed run keeps its "
+                "configuration: repeat the run's own command, or use a new hydra.run.dir for a new run",
+            )
+
+    summary_path = os.path.join(run_directory, SUMMARY_FILE)
+    if os.path.isfile(summary_path):
+        try:
+            with open(summary_path) as file:
+                summary = json.load(file)
+        except (OSError, ValueError):
+            summary = {}
+        if summary.get("status") == "finished":
+            plan.finished = summary
+            return plan
+
+    path, skipped = checkpointing.find_latest(run_directory, warn=False)
+    for damaged, reason in skipped:
+        warnings.warn(f"checkpoint {damaged} is damaged ({reason}); using the previous one", stacklevel=2)
+    if path is None:
+        if explicit:
+            raise CheckpointError(
+                f"no checkpoint to resume in {checkpointing.checkpoint_root(run_directory)} (the run stopped before "
+                "its first checkpoint, or ran with checkpoint.enabled=false)"
+            )
+        warnings.warn(
+            f"{run_directory} holds an earlier run but no checkpoint: the run starts from the beginning "
+            "(earlier log rows move to logs/superseded/)",
+            stacklevel=2,
+        )
+        return plan
+    if not supports_resume:
+        raise ConfigError("launcher", "only launcher=local can resume a run so far; resume it with launcher=local")
+    state = checkpointing.read_state(path)
+    for key, value in (("agent", experiment.agent_name), ("environment", experiment.environment_name)):
+        if state.get(key) != value:
+            raise CheckpointError(f"checkpoint {path} is of {key} {state.get(key)!r}, this config's is {value!r}")
+    checkpointing.check_learner_structure(path, _learner_template(experiment))
+    if state["actor_steps"] > experiment.max_actor_steps:
+        raise CheckpointError(
+            f"checkpoint {path} is at {state['actor_steps']} actor steps, beyond max_actor_steps={experiment.max_actor_steps}"
+        )
+    restore = RestorePoint(path, state, skipped)
+    settings: CheckpointSettings = experiment.checkpoint
+    if restore.has_replay and settings.replay:
+        from rl.experiments.distributed import DistributedProgram
+
+        checkpointing.check_replay_tables(restore.replay_checkpoint, DistributedProgram(experiment).make_replay_tables())
+        restore.restore_replay = True
+    elif restore.has_replay:
+        warnings.warn("the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it", stacklevel=2)
+    elif settings.replay:
+        warnings.warn("the checkpoint holds no replay buffer: the resumed run refills it", stacklevel=2)
+    plan.restore = restore
+    plan.session = int(state.get("session", 0)) + 1
+    return plan
+
+
+def _trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session: int) -> None:
+    """Moves the log rows written after the restore point to logs/superseded/."""
+
+    def after(row: dict[str, str]) -> bool:
+        for key, limit in (("actor_steps", actor_steps), ("learner_steps", learner_steps)):
+            try:
+                if float(row.get(key) or "nan") > limit:
+                    return True
+            except ValueError:
+                continue
+        return False
+
+    for path in _log_files(run_directory):
+        with open(path, newline="") as file:
+            reader = csv.DictReader(file)
+            columns = reader.fieldnames or []
+            rows = list(reader)
+        if "actor_steps" not in columns:
+            continue
+        kept = [row for row in rows if not after(row)]
+        if len(kept) == len(rows):
+            continue
+        directory = os.path.join(os.path.dirname(path), "superseded")
+        os.makedirs(directory, exist_ok=True)
+        label = os.path.splitext(os.path.basename(path))[0]
+        with open(os.path.join(directory, f"{label}.session{session}.csv"), "a", newline="") as file:
+            writer = csv.DictWriter(file, columns, extrasaction="ignore")
+            if file.tell() == 0:
+                writer.writeheader()
+            writer.writerows(row for row in rows if after(row))
+        temporary = f"{path}.tmp"
+        with open(temporary, "w", newline="") as file:
+            writer = csv.DictWriter(file, columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(kept)
+        os.replace(temporary, path)
+
+
+def apply_plan(plan: RunPlan, experiment: Any) -> Any:
+    """Sets the run up as planned (see the module docstring) and returns the experiment
+    to launch (with its restore point and session)."""
+    run_directory = plan.run_directory
+    restore = plan.restore
+    if restore is not None:
+        for damaged, _ in restore.skipped:
+            target = os.path.join(os.path.dirname(damaged), f"damaged_{os.path.basename(damaged)}")
+            if not os.path.exists(target):
+                os.rename(damaged, target)
+    if plan.previous:
+        counts = restore.counts if restore is not None else {}
+        _trim_logs(run_directory, int(counts.get("actor_steps", 0)), int(counts.get("learner_steps", 0)), plan.session)
+    replay_root = checkpointing.replay_root(run_directory)
+    if os.path.isdir(replay_root):  # Table checkpoints never moved into a step: unpaired leftovers.
+        for name in os.listdir(replay_root):
+            shutil.rmtree(os.path.join(replay_root, name), ignore_errors=True)
+    factory = experiment.logger_factory
+    if restore is not None and restore.state.get("wall_time_s") is not None and hasattr(factory, "start_time"):
+        factory.start_time = time.time() - float(restore.state["wall_time_s"])
+    wandb_run = getattr(factory, "wandb_run", None)
+    run_id = plan.wandb_run_id or new_run_id()
+    if wandb_run is not None:
+        wandb_run.use_run_id(run_id, resume=plan.previous)
+    record = read_run_file(run_directory)
+    history = list(record.get("history", []))
+    history.append(
+        {
+            "session": plan.session,
+            "started": datetime.datetime.now().isoformat(timespec="seconds"),
+            "restored_from": os.path.basename(restore.checkpoint) if restore is not None else None,
+        }
+    )
+    os.makedirs(run_directory, exist_ok=True)
+    write_json_atomically(
+        os.path.join(run_directory, RUN_FILE),
+        {"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history},
+    )
+    return dataclasses.replace(experiment, restore=restore, session=plan.session)
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def run_state(
+    experiment: Any,
+    counts: Mapping[str, Any],
+    actor_steps: int,
+    next_eval: int,
+    schedule_step: int,
+    evaluations: list[tuple[int, float]],
+    evaluation_times: list[float],
+    acting_time_s: float,
+) -> dict[str, Any]:
+    """What a checkpoint saves besides the learner state (state.json)."""
+    start = getattr(experiment.logger_factory, "start_time", None)
+    now = time.time()
+    return {
+        "agent": experiment.agent_name,
+        "environment": experiment.environment_name,
+        "seed": experiment.seed,
+        "max_actor_steps": experiment.max_actor_steps,
+        "counts": {key: (int(v) if float(v).is_integer() else float(v)) for key, v in counts.items()},
+        "actor_steps": int(actor_steps),
+        "next_eval": int(next_eval),
+        "actor_schedule_step": int(schedule_step),
+        "session": int(getattr(experiment, "session", 0)),
+        "eval_returns": [[int(s), float(v)] for s, v in evaluations],
+        # Seconds since the run started (the logger factory's clock), per evaluation.
+        "eval_times_s": [t - start for t in evaluation_times] if start is not None else None,
+        "wall_time_s": now - start if start is not None else None,
+        "acting_time_s": float(acting_time_s),
+    }
+
+
+def restore_evaluations(restore: RestorePoint, experiment: Any) -> tuple[list[tuple[int, float]], list[float]]:
+    """The saved evaluation curve and its epoch times (on the run's clock)."""
+    returns = [(int(s), float(v)) for s, v in restore.state.get("eval_returns", [])]
+    start = getattr(experiment.logger_factory, "start_time", None)
+    relative = restore.state.get("eval_times_s")
+    if relative is None or start is None:
+        times = [math.nan] * len(returns)
+    else:
+        times = [start + float(t) for t in relative]
+    return returns, times
+
+
+class RunCheckpointer:
+    """The checkpoints of one run: periodic (`due`), on stop and at the end."""
+
+    def __init__(self, experiment: Any):
+        self.settings: CheckpointSettings = experiment.checkpoint
+        self.run_directory = experiment.run_directory
+        self.last: str | None = experiment.restore.checkpoint if experiment.restore is not None else None
+        self._next = time.monotonic() + self.settings.every_seconds
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    def due(self) -> bool:
+        return self.settings.enabled and time.monotonic() >= self._next
+
+    def replay_checkpointer(self, restore: RestorePoint | None) -> Any:
+        """Reverb's checkpointer for the server (None: reverb's default temporary one)."""
+        restore_replay = restore is not None and restore.restore_replay
+        if not (self.settings.replay and (self.settings.enabled or restore_replay)):
+            return None
+        import reverb
+
+        return reverb.checkpointers.DefaultCheckpointer(
+            checkpointing.replay_root(self.run_directory),
+            fallback_checkpoint_path=restore.replay_checkpoint if restore_replay else None,
+        )
+
+    def save(self, learner: Any, state: Mapping[str, Any], replay_client: Any = None) -> str | None:
+        """Checks the learner is finite, then writes a checkpoint (None when disabled)."""
+        if not self.settings.enabled:
+            return None
+        check = getattr(learner, "check_finite", None)
+        if check is not None:
+            check()
+        replay = replay_client.checkpoint() if (self.settings.replay and replay_client is not None) else None
+        self.last = checkpointing.save_checkpoint(
+            self.run_directory, int(state["actor_steps"]), learner.save(), state, self.settings.keep, replay
+        )
+        self._next = time.monotonic() + self.settings.every_seconds
+        return self.last
