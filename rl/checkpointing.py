@@ -21,6 +21,7 @@ previous one. Saving keeps the newest `keep` checkpoints.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import hashlib
 import json
@@ -103,6 +104,37 @@ def latest_checkpoint(directory: str) -> str | None:
         return None
     steps = [(step, name) for name in os.listdir(directory) if (step := step_of(name)) is not None]
     return os.path.join(directory, max(steps)[1]) if steps else None
+
+
+RUN_FILE = "run.json"
+SUMMARY_FILE = "summary.json"
+
+
+def log_files(run_directory: str) -> list[str]:
+    directory = os.path.join(run_directory, "logs")
+    if not os.path.isdir(directory):
+        return []
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".csv"))
+
+
+def _has_log_rows(run_directory: str) -> bool:
+    for path in log_files(run_directory):
+        with open(path, newline="") as file:
+            reader = csv.reader(file)
+            if next(reader, None) is not None and next(reader, None) is not None:
+                return True
+    return False
+
+
+def holds_a_run(run_directory: str) -> bool:
+    """Whether `run_directory` holds an earlier run of this project (its run.json,
+    summary.json, a checkpoint or log rows)."""
+    return (
+        os.path.isfile(os.path.join(run_directory, RUN_FILE))
+        or os.path.isfile(os.path.join(run_directory, SUMMARY_FILE))
+        or bool(list_checkpoints(run_directory))
+        or _has_log_rows(run_directory)
+    )
 
 
 # --------------------------------------------------------------------------- learner state

@@ -23,13 +23,10 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from rl.checkpointing import CheckpointError  # noqa: E402
-from rl.experiments.interrupts import Interrupted, RunInterrupted, raise_on_signals, signal_name  # noqa: E402
-from rl.experiments.launchers.errors import LauncherError  # noqa: E402
-from rl.experiments.make_experiment import make_experiment  # noqa: E402
-from rl.experiments.resume import apply_plan, holds_a_run, prepare_run  # noqa: E402
-from rl.experiments.summary import close_loggers  # noqa: E402
-from rl.experiments.validation import ConfigError  # noqa: E402
+from rl.checkpointing import CheckpointError, holds_a_run  # noqa: E402
+
+# The rest (JAX, TensorFlow through reverb) is imported in `main`: a command line that
+# names no run directory to resume fails in a fraction of a second.
 
 
 def sweep_group() -> str | None:
@@ -70,6 +67,10 @@ def resume_arguments(argv: list[str]) -> list[str]:
 
 def _prepare(config: DictConfig, output_dir: str) -> tuple:
     """The experiment, its launcher and the plan for its run directory; exits on bad input."""
+    from rl.experiments.make_experiment import make_experiment
+    from rl.experiments.resume import prepare_run
+    from rl.experiments.validation import ConfigError
+
     try:
         experiment, launch = make_experiment(config, output_dir, HydraConfig.get().runtime.choices, run_group=sweep_group())
         with warnings.catch_warnings(record=True) as caught:
@@ -93,6 +94,11 @@ def _prepare(config: DictConfig, output_dir: str) -> tuple:
 
 
 def train(config: DictConfig) -> float:
+    from rl.experiments.interrupts import RunInterrupted, signal_name
+    from rl.experiments.launchers.errors import LauncherError
+    from rl.experiments.resume import apply_plan
+    from rl.experiments.summary import close_loggers
+
     output_dir = HydraConfig.get().runtime.output_dir
     experiment, launch, plan = _prepare(config, output_dir)
     if plan.finished is not None:
@@ -142,6 +148,8 @@ def train(config: DictConfig) -> float:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(config: DictConfig) -> float:
+    from rl.experiments.interrupts import Interrupted, raise_on_signals, signal_name
+
     try:
         with raise_on_signals():
             return train(config)

@@ -34,10 +34,7 @@ import warnings
 from typing import Any, Mapping
 
 from rl import checkpointing
-from rl.checkpointing import CheckpointError, CheckpointSettings
-
-RUN_FILE = "run.json"
-SUMMARY_FILE = "summary.json"
+from rl.checkpointing import RUN_FILE, SUMMARY_FILE, CheckpointError, CheckpointSettings, holds_a_run, log_files
 # Top-level keys a resumed run may change: they do not change what is learned.
 MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume")
 
@@ -112,32 +109,6 @@ def write_json_atomically(path: str, value: Any) -> None:
     with open(temporary, "w") as file:
         json.dump(value, file, indent=2)
     os.replace(temporary, path)
-
-
-def _log_files(run_directory: str) -> list[str]:
-    directory = os.path.join(run_directory, "logs")
-    if not os.path.isdir(directory):
-        return []
-    return sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".csv"))
-
-
-def _has_log_rows(run_directory: str) -> bool:
-    for path in _log_files(run_directory):
-        with open(path, newline="") as file:
-            reader = csv.reader(file)
-            if next(reader, None) is not None and next(reader, None) is not None:
-                return True
-    return False
-
-
-def holds_a_run(run_directory: str) -> bool:
-    """Whether `run_directory` holds an earlier run of this project."""
-    return (
-        os.path.isfile(os.path.join(run_directory, RUN_FILE))
-        or os.path.isfile(os.path.join(run_directory, SUMMARY_FILE))
-        or bool(checkpointing.list_checkpoints(run_directory))
-        or _has_log_rows(run_directory)
-    )
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -287,7 +258,7 @@ def _trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session
                 continue
         return False
 
-    for path in _log_files(run_directory):
+    for path in log_files(run_directory):
         with open(path, newline="") as file:
             reader = csv.DictReader(file)
             columns = reader.fieldnames or []
