@@ -384,6 +384,10 @@ class RunCheckpointer:
     def enabled(self) -> bool:
         return self.settings.enabled
 
+    def start(self) -> None:
+        """Starts the clock of periodic checkpoints (when acting starts, not while building)."""
+        self._next = time.monotonic() + self.settings.every_seconds
+
     def due(self) -> bool:
         return self.settings.enabled and time.monotonic() >= self._next
 

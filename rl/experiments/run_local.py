@@ -120,6 +120,7 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             try:
                 with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
                     progress.advance(step)
+                    checkpoints.start()
                     while step < experiment.max_actor_steps:
                         # One batched step of the actor's copies, never past an evaluation point.
                         count = min(actor_loop.num_envs, next_eval - step, experiment.max_actor_steps - step)
