@@ -27,13 +27,14 @@ from conftest import ROOT, TRAIN, read_summary, run_train
 from test_checkpoints import _bitwise_equal, _corrupt, _leaves
 from rl import checkpointing
 
-BUDGET = 2000
+BUDGET = 1600
 COMMAND = [
     "logger=wandb",
     f"max_actor_steps={BUDGET}",
-    "eval_every=500",
+    "eval_every=400",
     "eval_episodes=2",
-    "agent.min_replay_size=300",
+    "agent.min_replay_size=200",
+    "network.hidden_sizes=[64,64]",
     "progress=false",
     "checkpoint.every_seconds=0.5",
 ]
@@ -158,7 +159,7 @@ def test_sigterm_stops_cleanly_with_a_checkpoint_that_restores_bitwise(stopped_r
     assert BUDGET // 4 <= summary["actor_steps"] == state["actor_steps"] == state["counts"]["actor_steps"] < BUDGET
     assert os.path.basename(path) == f"step_{summary['actor_steps']}"
     assert summary["learner_steps"] == state["counts"]["learner_steps"] > 0
-    assert [s for s, _ in summary["eval_returns"]] == [s for s, _ in state["eval_returns"]] == [500]
+    assert [s for s, _ in summary["eval_returns"]] == [s for s, _ in state["eval_returns"]] == [BUDGET // 4]
     assert _wandb_runs(run_dir)[0][1] == 143
 
     # The learner state, rebuilt from the run's config, is the one the process held when it
@@ -189,7 +190,7 @@ def test_a_killed_run_resumes_to_exactly_its_budget_with_one_curve(stopped_run):
     summary = read_summary(run_dir)
     assert summary["status"] == "finished"
     assert summary["actor_steps"] == BUDGET
-    evaluation_steps = list(range(500, BUDGET + 1, 500))
+    evaluation_steps = list(range(BUDGET // 4, BUDGET + 1, BUDGET // 4))
     assert [steps for steps, _ in summary["eval_returns"]] == evaluation_steps
     # The curve up to the restore point is the earlier sessions', unchanged.
     assert summary["eval_returns"][: len(previous["eval_returns"])] == previous["eval_returns"]
@@ -248,7 +249,7 @@ def test_another_network_shape_is_refused(stopped_run):
         [*stopped_run["command"], "network.hidden_sizes=[32,32]"],
         run_dir,
         2,
-        f"Invalid configuration: network.hidden_sizes: is [32, 32] but the run in {run_dir} used [256, 256]",
+        f"Invalid configuration: network.hidden_sizes: is [32, 32] but the run in {run_dir} used [64, 64]",
     )
 
 
@@ -280,7 +281,7 @@ def test_rate_limiter_settings_that_can_never_sample_are_refused(tmp_path):
     assert result.returncode == 2, result.stderr[-3000:]
     assert _our_lines(result.stderr) == [
         "Invalid configuration: agent.samples_per_insert: 0.01 samples per insert never add up to one learner batch "
-        "of 128 items within the run (1700 inserts after agent.min_replay_size=300): the learner could never sample; "
+        "of 128 items within the run (1400 inserts after agent.min_replay_size=200): the learner could never sample; "
         "raise samples_per_insert or lower the batch size"
     ]
     assert not {"logs", "checkpoints", "run.json", "summary.json"} & set(os.listdir(run_dir))
