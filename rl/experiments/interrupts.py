@@ -92,6 +92,14 @@ def stop_requests() -> Iterator[StopRequest]:
         yield request
 
 
+def install_stop_requests() -> tuple[StopRequest, Any]:
+    """`stop_requests()` without a `with` block: the request and the function that puts
+    the previous handlers back."""
+    context = stop_requests()
+    request = context.__enter__()
+    return request, lambda: context.__exit__(None, None, None)
+
+
 def _raise(signum: int, frame: Any) -> None:
     del frame
     raise Interrupted(signum)

@@ -23,7 +23,7 @@ import numpy as np
 
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.distributed import DistributedProgram
-from rl.experiments.interrupts import Interrupted, RunInterrupted, stop_requests
+from rl.experiments.interrupts import Interrupted, RunInterrupted, install_stop_requests
 from rl.experiments.launchers.errors import LauncherError
 from rl.experiments.learner_thread import LearnerThread
 from rl.experiments.progress import ProgressDisplay
@@ -59,136 +59,127 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
     builder = experiment.builder
     restore = experiment.restore
     checkpoints = RunCheckpointer(experiment)
-    with stop_requests() as stop:
-        server = reverb.Server(
-            program.make_replay_tables(), port=None, checkpointer=checkpoints.replay_checkpointer(restore)
+    server = reverb.Server(program.make_replay_tables(), port=None, checkpointer=checkpoints.replay_checkpointer(restore))
+    stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: stop at the next step.
+    loggers_closed = False
+    learner_thread = None
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        counter = program.make_counter()
+        if restore is not None:
+            counter.restore(restore.counts)
+        learner = program.make_learner(client, counter)
+        if restore is not None:
+            learner.restore(restore.learner_state(learner.save()))
+        schedule_step = int(restore.state["actor_schedule_step"]) if restore is not None else 0
+        actor_loop = program.make_actor(0, client, learner, counter, restart=experiment.session, initial_step=schedule_step)
+        evaluator = program.make_evaluator(0, learner, counter)
+        if restore is not None:
+            evaluator.returns[:], evaluator.times[:] = restore_evaluations(restore, experiment)
+        adder = actor_loop.actor.adder
+        ratio = builder.replay_ratio
+        batch = builder.samples_per_learner_step
+        samples = inserted = 0  # A restored table's counts, when the replay is restored.
+        if restore is not None and restore.restore_replay:
+            table = getattr(builder.config, "replay_table_name", None) or next(iter(client.server_info()))
+            inserted, samples = _replay_counts(client, table)
+        pause = threading.Lock()
+        ready = False  # The thread must not see restored inserts before it has the restored samples.
+        learner_thread = None if deterministic else LearnerThread(
+            _PausableLearner(learner, pause), ratio, batch, lambda: inserted + adder.num_items if ready else 0
         )
-        loggers_closed = False
-        learner_thread = None
-        try:
-            client = reverb.Client(f"localhost:{server.port}")
-            counter = program.make_counter()
-            if restore is not None:
-                counter.restore(restore.counts)
-            learner = program.make_learner(client, counter)
-            if restore is not None:
-                learner.restore(restore.learner_state(learner.save()))
-            actor_loop = program.make_actor(
-                0, client, learner, counter,
-                restart=experiment.session,
-                initial_step=int(restore.state["actor_schedule_step"]) if restore is not None else 0,
-            )
-            evaluator = program.make_evaluator(0, learner, counter)
-            if restore is not None:
-                evaluator.returns[:], evaluator.times[:] = restore_evaluations(restore, experiment)
-            adder = actor_loop.actor.adder
-            ratio = builder.replay_ratio
-            batch = builder.samples_per_learner_step
-            samples = inserted = 0
-            if restore is not None and restore.restore_replay:
-                table = getattr(builder.config, "replay_table_name", None) or next(iter(client.server_info()))
-                inserted, samples = _replay_counts(client, table)
-            pause = threading.Lock()
-            learner_thread = None
-            if not deterministic:
-                # The thread must not see the restored inserts before it has the restored samples.
-                ready = False
-                learner_thread = LearnerThread(
-                    _PausableLearner(learner, pause), ratio, batch,
-                    lambda: inserted + adder.num_items if ready else 0,
+        if learner_thread is not None:
+            learner_thread.samples = samples
+        ready = True
+        next_eval = int(restore.state["next_eval"]) if restore is not None else experiment.eval_every
+        acting_before = float(restore.state.get("acting_time_s", 0.0)) if restore is not None else 0.0
+        acting_start = time.perf_counter()
+
+        def acting_time() -> float:
+            return acting_before + time.perf_counter() - acting_start
+
+        def save() -> tuple[str | None, dict[str, Any]]:
+            """A checkpoint of this moment, the learner paused (None: checkpoints are off)."""
+            actor_loop.count_partial_episode()  # The counts then hold every step taken.
+            with pause:
+                state = run_state(
+                    experiment, counter.get_counts(), step, next_eval, actor_loop.actor.step_count,
+                    evaluator.returns, evaluator.times, acting_time(),
                 )
-                learner_thread.samples = samples
-                ready = True
-            next_eval = int(restore.state["next_eval"]) if restore is not None else experiment.eval_every
-            acting_before = float(restore.state.get("acting_time_s", 0.0)) if restore is not None else 0.0
-            acting_start = time.perf_counter()
+                return checkpoints.save(learner, state, client), state
+
+        with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             step = restore.actor_steps if restore is not None else 0
-
-            def save() -> tuple[str | None, dict[str, Any]]:
-                """A checkpoint of this moment (the learner paused while it is taken)."""
-                actor_loop.count_partial_episode()  # The counts then hold every step taken.
-                with pause:
-                    state = run_state(
-                        experiment, counter.get_counts(), step, next_eval, actor_loop.actor.step_count,
-                        evaluator.returns, evaluator.times, acting_before + time.perf_counter() - acting_start,
-                    )
-                    return checkpoints.save(learner, state, client), state
-
-            def acting_time() -> float:
-                return acting_before + time.perf_counter() - acting_start
-
-            try:
-                with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
-                    progress.advance(step)
-                    checkpoints.start()
-                    while step < experiment.max_actor_steps:
-                        # One batched step of the actor's copies, never past an evaluation point.
-                        count = min(actor_loop.num_envs, next_eval - step, experiment.max_actor_steps - step)
-                        records = actor_loop.step(None if count == actor_loop.num_envs else np.arange(count))
-                        step += count
-                        if learner_thread is not None:
-                            learner_thread.notify()
-                        while learner_thread is None and ratio.can_sample(inserted + adder.num_items, samples):
-                            learner.step()
-                            samples += batch
-                        if records:
-                            progress.update(episode_return=records[-1]["episode_return"])
-                        if step >= next_eval or step == experiment.max_actor_steps:
-                            actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
-                            progress.update(eval_return=evaluator.evaluate(experiment.eval_episodes))
-                            next_eval += experiment.eval_every
-                        progress.advance(step)
-                        if stop.requested or checkpoints.due():
-                            path, state = save()
-                            if stop.requested:
-                                break
-                if stop.requested:
-                    if learner_thread is not None:
-                        learner_thread.close()
-                    summary = finish_run(
-                        experiment, None, state["counts"], evaluator.returns, time.perf_counter() - start,
-                        acting_time(), eval_times=evaluator.times, status="interrupted",
-                    )
-                    close_loggers(experiment, exit_code=128 + stop.signum)
-                    loggers_closed = True
-                    raise RunInterrupted(stop.signum, summary, path)
-                adder.reset()
+            progress.advance(step)
+            checkpoints.start()
+            while step < experiment.max_actor_steps:
+                # One batched step of the actor's copies, never past an evaluation point.
+                count = min(actor_loop.num_envs, next_eval - step, experiment.max_actor_steps - step)
+                records = actor_loop.step(None if count == actor_loop.num_envs else np.arange(count))
+                step += count
                 if learner_thread is not None:
-                    learner_thread.finish()  # The batches the last inserts allow, as in the one-thread order.
-                acting = acting_time()
-                path, state = save()
-            except NumericalError as error:
-                if learner_thread is not None:
-                    learner_thread.close()
-                actor_loop.count_partial_episode()
-                finish_run(
-                    experiment, None, counter.get_counts(), evaluator.returns, time.perf_counter() - start,
-                    acting_time(), eval_times=evaluator.times, status="failed",
-                )
-                close_loggers(experiment, exit_code=1)
-                loggers_closed = True
-                kept = f"the last good checkpoint is {checkpoints.last}" if checkpoints.last else "no checkpoint was written"
-                raise LauncherError(f"numerical fault: {error}; the learner stopped and {kept}") from None
-            summary = finish_run(
-                experiment,
-                None,
-                state["counts"],
-                evaluator.returns,
-                time.perf_counter() - start,
-                acting,
-                eval_times=evaluator.times,
-            )
-            close_loggers(experiment, exit_code=0)
-            loggers_closed = True
-            return summary
-        except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
-            if not loggers_closed:
-                close_loggers(experiment, exit_code=error.exit_code)
-                loggers_closed = True
-            raise
-        finally:
+                    learner_thread.notify()
+                while learner_thread is None and ratio.can_sample(inserted + adder.num_items, samples):
+                    learner.step()
+                    samples += batch
+                if records:
+                    progress.update(episode_return=records[-1]["episode_return"])
+                if step >= next_eval or step == experiment.max_actor_steps:
+                    actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
+                    progress.update(eval_return=evaluator.evaluate(experiment.eval_episodes))
+                    next_eval += experiment.eval_every
+                progress.advance(step)
+                if stop.requested or checkpoints.due():  # Periodic checkpoints; a signal stops here.
+                    path, state = save()
+                    if stop.requested:
+                        break
+        if stop.requested:
             if learner_thread is not None:
                 learner_thread.close()
-            if not loggers_closed:
-                close_loggers(experiment, exit_code=1)
-            server.stop()
+            summary = finish_run(
+                experiment, None, state["counts"], evaluator.returns, time.perf_counter() - start, acting_time(),
+                eval_times=evaluator.times, status="interrupted",
+            )
+            close_loggers(experiment, exit_code=128 + stop.signum)
+            loggers_closed = True
+            raise RunInterrupted(stop.signum, summary, path)
+        adder.reset()
+        if learner_thread is not None:
+            learner_thread.finish()  # The batches the last inserts allow, as in the one-thread order.
+        acting = acting_time()
+        _, state = save()  # The final checkpoint.
+        summary = finish_run(
+            experiment,
+            None,
+            state["counts"],
+            evaluator.returns,
+            time.perf_counter() - start,
+            acting,
+            eval_times=evaluator.times,
+        )
+        close_loggers(experiment, exit_code=0)
+        loggers_closed = True
+        return summary
+    except NumericalError as error:  # The last good checkpoint stays; the summary says "failed".
+        if learner_thread is not None:
+            learner_thread.close()
+        actor_loop.count_partial_episode()
+        finish_run(
+            experiment, None, counter.get_counts(), evaluator.returns, time.perf_counter() - start, acting_time(),
+            eval_times=evaluator.times, status="failed",
+        )
+        close_loggers(experiment, exit_code=1)
+        loggers_closed = True
+        kept = f"the last good checkpoint is {checkpoints.last}" if checkpoints.last else "no checkpoint was written"
+        raise LauncherError(f"numerical fault: {error}; the learner stopped and {kept}") from None
+    except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
+        close_loggers(experiment, exit_code=error.exit_code)
+        loggers_closed = True
+        raise
+    finally:
+        if learner_thread is not None:
+            learner_thread.close()
+        if not loggers_closed:
+            close_loggers(experiment, exit_code=1)
+        server.stop()
+        restore_signal_handlers()
