@@ -122,7 +122,8 @@ def train(config: DictConfig) -> float:
             start()  # The W&B run exists (with its config) before the first step.
         summary = launch(experiment=experiment)
     except RunInterrupted as stop:  # Checkpoint and summary written, loggers closed.
-        print(f"Interrupted: {stop}; the same command resumes it", file=sys.stderr)
+        hint = "the same command resumes it" if stop.checkpoint else "the same command starts it over"
+        print(f"Interrupted: {stop}; {hint}", file=sys.stderr)
         sys.exit(stop.exit_code)
     except LauncherError as error:  # Expected failures (unreachable cluster, dead learner): no traceback.
         close_loggers(experiment, exit_code=1)
