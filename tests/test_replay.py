@@ -172,3 +172,58 @@ def test_adder_keeps_the_writer_below_reverbs_pending_items_warning(capfd):
     finally:
         server.stop()
     assert "alarmingly" not in capfd.readouterr().err
+
+
+def test_prefetching_iterator_yields_the_plain_iterators_items_and_stops_cleanly():
+    from rl.replay.dataset import PrefetchingIterator, make_dataset
+
+    table = reverb.Table(
+        "uniform",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        max_size=1000,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=transition_signature(SPEC),
+    )
+    server = reverb.Server([table], port=None)
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        adder = NStepTransitionAdder(client, "uniform", n_step=1, discount=GAMMA)
+        _write_episode(adder, [float(r) for r in range(64)], last_discount=0.0)
+        adder.reset()
+        plain = list(make_dataset(client.server_address, "uniform", 8).take(6).as_numpy_iterator())
+        iterator = PrefetchingIterator(iter(plain))
+        prefetched = list(iterator)
+    finally:
+        server.stop()
+    assert len(prefetched) == len(plain) == 6
+    for batch, sample in zip(prefetched, plain):
+        assert np.array_equal(batch.keys, sample.info.key) and batch.keys.shape == (8,)
+        assert np.array_equal(batch.probabilities, sample.info.probability)
+        for got, expected in zip(batch.data, sample.data):
+            assert np.array_equal(np.asarray(got), expected)
+    with pytest.raises(StopIteration):
+        next(iterator)  # Stays finished.
+    iterator._thread.join(timeout=10)
+    assert not iterator._thread.is_alive()
+
+
+def test_closing_a_prefetching_iterator_wakes_a_waiting_learner():
+    import threading
+
+    from rl.replay.dataset import PrefetchingIterator
+
+    blocked = threading.Event()
+
+    def never_ending():
+        blocked.wait()  # A source with nothing to give (replay that cannot be sampled).
+        yield None
+
+    iterator = PrefetchingIterator(never_ending())
+    outcome = []
+    consumer = threading.Thread(target=lambda: outcome.append(next(iterator, "stopped")))
+    consumer.start()
+    iterator.close()
+    consumer.join(timeout=10)
+    assert outcome == ["stopped"]
+    blocked.set()

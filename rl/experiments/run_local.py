@@ -98,6 +98,13 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
         def acting_time() -> float:
             return acting_before + time.perf_counter() - acting_start
 
+        def finish_learning() -> None:
+            """Flushes the last inserts and lets the learner take every batch they allow
+            (the one-thread order has taken them already)."""
+            adder.reset()
+            if learner_thread is not None:
+                learner_thread.finish()
+
         def save() -> tuple[str | None, dict[str, Any]]:
             """A checkpoint of this moment, the learner paused (None: checkpoints are off)."""
             actor_loop.count_partial_episode()  # The counts then hold every step taken.
@@ -126,6 +133,8 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
                     progress.update(episode_return=records[-1]["episode_return"])
                 if step >= next_eval or step == experiment.max_actor_steps:
                     actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
+                    if step == experiment.max_actor_steps:
+                        finish_learning()  # The final evaluation sees the final parameters.
                     progress.update(eval_return=evaluator.evaluate(experiment.eval_episodes))
                     next_eval += experiment.eval_every
                 progress.advance(step)
@@ -143,9 +152,6 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             close_loggers(experiment, exit_code=128 + stop.signum)
             loggers_closed = True
             raise RunInterrupted(stop.signum, summary, path)
-        adder.reset()
-        if learner_thread is not None:
-            learner_thread.finish()  # The batches the last inserts allow, as in the one-thread order.
         acting = acting_time()
         _, state = save()  # The final checkpoint.
         summary = finish_run(

@@ -54,6 +54,7 @@ class PrefetchingIterator(Iterator[ReplaySample]):
         self._queue: queue.Queue = queue.Queue(maxsize=buffer_size)
         self._device_put = device_put
         self._stop = threading.Event()
+        self._finished: BaseException | None = None
         self._thread = threading.Thread(target=self._fill, name="replay-prefetch", daemon=True)
         self._thread.start()
 
@@ -83,13 +84,22 @@ class PrefetchingIterator(Iterator[ReplaySample]):
         return not self._queue.empty()
 
     def __next__(self) -> ReplaySample:
+        if self._finished is not None:
+            raise self._finished
         item = self._queue.get()
         if isinstance(item, BaseException):
+            self._finished = item  # The source is done (or broken): say so on every call.
             raise item
         return item
 
     def close(self) -> None:
+        """Stops prefetching; a consumer waiting in `next` gets StopIteration."""
         self._stop.set()
+        self._finished = self._finished or StopIteration()
+        try:
+            self._queue.put_nowait(StopIteration())
+        except queue.Full:
+            pass
 
 
 def make_replay_iterator(
