@@ -80,7 +80,8 @@ def test_defaults_are_dqn_on_cartpole(tmp_path):
 def test_preset_sets_budget_and_groups(tmp_path):
     experiment, _ = build(["experiment=dqn_cartpole"], tmp_path)
     assert experiment.environment_name == "CartPole-v1"
-    assert experiment.max_actor_steps == 50_000 and experiment.eval_every == 5_000
+    assert experiment.max_actor_steps == 50_000 and experiment.eval_every == 2_500
+    assert experiment.num_envs == 8 and experiment.threshold == 475.0
 
 
 def test_environment_name_override_reaches_the_factory(tmp_path):
