@@ -144,6 +144,7 @@ def test_replay_checkpoint_tables_are_compared_with_the_config(tmp_path):
 
     from rl.agents.dqn.builder import DQNBuilder
     from rl.replay.adders import NStepTransitionAdder
+    from rl.replay.codecs import transition_codec
 
     def tables(**settings):
         config = DQNConfig(**{"batch_size": BATCH, "min_replay_size": 10, "max_replay_size": 1000, **settings})
@@ -153,7 +154,7 @@ def test_replay_checkpoint_tables_are_compared_with_the_config(tmp_path):
     server = reverb.Server(tables(), port=None, checkpointer=checkpointer)
     try:
         client = reverb.Client(f"localhost:{server.port}")
-        adder = NStepTransitionAdder(client, "priority_table", n_step=1, discount=0.9)
+        adder = NStepTransitionAdder(client, "priority_table", n_step=1, discount=0.9, codec=transition_codec(SPEC))
         step = lambda kind, i: dm_env.TimeStep(  # noqa: E731 - one copy's batched timestep.
             np.array([kind], np.int8), np.array([1.0], np.float32), np.array([1.0], np.float32),
             np.full((1, 4), i, np.float32),

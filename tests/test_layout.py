@@ -32,6 +32,7 @@ from rl.loggers.base import Logger
 from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy
 from rl.replay.dataset import make_dataset, make_replay_iterator
+from rl.replay.codecs import transition_codec
 from rl.replay.tables import make_transition_table
 from rl.variables import VariableClient
 
@@ -400,7 +401,8 @@ def make_learner(experiment, client, **overrides):
         setattr(config, name, value)
     network, _ = network_and_params(experiment)
     batch = config.batch_size * config.sgd_steps_per_learner_step
-    iterator = Recorded(make_replay_iterator(client.server_address, TABLE, batch))
+    decode = transition_codec(experiment.environment_spec).decode  # The table's layout.
+    iterator = Recorded(make_replay_iterator(client.server_address, TABLE, batch, decode=decode))
     learner = DQNLearner(network, jax.random.PRNGKey(3), iterator, config, client)
     return network, learner, iterator
 

@@ -21,7 +21,7 @@ from rl.experiments.config import ExperimentConfig
 from rl.loggers.base import Logger
 from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy
-from rl.replay.tables import transition_signature
+from rl.replay.codecs import transition_codec
 
 N_STEP = 2
 
@@ -90,9 +90,8 @@ def make_experiment(num_envs: int) -> ExperimentConfig:
 @pytest.fixture
 def replay():
     experiment = make_experiment(1)
-    table = reverb.Table.queue(
-        experiment.builder.config.replay_table_name, 10_000, signature=transition_signature(experiment.environment_spec)
-    )
+    codec = transition_codec(experiment.environment_spec)  # The layout the actor's adder writes.
+    table = reverb.Table.queue(experiment.builder.config.replay_table_name, 10_000, signature=codec.signature())
     server = reverb.Server([table], port=None)
     yield reverb.Client(f"localhost:{server.port}")
     server.stop()
@@ -104,9 +103,10 @@ def actor_loop(experiment, client, key):
     return build_actor(experiment, key, client, params, Counter(), actor_id=0)
 
 
-def read_all(client, table, count):
+def read_all(client, table, count, environment_spec):
     dataset = reverb.TrajectoryDataset.from_table_signature(client.server_address, table, max_in_flight_samples_per_worker=1)
-    return [sample.data for sample in dataset.take(count).as_numpy_iterator()]
+    decode = transition_codec(environment_spec).decode
+    return [decode(sample.data) for sample in dataset.take(count).as_numpy_iterator()]
 
 
 def test_copies_are_seeded_like_single_environments():
@@ -123,7 +123,9 @@ def test_every_item_holds_one_copys_consecutive_steps(replay):
     loop.run_steps(203)  # Not a multiple of 4: the last call steps 3 copies.
     assert loop.actor.step_count == 203
     loop.actor.adder.reset()
-    items = read_all(replay, experiment.builder.config.replay_table_name, loop.actor.adder.num_items)
+    items = read_all(
+        replay, experiment.builder.config.replay_table_name, loop.actor.adder.num_items, experiment.environment_spec
+    )
     assert 203 - 4 * (N_STEP - 1) <= len(items) <= 203  # Unfinished episodes keep <= n-1 steps back.
     copies = set()
     for item in items:

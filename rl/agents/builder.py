@@ -30,11 +30,11 @@ class ActorLearnerBuilder(abc.ABC):
         """The reverb tables this agent writes to and samples from."""
 
     @abc.abstractmethod
-    def make_adder(self, replay_client: Any) -> Any:
-        """The adder an actor uses to write experience."""
+    def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
+        """The adder an actor uses to write experience (laid out as the tables expect)."""
 
     @abc.abstractmethod
-    def make_dataset_iterator(self, replay_client: Any) -> Iterator[Any]:
+    def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
         """Batches for the learner, read from replay."""
 
     @abc.abstractmethod
@@ -117,18 +117,27 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
             )
         ]
 
-    def make_adder(self, replay_client: Any) -> Any:
+    def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
         from rl.replay.adders import NStepTransitionAdder
+        from rl.replay.codecs import transition_codec
 
         return NStepTransitionAdder(
-            replay_client, self.config.replay_table_name, self.config.n_step, self.config.discount
+            replay_client,
+            self.config.replay_table_name,
+            self.config.n_step,
+            self.config.discount,
+            codec=transition_codec(environment_spec),
         )
 
-    def make_dataset_iterator(self, replay_client: Any) -> Iterator[Any]:
+    def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
+        from rl.replay.codecs import transition_codec
         from rl.replay.dataset import make_replay_iterator
 
         return make_replay_iterator(
-            replay_client.server_address, self.config.replay_table_name, self.samples_per_learner_step
+            replay_client.server_address,
+            self.config.replay_table_name,
+            self.samples_per_learner_step,
+            decode=transition_codec(environment_spec).decode,
         )
 
     def make_actor(

@@ -67,13 +67,13 @@ def _learner_rates(experiment: Any, settings: Settings, reverb_fed: bool = True)
     with replay_server(builder, spec, other_process=False) as client:
         items = builder.samples_per_learner_step * (2 if settings.quick else 10)
         fill(builder, client, spec, max(items, 1_000 if settings.quick else 10_000))
-        dataset = builder.make_dataset_iterator(client)
+        dataset = builder.make_dataset_iterator(client, spec)
         batch = next(dataset)
         _close(dataset)
         in_memory = _update_rate(make_learner(itertools.repeat(batch)), sgd_steps, settings)
         if not reverb_fed:
             return in_memory, None
-        dataset = builder.make_dataset_iterator(client)
+        dataset = builder.make_dataset_iterator(client, spec)
         try:
             fed = _update_rate(make_learner(dataset), sgd_steps, settings)
         finally:

@@ -133,7 +133,7 @@ class SyntheticEpisodes:
 
 def insert_rate(builder: Any, client: Any, environment_spec: Any, settings: Settings, num_envs: int = 1) -> float:
     """Items/s the agent's adder writes, median over `settings.repeats`."""
-    feeder = SyntheticEpisodes(builder.make_adder(client), environment_spec, num_envs)
+    feeder = SyntheticEpisodes(builder.make_adder(client, environment_spec), environment_spec, num_envs)
     for _ in range(EPISODE_LENGTH):  # Warm-up: the writer's first chunks.
         feeder.step()
     feeder.finish()
@@ -142,15 +142,15 @@ def insert_rate(builder: Any, client: Any, environment_spec: Any, settings: Sett
 
 def fill(builder: Any, client: Any, environment_spec: Any, items: int) -> None:
     """Writes at least `items` items through the agent's adder."""
-    feeder = SyntheticEpisodes(builder.make_adder(client), environment_spec)
+    feeder = SyntheticEpisodes(builder.make_adder(client, environment_spec), environment_spec)
     while feeder.adder.num_items < items:
         feeder.step()
     feeder.finish()
 
 
-def sample_rate(builder: Any, client: Any, settings: Settings) -> float:
+def sample_rate(builder: Any, client: Any, environment_spec: Any, settings: Settings) -> float:
     """Transitions/s out of the learner's dataset iterator, median over `settings.repeats`."""
-    iterator = builder.make_dataset_iterator(client)
+    iterator = builder.make_dataset_iterator(client, environment_spec)
     batch = builder.samples_per_learner_step
 
     def step() -> int:
@@ -192,7 +192,7 @@ def suite_replay(settings: Settings) -> list[Row]:
                         cases.append((f"insert {n_step}-step transitions, adder ({where})", value, "items/s"))
                     items = 2_000 if settings.quick else 50_000
                     fill(builder, client, spec, max(items, 4 * batch))
-                    value = sample_rate(builder, client, settings)
+                    value = sample_rate(builder, client, spec, settings)
                     cases.append((f"sample batch {batch}, dataset iterator ({where})", value, "transitions/s"))
                 for case, value, unit in cases:
                     kind = case.replace(f" ({where})", "")

@@ -36,7 +36,7 @@ def build_learner(
     """The learner reading from replay, counting under the prefix `learner`."""
     enable_compilation_cache(experiment.compilation_cache)
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
-    dataset = experiment.builder.make_dataset_iterator(replay_client)
+    dataset = experiment.builder.make_dataset_iterator(replay_client, experiment.environment_spec)
     logger = TimeFilter(
         experiment.logger_factory("learner", "learner_steps"), experiment.learner_log_interval_s
     )
@@ -61,7 +61,7 @@ def build_actor(
     builder = experiment.builder
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     policy = builder.make_policy(networks, experiment.environment_spec, evaluation=False)
-    adder = builder.make_adder(replay)
+    adder = builder.make_adder(replay, experiment.environment_spec)
     actor = builder.make_actor(actor_key, policy, experiment.environment_spec, variable_source, adder)
     logger = experiment.logger_factory("actor", "actor_steps", actor_id)
     if actor_id != 0:

@@ -68,7 +68,8 @@ class NStepTransitionAdder(Adder):
     one copy's consecutive steps. At an episode end the shorter transitions of the last
     n-1 steps are written too, so every visited state is a sample.
 
-    One trajectory writer serves all copies. Items are created through the writer's C++
+    `codec` (rl.replay.codecs) lays the transition out as the table's signature does; by
+    default each leaf is a column. One trajectory writer serves all copies. Items are created through the writer's C++
     methods: reverb 0.14's Python wrapper re-validates the structure on every call and
     costs about twice as much per item (measured by `scripts/benchmark.py replay`).
     """
@@ -82,10 +83,12 @@ class NStepTransitionAdder(Adder):
         priority: float = 1.0,
         max_pending_items: int = 16,
         timeout_ms: int = 120_000,
+        codec: Any = None,
     ):
         if n_step < 1:
             raise ValueError(f"n_step must be >= 1, got {n_step}")
         self._writer = client.trajectory_writer(num_keep_alive_refs=1)
+        self._encode = tree.flatten if codec is None else codec.encode  # The table's column layout.
         self._table = table
         self._n_step = n_step
         self._gamma = discount
@@ -130,7 +133,7 @@ class NStepTransitionAdder(Adder):
         reward, discount = n_step_return([s[2] for s in window], [s[3] for s in window], self._gamma)
         window.popleft()
         transition = Transition(observation, action, np.float32(reward), np.float32(discount), next_observation)
-        references = self._writer._writer.Append(tree.flatten(transition))  # noqa: SLF001 - see class docstring.
+        references = self._writer._writer.Append(self._encode(transition))  # noqa: SLF001 - see class docstring.
         self._writer._writer.CreateItem(  # noqa: SLF001
             self._table, self._priority, [[reference] for reference in references], [True] * len(references)
         )

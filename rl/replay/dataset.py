@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
 import numpy as np
@@ -47,12 +47,22 @@ def make_dataset(
 
 
 class PrefetchingIterator(Iterator[ReplaySample]):
-    """Pulls batches on a daemon thread and hands them over as device arrays."""
+    """Pulls batches on a daemon thread and hands them over as device arrays.
 
-    def __init__(self, iterable: Any, buffer_size: int = 2, device_put: bool = True):
+    `decode` (e.g. a codec's unpacking) runs on that thread too, before the transfer.
+    """
+
+    def __init__(
+        self,
+        iterable: Any,
+        buffer_size: int = 2,
+        device_put: bool = True,
+        decode: Callable[[Any], Any] | None = None,
+    ):
         self._source = iter(iterable)
         self._queue: queue.Queue = queue.Queue(maxsize=buffer_size)
         self._device_put = device_put
+        self._decode = decode
         self._stop = threading.Event()
         self._finished: BaseException | None = None
         self._thread = threading.Thread(target=self._fill, name="replay-prefetch", daemon=True)
@@ -61,11 +71,12 @@ class PrefetchingIterator(Iterator[ReplaySample]):
     def _fill(self) -> None:
         try:
             for sample in self._source:
+                data = sample.data if self._decode is None else self._decode(sample.data)
                 batch = ReplaySample(
                     keys=sample.info.key,
                     probabilities=sample.info.probability,
                     table_size=sample.info.table_size,
-                    data=jax.device_put(sample.data) if self._device_put else sample.data,
+                    data=jax.device_put(data) if self._device_put else data,
                 )
                 while not self._stop.is_set():
                     try:
@@ -103,7 +114,13 @@ class PrefetchingIterator(Iterator[ReplaySample]):
 
 
 def make_replay_iterator(
-    server_address: str, table: str, batch_size: int, prefetch_size: int = 2
+    server_address: str,
+    table: str,
+    batch_size: int,
+    prefetch_size: int = 2,
+    decode: Callable[[Any], Any] | None = None,
 ) -> PrefetchingIterator:
+    """Batches of `batch_size` items; `decode` turns the table's layout into a Transition
+    (rl.replay.codecs), on the prefetching thread."""
     dataset = make_dataset(server_address, table, batch_size)
-    return PrefetchingIterator(dataset.as_numpy_iterator(), buffer_size=prefetch_size)
+    return PrefetchingIterator(dataset.as_numpy_iterator(), buffer_size=prefetch_size, decode=decode)

@@ -15,6 +15,7 @@ import tensorflow as tf
 import tree
 from dm_env import specs
 
+from rl.replay.codecs import ColumnCodec, transition_codec
 from rl.specs import EnvironmentSpec
 from rl.types import Transition
 
@@ -81,21 +82,9 @@ def min_size_rate_limiter(min_size_to_sample: int) -> reverb.rate_limiters.RateL
     return reverb.rate_limiters.MinSize(min_size_to_sample)
 
 
-def _tensor_spec(spec: Any) -> tf.TensorSpec:
-    dtype = np.int32 if isinstance(spec, specs.DiscreteArray) else spec.dtype
-    return tf.TensorSpec(shape=spec.shape, dtype=tf.as_dtype(dtype), name=spec.name)
-
-
 def transition_signature(environment_spec: EnvironmentSpec) -> Transition:
-    """The reverb signature of one `Transition`: every column at least rank 0 with a dtype."""
-    observation = tree.map_structure(_tensor_spec, environment_spec.observations)
-    return Transition(
-        observation=observation,
-        action=tree.map_structure(_tensor_spec, environment_spec.actions),
-        reward=tf.TensorSpec((), tf.float32, "reward"),
-        discount=tf.TensorSpec((), tf.float32, "discount"),
-        next_observation=observation,
-    )
+    """The reverb signature of one `Transition`, one column per leaf (`ColumnCodec`)."""
+    return ColumnCodec(environment_spec).signature()
 
 
 def make_transition_table(
@@ -105,8 +94,11 @@ def make_transition_table(
     rate_limiter: reverb.rate_limiters.RateLimiter,
     prioritized: bool = False,
     priority_exponent: float = 0.6,
+    codec: ColumnCodec | None = None,
 ) -> reverb.Table:
-    """A FIFO table of transitions sampled uniformly or in proportion to priority."""
+    """A FIFO table of transitions sampled uniformly or in proportion to priority, laid
+    out by `codec` (by default packed into one column where that is exact and small)."""
+    codec = codec or transition_codec(environment_spec)
     sampler = (
         reverb.selectors.Prioritized(priority_exponent) if prioritized else reverb.selectors.Uniform()
     )
@@ -116,7 +108,7 @@ def make_transition_table(
         remover=reverb.selectors.Fifo(),
         max_size=int(max_size),
         rate_limiter=rate_limiter,
-        signature=transition_signature(environment_spec),
+        signature=codec.signature(),
     )
 
 

@@ -1,0 +1,124 @@
+"""How a transition is laid out in a reverb table: one column per leaf, or packed into one.
+
+Reverb stores every column of an item as its own chunk, and both inserting and sampling
+cost about the same per chunk whatever its size. A CartPole transition has five small
+columns (observation, action, reward, discount, next observation); packed into one
+float32 vector it is one chunk, which roughly doubles insert and sample throughput
+(`scripts/benchmark.py replay`). Large observations (pixels) keep their own columns:
+packing them into float32 would multiply their memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tree
+from dm_env import specs
+
+from rl.specs import EnvironmentSpec
+from rl.types import Transition
+
+# Transitions with at most this many values are packed (e.g. proprioceptive states).
+MAX_PACKED_VALUES = 4096
+# Integers float32 holds exactly.
+FLOAT32_EXACT_INTEGERS = 2**24
+
+
+def _leaf_specs(environment_spec: EnvironmentSpec) -> Transition:
+    """The spec of each field of a stored transition."""
+    actions = tree.map_structure(
+        lambda s: specs.Array((), np.int32, s.name) if isinstance(s, specs.DiscreteArray) else s,
+        environment_spec.actions,
+    )
+    return Transition(
+        observation=environment_spec.observations,
+        action=actions,
+        reward=specs.Array((), np.float32, "reward"),
+        discount=specs.Array((), np.float32, "discount"),
+        next_observation=environment_spec.observations,
+    )
+
+
+def _packable(spec: Any) -> bool:
+    """Whether float32 holds every value of this (environment) leaf exactly."""
+    dtype = np.dtype(spec.dtype)
+    if dtype == np.float32 or dtype == np.bool_:
+        return True
+    if isinstance(spec, specs.DiscreteArray):
+        return spec.num_values <= FLOAT32_EXACT_INTEGERS
+    if not np.issubdtype(dtype, np.integer):
+        return False
+    if np.iinfo(dtype).bits <= 16:
+        return True
+    return isinstance(spec, specs.BoundedArray) and bool(
+        np.all(np.abs(spec.minimum) < FLOAT32_EXACT_INTEGERS) and np.all(np.abs(spec.maximum) < FLOAT32_EXACT_INTEGERS)
+    )
+
+
+class ColumnCodec:
+    """One reverb column per leaf of the transition (the general layout)."""
+
+    packed = False
+
+    def __init__(self, environment_spec: EnvironmentSpec):
+        self.leaf_specs = _leaf_specs(environment_spec)
+
+    def signature(self) -> Any:
+        import tensorflow as tf
+
+        return tree.map_structure(
+            lambda s: tf.TensorSpec(s.shape, tf.as_dtype(s.dtype), s.name), self.leaf_specs
+        )
+
+    def encode(self, transition: Transition) -> list[Any]:
+        """The columns of one transition, in the order of the table's signature."""
+        return tree.flatten(transition)
+
+    def decode(self, data: Any) -> Transition:
+        """A batch as sampled from the table, as a Transition of arrays."""
+        return data
+
+
+class PackedCodec(ColumnCodec):
+    """Every leaf, ravelled and cast to float32, side by side in one vector."""
+
+    packed = True
+
+    def __init__(self, environment_spec: EnvironmentSpec):
+        super().__init__(environment_spec)
+        self._leaves = tree.flatten(self.leaf_specs)
+        sizes = [int(np.prod(s.shape, dtype=np.int64)) for s in self._leaves]
+        self._bounds = np.cumsum([0] + sizes).tolist()
+        self.size = self._bounds[-1]
+
+    @staticmethod
+    def can_pack(environment_spec: EnvironmentSpec) -> bool:
+        size = sum(int(np.prod(s.shape, dtype=np.int64)) for s in tree.flatten(_leaf_specs(environment_spec)))
+        leaves = tree.flatten(environment_spec.observations) + tree.flatten(environment_spec.actions)
+        return size <= MAX_PACKED_VALUES and all(_packable(s) for s in leaves)
+
+    def signature(self) -> Any:
+        import tensorflow as tf
+
+        return tf.TensorSpec((self.size,), tf.float32, "transition")
+
+    def encode(self, transition: Transition) -> list[Any]:
+        values = [np.asarray(leaf, np.float32).ravel() for leaf in tree.flatten(transition)]
+        return [np.concatenate(values)]
+
+    def decode(self, data: Any) -> Transition:
+        data = np.asarray(data)
+        batch = data.shape[:-1]
+        leaves = [
+            data[..., start:end].reshape(batch + tuple(spec.shape)).astype(spec.dtype, copy=False)
+            for spec, start, end in zip(self._leaves, self._bounds[:-1], self._bounds[1:])
+        ]
+        return tree.unflatten_as(self.leaf_specs, leaves)
+
+
+def transition_codec(environment_spec: EnvironmentSpec) -> ColumnCodec:
+    """The packed layout where it is exact and small, one column per leaf otherwise."""
+    if PackedCodec.can_pack(environment_spec):
+        return PackedCodec(environment_spec)
+    return ColumnCodec(environment_spec)
