@@ -185,9 +185,30 @@ def test_progress_bar_shows_steps_rate_eval_and_eta_on_a_terminal(monkeypatch):
                 progress.update(eval_return=123.5, episode_return=42.0)
             progress.advance(step)
     text = output.getvalue()
-    assert "actor steps" in text and "1000/1000" in text and "steps/s" in text
+    assert "steps" in text and "1000/1000" in text and "/s" in text
     assert "123.5" in text and "42.0" in text
     assert re.search(r"\d+:\d\d:\d\d", text)  # Time remaining.
+
+
+def _screen_lines(text: str) -> list[str]:
+    """The lines a terminal shows of rich's output (escape sequences removed)."""
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    return [line for line in re.split(r"[\r\n]", text) if line.strip()]
+
+
+def test_progress_bar_fits_80_columns_and_shows_a_dash_before_the_first_evaluation(monkeypatch):
+    output = io.StringIO()
+    monkeypatch.setattr(rich, "_console", Console(file=output, force_terminal=True, width=80))
+    with ProgressDisplay(1_000_000, refresh_every=250_000) as progress:
+        progress.advance(250_000)
+        before = _screen_lines(output.getvalue())
+        progress.update(episode_return=-1234.5, eval_return=-1500.25)
+        progress.advance(1_000_000)
+    lines = _screen_lines(output.getvalue())
+    assert "nan" not in output.getvalue()
+    assert re.search(r"return +- +eval +- ", before[-1]), before[-1]
+    assert "1000000/1000000" in lines[-1] and "return -1234.5" in lines[-1] and "eval -1500.2" in lines[-1]
+    assert max(len(line) for line in lines) <= 80, lines
 
 
 def test_progress_bar_is_quiet_when_output_is_not_a_terminal(monkeypatch):

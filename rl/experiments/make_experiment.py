@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -23,7 +23,7 @@ GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
 RUNTIME_ARGUMENTS = {
     "environment": ("seed",),
     "network": ("environment_spec",),
-    "logger": ("directory", "run_name", "run_config", "run_group"),
+    "logger": ("directory", "run_name", "run_config", "run_group", "run_tags"),
     "agent": ("exploration",),
 }
 
@@ -69,16 +69,80 @@ def run_name(environment: str, agent: str, seed: int) -> str:
     return f"{environment}__{agent}__{seed}__{stamp}"
 
 
+def environment_label(environment: Mapping[str, Any], choices: Mapping[str, Any]) -> str:
+    """How runs name their environment: `environment.name` (dm_control's is
+    `<domain>-<task>`), else the environment option."""
+    return str(environment.get("name") or choices.get("environment") or "environment")
+
+
+def _swept_keys(hydra_config: Any) -> set[str]:
+    """The keys a multirun varies: the sweeper's `params` and the sweep overrides of the
+    command line (`seed=0,1`, `agent=sac,td3`, `x=range(3)`) as the sweep directory's
+    multirun.yaml recorded them."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys = {str(key) for key in ((hydra_config.sweeper or {}).get("params") or {})}
+    overrides = list(hydra_config.overrides.task or [])
+    recorded = os.path.join(str(hydra_config.sweep.dir), "multirun.yaml")
+    if os.path.isfile(recorded):
+        sweep = OmegaConf.load(recorded)
+        overrides = list(OmegaConf.select(sweep, "hydra.overrides.task", default=None) or overrides)
+    parser = OverridesParser.create()
+    for line in overrides:
+        try:
+            override = parser.parse_override(str(line))
+        except Exception:  # noqa: BLE001 - an override Hydra itself accepted; skip the odd one.
+            continue
+        if override.is_sweep_override():
+            keys.add(override.get_key_element().lstrip("+~"))
+    return keys
+
+
+def tracking_settings(hydra_config: Any, config: DictConfig) -> dict[str, Any]:
+    """`run_group` and `run_tags` for `make_experiment`, from Hydra's config of this job
+    (`HydraConfig.get()`, passed in: nothing here reads Hydra's global state).
+
+    A multirun job's group is `<experiment or agent>-<environment>-<date>-<time>`
+    (rl.loggers.wandb.default_group), leaving out whatever the sweep varies, so every job
+    of the sweep shares it and two sweeps never do; a single run has none. The tags are
+    the job's overrides (`seed=1`, `agent.learning_rate=0.001`).
+    """
+    from hydra.types import RunMode
+
+    from rl.loggers.wandb import default_group, override_tags
+
+    tags = override_tags(list(hydra_config.overrides.task or []))
+    if hydra_config.mode != RunMode.MULTIRUN:
+        return {"run_group": None, "run_tags": tags}
+    swept = _swept_keys(hydra_config)
+    choices = dict(hydra_config.runtime.choices or {})
+    subject = []
+    if choices.get("experiment") and "experiment" not in swept:
+        subject.append(choices["experiment"])
+    elif choices.get("agent") and not swept & {"agent", "experiment"}:
+        subject.append(choices["agent"])
+    if not any(key in ("environment", "experiment") or key.startswith("environment.") for key in swept):
+        environment = OmegaConf.select(config, "environment", default=None)
+        if environment is not None:
+            try:
+                subject.append(environment_label(OmegaConf.to_container(environment, resolve=True), choices))
+            except Exception:  # noqa: BLE001 - an unresolvable config fails later, with its message.
+                pass
+    return {"run_group": default_group(str(hydra_config.sweep.dir), subject), "run_tags": tags}
+
+
 def make_experiment(
     config: DictConfig,
     run_directory: str,
     choices: Mapping[str, Any] | None = None,
     run_group: str | None = None,
+    run_tags: Sequence[str] = (),
 ) -> tuple[ExperimentConfig, Callable[[ExperimentConfig], Any]]:
     """Validates `config` and builds the experiment and its launcher (nothing started).
 
     `run_group` groups the runs of one sweep in the trackers (W&B's group) unless the
-    logger config sets its own.
+    logger config sets its own; `run_tags` (the job's overrides) tag the run.
+    `tracking_settings` makes both from Hydra's config.
     """
     choices = dict(choices or {})
     container = resolved_container(config)
@@ -94,7 +158,7 @@ def make_experiment(
     environment_spec = make_environment_spec(probe)
     probe.close()
     environment_kind = _action_kind(environment_spec.actions)
-    environment_name = str(container["environment"].get("name", choices.get("environment", "environment")))
+    environment_name = environment_label(container["environment"], choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
 
     policy = _instantiate("policy", config.policy)
@@ -124,6 +188,7 @@ def make_experiment(
         run_name=run_name(environment_name, agent_name, settings.seed),
         run_config=container,
         run_group=run_group,
+        run_tags=list(run_tags),
     )
     launcher = _instantiate("launcher", config.launcher)
     experiment = ExperimentConfig(

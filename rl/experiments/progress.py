@@ -1,21 +1,37 @@
 """A live progress bar for training runs; silent when output is not a terminal.
 
-    actor steps ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 12000/50000  1510 steps/s
-    episode    87.0  eval   143.5  0:00:25
+    steps ━━━━━━━━━━━━━━━━━━━━━━━━━━━ 12000/50000   1510/s  return   87.0  eval  143.5 0:00:25
 
 Actor steps out of `max_actor_steps`, steps per second, the latest episode and
-evaluation returns, and the time left. Log lines printed through rich's console (the
-terminal logger) scroll above the bar. When output is redirected (a file, a pipe, a
-multirun job under joblib) nothing is drawn.
+evaluation returns (`-` until there is one) and the time left, on one line that fits an
+80-column terminal (the bar takes whatever width is left). Log lines printed through
+rich's console (the terminal logger) scroll above the bar. When output is redirected (a
+file, a pipe, a multirun job under joblib) nothing is drawn.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 import rich
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Column
+
+
+def _return_text(value: float) -> str:
+    """A return for the bar: one decimal, `-` before there is one."""
+    value = float(value) if value is not None else math.nan
+    return "-" if not math.isfinite(value) else f"{value:.1f}"
+
+
+def _rate_text(rate: float) -> str:
+    """Steps per second in at most 5 characters: 812, 15.3k, 123k, 2.1M."""
+    if rate < 1e4:
+        return f"{rate:.0f}"
+    scale, suffix = (1e3, "k") if rate < 1e6 else (1e6, "M")
+    return f"{rate / scale:.1f}{suffix}" if rate < 100 * scale else f"{rate / scale:.0f}{suffix}"
 
 
 class ProgressDisplay:
@@ -28,17 +44,18 @@ class ProgressDisplay:
         self._fields = {"episode_return": float("nan"), "eval_return": float("nan")}
         self._start = time.perf_counter()
         self._progress = Progress(
-            TextColumn("[bold]actor steps"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]:>7.0f} steps/s"),
-            TextColumn("episode {task.fields[episode_return]:>7.1f}"),
-            TextColumn("eval {task.fields[eval_return]:>7.1f}"),
+            TextColumn("[bold]steps", table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=None, table_column=Column(ratio=1)),  # The width the others leave.
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            TextColumn("{task.fields[rate]:>5}/s"),
+            TextColumn("return {task.fields[episode_return]:>7}"),
+            TextColumn("eval {task.fields[eval_return]:>7}"),
             TimeRemainingColumn(),
             console=console,
             disable=not self._enabled,
+            expand=True,
         )
-        self._task = self._progress.add_task("train", total=total_steps, rate=0.0, **self._fields)
+        self._task = self._progress.add_task("train", total=total_steps, rate="-", **self._texts())
         self._step = 0
 
     @property
@@ -67,4 +84,7 @@ class ProgressDisplay:
 
     def _refresh(self) -> None:
         rate = self._step / max(time.perf_counter() - self._start, 1e-9)
-        self._progress.update(self._task, completed=self._step, rate=rate, **self._fields)
+        self._progress.update(self._task, completed=self._step, rate=_rate_text(rate), **self._texts())
+
+    def _texts(self) -> dict[str, str]:
+        return {key: _return_text(value) for key, value in self._fields.items()}

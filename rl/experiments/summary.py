@@ -158,6 +158,9 @@ def finish_run(
         experiment, counts, eval_returns, wall_time_s, acting_time_s, eval_times_s, status=status
     )
     write_summary(experiment.run_directory, summary)
+    record = getattr(experiment.logger_factory, "record_summary", None)
+    if record is not None:  # W&B's summary metrics (final and best return, steps/s, ...).
+        record(dataclasses.asdict(summary))
     return summary
 
 

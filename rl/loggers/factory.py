@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from rl.loggers.aggregators import ConstantFields, Dispatcher, TimeFilter, WallTime
 from rl.loggers.base import Logger, NoOpLogger
@@ -16,10 +16,11 @@ from rl.loggers.wandb import WandbLogger, WandbRun
 class DefaultLoggerFactory:
     """Makes one logger per node label, writing to the sinks switched on in the config.
 
-    `directory`, `run_name`, `run_config` and `run_group` are filled in by the
-    experiment, not the YAML: they depend on the run directory, the composed config and
-    the sweep the run belongs to. `wandb.name` and `wandb.group`, when set, win over
-    `run_name` and `run_group`.
+    `directory`, `run_name`, `run_config`, `run_group` and `run_tags` are filled in by
+    the experiment, not the YAML: they depend on the run directory, the composed config,
+    the sweep the run belongs to and the job's overrides. `wandb.name` and
+    `wandb.group`, when set, win over `run_name` and `run_group`; `run_tags` are added to
+    `wandb.tags`.
 
     The factory holds the run's clock: `start_time` (epoch seconds, when the factory was
     made, i.e. when the experiment was composed) is the origin of the `wall_time_s` that
@@ -37,6 +38,7 @@ class DefaultLoggerFactory:
         run_name: str | None = None,
         run_config: Mapping[str, Any] | None = None,
         run_group: str | None = None,
+        run_tags: Sequence[str] = (),
     ):
         self.terminal = terminal
         self.csv = csv
@@ -50,6 +52,9 @@ class DefaultLoggerFactory:
                 settings["name"] = run_name
             if settings.get("group") is None:
                 settings["group"] = run_group
+            settings["tags"] = list(settings.get("tags") or []) + [
+                tag for tag in run_tags if tag not in (settings.get("tags") or [])
+            ]
             self.wandb_run = WandbRun(
                 directory=os.path.dirname(self.directory), config=run_config, **settings
             )
@@ -59,8 +64,7 @@ class DefaultLoggerFactory:
         del steps_key  # Every record carries all counts; sinks plot against actor_steps.
         sinks: list[Logger] = []
         if self.terminal:
-            name = label if instance is None else f"{label} {instance}"
-            sinks.append(TimeFilter(TerminalLogger(name), self.terminal_time_delta))
+            sinks.append(TimeFilter(TerminalLogger(label, instance), self.terminal_time_delta))
         if self.csv:
             sinks.append(CSVLogger(self.directory, label))
         if self.wandb_run is not None:
@@ -82,6 +86,11 @@ class DefaultLoggerFactory:
         """Starts the W&B run (if any) now, so even a run that fails early shows up."""
         if self.wandb_run is not None:
             self.wandb_run.start()
+
+    def record_summary(self, summary: Mapping[str, Any]) -> None:
+        """The run's results (summary.json's fields) become the W&B run's summary metrics."""
+        if self.wandb_run is not None:
+            self.wandb_run.summarize(summary)
 
     def close(self, exit_code: int = 0) -> None:
         """Closes every sink; W&B marks the run finished (exit code 0) or failed. Idempotent."""

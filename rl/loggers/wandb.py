@@ -1,12 +1,20 @@
 """Weights & Biases: one run per experiment, every node's records namespaced by label.
 
-All curves are plotted against `actor_steps`, the x-axis every node's records carry.
+All curves are plotted against `actor_steps`, the x-axis every node's records carry
+(logged once per record, outside the namespaces). A node's namespace holds its own
+metrics and its own counts (`learner/learner_steps`), not the other nodes' counts that
+every record carries, nor its instance id (`actor/actor_id`). The run's summary holds
+the results of summary.json (final and best evaluation return, steps per second, ...).
 The run config is the resolved composed config plus the code's git commit and whether
 the work tree was dirty; secrets (API keys, tokens, passwords) never reach it.
+
+The runs of one multirun share a group named after what they run and when the sweep
+started (`default_group`), and each run is tagged with its job's overrides.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -16,6 +24,23 @@ from typing import Any, Mapping, Sequence
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
 
 STEP_METRIC = "actor_steps"
+# Step and episode counts (`learner_steps`, `evaluator_episodes`): each node's own.
+COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")
+# summary.json's fields that become the W&B run's summary metrics.
+SUMMARY_KEYS = (
+    "final_eval_return",
+    "best_eval_return",
+    "actor_steps_per_second",
+    "time_to_threshold_s",
+    "steps_to_threshold",
+    "actor_steps",
+    "learner_steps",
+    "episodes",
+    "wall_time_s",
+    "status",
+)
+# W&B refuses tags longer than this.
+MAX_TAG_LENGTH = 64
 REDACTED = "<redacted>"
 # Config keys whose values are never written to a run config.
 SECRET_KEY_PATTERN = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential)", re.IGNORECASE)
@@ -60,6 +85,70 @@ def redact_secrets(value: Any, secrets: Sequence[str] | None = None) -> Any:
         for secret in secrets:
             value = value.replace(secret, REDACTED)
     return value
+
+
+def node_metrics(label: str, data: LoggingData) -> dict[str, Any]:
+    """What a node's namespace shows of one of its records: its own metrics and counts.
+
+    Dropped: `actor_steps` (the x-axis, logged outside the namespaces), the other
+    nodes' counts (`learner_steps` in an actor's record) and the instance id
+    (`<label>_id`, constant for a node).
+    """
+    metrics = {}
+    for key, value in data.items():
+        if key == STEP_METRIC or key == f"{label}_id":
+            continue
+        count = COUNT_KEY.match(key)
+        if count is not None and count.group("node") != label:
+            continue
+        metrics[key] = to_python_scalar(value)
+    return metrics
+
+
+def summary_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a run summary (summary.json) that W&B shows as the run's results;
+    unknown (None) and non-finite values are left out."""
+    values = {}
+    for key in SUMMARY_KEYS:
+        value = summary.get(key)
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            continue
+        values[key] = value
+    return values
+
+
+_SWEEP_STAMP = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})[/\\_T -]+(?P<time>\d{2}[-:]\d{2}[-:]\d{2})$")
+
+
+def default_group(sweep_dir: str, subject: Sequence[str] = ()) -> str:
+    """The W&B group of a multirun's jobs: `<subject>-<when>`, e.g.
+    `dqn_cartpole-CartPole-v1-2024-05-01-19-09-19`.
+
+    `subject` is what every job of the sweep shares (the experiment or agent, the
+    environment; the caller leaves out what the sweep varies). `<when>` is the date and
+    time of Hydra's default sweep directory (`multirun/2024-05-01/19-09-19`), or the
+    sweep directory's own name when it was named on the command line.
+    """
+    path = os.path.normpath(str(sweep_dir))
+    stamp = _SWEEP_STAMP.search(path)
+    when = f"{stamp.group('date')}-{stamp.group('time').replace(':', '-')}" if stamp else os.path.basename(path)
+    parts = [str(part).replace("/", "-") for part in subject if part] + [when or "multirun"]
+    return "-".join(parts)
+
+
+def override_tags(overrides: Sequence[str]) -> list[str]:
+    """A job's command-line overrides as W&B tags (`seed=1`, `agent.learning_rate=0.001`),
+    Hydra's own (`hydra.*`) left out; tags longer than W&B allows are shortened."""
+    tags = []
+    for override in overrides:
+        override = str(override)
+        if override.lstrip("+~").startswith("hydra.") or override.lstrip("+~").startswith("hydra/"):
+            continue
+        if len(override) > MAX_TAG_LENGTH:
+            override = override[: MAX_TAG_LENGTH - 1] + "…"
+        if override not in tags:
+            tags.append(override)
+    return tags
 
 
 class WandbRun:
@@ -156,15 +245,25 @@ class WandbRun:
         """Starts the run now (otherwise the first record starts it)."""
         self.run  # noqa: B018 - the property starts the run.
 
+    @property
+    def tags(self) -> list[str]:
+        return list(self._settings["tags"] or [])
+
     def log(self, label: str, data: LoggingData) -> None:
         run = self.run
         if label not in self._defined:
             run.define_metric(f"{label}/*", step_metric=STEP_METRIC)
             self._defined.add(label)
-        row = {f"{label}/{key}": to_python_scalar(value) for key, value in data.items()}
+        row = {f"{label}/{key}": value for key, value in node_metrics(label, data).items()}
         if STEP_METRIC in data:
             row[STEP_METRIC] = to_python_scalar(data[STEP_METRIC])
         run.log(row)
+
+    def summarize(self, summary: Mapping[str, Any]) -> None:
+        """Sets the run's summary metrics from a run summary (summary.json's fields)."""
+        values = summary_metrics(summary)
+        if values:
+            self.run.summary.update(values)
 
     def finish(self, exit_code: int = 0) -> None:
         """Ends the run: exit code 0 marks it finished, anything else failed/crashed."""

@@ -1,0 +1,135 @@
+"""What a researcher reads: terminal records, train.log lines, W&B namespaces, groups and tags."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+
+import pytest
+import rich
+from hydra import compose, initialize_config_dir
+from rich.console import Console
+
+from conftest import ROOT
+from rl.experiments.make_experiment import tracking_settings
+from rl.loggers.terminal import TerminalLogger, format_number, format_record
+from rl.loggers.wandb import default_group, node_metrics, override_tags, summary_metrics
+
+RECORD = {
+    "wall_time_s": 8.768123,
+    "learner_steps": 221,
+    "steps_per_second": 224.0,
+    "episode_return": 39.0,
+    "actor_id": 0,
+    "actor_episodes": 138,
+    "td_error": 0.0123456,
+    "actor_steps": 1709,
+    "episode_length": 39,
+}
+LINE = (
+    "[actor 0] actor_steps=1709 episode_length=39 episode_return=39 steps_per_second=224 td_error=0.0123 "
+    "actor_episodes=138 learner_steps=221 wall_time_s=8.768"
+)
+
+
+def test_numbers_are_rounded_for_reading():
+    cases = {1709: "1709", 224.0: "224", 15.137: "15.14", 0.38374: "0.384", 1.2e-05: "1.2e-05",
+             123456.7: "123457", -0.5: "-0.5", float("nan"): "nan", True: "True", "done": "done"}
+    assert {value: format_number(value) for value in cases} == cases
+
+
+def test_a_record_is_one_line_in_a_stable_order_whatever_the_insertion_order():
+    assert format_record("actor 0", RECORD, hidden=("actor_id",)) == LINE
+    assert format_record("actor 0", dict(reversed(list(RECORD.items()))), hidden=("actor_id",)) == LINE
+
+
+def test_piped_output_is_one_plain_line_per_record_and_goes_to_the_transcript(monkeypatch, caplog):
+    output = io.StringIO()
+    monkeypatch.setattr(rich, "_console", Console(file=output, force_terminal=False, width=80))
+    logger = TerminalLogger("actor", 0)
+    with caplog.at_level(logging.INFO, logger="rl.transcript"):
+        logger.write(RECORD)
+        logger.write({**RECORD, "actor_steps": 1800})
+    assert output.getvalue() == LINE + "\n" + LINE.replace("1709", "1800", 1) + "\n"  # Longer than 80: not wrapped.
+    assert [record.getMessage() for record in caplog.records if record.name == "rl.transcript"] == [
+        LINE, LINE.replace("1709", "1800", 1)
+    ]
+
+
+def test_a_terminal_wraps_between_pairs_never_inside_one(monkeypatch):
+    output = io.StringIO()
+    monkeypatch.setattr(rich, "_console", Console(file=output, force_terminal=True, width=60))
+    TerminalLogger("actor", 0).write(RECORD)
+    lines = [line.rstrip() for line in re.sub(r"\x1b\[[0-9;]*m", "", output.getvalue()).splitlines()]
+    assert len(lines) > 1 and lines[0].startswith("[actor 0] actor_steps=1709")
+    assert all(re.match(r"^[a-z_]+=\S+( [a-z_]+=\S+)*$", line) for line in lines[1:]), lines
+    assert " ".join(lines) == LINE
+
+
+def test_each_wandb_namespace_holds_its_own_metrics_and_counts():
+    assert node_metrics("actor", RECORD) == {
+        "wall_time_s": 8.768123, "steps_per_second": 224.0, "episode_return": 39.0, "actor_episodes": 138,
+        "td_error": 0.0123456, "episode_length": 39,
+    }
+    learner = {"actor_steps": 5, "actor_episodes": 1, "learner_steps": 7, "td_error": 1.5, "wall_time_s": 1.0}
+    assert node_metrics("learner", learner) == {"learner_steps": 7, "td_error": 1.5, "wall_time_s": 1.0}
+    evaluator = {"actor_steps": 5, "evaluator_id": 1, "evaluator_steps": 9, "evaluator_episodes": 2, "learner_steps": 3,
+                 "episode_return": 4.0, "episodes": 2}
+    assert node_metrics("evaluator", evaluator) == {
+        "evaluator_steps": 9, "evaluator_episodes": 2, "episode_return": 4.0, "episodes": 2
+    }
+
+
+def test_summary_metrics_are_the_run_results_that_are_known():
+    summary = {"final_eval_return": 500.0, "best_eval_return": 500.0, "actor_steps_per_second": 812.5,
+               "time_to_threshold_s": None, "steps_to_threshold": None, "eval_returns": [[5, 1.0]],
+               "status": "finished", "agent": "dqn", "wall_time_s": float("nan")}
+    assert summary_metrics(summary) == {
+        "final_eval_return": 500.0, "best_eval_return": 500.0, "actor_steps_per_second": 812.5, "status": "finished"
+    }
+
+
+def test_default_group_reads_the_date_and_time_of_the_sweep_directory():
+    assert default_group("multirun/2024-05-01/19-09-19", ["dqn_cartpole", "CartPole-v1"]) == (
+        "dqn_cartpole-CartPole-v1-2024-05-01-19-09-19"
+    )
+    assert default_group("/abs/multirun/2024-05-02/19-09-19/", ["sac"]) == "sac-2024-05-02-19-09-19"
+    assert default_group("sweeps/lr_search", ["dqn", "ALE/Pong-v5"]) == "dqn-ALE-Pong-v5-lr_search"
+    assert override_tags(["seed=1", "hydra.sweep.dir=x", "agent.learning_rate=0.001", "+x=" + "y" * 80]) == [
+        "seed=1", "agent.learning_rate=0.001", "+x=" + "y" * 60 + "…"
+    ]
+
+
+def _hydra_config(sweep_dir: str, overrides: list[str], mode: str = "MULTIRUN"):
+    with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base="1.3"):
+        config = compose(
+            "config", overrides=[*overrides, f"hydra.sweep.dir={sweep_dir}", f"hydra.mode={mode}"],
+            return_hydra_config=True,
+        )
+    hydra_config = config.hydra
+    hydra_config.overrides.task = overrides
+    return hydra_config, config
+
+
+def test_multirun_groups_carry_the_date_and_leave_out_what_the_sweep_varies(tmp_path):
+    day_one, config = _hydra_config(str(tmp_path / "multirun/2024-05-01/19-09-19"), ["experiment=dqn_cartpole", "seed=1"])
+    day_two, _ = _hydra_config(str(tmp_path / "multirun/2024-05-02/19-09-19"), ["experiment=dqn_cartpole", "seed=1"])
+    first, second = tracking_settings(day_one, config), tracking_settings(day_two, config)
+    assert first == {"run_group": "dqn_cartpole-CartPole-v1-2024-05-01-19-09-19",
+                     "run_tags": ["experiment=dqn_cartpole", "seed=1"]}
+    assert second["run_group"] == "dqn_cartpole-CartPole-v1-2024-05-02-19-09-19"
+    # A sweep over agents: every job shares the group, which names no agent.
+    sweep = tmp_path / "multirun/2024-05-03/08-00-00"
+    sweep.mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text(
+        "hydra:\n  overrides:\n    task: ['agent=sac,td3', 'environment=pendulum', 'seed=0,1']\n"
+    )
+    groups = set()
+    for agent in ("sac", "td3"):
+        job, job_config = _hydra_config(str(sweep), [f"agent={agent}", "environment=pendulum", "seed=0"])
+        groups.add(tracking_settings(job, job_config)["run_group"])
+    assert groups == {"Pendulum-v1-2024-05-03-08-00-00"}
+    single, single_config = _hydra_config(str(tmp_path / "unused"), ["seed=3"], mode="RUN")
+    assert tracking_settings(single, single_config) == {"run_group": None, "run_tags": ["seed=3"]}
