@@ -31,18 +31,27 @@ def make_dataset(
     num_parallel_calls: int = 1,
     max_in_flight_samples_per_worker: int | None = None,
 ) -> Any:
+    """Batches of `batch_size` items sampled from `table`.
+
+    One sampling worker reads the table directly: wrapping it in a parallel interleave
+    (needed only for `num_parallel_calls > 1`) costs twice the CPU per sampled item and
+    halves the throughput on a small machine (`scripts/benchmark.py replay`).
+    """
     import tensorflow as tf
 
-    def make_one(_: Any) -> tf.data.Dataset:
+    def make_one(_: Any = None) -> tf.data.Dataset:
         return reverb.TrajectoryDataset.from_table_signature(
             server_address=server_address,
             table=table,
             max_in_flight_samples_per_worker=max_in_flight_samples_per_worker or 2 * batch_size,
         )
 
-    dataset = tf.data.Dataset.range(num_parallel_calls).interleave(
-        make_one, cycle_length=num_parallel_calls, num_parallel_calls=num_parallel_calls, deterministic=False
-    )
+    if num_parallel_calls == 1:
+        dataset = make_one()
+    else:
+        dataset = tf.data.Dataset.range(num_parallel_calls).interleave(
+            make_one, cycle_length=num_parallel_calls, num_parallel_calls=num_parallel_calls, deterministic=False
+        )
     return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
