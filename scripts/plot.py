@@ -4,10 +4,14 @@
     python scripts/plot.py SWEEP_DIR --out lr.png --hue agent.learning_rate
     python scripts/plot.py RUN_A RUN_B SWEEP_DIR --out cmp.png --hue agent --metric actor/episode_return
 
-Reads each run's logs/<label>.csv and .hydra/overrides.yaml. Runs are grouped by the
-value of --hue (an override or config key, or a config group such as `agent`); without
-it, by every override that differs between runs except the seed. Each group is drawn as
-its mean curve over runs with a 95% bootstrap confidence band against actor steps, and a
+Reads each run's logs/<label>.csv, .hydra/overrides.yaml and summary.json (a run copied
+without .hydra/ is read from its logs and summary). Runs are grouped by the value of
+--hue (an override or config key, or a config group such as `agent`; several keys
+separated by commas); without it, by every override that differs between runs except
+the seed. A --hue key that no run has is an error that lists the keys that vary. Each
+group is drawn as its mean curve over runs against actor steps, with a 95% bootstrap
+band of the mean when the group has 3 runs or more (thin lines for its runs otherwise);
+the legend sits outside the axes and numbers in labels have 3 significant figures. A
 table of final values (mean, interquartile mean, 95% bootstrap CIs) is printed.
 """
 
@@ -59,14 +63,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plot.py: no runs with {args.metric} under {', '.join(args.paths)}", file=sys.stderr)
         return 1
     hue = args.hue
+    varying = varying_keys(usable)
     if hue is None:
-        keys = varying_keys(usable)
-        hue = ",".join(keys) if keys else None
+        hue = ",".join(varying) if varying else None
+    else:
+        for key in (key.strip() for key in hue.split(",")):
+            if key and all(run.setting(key) is None for run in usable):
+                print(
+                    f"plot.py: --hue {key}: no run has this key; keys that vary between these runs: "
+                    f"{', '.join(varying) if varying else 'none (try agent, environment or a config key such as agent.learning_rate)'}",
+                    file=sys.stderr,
+                )
+                return 2
     groups = group_runs(usable, hue)
     figure = plot_curves(groups, args.metric, hue=hue, title=args.title)
     directory = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(directory, exist_ok=True)
-    figure.savefig(args.out)
+    figure.savefig(args.out, bbox_inches="tight")  # Never cut a label, the legend or the title.
     print(format_table(final_table(groups, args.metric), hue=hue, metric=args.metric))
     print(f"{len(usable)} runs in {len(groups)} groups; figure written to {args.out}")
     return 0

@@ -116,3 +116,79 @@ def test_iqm_and_bootstrap_intervals():
     assert single["runs"] == 1 and single["mean_low"] == single["mean_high"] == 5.0
     stats = summarize([1.0, 2.0, 3.0, 4.0])
     assert stats["mean"] == pytest.approx(2.5) and stats["mean_low"] < 2.5 < stats["mean_high"]
+
+
+OPTUNA_TRIALS = [(0.00012345678901234, 1, 250), (0.0023456789012345, 3, 1000), (0.00078901234567, 5, 100), (0.001, 3, 500)]
+
+
+@pytest.fixture
+def optuna_sweep(tmp_path):
+    """An Optuna sweep's jobs: three parameters per trial, learning rates as Optuna writes them."""
+    root = tmp_path / "optuna"
+    for job, (rate, n_step, period) in enumerate(OPTUNA_TRIALS):
+        overrides = ["experiment=dqn_cartpole", f"agent.learning_rate={rate}", f"agent.n_step={n_step}",
+                     f"agent.target_update_period={period}"]
+        _write_run(str(root / str(job)), overrides, [10.0 + job, 50.0 + 10 * job, 100.0 + 20 * job])
+    return root
+
+
+def test_optuna_labels_are_rounded_and_the_legend_lies_outside_the_axes(optuna_sweep):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from rl.analysis import plot_curves
+
+    runs = find_runs([str(optuna_sweep)])
+    hue = ",".join(varying_keys(runs))
+    groups = group_runs(runs, hue)
+    assert list(groups) == [
+        "learning_rate=0.000123, n_step=1, target_update_period=250",
+        "learning_rate=0.000789, n_step=5, target_update_period=100",
+        "learning_rate=0.001, n_step=3, target_update_period=500",
+        "learning_rate=0.00235, n_step=3, target_update_period=1000",
+    ]
+    figure = plot_curves(groups, hue=hue)
+    FigureCanvasAgg(figure).draw()
+    renderer = figure.canvas.get_renderer()
+    axes = figure.axes[0]
+    legend, plot_area = axes.get_legend().get_window_extent(renderer), axes.get_window_extent(renderer)
+    assert legend.x0 > plot_area.x1  # Beside the axes, not over the curves.
+    for text in (axes.get_legend(), axes.title, axes.xaxis.label, axes.yaxis.label):  # Nothing cut.
+        box = text.get_window_extent(renderer)
+        assert figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1 and figure.bbox.y0 <= box.y0 and box.y1 <= figure.bbox.y1
+    title = axes.get_legend().get_title().get_text()
+    assert "no band under 3 runs" in title and "agent.learning_rate" in title
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == [f"{label} (n=1)" for label in groups]
+
+
+def test_labels_keep_short_values_and_round_long_ones():
+    from rl.analysis.runs import short_keys, short_value
+
+    assert [short_value(v) for v in ("1e-3", "3e-4", "0.25", "500", "3.14159", "0.00012345678", "2.5e-05", "dqn")] == [
+        "1e-3", "3e-4", "0.25", "500", "3.14", "0.000123", "2.5e-05", "dqn"
+    ]
+    assert short_keys(["agent.learning_rate", "policy.learning_rate", "agent.n_step"]) == {
+        "agent.learning_rate": "agent.learning_rate", "policy.learning_rate": "policy.learning_rate", "agent.n_step": "n_step"
+    }
+
+
+def test_an_unknown_hue_lists_the_keys_that_vary(sweep, tmp_path):
+    result = _plot(sweep, "--out", tmp_path / "x.png", "--hue", "agent.learning_rat")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--hue agent.learning_rat: no run has this key" in result.stderr and "agent.learning_rate" in result.stderr
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_a_run_without_hydra_directory_is_read_from_its_logs_and_summary(sweep, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copied"
+    for job in ("0", "2"):
+        shutil.copytree(sweep / job, copy / job, ignore=shutil.ignore_patterns(".hydra"))
+        summary = json.loads((copy / job / "summary.json").read_text())
+        (copy / job / "summary.json").write_text(json.dumps({**summary, "agent": "sac" if job == "0" else "td3"}))
+    runs = find_runs([str(copy)])
+    assert [run.name for run in runs] == ["0", "2"] and all(run.overrides == {} for run in runs)
+    assert list(group_runs(runs, "agent")) == ["sac", "td3"]
+    result = _plot(copy, "--out", tmp_path / "agents.png", "--hue", "agent")
+    assert result.returncode == 0, result.stderr
+    assert "2 runs in 2 groups" in result.stdout and (tmp_path / "agents.png").read_bytes()[:8] == PNG_MAGIC

@@ -1,22 +1,41 @@
 """Learning curves per group (mean over seeds with a 95% bootstrap band) and final-return tables.
 
+Groups of fewer than MIN_BAND_RUNS runs get no band (a bootstrap over one or two runs
+says nothing); their runs are drawn as thin lines and the legend says so.
+
 Only matplotlib's object API is used (no pyplot), so nothing needs a display or an
 interactive backend; notebooks can still show the returned figure.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter
 
-from rl.analysis.runs import DEFAULT_METRIC, Run
-from rl.analysis.stats import bootstrap_ci, summarize
+
+class _FontCacheNotice(logging.Filter):
+    """Drops matplotlib's one-off "building the font cache" notice: nothing is wrong."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "font cache" not in record.getMessage()
+
+
+logging.getLogger("matplotlib.font_manager").addFilter(_FontCacheNotice())
+
+from matplotlib.figure import Figure  # noqa: E402 - after the filter: importing may build the cache.
+from matplotlib.ticker import EngFormatter  # noqa: E402
+
+from rl.analysis.runs import DEFAULT_METRIC, Run  # noqa: E402
+from rl.analysis.stats import bootstrap_ci, summarize  # noqa: E402
 
 MAX_CURVE_POINTS = 400
+# Fewer runs than this give a bootstrap band that means nothing: no band is drawn.
+MIN_BAND_RUNS = 3
+# Legend entries per column.
+LEGEND_ROWS = 16
 
 
 def common_grid(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -48,6 +67,19 @@ def aggregate_curves(runs: Sequence[Run], metric: str = DEFAULT_METRIC) -> dict[
     return {"steps": grid, "mean": values.mean(axis=0), "low": low, "high": high, "runs": values}
 
 
+def _legend_title(hue: str | None, band: bool, few: bool, thin: bool) -> str:
+    """What the legend's entries are and what the lines and bands mean."""
+    lines = [", ".join(key.strip() for key in hue.split(",")) if hue else "runs"]
+    lines.append("line: mean over the group's runs")
+    if band:
+        lines.append("band: 95% bootstrap CI of the mean")
+    if few:
+        lines.append(f"no band under {MIN_BAND_RUNS} runs (too few for a bootstrap)")
+    if thin:
+        lines.append("thin lines: the runs of such a group")
+    return "\n".join(lines)
+
+
 def plot_curves(
     groups: Mapping[str, Sequence[Run]],
     metric: str = DEFAULT_METRIC,
@@ -55,36 +87,64 @@ def plot_curves(
     title: str | None = None,
     ax: Any = None,
 ) -> Figure:
-    """Mean curve and 95% bootstrap band per group against actor steps."""
+    """Mean curve per group against actor steps, with a 95% bootstrap band of the mean
+    where the group has at least MIN_BAND_RUNS runs (fewer make the band meaningless:
+    their single runs are drawn as thin lines instead).
+
+    The legend sits outside the axes, to their right, and says what lines and bands are;
+    a figure made here is wide enough for it and lays itself out (constrained layout), so
+    no label or title is cut. Save with `bbox_inches="tight"` all the same.
+    """
+    labels = [f"{label} (n={len(runs)})" for label, runs in groups.items()]
     if ax is None:
-        figure = Figure(figsize=(7.5, 4.5), dpi=150, layout="constrained")
+        longest = max((len(label) for label in labels), default=0)
+        width = min(7.5 + 0.065 * longest * (1 + (len(labels) - 1) // LEGEND_ROWS), 24.0)
+        figure = Figure(figsize=(width, 4.5), dpi=150, layout="constrained")
         ax = figure.add_subplot()
     else:
         figure = ax.figure
     colors = [f"C{i}" for i in range(10)]
-    for index, (label, runs) in enumerate(groups.items()):
+    band = few = thin = False
+    for index, ((label, runs), legend_label) in enumerate(zip(groups.items(), labels)):
         curve = aggregate_curves(runs, metric)
         if curve["steps"].size == 0:
             continue
         color = colors[index % len(colors)]
         marker = "o" if curve["steps"].size <= 25 else None  # Sparse evaluations: show the points.
         ax.plot(
-            curve["steps"], curve["mean"], color=color, linewidth=2, marker=marker, markersize=4,
-            label=f"{label} (n={len(runs)})",
+            curve["steps"], curve["mean"], color=color, linewidth=2, marker=marker, markersize=4, label=legend_label,
         )
-        if curve["steps"].size == 1:
+        if len(runs) < MIN_BAND_RUNS:
+            few = True
+            if len(runs) > 1:
+                thin = True
+                for values in curve["runs"]:
+                    ax.plot(curve["steps"], values, color=color, linewidth=0.8, alpha=0.4)
+        elif curve["steps"].size == 1:
+            band = True
             error = [curve["mean"] - curve["low"], curve["high"] - curve["mean"]]
             ax.errorbar(curve["steps"], curve["mean"], yerr=error, color=color, capsize=4, linewidth=1.5)
         else:
+            band = True
             ax.fill_between(curve["steps"], curve["low"], curve["high"], color=color, alpha=0.2, linewidth=0)
     ax.set_xlabel("actor steps")
     ax.set_ylabel(metric)
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))
     ax.grid(alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
-    ax.set_title(title or f"{metric}: mean over seeds, 95% bootstrap CI")
+    ax.set_title(title or metric, wrap=True)
     if groups:
-        ax.legend(title=hue, frameon=False, loc="best")
+        legend = ax.legend(
+            title=_legend_title(hue, band, few, thin),
+            loc="upper left",
+            bbox_to_anchor=(1.02, 1.0),
+            borderaxespad=0.0,
+            frameon=False,
+            fontsize="small",
+            title_fontsize="small",
+            ncols=1 + (len(labels) - 1) // LEGEND_ROWS,
+        )
+        legend.set_alignment("left")  # The title's lines left-aligned with the entries.
     return figure
 
 

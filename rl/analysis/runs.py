@@ -1,16 +1,22 @@
 """Finding runs on disk and reading their settings and logged curves.
 
 A run directory is what scripts/train.py leaves: `.hydra/` (config.yaml, hydra.yaml,
-overrides.yaml), `logs/<label>.csv` and `summary.json`. A sweep (multirun) directory
-holds one run directory per job, however deeply nested.
+overrides.yaml), `logs/<label>.csv` and `summary.json`. A directory without `.hydra/`
+(copied without it, or written by another tool) is still a run when it has `logs/*.csv`
+or `summary.json`: its settings are then what summary.json says (agent, environment,
+seed). A sweep (multirun) directory holds one run directory per job, however deeply
+nested.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import glob
 import json
+import math
 import os
+import re
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -20,6 +26,10 @@ STEP_KEY = "actor_steps"
 DEFAULT_METRIC = "evaluator/episode_return"
 # Overrides that never name a group of runs: seeds vary within a group, the rest is plumbing.
 IGNORED_HUE_KEYS = ("seed", "hydra", "progress", "checkpoint", "logger")
+# summary.json fields that stand in for settings when a run has no .hydra/ directory.
+SUMMARY_SETTINGS = ("agent", "environment", "seed")
+# Values in group labels are shown to this many significant figures.
+LABEL_SIGNIFICANT_FIGURES = 3
 
 
 @dataclasses.dataclass
@@ -46,9 +56,12 @@ class Run:
         node: Any = self.config
         for part in key.split("."):
             if not isinstance(node, Mapping) or part not in node:
-                return None
+                node = None
+                break
             node = node[part]
-        return None if isinstance(node, (Mapping, list)) else str(node)
+        if node is None and key in SUMMARY_SETTINGS and self.summary and self.summary.get(key) is not None:
+            return str(self.summary[key])  # A run without .hydra/: what its summary says.
+        return None if node is None or isinstance(node, (Mapping, list)) else str(node)
 
     def curve(self, metric: str = DEFAULT_METRIC) -> tuple[np.ndarray, np.ndarray]:
         """Actor steps and values of `metric` ("<label>/<column>", e.g. evaluator/episode_return)."""
@@ -81,7 +94,12 @@ def _read_yaml(path: str) -> Any:
 
 
 def is_run_directory(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, ".hydra", "config.yaml"))
+    """Whether `path` holds a run: Hydra's record of one, its logs or its summary."""
+    return (
+        os.path.isfile(os.path.join(path, ".hydra", "config.yaml"))
+        or os.path.isfile(os.path.join(path, "summary.json"))
+        or bool(glob.glob(os.path.join(path, "logs", "*.csv")))
+    )
 
 
 def load_run(path: str) -> Run:
@@ -122,8 +140,6 @@ def find_runs(paths: Sequence[str]) -> list[Run]:
 
 def _natural_key(path: str) -> list[Any]:
     """Sorts sweep job directories 0, 1, 2, ..., 10 rather than 0, 1, 10, 2."""
-    import re
-
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
 
 
@@ -165,6 +181,39 @@ def varying_keys(runs: Sequence[Run]) -> list[str]:
     return [key for key in keys if len({run.setting(key) for run in runs}) > 1]
 
 
+def short_value(value: str | None) -> str:
+    """A setting as a label shows it: numbers written with more than 3 significant
+    figures are rounded to 3 (0.000123456789 -> 0.000123, 3.14159 -> 3.14); integers,
+    numbers already short (1e-3, 0.25) and other strings are left as they are."""
+    if value is None:
+        return "None"
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(number) or re.fullmatch(r"[+-]?\d+", text):
+        return text
+    mantissa = re.split(r"[eE]", text)[0].lstrip("+-").replace(".", "").lstrip("0")
+    if len(mantissa.rstrip("0")) <= LABEL_SIGNIFICANT_FIGURES:
+        return text
+    return f"{number:.{LABEL_SIGNIFICANT_FIGURES}g}"
+
+
+def short_keys(keys: Sequence[str]) -> dict[str, str]:
+    """Each dotted key's shortest trailing part that no other key ends with
+    (`agent.learning_rate` -> `learning_rate`)."""
+    names = {}
+    for key in keys:
+        parts = key.split(".")
+        for start in range(len(parts) - 1, -1, -1):
+            name = ".".join(parts[start:])
+            if not any(other != key and (other == name or other.endswith("." + name)) for other in keys):
+                break
+        names[key] = name
+    return names
+
+
 def _sort_value(label: str) -> tuple[int, Any]:
     try:
         return (0, float(label))
@@ -174,21 +223,24 @@ def _sort_value(label: str) -> tuple[int, Any]:
 
 def group_runs(runs: Sequence[Run], hue: str | Sequence[str] | None = None) -> dict[str, list[Run]]:
     """Runs grouped by the value of `hue` (an override or config key; several keys give
-    "k1=v1, k2=v2" labels). With no hue, by every override that varies except the seed."""
+    "k1=v1, k2=v2" labels, each key by its last distinct part). With no hue, by every
+    override that varies except the seed. Numbers in labels are rounded to 3
+    significant figures (`short_value`)."""
     if hue is None:
         keys = varying_keys(runs)
     elif isinstance(hue, str):
         keys = [key.strip() for key in hue.split(",") if key.strip()]
     else:
         keys = list(hue)
+    names = short_keys(keys)
     groups: dict[str, list[Run]] = {}
     for run in runs:
         if not keys:
             label = "all runs"
         elif len(keys) == 1:
-            label = str(run.setting(keys[0]))
+            label = short_value(run.setting(keys[0]))
         else:
-            label = ", ".join(f"{key}={run.setting(key)}" for key in keys)
+            label = ", ".join(f"{names[key]}={short_value(run.setting(key))}" for key in keys)
         groups.setdefault(label, []).append(run)
     if len(keys) == 1:
         return dict(sorted(groups.items(), key=lambda item: _sort_value(item[0])))
