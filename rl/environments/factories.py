@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import importlib
+import importlib.util
 from typing import Any
 
 import dm_env
@@ -11,15 +13,84 @@ import gymnasium
 from rl.environments.gymnasium_adapter import GymnasiumToDmEnv
 from rl.environments.wrappers import SinglePrecisionWrapper
 
+# Packages whose gymnasium environments exist only once they are imported (ale_py's
+# `ALE/Pong-v5`, ...). Those installed are imported before a name is looked up, so any
+# installed family's ids resolve; gymnasium's own (classic control, MuJoCo, Box2D, toy
+# text) are always registered.
+ENVIRONMENT_PACKAGES = (
+    "ale_py",
+    "shimmy",
+    "gymnasium_robotics",
+    "minigrid",
+    "miniworld",
+    "highway_env",
+)
+_registered: set[str] = set()
+
+
+def register_installed_families() -> list[str]:
+    """Imports the installed packages of ENVIRONMENT_PACKAGES, which registers their
+    environments with gymnasium; returns the ones registered (once per process)."""
+    for package in ENVIRONMENT_PACKAGES:
+        if package in _registered or importlib.util.find_spec(package) is None:
+            continue
+        try:
+            module = importlib.import_module(package)
+            gymnasium.register_envs(module)
+            if package == "ale_py":  # No "A.L.E: Arcade Learning Environment ... [Powered by Stella]" banner.
+                module.ALEInterface.setLoggerMode(module.LoggerMode.Error)
+        except Exception:  # noqa: BLE001 - a broken optional package must not stop the others.
+            continue
+        _registered.add(package)
+    return sorted(_registered)
+
+
+def environment_family(env_id: str) -> str:
+    """The family a registered id belongs to: its namespace (`ALE`), else the package or
+    gymnasium module its entry point lives in (`gymnasium.envs.classic_control`,
+    `gymnasium.envs.mujoco`)."""
+    spec = gymnasium.envs.registry[env_id]
+    if spec.namespace:
+        return spec.namespace
+    entry_point = spec.entry_point
+    module = entry_point.split(":")[0] if isinstance(entry_point, str) else getattr(entry_point, "__module__", "")
+    parts = module.split(".")
+    return ".".join(parts[:3]) if parts[:2] == ["gymnasium", "envs"] else parts[0]
+
+
+def _suggestion(name: str) -> str:
+    """Close registered ids from the family `name` seems to belong to."""
+    known = sorted(gymnasium.envs.registry.keys())
+    namespace, _, _ = name.rpartition("/")
+    if namespace:
+        by_namespace = {}
+        for env_id in known:
+            by_namespace.setdefault(env_id.rpartition("/")[0].lower(), []).append(env_id)
+        family = by_namespace.get(namespace.lower())
+        if family is None:
+            spaces = sorted({env_id.rpartition("/")[0] for env_id in known if "/" in env_id})
+            return f"there is no '{namespace}' namespace (installed namespaces: {spaces})"
+    else:
+        nearest = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+        family = known if not nearest else [i for i in known if environment_family(i) == environment_family(nearest[0])]
+    # The same name in some namespace (Pong-v5 -> ALE/Pong-v5), or in another case, first.
+    close = [env_id for env_id in known if env_id.rpartition("/")[2].lower() == name.rpartition("/")[2].lower()]
+    close += [env_id for env_id in difflib.get_close_matches(name, family, n=5, cutoff=0.5) if env_id not in close]
+    close = close[:5]
+    if close:
+        return f"did you mean one of {close}?"
+    return f"registered ids include {family[:8]}"
+
 
 def validate_gymnasium_id(name: str) -> None:
-    """Raises a ValueError naming close matches when `name` is not a registered id."""
+    """Raises a ValueError naming close matches (from the same family of environments)
+    when `name` is not a registered id, once every installed family is registered."""
     if name in gymnasium.envs.registry:
         return
-    known = sorted(gymnasium.envs.registry.keys())
-    close = difflib.get_close_matches(name, known, n=5, cutoff=0.5)
-    hint = f"did you mean one of {close}?" if close else f"registered ids include {known[:8]}"
-    raise ValueError(f"'{name}' is not a registered gymnasium environment; {hint}")
+    register_installed_families()
+    if name in gymnasium.envs.registry:
+        return
+    raise ValueError(f"'{name}' is not a registered gymnasium environment; {_suggestion(name)}")
 
 
 def make_gymnasium_environment(
