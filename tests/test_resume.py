@@ -123,11 +123,14 @@ def stopped_run(tmp_path_factory):
 
     process = _train(command)  # Resumed, then killed with SIGKILL at half the budget.
     stop_step = seen["sigterm"]["summary"]["actor_steps"]
-    _wait_until(
-        lambda: _evaluated(run_dir, BUDGET // 2)
-        and checkpointing.step_of(checkpointing.list_checkpoints(run_dir)[0]) > stop_step,
-        process,
-    )
+
+    def two_checkpoints_of_this_session() -> bool:
+        # Both kept checkpoints are this session's, so the one restored after the
+        # newest is damaged is this session's too (session 1; the next one is 2).
+        kept = checkpointing.list_checkpoints(run_dir)
+        return len(kept) == 2 and min(checkpointing.step_of(path) for path in kept) > stop_step
+
+    _wait_until(lambda: _evaluated(run_dir, BUDGET // 2) and two_checkpoints_of_this_session(), process)
     process.send_signal(signal.SIGKILL)
     stdout, _ = process.communicate(timeout=60)
     seen["killed"] = {
@@ -208,6 +211,7 @@ def test_a_killed_run_resumes_to_exactly_its_budget_with_one_curve(stopped_run):
     assert len(set(learner_steps)) == len(learner_steps) and learner_steps[-1] <= summary["learner_steps"]
     assert glob.glob(os.path.join(logs, "superseded", "*.csv"))  # Rows past the restore point, set aside.
     final = checkpointing.read_state(checkpointing.list_checkpoints(run_dir)[0])
+    assert previous["session"] == 1
     assert final["actor_steps"] == BUDGET and final["session"] == 2
     assert final["actor_schedule_step"] == BUDGET  # Exploration carried on from each restore point.
 

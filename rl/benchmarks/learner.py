@@ -29,21 +29,30 @@ def _close(iterator: Any) -> None:
         close()
 
 
-def _update_rate(learner: Any, sgd_steps: int, settings: Settings) -> float | None:
-    """Median SGD updates/s of `learner.step()` over `settings.repeats` measurements."""
+def _alternating_rates(learners: list[Any], sgd_steps: int, settings: Settings) -> list[float | None]:
+    """Median SGD updates/s of each learner's `step()`, measured in turns (A, B, A, B, ...)
+    so that a change in the machine's load hits every learner alike."""
     import jax
 
-    def step() -> int:
-        learner.step()
-        return sgd_steps
+    def stepper(learner: Any) -> Any:
+        def step() -> int:
+            learner.step()
+            return sgd_steps
 
-    def wait() -> None:
-        jax.block_until_ready(learner.save())
+        return step
 
-    for _ in range(3):  # Warm-up: compilation.
-        step()
-    wait()
-    return median([measure_rate(step, settings.seconds, wait) for _ in range(settings.repeats)])
+    def waiter(learner: Any) -> Any:
+        return lambda: jax.block_until_ready(learner.save())
+
+    for learner in learners:  # Warm-up: compilation, the first prefetched batches.
+        for _ in range(3):
+            learner.step()
+        waiter(learner)()
+    rounds = [
+        [measure_rate(stepper(learner), settings.seconds, waiter(learner)) for learner in learners]
+        for _ in range(settings.repeats)
+    ]
+    return [median([round_[k] for round_ in rounds]) for k in range(len(learners))]
 
 
 def _learner_rates(experiment: Any, settings: Settings, reverb_fed: bool = True) -> tuple[float | None, float | None]:
@@ -70,15 +79,15 @@ def _learner_rates(experiment: Any, settings: Settings, reverb_fed: bool = True)
         dataset = builder.make_dataset_iterator(client, spec)
         batch = next(dataset)
         _close(dataset)
-        in_memory = _update_rate(make_learner(itertools.repeat(batch)), sgd_steps, settings)
-        if not reverb_fed:
-            return in_memory, None
-        dataset = builder.make_dataset_iterator(client, spec)
+        learners = [make_learner(itertools.repeat(batch))]
+        dataset = builder.make_dataset_iterator(client, spec) if reverb_fed else None
         try:
-            fed = _update_rate(make_learner(dataset), sgd_steps, settings)
+            if dataset is not None:
+                learners.append(make_learner(dataset))
+            rates = _alternating_rates(learners, sgd_steps, settings)
         finally:
             _close(dataset)
-    return in_memory, fed
+    return rates[0], (rates[1] if reverb_fed else None)
 
 
 def suite_learner(settings: Settings) -> list[Row]:

@@ -64,14 +64,19 @@ class SinglePrecisionWrapper(EnvironmentWrapper):
     def __init__(self, environment: dm_env.Environment):
         super().__init__(environment)
         self._observation_spec = tree.map_structure(_to_float32_spec, environment.observation_spec())
+        # A single array (the common case) skips the structure walk on every step.
+        self._single_dtype = None if tree.is_nested(self._observation_spec) else self._observation_spec.dtype
 
     def _convert(self, timestep: dm_env.TimeStep) -> dm_env.TimeStep:
-        observation = tree.map_structure(
-            lambda x, s: np.asarray(x, dtype=s.dtype), timestep.observation, self._observation_spec
-        )
+        if self._single_dtype is not None:
+            observation = np.asarray(timestep.observation, dtype=self._single_dtype)
+        else:
+            observation = tree.map_structure(
+                lambda x, s: np.asarray(x, dtype=s.dtype), timestep.observation, self._observation_spec
+            )
         reward = None if timestep.reward is None else np.float32(timestep.reward)
         discount = None if timestep.discount is None else np.float32(timestep.discount)
-        return timestep._replace(observation=observation, reward=reward, discount=discount)
+        return dm_env.TimeStep(timestep.step_type, reward, discount, observation)
 
     def reset(self) -> dm_env.TimeStep:
         return self._convert(self._environment.reset())
