@@ -2,13 +2,18 @@
 
 The loop always drives a `VectorEnvironment` (a plain environment becomes a vector of one):
 one batched policy call per step chooses the actions of every copy, and each copy's
-episodes are counted and logged on their own.
+episodes are counted and logged on their own. Observers (rl/observers) watch every step
+and add their metrics to the episode records.
+
+An evaluation loop (`evaluation=True`, what `build_evaluator` makes) refreshes its
+parameters once per round rather than every step and logs one record per round
+(`run_evaluation`): the mean return of the round's episodes and their spread.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 import dm_env
 import numpy as np
@@ -18,19 +23,10 @@ from rl import core
 from rl.counting import Counter
 from rl.environments.vector import VectorEnvironment
 from rl.loggers.base import Logger, NoOpLogger
+from rl.observers.base import Observer
 
-
-class Observer(Protocol):
-    """Watches the loop (for episode statistics or video) and reports metrics per episode.
-
-    Timesteps are batched over the copies stepped (see `VectorEnvironment`).
-    """
-
-    def observe_first(self, environment: Any, timestep: dm_env.TimeStep) -> None: ...
-
-    def observe(self, environment: Any, timestep: dm_env.TimeStep, action: Any) -> None: ...
-
-    def get_metrics(self) -> dict[str, Any]: ...
+# Keys of an episode record that are not an observer's metric.
+EPISODE_KEYS = ("episode_return", "episode_length", "steps_per_second")
 
 
 def _replace_rows(batch: Any, rows: np.ndarray, values: Any) -> Any:
@@ -55,7 +51,7 @@ class EnvironmentLoop(core.Worker):
         counter: Counter | None = None,
         logger: Logger | None = None,
         observers: Sequence[Observer] = (),
-        should_update: bool = True,
+        evaluation: bool = False,
     ):
         if not isinstance(environment, VectorEnvironment):
             environment = VectorEnvironment([environment])
@@ -64,8 +60,9 @@ class EnvironmentLoop(core.Worker):
         self.actor = actor
         self.counter = counter or Counter()
         self.logger = logger or NoOpLogger()
-        self._observers = list(observers)
-        self._should_update = should_update
+        self.observers = list(observers)
+        self.evaluation = evaluation
+        self._all_ids = np.arange(self.num_envs)
         self._observation: Any = None  # What the policy acts on next, one row per copy.
         self._returns = np.zeros(self.num_envs, np.float64)
         self._lengths = np.zeros(self.num_envs, np.int64)
@@ -73,12 +70,13 @@ class EnvironmentLoop(core.Worker):
         self._rate_steps = 0
         self._rate_start = time.perf_counter()
         self.ended_ids: list[int] = []  # The copies whose episode ended at the last step.
+        self.round_ended_at: float | None = None  # Epoch time the last evaluation round ended.
 
     def _begin_episodes(self, env_ids: np.ndarray | None = None) -> None:
         timestep = self.environment.reset(env_ids)
         self.actor.observe_first(timestep, env_ids)
-        for observer in self._observers:
-            observer.observe_first(self.environment, timestep)
+        for observer in self.observers:
+            observer.observe_first(self.environment, timestep, self._all_ids if env_ids is None else env_ids)
         if env_ids is None or self._observation is None:
             self._observation = timestep.observation
             self._returns[:] = 0.0
@@ -101,9 +99,9 @@ class EnvironmentLoop(core.Worker):
             actions = actions[env_ids]
         timestep = self.environment.step(actions, env_ids)
         self.actor.observe(actions, timestep, env_ids)
-        for observer in self._observers:
-            observer.observe(self.environment, timestep, actions)
-        if self._should_update:
+        for observer in self.observers:
+            observer.observe(self.environment, timestep, actions, self._all_ids if env_ids is None else env_ids)
+        if not self.evaluation:
             self.actor.update()
         rows = slice(None) if env_ids is None else env_ids
         self._returns[rows] += timestep.reward
@@ -136,9 +134,10 @@ class EnvironmentLoop(core.Worker):
             "steps_per_second": self._rate_steps / max(now - self._rate_start, 1e-9),
         }
         self._rate_steps, self._rate_start = 0, now
-        for observer in self._observers:
-            record.update(observer.get_metrics())
-        self.logger.write(record)
+        for observer in self.observers:
+            record.update(observer.get_metrics(env_id))
+        if not self.evaluation:
+            self.logger.write(record)
         return record
 
     def count_partial_episode(self) -> None:
@@ -180,6 +179,32 @@ class EnvironmentLoop(core.Worker):
 
     def run_episode(self) -> dict[str, Any]:
         return self.run_episodes(1)[0]
+
+    def run_evaluation(self, num_episodes: int) -> dict[str, Any]:
+        """One evaluation round: the newest parameters, `num_episodes` fresh episodes side
+        by side, and one record, logged and returned: the counts, the mean return with
+        its spread, the mean length and the observers' metrics (numbers averaged over
+        the episodes, anything else, such as a video, as reported)."""
+        self.actor.update(wait=True)
+        records = self.run_episodes(num_episodes)
+        returns = np.array([r["episode_return"] for r in records], dtype=np.float64)
+        record: dict[str, Any] = {
+            **self.counter.get_counts(),
+            "episode_return": float(returns.mean()),
+            "episode_return_std": float(returns.std()),
+            "episode_return_min": float(returns.min()),
+            "episode_return_max": float(returns.max()),
+            "episode_length": float(np.mean([r["episode_length"] for r in records])),
+            "episodes": num_episodes,
+        }
+        observed = [key for key in dict.fromkeys(k for r in records for k in r) if key not in record and key not in EPISODE_KEYS]
+        for key in observed:
+            values = [r[key] for r in records if key in r]
+            numeric = all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in values)
+            record[key] = float(np.mean(values)) if numeric else values[0]
+        self.round_ended_at = time.time()
+        self.logger.write(record)
+        return record
 
     def run(
         self,

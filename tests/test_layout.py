@@ -18,17 +18,11 @@ from rl import core
 from rl.agents.dqn import DQNBuilder, DQNConfig, DQNLearner, double_q_loss
 from rl.counting import Counter
 from rl.environments.factories import make_gymnasium_environment
-from rl.experiments.builders import (
-    SPARSE_ACTOR_LOG_INTERVAL_S,
-    build_actor,
-    build_evaluator,
-    build_learner,
-    environment_seed,
-)
+from rl.environment_loop import EnvironmentLoop
+from rl.experiments.builders import build_actor, build_evaluator, build_learner, environment_seed
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.distributed import DistributedProgram
-from rl.loggers.aggregators import TimeFilter
-from rl.loggers.base import Logger
+from rl.experiments.distributed import DistributedProgram, Evaluations
+from rl.loggers.base import Logger, NoOpLogger
 from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy
 from rl.replay.dataset import make_dataset, make_replay_iterator
@@ -92,7 +86,7 @@ def make_experiment(seed=0, exploration=None, **agent):
         seed=seed,
         max_actor_steps=1000,
     )
-    experiment.environment_spec  # Read once here, so the recorder holds only the nodes' seeds.
+    _ = experiment.environment_spec  # Read once here, so the recorder holds only the nodes' seeds.
     environments.seeds.clear()
     return experiment
 
@@ -185,10 +179,11 @@ def test_build_evaluator_splits_its_key_the_same_way_and_acts_greedily_without_r
     first_seed = environment_seed(environment_key)
     assert experiment.environment_factory.seeds == [(first_seed + i) % 2**32 for i in range(experiment.eval_episodes)]
     assert len(keys_given) == 1 and np.array_equal(keys_given[0], actor_key)
-    assert evaluator.loop.actor.adder is None
+    assert isinstance(evaluator, EnvironmentLoop) and evaluator.evaluation and evaluator.actor.adder is None
+    assert evaluator.logger is experiment.logger_factory.loggers[("evaluator", "actor_steps", 0)]
     observations = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
     greedy = np.argmax(network.apply(params, observations), axis=-1)
-    assert evaluator.loop.actor.select_action(observations).tolist() == greedy.tolist()
+    assert evaluator.actor.select_action(observations).tolist() == greedy.tolist()
 
 
 def test_nodes_of_a_program_get_distinct_keys_and_environment_seeds(replay):
@@ -266,11 +261,12 @@ def test_nodes_count_under_their_prefix_into_one_root(experiment):
         assert loop.counter.save() == {"steps": steps, "episodes": 2}
 
         evaluator = build_evaluator(experiment, jax.random.PRNGKey(1), FixedParams(params), root)
-        mean_return = evaluator.evaluate(3)
+        history = Evaluations()
+        mean_return = history.evaluate(evaluator, 3)
         counts = root.get_counts()
         assert counts["evaluator_episodes"] == 3 and counts["actor_steps"] == steps
         assert evaluator.counter.save() == {"steps": counts["evaluator_steps"], "episodes": 3}
-        assert evaluator.returns == [(steps, mean_return)]  # Evaluations sit on the actors' x-axis.
+        assert history.returns == [(steps, mean_return)]  # Evaluations sit on the actors' x-axis.
 
         learner = build_learner(experiment, jax.random.PRNGKey(2), client, root)
         learner.step()
@@ -284,26 +280,25 @@ def test_nodes_count_under_their_prefix_into_one_root(experiment):
         server.stop()
 
 
-# Logging: actor 0 logs every episode, the others at most every SPARSE_ACTOR_LOG_INTERVAL_S.
+# Logging by Acme's rule: only actor 0 writes episode records; every actor counts.
 
 
-def test_only_actor_0_logs_every_episode(experiment, replay):
+def test_only_actor_0_writes_episode_records_and_every_actor_counts(experiment, replay):
     _, params = network_and_params(experiment)
     factory = experiment.logger_factory
+    root = Counter()
     loops = [
-        build_actor(experiment, jax.random.PRNGKey(i), replay, FixedParams(params), Counter(), actor_id=i)
+        build_actor(experiment, jax.random.PRNGKey(i), replay, FixedParams(params), root, actor_id=i)
         for i in range(3)
     ]
     records = loops[0].run(num_episodes=3)
     assert factory.loggers[("actor", "actor_steps", 0)].rows == records
-    assert loops[0].logger is factory.loggers[("actor", "actor_steps", 0)]  # Not filtered.
-    for i in (1, 2):
-        logger = loops[i].logger
-        assert type(logger) is TimeFilter and logger._time_delta == SPARSE_ACTOR_LOG_INTERVAL_S
-        assert logger._logger is factory.loggers[("actor", "actor_steps", i)]
-    assert SPARSE_ACTOR_LOG_INTERVAL_S == 10.0
-    first = loops[1].run(num_episodes=1)
-    assert factory.loggers[("actor", "actor_steps", 1)].rows == first  # A filter passes its first record.
+    assert loops[0].logger is factory.loggers[("actor", "actor_steps", 0)]
+    others = [loops[i].run(num_episodes=2) for i in (1, 2)]
+    assert all(type(loops[i].logger) is NoOpLogger for i in (1, 2))
+    assert set(factory.loggers) == {("actor", "actor_steps", 0)}  # Nothing asked for actors 1 and 2.
+    steps = sum(r["episode_length"] for r in records + others[0] + others[1])
+    assert root.get_counts() == {"actor_steps": steps, "actor_episodes": 7}
 
 
 # VariableClient: how often parameters are fetched.
@@ -336,26 +331,6 @@ def test_variable_client_fetches_every_update_period_calls():
     assert client.params == 4 and source.calls == 4
     client.update()
     assert client.params == 5
-
-
-def test_asynchronous_variable_client_swaps_parameters_in_at_a_later_update():
-    source = Versions()
-    client = VariableClient(source, update_period=2, asynchronous=True)
-    try:
-        assert client.params == 1
-        client.update()
-        client.update()  # The second call starts a fetch on the helper thread ...
-        assert client.params == 1
-        client._pending.result(timeout=30)
-        assert client.params == 1 and source.calls == 2  # ... fetched, not yet swapped in.
-        client.update()  # ... and the next update swaps it in.
-        assert client.params == 2
-        client.update()  # Period reached again: a new fetch starts.
-        client._pending.result(timeout=30)
-        client.update()
-        assert client.params == 3 and source.calls == 3
-    finally:
-        client.close()
 
 
 def test_variable_update_period_reaches_the_actor(replay):

@@ -7,7 +7,6 @@ import logging
 import os
 import re
 
-import pytest
 import rich
 from hydra import compose, initialize_config_dir
 from rich.console import Console

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 from typing import Any, Callable, Iterator
 
 import jax
 
 from rl import core
 from rl.agents.actors import Policy
+from rl.checks import require_positive
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.specs import EnvironmentSpec
@@ -75,14 +77,50 @@ class ActorLearnerBuilder(abc.ABC):
         """Items one `learner.step()` consumes."""
 
 
+@dataclasses.dataclass
+class ReplayConfig:
+    """The replay section every agent config starts with (`agent.*`): what the transition
+    replay builder reads. Agents change the defaults, not the meaning."""
+
+    discount: float = 0.99
+    n_step: int = 1
+    batch_size: int = 256
+    # Items sampled per item inserted: with samples_per_insert == batch_size one SGD step
+    # runs per actor step (an update-to-data ratio of 1).
+    samples_per_insert: float = 256.0
+    min_replay_size: int = 1_000
+    max_replay_size: int = 1_000_000
+    # SGD steps fused (lax.scan) into one learner step, each on its own batch.
+    sgd_steps_per_learner_step: int = 1
+    # Actor steps between two fetches of the learner's parameters.
+    variable_update_period: int = 50
+    replay_table_name: str = "replay_table"
+
+    def __post_init__(self) -> None:
+        require_positive(
+            self,
+            "batch_size",
+            "samples_per_insert",
+            "n_step",
+            "min_replay_size",
+            "max_replay_size",
+            "sgd_steps_per_learner_step",
+            "variable_update_period",
+        )
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1], got {self.discount}")
+        if self.min_replay_size > self.max_replay_size:
+            raise ValueError(
+                f"min_replay_size ({self.min_replay_size}) must be <= max_replay_size ({self.max_replay_size})"
+            )
+
+
 class TransitionReplayBuilder(ActorLearnerBuilder):
     """Replay, adder, dataset and actor for agents learning from n-step transitions.
 
-    Subclasses provide `make_policy` and `make_learner`; their config carries the replay
-    settings read here (`samples_per_insert`, `min_replay_size`, `max_replay_size`,
-    `batch_size`, `sgd_steps_per_learner_step`, `n_step`, `discount`,
-    `replay_table_name`, `variable_update_period`, and optionally `prioritized` with
-    `priority_exponent`). Reverb is imported only when replay is built.
+    Subclasses provide `make_policy` and `make_learner`; their config is a `ReplayConfig`
+    (optionally with `prioritized` and `priority_exponent`). Reverb is imported only when
+    replay is built.
     """
 
     # The dtype actors hand to the environment and to replay.

@@ -3,31 +3,29 @@
 * Action rescaling between the networks' [-1, 1] and the environment's bounds, in one
   place: policies emit environment-scale actions (what replay stores) and learners map
   replayed actions back to [-1, 1].
-* `ContinuousConfig`: the replay and optimisation settings every agent has.
+* `ContinuousConfig`: the replay section and the optimisation settings every agent has.
 * `ContinuousBuilder`: uniform n-step transition replay with a `SampleToInsertRatio`
   limiter, float32 feed-forward actors, behaviour/evaluation policies.
-* `ContinuousLearner`: a jitted update that runs `sgd_steps_per_learner_step` SGD steps
-  fused with `lax.scan`, logging, parameter serving and checkpoint state.
+* `ContinuousLearner`: the learner scaffold (rl/agents/learning.py) on [-1, 1] actions.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rl import core
 from rl.agents.actors import Policy
-from rl.agents.builder import TransitionReplayBuilder
+from rl.agents.builder import ReplayConfig, TransitionReplayBuilder
+from rl.agents.learning import SGDLearner
 from rl.checks import require_positive
 from rl.counting import Counter
-from rl.loggers.base import Logger, NoOpLogger
+from rl.loggers.base import Logger
 from rl.networks.actor_critic import ActorCriticNetworks
-from rl.numerics import FiniteGuard
 from rl.policies import Deterministic, GaussianNoise
 from rl.specs import EnvironmentSpec, is_discrete
 from rl.types import Transition
@@ -97,51 +95,24 @@ def make_optimizer(learning_rate: float, max_gradient_norm: float | None) -> opt
 
 
 @dataclasses.dataclass
-class ContinuousConfig:
-    """Replay and optimisation settings shared by SAC, TD3 and D4PG (`agent.*`)."""
+class ContinuousConfig(ReplayConfig):
+    """The replay section (uniform n-step replay) and the optimisation settings shared by
+    SAC, TD3 and D4PG (`agent.*`)."""
 
     policy_learning_rate: float = 3e-4
     critic_learning_rate: float = 3e-4
     # Global-norm gradient clipping for both networks (null: none).
     max_gradient_norm: float | None = None
-    discount: float = 0.99
-    n_step: int = 1
-    batch_size: int = 256
-    # Items sampled per item inserted: with samples_per_insert == batch_size one SGD step
-    # runs per actor step (an update-to-data ratio of 1).
-    samples_per_insert: float = 256.0
-    min_replay_size: int = 1_000
-    max_replay_size: int = 1_000_000
-    # SGD steps fused (lax.scan) into one learner step, each on its own batch.
-    sgd_steps_per_learner_step: int = 1
     # Polyak averaging rate of the target networks.
     tau: float = 0.005
-    variable_update_period: int = 50
-    replay_table_name: str = "replay_table"
 
     def __post_init__(self) -> None:
-        positive = (
-            "policy_learning_rate",
-            "critic_learning_rate",
-            "batch_size",
-            "samples_per_insert",
-            "n_step",
-            "min_replay_size",
-            "max_replay_size",
-            "sgd_steps_per_learner_step",
-            "variable_update_period",
-        )
-        require_positive(self, *positive)
+        super().__post_init__()
+        require_positive(self, "policy_learning_rate", "critic_learning_rate")
         if self.max_gradient_norm is not None and self.max_gradient_norm <= 0:
             raise ValueError(f"max_gradient_norm must be > 0 or null, got {self.max_gradient_norm}")
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"discount must be in [0, 1], got {self.discount}")
         if not 0.0 < self.tau <= 1.0:
             raise ValueError(f"tau must be in (0, 1], got {self.tau}")
-        if self.min_replay_size > self.max_replay_size:
-            raise ValueError(
-                f"min_replay_size ({self.min_replay_size}) must be <= max_replay_size ({self.max_replay_size})"
-            )
 
 
 # --------------------------------------------------------------------------- builder
@@ -208,12 +179,9 @@ class ContinuousBuilder(TransitionReplayBuilder):
 SGDStep = Callable[[Any, Transition], tuple[Any, dict[str, jax.Array]]]
 
 
-class ContinuousLearner(core.Learner[Any]):
-    """Runs an agent's SGD step on replayed batches; serves `state.policy_params` as "policy".
-
-    One `step()` reads `batch_size * sgd_steps_per_learner_step` items and runs that many
-    SGD steps inside one jitted `lax.scan`, each on its own slice of the batch.
-    """
+class ContinuousLearner(SGDLearner):
+    """The scaffold (rl/agents/learning.py) with replayed actions mapped to [-1, 1]; one
+    `step()` reads `batch_size * sgd_steps_per_learner_step` items."""
 
     def __init__(
         self,
@@ -225,43 +193,12 @@ class ContinuousLearner(core.Learner[Any]):
         counter: Counter | None = None,
         logger: Logger | None = None,
     ):
-        self._state = state
-        self._iterator = iterator
-        self._counter = counter or Counter()
-        self._logger = logger or NoOpLogger()
-        num_steps = config.sgd_steps_per_learner_step
-
-        def update(state: Any, data: Transition) -> tuple[Any, dict[str, jax.Array]]:
-            data = data._replace(action=to_network_scale(data.action, action_spec))
-            split = lambda x: jnp.reshape(x, (num_steps, -1) + x.shape[1:])
-            state, metrics = jax.lax.scan(sgd_step, state, jax.tree_util.tree_map(split, data))
-            return state, jax.tree_util.tree_map(jnp.mean, metrics)
-
-        self._update = jax.jit(update)
-        # A non-finite loss stops the learner: checked inside the update, read every few steps.
-        self._guard = FiniteGuard(learner_steps_of=lambda state: state.steps // num_steps)
-        self._update = self._guard.wrap(self._update)
-
-    @property
-    def state(self) -> Any:
-        return self._state
-
-    def step(self) -> None:
-        sample = next(self._iterator)
-        self._state, metrics = self._update(self._state, sample.data)
-        counts = self._counter.increment(steps=1)
-        self._logger.write({**counts, **metrics})
-
-    def get_variables(self, names: Sequence[str]) -> list[Any]:
-        return [self._state.policy_params for _ in names]
-
-    def save(self) -> Any:
-        return self._state
-
-    def restore(self, state: Any) -> None:
-        self._state = jax.tree_util.tree_map(jnp.asarray, type(self._state)(*state))
-        self._guard.reset()
-
-    def check_finite(self) -> None:
-        """Raises `NumericalError` if an update's loss or the state is not finite (a device sync)."""
-        self._guard.check(self._state)
+        super().__init__(
+            state,
+            lambda state, batch: (*sgd_step(state, batch), None),
+            iterator,
+            config.sgd_steps_per_learner_step,
+            counter,
+            logger,
+            prepare=lambda data: data._replace(action=to_network_scale(data.action, action_spec)),
+        )

@@ -105,7 +105,7 @@ def plot_curves(
         figure = ax.figure
     colors = [f"C{i}" for i in range(10)]
     band = few = thin = False
-    for index, ((label, runs), legend_label) in enumerate(zip(groups.items(), labels)):
+    for index, ((_label, runs), legend_label) in enumerate(zip(groups.items(), labels)):
         curve = aggregate_curves(runs, metric)
         if curve["steps"].size == 0:
             continue

@@ -37,7 +37,7 @@ def _rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[float | 
         # The learner only serves its initial parameters: it never steps.
         networks = experiment.network_factory(environment_spec=spec)
         learner = builder.make_learner(jax.random.PRNGKey(0), networks, iter(()), client, Counter(), NoOpLogger())
-        program = DistributedProgram(experiment, num_actors=1, num_evaluators=0)
+        program = DistributedProgram(experiment, num_actors=1)  # Its evaluators are never built.
         loop = program.make_actor(0, client, learner, Counter())
         steps_per_call = getattr(loop, "num_envs", 1)
 

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import dm_env
 import numpy as np
 from dm_env import specs
 
+from rl.environments.rendering import RenderingError, choose_mujoco_gl, missing_backend_message
 from rl.environments.wrappers import EnvironmentWrapper
 
+# The size of rendered frames (dm_control's own default is 240 x 320).
+RENDER_HEIGHT, RENDER_WIDTH = 480, 640
 
-def _suite() -> Any:
-    # Training never renders: without a display, tell dm_control not to look for an OpenGL
-    # backend (set MUJOCO_GL=egl or osmesa yourself to render headless).
-    if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
-        os.environ["MUJOCO_GL"] = "disable"
-    from dm_control import suite
 
+def _suite(rendering: bool = False) -> Any:
+    # dm_control picks its OpenGL backend when first imported: a headless one (EGL,
+    # OSMesa) when installed, otherwise none ("disable") unless this process renders.
+    choose_mujoco_gl(rendering)
+    try:
+        from dm_control import suite
+    except Exception as error:  # noqa: BLE001 - a broken OpenGL backend fails the import.
+        if not rendering:
+            raise
+        raise RenderingError(missing_backend_message(str(error).strip().splitlines()[-1][:200])) from None
     return suite
 
 
@@ -46,8 +52,11 @@ class FlatDmControlWrapper(EnvironmentWrapper):
     `max_episode_steps` ends them the same way.
     """
 
-    def __init__(self, environment: dm_env.Environment, max_episode_steps: int | None = None):
+    def __init__(
+        self, environment: dm_env.Environment, max_episode_steps: int | None = None, render_mode: str | None = None
+    ):
         super().__init__(environment)
+        self._render_mode = render_mode
         self._keys = list(environment.observation_spec().keys())
         size = sum(_size(spec) for spec in environment.observation_spec().values())
         self._observation_spec = specs.Array((size,), np.float32, "observation")
@@ -92,6 +101,12 @@ class FlatDmControlWrapper(EnvironmentWrapper):
         self._reset_next = timestep.last()
         return self._convert(timestep)
 
+    def render(self) -> np.ndarray:
+        """An RGB frame of camera 0 (environments made with `render_mode="rgb_array"`)."""
+        if self._render_mode != "rgb_array":
+            raise RenderingError("this dm_control environment was made without render_mode='rgb_array'")
+        return self._environment.physics.render(height=RENDER_HEIGHT, width=RENDER_WIDTH, camera_id=0)
+
     def observation_spec(self) -> Any:
         return self._observation_spec
 
@@ -112,10 +127,12 @@ def make_dm_control_environment(
     max_episode_steps: int | None = None,
     task_kwargs: dict[str, Any] | None = None,
     name: str | None = None,
+    render_mode: str | None = None,
 ) -> dm_env.Environment:
     """Control Suite task `domain`-`task` seeded with a uint32; no display needed.
 
     `name` only labels runs (conf/environment/dm_control.yaml sets it to domain-task).
+    `render_mode="rgb_array"` renders camera 0 headless (EGL or OSMesa).
 
     Episodes last the task's time limit (1,000 steps for most tasks) unless
     `max_episode_steps` is shorter.
@@ -123,6 +140,9 @@ def make_dm_control_environment(
     if max_episode_steps is not None and max_episode_steps <= 0:
         raise ValueError(f"max_episode_steps must be > 0 or null, got {max_episode_steps}")
     del name
+    if render_mode not in (None, "rgb_array"):
+        raise ValueError(f"render_mode must be null or 'rgb_array', got {render_mode!r}")
     validate_dm_control_task(domain, task)
-    environment = _suite().load(domain, task, task_kwargs={**(task_kwargs or {}), "random": int(seed)})
-    return FlatDmControlWrapper(environment, max_episode_steps)
+    suite = _suite(rendering=render_mode is not None)
+    environment = suite.load(domain, task, task_kwargs={**(task_kwargs or {}), "random": int(seed)})
+    return FlatDmControlWrapper(environment, max_episode_steps, render_mode)

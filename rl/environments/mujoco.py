@@ -8,6 +8,7 @@ import dm_env
 import gymnasium
 
 from rl.environments.factories import make_gymnasium_environment, validate_gymnasium_id
+from rl.environments.rendering import choose_mujoco_gl
 
 MUJOCO_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")
 
@@ -28,10 +29,15 @@ def make_mujoco_environment(
     name: str = "HalfCheetah-v5",
     max_episode_steps: int | None = None,
     kwargs: dict[str, Any] | None = None,
+    render_mode: str | None = None,
 ) -> dm_env.Environment:
-    """A gymnasium MuJoCo task (no rendering, no display needed), seeded with a uint32.
+    """A gymnasium MuJoCo task, seeded with a uint32; no display needed, and with
+    `render_mode="rgb_array"` it renders headless (EGL or OSMesa, rl/environments/rendering.py).
 
     Time limits (1,000 steps by default) end episodes with discount 1, falls with discount 0.
     """
     validate_mujoco_id(name)
-    return make_gymnasium_environment(name, seed, max_episode_steps=max_episode_steps, kwargs=kwargs)
+    choose_mujoco_gl(rendering=render_mode is not None)
+    return make_gymnasium_environment(
+        name, seed, render_mode=render_mode, max_episode_steps=max_episode_steps, kwargs=kwargs
+    )

@@ -1,14 +1,17 @@
-"""Builds the nodes of an experiment: learner, actors and evaluators.
+"""Builds the nodes of an experiment: learner, actors and evaluators (as Acme does).
 
 Launchers bind `experiment` (with functools.partial) and call these with the other
-arguments, so a single-process run and a distributed one build identical nodes.
+arguments, so a single-process run and a distributed one build identical nodes. Actors
+and evaluators are `EnvironmentLoop`s with the experiment's observers; loggers come from
+the experiment's logger factory by Acme's rule: `('actor', 'actor_steps', actor_id)` for
+actor 0 only (other actors count their steps but write no episode records),
+`('evaluator', 'actor_steps', instance)` and `('learner', 'learner_steps')`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from typing import Any, Callable
+import functools
+from typing import Any, Callable, Protocol, Sequence
 
 import jax
 import numpy as np
@@ -20,9 +23,24 @@ from rl.environments.vector import VectorEnvironment
 from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.config import ExperimentConfig
 from rl.loggers.aggregators import TimeFilter
+from rl.loggers.base import Logger, NoOpLogger
+from rl.observers.base import Observer
 
-# Actors other than actor 0 log at most one episode per this many seconds.
-SPARSE_ACTOR_LOG_INTERVAL_S = 10.0
+# (random_key, policy, environment_spec, variable_source, adder) -> actor: builder.make_actor.
+MakeActor = Callable[..., core.Actor]
+
+
+class EvaluatorFactory(Protocol):
+    """Makes evaluator `instance`: an evaluation loop (see `build_evaluator`)."""
+
+    def __call__(
+        self,
+        random_key: jax.Array,
+        variable_source: core.VariableSource,
+        counter: Counter,
+        make_actor: MakeActor,
+        instance: int = 0,
+    ) -> EnvironmentLoop: ...
 
 
 def environment_seed(key: jax.Array) -> int:
@@ -30,16 +48,32 @@ def environment_seed(key: jax.Array) -> int:
     return int(jax.random.bits(key, dtype=np.uint32))
 
 
+def make_observers(experiment: ExperimentConfig, label: str, instance: int) -> list[Observer]:
+    """This loop's own observers, from the experiment's observer factories."""
+    observers = (factory(label=label, instance=instance, run_directory=experiment.run_directory) for factory in experiment.observers)
+    return [observer for observer in observers if observer.labels is None or label in observer.labels]
+
+
+def make_environment(experiment: ExperimentConfig, random_key: jax.Array, num_envs: int, observers: Sequence[Observer]) -> VectorEnvironment:
+    """`num_envs` copies seeded from `random_key`, made to render when an observer asks."""
+    factory = experiment.environment_factory
+    if any(observer.render for observer in observers):
+        factory = functools.partial(factory, render_mode="rgb_array")
+    return VectorEnvironment.make(factory, environment_seed(random_key), num_envs)
+
+
 def build_learner(
     experiment: ExperimentConfig, random_key: jax.Array, replay_client: Any, counter: Counter
 ) -> core.Learner:
-    """The learner reading from replay, counting under the prefix `learner`."""
+    """The learner reading from replay, counting under the prefix `learner`. Without a
+    replay client it only serves (restored) parameters: it has nothing to learn from."""
     enable_compilation_cache(experiment.compilation_cache)
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
-    dataset = experiment.builder.make_dataset_iterator(replay_client, experiment.environment_spec)
-    logger = TimeFilter(
-        experiment.logger_factory("learner", "learner_steps"), experiment.learner_log_interval_s
-    )
+    if replay_client is None:
+        dataset = iter(())
+    else:
+        dataset = experiment.builder.make_dataset_iterator(replay_client, experiment.environment_spec)
+    logger = TimeFilter(experiment.logger_factory("learner", "learner_steps"), experiment.learner_log_interval_s)
     learner_counter = Counter(counter, "learner", time_delta=0.0)
     return experiment.builder.make_learner(random_key, networks, dataset, replay_client, learner_counter, logger)
 
@@ -55,54 +89,16 @@ def build_actor(
     """An environment loop acting with the behaviour policy and writing to replay."""
     enable_compilation_cache(experiment.compilation_cache)
     environment_key, actor_key = jax.random.split(random_key)
-    environment = VectorEnvironment.make(
-        experiment.environment_factory, environment_seed(environment_key), experiment.num_envs
-    )
+    observers = make_observers(experiment, "actor", actor_id)
+    environment = make_environment(experiment, environment_key, experiment.num_envs, observers)
     builder = experiment.builder
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     policy = builder.make_policy(networks, experiment.environment_spec, evaluation=False)
     adder = builder.make_adder(replay, experiment.environment_spec)
     actor = builder.make_actor(actor_key, policy, experiment.environment_spec, variable_source, adder)
-    logger = experiment.logger_factory("actor", "actor_steps", actor_id)
-    if actor_id != 0:
-        logger = TimeFilter(logger, SPARSE_ACTOR_LOG_INTERVAL_S)
-    return EnvironmentLoop(environment, actor, Counter(counter, "actor", time_delta=0.0), logger)
-
-
-@dataclasses.dataclass
-class Evaluator:
-    """Runs rounds of evaluation episodes and logs one record per round.
-
-    `returns` holds (actor steps, mean return) per round and `times` the epoch time
-    (time.time()) each round ended, for the summary's time to the threshold.
-    """
-
-    loop: EnvironmentLoop
-    logger: Any
-    counter: Counter
-    returns: list[tuple[int, float]] = dataclasses.field(default_factory=list)
-    times: list[float] = dataclasses.field(default_factory=list)
-
-    def evaluate(self, num_episodes: int) -> float:
-        self.loop.actor.update(wait=True)
-        records = self.loop.run_episodes(num_episodes)
-        episode_returns = np.array([r["episode_return"] for r in records], dtype=np.float64)
-        counts = self.counter.get_counts()
-        actor_steps = int(counts.get("actor_steps", 0))
-        self.returns.append((actor_steps, float(episode_returns.mean())))
-        self.times.append(time.time())
-        self.logger.write(
-            {
-                **counts,
-                "episode_return": float(episode_returns.mean()),
-                "episode_return_std": float(episode_returns.std()),
-                "episode_return_min": float(episode_returns.min()),
-                "episode_return_max": float(episode_returns.max()),
-                "episode_length": float(np.mean([r["episode_length"] for r in records])),
-                "episodes": num_episodes,
-            }
-        )
-        return float(episode_returns.mean())
+    # Only actor 0 writes episode records: N actors do not flood the logs.
+    logger: Logger = experiment.logger_factory("actor", "actor_steps", actor_id) if actor_id == 0 else NoOpLogger()
+    return EnvironmentLoop(environment, actor, Counter(counter, "actor", time_delta=0.0), logger, observers)
 
 
 def build_evaluator(
@@ -110,23 +106,29 @@ def build_evaluator(
     random_key: jax.Array,
     variable_source: core.VariableSource,
     counter: Counter,
-    make_actor: Callable[..., core.Actor] | None = None,
-    evaluator_id: int = 0,
-) -> Evaluator:
-    """Evaluation-policy actor with no adder; its records are keyed by actor_steps and
-    carry `evaluator_id`. It plays a round's episodes side by side, one per environment
+    make_actor: MakeActor | None = None,
+    instance: int = 0,
+) -> EnvironmentLoop:
+    """The default evaluator: an evaluation loop acting with the evaluation policy and no
+    adder, counting under `evaluator`, logging one record per round keyed by actor_steps
+    (with `evaluator_id`). A round plays its episodes side by side, one per environment
     copy (`eval_episodes` copies)."""
     enable_compilation_cache(experiment.compilation_cache)
     environment_key, actor_key = jax.random.split(random_key)
-    environment = VectorEnvironment.make(
-        experiment.environment_factory, environment_seed(environment_key), experiment.eval_episodes
-    )
+    observers = make_observers(experiment, "evaluator", instance)
+    environment = make_environment(experiment, environment_key, experiment.eval_episodes, observers)
     builder = experiment.builder
     make_actor = make_actor or builder.make_actor
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     policy = builder.make_policy(networks, experiment.environment_spec, evaluation=True)
     actor = make_actor(actor_key, policy, experiment.environment_spec, variable_source, None)
-    evaluator_counter = Counter(counter, "evaluator", time_delta=0.0)
-    loop = EnvironmentLoop(environment, actor, evaluator_counter, logger=None, should_update=False)
-    logger = experiment.logger_factory("evaluator", "actor_steps", evaluator_id)
-    return Evaluator(loop, logger, evaluator_counter)
+    logger = experiment.logger_factory("evaluator", "actor_steps", instance)
+    counter = Counter(counter, "evaluator", time_delta=0.0)
+    return EnvironmentLoop(environment, actor, counter, logger, observers, evaluation=True)
+
+
+def evaluator_factories(experiment: ExperimentConfig) -> list[EvaluatorFactory]:
+    """The experiment's evaluator factories; by default the one `build_evaluator`."""
+    if experiment.evaluator_factories is not None:
+        return list(experiment.evaluator_factories)
+    return [functools.partial(build_evaluator, experiment)]

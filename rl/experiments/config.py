@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import dm_env
 
-from rl.agents.builder import ActorLearnerBuilder
 from rl.checkpointing import CheckpointSettings
 from rl.checks import require_positive
 from rl.loggers.base import LoggerFactory
 from rl.specs import EnvironmentSpec, make_environment_spec
+
+if TYPE_CHECKING:  # Only a type here: importing the builders imports reverb and TensorFlow.
+    from rl.agents.builder import ActorLearnerBuilder
 
 
 @dataclasses.dataclass
@@ -19,7 +21,11 @@ class ExperimentConfig:
     """A composed experiment, independent of Hydra and of how its nodes are launched.
 
     `environment_factory(seed=...)` makes one seeded environment and
-    `network_factory(environment_spec=...)` the agent's networks.
+    `network_factory(environment_spec=...)` the agent's networks. `observers` are
+    observer factories (rl/observers): every actor and evaluator loop gets its own
+    observers from them. `evaluator_factories` make the evaluators
+    (rl/experiments/builders.py, `EvaluatorFactory`); None means the one default
+    evaluator, `build_evaluator`.
     """
 
     builder: ActorLearnerBuilder
@@ -37,6 +43,8 @@ class ExperimentConfig:
     agent_name: str = "agent"
     environment_name: str = "environment"
     learner_log_interval_s: float = 1.0
+    observers: Sequence[Callable[..., Any]] = ()
+    evaluator_factories: Sequence[Callable[..., Any]] | None = None
     # Environment copies each actor steps with one batched policy call (environment.num_envs).
     num_envs: int = 1
     # Directory of the persistent XLA compilation cache (None: no cache).

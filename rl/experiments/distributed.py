@@ -3,8 +3,9 @@
     replay ◀─inserts── actor_i ──params?──▶ learner ──samples──▶ replay
     counter ◀─counts── every node;   evaluator_j ──params?──▶ learner
 
-`run_local` builds these nodes in one process; the Ray launcher builds each in its own
-process from the same description, so both run the same experiment with the same keys.
+`run_local` builds these nodes in one process, the Ray launcher each in its own process
+and scripts/evaluate.py the learner and an evaluator, all from this description: the
+same nodes with the same keys, evaluated at the same actor steps (`next_evaluation`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import jax
 from rl import core
 from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
-from rl.experiments.builders import Evaluator, build_actor, build_evaluator, build_learner
+from rl.experiments.builders import build_actor, build_learner, evaluator_factories
 from rl.experiments.config import ExperimentConfig
 
 
@@ -31,7 +32,26 @@ class NodeKeys:
 
 
 @dataclasses.dataclass
+class Evaluations:
+    """One evaluator's rounds: (actor steps, mean return) and the epoch time each ended."""
+
+    returns: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+    times: list[float] = dataclasses.field(default_factory=list)
+
+    def evaluate(self, loop: EnvironmentLoop, num_episodes: int) -> float:
+        """Runs a round of `loop` (`EnvironmentLoop.run_evaluation`) and keeps it; returns
+        its mean return."""
+        record = loop.run_evaluation(num_episodes)
+        self.returns.append((int(record.get("actor_steps", 0)), float(record["episode_return"])))
+        self.times.append(loop.round_ended_at)
+        return float(record["episode_return"])
+
+
+@dataclasses.dataclass
 class DistributedProgram:
+    """`num_actors` actors and `num_evaluators` evaluators of each evaluator factory
+    (`evaluators` in all), numbered factory by factory."""
+
     experiment: ExperimentConfig
     num_actors: int = 1
     num_evaluators: int = 1
@@ -39,8 +59,12 @@ class DistributedProgram:
     def __post_init__(self) -> None:
         if self.num_actors < 1:
             raise ValueError(f"num_actors must be >= 1, got {self.num_actors}")
-        if self.num_evaluators < 0:
-            raise ValueError(f"num_evaluators must be >= 0, got {self.num_evaluators}")
+        if self.num_evaluators < 1:
+            raise ValueError(f"num_evaluators must be >= 1, got {self.num_evaluators}")
+
+    @property
+    def evaluators(self) -> int:
+        return self.num_evaluators * len(evaluator_factories(self.experiment))
 
     @property
     def keys(self) -> NodeKeys:
@@ -48,17 +72,14 @@ class DistributedProgram:
         return NodeKeys(
             learner=learner,
             actors=tuple(jax.random.split(actors, self.num_actors)),
-            evaluators=tuple(jax.random.split(evaluators, max(1, self.num_evaluators))),
+            evaluators=tuple(jax.random.split(evaluators, self.evaluators)),
         )
 
-    def node_names(self) -> list[str]:
-        return [
-            "replay",
-            "counter",
-            "learner",
-            *(f"actor_{i}" for i in range(self.num_actors)),
-            *(f"evaluator_{i}" for i in range(self.num_evaluators)),
-        ]
+    def next_evaluation(self, actor_steps: int) -> int:
+        """The actor step of the first evaluation after `actor_steps`: every `eval_every`
+        steps, and a last one at `max_actor_steps`."""
+        every, budget = self.experiment.eval_every, self.experiment.max_actor_steps
+        return min((actor_steps // every + 1) * every, budget)
 
     def make_replay_tables(self) -> list[Any]:
         return self.experiment.builder.make_replay_tables(self.experiment.environment_spec)
@@ -98,7 +119,8 @@ class DistributedProgram:
             loop.actor.step_count = initial_step
         return loop
 
-    def make_evaluator(self, evaluator_id: int, variable_source: core.VariableSource, counter: Any) -> Evaluator:
-        return build_evaluator(
-            self.experiment, self.keys.evaluators[evaluator_id], variable_source, counter, evaluator_id=evaluator_id
-        )
+    def make_evaluator(self, instance: int, variable_source: core.VariableSource, counter: Any) -> EnvironmentLoop:
+        """Evaluator `instance`: from factory `instance // num_evaluators`, with its own key."""
+        factory = evaluator_factories(self.experiment)[instance // self.num_evaluators]
+        key = self.keys.evaluators[instance]
+        return factory(key, variable_source, counter, self.experiment.builder.make_actor, instance=instance)

@@ -1,7 +1,9 @@
 """Turns a composed (Hydra) configuration into an ExperimentConfig and a launcher.
 
-Only instantiate helpers from Hydra are used here; the global Hydra state stays in
-scripts/. Everything is checked before anything is started.
+Only instantiate helpers from Hydra are used here; the global Hydra state stays in the
+entry point. Everything is checked before anything is started: the top-level settings
+and the environment before any agent, network or launcher code is imported, so the
+commonest mistakes are answered in about a second.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import datetime
 import os
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
@@ -25,6 +28,7 @@ RUNTIME_ARGUMENTS = {
     "network": ("environment_spec",),
     "logger": ("directory", "run_name", "run_config", "run_group", "run_tags"),
     "agent": ("exploration",),
+    "observers": ("label", "instance", "run_directory"),
 }
 
 
@@ -34,6 +38,29 @@ def _pop_num_envs(environment: dict[str, Any]) -> int:
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ConfigError("environment.num_envs", f"must be an integer >= 1 (copies per actor), got {num_envs!r}")
     return num_envs
+
+
+def _bound(values: Any) -> str:
+    """One bound of a spec: a single number when every dimension shares it."""
+    flat = [float(value) for value in np.asarray(values, dtype=np.float64).reshape(-1)]
+    if flat and all(value == flat[0] for value in flat):
+        return f"{flat[0]:g}"
+    return "per-dimension bounds"
+
+
+def describe_actions(action_spec: Any) -> str:
+    """An action spec in a few words: `3 discrete actions`, `continuous actions of shape
+    (6,) in [-1, 1]` (never a whole spec repr with its arrays)."""
+    if is_discrete(action_spec):
+        count = getattr(action_spec, "num_values", None)
+        return f"{count} discrete actions" if count is not None else "discrete actions"
+    shape = tuple(getattr(action_spec, "shape", ()))
+    minimum, maximum = getattr(action_spec, "minimum", None), getattr(action_spec, "maximum", None)
+    if minimum is None or maximum is None:
+        return f"continuous actions of shape {shape}"
+    low, high = _bound(minimum), _bound(maximum)
+    bounds = f"in [{low}, {high}]" if "per-dimension bounds" not in (low, high) else "with per-dimension bounds"
+    return f"continuous actions of shape {shape} {bounds}"
 
 
 def _action_kind(action_spec: Any) -> str:
@@ -151,12 +178,16 @@ def make_experiment(
     for group in GROUPS:
         if group not in container:
             raise ConfigError(group, "no option selected for this config group")
-        check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
-
+    # The environment first: a wrong name or option is answered before the other groups'
+    # code (networks, agents, launchers: JAX, TensorFlow, reverb) is even imported.
+    check_factory("environment", container["environment"], RUNTIME_ARGUMENTS["environment"])
     environment_factory = _instantiate("environment", container["environment"], _partial_=True)
     probe = _user_error("environment.name", environment_factory, seed=settings.seed)
     environment_spec = make_environment_spec(probe)
     probe.close()
+    for group in GROUPS:
+        if group != "environment":
+            check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
     environment_kind = _action_kind(environment_spec.actions)
     environment_name = environment_label(container["environment"], choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
@@ -168,7 +199,7 @@ def make_experiment(
             raise ConfigError(
                 key,
                 f"'{choices.get(key, key)}' acts in {kind} action spaces, but {environment_name} has "
-                f"{environment_kind} actions ({environment_spec.actions}); pick a {environment_kind}-action "
+                f"{describe_actions(environment_spec.actions)}; pick a {environment_kind}-action "
                 f"{key} or a {kind}-action environment",
             )
     check_replay_settings(builder, settings.max_actor_steps)
@@ -180,6 +211,14 @@ def make_experiment(
             f"'{choices.get('network', 'network')}' builds {network_kind} networks, but the agent needs "
             f"{builder.network_kind} networks",
         )
+
+    observers = []
+    for name, node in (container.get("observers") or {}).items():
+        key = f"observers.{name}"
+        check_factory(key, node, RUNTIME_ARGUMENTS["observers"])
+        observer_factory = _instantiate(key, config.observers[name])
+        _user_error(key, observer_factory, label="actor", instance=0, run_directory=run_directory)  # Builds?
+        observers.append(observer_factory)
 
     logger_factory = _user_error(
         "logger",
@@ -205,6 +244,7 @@ def make_experiment(
         progress=settings.progress,
         threshold=settings.threshold,
         num_envs=num_envs,
+        observers=observers,
         compilation_cache=settings.compilation_cache,
         agent_name=agent_name,
         environment_name=environment_name,

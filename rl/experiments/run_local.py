@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.distributed import DistributedProgram
+from rl.experiments.distributed import DistributedProgram, Evaluations
 from rl.experiments.interrupts import Interrupted, RunInterrupted, install_stop_requests
 from rl.experiments.launchers.errors import LauncherError
 from rl.experiments.learner_thread import LearnerThread
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.resume import RunCheckpointer, restore_evaluations, run_state
-from rl.experiments.summary import RunSummary, close_loggers, finish_run
+from rl.experiments.summary import RunSummary, close_loggers, finish_run, merge_evaluations
 from rl.numerics import NumericalError
 
 
@@ -73,9 +73,20 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             learner.restore(restore.learner_state(learner.save()))
         schedule_step = int(restore.state["actor_schedule_step"]) if restore is not None else 0
         actor_loop = program.make_actor(0, client, learner, counter, restart=experiment.session, initial_step=schedule_step)
-        evaluator = program.make_evaluator(0, learner, counter)
-        if restore is not None:
-            evaluator.returns[:], evaluator.times[:] = restore_evaluations(restore, experiment)
+        evaluators = [program.make_evaluator(i, learner, counter) for i in range(program.evaluators)]
+        histories = [Evaluations() for _ in evaluators]
+        if restore is not None:  # The run's curve so far (the mean over its evaluators), for each.
+            for history in histories:
+                history.returns[:], history.times[:] = restore_evaluations(restore, experiment)
+
+        def evaluation_curve() -> tuple[list[tuple[int, float]], list[float]]:
+            returns, times = merge_evaluations([(h.returns, h.times) for h in histories])
+            return returns, times or []
+
+        def evaluate() -> float:
+            """A round of every evaluator; the mean of their mean returns."""
+            means = [h.evaluate(e, experiment.eval_episodes) for e, h in zip(evaluators, histories)]
+            return float(np.mean(means))
         adder = actor_loop.actor.adder
         ratio = builder.replay_ratio
         batch = builder.samples_per_learner_step
@@ -91,7 +102,7 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
         if learner_thread is not None:
             learner_thread.samples = samples
         ready = True
-        next_eval = int(restore.state["next_eval"]) if restore is not None else experiment.eval_every
+        next_eval = program.next_evaluation(restore.actor_steps if restore is not None else 0)
         acting_before = float(restore.state.get("acting_time_s", 0.0)) if restore is not None else 0.0
         acting_start = time.perf_counter()
 
@@ -111,7 +122,7 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             with pause:
                 state = run_state(
                     experiment, counter.get_counts(), step, next_eval, actor_loop.actor.step_count,
-                    evaluator.returns, evaluator.times, acting_time(),
+                    *evaluation_curve(), acting_time(),
                 )
                 return checkpoints.save(learner, state, client), state
 
@@ -131,12 +142,12 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
                     samples += batch
                 if records:
                     progress.update(episode_return=records[-1]["episode_return"])
-                if step >= next_eval or step == experiment.max_actor_steps:
+                if step >= next_eval:
                     actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
                     if step == experiment.max_actor_steps:
                         finish_learning()  # The final evaluation sees the final parameters.
-                    progress.update(eval_return=evaluator.evaluate(experiment.eval_episodes))
-                    next_eval += experiment.eval_every
+                    progress.update(eval_return=evaluate())
+                    next_eval = program.next_evaluation(step)
                 progress.advance(step)
                 if stop.requested or checkpoints.due():  # Periodic checkpoints; a signal stops here.
                     path, state = save()
@@ -146,23 +157,15 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             if learner_thread is not None:
                 learner_thread.close()
             summary = finish_run(
-                experiment, None, state["counts"], evaluator.returns, time.perf_counter() - start, acting_time(),
-                eval_times=evaluator.times, status="interrupted",
+                experiment, state["counts"], *evaluation_curve(), time.perf_counter() - start, acting_time(),
+                status="interrupted",
             )
             close_loggers(experiment, exit_code=128 + stop.signum)
             loggers_closed = True
             raise RunInterrupted(stop.signum, summary, path)
         acting = acting_time()
         _, state = save()  # The final checkpoint.
-        summary = finish_run(
-            experiment,
-            None,
-            state["counts"],
-            evaluator.returns,
-            time.perf_counter() - start,
-            acting,
-            eval_times=evaluator.times,
-        )
+        summary = finish_run(experiment, state["counts"], *evaluation_curve(), time.perf_counter() - start, acting)
         close_loggers(experiment, exit_code=0)
         loggers_closed = True
         return summary
@@ -171,8 +174,8 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             learner_thread.close()
         actor_loop.count_partial_episode()
         finish_run(
-            experiment, None, counter.get_counts(), evaluator.returns, time.perf_counter() - start, acting_time(),
-            eval_times=evaluator.times, status="failed",
+            experiment, counter.get_counts(), *evaluation_curve(), time.perf_counter() - start, acting_time(),
+            status="failed",
         )
         close_loggers(experiment, exit_code=1)
         loggers_closed = True

@@ -122,32 +122,21 @@ class RunSummary:
 
 def finish_run(
     experiment: ExperimentConfig,
-    learner_state: Any,
     counts: Mapping[str, Any],
     eval_returns: Sequence[tuple[int, float]],
+    eval_times: Sequence[float] | None,
     wall_time_s: float,
     acting_time_s: float | None = None,
-    eval_times: Sequence[float] | None = None,
     status: str = "finished",
 ) -> RunSummary:
-    """Writes what every launcher leaves behind: the checkpoint and summary.json.
+    """Writes summary.json, what every launcher leaves behind (checkpoints are the
+    launcher's: rl/experiments/resume.py).
 
-    `learner_state` None: no checkpoint here (the launcher has written its own).
     `eval_times` are the epoch times (time.time()) of the evaluations in `eval_returns`.
     With a logger factory that keeps the run's clock, `wall_time_s` and the evaluation
     times are measured from its start, like every record's `wall_time_s`; otherwise the
     launcher's `wall_time_s` is used and the time to the threshold is unknown.
     """
-    if learner_state is not None and experiment.checkpoint.enabled:
-        from rl.checkpointing import save_checkpoint
-        from rl.experiments.resume import run_state
-
-        actor_steps = int(counts.get("actor_steps", 0))
-        state = run_state(
-            experiment, counts, actor_steps, actor_steps, actor_steps, list(eval_returns), list(eval_times or []),
-            acting_time_s or 0.0,
-        )
-        save_checkpoint(experiment.run_directory, actor_steps, learner_state, state, experiment.checkpoint.keep)
     start_time = run_start_time(experiment)
     eval_times_s = None
     if start_time is not None:

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Any
 
-import numpy as np
 import reverb
 import tensorflow as tf
-import tree
-from dm_env import specs
 
 from rl.replay.codecs import ColumnCodec, transition_codec
 from rl.specs import EnvironmentSpec

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import dataclasses
 
+from rl.agents.builder import ReplayConfig
 from rl.checks import require_positive
 
 
 @dataclasses.dataclass
-class DQNConfig:
+class DQNConfig(ReplayConfig):
+    # The replay section (rl/agents/builder.py), with DQN's defaults.
+    n_step: int = 3
+    batch_size: int = 64
+    # Items sampled per item inserted: batch_size / samples_per_insert actor steps per update.
+    samples_per_insert: float = 64.0
+    max_replay_size: int = 100_000
+    replay_table_name: str = "priority_table"
+    prioritized: bool = False
+    priority_exponent: float = 0.6
+    importance_sampling_exponent: float = 0.4
+
     learning_rate: float = 1e-3
     # Anneal the learning rate linearly to `final_learning_rate_fraction` of its value by
     # this actor step (0 keeps it constant). conf/agent/dqn.yaml sets it to the run's
@@ -17,38 +29,13 @@ class DQNConfig:
     final_learning_rate_fraction: float = 0.0
     adam_eps: float = 1e-8
     max_gradient_norm: float = 10.0
-    discount: float = 0.99
-    n_step: int = 3
-    batch_size: int = 64
-    # Items sampled per item inserted: batch_size / samples_per_insert actor steps per update.
-    samples_per_insert: float = 64.0
-    min_replay_size: int = 1_000
-    max_replay_size: int = 100_000
     # Counted in SGD steps (not actor steps): the target copy happens every this many updates.
     target_update_period: int = 500
     huber_loss_delta: float = 1.0
-    sgd_steps_per_learner_step: int = 1
-    prioritized: bool = False
-    priority_exponent: float = 0.6
-    importance_sampling_exponent: float = 0.4
-    variable_update_period: int = 50
-    replay_table_name: str = "priority_table"
 
     def __post_init__(self) -> None:
-        positive = (
-            "learning_rate",
-            "batch_size",
-            "samples_per_insert",
-            "n_step",
-            "min_replay_size",
-            "max_replay_size",
-            "target_update_period",
-            "sgd_steps_per_learner_step",
-            "variable_update_period",
-            "huber_loss_delta",
-            "max_gradient_norm",
-        )
-        require_positive(self, *positive)
+        super().__post_init__()
+        require_positive(self, "learning_rate", "target_update_period", "huber_loss_delta", "max_gradient_norm")
         if self.learning_rate_decay_actor_steps < 0:
             raise ValueError(
                 f"learning_rate_decay_actor_steps must be >= 0, got {self.learning_rate_decay_actor_steps}"
@@ -56,12 +43,6 @@ class DQNConfig:
         if not 0.0 <= self.final_learning_rate_fraction <= 1.0:
             raise ValueError(
                 f"final_learning_rate_fraction must be in [0, 1], got {self.final_learning_rate_fraction}"
-            )
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"discount must be in [0, 1], got {self.discount}")
-        if self.min_replay_size > self.max_replay_size:
-            raise ValueError(
-                f"min_replay_size ({self.min_replay_size}) must be <= max_replay_size ({self.max_replay_size})"
             )
 
     def sgd_steps_by(self, actor_steps: int) -> int:

@@ -1,22 +1,21 @@
-"""The DQN learner: jitted double-DQN updates on batches read from reverb."""
+"""The DQN learner: double-DQN updates on batches read from reverb (rl/agents/learning.py runs them)."""
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rl import core
 from rl.agents.dqn.config import DQNConfig
 from rl.agents.dqn.losses import double_q_loss
+from rl.agents.learning import SGDLearner
 from rl.counting import Counter
-from rl.loggers.base import Logger, NoOpLogger
+from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
-from rl.numerics import FiniteGuard
 from rl.replay.dataset import ReplaySample
 
 
@@ -56,7 +55,11 @@ def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent
     return weights / jnp.max(weights)
 
 
-class DQNLearner(core.Learner[TrainingState]):
+class DQNLearner(SGDLearner):
+    """Double DQN on the learner scaffold: each SGD step sees its slice of the batch's
+    transitions with their sampling probabilities (importance weights when prioritized),
+    and the sampled items' priorities become their TD errors."""
+
     def __init__(
         self,
         network: FeedForwardNetwork,
@@ -68,23 +71,17 @@ class DQNLearner(core.Learner[TrainingState]):
         logger: Logger | None = None,
     ):
         self._config = config
-        self._iterator = iterator
         self._client = replay_client
-        self._counter = counter or Counter()
-        self._logger = logger or NoOpLogger()
         optimizer = make_optimizer(config)
         params = network.init(random_key)
-        self._state = TrainingState(
+        state = TrainingState(
             params=params,
             target_params=params,
             opt_state=optimizer.init(params),
             steps=jnp.zeros((), jnp.int32),
         )
         sgd_step = functools.partial(self._sgd_step, network.apply, optimizer, config)
-        self._update = jax.jit(functools.partial(self._update_fn, sgd_step, config))
-        # A non-finite loss stops the learner: checked inside the update, read every few steps.
-        self._guard = FiniteGuard(learner_steps_of=lambda state: state.steps // config.sgd_steps_per_learner_step)
-        self._update = self._guard.wrap(self._update)
+        super().__init__(state, sgd_step, iterator, config.sgd_steps_per_learner_step, counter, logger)
 
     @staticmethod
     def _sgd_step(apply, optimizer, config: DQNConfig, state: TrainingState, minibatch):
@@ -108,41 +105,17 @@ class DQNLearner(core.Learner[TrainingState]):
             "q_mean": extras["q_mean"],
             "td_error": jnp.mean(extras["abs_td_error"]),
         }
-        return TrainingState(params, target_params, opt_state, steps), (metrics, extras["abs_td_error"])
+        return TrainingState(params, target_params, opt_state, steps), metrics, extras["abs_td_error"]
 
-    @staticmethod
-    def _update_fn(sgd_step, config: DQNConfig, state: TrainingState, data, probabilities, table_size):
-        """Runs `sgd_steps_per_learner_step` SGD steps on consecutive slices of one batch."""
-        num = config.sgd_steps_per_learner_step
-        split = lambda x: jnp.reshape(x, (num, -1) + x.shape[1:])
-        minibatches = jax.tree_util.tree_map(split, (data, probabilities, table_size))
-        state, (metrics, abs_td_errors) = jax.lax.scan(sgd_step, state, minibatches)
-        metrics = jax.tree_util.tree_map(jnp.mean, metrics)
-        return state, metrics, jnp.reshape(abs_td_errors, (-1,))
+    def batch_of(self, sample: ReplaySample) -> Any:
+        return sample.data, sample.probabilities, sample.table_size
 
-    def step(self) -> None:
-        sample = next(self._iterator)
-        self._state, metrics, abs_td_errors = self._update(
-            self._state, sample.data, sample.probabilities, sample.table_size
-        )
+    def after_update(self, sample: ReplaySample, abs_td_errors: jax.Array) -> None:
         if self._config.prioritized and self._client is not None:
             priorities = np.asarray(abs_td_errors, dtype=np.float64) + 1e-6
             self._client.mutate_priorities(
                 self._config.replay_table_name, updates=dict(zip(sample.keys.tolist(), priorities.tolist()))
             )
-        counts = self._counter.increment(steps=1)
-        self._logger.write({**counts, **metrics})
 
-    def get_variables(self, names: Sequence[str]) -> list[Any]:
-        return [self._state.params for _ in names]
-
-    def save(self) -> TrainingState:
-        return self._state
-
-    def restore(self, state: TrainingState) -> None:
-        self._state = jax.tree_util.tree_map(jnp.asarray, TrainingState(*state))
-        self._guard.reset()
-
-    def check_finite(self) -> None:
-        """Raises `NumericalError` if an update's loss or the state is not finite (a device sync)."""
-        self._guard.check(self._state)
+    def policy_params(self, state: TrainingState) -> Any:
+        return state.params

@@ -14,21 +14,17 @@ import os
 import re
 import socket
 import time
+import types
 from typing import Any
 
+import rl
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.distributed import DistributedProgram
 from rl.experiments.launchers.errors import LauncherError
 from rl.experiments.progress import ProgressDisplay
-from rl.experiments.summary import (
-    RunSummary,
-    close_loggers,
-    finish_run,
-    merge_evaluations,
-    run_start_time,
-)
+from rl.experiments.resume import RunCheckpointer, run_state
+from rl.experiments.summary import RunSummary, close_loggers, finish_run, merge_evaluations, run_start_time
 
-REPOSITORY_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
 # Environment of every node: no GPU pre-allocation fights, no TensorFlow chatter.
 NODE_ENVIRONMENT = {
@@ -94,14 +90,11 @@ class RayLauncher:
             raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
 
     def _init_ray(self, ray: Any) -> None:
-        environment = dict(NODE_ENVIRONMENT)
-        runtime_env: dict[str, Any] = {"env_vars": environment}
+        # The installed `rl` package travels to every node (a remote cluster has no copy).
+        runtime_env: dict[str, Any] = {"env_vars": dict(NODE_ENVIRONMENT), "py_modules": [rl]}
         if self.address is None:
             # A local instance sized to this machine, but large enough for the nodes asked for.
             needed = self.learner_num_cpus + self.num_actors * self.actor_num_cpus
-            environment["PYTHONPATH"] = os.pathsep.join(
-                p for p in (REPOSITORY_ROOT, os.environ.get("PYTHONPATH")) if p
-            )
             ray.init(
                 num_cpus=max(os.cpu_count() or 1, int(needed + 0.999)),
                 num_gpus=None,
@@ -110,8 +103,6 @@ class RayLauncher:
                 runtime_env=runtime_env,
             )
             return
-        runtime_env["working_dir"] = REPOSITORY_ROOT
-        runtime_env["excludes"] = [".git", ".venv", "outputs", "multirun", "wandb", "**/__pycache__"]
         try:
             ray.init(address=self.address, log_to_driver=False, runtime_env=runtime_env)
         except (ConnectionError, RuntimeError, TimeoutError) as error:
@@ -180,7 +171,7 @@ class _RayRun:
                 for i in range(launcher.num_actors)
             ]
             evaluators = [
-                ray_nodes.EvaluatorNode.remote(program, i, learner, counter) for i in range(launcher.num_evaluators)
+                ray_nodes.EvaluatorNode.remote(program, i, learner, counter) for i in range(self.program.evaluators)
             ]
             self._write_node_pids(replay, counter, learner, actors, evaluators)
             learner_run = learner.run.remote()
@@ -199,9 +190,10 @@ class _RayRun:
             learner_state = ray.get(learner.save.remote())
             counts = ray.get(counter.get_counts.remote())
             self._drain_logs()
-            summary = finish_run(
-                experiment, learner_state, counts, returns, time.perf_counter() - start, acting_time, eval_times
-            )
+            steps = int(counts.get("actor_steps", 0))
+            state = run_state(experiment, counts, steps, steps, steps, returns, eval_times or [], acting_time)
+            RunCheckpointer(experiment).save(types.SimpleNamespace(save=lambda: learner_state), state)
+            summary = finish_run(experiment, counts, returns, eval_times, time.perf_counter() - start, acting_time)
             exit_code = 0
             return summary
         except ray.exceptions.RayError as error:
@@ -223,7 +215,7 @@ class _RayRun:
         """Until every actor is done: drain logs, show progress, trigger evaluations and
         restart the work of actors that Ray restarted."""
         ray, experiment = self.ray, self.experiment
-        next_eval, evaluations = experiment.eval_every, []
+        next_eval, evaluations = self.program.next_evaluation(0), []
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             while actor_runs:
                 done, _ = ray.wait([learner_run, *actor_runs], num_returns=1, timeout=0.5)
@@ -237,7 +229,7 @@ class _RayRun:
                     evaluations = []
                 if steps >= next_eval and not evaluations and steps < experiment.max_actor_steps:
                     evaluations = [e.evaluate.remote(experiment.eval_episodes) for e in evaluators]
-                    next_eval = (steps // experiment.eval_every + 1) * experiment.eval_every
+                    next_eval = self.program.next_evaluation(steps)
                 for ref in done:
                     if ref == learner_run:
                         try:

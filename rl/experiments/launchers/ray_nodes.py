@@ -18,7 +18,7 @@ import ray
 
 from rl import core
 from rl.counting import Counter, StepBudget
-from rl.experiments.distributed import DistributedProgram
+from rl.experiments.distributed import DistributedProgram, Evaluations
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
 
 # Steps an actor leases from the counter at once: bounds counter traffic, and the total
@@ -301,21 +301,22 @@ class ActorNode:
 class EvaluatorNode:
     """Runs an evaluation round whenever the driver asks (every `eval_every` actor steps)."""
 
-    def __init__(self, program: DistributedProgram, evaluator_id: int, learner_handle: Any, counter_handle: Any):
-        self._evaluator = program.make_evaluator(
-            evaluator_id,
+    def __init__(self, program: DistributedProgram, instance: int, learner_handle: Any, counter_handle: Any):
+        self._loop = program.make_evaluator(
+            instance,
             RemoteVariableSource(learner_handle, asynchronous=False),
             RemoteCounter(counter_handle, 0.0),
         )
+        self._evaluations = Evaluations()
 
     def evaluate(self, eval_episodes: int) -> float:
-        return self._evaluator.evaluate(eval_episodes)
+        return self._evaluations.evaluate(self._loop, eval_episodes)
 
     def returns(self) -> list[tuple[int, float]]:
-        return self._evaluator.returns
+        return self._evaluations.returns
 
     def times(self) -> list[float]:
-        return self._evaluator.times
+        return self._evaluations.times
 
     def pid(self) -> int:
         return os.getpid()

@@ -1,0 +1,79 @@
+"""Headless rendering for video: the OpenGL backend MuJoCo renders with, and one-line
+errors where none works.
+
+MuJoCo (gymnasium's MuJoCo tasks, dm_control) reads `MUJOCO_GL` when it first renders
+or is imported. Without a display the only backends are EGL and OSMesa, each a system
+library (`libegl1`, `libosmesa6`; scripts/setup.sh installs them where it can).
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+from typing import Any
+
+# MUJOCO_GL value -> the system library it loads.
+HEADLESS_BACKENDS = {"egl": "EGL", "osmesa": "OSMesa"}
+
+
+class RenderingError(RuntimeError):
+    """An environment cannot render frames here; the message is one line."""
+
+
+def available_headless_backend() -> str | None:
+    """The first headless backend whose library is installed (None: neither)."""
+    for backend, library in HEADLESS_BACKENDS.items():
+        if ctypes.util.find_library(library):
+            return backend
+    return None
+
+
+def choose_mujoco_gl(rendering: bool) -> str | None:
+    """Sets `MUJOCO_GL` unless the user has: a headless backend when there is no display
+    (or "disable" when none is installed and nothing is rendered, so MuJoCo does not go
+    looking for one). Returns the backend MuJoCo will use (None: its own choice)."""
+    if "MUJOCO_GL" in os.environ:
+        return os.environ["MUJOCO_GL"]
+    if os.environ.get("DISPLAY"):
+        return None
+    backend = available_headless_backend()
+    if backend is None and rendering:
+        raise RenderingError(missing_backend_message())
+    os.environ["MUJOCO_GL"] = backend or "disable"
+    return os.environ["MUJOCO_GL"]
+
+
+def missing_backend_message(detail: str = "") -> str:
+    chosen = os.environ.get("MUJOCO_GL")
+    if chosen in HEADLESS_BACKENDS:
+        what = f"the OpenGL backend MUJOCO_GL={chosen} ({HEADLESS_BACKENDS[chosen]}) does not work here"
+    elif chosen in ("disable", "disabled", "off", "false", "0"):
+        what = f"MUJOCO_GL={chosen} turns rendering off; set MUJOCO_GL=egl or MUJOCO_GL=osmesa"
+    else:
+        what = "no headless OpenGL backend: neither EGL (libegl1) nor OSMesa (libosmesa6) is installed"
+    return f"cannot render MuJoCo frames: {what}" + (f" ({detail})" if detail else "")
+
+
+def render_frame(environment: Any) -> Any:
+    """`environment.render()`, with any rendering failure as one `RenderingError` line."""
+    try:
+        return environment.render()
+    except RenderingError:
+        raise
+    except Exception as error:  # noqa: BLE001 - OpenGL and pygame fail in many ways.
+        message = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        if "mujoco" in type(error).__module__ or "OpenGL" in type(error).__module__ or "GL" in message:
+            raise RenderingError(missing_backend_message(message[:200])) from None
+        raise RenderingError(f"the environment cannot render rgb frames ({message[:200]})") from None
+
+
+def render_fps(environment: Any, default: int = 30) -> int:
+    """Frames per second of an environment's video: gymnasium's `render_fps` metadata,
+    dm_control's control timestep, or `default`."""
+    metadata = getattr(getattr(environment, "gymnasium_environment", None), "metadata", None)
+    if isinstance(metadata, dict) and metadata.get("render_fps"):
+        return int(round(metadata["render_fps"]))
+    control_timestep = getattr(environment, "control_timestep", None)
+    if callable(control_timestep):
+        return max(1, int(round(1.0 / control_timestep())))
+    return default

@@ -1,0 +1,246 @@
+"""Evaluates a trained run from its newest checkpoint (what scripts/evaluate.py runs).
+
+    python scripts/evaluate.py run_dir=outputs/2024-05-01/12-00-00
+    python scripts/evaluate.py run_dir=DIR episodes=20 video=true
+    python scripts/evaluate.py run_dir=DIR seed=7 video=true video_path=/tmp/episode.mp4
+
+Rebuilds the experiment from `<run_dir>/.hydra/config.yaml` and, from the same program
+description the launchers use, its learner (restored from the newest
+`<run_dir>/checkpoints/step_<n>/`) and evaluator 0; runs the evaluation policy (greedy
+for DQN) for `episodes` episodes with the run's evaluation seed (or `seed=`) and prints
+the mean and std of the return. With `video=true` the evaluator's video observer writes
+an MP4 of the first episode (rendered headless) to `<run_dir>/videos/` (or `video_path`)
+and, when the run logged to an online W&B run, adds it to that run (an offline run cannot
+be added to: `wandb sync` it first). Nothing the run saved is modified.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+import sys
+from typing import Any
+
+USAGE = "usage: python scripts/evaluate.py run_dir=DIR [episodes=N] [video=true] [seed=S] [video_path=FILE.mp4]"
+OPTIONS = {"run_dir": None, "episodes": 10, "video": False, "seed": None, "video_path": None, "fps": None}
+
+
+class EvaluationError(Exception):
+    """A user error: printed as one line, exit status 1, no traceback."""
+
+
+def parse_arguments(argv: list[str]) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    if any(arg in ("-h", "--help") for arg in argv):
+        print(__doc__)
+        sys.exit(0)
+    for arg in argv:
+        if "=" not in arg:
+            raise EvaluationError(f"expected key=value, got '{arg}'\n{USAGE}")
+    try:
+        given = OmegaConf.to_container(OmegaConf.from_dotlist(argv))
+    except Exception as error:  # noqa: BLE001 - OmegaConf's grammar errors: show them plainly.
+        raise EvaluationError(f"cannot parse arguments ({error})\n{USAGE}") from None
+    unknown = sorted(set(given) - set(OPTIONS))
+    if unknown:
+        raise EvaluationError(f"unknown option(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}\n{USAGE}")
+    options = {**OPTIONS, **given}
+    if not options["run_dir"]:
+        raise EvaluationError(f"run_dir is required\n{USAGE}")
+    if not isinstance(options["episodes"], int) or isinstance(options["episodes"], bool) or options["episodes"] < 1:
+        raise EvaluationError(f"episodes must be a positive integer, got {options['episodes']!r}")
+    if not isinstance(options["video"], bool):
+        raise EvaluationError(f"video must be true or false, got {options['video']!r}")
+    if options["seed"] is not None and (not isinstance(options["seed"], int) or isinstance(options["seed"], bool)):
+        raise EvaluationError(f"seed must be an integer, got {options['seed']!r}")
+    options["run_dir"] = os.path.abspath(str(options["run_dir"]))
+    return options
+
+
+def locate_checkpoint(run_dir: str) -> str:
+    from rl.checkpointing import latest_checkpoint
+
+    if not os.path.isdir(run_dir):
+        raise EvaluationError(f"no run directory at {run_dir}")
+    if not os.path.isfile(os.path.join(run_dir, ".hydra", "config.yaml")):
+        raise EvaluationError(f"{run_dir} is not a run directory (no .hydra/config.yaml)")
+    checkpoint = latest_checkpoint(os.path.join(run_dir, "checkpoints"))
+    if checkpoint is None:
+        raise EvaluationError(f"no checkpoint in {run_dir}/checkpoints (runs save one at the end unless checkpoint=false)")
+    return checkpoint
+
+
+def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, Any]]:
+    """The run's experiment, writing nothing into the run (no log sinks, checkpoints or
+    progress bar), and its W&B settings."""
+    from omegaconf import OmegaConf
+
+    from rl.experiments.make_experiment import make_experiment
+    from rl.experiments.validation import ConfigError
+
+    config = OmegaConf.load(os.path.join(run_dir, ".hydra", "config.yaml"))
+    hydra_path = os.path.join(run_dir, ".hydra", "hydra.yaml")
+    choices = {}
+    if os.path.exists(hydra_path):
+        choices = OmegaConf.to_container(OmegaConf.load(hydra_path)).get("hydra", {}).get("runtime", {}).get("choices", {})
+    wandb_config = OmegaConf.to_container(config.logger).get("wandb") or {}
+    OmegaConf.set_struct(config, False)
+    config.logger = {"_target_": "rl.loggers.DefaultLoggerFactory", "terminal": False, "csv": False, "wandb": None}
+    config.observers = {}
+    config.progress = False
+    config.checkpoint = False
+    if seed is not None:
+        config.seed = seed
+    try:
+        experiment, _ = make_experiment(config, run_dir, choices)
+    except ConfigError as error:
+        raise EvaluationError(f"the run's config no longer builds an experiment: {error}") from None
+    return experiment, wandb_config
+
+
+def find_wandb_run(run_dir: str) -> tuple[str, bool] | None:
+    """The id of the run's W&B run and whether it was offline (None if it had none)."""
+    paths = [p for p in glob.glob(os.path.join(run_dir, "wandb", "*run-*-*")) if os.path.isdir(p)]
+    if not paths:
+        return None
+    latest = max(paths, key=lambda p: os.path.basename(p).split("-", 1)[1])
+    return os.path.basename(latest).rsplit("-", 1)[1], os.path.basename(latest).startswith("offline-")
+
+
+def log_video_to_wandb(run_dir: str, wandb_config: dict[str, Any], video: str, record: dict[str, Any]) -> str:
+    """Adds the video to the run's W&B run (resumed); says why not when it cannot."""
+    found = find_wandb_run(run_dir)
+    if found is None:
+        return "the run has no W&B run: the video was not logged to W&B"
+    run_id, offline = found
+    mode = wandb_config.get("mode") or os.environ.get("WANDB_MODE")
+    if mode == "disabled":
+        return "W&B is disabled: the video was not logged to W&B"
+    if offline or mode in ("offline", "dryrun"):
+        # An offline run cannot be continued in place: a second offline run with the same
+        # id would clash with it when synced.
+        return (
+            f"W&B run {run_id} is offline: the video was not added to it (`wandb sync` the run, then "
+            "evaluate again online to add it)"
+        )
+    import wandb
+
+    run = wandb.init(
+        project=wandb_config.get("project"),
+        entity=wandb_config.get("entity"),
+        id=run_id,
+        resume="must",
+        dir=run_dir,
+        mode="online",
+        reinit="finish_previous",
+    )
+    try:
+        run.log({**record, "evaluator/video": wandb.Video(video, format="mp4")})
+    finally:
+        run.finish()
+    return f"video logged to W&B run {run_id}"
+
+
+def evaluate(options: dict[str, Any]) -> dict[str, Any]:
+    run_dir = options["run_dir"]
+    checkpoint = locate_checkpoint(run_dir)
+
+    import numpy as np
+
+    from rl.checkpointing import CheckpointError, read_state, restore_learner_state
+    from rl.counting import Counter
+    from rl.environments.rendering import RenderingError
+    from rl.experiments.distributed import DistributedProgram
+    from rl.observers import VideoRecorder
+
+    experiment, wandb_config = restored_experiment(run_dir, options["seed"])
+    video_path = options["video_path"] or os.path.join(
+        run_dir, "videos", f"evaluation_{os.path.basename(checkpoint)}_seed{experiment.seed}.mp4"
+    )
+    if options["video"]:
+        experiment.observers = [functools.partial(VideoRecorder, every=1, fps=options["fps"], path=video_path)]
+    program = DistributedProgram(experiment)
+    learner = program.make_learner(None, Counter())  # Never stepped: it serves the restored parameters.
+    try:
+        saved = read_state(checkpoint)
+        learner.restore(restore_learner_state(checkpoint, learner.save()))
+    except CheckpointError as error:  # A damaged or foreign checkpoint: say so plainly.
+        raise EvaluationError(f"cannot use checkpoint {checkpoint} ({error})") from None
+    counts = {key: int(np.asarray(value)) for key, value in (saved.get("counts") or {}).items()}
+    try:
+        loop = program.make_evaluator(0, learner, Counter())
+    except TypeError as error:
+        if not options["video"]:
+            raise
+        raise EvaluationError(f"this environment cannot be made with render_mode='rgb_array' ({error})") from None
+    except RenderingError as error:
+        raise EvaluationError(str(error)) from None
+    try:
+        loop.actor.update(wait=True)
+        records = loop.run_episodes(options["episodes"])
+    except RenderingError as error:
+        raise EvaluationError(str(error)) from None
+    finally:
+        loop.environment.close()
+    returns = np.array([record["episode_return"] for record in records], dtype=np.float64)
+    result = {
+        "run_dir": run_dir,
+        "checkpoint": checkpoint,
+        "seed": experiment.seed,
+        "episodes": int(returns.size),
+        "mean_return": float(returns.mean()),
+        "std_return": float(returns.std()),
+        "min_return": float(returns.min()),
+        "max_return": float(returns.max()),
+        "mean_length": float(np.mean([record["episode_length"] for record in records])),
+        "returns": returns.tolist(),
+        "actor_steps": counts.get("actor_steps"),
+        "video": None,
+        "wandb": None,
+    }
+    recorders = [observer for observer in loop.observers if isinstance(observer, VideoRecorder)]
+    if recorders and recorders[0].videos:
+        result["video"] = recorders[0].videos[0]
+        result["video_frames"] = recorders[0].video_frames[0]
+        if wandb_config:
+            record = {"evaluator/restored_episode_return": result["mean_return"]}
+            if counts.get("actor_steps") is not None:
+                record["actor_steps"] = counts["actor_steps"]
+            result["wandb"] = log_video_to_wandb(run_dir, wandb_config, result["video"], record)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        options = parse_arguments(sys.argv[1:] if argv is None else argv)
+        result = evaluate(options)
+    except EvaluationError as error:
+        print(f"evaluate.py: {error}", file=sys.stderr)
+        return 1
+    print(f"checkpoint {result['checkpoint']} (actor steps {result['actor_steps']}), seed {result['seed']}")
+    print(
+        f"mean return {result['mean_return']:.2f} ± {result['std_return']:.2f} (std) over {result['episodes']} episodes "
+        f"[min {result['min_return']:.1f}, max {result['max_return']:.1f}], mean length {result['mean_length']:.1f}"
+    )
+    print("episode returns: " + ", ".join(f"{value:g}" for value in result["returns"]))
+    summary = os.path.join(options["run_dir"], "summary.json")
+    if os.path.exists(summary):
+        with open(summary) as file:
+            final = json.load(file).get("final_eval_return")
+        if final is not None:
+            print(f"the run's final evaluation return was {final:.2f}")
+    if result["video"]:
+        print(f"video of one episode ({result['video_frames']} frames): {result['video']}")
+    if result["wandb"]:
+        print(result["wandb"])
+    return 0
+
+
+def cli() -> None:
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # Headless rendering (pygame).
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.exit(main())

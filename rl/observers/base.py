@@ -1,0 +1,46 @@
+"""The observer interface, as the environment loop calls it.
+
+An environment loop steps several copies of an environment at once (a
+`VectorEnvironment`), so observers see batched timesteps and actions together with the
+ids of the copies they belong to, and report metrics per copy when that copy's episode
+ends. Each loop gets observers of its own: `ExperimentConfig.observers` holds factories,
+called once per loop with the loop's `label` ("actor" or "evaluator"), `instance` and the
+run directory.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import dm_env
+import numpy as np
+
+
+class Observer:
+    """Does nothing; subclasses override what they watch.
+
+    `labels` names the loops the observer runs in (None: every loop); `render` asks for
+    environments made with `render_mode="rgb_array"`.
+    """
+
+    labels: tuple[str, ...] | None = None
+    render = False
+
+    def __init__(self, label: str = "actor", instance: int = 0, run_directory: str = "."):
+        self.label = label
+        self.instance = instance
+        self.run_directory = run_directory
+
+    def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
+        """The first timesteps of new episodes in copies `env_ids`."""
+
+    def observe(self, environment: Any, timestep: dm_env.TimeStep, actions: Any, env_ids: np.ndarray) -> None:
+        """The actions taken in copies `env_ids` and the timesteps they led to."""
+
+    def get_metrics(self, env_id: int) -> dict[str, Any]:
+        """Metrics of the episode copy `env_id` has just ended, for its record."""
+        return {}
+
+
+class ObserverFactory(Protocol):
+    def __call__(self, label: str, instance: int, run_directory: str) -> Observer: ...

@@ -1,0 +1,172 @@
+"""Trains an agent: `python -m rl.train [group=option ...] [key=value ...]` (or
+`python scripts/train.py ...`, or the `rl-train` command of an installed package).
+
+`--help` lists the config groups and their options, `--cfg job` prints the composed
+config, `-m` runs a sweep (comma lists, `hydra/launcher=joblib` for parallel jobs,
+`hydra/sweeper=dqn_optuna` for an Optuna search). Returns the final evaluation return,
+for sweepers.
+
+The same command with `hydra.run.dir=<run dir>` (or `resume=<run dir>`) resumes that
+run from its newest checkpoint; a finished run is reported and left alone. Ctrl-C or
+SIGTERM stops a run cleanly (checkpoint, "interrupted" summary; exit status 130 / 143).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from rl.checkpointing import CheckpointError, holds_a_run
+
+# The rest (JAX, TensorFlow through reverb) is imported in `main`: a command line that
+# names no run directory to resume fails in a fraction of a second.
+
+# conf/ sits beside the package in the project (an editable install, `pip install -e .`).
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+
+
+def sweep_group() -> str | None:
+    """The W&B group of a multirun job: the sweep directory's name (None for single runs)."""
+    hydra_config = HydraConfig.get()
+    if hydra_config.mode != RunMode.MULTIRUN:
+        return None
+    return os.path.basename(os.path.normpath(str(hydra_config.sweep.dir))) or None
+
+
+def resume_arguments(argv: list[str]) -> list[str]:
+    """The command line Hydra sees: `resume=DIR` runs in DIR (`hydra.run.dir=DIR`), and a
+    run directory that holds a run keeps the `.hydra/` config it was started with
+    (`hydra.output_subdir=null`), so a resume can be checked against it and a refused one
+    changes nothing. Exits with status 2 when `resume` names no directory."""
+    if any(arg in ("-m", "--multirun") for arg in argv):
+        return argv
+    values = {key: arg.split("=", 1)[1] for arg in argv for key in ("resume", "hydra.run.dir") if arg.startswith(f"{key}=")}
+    run_directory = values.get("hydra.run.dir")
+    resume = values.get("resume")
+    if resume not in (None, "", "null"):
+        path = os.path.abspath(os.path.expanduser(resume))
+        if not os.path.isdir(path):
+            print(f"Invalid configuration: resume: no run directory at {path}", file=sys.stderr)
+            sys.exit(2)
+        if run_directory is not None and os.path.abspath(os.path.expanduser(run_directory)) != path:
+            print(f"Invalid configuration: resume: names {path} but hydra.run.dir names {run_directory}", file=sys.stderr)
+            sys.exit(2)
+        if run_directory is None:
+            argv = [*argv, f"hydra.run.dir={path}"]
+        run_directory = path
+    if run_directory is not None:
+        path = os.path.abspath(os.path.expanduser(run_directory))
+        if os.path.isfile(os.path.join(path, ".hydra", "config.yaml")) and holds_a_run(path):
+            argv = [*argv, "hydra.output_subdir=null"]
+    return argv
+
+
+def _prepare(config: DictConfig, output_dir: str) -> tuple:
+    """The experiment, its launcher and the plan for its run directory; exits on bad input."""
+    from rl.experiments.make_experiment import make_experiment
+    from rl.experiments.resume import prepare_run
+    from rl.experiments.validation import ConfigError
+
+    try:
+        experiment, launch = make_experiment(config, output_dir, HydraConfig.get().runtime.choices, run_group=sweep_group())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            plan = prepare_run(
+                experiment,
+                config,
+                output_dir,
+                explicit=config.get("resume") is not None,
+                supports_resume=getattr(launch, "supports_resume", False),
+            )
+        for warning in caught:
+            print(f"Warning: {warning.message}", file=sys.stderr)
+    except ConfigError as error:
+        print(f"Invalid configuration: {error}", file=sys.stderr)
+        sys.exit(2)
+    except CheckpointError as error:
+        print(f"Cannot resume: {error}", file=sys.stderr)
+        sys.exit(1)
+    return experiment, launch, plan
+
+
+def train(config: DictConfig) -> float:
+    from rl.experiments.interrupts import RunInterrupted, signal_name
+    from rl.experiments.launchers.errors import LauncherError
+    from rl.experiments.resume import apply_plan
+    from rl.experiments.summary import close_loggers
+
+    output_dir = HydraConfig.get().runtime.output_dir
+    experiment, launch, plan = _prepare(config, output_dir)
+    if plan.finished is not None:
+        summary = plan.finished
+        print(
+            f"The run in {output_dir} has already finished ({summary.get('actor_steps')} actor steps, final "
+            f"evaluation return {summary.get('final_eval_return')}); nothing to do."
+        )
+        return summary.get("final_eval_return", float("nan"))
+    experiment = apply_plan(plan, experiment)
+    if plan.restore is not None:
+        counts = plan.restore.counts
+        print(
+            f"Resuming {output_dir} from {os.path.basename(plan.restore.checkpoint)} "
+            f"({counts.get('actor_steps', 0)} actor steps, {counts.get('learner_steps', 0)} learner steps)"
+        )
+    factory = experiment.logger_factory
+    try:
+        start = getattr(factory, "start", None)
+        if start is not None:
+            start()  # The W&B run exists (with its config) before the first step.
+        summary = launch(experiment=experiment)
+    except RunInterrupted as stop:  # Checkpoint and summary written, loggers closed.
+        hint = "the same command resumes it" if stop.checkpoint else "the same command starts it over"
+        print(f"Interrupted: {stop}; {hint}", file=sys.stderr)
+        sys.exit(stop.exit_code)
+    except LauncherError as error:  # Expected failures (unreachable cluster, dead learner): no traceback.
+        close_loggers(experiment, exit_code=1)
+        print(f"Run failed: {error}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt as error:  # Before the run could stop cleanly (or a second signal).
+        code = getattr(error, "exit_code", 130)
+        close_loggers(experiment, exit_code=code)
+        print(f"Interrupted by {signal_name(code - 128)} before a checkpoint could be written", file=sys.stderr)
+        sys.exit(code)
+    except BaseException:
+        # W&B marks a run that ends with a non-zero exit code as failed/crashed. Closing
+        # here also frees the run for the next job of a multirun in this process.
+        close_loggers(experiment, exit_code=1)
+        raise
+    close_loggers(experiment, exit_code=0)  # A no-op when the launcher has closed them.
+    print(
+        f"final evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
+        f"({summary.wall_time_s:.0f} s); summary in {output_dir}/summary.json"
+    )
+    return summary.final_eval_return
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+def main(config: DictConfig) -> float:
+    from rl.experiments.interrupts import Interrupted, raise_on_signals, signal_name
+
+    try:
+        with raise_on_signals():
+            return train(config)
+    except Interrupted as error:  # While the experiment was being built: nothing to save.
+        print(f"Interrupted by {signal_name(error.signum)} while starting; nothing was trained", file=sys.stderr)
+        sys.exit(error.exit_code)
+
+
+def cli() -> None:
+    """The command line: `resume=DIR` and run directories that hold a run are resolved
+    before Hydra sees the arguments."""
+    sys.argv[1:] = resume_arguments(sys.argv[1:])
+    main()
+
+
+if __name__ == "__main__":
+    cli()
