@@ -98,14 +98,6 @@ def list_checkpoints(run_directory: str) -> list[str]:
     return [os.path.join(root, name) for _, name in sorted(steps, reverse=True)]
 
 
-def latest_checkpoint(directory: str) -> str | None:
-    """The newest `step_*` directory in `directory` (a run's `checkpoints/`), unverified."""
-    if not os.path.isdir(directory):
-        return None
-    steps = [(step, name) for name in os.listdir(directory) if (step := step_of(name)) is not None]
-    return os.path.join(directory, max(steps)[1]) if steps else None
-
-
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 

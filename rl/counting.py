@@ -51,9 +51,6 @@ class Counter:
             self._cached_at = now
         return dict(self._cached)
 
-    def get_steps_key(self) -> str:
-        return self._key("steps")
-
     def save(self) -> Mapping[str, Number]:
         with self._lock:
             return dict(self._counts)
@@ -110,10 +107,6 @@ class StepBudget:
             self._unleased += reclaimed
             self._outstanding[actor_id] = 0
             return {"restart": restart, "steps": self._counted.get(actor_id, 0), "reclaimed": reclaimed}
-
-    def is_current(self, actor_id: int, incarnation: int) -> bool:
-        with self._lock:
-            return self._incarnations.get(actor_id) == incarnation
 
     def lease(self, actor_id: int, incarnation: int, wanted: int) -> int:
         """Grants up to `wanted` steps (0 when the budget is spent or the caller is stale)."""

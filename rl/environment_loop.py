@@ -177,9 +177,6 @@ class EnvironmentLoop(core.Worker):
                     active.remove(env_id)
         return records
 
-    def run_episode(self) -> dict[str, Any]:
-        return self.run_episodes(1)[0]
-
     def run_evaluation(self, num_episodes: int) -> dict[str, Any]:
         """One evaluation round: the newest parameters, `num_episodes` fresh episodes side
         by side, and one record, logged and returned: the counts, the mean return with

@@ -61,13 +61,18 @@ def parse_arguments(argv: list[str]) -> dict[str, Any]:
 
 
 def locate_checkpoint(run_dir: str) -> str:
-    from rl.checkpointing import latest_checkpoint
+    from rl.checkpointing import CheckpointError, find_latest
 
     if not os.path.isdir(run_dir):
         raise EvaluationError(f"no run directory at {run_dir}")
     if not os.path.isfile(os.path.join(run_dir, ".hydra", "config.yaml")):
         raise EvaluationError(f"{run_dir} is not a run directory (no .hydra/config.yaml)")
-    checkpoint = latest_checkpoint(os.path.join(run_dir, "checkpoints"))
+    try:  # The newest undamaged checkpoint, as a resume would pick.
+        checkpoint, skipped = find_latest(run_dir, warn=False)
+    except CheckpointError as error:
+        raise EvaluationError(str(error)) from None
+    for path, reason in skipped:
+        print(f"Warning: checkpoint {path} is damaged ({reason}); evaluating an older one", file=sys.stderr)
     if checkpoint is None:
         raise EvaluationError(f"no checkpoint in {run_dir}/checkpoints (runs save one at the end unless checkpoint=false)")
     return checkpoint

@@ -130,6 +130,26 @@ def test_a_damaged_checkpoint_is_skipped_for_the_previous_one(tmp_path):
     assert checkpointing.find_latest(str(tmp_path / "elsewhere")) == (None, [])
 
 
+def test_evaluation_picks_the_checkpoint_a_resume_would(tmp_path, capsys):
+    from rl.evaluation import EvaluationError, locate_checkpoint
+
+    run = str(tmp_path)
+    os.makedirs(os.path.join(run, ".hydra"))
+    open(os.path.join(run, ".hydra", "config.yaml"), "w").close()
+    with pytest.raises(EvaluationError, match="no checkpoint in"):
+        locate_checkpoint(run)
+    state = _learner().save()
+    older = checkpointing.save_checkpoint(run, 10, state, {"actor_steps": 10})
+    newer = checkpointing.save_checkpoint(run, 20, state, {"actor_steps": 20})
+    assert locate_checkpoint(run) == newer
+    _corrupt(newer)
+    assert locate_checkpoint(run) == older
+    assert f"Warning: checkpoint {newer} is damaged" in capsys.readouterr().err
+    _corrupt(older)
+    with pytest.raises(EvaluationError, match="no usable checkpoint"):
+        locate_checkpoint(run)
+
+
 def test_a_checkpoint_of_another_network_or_agent_is_refused(tmp_path):
     path = checkpointing.save_checkpoint(str(tmp_path), 1, _learner(hidden=(32, 32)).save(), {"actor_steps": 1})
     checkpointing.check_learner_structure(path, _learner(seed=3, hidden=(32, 32)).save())

@@ -100,9 +100,6 @@ class PrefetchingIterator(Iterator[ReplaySample]):
             return
         self._queue.put(StopIteration())
 
-    def ready(self) -> bool:
-        return not self._queue.empty()
-
     def __next__(self) -> ReplaySample:
         if self._finished is not None:
             raise self._finished

@@ -6,7 +6,6 @@ Importing this module imports reverb and so TensorFlow: only replay code should.
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 import reverb
 import tensorflow as tf
@@ -74,10 +73,6 @@ def make_error_buffer(samples_per_insert: float, samples_per_learner_step: int) 
     return (1 + PREFETCH_BATCHES) * samples_per_learner_step + INSERT_SLACK * samples_per_insert
 
 
-def min_size_rate_limiter(min_size_to_sample: int) -> reverb.rate_limiters.RateLimiter:
-    return reverb.rate_limiters.MinSize(min_size_to_sample)
-
-
 def transition_signature(environment_spec: EnvironmentSpec) -> Transition:
     """The reverb signature of one `Transition`, one column per leaf (`ColumnCodec`)."""
     return ColumnCodec(environment_spec).signature()
@@ -106,10 +101,3 @@ def make_transition_table(
         rate_limiter=rate_limiter,
         signature=codec.signature(),
     )
-
-
-def make_server(tables: list[reverb.Table], port: int | None = None) -> reverb.Server:
-    return reverb.Server(tables, port=port)
-
-
-NO_LIMIT = sys.float_info.max
