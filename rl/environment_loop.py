@@ -53,7 +53,7 @@ class EnvironmentLoop(core.Worker):
         observers: Sequence[Observer] = (),
         evaluation: bool = False,
     ):
-        if not isinstance(environment, VectorEnvironment):
+        if not hasattr(environment, "num_envs"):  # One environment: a vector of one.
             environment = VectorEnvironment([environment])
         self.environment = environment
         self.num_envs = environment.num_envs

@@ -22,6 +22,9 @@ from rl.benchmarks.replay import insert_rate, replay_server
 EXPERIMENTS = ("dqn_cartpole",)
 NUM_ENVS = (1, 8, 32)
 NUM_ENVS_KEY = "environment.num_envs"
+BACKEND_KEY = "environment.backend"
+# (copies, backend) per case: envpool where the config has the key and envpool the task.
+CASES = ((1, None), (8, None), (32, None), (8, "envpool"), (32, "envpool"))
 
 
 def _rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[float | None, float | None, float | None]:
@@ -57,19 +60,29 @@ def _rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[float | 
 
 
 def suite_actor(settings: Settings) -> list[Row]:
+    from rl.experiments.validation import ConfigError
+
     rows: list[Row] = []
     for name in settings.experiments or EXPERIMENTS:
         base = [f"experiment={name}", "logger=csv", "progress=false", "checkpoint=false"]
         vectorised = settings.has_key(NUM_ENVS_KEY, base)
-        for num_envs in NUM_ENVS:
-            if num_envs > 1 and not vectorised:
-                settings.note(f"actor: {name} num_envs={num_envs} skipped ({NUM_ENVS_KEY} is not in the config)")
+        backends = settings.has_key(BACKEND_KEY, base)
+        for num_envs, backend in CASES:
+            if (num_envs > 1 and not vectorised) or (backend is not None and not backends):
+                key = NUM_ENVS_KEY if num_envs > 1 and not vectorised else BACKEND_KEY
+                settings.note(f"actor: {name} num_envs={num_envs} {backend or ''} skipped ({key} is not in the config)")
                 continue
             overrides = base + ([f"{NUM_ENVS_KEY}={num_envs}"] if vectorised else [])
+            overrides += [f"{BACKEND_KEY}={backend}"] if backend is not None else []
+            case = f"{name} num_envs={num_envs}" + (f" backend={backend}" if backend else "")
             with tempfile.TemporaryDirectory() as run_dir:
-                actor, environment, inserts = _rates(settings.compose(overrides, run_dir), num_envs, settings)
+                try:
+                    experiment = settings.compose(overrides, run_dir)
+                except ConfigError as error:
+                    settings.note(f"actor: {case} skipped ({error})")
+                    continue
+                actor, environment, inserts = _rates(experiment, num_envs, settings)
             bound = min(environment, inserts)
-            case = f"{name} num_envs={num_envs}"
             rows += [
                 Row("actor", case, actor, "steps/s", bound, ratio(actor, bound)),
                 Row("actor", f"{case}: environment alone", environment, "steps/s"),

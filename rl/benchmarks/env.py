@@ -10,8 +10,6 @@ to one gymnasium environment of the task (measured in the same invocation).
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from typing import Any, Callable
 
@@ -20,6 +18,8 @@ import numpy as np
 from dm_env import specs
 
 from rl.benchmarks.common import Row, Settings, measure_rate, median, progress, ratio
+from rl.environments.envpool_vector import EnvpoolVectorEnvironment, envpool_tasks, quietly
+from rl.environments.vector import VectorEnvironment
 
 TASKS = ("CartPole-v1", "Pendulum-v1", "HalfCheetah-v5")
 VECTOR_SIZES = (8, 32)
@@ -118,32 +118,6 @@ def make_dm_env(task: str, seed: int = 0) -> dm_env.Environment:
     return make_gymnasium_environment(task, seed=seed)
 
 
-def _quietly(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Calls `function` with the process's stdout and stderr (C level) muted: envpool's
-    MuJoCo prints a deprecation warning per copy it compiles."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            os.dup2(null.fileno(), 2)
-            return function(*args, **kwargs)
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for descriptor in saved:
-            os.close(descriptor)
-
-
-def envpool_has(task: str) -> bool:
-    try:
-        import envpool
-    except ImportError:
-        return False
-    return task in envpool.list_all_envs()
-
-
 def environment_rate(make_stepper: Callable[[], Any], settings: Settings) -> float | None:
     """Median steps/s over `settings.repeats` measurements of one fresh stepper."""
     stepper = make_stepper()
@@ -170,14 +144,27 @@ def _cases(task: str) -> list[tuple[str, Callable[[], Any]]]:
                 lambda n=n: GymnasiumStepper(gymnasium.make_vec(task, num_envs=n, vectorization_mode="sync"), n),
             )
         )
-    if envpool_has(task):
+    for n in VECTOR_SIZES:  # What an actor steps with environment.num_envs=n (backend=gymnasium).
+        cases.append(
+            (
+                f"VectorEnvironment x{n} (rl.environments)",
+                lambda n=n: DmEnvStepper(VectorEnvironment.make(lambda seed: make_dm_env(task, seed), 0, n)),
+            )
+        )
+    if task in envpool_tasks():
         import envpool
 
         for n in VECTOR_SIZES:
             cases.append(
                 (
                     f"envpool x{n}",
-                    lambda n=n: EnvpoolStepper(_quietly(envpool.make, task, env_type="gymnasium", num_envs=n, seed=0), n),
+                    lambda n=n: EnvpoolStepper(quietly(envpool.make, task, env_type="gymnasium", num_envs=n, seed=0), n),
+                )
+            )
+            cases.append(  # ... and with environment.backend=envpool.
+                (
+                    f"envpool x{n} (rl.environments)",
+                    lambda n=n: DmEnvStepper(EnvpoolVectorEnvironment(task, 0, n)),
                 )
             )
     return cases

@@ -44,7 +44,7 @@ class EnvironmentWrapper(dm_env.Environment):
         self._environment.close()
 
 
-def _to_float32_spec(spec: Any) -> Any:
+def float32_spec(spec: Any) -> Any:
     if not np.issubdtype(spec.dtype, np.floating) or spec.dtype == np.float32:
         return spec
     if isinstance(spec, specs.BoundedArray):
@@ -63,7 +63,7 @@ class SinglePrecisionWrapper(EnvironmentWrapper):
 
     def __init__(self, environment: dm_env.Environment):
         super().__init__(environment)
-        self._observation_spec = tree.map_structure(_to_float32_spec, environment.observation_spec())
+        self._observation_spec = tree.map_structure(float32_spec, environment.observation_spec())
         # A single array (the common case) skips the structure walk on every step.
         self._single_dtype = None if tree.is_nested(self._observation_spec) else self._observation_spec.dtype
 
@@ -88,7 +88,7 @@ class SinglePrecisionWrapper(EnvironmentWrapper):
         return self._observation_spec
 
     def reward_spec(self) -> Any:
-        return _to_float32_spec(self._environment.reward_spec())
+        return float32_spec(self._environment.reward_spec())
 
     def discount_spec(self) -> Any:
         return specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")

@@ -54,12 +54,17 @@ def make_observers(experiment: ExperimentConfig, label: str, instance: int) -> l
     return [observer for observer in observers if observer.labels is None or label in observer.labels]
 
 
-def make_environment(experiment: ExperimentConfig, random_key: jax.Array, num_envs: int, observers: Sequence[Observer]) -> VectorEnvironment:
-    """`num_envs` copies seeded from `random_key`, made to render when an observer asks."""
+def make_environment(experiment: ExperimentConfig, random_key: jax.Array, num_envs: int, observers: Sequence[Observer]) -> Any:
+    """`num_envs` copies seeded from `random_key` (`VectorEnvironment`'s interface), made
+    to render when an observer asks (always with the gymnasium backend: envpool does not
+    render)."""
     factory = experiment.environment_factory
+    seed = environment_seed(random_key)
     if any(observer.render for observer in observers):
         factory = functools.partial(factory, render_mode="rgb_array")
-    return VectorEnvironment.make(factory, environment_seed(random_key), num_envs)
+    elif experiment.vector_environment_factory is not None:
+        return experiment.vector_environment_factory(seed=seed, num_envs=num_envs)
+    return VectorEnvironment.make(factory, seed, num_envs)
 
 
 def build_learner(

@@ -47,6 +47,9 @@ class ExperimentConfig:
     evaluator_factories: Sequence[Callable[..., Any]] | None = None
     # Environment copies each actor steps with one batched policy call (environment.num_envs).
     num_envs: int = 1
+    # `(seed=..., num_envs=...)` -> the copies an actor steps, when another backend than one
+    # `environment_factory` environment per copy steps them (environment.backend=envpool).
+    vector_environment_factory: Callable[..., Any] | None = None
     # Directory of the persistent XLA compilation cache (None: no cache).
     compilation_cache: str | None = None
     # The evaluation return that counts as solving the task (None: none); the summary

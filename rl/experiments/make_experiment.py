@@ -40,6 +40,17 @@ def _pop_num_envs(environment: dict[str, Any]) -> int:
     return num_envs
 
 
+BACKENDS = ("gymnasium", "envpool")
+
+
+def _pop_backend(environment: dict[str, Any]) -> str:
+    """`environment.backend` chooses how an actor's copies are stepped, not the factory."""
+    backend = environment.pop("backend", "gymnasium")
+    if backend not in BACKENDS:
+        raise ConfigError("environment.backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
+    return backend
+
+
 def _bound(values: Any) -> str:
     """One bound of a spec: a single number when every dimension shares it."""
     flat = [float(value) for value in np.asarray(values, dtype=np.float64).reshape(-1)]
@@ -174,22 +185,34 @@ def make_experiment(
     choices = dict(choices or {})
     container = resolved_container(config)
     settings = check_run_settings(container)
-    num_envs = _pop_num_envs(container["environment"]) if "environment" in container else 1
     for group in GROUPS:
         if group not in container:
             raise ConfigError(group, "no option selected for this config group")
+    # The factory's own options: `num_envs` and `backend` configure the actors' loops (the
+    # run's config, W&B's included, keeps them).
+    environment_options = dict(container["environment"])
+    num_envs = _pop_num_envs(environment_options)
+    backend = _pop_backend(environment_options)
     # The environment first: a wrong name or option is answered before the other groups'
     # code (networks, agents, launchers: JAX, TensorFlow, reverb) is even imported.
-    check_factory("environment", container["environment"], RUNTIME_ARGUMENTS["environment"])
-    environment_factory = _instantiate("environment", container["environment"], _partial_=True)
+    check_factory("environment", environment_options, RUNTIME_ARGUMENTS["environment"])
+    environment_factory = _instantiate("environment", environment_options, _partial_=True)
     probe = _user_error("environment.name", environment_factory, seed=settings.seed)
     environment_spec = make_environment_spec(probe)
     probe.close()
+    vector_environment_factory = None
+    if backend == "envpool":
+        from rl.environments.envpool_vector import envpool_factory
+
+        try:
+            vector_environment_factory = envpool_factory(environment_options, environment_spec)
+        except ValueError as error:
+            raise ConfigError("environment.backend", str(error)) from None
     for group in GROUPS:
         if group != "environment":
             check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
     environment_kind = _action_kind(environment_spec.actions)
-    environment_name = environment_label(container["environment"], choices)
+    environment_name = environment_label(environment_options, choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
 
     policy = _instantiate("policy", config.policy)
@@ -244,6 +267,7 @@ def make_experiment(
         progress=settings.progress,
         threshold=settings.threshold,
         num_envs=num_envs,
+        vector_environment_factory=vector_environment_factory,
         observers=observers,
         compilation_cache=settings.compilation_cache,
         agent_name=agent_name,

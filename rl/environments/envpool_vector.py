@@ -1,0 +1,184 @@
+"""`environment.backend=envpool`: the copies of a gymnasium task stepped by envpool's C++
+thread pool instead of one Python environment each.
+
+`EnvpoolVectorEnvironment` has `VectorEnvironment`'s interface (batched dm_env timesteps,
+`reset(env_ids)` after a copy's last step, `step(actions, env_ids)` for any subset of the
+copies), so the environment loop, the actors and the evaluators use it unchanged. Its
+observations and rewards are float32 like the gymnasium backend's; episodes end as in
+`GymnasiumToDmEnv` (termination: discount 0, truncation by a time limit: discount 1).
+envpool seeds its copies itself from one seed, so its episodes differ from the gymnasium
+backend's at the same seed; frames cannot be rendered (a loop with a video observer uses
+the gymnasium backend).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Sequence
+
+import dm_env
+import numpy as np
+
+from rl.environments.gymnasium_adapter import space_to_spec
+from rl.environments.wrappers import float32_spec
+
+# envpool takes an int32 seed.
+INT32 = 2**31
+
+
+def envpool_tasks() -> set[str]:
+    """The task ids of the installed envpool (empty when it is not installed)."""
+    try:
+        import envpool
+    except ImportError:
+        return set()
+    return set(envpool.list_all_envs())
+
+
+def quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
+    """Calls `function` with C-level stdout muted: MuJoCo tasks print a deprecation line
+    from the model compiler on every `envpool.make` (errors still reach stderr)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            return function(*args, **kwargs)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+class EnvpoolVectorEnvironment:
+    """`num_envs` copies of envpool task `name` behind `VectorEnvironment`'s interface."""
+
+    def __init__(self, name: str, seed: int, num_envs: int, max_episode_steps: int | None = None, **kwargs: Any):
+        import warnings
+
+        import envpool
+
+        if name not in envpool_tasks():
+            raise ValueError(f"envpool has no task '{name}'")
+        options = dict(kwargs)
+        if max_episode_steps is not None:
+            options["max_episode_steps"] = int(max_episode_steps)
+        with warnings.catch_warnings():  # envpool's float64 bounds cast to float32 spaces.
+            warnings.simplefilter("ignore")
+            self._pool = quietly(
+                envpool.make, name, env_type="gymnasium", num_envs=num_envs, seed=int(seed) % INT32, **options
+            )
+            self._observation_spec = float32_spec(space_to_spec(self._pool.observation_space, "observation"))
+            self._action_spec = space_to_spec(self._pool.action_space, "action")
+        self._action_dtype = self._pool.action_space.dtype
+        self.num_envs = num_envs
+        self._all = np.arange(num_envs, dtype=np.int32)
+
+    @classmethod
+    def make(
+        cls, name: str, seed: int, num_envs: int, max_episode_steps: int | None = None, kwargs: dict | None = None
+    ) -> "EnvpoolVectorEnvironment":
+        return cls(name, seed, num_envs, max_episode_steps, **(kwargs or {}))
+
+    def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray:
+        return self._all if env_ids is None else np.asarray(env_ids, dtype=np.int32)
+
+    def _observations(self, observations: np.ndarray, returned: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The rows in the order of `ids` (envpool answers in its own order), as float32."""
+        order = None
+        if not np.array_equal(returned, ids):
+            row_of = {int(env_id): row for row, env_id in enumerate(returned)}
+            order = np.array([row_of[int(env_id)] for env_id in ids])
+        observations = np.asarray(observations, dtype=self._observation_spec.dtype)
+        return (observations if order is None else observations[order]), order
+
+    def reset(self, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
+        """Starts a new episode in the copies named (all by default)."""
+        ids = self._ids(env_ids)
+        observations, info = self._pool.reset(ids)
+        observations, _ = self._observations(observations, info["env_id"], ids)
+        n = len(ids)
+        return dm_env.TimeStep(
+            step_type=np.full(n, dm_env.StepType.FIRST, np.int8),
+            reward=np.zeros(n, np.float32),
+            discount=np.ones(n, np.float32),
+            observation=observations,
+        )
+
+    def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
+        """Steps the copies named (all by default); `actions[k]` goes to `env_ids[k]`."""
+        ids = self._ids(env_ids)
+        observations, rewards, terminated, truncated, info = self._pool.step(
+            np.asarray(actions, dtype=self._action_dtype), ids
+        )
+        observations, order = self._observations(observations, info["env_id"], ids)
+        if order is not None:
+            rewards, terminated, truncated = rewards[order], terminated[order], truncated[order]
+        ended = np.logical_or(terminated, truncated)
+        return dm_env.TimeStep(
+            step_type=np.where(ended, dm_env.StepType.LAST, dm_env.StepType.MID).astype(np.int8),
+            reward=np.asarray(rewards, np.float32),
+            discount=np.where(terminated, 0.0, 1.0).astype(np.float32),
+            observation=observations,
+        )
+
+    def observation_spec(self) -> Any:
+        return self._observation_spec
+
+    def action_spec(self) -> Any:
+        return self._action_spec
+
+    def reward_spec(self) -> Any:
+        return dm_env.specs.Array(shape=(), dtype=np.float32, name="reward")
+
+    def discount_spec(self) -> Any:
+        return dm_env.specs.BoundedArray(shape=(), dtype=np.float32, minimum=0.0, maximum=1.0, name="discount")
+
+    def render(self) -> Any:
+        raise NotImplementedError("envpool environments do not render; use environment.backend=gymnasium for video")
+
+    def close(self) -> None:
+        close = getattr(self._pool, "close", None)
+        if close is not None:
+            close()
+
+
+# Factories (conf/environment `_target_`s) whose `name` is a gymnasium id envpool may have.
+GYMNASIUM_FACTORIES = ("rl.environments.make_gymnasium_environment", "rl.environments.make_mujoco_environment")
+
+
+def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
+    """`make(seed=..., num_envs=...)` for the composed `environment` group, or a ValueError
+    saying why envpool cannot step it: not installed, not a gymnasium task, a task envpool
+    lacks (with close names), or specs that differ from the gymnasium backend's."""
+    import difflib
+    import functools
+
+    target = environment.get("_target_")
+    if target not in GYMNASIUM_FACTORIES:
+        raise ValueError(f"envpool steps gymnasium ids (environment=gymnasium or mujoco), not {target}")
+    tasks = envpool_tasks()
+    if not tasks:
+        raise ValueError("envpool is not installed (pip install envpool)")
+    name = str(environment.get("name"))
+    if name not in tasks:
+        close = difflib.get_close_matches(name, sorted(tasks), n=5, cutoff=0.6)
+        hint = f"; close ones: {close}" if close else ""
+        raise ValueError(f"envpool has no task '{name}'{hint}; environment.backend=gymnasium steps any gymnasium id")
+    factory = functools.partial(
+        EnvpoolVectorEnvironment.make,
+        name=name,
+        max_episode_steps=environment.get("max_episode_steps"),
+        kwargs=environment.get("kwargs") or {},
+    )
+    probe = factory(seed=0, num_envs=1)
+    try:
+        for what, ours, theirs in (
+            ("observations", environment_spec.observations, probe.observation_spec()),
+            ("actions", environment_spec.actions, probe.action_spec()),
+        ):
+            if (type(ours), ours.shape, ours.dtype) != (type(theirs), theirs.shape, theirs.dtype):
+                raise ValueError(f"envpool's '{name}' has other {what} ({theirs}) than gymnasium's ({ours})")
+    finally:
+        probe.close()
+    return factory
