@@ -131,7 +131,7 @@ def test_factory_records_carry_wall_time_since_the_factory_was_made(tmp_path):
     written = time.time()
     factory.close()
     (evaluation,) = _rows(tmp_path / "evaluator.csv")
-    assert list(evaluation) == ["evaluator_id", "actor_steps", "episode_return", "wall_time_s"]
+    assert list(evaluation) == ["actor_steps", "evaluator_id", "episode_return", "wall_time_s"]  # Steps key first.
     assert evaluation["evaluator_id"] == "2" and evaluation["actor_steps"] == "5"
     (learner,) = _rows(tmp_path / "learner.csv")
     for row in (evaluation, learner):

@@ -132,3 +132,47 @@ def test_multirun_groups_carry_the_date_and_leave_out_what_the_sweep_varies(tmp_
     assert groups == {"Pendulum-v1-2024-05-03-08-00-00"}
     single, single_config = _hydra_config(str(tmp_path / "unused"), ["seed=3"], mode="RUN")
     assert tracking_settings(single, single_config) == {"run_group": None, "run_tags": ["seed=3"]}
+
+
+LEARNER_RECORD = {"td_error": 0.5, "actor_episodes": 3, "learner_steps": 7, "actor_steps": 1400, "wall_time_s": 2.0}
+
+
+def test_the_steps_key_leads_the_terminal_line_and_the_csv_columns(tmp_path, monkeypatch):
+    import csv
+
+    from rl.loggers.factory import DefaultLoggerFactory
+
+    assert format_record("learner", LEARNER_RECORD, steps_key="learner_steps") == (
+        "[learner] learner_steps=7 actor_steps=1400 td_error=0.5 actor_episodes=3 wall_time_s=2"
+    )
+    assert format_record("learner", LEARNER_RECORD) == (
+        "[learner] actor_steps=1400 td_error=0.5 actor_episodes=3 learner_steps=7 wall_time_s=2"
+    )
+    output = io.StringIO()
+    monkeypatch.setattr(rich, "_console", Console(file=output, force_terminal=False, width=80))
+    factory = DefaultLoggerFactory(terminal=True, csv=True, directory=str(tmp_path), terminal_time_delta=0)
+    factory("learner", "learner_steps").write(LEARNER_RECORD)
+    factory("evaluator", "actor_steps", 1).write({"evaluator_id": 1, "episode_return": 4.0, "actor_steps": 1400})
+    factory.close()
+    assert output.getvalue().splitlines()[0].startswith("[learner] learner_steps=7 actor_steps=1400 ")
+    with open(tmp_path / "learner.csv") as file:
+        assert next(csv.reader(file)) == ["learner_steps", "actor_steps", "td_error", "actor_episodes", "wall_time_s"]
+    with open(tmp_path / "evaluator.csv") as file:
+        assert next(csv.reader(file)) == ["actor_steps", "evaluator_id", "episode_return", "wall_time_s"]
+
+
+def test_wandb_keeps_the_steps_key_in_its_namespace_and_plots_every_node_against_actor_steps():
+    from rl.loggers.wandb import step_metric
+
+    # The learner's records carry actor_steps: its curves share the other nodes' x-axis.
+    assert step_metric("learner", LEARNER_RECORD, "learner_steps") == "actor_steps"
+    assert node_metrics("learner", LEARNER_RECORD, "learner_steps") == {
+        "td_error": 0.5, "learner_steps": 7, "wall_time_s": 2.0
+    }
+    # A node whose steps key is another node's count keeps it in its namespace ...
+    assert node_metrics("critic", {"learner_steps": 3, "loss": 1.0, "actor_steps": 9}, "learner_steps") == {
+        "learner_steps": 3, "loss": 1.0
+    }
+    # ... and a logger used without the run's counter is plotted against its own steps key.
+    assert step_metric("learner", {"learner_steps": 7, "loss": 1.0}, "learner_steps") == "learner/learner_steps"
+    assert step_metric("actor", {"episode_return": 1.0}) == "actor_steps"

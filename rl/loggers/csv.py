@@ -1,6 +1,9 @@
 """Appends records to `<directory>/<label>.csv`; no key is ever dropped.
 
-The columns are the keys seen so far, in order of first appearance. A record with a key
+The columns are the keys seen so far, in order of first appearance; given a `steps_key`
+(the node's own step count: `learner_steps` for the learner, `actor_steps` for actors and
+evaluators), that key and then `actor_steps`, the x-axis every node shares, lead each
+record, so a new file's first columns are the steps. A record with a key
 the file has no column for widens the file: it is rewritten (to a temporary file, then
 renamed over the old one) with the new header and empty cells for the earlier rows. Keys
 settle after the first few records, so rewrites are rare. A record without some column
@@ -98,16 +101,29 @@ def _acquire(path: str) -> _SharedFile:
         return shared
 
 
+STEP_KEY = "actor_steps"
+
+
+def leading_steps(row: dict[str, Any], steps_key: str | None) -> dict[str, Any]:
+    """`row` with `steps_key` first and `actor_steps` next (those present), the rest in
+    order; `steps_key` None leaves the row as it is."""
+    if steps_key is None:
+        return row
+    leading = [key for key in dict.fromkeys((steps_key, STEP_KEY)) if key in row]
+    return {**{key: row[key] for key in leading}, **row}
+
+
 class CSVLogger(Logger):
-    def __init__(self, directory: str, label: str, flush_every: int = 1):
+    def __init__(self, directory: str, label: str, flush_every: int = 1, steps_key: str | None = None):
         os.makedirs(directory, exist_ok=True)
+        self.steps_key = steps_key
         self.path = os.path.abspath(os.path.join(directory, f"{label}.csv"))
         self._shared: _SharedFile | None = _acquire(self.path)
         self._flush_every = flush_every
         self._rows = 0
 
     def write(self, data: LoggingData) -> None:
-        row = {key: to_python_scalar(value) for key, value in data.items()}
+        row = leading_steps({key: to_python_scalar(value) for key, value in data.items()}, self.steps_key)
         if self._shared is None:  # Written to after close: open the file again.
             self._shared = _acquire(self.path)
         shared = self._shared

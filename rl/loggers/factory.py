@@ -22,6 +22,19 @@ class DefaultLoggerFactory:
     `wandb.group`, when set, win over `run_name` and `run_group`; `run_tags` are added to
     `wandb.tags`.
 
+    `steps_key` is the count a node's records are read against (Acme's rule:
+    `('learner', 'learner_steps')`, `('actor', 'actor_steps', i)`,
+    `('evaluator', 'actor_steps', j)`); None means `actor_steps`. Every record carries
+    every count, and the sinks use the key as follows:
+
+    * terminal: the line starts with it (`[learner] learner_steps=... actor_steps=...`);
+    * CSV: it is the first column of a new file, `actor_steps` the next;
+    * W&B: it stays in the node's namespace (`learner/learner_steps`), but the step
+      metric of every namespace remains `actor_steps`, the x-axis all records share, so
+      learner, actor and evaluator curves of a run, and the curves of runs with other
+      replay ratios, stay comparable; a node whose records lack `actor_steps` is plotted
+      against its own steps key.
+
     The factory holds the run's clock: `start_time` (epoch seconds, when the factory was
     made, i.e. when the experiment was composed) is the origin of the `wall_time_s` that
     every record gets and of the summary's times; a resumed run may move it back (records
@@ -61,14 +74,13 @@ class DefaultLoggerFactory:
         self._loggers: list[Logger] = []
 
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
-        del steps_key  # Every record carries all counts; sinks plot against actor_steps.
         sinks: list[Logger] = []
         if self.terminal:
-            sinks.append(TimeFilter(TerminalLogger(label, instance), self.terminal_time_delta))
+            sinks.append(TimeFilter(TerminalLogger(label, instance, steps_key), self.terminal_time_delta))
         if self.csv:
-            sinks.append(CSVLogger(self.directory, label))
+            sinks.append(CSVLogger(self.directory, label, steps_key=steps_key or "actor_steps"))
         if self.wandb_run is not None:
-            sinks.append(WandbLogger(self.wandb_run, label))
+            sinks.append(WandbLogger(self.wandb_run, label, steps_key))
         if not sinks:
             return NoOpLogger()
         logger: Logger = Dispatcher(sinks)

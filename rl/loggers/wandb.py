@@ -1,9 +1,12 @@
 """Weights & Biases: one run per experiment, every node's records namespaced by label.
 
 All curves are plotted against `actor_steps`, the x-axis every node's records carry
-(logged once per record, outside the namespaces). A node's namespace holds its own
-metrics and its own counts (`learner/learner_steps`), not the other nodes' counts that
-every record carries, nor its instance id (`actor/actor_id`). The run's summary holds
+(logged once per record, outside the namespaces), so a learner curve and an evaluation
+curve of one run, or of two runs with different replay ratios, line up. A node's
+namespace holds its own metrics, its own counts (`learner/learner_steps`) and its steps
+key, not the other nodes' counts that every record carries, nor its instance id
+(`actor/actor_id`). Only a node whose records lack `actor_steps` (a logger used without
+the run's counter) is plotted against its own steps key instead. The run's summary holds
 the results of summary.json (final and best evaluation return, steps per second, ...).
 The run config is the resolved composed config plus the code's git commit and whether
 the work tree was dirty; secrets (API keys, tokens, passwords) never reach it.
@@ -87,22 +90,32 @@ def redact_secrets(value: Any, secrets: Sequence[str] | None = None) -> Any:
     return value
 
 
-def node_metrics(label: str, data: LoggingData) -> dict[str, Any]:
-    """What a node's namespace shows of one of its records: its own metrics and counts.
+def node_metrics(label: str, data: LoggingData, steps_key: str | None = None) -> dict[str, Any]:
+    """What a node's namespace shows of one of its records: its own metrics and counts,
+    and its steps key.
 
     Dropped: `actor_steps` (the x-axis, logged outside the namespaces), the other
-    nodes' counts (`learner_steps` in an actor's record) and the instance id
-    (`<label>_id`, constant for a node).
+    nodes' counts (`learner_steps` in an actor's record) unless one is the node's
+    `steps_key`, and the instance id (`<label>_id`, constant for a node).
     """
     metrics = {}
     for key, value in data.items():
         if key == STEP_METRIC or key == f"{label}_id":
             continue
         count = COUNT_KEY.match(key)
-        if count is not None and count.group("node") != label:
+        if count is not None and count.group("node") != label and key != steps_key:
             continue
         metrics[key] = to_python_scalar(value)
     return metrics
+
+
+def step_metric(label: str, data: LoggingData, steps_key: str | None = None) -> str:
+    """The x-axis of node `label`'s namespace, from its first record: `actor_steps`,
+    which every node's records carry, so that all curves are comparable; the node's own
+    steps key (`<label>/<steps_key>`) only when its records lack `actor_steps`."""
+    if STEP_METRIC in data or not steps_key or steps_key not in data:
+        return STEP_METRIC
+    return f"{label}/{steps_key}"
 
 
 def summary_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -249,12 +262,16 @@ class WandbRun:
     def tags(self) -> list[str]:
         return list(self._settings["tags"] or [])
 
-    def log(self, label: str, data: LoggingData) -> None:
+    def log(self, label: str, data: LoggingData, steps_key: str | None = None) -> None:
+        """Logs a record of node `label` in its namespace (see the module docstring)."""
         run = self.run
         if label not in self._defined:
-            run.define_metric(f"{label}/*", step_metric=STEP_METRIC)
+            axis = step_metric(label, data, steps_key)
+            if axis != STEP_METRIC:
+                run.define_metric(axis)  # Its own x-axis, not plotted against itself.
+            run.define_metric(f"{label}/*", step_metric=axis)
             self._defined.add(label)
-        row = {f"{label}/{key}": value for key, value in node_metrics(label, data).items()}
+        row = {f"{label}/{key}": value for key, value in node_metrics(label, data, steps_key).items()}
         if STEP_METRIC in data:
             row[STEP_METRIC] = to_python_scalar(data[STEP_METRIC])
         run.log(row)
@@ -276,9 +293,10 @@ class WandbRun:
 
 
 class WandbLogger(Logger):
-    def __init__(self, run: WandbRun, label: str):
+    def __init__(self, run: WandbRun, label: str, steps_key: str | None = None):
         self._run = run
         self._label = label
+        self._steps_key = steps_key
 
     def write(self, data: LoggingData) -> None:
-        self._run.log(self._label, data)
+        self._run.log(self._label, data, self._steps_key)
