@@ -1,3 +1,5 @@
+import os
+
 import dm_env
 import gymnasium
 import numpy as np
@@ -74,3 +76,80 @@ def test_episode_statistics_wrapper():
     _, steps = _run_to_end(environment)
     assert environment.last_episode["episode_length"] == steps
     assert environment.last_episode["episode_return"] == pytest.approx(float(steps))
+
+
+# Video from every family that renders headless: gymnasium's classic control (pygame),
+# gymnasium's MuJoCo tasks and dm_control (MuJoCo's EGL or OSMesa backend).
+VIDEO_ENVIRONMENTS = {
+    "CartPole-v1": ("rl.environments:make_gymnasium_environment", {"name": "CartPole-v1"}),
+    "Pendulum-v1": ("rl.environments:make_gymnasium_environment", {"name": "Pendulum-v1"}),
+    "HalfCheetah-v5": ("rl.environments:make_mujoco_environment", {"name": "HalfCheetah-v5"}),
+    "cheetah-run": ("rl.environments:make_dm_control_environment", {"domain": "cheetah", "task": "run"}),
+}
+
+
+@pytest.mark.parametrize("name", list(VIDEO_ENVIRONMENTS))
+def test_each_family_records_an_mp4_headless_or_names_the_missing_backend(name, tmp_path, monkeypatch):
+    import importlib
+
+    import imageio_ffmpeg
+
+    from rl.environments.rendering import RenderingError, available_headless_backend
+    from rl.environments.vector import VectorEnvironment
+    from rl.observers import VideoRecorder
+
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    module, function = VIDEO_ENVIRONMENTS[name][0].split(":")
+    factory = getattr(importlib.import_module(module), function)
+    mujoco = name in ("HalfCheetah-v5", "cheetah-run")
+    if mujoco and available_headless_backend() is None and "MUJOCO_GL" not in os.environ:
+        with pytest.raises(RenderingError, match=r"^cannot render MuJoCo frames: no headless OpenGL backend") as error:
+            factory(seed=0, render_mode="rgb_array", **VIDEO_ENVIRONMENTS[name][1])
+        assert "\n" not in str(error.value)
+        return
+    environment = VectorEnvironment([factory(seed=0, render_mode="rgb_array", **VIDEO_ENVIRONMENTS[name][1])])
+    recorder = VideoRecorder(every=1, run_directory=str(tmp_path), label="evaluator", instance=0)
+    try:
+        timestep = environment.reset()
+        recorder.observe_first(environment, timestep, np.arange(1))
+        action = np.zeros((1, *environment.action_spec().shape), environment.action_spec().dtype)
+        for _ in range(5):
+            recorder.observe(environment, environment.step(action), action, np.arange(1))
+        video = recorder.get_metrics(0)["video"]
+    finally:
+        environment.close()
+    frames, seconds = imageio_ffmpeg.count_frames_and_secs(video)
+    assert frames == 6 and seconds > 0  # The first frame and five steps.
+    reader = imageio_ffmpeg.read_frames(video)
+    next(reader)  # Metadata.
+    first = np.frombuffer(next(reader), np.uint8)
+    reader.close()
+    assert first.max() > first.min()  # A picture, not a blank frame.
+
+
+def test_mujoco_models_load_without_the_known_deprecation_warning_and_other_warnings_pass(capfd):
+    import mujoco
+
+    from rl.environments import make_dm_control_environment, make_mujoco_environment
+    from rl.environments.mujoco_warnings import known_warnings_dropped
+
+    make_mujoco_environment(seed=0).close()
+    make_dm_control_environment(seed=0).close()
+    captured = capfd.readouterr()
+    assert "settotalmass" not in captured.out + captured.err
+
+    seen = []
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(seen.append)
+    try:
+        with known_warnings_dropped():
+            mujoco.MjModel.from_xml_string(
+                '<mujoco><compiler settotalmass="3"/><worldbody><body><geom size="1"/></body></worldbody></mujoco>'
+            )
+            mujoco.get_mju_user_warning()("Nan, Inf or huge value in QACC at DOF 0.")  # Any other warning.
+        assert seen == ["Nan, Inf or huge value in QACC at DOF 0."]
+        assert mujoco.get_mju_user_warning() is not None  # The hook in place before is back.
+        mujoco.get_mju_user_warning()("after")
+        assert seen[-1] == "after"
+    finally:
+        mujoco.set_mju_user_warning(previous)

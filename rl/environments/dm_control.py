@@ -8,6 +8,7 @@ import dm_env
 import numpy as np
 from dm_env import specs
 
+from rl.environments.mujoco_warnings import known_warnings_dropped
 from rl.environments.rendering import RenderingError, choose_mujoco_gl, missing_backend_message
 from rl.environments.wrappers import EnvironmentWrapper
 
@@ -144,5 +145,6 @@ def make_dm_control_environment(
         raise ValueError(f"render_mode must be null or 'rgb_array', got {render_mode!r}")
     validate_dm_control_task(domain, task)
     suite = _suite(rendering=render_mode is not None)
-    environment = suite.load(domain, task, task_kwargs={**(task_kwargs or {}), "random": int(seed)})
+    with known_warnings_dropped():  # cheetah's model: a 'settotalmass' deprecation on every load.
+        environment = suite.load(domain, task, task_kwargs={**(task_kwargs or {}), "random": int(seed)})
     return FlatDmControlWrapper(environment, max_episode_steps, render_mode)

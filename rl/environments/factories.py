@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import importlib.util
@@ -11,6 +12,7 @@ import dm_env
 import gymnasium
 
 from rl.environments.gymnasium_adapter import GymnasiumToDmEnv
+from rl.environments.mujoco_warnings import known_warnings_dropped
 from rl.environments.wrappers import SinglePrecisionWrapper
 
 # Packages whose gymnasium environments exist only once they are imported (ale_py's
@@ -100,10 +102,15 @@ def make_gymnasium_environment(
     max_episode_steps: int | None = None,
     kwargs: dict[str, Any] | None = None,
 ) -> dm_env.Environment:
-    """Makes gymnasium environment `name` as a float32 dm_env, seeded with a uint32."""
+    """Makes gymnasium environment `name` as a float32 dm_env, seeded with a uint32.
+
+    MuJoCo tasks load without MuJoCo's known deprecation warnings (rl/environments/mujoco_warnings.py).
+    """
     validate_gymnasium_id(name)
-    environment = gymnasium.make(
-        name, render_mode=render_mode, max_episode_steps=max_episode_steps, **(kwargs or {})
-    )
+    mujoco_task = environment_family(name) == "gymnasium.envs.mujoco"
+    with known_warnings_dropped() if mujoco_task else contextlib.nullcontext():
+        environment = gymnasium.make(
+            name, render_mode=render_mode, max_episode_steps=max_episode_steps, **(kwargs or {})
+        )
     environment.action_space.seed(int(seed))
     return SinglePrecisionWrapper(GymnasiumToDmEnv(environment, seed=int(seed)))
