@@ -34,7 +34,7 @@ from rl.analysis.runs import varying_keys  # noqa: E402
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="plot.py",
-        description="Mean learning curves with 95%% bootstrap bands per group, and a final-return table.",
+        description="Mean learning curves with 95% bootstrap bands per group, and a final-return table.",
     )
     parser.add_argument("paths", nargs="+", metavar="RUN_OR_SWEEP_DIR", help="run or multirun directories")
     parser.add_argument("--out", required=True, metavar="FIG.png", help="where to write the figure")

@@ -192,3 +192,14 @@ def test_a_run_without_hydra_directory_is_read_from_its_logs_and_summary(sweep, 
     result = _plot(copy, "--out", tmp_path / "agents.png", "--hue", "agent")
     assert result.returncode == 0, result.stderr
     assert "2 runs in 2 groups" in result.stdout and (tmp_path / "agents.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_the_table_gives_no_interval_for_groups_too_small_for_a_bootstrap():
+    from rl.analysis import format_table
+
+    rows = [{"group": "a", **summarize([1.0])}, {"group": "b", **summarize([1.0, 2.0, 3.0])}]
+    lines = format_table(rows, hue="agent.learning_rate").splitlines()
+    assert lines[3].split() == ["a", "1", "1.0", "-", "1.0", "-"]
+    assert lines[4].split()[:4] == ["b", "3", "2.0", "[1.0,"]
+    assert lines[5] == "CI: 95% percentile bootstrap over runs; - : fewer than 3 runs, too few for one"
+    assert "fewer than" not in format_table(rows[1:])

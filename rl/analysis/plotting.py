@@ -160,16 +160,23 @@ def _number(value: float) -> str:
 
 
 def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metric: str = DEFAULT_METRIC) -> str:
-    """A plain-text table: group, runs, mean [95% CI], IQM [95% CI]."""
+    """A plain-text table: group, runs, mean [95% CI], IQM [95% CI]; a group of fewer
+    than MIN_BAND_RUNS runs gets `-` for its intervals, as it gets no band in the figure."""
     header = [hue or "group", "runs", "mean", "95% CI", "IQM", "IQM 95% CI"]
+
+    def interval(row: Mapping[str, Any], low: str, high: str) -> str:
+        if row["runs"] < MIN_BAND_RUNS:
+            return "-"
+        return f"[{_number(row[low])}, {_number(row[high])}]"
+
     body = [
         [
             str(row["group"]),
             str(row["runs"]),
             _number(row["mean"]),
-            f"[{_number(row['mean_low'])}, {_number(row['mean_high'])}]",
+            interval(row, "mean_low", "mean_high"),
             _number(row["iqm"]),
-            f"[{_number(row['iqm_low'])}, {_number(row['iqm_high'])}]",
+            interval(row, "iqm_low", "iqm_high"),
         ]
         for row in rows
     ]
@@ -180,4 +187,6 @@ def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metr
         lines.append("  ".join(cells))
         if index == 0:
             lines.append("  ".join("-" * width for width in widths))
+    if any(row["runs"] < MIN_BAND_RUNS for row in rows):
+        lines.append(f"CI: 95% percentile bootstrap over runs; - : fewer than {MIN_BAND_RUNS} runs, too few for one")
     return "\n".join(lines)
