@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import warnings
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rl.checkpointing import CheckpointError, holds_a_run
@@ -29,14 +29,6 @@ from rl.checkpointing import CheckpointError, holds_a_run
 
 # conf/ sits beside the package in the project (an editable install, `pip install -e .`).
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
-
-
-def sweep_group() -> str | None:
-    """The W&B group of a multirun job: the sweep directory's name (None for single runs)."""
-    hydra_config = HydraConfig.get()
-    if hydra_config.mode != RunMode.MULTIRUN:
-        return None
-    return os.path.basename(os.path.normpath(str(hydra_config.sweep.dir))) or None
 
 
 def resume_arguments(argv: list[str]) -> list[str]:
@@ -69,12 +61,15 @@ def resume_arguments(argv: list[str]) -> list[str]:
 
 def _prepare(config: DictConfig, output_dir: str) -> tuple:
     """The experiment, its launcher and the plan for its run directory; exits on bad input."""
-    from rl.experiments.make_experiment import make_experiment
+    from rl.experiments.make_experiment import make_experiment, tracking_settings
     from rl.experiments.resume import prepare_run
     from rl.experiments.validation import ConfigError
 
     try:
-        experiment, launch = make_experiment(config, output_dir, HydraConfig.get().runtime.choices, run_group=sweep_group())
+        hydra_config = HydraConfig.get()
+        # A multirun's W&B group names its subject and date; every run is tagged with its overrides.
+        tracking = tracking_settings(hydra_config, config)
+        experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             plan = prepare_run(
@@ -161,10 +156,50 @@ def main(config: DictConfig) -> float:
         sys.exit(error.exit_code)
 
 
+# Flags with which Hydra prints something and starts no job (no run directory).
+INFORMATION_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
+
+
+def run_directory_error(argv: list[str]) -> str | None:
+    """Why the run (or sweep) directory this command would write cannot be written, as
+    one line; None when it can (or when the command starts no job).
+
+    The directory is `hydra.run.dir` (`hydra.sweep.dir` with `-m`) from the command line,
+    up to its first interpolation, or Hydra's default root (`outputs/`, `multirun/`).
+    A directory is made and removed in its nearest existing ancestor, so a path through
+    a file, a read-only file system or a missing permission is caught here rather than
+    in a traceback from inside Hydra, and nothing is left behind.
+    """
+    if any(arg in INFORMATION_FLAGS or arg.startswith("--cfg=") for arg in argv):
+        return None
+    multirun = any(arg in ("-m", "--multirun") for arg in argv)
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = [arg.split("=", 1)[1] for arg in argv if arg.startswith(f"{key}=")]
+    value = given[-1].strip("'\"") if given else ("multirun" if multirun else "outputs")
+    if "${" in value:  # Resolved by Hydra: check the fixed part before the interpolation.
+        value = os.path.dirname(value.split("${", 1)[0]) or "."
+    path = os.path.abspath(os.path.expanduser(value))
+    existing = path
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return f"Cannot write the run directory {path} ({key}): {existing} is not a directory"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".write_check_", dir=existing))
+    except OSError as error:
+        return f"Cannot write the run directory {path} ({key}): {error.strerror or error} ({existing})"
+    return None
+
+
 def cli() -> None:
     """The command line: `resume=DIR` and run directories that hold a run are resolved
-    before Hydra sees the arguments."""
+    before Hydra sees the arguments, and a run directory that cannot be written is
+    refused in one line (exit status 1)."""
     sys.argv[1:] = resume_arguments(sys.argv[1:])
+    error = run_directory_error(sys.argv[1:])
+    if error is not None:
+        print(error, file=sys.stderr)
+        sys.exit(1)
     main()
 
 

@@ -41,6 +41,22 @@ def _metric_definitions(run_dir: str) -> dict[str, str]:
     return definitions
 
 
+def _run_tags(run_dir: str) -> list[str]:
+    """The tags of the offline run under `run_dir`."""
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal import datastore
+
+    (path,) = glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb"))
+    store = datastore.DataStore()
+    store.open_for_scan(path)
+    while (data := store.scan_data()) is not None:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(data)
+        if record.WhichOneof("record_type") == "run":
+            return list(record.run.tags)
+    return []
+
+
 def _files_containing(directory: str, needle: str) -> list[str]:
     hits = []
     for root, _, files in os.walk(directory):
@@ -71,7 +87,9 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
     runs = {seed: read_wandb_offline_run(str(sweep / str(seed))) for seed in (0, 1)}
     with open(os.path.join(ROOT, "conf", "experiment", "dqn_cartpole.yaml")) as file:
         preset = yaml.safe_load(file)
-    assert {run["group"] for run in runs.values()} == {"sweep_dqn_seeds"}
+    # What the jobs share (the preset and its environment) and the sweep directory's name
+    # (a default sweep directory gives its date and time instead).
+    assert {run["group"] for run in runs.values()} == {"dqn_cartpole-CartPole-v1-sweep_dqn_seeds"}
     assert len({run["name"] for run in runs.values()}) == 2
     for seed, run in runs.items():
         assert re.fullmatch(rf"CartPole-v1__dqn__{seed}__\d{{8}}_\d{{6}}", run["name"]), run["name"]
@@ -90,6 +108,9 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
         summary = read_summary(str(sweep / str(seed)))
         assert evaluations[-1]["evaluator/episode_return"] == pytest.approx(summary["final_eval_return"])
         assert run["exit_code"] == 0  # finished
+        tags = _run_tags(str(sweep / str(seed)))
+        assert f"seed={seed}" in tags and "experiment=dqn_cartpole" in tags  # The job's overrides.
+        assert not any(tag.startswith("hydra.") for tag in tags)
         definitions = _metric_definitions(str(sweep / str(seed)))
         for label in ("actor", "learner", "evaluator"):
             assert definitions.get(f"{label}/*") == "actor_steps", definitions
