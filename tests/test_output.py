@@ -176,3 +176,20 @@ def test_wandb_keeps_the_steps_key_in_its_namespace_and_plots_every_node_against
     # ... and a logger used without the run's counter is plotted against its own steps key.
     assert step_metric("learner", {"learner_steps": 7, "loss": 1.0}, "learner_steps") == "learner/learner_steps"
     assert step_metric("actor", {"episode_return": 1.0}) == "actor_steps"
+
+
+def test_a_sweep_quiets_the_libraries_its_sweeper_pulls_in(tmp_path):
+    from omegaconf import OmegaConf
+
+    from rl.loggers.quiet import QuietLibraries
+
+    config = OmegaConf.create({"hydra": {"sweeper": {"_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"}}})
+    QuietLibraries().on_multirun_start(config)
+    import optuna
+
+    assert logging.getLogger("alembic").level == logging.WARNING
+    assert optuna.logging.get_verbosity() == optuna.logging.WARNING
+    # The job logging registers the callback (it is packaged at `hydra`).
+    hydra_config, _ = _hydra_config(str(tmp_path / "sweep"), ["seed=1"])
+    assert hydra_config.callbacks.quiet_libraries._target_ == "rl.loggers.quiet.QuietLibraries"
+    assert hydra_config.job_logging.loggers["rl.transcript"].handlers == ["transcript"]
