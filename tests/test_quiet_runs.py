@@ -1,0 +1,43 @@
+"""What a healthy run prints when its output is piped: one record per line, only our own
+lines (no reverb 'pending items is alarmingly high' warning, no MuJoCo deprecation), and a
+train.log that holds the records."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from conftest import read_summary, run_train
+
+RECORD = re.compile(r"^\[(actor \d+|learner|evaluator \d+)\] [a-z0-9_]+=\S+( [a-z0-9_]+=\S+)*$")
+QUIET_RUNS = {
+    # The two runs that used to print reverb's pending-items warning.
+    "sac_pendulum": ["experiment=sac_pendulum"],
+    "dqn_acrobot": ["agent=dqn", "environment=gymnasium", "environment.name=Acrobot-v1"],
+}
+NOT_OURS = ("alarmingly", "settotalmass", "Traceback", "WARNING", "Warning", "E0000", "ERROR")
+
+
+@pytest.mark.parametrize("name", list(QUIET_RUNS))
+def test_a_piped_5000_step_run_prints_one_record_per_line_and_no_library_warning(name, run_dir):
+    result = run_train(
+        [*QUIET_RUNS[name], "max_actor_steps=5000", "eval_every=5000", "eval_episodes=2", "checkpoint=false",
+         f"hydra.run.dir={run_dir}"],
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_summary(run_dir)["actor_steps"] == 5000
+    lines = result.stdout.splitlines()
+    records = [line for line in lines if line.startswith("[")]
+    others = [line for line in lines if not line.startswith("[")]
+    assert records and all(RECORD.match(line) for line in records), [line for line in records if not RECORD.match(line)]
+    assert others == [line for line in others if line.startswith("final evaluation return ")] and len(others) == 1
+    assert any(line.startswith("[evaluator 0] actor_steps=5000 ") for line in records)
+    for needle in NOT_OURS:
+        assert needle not in result.stdout + result.stderr, (needle, result.stderr[-2000:])
+    # train.log holds what the terminal showed: every record, stamped with the time.
+    with open(os.path.join(run_dir, "train.log")) as file:
+        logged = [line.split("] ", 1)[1] for line in file.read().splitlines() if line.startswith("[")]
+    assert [line for line in logged if line in records] == records
