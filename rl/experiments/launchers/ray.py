@@ -2,8 +2,12 @@
 
 The driver (this process) starts or joins Ray, places the nodes, owns the loggers
 (nodes send their records through a Ray queue) and watches the run: it restarts the
-work of actors Ray has restarted, stops everything when the step budget is spent or the
-learner fails, writes the checkpoint and summary.json, and shuts down what it started.
+work of actors Ray has restarted, restores a learner Ray has restarted from the last
+checkpoint, stops everything when the step budget is spent, writes checkpoints (every
+`checkpoint.every_seconds`, at the end, and on SIGINT/SIGTERM) and summary.json, and
+shuts down what it started. The same command on the same run directory resumes a run
+(rl/experiments/resume.py). Every wait on a node is bounded: an answer that does not
+come is a `LauncherError` naming the node and the call.
 """
 
 from __future__ import annotations
@@ -14,15 +18,16 @@ import os
 import re
 import socket
 import time
-import types
 from typing import Any
 
 import rl
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.distributed import DistributedProgram
+from rl import checkpointing
+from rl.experiments.interrupts import RunInterrupted, install_stop_requests
 from rl.experiments.launchers.errors import LauncherError
 from rl.experiments.progress import ProgressDisplay
-from rl.experiments.resume import RunCheckpointer, run_state
+from rl.experiments.resume import RunCheckpointer, restore_evaluations, run_state
 from rl.experiments.summary import RunSummary, close_loggers, finish_run, merge_evaluations, run_start_time
 
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
@@ -36,6 +41,9 @@ NODE_ENVIRONMENT = {
 
 @dataclasses.dataclass
 class RayLauncher:
+    # It restores a run's checkpoint (rl/experiments/resume.py) when the experiment has one.
+    supports_resume = True
+
     num_actors: int = 2
     num_evaluators: int = 1
     address: str | None = None
@@ -43,18 +51,24 @@ class RayLauncher:
     learner_num_gpus: float = 0.0
     actor_num_cpus: float = 0.5
     max_restarts: int = 3
+    max_learner_restarts: int = 3
     restart_timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
     stop_timeout_s: float = 10.0
+    call_timeout_s: float = 120.0
+    evaluation_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
         if self.num_actors < 1:
             raise ValueError(f"num_actors must be >= 1, got {self.num_actors}")
         if self.num_evaluators < 1:
             raise ValueError(f"num_evaluators must be >= 1, got {self.num_evaluators}")
-        for name in ("learner_num_cpus", "learner_num_gpus", "actor_num_cpus", "max_restarts"):
+        for name in ("learner_num_cpus", "learner_num_gpus", "actor_num_cpus", "max_restarts", "max_learner_restarts"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("restart_timeout_s", "connect_timeout_s", "stop_timeout_s", "call_timeout_s", "evaluation_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.address not in (None, "auto") and not _HOST_PORT.match(self.address):
             raise ValueError(
                 f"address must be null (start Ray here), 'auto' or 'ray://host:port' / 'host:port', got {self.address!r}"
@@ -109,6 +123,36 @@ class RayLauncher:
             raise LauncherError(f"launcher.address: cannot join Ray at {self.address} ({error})") from None
 
 
+class _SavedLearner:
+    """A learner state already read from the learner node, as `RunCheckpointer.save` takes it."""
+
+    def __init__(self, state: Any):
+        self._state = state
+
+    def save(self) -> Any:
+        return self._state
+
+
+class _ReplayCheckpoints:
+    """The replay node's `checkpoint`, as `RunCheckpointer.save` takes a replay client."""
+
+    def __init__(self, run: "_RayRun", replay: Any):
+        self._run = run
+        self._replay = replay
+
+    def checkpoint(self) -> str:
+        return self._run._get(self._replay.checkpoint.remote(), "replay", "checkpoint")
+
+
+def _first_line(error: BaseException) -> str:
+    """One line about a Ray error: the task's own exception when there is one."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, BaseException):
+        error = cause
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
 class _RayRun:
     """One distributed run, from placing the nodes to writing the summary."""
 
@@ -128,8 +172,33 @@ class _RayRun:
         self.program = DistributedProgram(remote_experiment, launcher.num_actors, launcher.num_evaluators)
         self.loggers: dict[tuple, Any] = {}
         self.restarts = [0] * launcher.num_actors
+        self.learner_restarts = 0
         self.handles: dict[str, Any] = {}
         self.node_pids: dict[str, int] = {}
+        self.checkpoints = RunCheckpointer(experiment)
+        restore = experiment.restore
+        # The evaluation curve so far, per evaluator (a resumed run starts with the saved one).
+        saved_curve = restore_evaluations(restore, experiment) if restore is not None else ([], [])
+        self.histories = [(list(saved_curve[0]), list(saved_curve[1])) for _ in range(self.program.evaluators)]
+        self.evaluations: list[Any] = []  # The round in flight: one call per evaluator.
+        actor_steps = restore.actor_steps if restore is not None else 0
+        self.next_eval = int(restore.state.get("next_eval", 0)) if restore is not None else 0
+        if self.next_eval <= actor_steps:
+            self.next_eval = self.program.next_evaluation(actor_steps)
+        self.acting_before = float(restore.state.get("acting_time_s", 0.0)) if restore is not None else 0.0
+        self.acting_start: float | None = None
+        # What a restarted learner continues from: (checkpoint name, learner state, learner steps).
+        self.saved: tuple[str | None, Any, int] = (None, None, 0)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _get(self, refs: Any, node: str, call: str, timeout: float | None = None) -> Any:
+        """`ray.get` with a bound: an answer that does not come names the node and the call."""
+        timeout = self.launcher.call_timeout_s if timeout is None else timeout
+        try:
+            return self.ray.get(refs, timeout=timeout)
+        except self.ray.exceptions.GetTimeoutError:
+            raise LauncherError(f"{node}.{call} did not answer within {timeout:g} s") from None
 
     def _log(self, key: tuple, row: dict) -> None:
         if key not in self.loggers:
@@ -138,29 +207,62 @@ class _RayRun:
         self.loggers[key].write(row)
 
     def _drain_logs(self) -> None:
-        while not self.log_queue.empty():
-            for key, row in self.log_queue.get_nowait_batch(self.log_queue.qsize()):
+        queue = self.log_queue.actor
+        while size := self._get(queue.qsize.remote(), "log queue", "qsize"):
+            for key, row in self._get(queue.get_nowait_batch.remote(size), "log queue", "get_nowait_batch"):
                 self._log(key, row)
 
     def _event(self, message: str) -> None:
         """A launcher event (restart, failure) for the terminal and logs/launcher.csv."""
         self._log(("launcher", None, None), {"event": message, "time": time.time()})
 
+    def _acting_time(self) -> float:
+        if self.acting_start is None:
+            return self.acting_before
+        return self.acting_before + time.perf_counter() - self.acting_start
+
+    def _curve(self) -> tuple[list[tuple[int, float]], list[float]]:
+        """The run's evaluation curve: every evaluator's rounds, averaged."""
+        returns, times = merge_evaluations(self.histories)
+        return returns, times or []
+
+    # ------------------------------------------------------------------ the run
+
     def run(self) -> RunSummary:
         from rl.experiments.launchers import ray_nodes
 
         ray, launcher, experiment = self.ray, self.launcher, self.experiment
+        restore = experiment.restore
         # One copy in the object store, kept alive by this driver so Ray can restart actors.
         program = self.program_ref = ray.put(self.program)
         start = time.perf_counter()
         exit_code = 1
+        stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: checkpoint and stop.
         try:
-            replay = ray_nodes.ReplayNode.remote(program)
-            counter = ray_nodes.CounterNode.remote(experiment.max_actor_steps)
-            replay_address = ray.get(replay.address.remote())
+            replay_directory, fallback = self._replay_checkpoint_paths()
+            replay = ray_nodes.ReplayNode.remote(program, replay_directory, fallback)
+            counter = ray_nodes.CounterNode.remote(
+                experiment.max_actor_steps,
+                restore.counts if restore is not None else None,
+                self._saved_schedule_steps(),
+                experiment.session,
+                launcher.max_restarts + 1,
+            )
+            self.counter = counter
+            replay_address = self._get(replay.address.remote(), "replay", "address")
             learner = ray_nodes.LearnerNode.options(
-                num_cpus=launcher.learner_num_cpus, num_gpus=launcher.learner_num_gpus
+                num_cpus=launcher.learner_num_cpus,
+                num_gpus=launcher.learner_num_gpus,
+                max_restarts=launcher.max_learner_restarts,
+                # run, every actor's and evaluator's parameter requests, and the driver's calls.
+                max_concurrency=launcher.num_actors + self.program.evaluators + 4,
             ).remote(program, replay_address, counter)
+            self.learner = learner
+            if restore is not None:  # Checked against the node's own state, then loaded into it.
+                template = self._get(learner.save.remote(), "learner", "save")
+                state = restore.learner_state(template)
+                self._get(learner.restore.remote(state), "learner", "restore")
+                self.saved = (os.path.basename(restore.checkpoint), state, int(restore.counts.get("learner_steps", 0)))
             actor_options = {
                 "num_cpus": launcher.actor_num_cpus,
                 "max_restarts": launcher.max_restarts,
@@ -171,34 +273,39 @@ class _RayRun:
                 for i in range(launcher.num_actors)
             ]
             evaluators = [
-                ray_nodes.EvaluatorNode.remote(program, i, learner, counter) for i in range(self.program.evaluators)
+                ray_nodes.EvaluatorNode.remote(program, i, learner, counter, launcher.restart_timeout_s)
+                for i in range(self.program.evaluators)
             ]
+            self.evaluators = evaluators
+            self.replay_checkpoints = _ReplayCheckpoints(self, replay) if replay_directory is not None else None
             self._write_node_pids(replay, counter, learner, actors, evaluators)
-            learner_run = learner.run.remote()
+            self.learner_run = learner.run.remote()
             actor_runs = {actor.run.remote(): i for i, actor in enumerate(actors)}
-            acting_start = time.perf_counter()
-            self._watch(learner_run, actor_runs, actors, evaluators, counter)
-            acting_time = time.perf_counter() - acting_start
+            self.acting_start = time.perf_counter()
+            self.checkpoints.start()
+            self._watch(actor_runs, actors, stop)
+            if stop.requested:
+                summary, path = self._interrupt(actor_runs, start)
+                exit_code = 128 + stop.signum
+                raise RunInterrupted(stop.signum, summary, path)
+            acting_time = self._acting_time()
             self._check_budget(counter)
-            ray.get([e.evaluate.remote(experiment.eval_episodes) for e in evaluators])  # The final round.
-            returns, eval_times = merge_evaluations(  # Every evaluator's rounds, averaged.
-                [(ray.get(e.returns.remote()), ray.get(e.times.remote())) for e in evaluators]
-            )
-            learner.stop.remote()
+            self._evaluate_now(self.launcher.evaluation_timeout_s)  # The final round.
+            self._ensure_learner()
+            learner_run = self.learner_run
+            self.learner.stop.remote()
             ray.wait([learner_run], timeout=launcher.stop_timeout_s)
-            ray.get(learner.flush_counts.remote())
-            learner_state = ray.get(learner.save.remote())
-            counts = ray.get(counter.get_counts.remote())
+            _, state = self._save()  # The final checkpoint.
             self._drain_logs()
-            steps = int(counts.get("actor_steps", 0))
-            state = run_state(experiment, counts, steps, steps, steps, returns, eval_times or [], acting_time)
-            RunCheckpointer(experiment).save(types.SimpleNamespace(save=lambda: learner_state), state)
-            summary = finish_run(experiment, counts, returns, eval_times, time.perf_counter() - start, acting_time)
+            summary = finish_run(
+                experiment, state["counts"], *self._curve(), time.perf_counter() - start, acting_time
+            )
             exit_code = 0
             return summary
         except ray.exceptions.RayError as error:
-            raise LauncherError(f"the distributed run failed: {error}") from None
+            raise LauncherError(f"the distributed run failed: {_first_line(error)}") from None
         finally:
+            restore_signal_handlers()
             try:
                 self._drain_logs()
             except Exception:  # The queue dies with Ray on a failed start; logs are best effort.
@@ -209,58 +316,209 @@ class _RayRun:
                 logger.close()
             close_loggers(experiment, exit_code=exit_code)
 
-    def _watch(
-        self, learner_run: Any, actor_runs: dict[Any, int], actors: list[Any], evaluators: list[Any], counter: Any
-    ) -> None:
-        """Until every actor is done: drain logs, show progress, trigger evaluations and
-        restart the work of actors that Ray restarted."""
+    def _replay_checkpoint_paths(self) -> tuple[str | None, str | None]:
+        """Where the replay node checkpoints its tables, and the checkpoint it starts from
+        (`checkpoint.replay=true`; the replay node shares this machine's file system)."""
+        settings, restore = self.checkpoints.settings, self.experiment.restore
+        restore_replay = restore is not None and restore.restore_replay
+        if not (settings.replay and (settings.enabled or restore_replay)):
+            return None, None
+        directory = checkpointing.replay_root(self.experiment.run_directory)
+        return directory, (restore.replay_checkpoint if restore_replay else None)
+
+    def _saved_schedule_steps(self) -> dict[int, int]:
+        """Each actor's schedule step in the checkpoint resumed from (a local run's is actor 0's)."""
+        restore = self.experiment.restore
+        if restore is None:
+            return {}
+        steps = restore.state.get("actor_schedule_steps")
+        if steps is None:
+            return {0: int(restore.state.get("actor_schedule_step", 0))}
+        return {int(actor_id): int(count) for actor_id, count in steps.items()}
+
+    def _watch(self, actor_runs: dict[Any, int], actors: list[Any], stop: Any) -> None:
+        """Until every actor is done or a stop is requested: drain logs, show progress,
+        trigger evaluations, write periodic checkpoints, restart the work of actors that
+        Ray restarted and restore a learner Ray restarted."""
         ray, experiment = self.ray, self.experiment
-        next_eval, evaluations = self.program.next_evaluation(0), []
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
-            while actor_runs:
-                done, _ = ray.wait([learner_run, *actor_runs], num_returns=1, timeout=0.5)
+            while actor_runs and not stop.requested:
+                done, _ = ray.wait([self.learner_run, *actor_runs], num_returns=1, timeout=0.5)
                 self._drain_logs()
-                steps = int(ray.get(counter.get_counts.remote()).get("actor_steps", 0))
+                steps = self._actor_steps()
                 progress.advance(steps, force=True)
-                if evaluations and len(ray.wait(evaluations, num_returns=len(evaluations), timeout=0)[0]) == len(
-                    evaluations
-                ):
-                    progress.update(eval_return=ray.get(evaluations[0]))
-                    evaluations = []
-                if steps >= next_eval and not evaluations and steps < experiment.max_actor_steps:
-                    evaluations = [e.evaluate.remote(experiment.eval_episodes) for e in evaluators]
-                    next_eval = self.program.next_evaluation(steps)
+                if self.evaluations:
+                    eval_return = self._collect_evaluations(timeout=0)
+                    if eval_return is not None:
+                        progress.update(eval_return=eval_return)
+                if steps >= self.next_eval and not self.evaluations and steps < experiment.max_actor_steps:
+                    self.evaluations = [e.evaluate.remote(experiment.eval_episodes) for e in self.evaluators]
+                    self.next_eval = self.program.next_evaluation(steps)
                 for ref in done:
-                    if ref == learner_run:
-                        try:
-                            ray.get(ref)
-                            raise LauncherError("the learner stopped before the actors finished")
-                        except ray.exceptions.RayError as error:
-                            raise LauncherError(f"the learner failed: {error}") from None
+                    if ref == self.learner_run:
+                        self._learner_ended(ref)
+                        continue
                     actor_id = actor_runs.pop(ref)
                     try:
-                        ray.get(ref)
+                        self._get(ref, f"actor_{actor_id}", "run")
                     except ray.exceptions.RayActorError as error:
                         self._restart(actor_id, actors[actor_id], actor_runs, error)
+                    except ray.exceptions.RayTaskError as error:
+                        raise LauncherError(f"actor {actor_id} failed: {_first_line(error)}") from None
+                # A round in flight finishes first: the checkpoint then holds it.
+                if self.checkpoints.due() and not self.evaluations and actor_runs:
+                    self._save()
+
+    def _actor_steps(self) -> int:
+        return int(self._get(self.counter.get_counts.remote(), "counter", "get_counts").get("actor_steps", 0))
+
+    def _collect_evaluations(self, timeout: float) -> float | None:
+        """The round in flight, once every evaluator has answered (within `timeout`):
+        added to the curve; returns its mean return (None: not done yet)."""
+        ready, _ = self.ray.wait(self.evaluations, num_returns=len(self.evaluations), timeout=timeout)
+        if len(ready) < len(self.evaluations):
+            return None
+        try:
+            results = self._get(self.evaluations, "evaluator", "evaluate")
+        except self.ray.exceptions.RayError as error:
+            raise LauncherError(f"an evaluator failed: {_first_line(error)}") from None
+        self.evaluations = []
+        for (returns, times), (steps, mean, ended) in zip(self.histories, results):
+            returns.append((int(steps), float(mean)))
+            times.append(float(ended))
+        return float(sum(mean for _, mean, _ in results) / len(results))
+
+    def _evaluate_now(self, timeout: float) -> None:
+        """Waits for the round in flight, then runs one more round of every evaluator."""
+        if self.evaluations and self._collect_evaluations(timeout) is None:
+            raise LauncherError(f"evaluator.evaluate did not answer within {timeout:g} s")
+        self.evaluations = [e.evaluate.remote(self.experiment.eval_episodes) for e in self.evaluators]
+        if self._collect_evaluations(timeout) is None:
+            raise LauncherError(f"evaluator.evaluate did not answer within {timeout:g} s")
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _save(self) -> tuple[str | None, dict[str, Any]]:
+        """A checkpoint of the learner between two steps, with the counts at that moment
+        (None for the path when checkpoints are off). A learner that dies meanwhile is
+        restored first."""
+        try:
+            snapshot = self._get(self.learner.checkpoint.remote(), "learner", "checkpoint")
+        except self.ray.exceptions.RayActorError as error:
+            self._learner_died(error)
+            snapshot = self._get(self.learner.checkpoint.remote(), "learner", "checkpoint")
+        except self.ray.exceptions.RayTaskError as error:  # A numerical fault, say.
+            kept = f"the last good checkpoint is {self.checkpoints.last}" if self.checkpoints.last else "no checkpoint was written"
+            raise LauncherError(f"the learner's checkpoint failed ({_first_line(error)}); {kept}") from None
+        counts = snapshot["counts"]
+        actor_steps = int(counts.get("actor_steps", 0))
+        schedule_steps = {int(k): int(v) for k, v in snapshot["schedule_steps"].items()}
+        state = run_state(
+            self.experiment, counts, actor_steps, self.next_eval, schedule_steps.get(0, 0), *self._curve(),
+            self._acting_time(),
+        )
+        state["actor_schedule_steps"] = {str(k): v for k, v in sorted(schedule_steps.items())}
+        path = self.checkpoints.save(_SavedLearner(snapshot["state"]), state, self.replay_checkpoints)
+        if path is not None:
+            self.saved = (os.path.basename(path), snapshot["state"], int(counts.get("learner_steps", 0)))
+        return path, state
+
+    def _interrupt(self, actor_runs: dict[Any, int], start: float) -> tuple[RunSummary, str | None]:
+        """SIGINT/SIGTERM: the actors end their leases, the round in flight ends, then a
+        checkpoint and an "interrupted" summary."""
+        ray, launcher = self.ray, self.launcher
+        self._get(self.counter.close.remote(), "counter", "close")
+        if actor_runs:
+            ray.wait(list(actor_runs), num_returns=len(actor_runs), timeout=launcher.stop_timeout_s)
+        if self.evaluations and self._collect_evaluations(launcher.stop_timeout_s) is None:
+            self.evaluations = []  # Not in the checkpoint: the resumed run evaluates there again.
+        acting_time = self._acting_time()
+        self._ensure_learner()
+        path, state = self._save()
+        self.learner.stop.remote()
+        self._drain_logs()
+        summary = finish_run(
+            self.experiment, state["counts"], *self._curve(), time.perf_counter() - start, acting_time,
+            status="interrupted",
+        )
+        return summary, path
+
+    # ------------------------------------------------------------------ faults
+
+    def _wait_until_back(self, handle: Any, name: str) -> int:
+        """The pid of a node Ray is restarting, once it answers (within restart_timeout_s)."""
+        exceptions = self.ray.exceptions
+        timeout = self.launcher.restart_timeout_s
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.ray.get(handle.pid.remote(), timeout=max(0.1, deadline - time.monotonic()))
+            except exceptions.ActorUnavailableError:  # Still being rebuilt.
+                pass
+            except exceptions.GetTimeoutError:
+                pass
+            except exceptions.RayActorError as error:
+                raise LauncherError(f"{name} died and Ray did not restart it ({_first_line(error)})") from None
+            if time.monotonic() > deadline:
+                raise LauncherError(f"{name} did not come back within launcher.restart_timeout_s={timeout:g} s")
+            time.sleep(0.5)
+
+    def _learner_ended(self, ref: Any) -> None:
+        """The learner's run ended during acting: a fault (restore it) or a failure."""
+        try:
+            self._get(ref, "learner", "run")
+        except self.ray.exceptions.RayActorError as error:
+            self._learner_died(error)
+            return
+        except self.ray.exceptions.RayTaskError as error:
+            raise LauncherError(f"the learner failed: {_first_line(error)}") from None
+        raise LauncherError("the learner stopped before the actors finished")
+
+    def _ensure_learner(self) -> None:
+        """Restores the learner first if it died and nothing has noticed yet."""
+        ready, _ = self.ray.wait([self.learner_run], timeout=0)
+        if ready:
+            try:
+                self._get(self.learner_run, "learner", "run")
+            except self.ray.exceptions.RayActorError as error:
+                self._learner_died(error)
+            except self.ray.exceptions.RayTaskError as error:
+                raise LauncherError(f"the learner failed: {_first_line(error)}") from None
+
+    def _learner_died(self, error: Exception) -> None:
+        """Counts the death, waits until Ray has rebuilt the learner, sets it to the last
+        checkpoint (its state and learner steps) and starts it again."""
+        self.learner_restarts += 1
+        limit = self.launcher.max_learner_restarts
+        if self.learner_restarts > limit:
+            raise LauncherError(
+                f"the learner died more than launcher.max_learner_restarts={limit} times ({_first_line(error)})"
+            )
+        pid = self._wait_until_back(self.learner, "learner")
+        self._record_pid("learner", pid)
+        checkpoint, state, learner_steps = self.saved
+        reported = self._get(self.counter.set_learner_steps.remote(learner_steps), "counter", "set_learner_steps")
+        digest = self._get(self.learner.restore.remote(state), "learner", "restore")
+        origin = f"checkpoint {checkpoint}" if checkpoint is not None else "its initial state (no checkpoint yet)"
+        # The dead learner sent its counts every half second: `reported` may miss its last steps.
+        self._event(
+            f"learner died; restarted by Ray as pid {pid} ({self.learner_restarts}/{limit}):"
+            f" restored from {origin} (state sha256 {digest[:12]}) at {learner_steps} learner steps;"
+            f" it had reported {reported}, so {reported - learner_steps} learner steps were lost"
+        )
+        self.learner_run = self.learner.run.remote()
 
     def _restart(self, actor_id: int, actor: Any, actor_runs: dict[Any, int], error: Exception) -> None:
         """Counts the death, waits until Ray has rebuilt the actor, then resumes its work."""
         self.restarts[actor_id] += 1
         if self.restarts[actor_id] > self.launcher.max_restarts:
             raise LauncherError(
-                f"actor {actor_id} died more than launcher.max_restarts={self.launcher.max_restarts} times: {error}"
+                f"actor {actor_id} died more than launcher.max_restarts={self.launcher.max_restarts} times"
+                f" ({_first_line(error)})"
             )
-        deadline = time.monotonic() + self.launcher.restart_timeout_s
-        while True:
-            try:
-                pid = self.ray.get(actor.pid.remote())
-                break
-            except self.ray.exceptions.ActorUnavailableError:  # Still being rebuilt.
-                if time.monotonic() > deadline:
-                    raise LauncherError(f"actor {actor_id} did not come back within launcher.restart_timeout_s") from None
-                time.sleep(0.5)
+        pid = self._wait_until_back(actor, f"actor {actor_id}")
         self._record_pid(f"actor_{actor_id}", pid)
-        start = self.ray.get(actor.start_info.remote())
+        start = self._get(actor.start_info.remote(), f"actor_{actor_id}", "start_info")
         restarts = f"{self.restarts[actor_id]}/{self.launcher.max_restarts}"
         self._event(
             f"actor {actor_id} died; restarted by Ray as pid {pid} ({restarts}):"
@@ -271,8 +529,8 @@ class _RayRun:
 
     def _check_budget(self, counter: Any) -> None:
         """Records how the step budget was spent; a mismatch would be a counting bug."""
-        budget = self.ray.get(counter.budget.remote())
-        counted = int(self.ray.get(counter.get_counts.remote()).get("actor_steps", 0))
+        budget = self._get(counter.budget.remote(), "counter", "budget")
+        counted = int(self._get(counter.get_counts.remote(), "counter", "get_counts").get("actor_steps", 0))
         message = (
             f"step budget: {counted} actor steps counted of {self.experiment.max_actor_steps};"
             f" per actor {budget['counted']}; restarts {budget['restarts']}"
@@ -287,7 +545,8 @@ class _RayRun:
         handles.update({"replay": replay, "counter": counter, "learner": learner})
         handles.update({f"actor_{i}": a for i, a in enumerate(actors)})
         handles.update({f"evaluator_{i}": e for i, e in enumerate(evaluators)})
-        for name, pid in zip(handles, self.ray.get([h.pid.remote() for h in handles.values()])):
+        pids = self._get([h.pid.remote() for h in handles.values()], "every node", "pid")
+        for name, pid in zip(handles, pids):
             self._record_pid(name, pid)
 
     def _record_pid(self, name: str, pid: int) -> None:

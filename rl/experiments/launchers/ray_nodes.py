@@ -17,6 +17,7 @@ import numpy as np
 import ray
 
 from rl import core
+from rl.checkpointing import state_digest
 from rl.counting import Counter, StepBudget
 from rl.experiments.distributed import DistributedProgram, Evaluations
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
@@ -65,6 +66,17 @@ class RemoteCounter:
     def _send(self, pending: dict[str, float]) -> dict[str, float]:
         return ray.get(self._handle.increment.remote(**pending))
 
+    def take_pending(self) -> dict[str, float]:
+        """The increments not sent yet, now the caller's to send (then `received`)."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        return pending
+
+    def received(self, counts: dict[str, float]) -> None:
+        """The root's counts after the caller sent what `take_pending` gave it."""
+        self._counts = dict(counts)
+        self._last_flush = time.monotonic()
+
     def get_counts(self) -> dict[str, float]:
         return self.flush()
 
@@ -88,25 +100,59 @@ class RemoteVariableSource(core.VariableSource):
     Asynchronous (for actors): returns the newest parameters already received and asks
     for fresher ones in the background, so acting never waits; only the first call
     blocks. Synchronous (for evaluators): every call fetches the current parameters.
+
+    A learner that dies and is restarted by Ray is waited for: an asynchronous source
+    keeps acting on the parameters it has and asks again every `retry_interval_s`; a
+    blocking call retries until `timeout_s` has passed, then raises a `TimeoutError`
+    naming the learner and the call.
     """
 
-    def __init__(self, learner_handle: Any, asynchronous: bool = True):
+    def __init__(
+        self,
+        learner_handle: Any,
+        asynchronous: bool = True,
+        timeout_s: float = 300.0,
+        retry_interval_s: float = 1.0,
+    ):
         self._learner = learner_handle
         self._asynchronous = asynchronous
+        self._timeout_s = timeout_s
+        self._retry_interval_s = retry_interval_s
         self._latest: list[Any] | None = None
         self._pending: Any = None
+        self._retry_at = 0.0
+
+    def _fetch(self, names: list[str]) -> list[Any]:
+        """The learner's parameters now, waiting out a restart (at most `timeout_s`)."""
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            try:
+                return ray.get(
+                    self._learner.get_variables.remote(names), timeout=max(0.1, deadline - time.monotonic())
+                )
+            except ray.exceptions.GetTimeoutError:
+                pass
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
+                pass  # Dead, restarting, or restarted and not yet restored: ask again.
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"learner.get_variables did not answer within {self._timeout_s:g} s")
+            time.sleep(self._retry_interval_s)
 
     def get_variables(self, names: Sequence[str]) -> list[Any]:
+        names = list(names)
         if self._latest is None or not self._asynchronous:
-            self._latest = ray.get(self._learner.get_variables.remote(list(names)))
+            self._latest = self._fetch(names)
             return self._latest
         if self._pending is not None:
             ready, _ = ray.wait([self._pending], timeout=0)
             if ready:
-                self._latest = ray.get(self._pending)
+                try:
+                    self._latest = ray.get(self._pending)
+                except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
+                    self._retry_at = time.monotonic() + self._retry_interval_s  # Keep acting on what we have.
                 self._pending = None
-        if self._pending is None:
-            self._pending = self._learner.get_variables.remote(list(names))
+        if self._pending is None and time.monotonic() >= self._retry_at:
+            self._pending = self._learner.get_variables.remote(names)
         return self._latest
 
 
@@ -140,16 +186,58 @@ class QueueLoggerFactory:
         return QueueLogger(self._queue, label, steps_key, instance, self._start_time)
 
 
+class _StepLockReleasingIterator:
+    """The learner's replay iterator, releasing the learner node's step lock while it
+    waits for a batch: a checkpoint can then be taken between two steps even when the
+    learner is blocked on replay (the rate limiter, or actors that have stopped)."""
+
+    def __init__(self, iterator: Any, lock: threading.Lock):
+        self._iterator = iterator
+        self._lock = lock
+
+    def __iter__(self) -> "_StepLockReleasingIterator":
+        return self
+
+    def __next__(self) -> Any:
+        self._lock.release()
+        try:
+            return next(self._iterator)
+        finally:
+            self._lock.acquire()
+
+    def __getattr__(self, name: str) -> Any:  # close() and the like reach the real iterator.
+        return getattr(self._iterator, name)
+
+
 @ray.remote(num_cpus=0)
 class ReplayNode:
-    def __init__(self, program: DistributedProgram):
+    """The reverb server. With `checkpoint_directory` it checkpoints its tables there
+    (reverb's checkpointer) and starts from `fallback_checkpoint` when given."""
+
+    def __init__(
+        self,
+        program: DistributedProgram,
+        checkpoint_directory: str | None = None,
+        fallback_checkpoint: str | None = None,
+    ):
         import reverb
 
-        self._server = reverb.Server(program.make_replay_tables(), port=None)
+        checkpointer = None
+        if checkpoint_directory is not None:
+            checkpointer = reverb.checkpointers.DefaultCheckpointer(
+                checkpoint_directory, fallback_checkpoint_path=fallback_checkpoint
+            )
+        self._server = reverb.Server(program.make_replay_tables(), port=None, checkpointer=checkpointer)
         self._address = f"{ray.util.get_node_ip_address()}:{self._server.port}"
 
     def address(self) -> str:
         return self._address
+
+    def checkpoint(self) -> str:
+        """Checkpoints the tables; returns the directory reverb wrote."""
+        import reverb
+
+        return reverb.Client(f"localhost:{self._server.port}").checkpoint()
 
     def pid(self) -> int:
         return os.getpid()
@@ -157,11 +245,30 @@ class ReplayNode:
 
 @ray.remote(num_cpus=0)
 class CounterNode:
-    """The root counter, and the keeper of the actor-step budget (`StepBudget`)."""
+    """The root counter, and the keeper of the actor-step budget (`StepBudget`).
 
-    def __init__(self, max_actor_steps: int):
+    A resumed run starts from its checkpoint's `counts`; the budget is what is left of
+    `max_actor_steps`, and `schedule_steps` (per actor, from the checkpoint) are added to
+    what each actor counts in this session, where its schedules resume. Actor keys of
+    session `s` are numbered from `s * key_stride`, so no session replays another's.
+    """
+
+    def __init__(
+        self,
+        max_actor_steps: int,
+        counts: dict[str, float] | None = None,
+        schedule_steps: dict[int, int] | None = None,
+        session: int = 0,
+        key_stride: int = 1,
+    ):
         self._counter = Counter()
-        self._budget = StepBudget(max_actor_steps)
+        if counts:
+            self._counter.restore(counts)
+        done = int((counts or {}).get("actor_steps", 0))
+        self._budget = StepBudget(max(0, max_actor_steps - done))
+        self._schedule_steps = {int(k): int(v) for k, v in (schedule_steps or {}).items()}
+        self._key_offset = session * key_stride
+        self._closed = False
 
     def increment(self, **counts: float) -> dict[str, float]:
         return self._counter.increment(**counts)
@@ -170,9 +277,14 @@ class CounterNode:
         return self._counter.get_counts()
 
     def register_actor(self, actor_id: int) -> dict[str, int]:
-        return self._budget.register(actor_id)
+        start = self._budget.register(actor_id)
+        start["steps"] += self._schedule_steps.get(actor_id, 0)
+        start["key"] = self._key_offset + start["restart"]
+        return start
 
     def lease_steps(self, actor_id: int, incarnation: int, wanted: int) -> int:
+        if self._closed:
+            return 0
         return self._budget.lease(actor_id, incarnation, wanted)
 
     def increment_actor(self, actor_id: int, incarnation: int, counts: dict[str, float]) -> dict[str, float]:
@@ -181,8 +293,36 @@ class CounterNode:
             return self._counter.increment(**counts)
         return self._counter.get_counts()
 
+    def close(self) -> None:
+        """Grants no more leases: each actor ends after the lease it holds (a clean stop)."""
+        self._closed = True
+
+    def snapshot(self, pending: dict[str, float]) -> dict[str, Any]:
+        """Adds `pending` (the learner's unsent counts), then returns the counts and each
+        actor's schedule step, at one moment."""
+        counts = self._counter.increment(**pending) if pending else self._counter.get_counts()
+        counted = self._budget.state()["counted"]
+        steps = dict(self._schedule_steps)
+        for actor_id, count in counted.items():
+            steps[actor_id] = steps.get(actor_id, 0) + count
+        return {"counts": counts, "schedule_steps": steps}
+
+    def set_learner_steps(self, steps: int) -> int:
+        """Sets `learner_steps` back to a restored learner's; returns the count it replaces."""
+        counts = self._counter.get_counts()
+        previous = int(counts.get("learner_steps", 0))
+        counts["learner_steps"] = int(steps)
+        self._counter.restore(counts)
+        return previous
+
     def budget(self) -> dict[str, Any]:
-        return self._budget.state()
+        """`StepBudget.state`, with the steps of earlier sessions in `counted`."""
+        state = self._budget.state()
+        counted = dict(self._schedule_steps)
+        for actor_id, count in state["counted"].items():
+            counted[actor_id] = counted.get(actor_id, 0) + count
+        state["counted"] = counted
+        return state
 
     def pid(self) -> int:
         return os.getpid()
@@ -190,18 +330,32 @@ class CounterNode:
 
 @ray.remote(max_concurrency=4)
 class LearnerNode:
-    """Steps the learner on its own thread and serves parameters as numpy arrays."""
+    """Steps the learner on its own thread and serves parameters as numpy arrays.
+
+    Each step holds a lock, released while the step waits for replay, so `checkpoint`
+    reads the state and the counts between two steps. Rebuilt by Ray after a fault, the
+    node serves nothing (callers wait) until the driver has `restore`d the last
+    checkpoint's state into it.
+    """
 
     def __init__(self, program: DistributedProgram, replay_address: str, counter_handle: Any):
         import reverb
 
+        self._counter_handle = counter_handle
         self._counter = RemoteCounter(counter_handle)
         self._learner = program.make_learner(reverb.Client(replay_address), self._counter)
+        self._step_lock = threading.Lock()
+        iterator = getattr(self._learner, "_iterator", None)
+        if iterator is not None:
+            self._learner._iterator = _StepLockReleasingIterator(iterator, self._step_lock)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._params: dict[str, Any] = {}
         self._version = 0
         self._served_version = -1
+        self._ready = threading.Event()
+        if not ray.get_runtime_context().was_current_actor_reconstructed:
+            self._ready.set()
 
     def run(self) -> int:
         """Runs until `stop`; returns the number of learner steps taken.
@@ -209,15 +363,19 @@ class LearnerNode:
         Once the actors stop inserting, a step can block on the rate limiter for good;
         the driver then stops waiting for this call and shuts the process down.
         """
+        self._ready.wait()
         steps = 0
         while not self._stop.is_set():
-            self._learner.step()
+            with self._step_lock:
+                self._learner.step()
+                self._version += 1
             steps += 1
-            self._version += 1
         self._counter.flush()
         return steps
 
     def get_variables(self, names: Sequence[str]) -> list[Any]:
+        if not self._ready.wait(timeout=10.0):
+            raise RuntimeError("the learner is being restored")
         with self._lock:
             if self._served_version != self._version:
                 self._params = {}
@@ -230,8 +388,29 @@ class LearnerNode:
     def save(self) -> Any:
         return jax.tree_util.tree_map(np.asarray, self._learner.save())
 
-    def flush_counts(self) -> None:
-        self._counter.flush()
+    def checkpoint(self) -> dict[str, Any]:
+        """Between two steps: the learner's `state` (numpy), checked finite, the root's
+        `counts` (with every learner step sent) and the actors' `schedule_steps`."""
+        with self._step_lock:
+            check = getattr(self._learner, "check_finite", None)
+            if check is not None:
+                check()
+            pending = self._counter.take_pending()
+            snapshot = ray.get(self._counter_handle.snapshot.remote(pending), timeout=60)
+            self._counter.received(snapshot["counts"])
+            snapshot["state"] = jax.tree_util.tree_map(np.asarray, self._learner.save())
+            return snapshot
+
+    def restore(self, state: Any) -> str:
+        """Continues from `state` (None: from the initial state), then serves again;
+        returns the sha256 of the state it now holds (`checkpointing.state_digest`)."""
+        with self._step_lock:
+            if state is not None:
+                self._learner.restore(state)
+                self._version += 1
+            leaves = jax.tree_util.tree_leaves(jax.device_get(self._learner.save()))
+        self._ready.set()
+        return state_digest(leaves)
 
     def stop(self) -> None:
         self._stop.set()
@@ -246,7 +425,8 @@ class ActorNode:
 
     Ray rebuilds it after a fault by running `__init__` again: registering with the
     counter returns the lease of the dead incarnation to the budget and gives the
-    restart count (for a fresh key) and the steps counted so far (where schedules resume).
+    restart count, the key to act with (fresh for every restart and session) and the
+    steps counted so far (where schedules resume).
     """
 
     def __init__(
@@ -268,7 +448,7 @@ class ActorNode:
             reverb.Client(replay_address),
             RemoteVariableSource(learner_handle),
             ActorStepCounter(counter_handle, actor_id, self._incarnation),
-            restart=self._incarnation,
+            restart=self._start["key"],
             initial_step=self._start["steps"],
         )
 
@@ -301,22 +481,25 @@ class ActorNode:
 class EvaluatorNode:
     """Runs an evaluation round whenever the driver asks (every `eval_every` actor steps)."""
 
-    def __init__(self, program: DistributedProgram, instance: int, learner_handle: Any, counter_handle: Any):
+    def __init__(
+        self,
+        program: DistributedProgram,
+        instance: int,
+        learner_handle: Any,
+        counter_handle: Any,
+        variables_timeout_s: float = 300.0,
+    ):
         self._loop = program.make_evaluator(
             instance,
-            RemoteVariableSource(learner_handle, asynchronous=False),
+            RemoteVariableSource(learner_handle, asynchronous=False, timeout_s=variables_timeout_s),
             RemoteCounter(counter_handle, 0.0),
         )
         self._evaluations = Evaluations()
 
-    def evaluate(self, eval_episodes: int) -> float:
-        return self._evaluations.evaluate(self._loop, eval_episodes)
-
-    def returns(self) -> list[tuple[int, float]]:
-        return self._evaluations.returns
-
-    def times(self) -> list[float]:
-        return self._evaluations.times
+    def evaluate(self, eval_episodes: int) -> tuple[int, float, float]:
+        """A round: its (actor steps, mean return, epoch time it ended)."""
+        self._evaluations.evaluate(self._loop, eval_episodes)
+        return (*self._evaluations.returns[-1], self._evaluations.times[-1])
 
     def pid(self) -> int:
         return os.getpid()
