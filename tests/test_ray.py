@@ -195,3 +195,165 @@ def test_sac_runs_under_ray_with_action_statistics(run_dir):
         assert -2.0 <= float(row["action_min"]) <= float(row["action_mean"]) <= float(row["action_max"]) <= 2.0
         assert float(row["action_std"]) >= 0.0
     assert not _ray_processes()
+
+
+# --------------------------------------------------------------------------- faults and resume
+
+FAULT_BUDGET = 3000
+FAULT_COMMAND = [
+    "launcher=ray",
+    "launcher.num_actors=2",
+    f"max_actor_steps={FAULT_BUDGET}",
+    f"eval_every={FAULT_BUDGET // 2}",
+    "eval_episodes=1",
+    "agent.min_replay_size=100",
+    "network.hidden_sizes=[64,64]",
+    "progress=false",
+    "checkpoint.every_seconds=2",
+    "checkpoint.keep=100",  # Every checkpoint stays, for the checks below.
+]
+_LEARNER_RESTART = re.compile(
+    r"learner died; restarted by Ray as pid (\d+) \(1/3\): restored from checkpoint (step_\d+)"
+    r" \(state sha256 ([0-9a-f]{12})\) at (\d+) learner steps; it had reported (\d+), so (\d+) learner steps were lost$"
+)
+
+
+def _checkpoint_states(run_dir):
+    """{checkpoint name: its state.json} of every checkpoint of the run."""
+    root = os.path.join(run_dir, "checkpoints")
+    states = {}
+    for name in os.listdir(root) if os.path.isdir(root) else []:
+        if name.startswith("step_"):
+            with open(os.path.join(root, name, "state.json")) as file:
+                states[name] = json.load(file)
+    return states
+
+
+def _ray_processes_after(seconds, pids=()):
+    """`_ray_processes` once they have had `seconds` to exit (Ray's daemons end a moment
+    after the driver)."""
+    deadline = time.monotonic() + seconds
+    while (left := _ray_processes(pids)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+def _launcher_events(run_dir):
+    path = os.path.join(run_dir, "logs", "launcher.csv")
+    return _rows(path) if os.path.exists(path) else []
+
+
+@pytest.fixture(scope="module")
+def faulted_ray_run(tmp_path_factory):
+    """One small Ray run that meets every fault the launcher must survive: its learner
+    process is killed (SIGKILL) after the first checkpoint, the run is stopped with
+    SIGTERM after the restored learner's first checkpoint, and the same command resumes
+    it to the end. What each session left behind is kept for the tests."""
+    assert not _ray_processes(), "a Ray instance is already running on this machine"
+    run_dir = str(tmp_path_factory.mktemp("ray_faults") / "run")
+    seen = {"run_dir": run_dir}
+    process = _start_train(FAULT_COMMAND, run_dir)
+    try:
+        assert _wait_for(lambda: _checkpoint_states(run_dir), 600, process), process.communicate()[0][-3000:]
+        with open(os.path.join(run_dir, "logs", "nodes.json")) as file:
+            seen["pids"] = json.load(file)
+        os.kill(seen["pids"]["learner"], signal.SIGKILL)
+        restarted = lambda: any(row["event"].startswith("learner died") for row in _launcher_events(run_dir))
+        assert _wait_for(restarted, 300, process), process.communicate()[0][-3000:]
+        before = set(_checkpoint_states(run_dir))
+        # A checkpoint of the restored learner, then a clean stop.
+        assert _wait_for(lambda: set(_checkpoint_states(run_dir)) - before, 300, process), process.communicate()[0][-3000:]
+        process.send_signal(signal.SIGTERM)
+        seen["sigterm_output"], _ = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    seen["sigterm_returncode"] = process.returncode
+    seen["sigterm_summary"] = read_summary(run_dir)
+    seen["sigterm_checkpoints"] = _checkpoint_states(run_dir)
+    seen["sigterm_events"] = [row["event"] for row in _launcher_events(run_dir)]
+    seen["sigterm_processes_left"] = _ray_processes_after(15, set(seen["pids"].values()))
+    with open(os.path.join(run_dir, "logs", "nodes.json")) as file:
+        seen["sigterm_pids"] = json.load(file)
+    result = run_train([*FAULT_COMMAND, f"hydra.run.dir={run_dir}"], timeout=900)
+    seen["resume"] = result
+    seen["resume_processes_left"] = _ray_processes_after(15)
+    return seen
+
+
+def test_ray_learner_killed_is_restored_from_its_last_checkpoint(faulted_ray_run):
+    """The learner process dies (SIGKILL); Ray restarts it, the driver restores the last
+    checkpoint into it (state and learner steps) and logs it; the run carries on."""
+    run = faulted_ray_run
+    run_dir, output = run["run_dir"], run["sigterm_output"]
+    restarts = [event for event in run["sigterm_events"] if event.startswith("learner died")]
+    assert len(restarts) == 1, run["sigterm_events"]
+    match = _LEARNER_RESTART.match(restarts[0])
+    assert match, restarts[0]
+    pid, checkpoint, digest = int(match.group(1)), match.group(2), match.group(3)
+    restored_steps, reported, lost = (int(match.group(i)) for i in (4, 5, 6))
+    assert pid == run["sigterm_pids"]["learner"] != run["pids"]["learner"]  # nodes.json follows the restart.
+    states = run["sigterm_checkpoints"]
+    # It restored the newest checkpoint written before the restart, bit for bit.
+    event_time = next(
+        float(row["wall_time_s"]) for row in _rows(os.path.join(run_dir, "logs", "launcher.csv"))
+        if row["event"] == restarts[0]
+    )
+    earlier = {name: state for name, state in states.items() if state["wall_time_s"] < event_time}
+    newest = max(earlier, key=lambda name: (earlier[name]["wall_time_s"]))
+    assert checkpoint == newest, (checkpoint, sorted(earlier))
+    assert digest == states[checkpoint]["learner"]["digest"][:12]
+    assert restored_steps == states[checkpoint]["counts"]["learner_steps"]
+    assert lost == reported - restored_steps and reported >= restored_steps
+    # The restored learner's steps continue from the checkpoint's, not from where it died.
+    learner_rows = _rows(os.path.join(run_dir, "logs", "learner.csv"))
+    after = [int(row["learner_steps"]) for row in learner_rows if float(row["wall_time_s"]) > event_time]
+    assert after and after[0] == restored_steps + 1, (restored_steps, after[:5], output[-3000:])
+    assert after == sorted(after)
+
+
+def test_ray_sigterm_writes_a_checkpoint_and_the_same_command_resumes_to_the_budget(faulted_ray_run):
+    run = faulted_ray_run
+    run_dir, output = run["run_dir"], run["sigterm_output"]
+    # SIGTERM: exit 143, one line, an "interrupted" summary and a checkpoint at its counts.
+    assert run["sigterm_returncode"] == 143, output[-3000:]
+    assert "Traceback" not in output
+    summary = run["sigterm_summary"]
+    assert summary["status"] == "interrupted"
+    states = run["sigterm_checkpoints"]
+    last = max(states, key=lambda name: states[name]["wall_time_s"])
+    stopped = states[last]
+    assert stopped["counts"]["actor_steps"] == summary["actor_steps"] == int(last.split("_")[1])
+    assert stopped["counts"]["learner_steps"] == summary["learner_steps"]
+    assert 0 < summary["actor_steps"] < FAULT_BUDGET
+    path = os.path.join(run_dir, "checkpoints", last)
+    last_line = output.strip().splitlines()[-1]
+    assert last_line == (
+        f"Interrupted: stopped by SIGTERM at {summary['actor_steps']} actor steps; checkpoint {path};"
+        " the same command resumes it"
+    ), output[-3000:]
+    assert not run["sigterm_processes_left"], "processes left behind after the interrupt"
+
+    # The same command resumes from that checkpoint and ends exactly at the budget.
+    result = run["resume"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Resuming {run_dir} from {last} ({summary['actor_steps']} actor steps," in result.stdout
+    final = read_summary(run_dir)
+    assert final["status"] == "finished" and final["actor_steps"] == FAULT_BUDGET
+    counted, total, per_actor, _ = _budget_event(run_dir)
+    assert counted == total == FAULT_BUDGET and sum(per_actor.values()) == FAULT_BUDGET
+    # One evaluation curve: the interrupted run's rounds, then the resumed run's.
+    saved_curve = [list(point) for point in stopped["eval_returns"]]
+    assert final["eval_returns"][: len(saved_curve)] == saved_curve
+    assert final["eval_returns"][-1][0] == FAULT_BUDGET
+    steps = [point[0] for point in final["eval_returns"]]
+    assert steps == sorted(steps)
+    # The resumed learner continues from the checkpoint's learner steps.
+    resumed = [
+        int(row["learner_steps"])
+        for row in _rows(os.path.join(run_dir, "logs", "learner.csv"))
+        if float(row["wall_time_s"]) > stopped["wall_time_s"]
+    ]
+    assert resumed and resumed[0] == stopped["counts"]["learner_steps"] + 1, resumed[:5]
+    assert final["learner_steps"] >= resumed[-1]
+    assert not run["resume_processes_left"], "processes left behind after the resumed run"
