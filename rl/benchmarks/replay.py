@@ -47,9 +47,9 @@ def no_limit_table(name: str, environment_spec: Any, max_size: int) -> Any:
 
 def _serve(table: tuple[str, Any, int], connection: Any) -> None:
     """Runs in a child process: a server with the no-limit table until told to stop."""
-    import reverb
+    from rl.replay.server import make_server
 
-    server = reverb.Server([no_limit_table(*table)], port=None)
+    server = make_server([no_limit_table(*table)])
     connection.send(server.port)
     connection.recv()
     server.stop()
@@ -61,9 +61,11 @@ def replay_server(builder: Any, environment_spec: Any, other_process: bool) -> I
     this process or in a spawned one."""
     import reverb
 
+    from rl.replay.server import make_server
+
     table = table_settings(builder, environment_spec)
     if not other_process:
-        server = reverb.Server([no_limit_table(*table)], port=None)
+        server = make_server([no_limit_table(*table)])
         try:
             yield reverb.Client(f"localhost:{server.port}")
         finally:

@@ -54,12 +54,14 @@ def _replay_counts(client: Any, table: str) -> tuple[int, int]:
 def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunSummary:
     import reverb  # Replay pulls in TensorFlow: import it only when a run starts.
 
+    from rl.replay.server import make_server
+
     start = time.perf_counter()
     program = DistributedProgram(experiment, num_actors=1, num_evaluators=1)
     builder = experiment.builder
     restore = experiment.restore
     checkpoints = RunCheckpointer(experiment)
-    server = reverb.Server(program.make_replay_tables(), port=None, checkpointer=checkpoints.replay_checkpointer(restore))
+    server = make_server(program.make_replay_tables(), checkpointer=checkpoints.replay_checkpointer(restore))
     stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: stop at the next step.
     loggers_closed = False
     learner_thread = None
