@@ -41,20 +41,24 @@ def _metric_definitions(run_dir: str) -> dict[str, str]:
     return definitions
 
 
-def _run_tags(run_dir: str) -> list[str]:
-    """The tags of the offline run under `run_dir`."""
+def _run_tags_and_summary(run_dir: str) -> tuple[list[str], dict]:
+    """The tags and the summary metrics set on the offline run under `run_dir`."""
     from wandb.proto import wandb_internal_pb2
     from wandb.sdk.internal import datastore
 
     (path,) = glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb"))
     store = datastore.DataStore()
     store.open_for_scan(path)
+    tags, summary = [], {}
     while (data := store.scan_data()) is not None:
         record = wandb_internal_pb2.Record()
         record.ParseFromString(data)
-        if record.WhichOneof("record_type") == "run":
-            return list(record.run.tags)
-    return []
+        kind = record.WhichOneof("record_type")
+        if kind == "run":
+            tags = list(record.run.tags)
+        elif kind == "summary":
+            summary.update({item.key: json.loads(item.value_json) for item in record.summary.update})
+    return tags, summary
 
 
 def _files_containing(directory: str, needle: str) -> list[str]:
@@ -108,9 +112,13 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
         summary = read_summary(str(sweep / str(seed)))
         assert evaluations[-1]["evaluator/episode_return"] == pytest.approx(summary["final_eval_return"])
         assert run["exit_code"] == 0  # finished
-        tags = _run_tags(str(sweep / str(seed)))
+        tags, results = _run_tags_and_summary(str(sweep / str(seed)))
         assert f"seed={seed}" in tags and "experiment=dqn_cartpole" in tags  # The job's overrides.
         assert not any(tag.startswith("hydra.") for tag in tags)
+        # The run's results are its summary metrics.
+        assert results["final_eval_return"] == pytest.approx(summary["final_eval_return"])
+        assert results["best_eval_return"] == pytest.approx(summary["best_eval_return"])
+        assert results["status"] == "finished" and results["actor_steps_per_second"] > 0
         definitions = _metric_definitions(str(sweep / str(seed)))
         for label in ("actor", "learner", "evaluator"):
             assert definitions.get(f"{label}/*") == "actor_steps", definitions
