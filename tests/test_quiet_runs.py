@@ -1,6 +1,6 @@
 """What a healthy run prints when its output is piped: one record per line, only our own
 lines (no reverb 'pending items is alarmingly high' warning, no MuJoCo deprecation), and a
-train.log that holds the records."""
+train.log that holds the records; and what it leaves in the temporary directory: nothing."""
 
 from __future__ import annotations
 
@@ -21,11 +21,14 @@ NOT_OURS = ("alarmingly", "settotalmass", "Traceback", "WARNING", "Warning", "E0
 
 
 @pytest.mark.parametrize("name", list(QUIET_RUNS))
-def test_a_piped_5000_step_run_prints_one_record_per_line_and_no_library_warning(name, run_dir):
+def test_a_piped_5000_step_run_prints_one_record_per_line_and_no_library_warning(name, run_dir, tmp_path):
+    temporary = tmp_path / "tmp"  # The run's own TMPDIR: reverb's default checkpointer made a directory there.
+    temporary.mkdir()
     result = run_train(
         [*QUIET_RUNS[name], "max_actor_steps=5000", "eval_every=5000", "eval_episodes=2", "checkpoint=false",
          f"hydra.run.dir={run_dir}"],
         timeout=900,
+        env={"TMPDIR": str(temporary)},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert read_summary(run_dir)["actor_steps"] == 5000
@@ -41,3 +44,4 @@ def test_a_piped_5000_step_run_prints_one_record_per_line_and_no_library_warning
     with open(os.path.join(run_dir, "train.log")) as file:
         logged = [line.split("] ", 1)[1] for line in file.read().splitlines() if line.startswith("[")]
     assert [line for line in logged if line in records] == records
+    assert os.listdir(temporary) == []
