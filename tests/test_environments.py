@@ -153,3 +153,26 @@ def test_mujoco_models_load_without_the_known_deprecation_warning_and_other_warn
         assert seen[-1] == "after"
     finally:
         mujoco.set_mju_user_warning(previous)
+
+
+@pytest.mark.parametrize("factory_name", ["make_mujoco_environment", "make_dm_control_environment"])
+def test_without_a_headless_backend_rendering_fails_in_one_line_naming_what_to_install(factory_name, monkeypatch):
+    import rl.environments as environments
+    from rl.environments import rendering
+    from rl.environments.rendering import RenderingError
+
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.setattr(rendering, "available_headless_backend", lambda: None)
+    with pytest.raises(RenderingError) as error:
+        getattr(environments, factory_name)(seed=0, render_mode="rgb_array")
+    assert str(error.value) == (
+        "cannot render MuJoCo frames: no headless OpenGL backend: neither EGL (libegl1) nor OSMesa (libosmesa6) "
+        "is installed"
+    )
+    # A backend that is named but does not work is named in the message.
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    assert rendering.missing_backend_message("libOSMesa.so: cannot open shared object file") == (
+        "cannot render MuJoCo frames: the OpenGL backend MUJOCO_GL=osmesa (OSMesa) does not work here "
+        "(libOSMesa.so: cannot open shared object file)"
+    )

@@ -14,6 +14,8 @@ from typing import Any
 
 # MUJOCO_GL value -> the system library it loads.
 HEADLESS_BACKENDS = {"egl": "EGL", "osmesa": "OSMesa"}
+# The MUJOCO_GL value `choose_mujoco_gl` set (None: it set none; any other value is the user's).
+_chosen: str | None = None
 
 
 class RenderingError(RuntimeError):
@@ -31,20 +33,27 @@ def available_headless_backend() -> str | None:
 def choose_mujoco_gl(rendering: bool) -> str | None:
     """Sets `MUJOCO_GL` unless the user has: a headless backend when there is no display
     (or "disable" when none is installed and nothing is rendered, so MuJoCo does not go
-    looking for one). Returns the backend MuJoCo will use (None: its own choice)."""
-    if "MUJOCO_GL" in os.environ:
-        return os.environ["MUJOCO_GL"]
-    if os.environ.get("DISPLAY"):
+    looking for one). Returns the backend MuJoCo will use (None: its own choice).
+
+    "disable" set here for a process that did not render at first still means that no
+    backend is installed: a later call that renders gets the missing-backend error."""
+    global _chosen
+    current = os.environ.get("MUJOCO_GL")
+    if current is not None and current != _chosen:
+        return current  # The user's choice.
+    if current is None and os.environ.get("DISPLAY"):
         return None
-    backend = available_headless_backend()
+    backend = current if current in HEADLESS_BACKENDS else available_headless_backend()
     if backend is None and rendering:
         raise RenderingError(missing_backend_message())
-    os.environ["MUJOCO_GL"] = backend or "disable"
-    return os.environ["MUJOCO_GL"]
+    _chosen = os.environ["MUJOCO_GL"] = backend or "disable"
+    return _chosen
 
 
 def missing_backend_message(detail: str = "") -> str:
     chosen = os.environ.get("MUJOCO_GL")
+    if chosen is not None and chosen == _chosen == "disable":
+        chosen = None  # Set here because no backend is installed: say that.
     if chosen in HEADLESS_BACKENDS:
         what = f"the OpenGL backend MUJOCO_GL={chosen} ({HEADLESS_BACKENDS[chosen]}) does not work here"
     elif chosen in ("disable", "disabled", "off", "false", "0"):
