@@ -13,6 +13,7 @@ SIGTERM stops a run cleanly (checkpoint, "interrupted" summary; exit status 130 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -26,6 +27,9 @@ from rl.checkpointing import CheckpointError, holds_a_run
 
 # The rest (JAX, TensorFlow through reverb) is imported in `main`: a command line that
 # names no run directory to resume fails in a fraction of a second.
+
+# The terminal logger's records go to train.log through this logger (conf/hydra/job_logging/rl.yaml).
+TRANSCRIPT = logging.getLogger("rl.transcript")
 
 # conf/ sits beside the package in the project (an editable install, `pip install -e .`).
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
@@ -59,6 +63,13 @@ def resume_arguments(argv: list[str]) -> list[str]:
     return argv
 
 
+def report(message: str, error: bool = False) -> None:
+    """Prints a line for the user (stderr for errors) and copies it into the run's
+    train.log, like the records, so the file holds what the terminal showed."""
+    print(message, file=sys.stderr if error else sys.stdout)
+    TRANSCRIPT.info(message)
+
+
 def _prepare(config: DictConfig, output_dir: str) -> tuple:
     """The experiment, its launcher and the plan for its run directory; exits on bad input."""
     from rl.experiments.make_experiment import make_experiment, tracking_settings
@@ -80,12 +91,12 @@ def _prepare(config: DictConfig, output_dir: str) -> tuple:
                 supports_resume=getattr(launch, "supports_resume", False),
             )
         for warning in caught:
-            print(f"Warning: {warning.message}", file=sys.stderr)
+            report(f"Warning: {warning.message}", error=True)
     except ConfigError as error:
-        print(f"Invalid configuration: {error}", file=sys.stderr)
+        report(f"Invalid configuration: {error}", error=True)
         sys.exit(2)
     except CheckpointError as error:
-        print(f"Cannot resume: {error}", file=sys.stderr)
+        report(f"Cannot resume: {error}", error=True)
         sys.exit(1)
     return experiment, launch, plan
 
@@ -100,7 +111,7 @@ def train(config: DictConfig) -> float:
     experiment, launch, plan = _prepare(config, output_dir)
     if plan.finished is not None:
         summary = plan.finished
-        print(
+        report(
             f"The run in {output_dir} has already finished ({summary.get('actor_steps')} actor steps, final "
             f"evaluation return {summary.get('final_eval_return')}); nothing to do."
         )
@@ -108,7 +119,7 @@ def train(config: DictConfig) -> float:
     experiment = apply_plan(plan, experiment)
     if plan.restore is not None:
         counts = plan.restore.counts
-        print(
+        report(
             f"Resuming {output_dir} from {os.path.basename(plan.restore.checkpoint)} "
             f"({counts.get('actor_steps', 0)} actor steps, {counts.get('learner_steps', 0)} learner steps)"
         )
@@ -120,16 +131,16 @@ def train(config: DictConfig) -> float:
         summary = launch(experiment=experiment)
     except RunInterrupted as stop:  # Checkpoint and summary written, loggers closed.
         hint = "the same command resumes it" if stop.checkpoint else "the same command starts it over"
-        print(f"Interrupted: {stop}; {hint}", file=sys.stderr)
+        report(f"Interrupted: {stop}; {hint}", error=True)
         sys.exit(stop.exit_code)
     except LauncherError as error:  # Expected failures (unreachable cluster, dead learner): no traceback.
         close_loggers(experiment, exit_code=1)
-        print(f"Run failed: {error}", file=sys.stderr)
+        report(f"Run failed: {error}", error=True)
         sys.exit(1)
     except KeyboardInterrupt as error:  # Before the run could stop cleanly (or a second signal).
         code = getattr(error, "exit_code", 130)
         close_loggers(experiment, exit_code=code)
-        print(f"Interrupted by {signal_name(code - 128)} before a checkpoint could be written", file=sys.stderr)
+        report(f"Interrupted by {signal_name(code - 128)} before a checkpoint could be written", error=True)
         sys.exit(code)
     except BaseException:
         # W&B marks a run that ends with a non-zero exit code as failed/crashed. Closing
@@ -137,7 +148,7 @@ def train(config: DictConfig) -> float:
         close_loggers(experiment, exit_code=1)
         raise
     close_loggers(experiment, exit_code=0)  # A no-op when the launcher has closed them.
-    print(
+    report(
         f"final evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
         f"({summary.wall_time_s:.0f} s); summary in {output_dir}/summary.json"
     )
@@ -152,7 +163,7 @@ def main(config: DictConfig) -> float:
         with raise_on_signals():
             return train(config)
     except Interrupted as error:  # While the experiment was being built: nothing to save.
-        print(f"Interrupted by {signal_name(error.signum)} while starting; nothing was trained", file=sys.stderr)
+        report(f"Interrupted by {signal_name(error.signum)} while starting; nothing was trained", error=True)
         sys.exit(error.exit_code)
 
 

@@ -40,8 +40,9 @@ def test_a_piped_5000_step_run_prints_one_record_per_line_and_no_library_warning
     assert any(line.startswith("[evaluator 0] actor_steps=5000 ") for line in records)
     for needle in NOT_OURS:
         assert needle not in result.stdout + result.stderr, (needle, result.stderr[-2000:])
-    # train.log holds what the terminal showed: every record, stamped with the time.
+    # train.log holds what the terminal showed: every record and the final line, stamped with the time.
     with open(os.path.join(run_dir, "train.log")) as file:
         logged = [line.split("] ", 1)[1] for line in file.read().splitlines() if line.startswith("[")]
     assert [line for line in logged if line in records] == records
+    assert logged[-1] == others[0]  # And the closing line.
     assert os.listdir(temporary) == []
