@@ -303,7 +303,11 @@ class _RayRun:
             exit_code = 0
             return summary
         except ray.exceptions.RayError as error:
+            self._failed(f"the distributed run failed: {_first_line(error)}", start)
             raise LauncherError(f"the distributed run failed: {_first_line(error)}") from None
+        except LauncherError as error:
+            self._failed(str(error), start)
+            raise
         finally:
             restore_signal_handlers()
             try:
@@ -315,6 +319,19 @@ class _RayRun:
             for logger in self.loggers.values():
                 logger.close()
             close_loggers(experiment, exit_code=exit_code)
+
+    def _failed(self, message: str, start: float) -> None:
+        """A failed run: the reason in logs/launcher.csv and a "failed" summary with the
+        counts so far (when the counter still answers). The last checkpoint stays."""
+        try:
+            self._event(f"run failed: {message}")
+            counts = self._get(self.counter.get_counts.remote(), "counter", "get_counts", timeout=5.0)
+            finish_run(
+                self.experiment, counts, *self._curve(), time.perf_counter() - start, self._acting_time(),
+                status="failed",
+            )
+        except Exception:  # Best effort: the reason is raised either way.
+            pass
 
     def _replay_checkpoint_paths(self) -> tuple[str | None, str | None]:
         """Where the replay node checkpoints its tables, and the checkpoint it starts from
