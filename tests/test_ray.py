@@ -229,13 +229,24 @@ def _checkpoint_states(run_dir):
     return states
 
 
-def _ray_processes_after(seconds, pids=()):
-    """`_ray_processes` once they have had `seconds` to exit (Ray's daemons end a moment
-    after the driver)."""
+def _own_ray_processes(driver_pid, pids=(), seconds=15):
+    """What is left, after `seconds` to exit, of the Ray instance that `driver_pid`
+    started: its daemons (their session is named after the driver's pid) and the given
+    node pids. Ray instances of other processes on the machine are not counted."""
+    session = re.compile(rf"session_[0-9_-]+_{driver_pid}\b")
     deadline = time.monotonic() + seconds
-    while (left := _ray_processes(pids)) and time.monotonic() < deadline:
+    while True:
+        left = []
+        for process in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                command = " ".join(process.info["cmdline"] or [])
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if process.info["pid"] in pids or session.search(command):
+                left.append(command or str(process.info["pid"]))
+        if not left or time.monotonic() >= deadline:
+            return left
         time.sleep(0.5)
-    return left
 
 
 def _launcher_events(run_dir):
@@ -249,7 +260,6 @@ def faulted_ray_run(tmp_path_factory):
     process is killed (SIGKILL) after the first checkpoint, the run is stopped with
     SIGTERM after the restored learner's first checkpoint, and the same command resumes
     it to the end. What each session left behind is kept for the tests."""
-    assert not _ray_processes(), "a Ray instance is already running on this machine"
     run_dir = str(tmp_path_factory.mktemp("ray_faults") / "run")
     seen = {"run_dir": run_dir}
     process = _start_train(FAULT_COMMAND, run_dir)
@@ -272,12 +282,18 @@ def faulted_ray_run(tmp_path_factory):
     seen["sigterm_summary"] = read_summary(run_dir)
     seen["sigterm_checkpoints"] = _checkpoint_states(run_dir)
     seen["sigterm_events"] = [row["event"] for row in _launcher_events(run_dir)]
-    seen["sigterm_processes_left"] = _ray_processes_after(15, set(seen["pids"].values()))
+    seen["sigterm_processes_left"] = _own_ray_processes(process.pid, set(seen["pids"].values()))
     with open(os.path.join(run_dir, "logs", "nodes.json")) as file:
         seen["sigterm_pids"] = json.load(file)
-    result = run_train([*FAULT_COMMAND, f"hydra.run.dir={run_dir}"], timeout=900)
-    seen["resume"] = result
-    seen["resume_processes_left"] = _ray_processes_after(15)
+    resumed = _start_train(FAULT_COMMAND, run_dir)
+    try:
+        seen["resume_output"], _ = resumed.communicate(timeout=900)
+    finally:
+        if resumed.poll() is None:
+            resumed.kill()
+    seen["resume_returncode"] = resumed.returncode
+    with open(os.path.join(run_dir, "logs", "nodes.json")) as file:
+        seen["resume_processes_left"] = _own_ray_processes(resumed.pid, set(json.load(file).values()))
     return seen
 
 
@@ -335,9 +351,8 @@ def test_ray_sigterm_writes_a_checkpoint_and_the_same_command_resumes_to_the_bud
     assert not run["sigterm_processes_left"], "processes left behind after the interrupt"
 
     # The same command resumes from that checkpoint and ends exactly at the budget.
-    result = run["resume"]
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"Resuming {run_dir} from {last} ({summary['actor_steps']} actor steps," in result.stdout
+    assert run["resume_returncode"] == 0, run["resume_output"][-3000:]
+    assert f"Resuming {run_dir} from {last} ({summary['actor_steps']} actor steps," in run["resume_output"]
     final = read_summary(run_dir)
     assert final["status"] == "finished" and final["actor_steps"] == FAULT_BUDGET
     counted, total, per_actor, _ = _budget_event(run_dir)
@@ -357,3 +372,69 @@ def test_ray_sigterm_writes_a_checkpoint_and_the_same_command_resumes_to_the_bud
     assert resumed and resumed[0] == stopped["counts"]["learner_steps"] + 1, resumed[:5]
     assert final["learner_steps"] >= resumed[-1]
     assert not run["resume_processes_left"], "processes left behind after the resumed run"
+
+
+def test_ray_driver_waits_are_bounded_and_an_expired_one_names_the_node_and_call():
+    """In-process, no Ray instance: a driver wait that expires is a one-line
+    LauncherError naming the node and the call; and no wait in the driver is unbounded."""
+    import types
+
+    import ray
+
+    from rl.experiments.launchers import ray as ray_launcher
+    from rl.experiments.launchers.errors import LauncherError
+
+    run = ray_launcher._RayRun.__new__(ray_launcher._RayRun)
+    run.launcher = ray_launcher.RayLauncher(call_timeout_s=0.25)
+    timeouts = []
+
+    def expired_get(refs, timeout=None):
+        timeouts.append(timeout)
+        raise ray.exceptions.GetTimeoutError("Get timed out: some object(s) not ready.")
+
+    run.ray = types.SimpleNamespace(get=expired_get, exceptions=ray.exceptions)
+    with pytest.raises(LauncherError) as raised:
+        run._get(object(), "learner", "checkpoint")
+    assert str(raised.value) == "learner.checkpoint did not answer within 0.25 s"
+    with pytest.raises(LauncherError) as raised:
+        run._get(object(), "evaluator", "evaluate", timeout=7)
+    assert str(raised.value) == "evaluator.evaluate did not answer within 7 s"
+    assert timeouts == [0.25, 7]
+
+    # Every ray.get and ray.wait the driver makes passes a timeout.
+    with open(ray_launcher.__file__) as file:
+        tree = ast.parse(file.read())
+    calls = [
+        node for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "wait")
+        and ast.unparse(node.func.value) in ("ray", "self.ray")
+    ]
+    assert len(calls) == 7, [ast.unparse(call) for call in calls]  # The scan sees them all.
+    unbounded = [ast.unparse(call) for call in calls if "timeout" not in {k.arg for k in call.keywords}]
+    assert unbounded == []
+
+
+def test_ray_learner_restarts_exhausted_fail_the_run_with_one_line(run_dir):
+    """With launcher.max_learner_restarts=0 a dead learner ends the run: exit 1, one
+    `Run failed:` line naming the setting, the reason in launcher.csv, a "failed" summary."""
+    process = _start_train([*FAULT_COMMAND, "launcher.max_learner_restarts=0"], run_dir)
+    try:
+        nodes_path = os.path.join(run_dir, "logs", "nodes.json")
+        assert _wait_for(lambda: os.path.exists(nodes_path), 600, process), process.communicate()[0][-3000:]
+        with open(nodes_path) as file:
+            pids = json.load(file)
+        os.kill(pids["learner"], signal.SIGKILL)
+        output, _ = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, output[-3000:]
+    assert "Traceback" not in output
+    last_line = output.strip().splitlines()[-1]
+    pattern = r"Run failed: the learner died more than launcher\.max_learner_restarts=0 times \(ActorDiedError: .+\)"
+    assert re.fullmatch(pattern, last_line), output[-3000:]
+    events = [row["event"] for row in _launcher_events(run_dir)]
+    assert events == [f"run failed: {last_line.removeprefix('Run failed: ')}"]
+    summary = read_summary(run_dir)
+    assert summary["status"] == "failed" and summary["actor_steps"] < FAULT_BUDGET
+    assert not _own_ray_processes(process.pid, set(pids.values()))
