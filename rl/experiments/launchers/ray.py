@@ -260,7 +260,10 @@ class _RayRun:
             self.learner = learner
             if restore is not None:  # Checked against the node's own state, then loaded into it.
                 template = self._get(learner.save.remote(), "learner", "save")
-                state = restore.learner_state(template)
+                try:
+                    state = restore.learner_state(template)
+                except checkpointing.CheckpointError as error:
+                    raise LauncherError(f"cannot restore the learner: {error}") from None
                 self._get(learner.restore.remote(state), "learner", "restore")
                 self.saved = (os.path.basename(restore.checkpoint), state, int(restore.counts.get("learner_steps", 0)))
             actor_options = {
@@ -290,8 +293,8 @@ class _RayRun:
                 raise RunInterrupted(stop.signum, summary, path)
             acting_time = self._acting_time()
             self._check_budget(counter)
+            self._ensure_learner()  # The final round needs the learner's parameters.
             self._evaluate_now(self.launcher.evaluation_timeout_s)  # The final round.
-            self._ensure_learner()
             learner_run = self.learner_run
             self.learner.stop.remote()
             ray.wait([learner_run], timeout=launcher.stop_timeout_s)
