@@ -13,6 +13,7 @@ come is a `LauncherError` naming the node and the call.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import json
 import os
 import re
@@ -114,11 +115,12 @@ class RayLauncher:
                 num_gpus=None,
                 include_dashboard=False,
                 log_to_driver=False,
+                logging_level=logging.WARNING,  # Not Ray's INFO lines on every run.
                 runtime_env=runtime_env,
             )
             return
         try:
-            ray.init(address=self.address, log_to_driver=False, runtime_env=runtime_env)
+            ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING, runtime_env=runtime_env)
         except (ConnectionError, RuntimeError, TimeoutError) as error:
             raise LauncherError(f"launcher.address: cannot join Ray at {self.address} ({error})") from None
 
@@ -233,8 +235,10 @@ class _RayRun:
 
         ray, launcher, experiment = self.ray, self.launcher, self.experiment
         restore = experiment.restore
-        # One copy in the object store, kept alive by this driver so Ray can restart actors.
-        program = self.program_ref = ray.put(self.program)
+        # Passed by value: the program pickles to a few kilobytes, so Ray keeps it inline in
+        # each node's creation task, where a restart finds it (an object-store reference
+        # would have to outlive every restart).
+        program = self.program
         start = time.perf_counter()
         exit_code = 1
         stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: checkpoint and stop.

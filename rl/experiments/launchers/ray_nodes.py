@@ -227,7 +227,9 @@ class ReplayNode:
             checkpointer = reverb.checkpointers.DefaultCheckpointer(
                 checkpoint_directory, fallback_checkpoint_path=fallback_checkpoint
             )
-        self._server = reverb.Server(program.make_replay_tables(), port=None, checkpointer=checkpointer)
+        from rl.replay.server import make_server
+
+        self._server = make_server(program.make_replay_tables(), checkpointer=checkpointer)
         self._address = f"{ray.util.get_node_ip_address()}:{self._server.port}"
 
     def address(self) -> str:
