@@ -59,9 +59,12 @@ def _wait_for(predicate, timeout, process):
 
 
 def _actor_1_has_acted(run_dir):
-    """Actor 1 writes no episode records (only actor 0 does): its steps show in the counts."""
+    """Actor 1 writes no episode records (only actor 0 does) and its steps show only in
+    the counts; by the first evaluation (2,500 steps of both) it has counted some even
+    when it started much later than actor 0 on a busy machine."""
     path = os.path.join(run_dir, "logs", "actor.csv")
-    return os.path.exists(path) and len(_rows(path)) >= 10
+    evaluated = os.path.exists(os.path.join(run_dir, "logs", "evaluator.csv"))
+    return evaluated and os.path.exists(path) and len(_rows(path)) >= 10
 
 
 def _budget(run_dir):

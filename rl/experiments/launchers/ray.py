@@ -165,11 +165,12 @@ class _RayRun:
         self.ray = ray
         self.launcher = launcher
         self.experiment = experiment
-        self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0})
-        from rl.experiments.launchers.ray_nodes import QueueLoggerFactory
+        from rl.experiments.launchers import ray_nodes
 
+        self.names = ray_nodes.node_names()
+        self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0, "name": self.names["log_queue"]})
         remote_experiment = dataclasses.replace(
-            experiment, logger_factory=QueueLoggerFactory(self.log_queue, run_start_time(experiment))
+            experiment, logger_factory=ray_nodes.QueueLoggerFactory(self.names["log_queue"], run_start_time(experiment))
         )
         self.program = DistributedProgram(remote_experiment, launcher.num_actors, launcher.num_evaluators)
         self.loggers: dict[tuple, Any] = {}
@@ -245,7 +246,10 @@ class _RayRun:
         try:
             replay_directory, fallback = self._replay_checkpoint_paths()
             replay = ray_nodes.ReplayNode.remote(program, replay_directory, fallback)
-            counter = ray_nodes.CounterNode.remote(
+            # Nodes find the counter and the learner by name: a handle passed to a node that
+            # Ray may restart would sit in the object store (and Ray warns on every run).
+            names = self.names
+            counter = ray_nodes.CounterNode.options(name=names["counter"]).remote(
                 experiment.max_actor_steps,
                 restore.counts if restore is not None else None,
                 self._saved_schedule_steps(),
@@ -260,7 +264,8 @@ class _RayRun:
                 max_restarts=launcher.max_learner_restarts,
                 # run, every actor's and evaluator's parameter requests, and the driver's calls.
                 max_concurrency=launcher.num_actors + self.program.evaluators + 4,
-            ).remote(program, replay_address, counter)
+                name=names["learner"],
+            ).remote(program, replay_address, names["counter"])
             self.learner = learner
             if restore is not None:  # Checked against the node's own state, then loaded into it.
                 template = self._get(learner.save.remote(), "learner", "save")
@@ -276,11 +281,11 @@ class _RayRun:
                 "runtime_env": {"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
             }
             actors = [
-                ray_nodes.ActorNode.options(**actor_options).remote(program, i, replay_address, learner, counter)
+                ray_nodes.ActorNode.options(**actor_options).remote(program, i, replay_address, names["learner"], names["counter"])
                 for i in range(launcher.num_actors)
             ]
             evaluators = [
-                ray_nodes.EvaluatorNode.remote(program, i, learner, counter, launcher.restart_timeout_s)
+                ray_nodes.EvaluatorNode.remote(program, i, names["learner"], names["counter"], launcher.restart_timeout_s)
                 for i in range(self.program.evaluators)
             ]
             self.evaluators = evaluators

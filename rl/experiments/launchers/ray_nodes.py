@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from typing import Any, Sequence
 
 import jax
@@ -174,16 +175,20 @@ class QueueLogger(Logger):
         row = {key: to_python_scalar(value) for key, value in data.items()}
         if self._start_time is not None:
             row.setdefault("wall_time_s", round(time.time() - self._start_time, 3))
-        self._queue.put_nowait((self._key, row))
+        ray.get(self._queue.put_nowait.remote((self._key, row)))  # Raises when the queue is full.
 
 
 class QueueLoggerFactory:
-    def __init__(self, queue: Any, start_time: float | None = None):
-        self._queue = queue
+    """Loggers that send to the driver's queue (a `ray.util.queue.Queue` named
+    `queue_name`), found by name in the node that makes them: the factory travels inside
+    the program, where a handle would make Ray keep node arguments in the object store."""
+
+    def __init__(self, queue_name: str, start_time: float | None = None):
+        self._queue_name = queue_name
         self._start_time = start_time
 
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
-        return QueueLogger(self._queue, label, steps_key, instance, self._start_time)
+        return QueueLogger(node_handle(self._queue_name), label, steps_key, instance, self._start_time)
 
 
 class _StepLockReleasingIterator:
@@ -207,6 +212,18 @@ class _StepLockReleasingIterator:
 
     def __getattr__(self, name: str) -> Any:  # close() and the like reach the real iterator.
         return getattr(self._iterator, name)
+
+
+def node_names() -> dict[str, str]:
+    """Names of this run's counter and learner nodes, unique to the run."""
+    token = uuid.uuid4().hex[:12]
+    return {"counter": f"rl-counter-{token}", "learner": f"rl-learner-{token}", "log_queue": f"rl-log-queue-{token}"}
+
+
+def node_handle(name_or_handle: Any) -> Any:
+    """The handle of a node named `name_or_handle` (or that handle itself). A name is a
+    plain string Ray keeps in the constructor's task, so a restarted node finds it too."""
+    return ray.get_actor(name_or_handle) if isinstance(name_or_handle, str) else name_or_handle
 
 
 @ray.remote(num_cpus=0)
@@ -341,6 +358,7 @@ class LearnerNode:
     """
 
     def __init__(self, program: DistributedProgram, replay_address: str, counter_handle: Any):
+        counter_handle = node_handle(counter_handle)
         import reverb
 
         self._counter_handle = counter_handle
@@ -441,6 +459,7 @@ class ActorNode:
     ):
         import reverb
 
+        learner_handle, counter_handle = node_handle(learner_handle), node_handle(counter_handle)
         self._actor_id = actor_id
         self._counter_handle = counter_handle
         self._start = ray.get(counter_handle.register_actor.remote(actor_id))
@@ -491,6 +510,7 @@ class EvaluatorNode:
         counter_handle: Any,
         variables_timeout_s: float = 300.0,
     ):
+        learner_handle, counter_handle = node_handle(learner_handle), node_handle(counter_handle)
         self._loop = program.make_evaluator(
             instance,
             RemoteVariableSource(learner_handle, asynchronous=False, timeout_s=variables_timeout_s),
