@@ -63,11 +63,14 @@ def resume_arguments(argv: list[str]) -> list[str]:
     return argv
 
 
-def report(message: str, error: bool = False) -> None:
+def report(message: str, error: bool = False, transcript: bool = True) -> None:
     """Prints a line for the user (stderr for errors) and copies it into the run's
-    train.log, like the records, so the file holds what the terminal showed."""
+    train.log, like the records, so the file holds what the terminal showed. Lines about
+    a run that is not started (refused, or already finished) stay off the file: a run
+    directory that is only looked at changes nothing."""
     print(message, file=sys.stderr if error else sys.stdout)
-    TRANSCRIPT.info(message)
+    if transcript:
+        TRANSCRIPT.info(message)
 
 
 def _prepare(config: DictConfig, output_dir: str) -> tuple:
@@ -91,12 +94,12 @@ def _prepare(config: DictConfig, output_dir: str) -> tuple:
                 supports_resume=getattr(launch, "supports_resume", False),
             )
         for warning in caught:
-            report(f"Warning: {warning.message}", error=True)
+            report(f"Warning: {warning.message}", error=True, transcript=False)
     except ConfigError as error:
-        report(f"Invalid configuration: {error}", error=True)
+        report(f"Invalid configuration: {error}", error=True, transcript=False)
         sys.exit(2)
     except CheckpointError as error:
-        report(f"Cannot resume: {error}", error=True)
+        report(f"Cannot resume: {error}", error=True, transcript=False)
         sys.exit(1)
     return experiment, launch, plan
 
@@ -113,7 +116,8 @@ def train(config: DictConfig) -> float:
         summary = plan.finished
         report(
             f"The run in {output_dir} has already finished ({summary.get('actor_steps')} actor steps, final "
-            f"evaluation return {summary.get('final_eval_return')}); nothing to do."
+            f"evaluation return {summary.get('final_eval_return')}); nothing to do.",
+            transcript=False,
         )
         return summary.get("final_eval_return", float("nan"))
     experiment = apply_plan(plan, experiment)
