@@ -145,3 +145,18 @@ class Stochastic:
         sample_key, warmup_key = jax.random.split(key)
         action = tanh_normal(output.loc, output.scale).sample(seed=sample_key)
         return _uniform_warmup(action, warmup_key, step, self.warmup_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """A sample of the policy's own action distribution, for agents that learn on-policy
+    from it (ppo); evaluation acts with the distribution's mode. Any action kind: the
+    agent's network decides (categorical logits or a Gaussian)."""
+
+    action_kind = None
+
+    def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
+        from rl.networks.policy_value import sample_with_log_prob
+
+        del step
+        return sample_with_log_prob(output, key)[0]

@@ -3,6 +3,7 @@
 from rl.networks.actor_critic import ActorCriticNetworks, make_actor_critic_networks
 from rl.networks.base import FeedForwardNetwork
 from rl.networks.distributions import GaussianParams, tanh_normal
+from rl.networks.policy_value import make_policy_value_network
 from rl.networks.value import make_q_network
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "FeedForwardNetwork",
     "GaussianParams",
     "make_actor_critic_networks",
+    "make_policy_value_network",
     "make_q_network",
     "tanh_normal",
 ]

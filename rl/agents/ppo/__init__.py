@@ -1,0 +1,8 @@
+"""Proximal Policy Optimisation: clipped surrogate, GAE, entropy bonus, from a reverb queue
+of sequences."""
+
+from rl.agents.ppo.builder import PPOBuilder, make_builder
+from rl.agents.ppo.config import PPOConfig
+from rl.agents.ppo.learning import PPOLearner, TrainingState
+
+__all__ = ["PPOBuilder", "PPOConfig", "PPOLearner", "TrainingState", "make_builder"]

@@ -1,0 +1,168 @@
+"""The PPO learner: per batch of sequences, GAE once, then epochs of minibatch updates.
+
+One learner step (rl/agents/learning.py's scaffold, one "SGD step" per call) takes a
+batch of `batch_size` sequences from the queue and, in one jitted function: predicts the
+values of every row with the current parameters, computes GAE advantages and return
+targets per sequence, flattens the steps, and runs `num_epochs` passes of
+`num_minibatches` shuffled minibatches as one `lax.scan` of Adam updates.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterator, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rl.agents.learning import SGDLearner
+from rl.agents.ppo import losses
+from rl.agents.ppo.config import PPOConfig
+from rl.counting import Counter
+from rl.loggers.base import Logger
+from rl.networks.base import FeedForwardNetwork
+from rl.replay.sequences import SequenceStep
+
+
+class TrainingState(NamedTuple):
+    params: Any
+    opt_state: Any
+    key: jax.Array
+    # Learner steps (batches) taken.
+    steps: jax.Array
+    # Steps taken by the actors that the learner has trained on: the schedules' clock.
+    actor_steps: jax.Array
+
+
+def schedule_fraction(config: PPOConfig, actor_steps: jax.Array) -> jax.Array:
+    """How far the linear schedules are: actor_steps / decay_actor_steps, in [0, 1]."""
+    if config.decay_actor_steps <= 0:
+        return jnp.zeros((), jnp.float32)
+    return jnp.clip(actor_steps.astype(jnp.float32) / config.decay_actor_steps, 0.0, 1.0)
+
+
+def scheduled(value: float, final_fraction: float, fraction: jax.Array) -> jax.Array:
+    """`value` decayed linearly to `final_fraction * value` as `fraction` goes 0 -> 1."""
+    return value * (1.0 - fraction * (1.0 - final_fraction))
+
+
+def make_optimizer(config: PPOConfig) -> optax.GradientTransformation:
+    """Clipped gradients into Adam's direction; the (scheduled) step size is applied by
+    the update, which knows how far the run is."""
+    return optax.chain(optax.clip_by_global_norm(config.max_gradient_norm), optax.scale_by_adam(eps=config.adam_eps))
+
+
+def stored_actions(batch: SequenceStep) -> Any:
+    """The actions whose probabilities the behaviour policy stored: the raw (unclipped,
+    network-scale) sample when the actor kept one, the environment's action otherwise."""
+    return batch.extras.get("raw_action", batch.action)
+
+
+def prepare_minibatches(
+    apply: Any, params: Any, batch: SequenceStep, config: PPOConfig, key: jax.Array
+) -> tuple[losses.Minibatch, dict[str, jax.Array]]:
+    """The batch's steps with advantages and targets, shuffled per epoch into
+    (num_epochs * num_minibatches, minibatch size, ...) arrays."""
+    num_sequences, length = batch.mask.shape
+    flat = lambda x: jnp.reshape(x, (num_sequences * length,) + x.shape[2:])
+    _, values = apply(params, jax.tree_util.tree_map(flat, batch.observation))
+    values = jnp.reshape(values, (num_sequences, length))
+    advantages, targets = jax.vmap(
+        functools.partial(losses.sequence_advantages, gamma=config.discount, lambda_=config.gae_lambda)
+    )(batch.reward, batch.discount, values, batch.mask)
+    count = num_sequences * (length - 1)
+    steps_of = lambda x: jnp.reshape(x, (count,) + x.shape[2:])  # (B, L - 1, ...) -> (B * (L - 1), ...)
+    trained = lambda x: steps_of(x[:, :-1])  # The rows trained on: all but each sequence's last.
+    steps = losses.Minibatch(
+        observation=jax.tree_util.tree_map(trained, batch.observation),
+        action=jax.tree_util.tree_map(trained, stored_actions(batch)),
+        behaviour_log_prob=trained(batch.extras["log_prob"]),
+        advantage=jax.lax.stop_gradient(steps_of(advantages)),
+        target=jax.lax.stop_gradient(steps_of(targets)),
+        old_value=jax.lax.stop_gradient(trained(values)),
+        mask=trained(batch.mask),
+    )
+    size = count // config.num_minibatches
+
+    def shuffled(epoch_key: jax.Array) -> losses.Minibatch:
+        order = jax.random.permutation(epoch_key, count)
+        return jax.tree_util.tree_map(lambda x: jnp.reshape(x[order], (config.num_minibatches, size) + x.shape[1:]), steps)
+
+    epochs = jax.vmap(shuffled)(jax.random.split(key, config.num_epochs))
+    minibatches = jax.tree_util.tree_map(lambda x: jnp.reshape(x, (-1,) + x.shape[2:]), epochs)
+    mask = steps.mask
+    metrics = {
+        "steps_in_batch": jnp.sum(mask),
+        "explained_variance": 1.0
+        - losses.masked_mean(jnp.square(steps.target - steps.old_value), mask)
+        / jnp.maximum(losses.masked_mean(jnp.square(steps.target - losses.masked_mean(steps.target, mask)), mask), 1e-8),
+        "advantage_mean": losses.masked_mean(steps.advantage, mask),
+    }
+    return minibatches, metrics
+
+
+def ppo_update(
+    apply: Any, optimizer: optax.GradientTransformation, config: PPOConfig, state: TrainingState, batch: SequenceStep
+) -> tuple[TrainingState, dict[str, jax.Array], None]:
+    """One learner step on a batch of sequences (see the module docstring)."""
+    key, shuffle_key = jax.random.split(state.key)
+    fraction = schedule_fraction(config, state.actor_steps)
+    learning_rate = scheduled(config.learning_rate, config.final_learning_rate_fraction, fraction)
+    clip_epsilon = scheduled(config.clip_epsilon, config.final_clip_epsilon_fraction, fraction)
+    minibatches, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
+    loss_fn = functools.partial(
+        losses.ppo_loss,
+        apply=apply,
+        clip_epsilon=clip_epsilon,
+        value_cost=config.value_cost,
+        entropy_cost=config.entropy_cost,
+        value_clip_epsilon=config.value_clip_epsilon,
+        normalize_advantages=config.normalize_advantages,
+    )
+
+    def sgd_step(carry: tuple[Any, Any], minibatch: losses.Minibatch) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
+        params, opt_state = carry
+        gradients, metrics = jax.grad(lambda p: loss_fn(p, batch=minibatch), has_aux=True)(params)
+        updates, opt_state = optimizer.update(gradients, opt_state, params)
+        params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
+        return (params, opt_state), {**metrics, "gradient_norm": optax.global_norm(gradients)}
+
+    (params, opt_state), metrics = jax.lax.scan(sgd_step, (state.params, state.opt_state), minibatches)
+    metrics = {
+        **jax.tree_util.tree_map(jnp.mean, metrics),
+        **batch_metrics,
+        "learning_rate": learning_rate,
+        "clip_epsilon": clip_epsilon,
+    }
+    actor_steps = state.actor_steps + jnp.sum(batch.mask[:, :-1]).astype(jnp.int32)
+    return TrainingState(params, opt_state, key, state.steps + 1, actor_steps), metrics, None
+
+
+class PPOLearner(SGDLearner):
+    """PPO on the learner scaffold: each `step()` is one `ppo_update` on one batch."""
+
+    def __init__(
+        self,
+        network: FeedForwardNetwork,
+        random_key: jax.Array,
+        iterator: Iterator[Any],
+        config: PPOConfig,
+        counter: Counter | None = None,
+        logger: Logger | None = None,
+    ):
+        init_key, key = jax.random.split(random_key)
+        optimizer = make_optimizer(config)
+        params = network.init(init_key)
+        state = TrainingState(
+            params=params,
+            opt_state=optimizer.init(params),
+            key=key,
+            steps=jnp.zeros((), jnp.int32),
+            actor_steps=jnp.zeros((), jnp.int32),
+        )
+        update = functools.partial(ppo_update, network.apply, optimizer, config)
+        super().__init__(state, update, iterator, 1, counter, logger)
+
+    def policy_params(self, state: TrainingState) -> Any:
+        return state.params

@@ -1,0 +1,124 @@
+"""Policy-and-value MLPs for on-policy actor-critic agents (PPO; IMPALA can reuse them).
+
+`make_policy_value_network` (conf/network/policy_value_mlp.yaml) returns one
+`FeedForwardNetwork` whose `apply(params, observations)` gives `(policy_output, value)`:
+
+* discrete actions: the policy output is a (B, num_actions) array of logits;
+* continuous actions: a `GaussianParams` in the network's [-1, 1] action units, with a
+  state-independent log standard deviation (a learned vector, as in PPO's paper).
+
+The value is a (B,) array. The distribution helpers below turn a policy output into what
+an agent needs: a sample with its log-probability (behaviour), the mode (evaluation),
+log-probabilities of stored actions and the entropy (the losses).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import distrax
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rl.networks.base import FeedForwardNetwork, zeros_like_spec
+from rl.networks.distributions import GaussianParams
+from rl.specs import EnvironmentSpec, is_discrete
+
+ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
+
+
+def _flatten(observation: jax.Array) -> jax.Array:
+    return jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
+
+
+def _mlp(hidden_sizes: Sequence[int], activation: Any, name: str) -> hk.Sequential:
+    """Orthogonally initialised hidden layers (gain sqrt(2)), the usual PPO initialisation."""
+    layers: list[Any] = []
+    for size in hidden_sizes:
+        layers += [hk.Linear(size, w_init=hk.initializers.Orthogonal(np.sqrt(2.0))), activation]
+    return hk.Sequential(layers, name=name)
+
+
+def make_policy_value_network(
+    environment_spec: EnvironmentSpec,
+    policy_hidden_sizes: Sequence[int] = (64, 64),
+    value_hidden_sizes: Sequence[int] = (64, 64),
+    activation: str = "tanh",
+    initial_log_std: float = 0.0,
+) -> FeedForwardNetwork:
+    """Separate policy and value MLPs over the flattened observation.
+
+    The policy head starts with small weights (orthogonal, gain 0.01): the initial policy
+    is close to uniform (discrete) or to N(0, exp(initial_log_std)^2) (continuous). The
+    value head uses gain 1.
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+    for name, sizes in (("policy_hidden_sizes", policy_hidden_sizes), ("value_hidden_sizes", value_hidden_sizes)):
+        if any(int(size) <= 0 for size in sizes):
+            raise ValueError(f"{name} must be positive, got {list(sizes)}")
+    act = ACTIVATIONS[activation]
+    actions = environment_spec.actions
+    discrete = is_discrete(actions)
+    if not discrete and not np.issubdtype(np.dtype(actions.dtype), np.floating):
+        raise ValueError(f"policy-value networks need discrete or float actions, got {actions}")
+    num_outputs = int(actions.num_values) if discrete else int(np.prod(actions.shape))
+    policy_sizes = tuple(int(s) for s in policy_hidden_sizes)
+    value_sizes = tuple(int(s) for s in value_hidden_sizes)
+
+    def forward(observation: jax.Array) -> tuple[Any, jax.Array]:
+        inputs = _flatten(observation)
+        features = _mlp(policy_sizes, act, "policy_torso")(inputs)
+        head = hk.Linear(num_outputs, w_init=hk.initializers.Orthogonal(0.01), name="policy_head")(features)
+        if discrete:
+            policy_output: Any = head
+        else:
+            log_std = hk.get_parameter("log_std", (num_outputs,), init=hk.initializers.Constant(initial_log_std))
+            policy_output = GaussianParams(loc=head, scale=jnp.broadcast_to(jnp.exp(log_std), head.shape))
+        value_features = _mlp(value_sizes, act, "value_torso")(inputs)
+        value = hk.Linear(1, w_init=hk.initializers.Orthogonal(1.0), name="value_head")(value_features)
+        return policy_output, value[:, 0]
+
+    transformed = hk.without_apply_rng(hk.transform(forward))
+    dummy = zeros_like_spec(environment_spec.observations)
+    return FeedForwardNetwork(init=lambda key: transformed.init(key, dummy), apply=transformed.apply)
+
+
+make_policy_value_network.network_kind = "policy_value"
+
+
+# --------------------------------------------------------------------------- distributions
+
+
+def policy_distribution(policy_output: Any) -> distrax.Distribution:
+    """Categorical over logits, or a diagonal Gaussian (unsquashed, in [-1, 1] units)."""
+    if isinstance(policy_output, GaussianParams):
+        return distrax.MultivariateNormalDiag(loc=policy_output.loc, scale_diag=policy_output.scale)
+    return distrax.Categorical(logits=policy_output)
+
+
+def policy_mode(policy_output: Any) -> jax.Array:
+    """The most likely action: argmax of the logits (int32), or the Gaussian's mean."""
+    if isinstance(policy_output, GaussianParams):
+        return policy_output.loc
+    return jnp.argmax(policy_output, axis=-1).astype(jnp.int32)
+
+
+def sample_with_log_prob(policy_output: Any, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A sampled action (int32 for discrete actions) and its log-probability."""
+    action, log_prob = policy_distribution(policy_output).sample_and_log_prob(seed=key)
+    if not isinstance(policy_output, GaussianParams):
+        action = action.astype(jnp.int32)
+    return action, log_prob
+
+
+def log_prob(policy_output: Any, action: jax.Array) -> jax.Array:
+    """log pi(action | observation) of stored actions."""
+    return policy_distribution(policy_output).log_prob(action)
+
+
+def entropy(policy_output: Any) -> jax.Array:
+    """The policy's entropy at each observation."""
+    return policy_distribution(policy_output).entropy()

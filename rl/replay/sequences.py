@@ -1,0 +1,243 @@
+"""Sequence replay: fixed-length sequences of one environment copy's consecutive steps.
+
+On-policy and recurrent agents (PPO, IMPALA, R2D2) learn from sequences rather than
+single transitions. `SequenceAdder` cuts each copy's stream of steps into items of
+`sequence_length` rows, a new item starting every `period` rows (so consecutive items
+share `sequence_length - period` rows), and never lets an item cross an episode boundary.
+
+A row is a `SequenceStep`: the observation o_t, the action a_t taken there, the reward
+r_t and environment discount d_t received after it, `mask` (1 for a step actually taken)
+and the actor's `extras` at o_t (the behaviour policy's log-probability, a recurrent
+core state, ...). When an episode ends (termination or truncation alike) the adder
+appends one more row holding the final observation (mask 0, zero action, reward and
+discount), then pads the item with zero rows (mask 0) and writes it. So:
+
+* a termination has d_t = 0: nothing is bootstrapped from the final observation;
+* a truncation (time limit) has d_t = 1: the final observation's row is in the item and
+  its value bootstraps the return, although the policy never acts there;
+* every step taken is a non-final row of some item; with `period = sequence_length - 1`
+  exactly one, the last row of an item then only serving as the bootstrap (PPO).
+
+Items are written whole: one item is one trajectory-writer step of arrays with a leading
+time axis, so all copies of a vector environment share one writer and an item is one
+chunk per column. Importing this module imports reverb (and so TensorFlow).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import dm_env
+import numpy as np
+import reverb
+import tree
+from dm_env import specs
+
+from rl.replay.adders import Adder
+from rl.specs import EnvironmentSpec
+
+
+class SequenceStep(NamedTuple):
+    """One row of a stored sequence; in a sampled item every field has a leading time
+    axis (and a batch axis before it)."""
+
+    observation: Any
+    action: Any
+    reward: Any
+    discount: Any
+    # 1.0 for a step taken; 0.0 for the final observation row and the padding after it.
+    mask: Any
+    # Per-step extras of the actor (a dict of arrays), e.g. {"log_prob": ...}.
+    extras: Any
+
+
+def step_spec(environment_spec: EnvironmentSpec, extras_spec: Mapping[str, Any] | None = None) -> SequenceStep:
+    """The dm_env spec of one row: discrete actions are int32 scalars."""
+    actions = tree.map_structure(
+        lambda s: specs.Array((), np.int32, s.name) if isinstance(s, specs.DiscreteArray) else s,
+        environment_spec.actions,
+    )
+    return SequenceStep(
+        observation=environment_spec.observations,
+        action=actions,
+        reward=specs.Array((), np.float32, "reward"),
+        discount=specs.Array((), np.float32, "discount"),
+        mask=specs.Array((), np.float32, "mask"),
+        extras=dict(extras_spec or {}),
+    )
+
+
+def sequence_signature(
+    environment_spec: EnvironmentSpec, sequence_length: int, extras_spec: Mapping[str, Any] | None = None
+) -> SequenceStep:
+    """The reverb signature of an item: every row field with a leading time axis."""
+    import tensorflow as tf
+
+    return tree.map_structure(
+        lambda s: tf.TensorSpec((sequence_length, *s.shape), tf.as_dtype(s.dtype), getattr(s, "name", None)),
+        step_spec(environment_spec, extras_spec),
+    )
+
+
+def decode_sequences(data: Any) -> SequenceStep:
+    """A sampled batch (reverb rebuilds the signature's structure) as a SequenceStep."""
+    if isinstance(data, SequenceStep):
+        return data
+    return SequenceStep(**data._asdict()) if hasattr(data, "_asdict") else SequenceStep(**data)
+
+
+class SequenceAdder(Adder):
+    """Writes `sequence_length`-row items of each copy's steps, one every `period` rows.
+
+    Rows are kept per copy in preallocated arrays (one per field, a leading axis over
+    the copies), filled for all copies of a step with one vectorised write. `add` takes
+    the actor's `extras` for the rows it records (a dict of arrays, one row per copy);
+    they must match `step_spec`'s extras. After a step that completed items the writer
+    is flushed, so the learner can sample every item counted in `num_items` (a queue
+    table blocks the flush while it is full: that is how actors wait for the learner).
+    """
+
+    def __init__(
+        self,
+        client: reverb.Client,
+        table: str,
+        spec: SequenceStep,
+        sequence_length: int,
+        period: int | None = None,
+        priority: float = 1.0,
+        timeout_ms: int = 120_000,
+    ):
+        period = sequence_length if period is None else period
+        if sequence_length < 2:
+            raise ValueError(f"sequence_length must be >= 2, got {sequence_length}")
+        if not 1 <= period <= sequence_length:
+            raise ValueError(f"period must be in [1, sequence_length={sequence_length}], got {period}")
+        self._writer = client.trajectory_writer(num_keep_alive_refs=1)
+        self._table = table
+        self._spec = spec
+        self._length = sequence_length
+        self._period = period
+        self._priority = priority
+        self._timeout_ms = timeout_ms
+        self._num_items = 0
+        self._capacity = 0
+        self._buffers: SequenceStep | None = None  # Fields of shape (copies, length, ...).
+        self._observations: Any = None  # Each copy's current observation.
+        self._positions = np.zeros(0, np.int64)  # Rows filled per copy.
+        self._fresh = np.zeros(0, np.int64)  # Rows appended since the copy's last item.
+
+    @property
+    def num_items(self) -> int:
+        return self._num_items
+
+    @property
+    def sequence_length(self) -> int:
+        return self._length
+
+    @property
+    def period(self) -> int:
+        return self._period
+
+    def _reserve(self, copies: int) -> None:
+        """Room for `copies` streams (buffers grow when a larger copy id shows up)."""
+        if copies <= self._capacity:
+            return
+
+        def grow(old: np.ndarray | None, spec: Any, rows: tuple[int, ...]) -> np.ndarray:
+            new = np.zeros((copies, *rows, *spec.shape), spec.dtype)
+            if old is not None:
+                new[: old.shape[0]] = old
+            return new
+
+        old_buffers = self._buffers or tree.map_structure(lambda _: None, self._spec)
+        self._buffers = tree.map_structure(lambda b, s: grow(b, s, (self._length,)), old_buffers, self._spec)
+        old_observations = self._observations or tree.map_structure(lambda _: None, self._spec.observation)
+        self._observations = tree.map_structure(lambda b, s: grow(b, s, ()), old_observations, self._spec.observation)
+        self._positions = np.concatenate([self._positions, np.zeros(copies - self._capacity, np.int64)])
+        self._fresh = np.concatenate([self._fresh, np.zeros(copies - self._capacity, np.int64)])
+        self._capacity = copies
+
+    def add_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
+        ids = np.arange(len(timestep.step_type)) if env_ids is None else np.asarray(env_ids, np.int64)
+        self._reserve(int(ids.max()) + 1)
+        self._positions[ids] = 0
+        self._fresh[ids] = 0
+        tree.map_structure(lambda b, o: b.__setitem__(ids, o), self._observations, timestep.observation)
+
+    def add(
+        self,
+        actions: Any,
+        next_timestep: dm_env.TimeStep,
+        env_ids: Sequence[int] | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> None:
+        count = len(next_timestep.step_type)
+        ids = np.arange(count) if env_ids is None else np.asarray(env_ids, np.int64)
+        assert self._buffers is not None, "add_first must start every copy's episode"
+        positions = self._positions[ids]
+        row = SequenceStep(
+            observation=tree.map_structure(lambda b: b[ids], self._observations),
+            action=actions,
+            reward=next_timestep.reward,
+            discount=next_timestep.discount,
+            mask=np.ones(count, np.float32),
+            extras=dict(extras or {}),
+        )
+        tree.map_structure(lambda b, value: b.__setitem__((ids, positions), value), self._buffers, row)
+        self._positions[ids] += 1
+        self._fresh[ids] += 1
+        tree.map_structure(lambda b, o: b.__setitem__(ids, o), self._observations, next_timestep.observation)
+        written = 0
+        for env_id in ids[self._positions[ids] == self._length]:
+            written += self._write(int(env_id))
+        for env_id in ids[next_timestep.step_type == dm_env.StepType.LAST]:
+            written += self._end_episode(int(env_id))
+        if written:
+            # Every counted item is in the table (or the flush waits for a full queue).
+            self._writer.flush(block_until_num_items=0, timeout_ms=self._timeout_ms)
+
+    def _end_episode(self, env_id: int) -> int:
+        """Appends the final observation's row, then writes what no item holds yet, padded."""
+        written = 0
+        position = int(self._positions[env_id])
+        for field, buffer in zip(SequenceStep._fields, self._buffers):
+            if field == "observation":
+                tree.map_structure(lambda b, o: b.__setitem__((env_id, position), o[env_id]), buffer, self._observations)
+            else:
+                tree.map_structure(lambda b: b.__setitem__((env_id, position), 0), buffer)
+        self._positions[env_id] += 1
+        self._fresh[env_id] += 1
+        if self._positions[env_id] == self._length:
+            written += self._write(env_id)
+        start = int(self._positions[env_id])
+        if self._fresh[env_id] > 0 and self._buffers.mask[env_id, :start].any():  # A step no item holds yet.
+            tree.map_structure(lambda b: b.__setitem__((env_id, slice(start, None)), 0), self._buffers)
+            written += self._write(env_id)
+        self._positions[env_id] = 0
+        self._fresh[env_id] = 0
+        return written
+
+    def _write(self, env_id: int) -> int:
+        """Inserts copy `env_id`'s full buffer as one item and keeps its overlap rows."""
+        columns = [np.ascontiguousarray(b[env_id]) for b in tree.flatten(self._buffers)]
+        references = self._writer._writer.Append(columns)  # noqa: SLF001 - see NStepTransitionAdder.
+        self._writer._writer.CreateItem(  # noqa: SLF001
+            self._table, self._priority, [[reference] for reference in references], [True] * len(references)
+        )
+        self._num_items += 1
+        overlap = self._length - self._period
+        if overlap:
+            for buffer in tree.flatten(self._buffers):
+                buffer[env_id, :overlap] = buffer[env_id, self._period :]
+        self._positions[env_id] = overlap
+        self._fresh[env_id] = 0
+        return 1
+
+    def reset(self, timeout_ms: int | None = None) -> None:
+        """Drops every copy's partial sequence and waits for the items in flight."""
+        self._positions[:] = 0
+        self._fresh[:] = 0
+        self._writer.end_episode(clear_buffers=True, timeout_ms=timeout_ms or self._timeout_ms)
+
+    def close(self) -> None:
+        self._writer.close()
