@@ -29,6 +29,9 @@ COMPANIONS = {
     ("agent", "sac"): ["environment=pendulum"],
     ("agent", "td3"): ["environment=pendulum"],
     ("agent", "d4pg"): ["environment=pendulum"],
+    # On-policy options compose with an on-policy agent (ppo acts in either action kind).
+    ("network", "policy_value_mlp"): ["agent=ppo"],
+    ("policy", "sample"): ["agent=ppo"],
 }
 # Options that are valid but not with the default (discrete-action) agent.
 NEEDS_OTHER_AGENT: set[tuple[str, str]] = set()
@@ -68,8 +71,9 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
     config = compose_config(overrides)
     assert experiment.max_actor_steps == config.max_actor_steps and experiment.seed == config.seed
     assert type(launcher) is (RayLauncher if (group, option) == ("launcher", "ray") else LocalLauncher)
-    # The agent built acts in the kind of action space the environment has.
-    assert is_discrete(experiment.environment_spec.actions) == (experiment.builder.action_kind == "discrete")
+    # The agent built acts in the kind of action space the environment has (None: either).
+    kind = "discrete" if is_discrete(experiment.environment_spec.actions) else "continuous"
+    assert experiment.builder.action_kind in (kind, None)
 
 
 def test_defaults_are_dqn_on_cartpole(tmp_path):
