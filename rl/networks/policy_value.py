@@ -83,7 +83,10 @@ def make_policy_value_network(
 
     transformed = hk.without_apply_rng(hk.transform(forward))
     dummy = zeros_like_spec(environment_spec.observations)
-    return FeedForwardNetwork(init=lambda key: transformed.init(key, dummy), apply=transformed.apply)
+    # Jitted: the orthogonal initialisers run as one compiled program (cached across runs),
+    # not as dozens of eagerly dispatched operations.
+    init = jax.jit(lambda key: transformed.init(key, dummy))
+    return FeedForwardNetwork(init=init, apply=transformed.apply)
 
 
 make_policy_value_network.network_kind = "policy_value"

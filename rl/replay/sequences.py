@@ -121,8 +121,13 @@ class SequenceAdder(Adder):
         self._timeout_ms = timeout_ms
         self._num_items = 0
         self._capacity = 0
-        self._buffers: SequenceStep | None = None  # Fields of shape (copies, length, ...).
-        self._observations: Any = None  # Each copy's current observation.
+        # Every leaf of a row, flattened in the table's column order (tree.flatten of the
+        # spec); the observation's leaves come first (SequenceStep's first field).
+        self._leaf_specs = tree.flatten(spec)
+        self._num_observation_leaves = len(tree.flatten(spec.observation))
+        self._mask_leaf = self._num_observation_leaves + len(tree.flatten(spec.action)) + 2
+        self._buffers: list[np.ndarray] = []  # Per leaf: (copies, sequence_length, ...).
+        self._observations: list[np.ndarray] = []  # Per observation leaf: each copy's current one.
         self._positions = np.zeros(0, np.int64)  # Rows filled per copy.
         self._fresh = np.zeros(0, np.int64)  # Rows appended since the copy's last item.
 
@@ -149,10 +154,12 @@ class SequenceAdder(Adder):
                 new[: old.shape[0]] = old
             return new
 
-        old_buffers = self._buffers or tree.map_structure(lambda _: None, self._spec)
-        self._buffers = tree.map_structure(lambda b, s: grow(b, s, (self._length,)), old_buffers, self._spec)
-        old_observations = self._observations or tree.map_structure(lambda _: None, self._spec.observation)
-        self._observations = tree.map_structure(lambda b, s: grow(b, s, ()), old_observations, self._spec.observation)
+        specs_ = self._leaf_specs
+        self._buffers = [grow(self._buffers[i] if self._buffers else None, s, (self._length,)) for i, s in enumerate(specs_)]
+        self._observations = [
+            grow(self._observations[i] if self._observations else None, s, ())
+            for i, s in enumerate(specs_[: self._num_observation_leaves])
+        ]
         self._positions = np.concatenate([self._positions, np.zeros(copies - self._capacity, np.int64)])
         self._fresh = np.concatenate([self._fresh, np.zeros(copies - self._capacity, np.int64)])
         self._capacity = copies
@@ -162,7 +169,8 @@ class SequenceAdder(Adder):
         self._reserve(int(ids.max()) + 1)
         self._positions[ids] = 0
         self._fresh[ids] = 0
-        tree.map_structure(lambda b, o: b.__setitem__(ids, o), self._observations, timestep.observation)
+        for current, observation in zip(self._observations, tree.flatten(timestep.observation)):
+            current[ids] = observation
 
     def add(
         self,
@@ -171,22 +179,28 @@ class SequenceAdder(Adder):
         env_ids: Sequence[int] | None = None,
         extras: Mapping[str, Any] | None = None,
     ) -> None:
+        if not self._buffers:
+            raise RuntimeError("add_first must start an episode before add")
         count = len(next_timestep.step_type)
         ids = np.arange(count) if env_ids is None else np.asarray(env_ids, np.int64)
-        assert self._buffers is not None, "add_first must start every copy's episode"
         positions = self._positions[ids]
-        row = SequenceStep(
-            observation=tree.map_structure(lambda b: b[ids], self._observations),
-            action=actions,
-            reward=next_timestep.reward,
-            discount=next_timestep.discount,
-            mask=np.ones(count, np.float32),
-            extras=dict(extras or {}),
-        )
-        tree.map_structure(lambda b, value: b.__setitem__((ids, positions), value), self._buffers, row)
+        values = [
+            *(current[ids] for current in self._observations),
+            *tree.flatten(actions),
+            next_timestep.reward,
+            next_timestep.discount,
+            1.0,  # mask: a step taken
+            *tree.flatten(dict(extras or {})),
+        ]
+        if len(values) != len(self._buffers):
+            raise ValueError(f"a step has {len(values)} leaves but the table's rows have {len(self._buffers)}: "
+                             f"check the extras ({sorted(extras or {})}) against the spec's ({sorted(self._spec.extras)})")
+        for buffer, value in zip(self._buffers, values):
+            buffer[ids, positions] = value
         self._positions[ids] += 1
         self._fresh[ids] += 1
-        tree.map_structure(lambda b, o: b.__setitem__(ids, o), self._observations, next_timestep.observation)
+        for current, observation in zip(self._observations, tree.flatten(next_timestep.observation)):
+            current[ids] = observation
         written = 0
         for env_id in ids[self._positions[ids] == self._length]:
             written += self._write(int(env_id))
@@ -200,18 +214,16 @@ class SequenceAdder(Adder):
         """Appends the final observation's row, then writes what no item holds yet, padded."""
         written = 0
         position = int(self._positions[env_id])
-        for field, buffer in zip(SequenceStep._fields, self._buffers):
-            if field == "observation":
-                tree.map_structure(lambda b, o: b.__setitem__((env_id, position), o[env_id]), buffer, self._observations)
-            else:
-                tree.map_structure(lambda b: b.__setitem__((env_id, position), 0), buffer)
+        for index, buffer in enumerate(self._buffers):
+            buffer[env_id, position] = self._observations[index][env_id] if index < self._num_observation_leaves else 0
         self._positions[env_id] += 1
         self._fresh[env_id] += 1
         if self._positions[env_id] == self._length:
             written += self._write(env_id)
         start = int(self._positions[env_id])
-        if self._fresh[env_id] > 0 and self._buffers.mask[env_id, :start].any():  # A step no item holds yet.
-            tree.map_structure(lambda b: b.__setitem__((env_id, slice(start, None)), 0), self._buffers)
+        if self._fresh[env_id] > 0 and self._buffers[self._mask_leaf][env_id, :start].any():  # A step no item holds yet.
+            for buffer in self._buffers:
+                buffer[env_id, start:] = 0
             written += self._write(env_id)
         self._positions[env_id] = 0
         self._fresh[env_id] = 0
@@ -219,7 +231,7 @@ class SequenceAdder(Adder):
 
     def _write(self, env_id: int) -> int:
         """Inserts copy `env_id`'s full buffer as one item and keeps its overlap rows."""
-        columns = [np.ascontiguousarray(b[env_id]) for b in tree.flatten(self._buffers)]
+        columns = [np.ascontiguousarray(buffer[env_id]) for buffer in self._buffers]
         references = self._writer._writer.Append(columns)  # noqa: SLF001 - see NStepTransitionAdder.
         self._writer._writer.CreateItem(  # noqa: SLF001
             self._table, self._priority, [[reference] for reference in references], [True] * len(references)
@@ -227,7 +239,7 @@ class SequenceAdder(Adder):
         self._num_items += 1
         overlap = self._length - self._period
         if overlap:
-            for buffer in tree.flatten(self._buffers):
+            for buffer in self._buffers:
                 buffer[env_id, :overlap] = buffer[env_id, self._period :]
         self._positions[env_id] = overlap
         self._fresh[env_id] = 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import dm_env
-import jax
 import numpy as np
 
 from rl.agents.actors import FeedForwardActor
@@ -23,14 +22,15 @@ class ExtrasActor(FeedForwardActor):
     _extras: Any = None
 
     def select_action(self, observations: Any) -> np.ndarray:
-        (actions, self._extras), self._key = self._act(self._client.params, self._key, observations, self._step)
+        (actions, extras), self._key = self._act(self._client.params, self._key, observations, self._step)
+        self._extras = {name: np.asarray(value) for name, value in extras.items()}
         return np.asarray(actions, dtype=self._action_dtype)
 
     def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         self._step += len(next_timestep.step_type)
         if self._adder is None:
             return
-        extras = jax.device_get(self._extras)
+        extras = self._extras
         if env_ids is not None:
-            extras = jax.tree_util.tree_map(lambda x: np.asarray(x)[env_ids], extras)
+            extras = {name: value[env_ids] for name, value in extras.items()}
         self._adder.add(actions, next_timestep, env_ids, extras=extras)
