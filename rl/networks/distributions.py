@@ -1,11 +1,18 @@
-"""Action distributions for continuous-control policies (distrax)."""
+"""Action distributions for continuous-control policies (distrax).
+
+distrax is imported where a distribution is built, not with this module: it loads
+TensorFlow Probability's JAX substrate, about 3 s that runs which never build one
+(every discrete-action run, a configuration error) should not pay.
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import distrax
 import jax
+
+if TYPE_CHECKING:
+    import distrax
 
 
 class GaussianParams(NamedTuple):
@@ -21,5 +28,7 @@ def tanh_normal(loc: jax.Array, scale: jax.Array) -> distrax.Distribution:
     distrax computes log-probabilities of its own samples from the pre-tanh value, which
     stays finite even where tanh saturates.
     """
+    import distrax
+
     base = distrax.MultivariateNormalDiag(loc=loc, scale_diag=scale)
     return distrax.Transformed(base, distrax.Block(distrax.Tanh(), ndims=1))
