@@ -19,7 +19,9 @@ from dm_env import specs
 
 from conftest import read_summary, run_train
 from rl.agents.ppo import PPOBuilder, PPOConfig
+from rl.agents.ppo.learning import PolicyParams
 from rl.agents.ppo.losses import Minibatch, clipped_surrogate_loss, ppo_loss, sequence_advantages, value_loss
+from rl.agents.ppo.normalization import init_statistics, normalize_observations, update_statistics
 from rl.replay.dataset import make_replay_iterator
 from rl.replay.queue import QueueRatio, make_queue_table
 from rl.replay.sequences import SequenceAdder, decode_sequences, sequence_signature, step_spec
@@ -232,8 +234,8 @@ def test_behaviour_samples_and_evaluation_acts_with_the_mode():
     builder = PPOBuilder(PPOConfig())
     params = network.init(jax.random.PRNGKey(0))
     # Logits favour action 1 strongly for every observation.
-    params = jax.tree_util.tree_map(lambda x: x, params)
     params["policy_head"]["b"] = jnp.asarray([0.0, 2.0])
+    params = PolicyParams(params, init_statistics(spec.observations))  # What the learner serves.
     observations = np.zeros((4096, 4), np.float32)
     behaviour = builder.make_policy(network, spec, evaluation=False)
     actions, extras = behaviour(params, jax.random.PRNGKey(1), observations, 0)
@@ -310,3 +312,41 @@ def test_ppo_runs_under_ray(run_dir):
     assert summary["status"] == "finished" and summary["actor_steps"] == 6000
     # 16 envs x 32 steps per batch of 8 sequences: at least a batch's worth was learned from.
     assert summary["learner_steps"] >= 5
+
+
+def test_distribution_helpers_match_distrax():
+    import distrax
+
+    from rl.networks.distributions import GaussianParams
+    from rl.networks.policy_value import entropy, log_prob, sample_with_log_prob
+
+    logits = jnp.asarray([[0.3, -1.2, 2.0], [0.0, 0.0, 0.0]])
+    actions = jnp.asarray([2, 1])
+    categorical = distrax.Categorical(logits=logits)
+    np.testing.assert_allclose(log_prob(logits, actions), categorical.log_prob(actions), rtol=1e-5)
+    np.testing.assert_allclose(entropy(logits), categorical.entropy(), rtol=1e-5)
+    gaussian = GaussianParams(loc=jnp.asarray([[0.5, -0.2]]), scale=jnp.asarray([[0.3, 1.5]]))
+    normal = distrax.MultivariateNormalDiag(gaussian.loc, gaussian.scale)
+    action, action_log_prob = sample_with_log_prob(gaussian, jax.random.PRNGKey(3))
+    np.testing.assert_allclose(action_log_prob, normal.log_prob(action), rtol=1e-5)
+    np.testing.assert_allclose(entropy(gaussian), normal.entropy(), rtol=1e-5)
+
+
+def test_running_observation_statistics():
+    """Two batches folded in (padding rows left out) give the mean and variance of all
+    the real observations; normalised observations are clipped."""
+    rng = np.random.default_rng(0)
+    first, second = rng.normal(3.0, 2.0, (4, 5, 2)), rng.normal(-1.0, 0.5, (3, 5, 2))
+    mask_first, mask_second = np.ones((4, 5)), np.ones((3, 5))
+    mask_second[:, 3:] = 0.0  # Padding: must not count.
+    second[:, 3:] = 1000.0
+    statistics = init_statistics(specs.Array((2,), np.float32))
+    statistics = update_statistics(statistics, jnp.asarray(first, jnp.float32), jnp.asarray(mask_first))
+    statistics = update_statistics(statistics, jnp.asarray(second, jnp.float32), jnp.asarray(mask_second))
+    real = np.concatenate([first.reshape(-1, 2), second[:, :3].reshape(-1, 2)])
+    assert float(statistics.count) == len(real)
+    np.testing.assert_allclose(statistics.mean, real.mean(axis=0), rtol=1e-4)
+    np.testing.assert_allclose(statistics.variance, real.var(axis=0), rtol=1e-4)
+    normalized = normalize_observations(statistics, jnp.asarray([[1000.0, real[0, 1]]]), 5.0)
+    assert float(normalized[0, 0]) == 5.0
+    assert float(normalized[0, 1]) == pytest.approx((real[0, 1] - real[:, 1].mean()) / real[:, 1].std(), rel=1e-3)

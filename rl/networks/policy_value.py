@@ -14,9 +14,10 @@ log-probabilities of stored actions and the entropy (the losses).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any, Sequence
 
-import distrax
 import haiku as hk
 import jax
 import jax.numpy as jnp
@@ -41,13 +42,21 @@ def _mlp(hidden_sizes: Sequence[int], activation: Any, name: str) -> hk.Sequenti
     return hk.Sequential(layers, name=name)
 
 
+@dataclasses.dataclass(frozen=True)
+class PolicyValueNetwork(FeedForwardNetwork):
+    """`init`/`apply` as any network, plus the observation spec it reads (for learners
+    that keep statistics of the observations, e.g. to normalise them)."""
+
+    observation_spec: Any = None
+
+
 def make_policy_value_network(
     environment_spec: EnvironmentSpec,
     policy_hidden_sizes: Sequence[int] = (64, 64),
     value_hidden_sizes: Sequence[int] = (64, 64),
     activation: str = "tanh",
     initial_log_std: float = 0.0,
-) -> FeedForwardNetwork:
+) -> PolicyValueNetwork:
     """Separate policy and value MLPs over the flattened observation.
 
     The policy head starts with small weights (orthogonal, gain 0.01): the initial policy
@@ -86,7 +95,7 @@ def make_policy_value_network(
     # Jitted: the orthogonal initialisers run as one compiled program (cached across runs),
     # not as dozens of eagerly dispatched operations.
     init = jax.jit(lambda key: transformed.init(key, dummy))
-    return FeedForwardNetwork(init=init, apply=transformed.apply)
+    return PolicyValueNetwork(init=init, apply=transformed.apply, observation_spec=environment_spec.observations)
 
 
 make_policy_value_network.network_kind = "policy_value"
@@ -95,11 +104,10 @@ make_policy_value_network.network_kind = "policy_value"
 # --------------------------------------------------------------------------- distributions
 
 
-def policy_distribution(policy_output: Any) -> distrax.Distribution:
-    """Categorical over logits, or a diagonal Gaussian (unsquashed, in [-1, 1] units)."""
-    if isinstance(policy_output, GaussianParams):
-        return distrax.MultivariateNormalDiag(loc=policy_output.loc, scale_diag=policy_output.scale)
-    return distrax.Categorical(logits=policy_output)
+# Written out rather than built with distrax: importing distrax loads TensorFlow
+# Probability's JAX substrate (seconds of start-up) for a few lines of arithmetic.
+
+LOG_2PI = math.log(2.0 * math.pi)
 
 
 def policy_mode(policy_output: Any) -> jax.Array:
@@ -109,19 +117,39 @@ def policy_mode(policy_output: Any) -> jax.Array:
     return jnp.argmax(policy_output, axis=-1).astype(jnp.int32)
 
 
-def sample_with_log_prob(policy_output: Any, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """A sampled action (int32 for discrete actions) and its log-probability."""
-    action, log_prob = policy_distribution(policy_output).sample_and_log_prob(seed=key)
-    if not isinstance(policy_output, GaussianParams):
-        action = action.astype(jnp.int32)
-    return action, log_prob
-
-
 def log_prob(policy_output: Any, action: jax.Array) -> jax.Array:
-    """log pi(action | observation) of stored actions."""
-    return policy_distribution(policy_output).log_prob(action)
+    """log pi(action | observation) of stored actions.
+
+    Categorical: log_softmax(logits)[a]. Diagonal Gaussian over the last axis:
+    -sum_i [ ((a_i - mu_i) / sigma_i)^2 / 2 + log sigma_i + log(2 pi) / 2 ].
+    """
+    if isinstance(policy_output, GaussianParams):
+        z = (action - policy_output.loc) / policy_output.scale
+        return -jnp.sum(0.5 * jnp.square(z) + jnp.log(policy_output.scale) + 0.5 * LOG_2PI, axis=-1)
+    log_probs = jax.nn.log_softmax(policy_output, axis=-1)
+    return jnp.take_along_axis(log_probs, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
 
 def entropy(policy_output: Any) -> jax.Array:
-    """The policy's entropy at each observation."""
-    return policy_distribution(policy_output).entropy()
+    """The policy's entropy at each observation.
+
+    Categorical: -sum_a p_a log p_a. Diagonal Gaussian: sum_i [ log sigma_i + (1 + log(2 pi)) / 2 ].
+    """
+    if isinstance(policy_output, GaussianParams):
+        return jnp.sum(jnp.log(policy_output.scale) + 0.5 * (1.0 + LOG_2PI), axis=-1)
+    log_probs = jax.nn.log_softmax(policy_output, axis=-1)
+    return -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
+
+
+def sample(policy_output: Any, key: jax.Array) -> jax.Array:
+    """An action drawn from the policy: int32 for discrete actions, mu + sigma * N(0, 1) otherwise."""
+    if isinstance(policy_output, GaussianParams):
+        noise = jax.random.normal(key, policy_output.loc.shape, policy_output.loc.dtype)
+        return policy_output.loc + policy_output.scale * noise
+    return jax.random.categorical(key, policy_output, axis=-1).astype(jnp.int32)
+
+
+def sample_with_log_prob(policy_output: Any, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """A sampled action and its log-probability."""
+    action = sample(policy_output, key)
+    return action, log_prob(policy_output, action)

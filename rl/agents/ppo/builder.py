@@ -12,6 +12,7 @@ from rl import core
 from rl.agents.actors import Policy
 from rl.agents.builder import ActorLearnerBuilder, builder_factory
 from rl.agents.ppo.config import PPOConfig
+from rl.agents.ppo.normalization import normalize_observations
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
@@ -100,8 +101,13 @@ class PPOBuilder(ActorLearnerBuilder):
 
             action_bounds(action_spec)  # Refuse unbounded actions before anything runs.
 
+        normalize, clip = self.config.normalize_observations, self.config.observation_clip
+
         def policy(params: Any, key: jax.Array, observations: Any, step: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
-            output, _ = networks.apply(params, observations)
+            network_params, statistics = params  # PPOLearner.policy_params
+            if normalize:
+                observations = normalize_observations(statistics, observations, clip)
+            output, _ = networks.apply(network_params, observations)
             if evaluation:
                 action, extras = policy_mode(output), {}
             else:
@@ -142,7 +148,9 @@ class PPOBuilder(ActorLearnerBuilder):
         from rl.agents.ppo.learning import PPOLearner
 
         del replay_client  # A queue: nothing to write back.
-        return PPOLearner(networks, random_key, dataset, self.config, counter, logger)
+        if self.config.normalize_observations and getattr(networks, "observation_spec", None) is None:
+            raise ValueError("normalize_observations needs a network that names its observation spec (policy_value_mlp)")
+        return PPOLearner(networks, random_key, dataset, self.config, networks.observation_spec, counter, logger)
 
 
 make_builder = builder_factory(PPOBuilder, PPOConfig)

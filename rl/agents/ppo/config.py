@@ -41,6 +41,10 @@ class PPOConfig:
     value_cost: float = 0.5
     entropy_cost: float = 0.0
     normalize_advantages: bool = True
+    # Normalise observations by running statistics (kept by the learner, served with the
+    # policy's parameters), clipped to [-observation_clip, observation_clip].
+    normalize_observations: bool = False
+    observation_clip: float = 10.0
     max_gradient_norm: float = 0.5
     adam_eps: float = 1e-5
     # Actor steps between two fetches of the learner's parameters.
@@ -59,6 +63,7 @@ class PPOConfig:
             "max_gradient_norm",
             "adam_eps",
             "variable_update_period",
+            "observation_clip",
         )
         for name in ("discount", "gae_lambda", "final_learning_rate_fraction", "final_clip_epsilon_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:

@@ -17,6 +17,12 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents.learning import SGDLearner
+from rl.agents.ppo.normalization import (
+    RunningStatistics,
+    init_statistics,
+    normalize_observations,
+    update_statistics,
+)
 from rl.agents.ppo import losses
 from rl.agents.ppo.config import PPOConfig
 from rl.counting import Counter
@@ -28,11 +34,21 @@ from rl.replay.sequences import SequenceStep
 class TrainingState(NamedTuple):
     params: Any
     opt_state: Any
+    # Running observation statistics (used with `normalize_observations`).
+    observation_statistics: RunningStatistics
     key: jax.Array
     # Learner steps (batches) taken.
     steps: jax.Array
     # Steps taken by the actors that the learner has trained on: the schedules' clock.
     actor_steps: jax.Array
+
+
+class PolicyParams(NamedTuple):
+    """What actors and evaluators fetch: the network's parameters and the observation
+    statistics to normalise with (identity unless `normalize_observations`)."""
+
+    params: Any
+    observation_statistics: RunningStatistics
 
 
 def schedule_fraction(config: PPOConfig, actor_steps: jax.Array) -> jax.Array:
@@ -110,6 +126,10 @@ def ppo_update(
     fraction = schedule_fraction(config, state.actor_steps)
     learning_rate = scheduled(config.learning_rate, config.final_learning_rate_fraction, fraction)
     clip_epsilon = scheduled(config.clip_epsilon, config.final_clip_epsilon_fraction, fraction)
+    statistics = state.observation_statistics
+    if config.normalize_observations:  # Fold this batch in first, then train on it normalised.
+        statistics = update_statistics(statistics, batch.observation, batch.mask)
+        batch = batch._replace(observation=normalize_observations(statistics, batch.observation, config.observation_clip))
     minibatches, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
     loss_fn = functools.partial(
         losses.ppo_loss,
@@ -136,7 +156,7 @@ def ppo_update(
         "clip_epsilon": clip_epsilon,
     }
     actor_steps = state.actor_steps + jnp.sum(batch.mask[:, :-1]).astype(jnp.int32)
-    return TrainingState(params, opt_state, key, state.steps + 1, actor_steps), metrics, None
+    return TrainingState(params, opt_state, statistics, key, state.steps + 1, actor_steps), metrics, None
 
 
 class PPOLearner(SGDLearner):
@@ -148,6 +168,7 @@ class PPOLearner(SGDLearner):
         random_key: jax.Array,
         iterator: Iterator[Any],
         config: PPOConfig,
+        observation_spec: Any,
         counter: Counter | None = None,
         logger: Logger | None = None,
     ):
@@ -157,6 +178,9 @@ class PPOLearner(SGDLearner):
         state = TrainingState(
             params=params,
             opt_state=optimizer.init(params),
+            observation_statistics=init_statistics(observation_spec) if observation_spec is not None else RunningStatistics(
+                jnp.zeros((), jnp.float32), (), ()
+            ),
             key=key,
             steps=jnp.zeros((), jnp.int32),
             actor_steps=jnp.zeros((), jnp.int32),
@@ -164,5 +188,5 @@ class PPOLearner(SGDLearner):
         update = functools.partial(ppo_update, network.apply, optimizer, config)
         super().__init__(state, update, iterator, 1, counter, logger)
 
-    def policy_params(self, state: TrainingState) -> Any:
-        return state.params
+    def policy_params(self, state: TrainingState) -> PolicyParams:
+        return PolicyParams(state.params, state.observation_statistics)
