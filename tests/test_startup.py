@@ -38,6 +38,30 @@ def test_help_and_cfg_import_no_heavy_library(args):
     assert imported == []
 
 
+REPLAY_AND_LOSSES = ("tensorflow", "reverb", "rlax", "distrax", "ray", "wandb")
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["agent.batch_size=-1"], "batch_size must be > 0"),
+        (["agent=dqn", "environment=pendulum"], "acts in discrete action spaces"),
+        (["experiment=sac_pendulum", "agent.tau=2"], "tau"),
+    ],
+)
+def test_a_configuration_error_loads_no_replay_or_loss_library(args, message, tmp_path):
+    """Checks read agent configs and builders, not learners: reverb and rlax (each
+    bringing TensorFlow, about 3 s) load only when a run starts."""
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE.format(train=TRAIN, args=[*args, f"hydra.run.dir={tmp_path}"],
+                                            heavy=REPLAY_AND_LOSSES)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert message in result.stdout + result.stderr, result.stderr[-2000:]
+    imported = json.loads(result.stdout.rsplit("HEAVY=", 1)[1])
+    assert imported == []
+
+
 def test_an_unwritable_run_directory_is_one_line_and_exit_status_1(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("")

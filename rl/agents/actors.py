@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import dm_env
 import jax
 import numpy as np
 
 from rl import core
-from rl.replay.adders import Adder
 from rl.variables import VariableClient
+
+if TYPE_CHECKING:  # Replay (reverb, TensorFlow) loads when an adder is built.
+    from rl.replay.adders import Adder
 
 # (params, key, observations, actor_step) -> actions, for a batch of observations (one row
 # per copy of a vector environment).

@@ -136,8 +136,11 @@ class ContinuousBuilder(TransitionReplayBuilder):
                 f"{type(self.exploration).__name__.lower()} cannot sample; use policy=gaussian_noise"
             )
 
-    # The agent's ContinuousLearner subclass, built by `make_learner`.
-    learner_class: type = None  # type: ignore[assignment]
+    @staticmethod
+    def learner_class() -> type:
+        """The agent's ContinuousLearner subclass, built by `make_learner`; imported when
+        first asked for (see rl/agents/lazy.py)."""
+        raise NotImplementedError
 
     def default_exploration(self) -> Any:
         return GaussianNoise()
@@ -152,7 +155,7 @@ class ContinuousBuilder(TransitionReplayBuilder):
         logger: Logger,
     ) -> "ContinuousLearner":
         del replay_client  # Uniform replay: no priorities to update.
-        return self.learner_class(networks, random_key, dataset, self.config, counter, logger)
+        return self.learner_class()(networks, random_key, dataset, self.config, counter, logger)
 
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
         action_bounds(environment_spec.actions)  # Refuse unbounded actions before anything runs.

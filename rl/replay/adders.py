@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import abc
 import collections
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import dm_env
 import numpy as np
-import reverb
 import tree
 
 from rl.types import Transition
+
+if TYPE_CHECKING:
+    import reverb
 
 
 class Adder(abc.ABC):

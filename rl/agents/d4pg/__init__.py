@@ -2,8 +2,19 @@
 
 from rl.agents.d4pg.builder import D4PGBuilder, make_builder
 from rl.agents.d4pg.config import D4PGConfig
-from rl.agents.d4pg.learning import D4PGLearner, TrainingState, support
-from rl.agents.d4pg.losses import critic_loss, policy_loss, projected_target
+from rl.agents.lazy import lazy_attributes
+
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "D4PGLearner": "learning",
+        "TrainingState": "learning",
+        "support": "learning",
+        "critic_loss": "losses",
+        "policy_loss": "losses",
+        "projected_target": "losses",
+    },
+)
 
 __all__ = [
     "D4PGBuilder",

@@ -7,12 +7,15 @@ from typing import Any
 from rl.agents.builder import builder_factory
 from rl.agents.continuous import ContinuousBuilder
 from rl.agents.d4pg.config import D4PGConfig
-from rl.agents.d4pg.learning import D4PGLearner
 from rl.policies import GaussianNoise
 
 
 class D4PGBuilder(ContinuousBuilder):
-    learner_class = D4PGLearner
+    @staticmethod
+    def learner_class() -> type:
+        from rl.agents.d4pg.learning import D4PGLearner
+
+        return D4PGLearner
 
     def default_exploration(self) -> Any:
         return GaussianNoise(sigma=0.3)

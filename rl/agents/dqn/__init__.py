@@ -2,7 +2,10 @@
 
 from rl.agents.dqn.builder import DQNBuilder, make_builder
 from rl.agents.dqn.config import DQNConfig
-from rl.agents.dqn.learning import DQNLearner, TrainingState
-from rl.agents.dqn.losses import double_q_loss
+from rl.agents.lazy import lazy_attributes
+
+__getattr__ = lazy_attributes(
+    __name__, {"DQNLearner": "learning", "TrainingState": "learning", "double_q_loss": "losses"}
+)
 
 __all__ = ["DQNBuilder", "DQNConfig", "DQNLearner", "TrainingState", "double_q_loss", "make_builder"]

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import jax
 
 from rl.agents.actors import Policy
 from rl.agents.builder import TransitionReplayBuilder, builder_factory
 from rl.agents.dqn.config import DQNConfig
-from rl.agents.dqn.learning import DQNLearner
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
 from rl.policies import EpsilonGreedy, Greedy
 from rl.specs import EnvironmentSpec
+
+if TYPE_CHECKING:
+    from rl.agents.dqn.learning import DQNLearner
 
 
 class DQNBuilder(TransitionReplayBuilder):
@@ -43,7 +45,9 @@ class DQNBuilder(TransitionReplayBuilder):
         replay_client: Any,
         counter: Counter,
         logger: Logger,
-    ) -> DQNLearner:
+    ) -> "DQNLearner":
+        from rl.agents.dqn.learning import DQNLearner  # rlax, and TensorFlow with it: see rl/agents/lazy.py.
+
         return DQNLearner(networks, random_key, dataset, self.config, replay_client, counter, logger)
 
 

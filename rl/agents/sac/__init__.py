@@ -1,9 +1,19 @@
 """Soft Actor-Critic: twin critics, tanh-Gaussian policy, automatic entropy temperature."""
 
+from rl.agents.lazy import lazy_attributes
 from rl.agents.sac.builder import SACBuilder, make_builder
 from rl.agents.sac.config import SACConfig
-from rl.agents.sac.learning import SACLearner, TrainingState
-from rl.agents.sac.losses import critic_loss, policy_loss, temperature_loss
+
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "SACLearner": "learning",
+        "TrainingState": "learning",
+        "critic_loss": "losses",
+        "policy_loss": "losses",
+        "temperature_loss": "losses",
+    },
+)
 
 __all__ = [
     "SACBuilder",

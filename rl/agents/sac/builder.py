@@ -7,12 +7,15 @@ from typing import Any
 from rl.agents.builder import builder_factory
 from rl.agents.continuous import ContinuousBuilder
 from rl.agents.sac.config import SACConfig
-from rl.agents.sac.learning import SACLearner
 from rl.policies import Stochastic
 
 
 class SACBuilder(ContinuousBuilder):
-    learner_class = SACLearner
+    @staticmethod
+    def learner_class() -> type:
+        from rl.agents.sac.learning import SACLearner
+
+        return SACLearner
     stochastic_policy = True
 
     def default_exploration(self) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.run_local import run_local
 from rl.experiments.summary import RunSummary
 
 
@@ -22,4 +21,6 @@ class LocalLauncher:
         self.deterministic = deterministic
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
+        from rl.experiments.run_local import run_local  # Replay (reverb, TensorFlow) loads when a run starts.
+
         return run_local(experiment, deterministic=self.deterministic)
