@@ -15,8 +15,10 @@ discount), then pads the item with zero rows (mask 0) and writes it. So:
 * a termination has d_t = 0: nothing is bootstrapped from the final observation;
 * a truncation (time limit) has d_t = 1: the final observation's row is in the item and
   its value bootstraps the return, although the policy never acts there;
-* every step taken is a non-final row of some item; with `period = sequence_length - 1`
-  exactly one, the last row of an item then only serving as the bootstrap (PPO).
+* with `period = sequence_length - 1` every step taken is a non-final row of exactly one
+  item, an item's last row only serving as the bootstrap (PPO, IMPALA); a smaller period
+  repeats rows in several items (R2D2's overlap, where the extras at an item's first row
+  hold the recurrent state to start from).
 
 Items are written whole: one item is one trajectory-writer step of arrays with a leading
 time axis, so all copies of a vector environment share one writer and an item is one
@@ -89,8 +91,8 @@ def decode_sequences(data: Any) -> SequenceStep:
 class SequenceAdder(Adder):
     """Writes `sequence_length`-row items of each copy's steps, one every `period` rows.
 
-    Rows are kept per copy in preallocated arrays (one per field, a leading axis over
-    the copies), filled for all copies of a step with one vectorised write. `add` takes
+    Rows are kept in preallocated arrays, one per leaf of a row with a leading axis over
+    the copies, filled for all copies of a step with one vectorised write per leaf. `add` takes
     the actor's `extras` for the rows it records (a dict of arrays, one row per copy);
     they must match `step_spec`'s extras. After a step that completed items the writer
     is flushed, so the learner can sample every item counted in `num_items` (a queue
