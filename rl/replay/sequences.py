@@ -95,8 +95,8 @@ class SequenceAdder(Adder):
     the copies, filled for all copies of a step with one vectorised write per leaf. `add` takes
     the actor's `extras` for the rows it records (a dict of arrays, one row per copy);
     they must match `step_spec`'s extras. After a step that completed items the writer
-    is flushed, so the learner can sample every item counted in `num_items` (a queue
-    table blocks the flush while it is full: that is how actors wait for the learner).
+    is flushed down to fewer items in flight than there are copies: a queue table
+    blocks that flush while it is full, which is how actors wait for the learner.
     """
 
     def __init__(
@@ -209,8 +209,12 @@ class SequenceAdder(Adder):
         for env_id in ids[next_timestep.step_type == dm_env.StepType.LAST]:
             written += self._end_episode(int(env_id))
         if written:
-            # Every counted item is in the table (or the flush waits for a full queue).
-            self._writer.flush(block_until_num_items=0, timeout_ms=self._timeout_ms)
+            # At most one item per copy (less one) may still wait outside the table: a full
+            # queue holds the actor here until the learner makes room. The slack keeps a
+            # one-thread loop (act, then learn) from waiting on itself: a learner that takes
+            # a batch as soon as one is counted leaves at most this many items outside a
+            # queue that holds at least a batch.
+            self._writer.flush(block_until_num_items=self._capacity - 1, timeout_ms=self._timeout_ms)
 
     def _end_episode(self, env_id: int) -> int:
         """Appends the final observation's row, then writes what no item holds yet, padded."""

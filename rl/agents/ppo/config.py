@@ -20,8 +20,8 @@ class PPOConfig:
     num_epochs: int = 10
     num_minibatches: int = 4
     # Items the queue holds before actors wait (null: two batches). A small queue keeps
-    # the data on-policy; with launcher.deterministic=true it must hold at least
-    # batch_size + environment.num_envs - 1 items.
+    # the data close to on-policy (each actor may have up to num_envs - 1 more items
+    # waiting to go in).
     max_queue_size: int | None = None
 
     discount: float = 0.99
