@@ -65,3 +65,14 @@ def read_wandb_offline_run(run_dir: str) -> dict[str, Any]:
 @pytest.fixture
 def run_dir(tmp_path) -> str:
     return str(tmp_path / "run")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that start Ray share one pytest-xdist group: a machine runs one local Ray
+    instance at a time, so they run one after another on one worker. They are the
+    longest chain of the suite, so they are handed out first while the other worker
+    takes everything else."""
+    for item in items:
+        if item.path.name == "test_ray.py" or item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)

@@ -22,17 +22,22 @@ def _rows(path):
         return list(csv.DictReader(file))
 
 
-def _ray_processes(pids=()):
-    """Ray daemons and workers still alive, plus any of the given node pids."""
-    alive = []
-    for process in psutil.process_iter(["pid", "name", "cmdline"]):
-        try:
-            command = " ".join(process.info["cmdline"] or [])
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        if process.info["pid"] in pids or "raylet" in command or "gcs_server" in command or command.startswith("ray::"):
-            alive.append(command or str(process.info["pid"]))
-    return alive
+def _ray_processes(pids=(), seconds=15):
+    """Ray daemons and workers still alive after `seconds` to exit, plus any of the given
+    node pids. A run's daemons exit shortly after its driver, later on a busy machine."""
+    deadline = time.monotonic() + seconds
+    while True:
+        alive = []
+        for process in psutil.process_iter(["pid", "name", "cmdline"]):
+            try:
+                command = " ".join(process.info["cmdline"] or [])
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if process.info["pid"] in pids or "raylet" in command or "gcs_server" in command or command.startswith("ray::"):
+                alive.append(command or str(process.info["pid"]))
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.5)
 
 
 def _start_train(overrides, run_dir):

@@ -136,6 +136,7 @@ def test_local_run_records_wall_time_and_time_to_threshold(run_dir):
     _check_wandb_wall_time(run_dir)
 
 
+@pytest.mark.ray
 @pytest.mark.slow  # About 100 s on 2 cores (Ray start-up dominates).
 def test_ray_run_with_two_evaluators_logs_both_and_summarises_their_mean(run_dir):
     result = run_train(

@@ -245,10 +245,11 @@ class _RayRun:
         stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: checkpoint and stop.
         try:
             replay_directory, fallback = self._replay_checkpoint_paths()
-            replay = ray_nodes.ReplayNode.remote(program, replay_directory, fallback)
-            # Nodes find the counter and the learner by name: a handle passed to a node that
-            # Ray may restart would sit in the object store (and Ray warns on every run).
+            # Nodes find the replay, the counter and the learner by name: a handle passed to
+            # a node that Ray may restart would sit in the object store (and Ray warns on
+            # every run). Every node starts at once; each waits for the replay address itself.
             names = self.names
+            replay = ray_nodes.ReplayNode.options(name=names["replay"]).remote(program, replay_directory, fallback)
             counter = ray_nodes.CounterNode.options(name=names["counter"]).remote(
                 experiment.max_actor_steps,
                 restore.counts if restore is not None else None,
@@ -257,7 +258,6 @@ class _RayRun:
                 launcher.max_restarts + 1,
             )
             self.counter = counter
-            replay_address = self._get(replay.address.remote(), "replay", "address")
             learner = ray_nodes.LearnerNode.options(
                 num_cpus=launcher.learner_num_cpus,
                 num_gpus=launcher.learner_num_gpus,
@@ -265,7 +265,7 @@ class _RayRun:
                 # run, every actor's and evaluator's parameter requests, and the driver's calls.
                 max_concurrency=launcher.num_actors + self.program.evaluators + 4,
                 name=names["learner"],
-            ).remote(program, replay_address, names["counter"])
+            ).remote(program, names["replay"], names["counter"])
             self.learner = learner
             if restore is not None:  # Checked against the node's own state, then loaded into it.
                 template = self._get(learner.save.remote(), "learner", "save")
@@ -281,7 +281,7 @@ class _RayRun:
                 "runtime_env": {"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
             }
             actors = [
-                ray_nodes.ActorNode.options(**actor_options).remote(program, i, replay_address, names["learner"], names["counter"])
+                ray_nodes.ActorNode.options(**actor_options).remote(program, i, names["replay"], names["learner"], names["counter"])
                 for i in range(launcher.num_actors)
             ]
             evaluators = [

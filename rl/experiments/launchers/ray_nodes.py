@@ -214,16 +214,35 @@ class _StepLockReleasingIterator:
         return getattr(self._iterator, name)
 
 
+# How long a node waits for the replay node to serve its address (it imports reverb and
+# starts a server first).
+REPLAY_ADDRESS_TIMEOUT_S = 300.0
+
+
 def node_names() -> dict[str, str]:
-    """Names of this run's counter and learner nodes, unique to the run."""
+    """Names of this run's replay, counter and learner nodes, unique to the run."""
     token = uuid.uuid4().hex[:12]
-    return {"counter": f"rl-counter-{token}", "learner": f"rl-learner-{token}", "log_queue": f"rl-log-queue-{token}"}
+    return {
+        "replay": f"rl-replay-{token}",
+        "counter": f"rl-counter-{token}",
+        "learner": f"rl-learner-{token}",
+        "log_queue": f"rl-log-queue-{token}",
+    }
 
 
 def node_handle(name_or_handle: Any) -> Any:
     """The handle of a node named `name_or_handle` (or that handle itself). A name is a
     plain string Ray keeps in the constructor's task, so a restarted node finds it too."""
     return ray.get_actor(name_or_handle) if isinstance(name_or_handle, str) else name_or_handle
+
+
+def replay_client(replay_node: Any) -> Any:
+    """A reverb client of the replay node named `replay_node`. Nodes ask for the address
+    themselves, so every node starts (imports, compiles) while the server comes up."""
+    import reverb
+
+    address = ray.get(node_handle(replay_node).address.remote(), timeout=REPLAY_ADDRESS_TIMEOUT_S)
+    return reverb.Client(address)
 
 
 @ray.remote(num_cpus=0)
@@ -357,13 +376,11 @@ class LearnerNode:
     checkpoint's state into it.
     """
 
-    def __init__(self, program: DistributedProgram, replay_address: str, counter_handle: Any):
+    def __init__(self, program: DistributedProgram, replay_node: Any, counter_handle: Any):
         counter_handle = node_handle(counter_handle)
-        import reverb
-
         self._counter_handle = counter_handle
         self._counter = RemoteCounter(counter_handle)
-        self._learner = program.make_learner(reverb.Client(replay_address), self._counter)
+        self._learner = program.make_learner(replay_client(replay_node), self._counter)
         self._step_lock = threading.Lock()
         iterator = getattr(self._learner, "_iterator", None)
         if iterator is not None:
@@ -453,12 +470,10 @@ class ActorNode:
         self,
         program: DistributedProgram,
         actor_id: int,
-        replay_address: str,
+        replay_node: Any,
         learner_handle: Any,
         counter_handle: Any,
     ):
-        import reverb
-
         learner_handle, counter_handle = node_handle(learner_handle), node_handle(counter_handle)
         self._actor_id = actor_id
         self._counter_handle = counter_handle
@@ -466,7 +481,7 @@ class ActorNode:
         self._incarnation = self._start["restart"]
         self._loop = program.make_actor(
             actor_id,
-            reverb.Client(replay_address),
+            replay_client(replay_node),
             RemoteVariableSource(learner_handle),
             ActorStepCounter(counter_handle, actor_id, self._incarnation),
             restart=self._start["key"],
