@@ -72,6 +72,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     instance at a time, so they run one after another on one worker. They are the
     longest chain of the suite, so they are handed out first while the other worker
     takes everything else."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
     for item in items:
         if item.path.name == "test_ray.py" or item.get_closest_marker("ray"):
             item.add_marker(pytest.mark.xdist_group("ray"))
