@@ -41,6 +41,25 @@ class Adder(abc.ABC):
         """Drops partial state and waits for pending items (episode end or shutdown)."""
 
 
+class ReplayTimeoutError(TimeoutError):
+    """A write to replay that did not complete within its bound: the server is gone,
+    unreachable or (for a full queue) never drained."""
+
+
+def bounded_write(call: Any, what: str, client: Any, timeout_ms: int) -> Any:
+    """Runs `call` (a writer flush or episode end given `timeout_ms`); reverb's deadline
+    error becomes a `ReplayTimeoutError` naming the server, the call and the bound."""
+    from reverb.errors import DeadlineExceededError
+
+    try:
+        return call()
+    except DeadlineExceededError:
+        address = getattr(client, "server_address", "?")
+        raise ReplayTimeoutError(
+            f"replay server at {address}: {what} did not complete within {timeout_ms / 1000:g} s"
+        ) from None
+
+
 def n_step_return(rewards: list[float], discounts: list[float], gamma: float) -> tuple[float, float]:
     """Discounted return over the given steps and the bootstrap factor after them.
 
@@ -89,6 +108,7 @@ class NStepTransitionAdder(Adder):
     ):
         if n_step < 1:
             raise ValueError(f"n_step must be >= 1, got {n_step}")
+        self._client = client
         self._writer = client.trajectory_writer(num_keep_alive_refs=1)
         self._encode = tree.flatten if codec is None else codec.encode  # The table's column layout.
         self._table = table
@@ -144,13 +164,24 @@ class NStepTransitionAdder(Adder):
         if self._unflushed >= self._max_pending_items:
             # At most 2 * max_pending_items items are ever in flight: the writer neither
             # hoards memory nor warns (reverb 0.14 warns from about 50 pending items).
-            self._writer.flush(block_until_num_items=self._max_pending_items, timeout_ms=self._timeout_ms)
+            bounded_write(
+                lambda: self._writer.flush(block_until_num_items=self._max_pending_items, timeout_ms=self._timeout_ms),
+                f"a flush to table {self._table!r}",
+                self._client,
+                self._timeout_ms,
+            )
             self._unflushed = 0
 
     def reset(self, timeout_ms: int | None = None) -> None:
         self._windows.clear()
         self._observations.clear()
-        self._writer.end_episode(clear_buffers=True, timeout_ms=timeout_ms or self._timeout_ms)
+        timeout_ms = timeout_ms or self._timeout_ms
+        bounded_write(
+            lambda: self._writer.end_episode(clear_buffers=True, timeout_ms=timeout_ms),
+            f"the end of an episode in table {self._table!r}",
+            self._client,
+            timeout_ms,
+        )
         self._unflushed = 0
 
     def close(self) -> None:
