@@ -300,6 +300,7 @@ def test_ppo_learns_pendulum(seed, run_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_ppo_runs_under_ray(run_dir):
     """Two actors feed the queue from their own processes; the learner consumes it."""
     result = run_train(
@@ -350,3 +351,25 @@ def test_running_observation_statistics():
     normalized = normalize_observations(statistics, jnp.asarray([[1000.0, real[0, 1]]]), 5.0)
     assert float(normalized[0, 0]) == 5.0
     assert float(normalized[0, 1]) == pytest.approx((real[0, 1] - real[:, 1].mean()) / real[:, 1].std(), rel=1e-3)
+
+
+def test_continuous_actions_store_the_raw_sample_and_act_in_bounds():
+    """Pendulum: the environment gets the sample clipped to [-1, 1] and rescaled to its
+    bounds [-2, 2]; replay keeps the raw sample, whose log-probability is the stored one."""
+    from rl.environments.factories import make_gymnasium_environment
+    from rl.networks.policy_value import log_prob, make_policy_value_network
+    from rl.specs import make_environment_spec
+
+    spec = make_environment_spec(make_gymnasium_environment("Pendulum-v1", seed=0))
+    network = make_policy_value_network(spec, (8,), (8,), initial_log_std=1.0)  # std e: many samples clip.
+    params = PolicyParams(network.init(jax.random.PRNGKey(0)), init_statistics(spec.observations))
+    builder = PPOBuilder(PPOConfig())
+    observations = np.random.default_rng(0).normal(size=(512, 3)).astype(np.float32)
+    actions, extras = builder.make_policy(network, spec, evaluation=False)(params, jax.random.PRNGKey(1), observations, 0)
+    raw = np.asarray(extras["raw_action"])
+    assert actions.shape == raw.shape == (512, 1) and np.abs(raw).max() > 1.0
+    np.testing.assert_allclose(actions, 2.0 * np.clip(raw, -1.0, 1.0), atol=1e-6)
+    output, _ = network.apply(params.params, observations)
+    np.testing.assert_allclose(extras["log_prob"], log_prob(output, raw), rtol=1e-5)
+    mode, _ = builder.make_policy(network, spec, evaluation=True)(params, jax.random.PRNGKey(1), observations, 0)
+    np.testing.assert_allclose(mode, 2.0 * np.clip(np.asarray(output.loc), -1.0, 1.0), atol=1e-6)
