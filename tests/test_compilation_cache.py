@@ -44,3 +44,21 @@ def test_compiled_programs_are_written_to_the_cache_directory(tmp_path):
         name for name in before if name.startswith("jit_heavy-") and name.endswith("-cache")
     }
 
+
+
+def test_a_training_run_caches_its_learner_update_and_policies(tmp_path):
+    """The cache is switched on before a run's first compilation (JAX decides once per
+    process, at that moment): the learner's update and both policies land on disk."""
+    from conftest import run_train
+
+    cache = tmp_path / "xla"
+    result = run_train(
+        ["max_actor_steps=300", "eval_every=300", "eval_episodes=1", "agent.min_replay_size=100", "logger=csv",
+         "progress=false", f"hydra.run.dir={tmp_path / 'run'}"],
+        timeout=600,
+        env={"RL_COMPILATION_CACHE": str(cache)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    programs = [name.rsplit("-", 2)[0] for name in os.listdir(cache) if name.endswith("-cache")]
+    assert programs.count("jit_guarded") == 1  # The learner's (finite-checked) update.
+    assert programs.count("jit_act") == 2  # The behaviour and the evaluation policy.

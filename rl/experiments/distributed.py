@@ -19,6 +19,7 @@ from rl import core
 from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
 from rl.experiments.builders import build_actor, build_learner, evaluator_factories
+from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.config import ExperimentConfig
 
 
@@ -68,6 +69,8 @@ class DistributedProgram:
 
     @property
     def keys(self) -> NodeKeys:
+        # Often a node's first compilation (in a Ray node, unpickled): the cache goes first.
+        enable_compilation_cache(self.experiment.compilation_cache)
         learner, actors, evaluators = jax.random.split(jax.random.PRNGKey(self.experiment.seed), 3)
         return NodeKeys(
             learner=learner,

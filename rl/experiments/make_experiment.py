@@ -17,6 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
+from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.validation import ConfigError, check_factory, check_replay_settings, check_run_settings
 from rl.specs import is_discrete, make_environment_spec
@@ -253,6 +254,9 @@ def make_experiment(
         run_tags=list(run_tags),
     )
     launcher = _instantiate("launcher", config.launcher)
+    # Before anything compiles: JAX decides once per process, at its first compilation,
+    # whether the persistent cache is on, and a later setting would be ignored.
+    enable_compilation_cache(settings.compilation_cache)
     experiment = ExperimentConfig(
         builder=builder,
         environment_factory=environment_factory,
