@@ -67,6 +67,7 @@ def run_dir(tmp_path) -> str:
     return str(tmp_path / "run")
 
 
+@pytest.hookimpl(tryfirst=True)  # Before pytest-xdist's own hook reads the group marks.
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that start Ray share one pytest-xdist group: a machine runs one local Ray
     instance at a time, so they run one after another on one worker. They are the

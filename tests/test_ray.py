@@ -207,7 +207,7 @@ def test_sac_runs_under_ray_with_action_statistics(run_dir):
 
 # --------------------------------------------------------------------------- faults and resume
 
-FAULT_BUDGET = 3000
+FAULT_BUDGET = 6000
 FAULT_COMMAND = [
     "launcher=ray",
     "launcher.num_actors=2",
