@@ -20,7 +20,9 @@ SCALING_EXPERIMENTS = ("dqn_cartpole",)
 SCALING_ACTORS = (1, 2, 4)
 SCALING_STEPS = 10_000
 # Smoke-test budgets (--quick): enough for a couple of evaluations, not for learning.
-QUICK = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=1", "agent.min_replay_size=200"]
+QUICK = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=1"]
+# Applied only where the experiment's config has the key (on-policy agents keep no replay).
+QUICK_WHERE_PRESENT = ["agent.min_replay_size=200"]
 # summary.json key, unit, whether it is compared with the threshold.
 SOLVE_METRICS = (
     ("time_to_threshold_s", "s"),
@@ -64,8 +66,12 @@ def suite_solve(settings: Settings) -> list[Row]:
     rows: list[Row] = []
     for name in settings.experiments or SOLVE_EXPERIMENTS:
         summaries = []
+        quick: list[str] = []
+        if settings.quick:
+            present = [o for o in QUICK_WHERE_PRESENT if settings.has_key(o.split("=")[0], [f"experiment={name}"])]
+            quick = [*QUICK, *present]
         for seed in settings.seeds:
-            overrides = [f"experiment={name}", f"seed={seed}", "logger=csv", *(QUICK if settings.quick else [])]
+            overrides = [f"experiment={name}", f"seed={seed}", "logger=csv", *quick]
             summary = train(settings.train_script, overrides)
             summaries.append(summary)
             threshold = summary.get("threshold")
