@@ -34,17 +34,25 @@ def extras_spec(environment_spec: EnvironmentSpec) -> dict[str, Any]:
 class PPOBuilder(ActorLearnerBuilder):
     """PPO from a queue of sequences: actors write `unroll_length + 1`-row sequences
     (one every `unroll_length` steps per environment copy) into a reverb queue, and the
-    learner trains on each once, `batch_size` sequences per learner step."""
+    learner trains on each once, `samples_per_learner_step` sequences per learner step.
+
+    Everything but the learner is shared with IMPALA (`rl.agents.impala.IMPALABuilder`
+    subclasses this): the config must provide `unroll_length`, `sequence_length`,
+    `batch_size`, `queue_size`, `replay_table_name`, `variable_update_period`,
+    `normalize_observations` and `observation_clip`, and the learner must serve
+    `PolicyParams` (parameters, observation statistics)."""
 
     # Discrete (categorical policy) or continuous (Gaussian policy) actions alike.
     action_kind = None
     network_kind = "policy_value"
+    # Names the agent in messages (IMPALABuilder reuses everything here but the learner).
+    agent_name = "ppo"
 
     def __init__(self, config: PPOConfig, exploration: Any = None):
         exploration = Sample() if exploration is None else exploration
         if not isinstance(exploration, Sample):
             raise ValueError(
-                f"ppo acts with samples of its own policy and learns from their probabilities: use policy=sample, "
+                f"{self.agent_name} acts with samples of its own policy and learns from their probabilities: use policy=sample, "
                 f"not {type(exploration).__name__}"
             )
         self.config = config
@@ -54,7 +62,7 @@ class PPOBuilder(ActorLearnerBuilder):
     def replay_ratio(self) -> Any:
         from rl.replay.queue import QueueRatio
 
-        return QueueRatio(self.config.batch_size, self.config.queue_size)
+        return QueueRatio(self.samples_per_learner_step, self.config.queue_size)
 
     @property
     def samples_per_learner_step(self) -> int:
@@ -86,7 +94,7 @@ class PPOBuilder(ActorLearnerBuilder):
         return make_replay_iterator(
             replay_client.server_address,
             self.config.replay_table_name,
-            self.config.batch_size,
+            self.samples_per_learner_step,
             decode=decode_sequences,
         )
 
@@ -129,7 +137,7 @@ class PPOBuilder(ActorLearnerBuilder):
         variable_source: core.VariableSource,
         adder: Any = None,
     ) -> core.Actor:
-        from rl.agents.ppo.acting import ExtrasActor
+        from rl.agents.actors import ExtrasActor
         from rl.variables import VariableClient
 
         dtype = np.int32 if is_discrete(environment_spec.actions) else np.float32

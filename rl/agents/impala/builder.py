@@ -1,0 +1,55 @@
+"""Builds IMPALA's queue, sequence adder, actor, learner and policies.
+
+Everything but the learner is PPO's (rl/agents/ppo/builder.py): the same queue table
+of `unroll_length + 1`-row sequences, `SequenceAdder` storing the behaviour policy's
+log-probabilities as extras, `ExtrasActor` and the sampling / mode policies. IMPALA
+differs in what the learner does with a batch: one V-trace-corrected actor-critic SGD
+step (or `sgd_steps_per_learner_step` of them, each on its own slice), each sequence
+trained on once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import jax
+
+from rl import core
+from rl.agents.builder import builder_factory
+from rl.agents.impala.config import IMPALAConfig
+from rl.agents.ppo.builder import PPOBuilder
+from rl.counting import Counter
+from rl.loggers.base import Logger
+from rl.networks.base import FeedForwardNetwork
+
+
+class IMPALABuilder(PPOBuilder):
+    """IMPALA from a bounded queue of sequences: actors insert without waiting for the
+    learner until the queue holds `queue_size` items; the learner takes
+    `batch_size * sgd_steps_per_learner_step` sequences per learner step."""
+
+    agent_name = "impala"
+
+    def __init__(self, config: IMPALAConfig, exploration: Any = None):
+        super().__init__(config, exploration)  # type: ignore[arg-type]
+
+    @property
+    def samples_per_learner_step(self) -> int:
+        return self.config.sequences_per_learner_step
+
+    def make_learner(
+        self,
+        random_key: jax.Array,
+        networks: FeedForwardNetwork,
+        dataset: Iterator[Any],
+        replay_client: Any,
+        counter: Counter,
+        logger: Logger,
+    ) -> core.Learner:
+        from rl.agents.impala.learning import IMPALALearner
+
+        del replay_client  # A queue: nothing to write back.
+        return IMPALALearner(networks, random_key, dataset, self.config, counter, logger)
+
+
+make_builder = builder_factory(IMPALABuilder, IMPALAConfig)

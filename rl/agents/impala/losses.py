@@ -1,0 +1,132 @@
+"""IMPALA's V-trace targets and losses, as small pure functions.
+
+Notation (Espeholt et al., 2018): pi is the policy being trained, mu the behaviour
+policy that acted (its log-probabilities are stored with the data), V the value head,
+gamma the discount, and for one stored sequence of L rows t = 0..L-1 (row t: o_t, a_t,
+then reward r_t and environment discount d_t) the importance ratio
+
+    rho_t = pi(a_t|o_t) / mu(a_t|o_t) = exp(log pi(a_t|o_t) - log mu(a_t|o_t)).
+
+`mask` is 1 for a step actually taken and 0 for the rows a sequence holds only for
+bootstrapping (an episode's final observation) or padding (rl/replay/sequences.py);
+every mean below is over the rows with mask 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import rlax
+
+from rl.agents.ppo.losses import entropy_bonus, masked_mean
+from rl.networks.policy_value import entropy as policy_entropy
+from rl.networks.policy_value import log_prob as policy_log_prob
+from rl.replay.sequences import SequenceStep
+
+
+def vtrace_targets(
+    values: jax.Array,
+    rewards: jax.Array,
+    discounts: jax.Array,
+    mask: jax.Array,
+    log_rhos: jax.Array,
+    gamma: float,
+    lambda_: float = 1.0,
+    clip_rho_threshold: float = 1.0,
+    clip_pg_rho_threshold: float = 1.0,
+) -> tuple[jax.Array, jax.Array]:
+    """V-trace value targets v_s and policy-gradient advantages of one stored sequence,
+    for rows 0..L-2 (the last row only bootstraps).
+
+    With gamma_t = gamma * d_t, clipped ratios rhobar_t = min(clip_rho_threshold, rho_t),
+    traces c_t = lambda_t * min(1, rho_t) and lambda_t = lambda * mask_{t+1}:
+
+        delta_t = rhobar_t * (r_t + gamma_t * V_{t+1} - V_t)
+        v_t     = V_t + delta_t + gamma_t * c_t * (v_{t+1} - V_{t+1}),   v_{L-1} = V_{L-1}
+        A_t     = min(clip_pg_rho_threshold, rho_t)
+                  * (r_t + gamma_t * (lambda_t v_{t+1} + (1 - lambda_t) V_{t+1}) - V_t)
+
+    (the paper's A_t = rho^pg_t (r_t + gamma_t v_{t+1} - V_t) where the trace runs on,
+    bootstrapping from V_{t+1} where it is cut). The trace stops before a row where no
+    step was taken (an episode's final observation, padding): a time-limit truncation
+    (d_t = 1) still bootstraps from the final observation's value, a termination
+    (d_t = 0) from nothing. Computed by `rlax.vtrace_td_error_and_advantage`; the targets
+    carry no gradient.
+
+    Returns (targets v_t, advantages A_t), each of length L - 1.
+    """
+    output = rlax.vtrace_td_error_and_advantage(
+        values[:-1],
+        values[1:],
+        rewards[:-1],
+        gamma * discounts[:-1],
+        jnp.exp(log_rhos[:-1]),
+        lambda_ * mask[1:],
+        clip_rho_threshold=clip_rho_threshold,
+        clip_pg_rho_threshold=clip_pg_rho_threshold,
+        stop_target_gradients=True,
+    )
+    targets = jax.lax.stop_gradient(output.errors + values[:-1])
+    return targets, jax.lax.stop_gradient(output.pg_advantage)
+
+
+def value_loss(values: jax.Array, targets: jax.Array, mask: jax.Array) -> jax.Array:
+    """L_V = mean_t 0.5 * (v_t - V(o_t))^2, the V-trace targets v_t held fixed."""
+    return 0.5 * masked_mean(jnp.square(jax.lax.stop_gradient(targets) - values), mask)
+
+
+def policy_gradient_loss(log_probs: jax.Array, advantages: jax.Array, mask: jax.Array) -> jax.Array:
+    """L_pi = -mean_t A_t * log pi(a_t|o_t), the V-trace advantages A_t held fixed (their
+    gradient is the importance-weighted policy gradient of the paper)."""
+    return -masked_mean(jax.lax.stop_gradient(advantages) * log_probs, mask)
+
+
+def impala_loss(
+    params: Any,
+    apply: Callable[[Any, Any], tuple[Any, jax.Array]],
+    batch: SequenceStep,
+    actions: Any,
+    gamma: float,
+    value_cost: float,
+    entropy_cost: float,
+    lambda_: float = 1.0,
+    clip_rho_threshold: float = 1.0,
+    clip_pg_rho_threshold: float = 1.0,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """L = L_pi + value_cost * L_V - entropy_cost * H on a batch of sequences (B, L, ...),
+    and the terms as metrics. H = mean_t entropy(pi(.|o_t)).
+
+    `actions` are the actions whose probabilities the behaviour policy stored (the raw
+    sample for continuous actions); `batch.extras["log_prob"]` holds log mu(a_t|o_t).
+    """
+    num_sequences, length = batch.mask.shape
+    flat = lambda x: jnp.reshape(x, (num_sequences * length,) + x.shape[2:])
+    unflat = lambda x: jnp.reshape(x, (num_sequences, length) + x.shape[1:])
+    policy_output, values = apply(params, jax.tree_util.tree_map(flat, batch.observation))
+    log_probs = unflat(policy_log_prob(policy_output, jax.tree_util.tree_map(flat, actions)))
+    entropies = unflat(policy_entropy(policy_output))
+    values = unflat(values)
+    log_rhos = jax.lax.stop_gradient(log_probs) - batch.extras["log_prob"]
+    targets, advantages = jax.vmap(
+        lambda v, r, d, m, lr: vtrace_targets(
+            v, r, d, m, lr, gamma, lambda_, clip_rho_threshold, clip_pg_rho_threshold
+        )
+    )(values, batch.reward, batch.discount, batch.mask, log_rhos)
+    mask = batch.mask[:, :-1]  # The rows trained on: all but each sequence's last.
+    critic_loss = value_loss(values[:, :-1], targets, mask)
+    pg_loss = policy_gradient_loss(log_probs[:, :-1], advantages, mask)
+    entropy = entropy_bonus(entropies[:, :-1], mask)
+    loss = pg_loss + value_cost * critic_loss - entropy_cost * entropy
+    metrics = {
+        "loss": loss,
+        "policy_loss": pg_loss,
+        "value_loss": critic_loss,
+        "entropy": entropy,
+        "mean_rho": masked_mean(jnp.exp(log_rhos[:, :-1]), mask),
+        "clipped_rho_fraction": masked_mean((log_rhos[:, :-1] > jnp.log(clip_rho_threshold)).astype(jnp.float32), mask),
+        "advantage_mean": masked_mean(advantages, mask),
+        "value_mean": masked_mean(values[:, :-1], mask),
+    }
+    return loss, metrics
