@@ -47,6 +47,8 @@ REPLAY_AND_LOSSES = ("tensorflow", "reverb", "rlax", "distrax", "ray", "wandb")
         (["agent.batch_size=-1"], "batch_size must be > 0"),
         (["agent=dqn", "environment=pendulum"], "acts in discrete action spaces"),
         (["experiment=sac_pendulum", "agent.tau=2"], "tau"),
+        (["agent=impala", "network=mlp"], "needs policy_value"),
+        (["experiment=impala_cartpole", "agent.optimizer=sgd"], "optimizer must be one of"),
     ],
 )
 def test_a_configuration_error_loads_no_replay_or_loss_library(args, message, tmp_path):
