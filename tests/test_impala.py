@@ -245,8 +245,8 @@ def test_impala_smoke_run_through_actor_replay_and_learner(run_dir):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(run_dir)
     assert summary["status"] == "finished" and summary["actor_steps"] == 4000 and summary["agent"] == "impala"
-    # 320-step batches: about 4000 / 320 learner steps (the last partial batch may wait).
-    assert summary["learner_steps"] >= 10
+    # 40-step batches (8 sequences of 5 steps): about 100 learner steps.
+    assert summary["learner_steps"] >= 50
 
 
 def _learn(run_dir, *overrides):
