@@ -191,6 +191,9 @@ def test_sac_runs_under_ray_with_action_statistics(run_dir):
         timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    # Only our own lines: no Ray notice or warning (token authentication stays on, silently).
+    assert "WARNING" not in output and "Token authentication" not in output, output[-3000:]
     summary = read_summary(run_dir)
     assert summary["agent"] == "sac" and summary["actor_steps"] == 600 and summary["learner_steps"] > 0
     counted, total, per_actor, restarts = _budget_event(run_dir)

@@ -33,6 +33,16 @@ from rl.experiments.summary import RunSummary, close_loggers, finish_run, merge_
 
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
 # Environment of every node: no GPU pre-allocation fights, no TensorFlow chatter.
+# Ray announces on every start that token authentication is on (its default for a local
+# instance, documented in the README's security section). That notice is dropped; the
+# warning that authentication is off still shows.
+TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def _drop_token_auth_notice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Token authentication is enabled")
+
+
 NODE_ENVIRONMENT = {
     "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
     "TF_FORCE_GPU_ALLOW_GROWTH": "true",
@@ -105,6 +115,7 @@ class RayLauncher:
             raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
 
     def _init_ray(self, ray: Any) -> None:
+        logging.getLogger(TOKEN_AUTH_LOGGER).addFilter(_drop_token_auth_notice)
         # The installed `rl` package travels to every node (a remote cluster has no copy).
         runtime_env: dict[str, Any] = {"env_vars": dict(NODE_ENVIRONMENT), "py_modules": [rl]}
         if self.address is None:
