@@ -274,3 +274,35 @@ def test_impala_learns_cartpole(run_dir):
 @pytest.mark.ray
 def test_impala_learns_cartpole_under_ray_with_two_actors(run_dir):
     _learn(run_dir, "launcher=ray", "launcher.num_actors=2")
+
+
+def test_fused_sgd_steps_each_take_their_own_slice_of_the_batch():
+    """sgd_steps_per_learner_step = 2: one learner step runs two SGD steps in one
+    lax.scan, each on batch_size sequences, and the schedule's clock counts the steps
+    taken in both (padding rows not counted)."""
+    from types import SimpleNamespace
+
+    from rl.agents.impala import IMPALALearner
+    from rl.networks.policy_value import make_policy_value_network
+
+    config = IMPALAConfig(unroll_length=4, batch_size=1, sgd_steps_per_learner_step=2, decay_actor_steps=100,
+                          final_learning_rate_fraction=0.0)
+    rng = np.random.default_rng(0)
+    mask = np.asarray([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], np.float32)  # The second ends after 2 steps.
+    batch = SequenceStep(
+        observation=rng.normal(size=(2, 5, 3)).astype(np.float32),
+        action=np.zeros((2, 5), np.int32),
+        reward=mask.copy(),
+        discount=mask.copy(),
+        mask=mask,
+        extras={"log_prob": np.full((2, 5), math.log(0.5), np.float32) * mask},
+    )
+    logger = _Recorder()
+    network = make_policy_value_network(SPEC, (8,), (8,))
+    learner = IMPALALearner(network, jax.random.PRNGKey(0), iter([SimpleNamespace(data=batch)]), config, Counter(), logger)
+    learner.step()
+    assert int(learner.state.steps) == 2 and int(learner.state.actor_steps) == 4 + 2
+    (record,) = logger.records
+    assert float(record["steps_in_batch"]) == pytest.approx((4 + 2) / 2)  # The mean over the two SGD steps.
+    # The learning rate decays with the steps trained on: 6e-4, then 6e-4 * (1 - 4 / 100).
+    assert float(record["learning_rate"]) == pytest.approx(6e-4 * (1.0 + 0.96) / 2, rel=1e-5)
