@@ -67,15 +67,29 @@ def run_dir(tmp_path) -> str:
     return str(tmp_path / "run")
 
 
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module-scoped fixture (a run that several tests read)."""
+    definitions = getattr(item, "_fixtureinfo", None)
+    if definitions is None:
+        return False
+    return any(d.scope in ("module", "package") for ds in definitions.name2fixturedefs.values() for d in ds)
+
+
 @pytest.hookimpl(tryfirst=True)  # Before pytest-xdist's own hook reads the group marks.
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that start Ray share one pytest-xdist group: a machine runs one local Ray
-    instance at a time, so they run one after another on one worker. They are the
-    longest chain of the suite, so they are handed out first while the other worker
-    takes everything else."""
+    """pytest-xdist groups (a group runs on one worker, one test after another):
+
+    * tests that start Ray share one group, since a machine runs one local Ray instance
+      at a time. They are the longest chain of the suite, so they are handed out first
+      while the other worker takes everything else;
+    * the tests of a module that read one module-scoped fixture (a run they all inspect)
+      form a group per module, so the fixture's run happens once, not once per worker.
+    """
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
         if item.path.name == "test_ray.py" or item.get_closest_marker("ray"):
             item.add_marker(pytest.mark.xdist_group("ray"))
-    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
+        elif _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    items.sort(key=lambda item: not any(m.args == ("ray",) for m in item.iter_markers("xdist_group")))
