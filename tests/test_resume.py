@@ -56,6 +56,32 @@ def _wait_until(condition, process: subprocess.Popen, timeout: float = 600) -> N
         time.sleep(0.1)
 
 
+def _wait_throttled(condition, process: subprocess.Popen, timeout: float = 600) -> None:
+    """Waits for `condition` while letting the process run only 20 ms in every 100 ms.
+
+    The run is stopped (SIGSTOP) whenever the condition is checked and is left stopped
+    once it holds, so a fast run cannot slip past the state the test wants to catch (it
+    once finished its whole budget between two polls). Its wall-clock checkpoint period
+    passes five times faster than its own work, so checkpoints come at short intervals.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        process.send_signal(signal.SIGSTOP)
+        if condition():
+            return
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "the run did not get there in time"
+        time.sleep(0.08)
+        process.send_signal(signal.SIGCONT)
+        time.sleep(0.02)
+
+
+def _acted_past(run_dir: str, actor_steps: int) -> bool:
+    """Whether the actor has logged an episode that ended after `actor_steps`."""
+    path = os.path.join(run_dir, "logs", "actor.csv")
+    return os.path.exists(path) and any(int(row["actor_steps"]) > actor_steps for row in _rows(path))
+
+
 def _evaluated(run_dir: str, actor_steps: int) -> bool:
     path = os.path.join(run_dir, "logs", "evaluator.csv")
     return os.path.exists(path) and any(int(row["actor_steps"]) >= actor_steps for row in _rows(path))
@@ -110,8 +136,10 @@ def stopped_run(tmp_path_factory):
     seen: dict = {"run_dir": run_dir, "command": command}
 
     process = _train(command)  # Stopped by SIGTERM at a quarter of the budget.
-    _wait_until(lambda: _evaluated(run_dir, BUDGET // 4), process)
+    _wait_until(lambda: _acted_past(run_dir, 0), process)
+    _wait_throttled(lambda: _evaluated(run_dir, BUDGET // 4), process)
     process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGCONT)
     _, stderr = process.communicate(timeout=300)
     newest = checkpointing.list_checkpoints(run_dir)[0]
     seen["sigterm"] = {
@@ -130,7 +158,9 @@ def stopped_run(tmp_path_factory):
         kept = checkpointing.list_checkpoints(run_dir)
         return len(kept) == 2 and min(checkpointing.step_of(path) for path in kept) > stop_step
 
-    _wait_until(lambda: _evaluated(run_dir, BUDGET // 2) and two_checkpoints_of_this_session(), process)
+    _wait_until(lambda: _acted_past(run_dir, stop_step), process)
+    _wait_throttled(lambda: _evaluated(run_dir, BUDGET // 2) and two_checkpoints_of_this_session(), process)
+    assert not os.path.exists(os.path.join(run_dir, "summary.json")) or read_summary(run_dir)["status"] != "finished"
     process.send_signal(signal.SIGKILL)
     stdout, _ = process.communicate(timeout=60)
     seen["killed"] = {
