@@ -7,6 +7,7 @@ from rl.environments.dm_control import (
 )
 from rl.environments.factories import make_gymnasium_environment, validate_gymnasium_id
 from rl.environments.gymnasium_adapter import GymnasiumToDmEnv
+from rl.environments.gymnax_factory import make_gymnax_environment
 from rl.environments.mujoco import MUJOCO_TASKS, make_mujoco_environment, validate_mujoco_id
 from rl.environments.wrappers import (
     EnvironmentWrapper,
@@ -23,6 +24,7 @@ __all__ = [
     "SinglePrecisionWrapper",
     "make_dm_control_environment",
     "make_gymnasium_environment",
+    "make_gymnax_environment",
     "make_mujoco_environment",
     "validate_dm_control_task",
     "validate_gymnasium_id",
