@@ -1,0 +1,150 @@
+"""Recurrent Q-networks for agents that need memory (R2D2): torso -> LSTM core -> Q head.
+
+`make_recurrent_q_network` (conf/network/lstm.yaml) returns a `RecurrentNetwork`: one set
+of parameters used two ways. Actors call `apply` once per environment step, carrying the
+core state from step to step; learners call `unroll` on whole stored sequences
+(`hk.dynamic_unroll`, time-major), starting from the state the actor stored with the
+sequence. Both run the same modules, so their Q-values agree step for step.
+
+The core state is a dict `{"cell": (B, H), "hidden": (B, H)}` of float32 arrays: plain
+arrays are what replay stores (as extras) and what actors keep per environment copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any, Callable, Mapping, Sequence
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+from dm_env import specs
+
+from rl.networks.base import zeros_like_spec
+from rl.specs import EnvironmentSpec, num_actions
+
+CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
+
+
+@dataclasses.dataclass(frozen=True)
+class RecurrentNetwork:
+    """`init(key) -> params`; `initial_state(batch) -> CoreState` (zeros, no parameters);
+    `apply(params, observations, state) -> (q_values (B, A), state)` for one step;
+    `unroll(params, observations, state) -> (q_values (T, B, A), final state)` over a
+    time-major sequence; `state_spec`, one row of the core state as dm_env specs (the
+    extras an actor stores with each step)."""
+
+    init: Callable[[jax.Array], Any]
+    initial_state: Callable[[int], dict[str, np.ndarray]]
+    apply: Callable[[Any, Any, CoreState], tuple[jax.Array, dict[str, jax.Array]]]
+    unroll: Callable[[Any, Any, CoreState], tuple[jax.Array, dict[str, jax.Array]]]
+    state_spec: dict[str, specs.Array]
+
+
+def _flatten(observation: jax.Array) -> jax.Array:
+    return jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
+
+
+def mlp_torso(hidden_sizes: Sequence[int] = (128,), layer_norm: bool = False) -> Callable[[jax.Array], jax.Array]:
+    """ReLU layers over the flattened observation (a vector task's torso)."""
+
+    def torso(observation: jax.Array) -> jax.Array:
+        features = _flatten(observation)
+        for size in hidden_sizes:
+            features = hk.Linear(int(size))(features)
+            if layer_norm:
+                features = hk.LayerNorm(axis=-1, create_scale=True, create_offset=True)(features)
+            features = jax.nn.relu(features)
+        return features
+
+    return torso
+
+
+def identity_torso() -> Callable[[jax.Array], jax.Array]:
+    """No torso: the core reads the flattened observation."""
+    return _flatten
+
+
+TORSOS: dict[str, Callable[..., Callable[[jax.Array], jax.Array]]] = {"mlp": mlp_torso, "identity": identity_torso}
+
+
+def resolve_torso(torso: str) -> Callable[..., Callable[[jax.Array], jax.Array]]:
+    """A torso factory by short name (`mlp`, `identity`) or dotted path to any callable that,
+    given `torso_kwargs`, returns a haiku function mapping (B, ...) observations to (B, F)."""
+    if torso in TORSOS:
+        return TORSOS[torso]
+    module_name, _, attribute = torso.rpartition(".")
+    if not module_name:
+        raise ValueError(f"torso must be one of {sorted(TORSOS)} or a dotted path to a torso factory, got {torso!r}")
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"torso {torso!r} cannot be imported ({error})") from None
+    if not callable(factory):
+        raise ValueError(f"torso {torso!r} is not callable")
+    return factory
+
+
+def make_recurrent_q_network(
+    environment_spec: EnvironmentSpec,
+    torso: str = "mlp",
+    torso_kwargs: Mapping[str, Any] | None = None,
+    lstm_size: int = 128,
+    dueling: bool = False,
+) -> RecurrentNetwork:
+    """A torso (MLP by default), an LSTM of `lstm_size` units and a linear Q head (split
+    into value and mean-centred advantages when `dueling`)."""
+    if int(lstm_size) <= 0:
+        raise ValueError(f"lstm_size must be positive, got {lstm_size}")
+    kwargs = dict(torso_kwargs or {})
+    if torso == "mlp":
+        sizes = kwargs.get("hidden_sizes", (128,))
+        if any(int(size) <= 0 for size in sizes):
+            raise ValueError(f"torso_kwargs.hidden_sizes must be positive, got {list(sizes)}")
+    torso_factory = resolve_torso(torso)
+    actions = num_actions(environment_spec.actions)
+    size = int(lstm_size)
+
+    def head(outputs: jax.Array) -> jax.Array:
+        if not dueling:
+            return hk.Linear(actions, name="q_head")(outputs)
+        value = hk.Linear(1, name="value_head")(outputs)
+        advantages = hk.Linear(actions, name="advantage_head")(outputs)
+        return value + advantages - jnp.mean(advantages, axis=-1, keepdims=True)
+
+    def functions() -> tuple[Callable[..., Any], tuple[Callable[..., Any], Callable[..., Any]]]:
+        embed = hk.to_module(torso_factory(**kwargs))(name="torso")
+        core = hk.LSTM(size, name="lstm")
+        q_head = hk.to_module(head)(name="head")
+
+        def step(observation: jax.Array, state: CoreState) -> tuple[jax.Array, dict[str, jax.Array]]:
+            outputs, new_state = core(embed(observation), hk.LSTMState(hidden=state["hidden"], cell=state["cell"]))
+            return q_head(outputs), {"cell": new_state.cell, "hidden": new_state.hidden}
+
+        def unroll(observations: jax.Array, state: CoreState) -> tuple[jax.Array, dict[str, jax.Array]]:
+            features = hk.BatchApply(embed)(observations)
+            initial = hk.LSTMState(hidden=state["hidden"], cell=state["cell"])
+            outputs, final = hk.dynamic_unroll(core, features, initial, time_major=True)
+            return hk.BatchApply(q_head)(outputs), {"cell": final.cell, "hidden": final.hidden}
+
+        return step, (step, unroll)
+
+    transformed = hk.without_apply_rng(hk.multi_transform(functions))
+    step_apply, unroll_apply = transformed.apply
+
+    def initial_state(batch_size: int) -> dict[str, np.ndarray]:
+        return {"cell": np.zeros((batch_size, size), np.float32), "hidden": np.zeros((batch_size, size), np.float32)}
+
+    dummy = zeros_like_spec(environment_spec.observations)
+    return RecurrentNetwork(
+        init=jax.jit(lambda key: transformed.init(key, dummy, initial_state(1))),
+        initial_state=initial_state,
+        apply=step_apply,
+        unroll=unroll_apply,
+        state_spec={"cell": specs.Array((size,), np.float32, "cell"), "hidden": specs.Array((size,), np.float32, "hidden")},
+    )
+
+
+make_recurrent_q_network.network_kind = "recurrent_q"
