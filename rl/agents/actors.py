@@ -1,13 +1,15 @@
-"""Actors for feed-forward policies, shared by every agent: `FeedForwardActor`, and
-`ExtrasActor` for on-policy agents (PPO, IMPALA) whose policy also returns per-step extras."""
+"""Actors shared by every agent: `FeedForwardActor`; `ExtrasActor` for on-policy agents
+(PPO, IMPALA) whose policy also returns per-step extras; `RecurrentActor` for recurrent policies (R2D2) that carry a core state across steps."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import dm_env
 import jax
 import numpy as np
+import tree
 
 from rl import core
 from rl.variables import VariableClient
@@ -103,3 +105,87 @@ class ExtrasActor(FeedForwardActor):
         if env_ids is not None:
             extras = {name: value[env_ids] for name, value in extras.items()}
         self._adder.add(actions, next_timestep, env_ids, extras=extras)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecurrentPolicy:
+    """A policy with memory: `step(params, key, observations, core_state, actor_step) ->
+    (actions, next core_state)` for a batch of observations with one core-state row per
+    copy, and `initial_state(copies)`, the state an episode starts from (numpy arrays)."""
+
+    step: Callable[[Any, jax.Array, Any, Any, jax.Array], tuple[jax.Array, Any]]
+    initial_state: Callable[[int], Any]
+
+
+class RecurrentActor(FeedForwardActor):
+    """Acts with a recurrent policy, carrying each environment copy's core state (e.g. an
+    LSTM's) from step to step and resetting a copy's state when its episode starts.
+
+    A step's state is committed only for the copies actually stepped (`observe`'s
+    `env_ids`): the loop may choose actions for every copy and step a few. The adder gets
+    the state each stepped copy acted from as the extras `{"core_state": ...}`, so a
+    stored sequence carries the state to start unrolling from at its first row.
+    """
+
+    def __init__(
+        self,
+        policy: RecurrentPolicy,
+        random_key: jax.Array,
+        variable_client: VariableClient,
+        adder: Adder | None = None,
+        action_dtype: Any = None,
+    ):
+        def act(params: Any, key: jax.Array, observations: Any, state: Any, step: jax.Array):
+            key, policy_key = jax.random.split(key)
+            actions, next_state = policy.step(params, policy_key, observations, state, step)
+            return actions, next_state, key
+
+        self._act = jax.jit(act)
+        self._key = random_key
+        self._client = variable_client
+        self._adder = adder
+        self._action_dtype = action_dtype
+        self._step = 0
+        self._initial_state = policy.initial_state
+        self._state: Any = None  # Per copy: the state the next action is chosen from.
+        self._next_state: Any = None  # Per copy: the state after the last chosen action.
+
+    @property
+    def state(self) -> Any:
+        """Every copy's current core state (numpy arrays, one row per copy)."""
+        return self._state
+
+    def _reserve(self, copies: int) -> None:
+        """Room for `copies` rows; copies never seen before start from the initial state."""
+        have = 0 if self._state is None else len(tree.flatten(self._state)[0])
+        if copies <= have:
+            return
+        fresh = tree.map_structure(np.array, self._initial_state(copies))
+        if self._state is not None:
+            for new, old in zip(tree.flatten(fresh), tree.flatten(self._state)):
+                new[:have] = old
+        self._state = fresh
+
+    def observe_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
+        count = len(timestep.step_type)
+        rows = np.arange(count) if env_ids is None else np.asarray(env_ids)
+        self._reserve(int(rows.max()) + 1)
+        for current, initial in zip(tree.flatten(self._state), tree.flatten(self._initial_state(count))):
+            current[rows] = initial
+        if self._adder is not None:
+            self._adder.add_first(timestep, env_ids)
+
+    def select_action(self, observations: Any) -> np.ndarray:
+        self._reserve(len(tree.flatten(observations)[0]))
+        actions, next_state, self._key = self._act(self._client.params, self._key, observations, self._state, self._step)
+        self._next_state = next_state
+        return np.asarray(actions, dtype=self._action_dtype)
+
+    def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
+        self._step += len(next_timestep.step_type)
+        rows = slice(None) if env_ids is None else np.asarray(env_ids)
+        before = tree.map_structure(lambda x: x[rows].copy(), self._state)
+        for current, following in zip(tree.flatten(self._state), tree.flatten(self._next_state)):
+            current[rows] = np.asarray(following)[rows]
+        if self._adder is not None:
+            self._adder.add(actions, next_timestep, env_ids, extras={"core_state": before})

@@ -83,6 +83,15 @@ def build_learner(
     return experiment.builder.make_learner(random_key, networks, dataset, replay_client, learner_counter, logger)
 
 
+def behaviour_policy(builder: Any, networks: Any, environment_spec: Any, actor_id: int) -> Any:
+    """Actor `actor_id`'s behaviour policy: a builder that gives each actor its own
+    (`make_actor_policy`, e.g. R2D2's Ape-X epsilons) is told which actor it builds for."""
+    make_actor_policy = getattr(builder, "make_actor_policy", None)
+    if make_actor_policy is not None:
+        return make_actor_policy(networks, environment_spec, actor_id)
+    return builder.make_policy(networks, environment_spec, evaluation=False)
+
+
 def build_actor(
     experiment: ExperimentConfig,
     random_key: jax.Array,
@@ -98,7 +107,7 @@ def build_actor(
     environment = make_environment(experiment, environment_key, experiment.num_envs, observers)
     builder = experiment.builder
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
-    policy = builder.make_policy(networks, experiment.environment_spec, evaluation=False)
+    policy = behaviour_policy(builder, networks, experiment.environment_spec, actor_id)
     adder = builder.make_adder(replay, experiment.environment_spec)
     actor = builder.make_actor(actor_key, policy, experiment.environment_spec, variable_source, adder)
     # Only actor 0 writes episode records: N actors do not flood the logs.

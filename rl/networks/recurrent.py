@@ -43,6 +43,11 @@ class RecurrentNetwork:
     state_spec: dict[str, specs.Array]
 
 
+def lstm_state_spec(size: int) -> dict[str, specs.Array]:
+    """One row of an LSTM core state of `size` units, as stored with each step in replay."""
+    return {"cell": specs.Array((size,), np.float32, "cell"), "hidden": specs.Array((size,), np.float32, "hidden")}
+
+
 def _flatten(observation: jax.Array) -> jax.Array:
     return jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
 
@@ -143,7 +148,7 @@ def make_recurrent_q_network(
         initial_state=initial_state,
         apply=step_apply,
         unroll=unroll_apply,
-        state_spec={"cell": specs.Array((size,), np.float32, "cell"), "hidden": specs.Array((size,), np.float32, "hidden")},
+        state_spec=lstm_state_spec(size),
     )
 
 

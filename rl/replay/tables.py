@@ -6,6 +6,7 @@ Importing this module imports reverb and so TensorFlow: only replay code should.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import reverb
 import tensorflow as tf
@@ -100,4 +101,25 @@ def make_transition_table(
         max_size=int(max_size),
         rate_limiter=rate_limiter,
         signature=codec.signature(),
+    )
+
+
+def make_sequence_table(
+    name: str,
+    signature: Any,
+    max_size: int,
+    rate_limiter: reverb.rate_limiters.RateLimiter,
+    priority_exponent: float | None = 0.6,
+) -> reverb.Table:
+    """A FIFO table of whole sequences (rl/replay/sequences.py's items), sampled in
+    proportion to priority ** `priority_exponent` (None: uniformly), for recurrent
+    replay (R2D2) whose learner writes each sampled item's priority back."""
+    sampler = reverb.selectors.Uniform() if priority_exponent is None else reverb.selectors.Prioritized(priority_exponent)
+    return reverb.Table(
+        name=name,
+        sampler=sampler,
+        remover=reverb.selectors.Fifo(),
+        max_size=int(max_size),
+        rate_limiter=rate_limiter,
+        signature=signature,
     )
