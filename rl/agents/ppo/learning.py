@@ -10,7 +10,7 @@ targets per sequence, flattens the steps, and runs `num_epochs` passes of
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +28,9 @@ from rl.agents.ppo.config import PPOConfig
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
-from rl.replay.sequences import SequenceStep
+
+if TYPE_CHECKING:  # Only a type here: importing it imports reverb (and TensorFlow).
+    from rl.replay.sequences import SequenceStep
 
 
 class TrainingState(NamedTuple):

@@ -1,0 +1,40 @@
+"""conf/launcher/anakin.yaml: a whole run compiled into one JAX program."""
+
+from __future__ import annotations
+
+from rl.experiments.config import ExperimentConfig
+from rl.experiments.summary import RunSummary
+
+
+class AnakinLauncher:
+    """Acting, replay and learning of `num_seeds` replicas in one compiled program
+    (Podracer's "Anakin"): `steps_per_chunk` learner updates (with the acting that feeds
+    them) per call from the host, vmapped over replicas. Needs a JAX environment
+    (environment=gymnax). `steps_per_chunk: null` makes one chunk per evaluation period.
+    Checkpoints and resume are not written by this launcher yet: it refuses them.
+    """
+
+    supports_resume = False
+
+    def __init__(self, num_seeds: int = 1, steps_per_chunk: int | None = None):
+        if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
+            raise ValueError(f"num_seeds must be an integer >= 1 (replicas trained side by side), got {num_seeds!r}")
+        if steps_per_chunk is not None and (isinstance(steps_per_chunk, bool) or steps_per_chunk < 1):
+            raise ValueError(f"steps_per_chunk must be an integer >= 1 or null, got {steps_per_chunk!r}")
+        self.num_seeds = num_seeds
+        self.steps_per_chunk = steps_per_chunk
+
+    def check_experiment(self, experiment: ExperimentConfig) -> int:
+        """Refuses what this launcher cannot run (a ConfigError naming the key), before
+        anything is compiled; returns the updates per chunk."""
+        from rl.anakin.checks import check_experiment
+
+        return check_experiment(experiment, self.steps_per_chunk)
+
+    def __call__(self, experiment: ExperimentConfig) -> RunSummary:
+        from rl.anakin.driver import run_anakin
+        from rl.anakin.systems import make_system
+
+        steps_per_chunk = self.check_experiment(experiment)
+        system, evaluation_environment = make_system(experiment)
+        return run_anakin(experiment, system, evaluation_environment, self.num_seeds, steps_per_chunk)

@@ -1,0 +1,138 @@
+"""PPO as an anakin system: a rollout of every environment copy, turned into the
+sequences the reverb PPO learns from, and the very same learner update.
+
+One update = `unroll_length` steps of `num_envs` copies, then `ppo_update`
+(rl/agents/ppo/learning.py: GAE, `num_epochs` x `num_minibatches` Adam steps on
+`losses.ppo_loss`) on `num_envs` sequences of `unroll_length + 1` rows (the last row of
+each only bootstraps). The policy is the builder's own (`make_policy`), so actions,
+log-probabilities and continuous-action scaling are the reverb actor's.
+
+Episodes end inside a rollout (the copies reset themselves). A termination has discount
+0 and bootstraps nothing. A truncation (time limit) should bootstrap from the episode's
+final observation, but the next row holds the next episode's first one; so the row's
+reward becomes r_t + gamma * V(final observation) and its discount 0, which gives GAE
+the same delta_t and stops the trace there:
+
+    delta_t = r_t + gamma * V(s_final) - V(s_t)
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rl.agents.ppo.builder import PPOBuilder
+from rl.agents.ppo.learning import PolicyParams, TrainingState, make_optimizer, ppo_update
+from rl.agents.ppo.normalization import init_statistics
+from rl.anakin.rollout import EpisodeStatistics, Trajectory, episode_statistics, rollout
+from rl.environments.gymnax_vector import GymnaxVector, VectorState
+from rl.networks.base import FeedForwardNetwork
+from rl.specs import EnvironmentSpec
+
+
+class Sequences(NamedTuple):
+    """A batch of sequences with the fields of rl.replay.sequences.SequenceStep (what
+    `ppo_update` reads), without importing reverb; each field is (N, T + 1, ...)."""
+
+    observation: Any
+    action: Any
+    reward: jax.Array
+    discount: jax.Array
+    mask: jax.Array
+    extras: Any
+
+
+class PPOState(NamedTuple):
+    learner: TrainingState
+    environment: VectorState
+    key: jax.Array
+
+
+def _with_row(rows: jax.Array, last: jax.Array) -> jax.Array:
+    """(T, N, ...) rows and an (N, ...) last row -> (N, T + 1, ...) sequences."""
+    return jnp.swapaxes(jnp.concatenate([rows, last[None]], axis=0), 0, 1)
+
+
+def to_sequences(trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array, gamma: float) -> Sequences:
+    """A rollout as a batch of N sequences of T + 1 rows (mask 1 on the T steps taken,
+    0 on the bootstrap row), truncations folded into the rewards (module docstring).
+    `final_values` (T, N) are V(final observation) of every step."""
+    step = trajectory.step
+    reward = step.reward + gamma * step.truncated.astype(jnp.float32) * final_values
+    discount = 1.0 - step.done.astype(jnp.float32)
+    num_envs = reward.shape[1]
+    zero_row = lambda x: jnp.zeros_like(x[0])
+    return Sequences(
+        observation=_with_row(trajectory.observation, last_observation),
+        action=_with_row(trajectory.action, zero_row(trajectory.action)),
+        reward=_with_row(reward, jnp.zeros((num_envs,), jnp.float32)),
+        discount=_with_row(discount, jnp.ones((num_envs,), jnp.float32)),
+        mask=_with_row(jnp.ones_like(reward), jnp.zeros((num_envs,), jnp.float32)),
+        extras=jax.tree_util.tree_map(lambda x: _with_row(x, zero_row(x)), trajectory.extras),
+    )
+
+
+class PPOSystem:
+    """PPO on a gymnax vector (see the module docstring)."""
+
+    def __init__(
+        self, builder: PPOBuilder, network: FeedForwardNetwork, environment: GymnaxVector, environment_spec: EnvironmentSpec
+    ):
+        self.config = builder.config
+        self.network = network
+        self.environment = environment
+        self.observation_spec = environment_spec.observations
+        self.behaviour_policy = builder.make_policy(network, environment_spec, evaluation=False)
+        self.evaluation_policy = builder.make_policy(network, environment_spec, evaluation=True)
+        self.optimizer = make_optimizer(self.config)
+        self.steps_per_update = environment.num_envs * self.config.unroll_length
+
+    def init(self, key: jax.Array) -> PPOState:
+        """The learner's state as PPOLearner makes it from its key, and fresh episodes."""
+        learner_key, environment_key, key = jax.random.split(key, 3)
+        init_key, learner_key = jax.random.split(learner_key)
+        params = self.network.init(init_key)
+        learner = TrainingState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            observation_statistics=init_statistics(self.observation_spec),
+            key=learner_key,
+            steps=jnp.zeros((), jnp.int32),
+            actor_steps=jnp.zeros((), jnp.int32),
+        )
+        return PPOState(learner, self.environment.reset(environment_key), key)
+
+    def policy_params(self, learner: TrainingState) -> PolicyParams:
+        return PolicyParams(learner.params, learner.observation_statistics)
+
+    def evaluation_params(self, state: PPOState) -> PolicyParams:
+        return self.policy_params(state.learner)
+
+    def learner_steps(self, state: PPOState) -> jax.Array:
+        return state.learner.steps
+
+    def learn(self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array) -> tuple[TrainingState, dict]:
+        """The reverb PPO's learner step on this rollout's sequences."""
+        values = lambda observations: self.network.apply(learner.params, observations)[1]
+        final = trajectory.step.final_observation
+        flat = jnp.reshape(final, (-1,) + final.shape[2:])
+        final_values = jnp.reshape(values(flat), final.shape[:2])
+        batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
+        learner, metrics, _ = ppo_update(self.network.apply, self.optimizer, self.config, learner, batch)
+        return learner, metrics
+
+    def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array], EpisodeStatistics]:
+        key, rollout_key = jax.random.split(state.key)
+        environment, trajectory = rollout(
+            self.environment,
+            self.behaviour_policy,
+            self.policy_params(state.learner),
+            state.environment,
+            rollout_key,
+            self.config.unroll_length,
+            state.learner.actor_steps,
+        )
+        learner, metrics = self.learn(state.learner, trajectory, environment.observation)
+        return PPOState(learner, environment, key), metrics, episode_statistics(trajectory.step)

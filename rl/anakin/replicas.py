@@ -1,0 +1,71 @@
+"""The replicas of a many-seed anakin run: their seeds, keys, run directories and loggers.
+
+Replica i of a run with `seed=s` trains with seed s + i: its key is PRNGKey(s + i), the
+key a single-seed run with `seed=s+i` uses, so any replica can be reproduced alone. With
+more than one replica, each writes its own run directory `<run dir>/seed_<i>/` (logs,
+summary.json) and the run directory holds the mean over replicas.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+
+import jax
+import numpy as np
+
+from rl.experiments.config import ExperimentConfig
+
+
+def replica_seeds(seed: int, num_seeds: int) -> list[int]:
+    return [seed + i for i in range(num_seeds)]
+
+
+def replica_keys(seed: int, num_seeds: int) -> jax.Array:
+    """(num_seeds, 2) keys: PRNGKey(seed + i) for replica i."""
+    return jax.numpy.stack([jax.random.PRNGKey(s) for s in replica_seeds(seed, num_seeds)])
+
+
+def replica_directory(run_directory: str, index: int) -> str:
+    return os.path.join(run_directory, f"seed_{index}")
+
+
+def replica_logger_factory(factory: object, directory: str) -> object:
+    """The run's logger factory writing CSV logs under `directory`/logs, on the run's
+    clock, without a terminal (the run's own lines show the mean over replicas) and
+    without W&B (records go to the run's W&B run through the mean; see docs/anakin.md).
+    A factory of another kind is used as it is."""
+    if not hasattr(factory, "directory") or not hasattr(factory, "_loggers"):
+        return factory
+    replica = copy.copy(factory)
+    replica.directory = os.path.join(directory, "logs")
+    replica.terminal = False
+    replica.wandb_run = None
+    replica._loggers = []
+    return replica
+
+
+def replica_experiments(experiment: ExperimentConfig, num_seeds: int) -> list[ExperimentConfig]:
+    """One experiment per replica (its seed, run directory and logger factory); a single
+    replica is the experiment itself."""
+    if num_seeds == 1:
+        return [experiment]
+    replicas = []
+    for index, seed in enumerate(replica_seeds(experiment.seed, num_seeds)):
+        directory = replica_directory(experiment.run_directory, index)
+        os.makedirs(directory, exist_ok=True)
+        replicas.append(
+            dataclasses.replace(
+                experiment,
+                seed=seed,
+                run_directory=directory,
+                logger_factory=replica_logger_factory(experiment.logger_factory, directory),
+            )
+        )
+    return replicas
+
+
+def take(tree: object, index: int) -> object:
+    """Replica `index` of a tree of stacked (host) arrays."""
+    return jax.tree_util.tree_map(lambda x: np.asarray(x)[index], tree)
