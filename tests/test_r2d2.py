@@ -48,11 +48,352 @@ def test_lstm_network_steps_and_unrolls_alike():
         assert {k: v.shape for k, v in state.items()} == {"cell": (3, 16), "hidden": (3, 16)}
         assert not any(v.any() for v in state.values())
         stepped = []
+        apply = jax.jit(network.apply)
         for observation in observations:
-            q_values, state = network.apply(params, observation, state)
+            q_values, state = apply(params, observation, state)
             stepped.append(q_values)
         unrolled, final = network.unroll(params, observations, network.initial_state(3))
         assert unrolled.shape == (6, 3, 2)
         np.testing.assert_allclose(np.stack(stepped), unrolled, atol=1e-6)
         np.testing.assert_allclose(state["hidden"], final["hidden"], atol=1e-6)
         np.testing.assert_allclose(state["cell"], final["cell"], atol=1e-6)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+import dm_env  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import pytest  # noqa: E402
+from dm_env import specs  # noqa: E402
+
+from rl.specs import EnvironmentSpec  # noqa: E402
+
+COUNTER_SPEC = EnvironmentSpec(
+    observations=specs.Array((2,), np.float32, "observation"),
+    actions=specs.DiscreteArray(2, name="action"),
+    rewards=specs.Array((), np.float32),
+    discounts=specs.BoundedArray((), np.float32, 0.0, 1.0),
+)
+
+
+class CounterEnvironment(dm_env.Environment):
+    """Observation (episode index, step in episode); episodes of `length` steps, ended by a
+    termination. Reward t + 1 at step t, so every stored row names where it came from."""
+
+    def __init__(self, length: int):
+        self._length = length
+        self._episode = -1
+        self._t = 0
+
+    def _observation(self) -> np.ndarray:
+        return np.asarray([self._episode, self._t], np.float32)
+
+    def reset(self) -> dm_env.TimeStep:
+        self._episode += 1
+        self._t = 0
+        return dm_env.restart(self._observation())
+
+    def step(self, action) -> dm_env.TimeStep:
+        self._t += 1
+        reward = np.float32(self._t)
+        if self._t == self._length:
+            return dm_env.termination(reward, self._observation())
+        return dm_env.transition(reward, self._observation(), np.float32(1.0))
+
+    def observation_spec(self):
+        return COUNTER_SPEC.observations
+
+    def action_spec(self):
+        return COUNTER_SPEC.actions
+
+
+class FixedParams:
+    """A variable client whose parameters never change (no learner in these tests)."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def update(self, wait: bool = False) -> None:
+        del wait
+
+
+def small_network(spec=COUNTER_SPEC, size: int = 4):
+    from rl.networks.recurrent import make_recurrent_q_network
+
+    return make_recurrent_q_network(spec, torso_kwargs={"hidden_sizes": [3]}, lstm_size=size)
+
+
+def r2d2_builder(**overrides):
+    from rl.agents.r2d2 import R2D2Builder, R2D2Config
+
+    settings = dict(
+        burn_in_length=2, trace_length=4, sequence_period=3, n_step=2, discount=0.9, batch_size=4,
+        samples_per_insert=1000.0, min_replay_size=1, max_replay_size=1000, core_state_size=4,
+        learning_rate=1e-3, variable_update_period=1,
+    )
+    settings.update(overrides)
+    return R2D2Builder(R2D2Config(**settings))
+
+
+def all_items(client, builder, count: int) -> dict[int, tuple[object, float]]:
+    """Every item of the builder's table (key -> (SequenceStep, priority)), sampled until
+    `count` are seen."""
+    import tree
+
+    from rl.replay.sequences import step_spec
+
+    layout = step_spec(COUNTER_SPEC, builder.extras_spec())
+    found: dict[int, tuple[object, float]] = {}
+    for _ in range(200):
+        for sample in client.sample(builder.config.replay_table_name, num_samples=50, emit_timesteps=False):
+            found[int(sample.info.key)] = (tree.unflatten_as(layout, sample.data), float(sample.info.priority))
+        if len(found) == count:
+            return found
+    raise AssertionError(f"saw {len(found)} of {count} items")
+
+
+# --------------------------------------------------------------------------- sequences
+
+
+def test_sequence_items_overlap_pad_and_store_the_state_acted_from():
+    """Items of burn-in 2 + trace 4 = 6 rows, a new one every 3 rows, from a 13-step episode
+    and the start of the next, written by the builder's adder into its prioritized table
+    on a real reverb server, fed by the recurrent actor.
+
+    Episode 0 has rows 0..12 (steps) and 13 (its final observation): items start at rows
+    0, 3, 6 and 9, the last holding rows 9..13 and one row of padding. Each item's stored
+    core state is the LSTM state after the episode's earlier observations (zeros at an
+    episode start), recomputed here by unrolling the network from zeros."""
+    from rl.agents.actors import RecurrentActor
+    from rl.environment_loop import EnvironmentLoop
+    from rl.replay.server import make_server
+
+    builder = r2d2_builder()
+    network = small_network()
+    params = network.init(jax.random.PRNGKey(1))
+    server = make_server(builder.make_replay_tables(COUNTER_SPEC))
+    try:
+        client = __import__("reverb").Client(f"localhost:{server.port}")
+        adder = builder.make_adder(client, COUNTER_SPEC)
+        policy = builder.make_policy(network, COUNTER_SPEC, evaluation=False)
+        actor = RecurrentActor(policy, jax.random.PRNGKey(0), FixedParams(params), adder, action_dtype=np.int32)
+        loop = EnvironmentLoop(CounterEnvironment(13), actor)
+        loop.run_steps(13 + 9)  # Episode 0, then 9 steps of episode 1 (items at rows 0 and 3).
+        adder.reset()
+        assert adder.num_items == 6
+        items = all_items(client, builder, 6)
+    finally:
+        server.stop()
+
+    apply = jax.jit(network.apply)
+    by_start = {}
+    for data, priority in items.values():
+        assert priority == 1.0  # New items all start at priority 1.
+        assert data.observation.shape == (6, 2) and data.extras["core_state"]["hidden"].shape == (6, 4)
+        episode, start = int(data.observation[0, 0]), int(data.observation[0, 1])
+        by_start[(episode, start)] = data
+    assert sorted(by_start) == [(0, 0), (0, 3), (0, 6), (0, 9), (1, 0), (1, 3)]
+
+    for (episode, start), data in by_start.items():
+        steps = (13 if episode == 0 else 9) - start  # Rows that are steps taken.
+        rows = min(6, steps + (1 if episode == 0 else 0))  # ... plus the final observation.
+        np.testing.assert_array_equal(data.observation[:rows, 1], np.arange(start, start + rows))
+        np.testing.assert_array_equal(data.observation[rows:], 0)  # Padding.
+        np.testing.assert_array_equal(data.mask, [1.0 if i < min(6, steps) else 0.0 for i in range(6)])
+        taken = min(6, steps)
+        np.testing.assert_array_equal(data.reward[:taken], np.arange(start + 1, start + taken + 1))
+        np.testing.assert_array_equal(data.reward[taken:], 0)
+        if (episode, start) == (0, 9):  # The termination: discount 0 after the last step.
+            np.testing.assert_array_equal(data.discount, [1, 1, 1, 0, 0, 0])
+        # The state the actor acted from at the item's first row.
+        state = network.initial_state(1)
+        for t in range(start):
+            _, state = apply(params, np.asarray([[episode, t]], np.float32), state)
+        for name in ("cell", "hidden"):
+            np.testing.assert_allclose(data.extras["core_state"][name][0], state[name][0], atol=1e-6)
+            if start == 0:
+                np.testing.assert_array_equal(data.extras["core_state"][name][0], 0.0)
+
+
+# --------------------------------------------------------------------------- value rescaling and loss
+
+
+def h(x, eps=1e-3):
+    return np.sign(x) * (np.sqrt(np.abs(x) + 1.0) - 1.0) + eps * x
+
+
+def h_inverse(x, eps=1e-3):
+    z = (np.sqrt(1.0 + 4.0 * eps * (np.abs(x) + 1.0 + eps)) - 1.0) / (2.0 * eps)
+    return np.sign(x) * (z**2 - 1.0)
+
+
+def test_value_rescaling_round_trip():
+    from rl.agents.r2d2.losses import rescale, unrescale
+
+    x = np.asarray([-1e4, -250.0, -3.0, -1e-3, 0.0, 0.5, 1.0, 42.0, 500.0, 1e4], np.float64)
+    with jax.experimental.enable_x64():
+        np.testing.assert_allclose(np.asarray(rescale(jnp.asarray(x), 1e-3)), h(x), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(unrescale(rescale(jnp.asarray(x), 1e-3), 1e-3)), x, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(rescale(unrescale(jnp.asarray(x), 1e-3), 1e-3)), x, rtol=1e-9, atol=1e-9)
+    # h(3) = sqrt(4) - 1 + 0.003 = 1.003; it shrinks large returns: h(500) ~ 21.4.
+    assert float(rescale(jnp.float32(3.0), 1e-3)) == pytest.approx(1.003, abs=1e-6)
+    assert float(rescale(jnp.float32(500.0), 1e-3)) == pytest.approx(np.sqrt(501.0) - 1.0 + 0.5, rel=1e-6)
+
+
+def toy_batch(discount_2: float):
+    """One item (batch of one) of burn-in 2 + trace 5 rows whose observations are the
+    Q-values themselves (see `scaled_unroll`). Trace rows: steps at 0, 1, 2, the episode's
+    final observation at 3 (mask 0) and padding at 4; d_2 = `discount_2` (1: time limit,
+    0: termination)."""
+    from rl.replay.sequences import SequenceStep
+
+    burn = [[9.0, -9.0], [7.0, 5.0]]
+    trace = [[0.5, 1.0], [1.0, 2.0], [3.0, 1.0], [2.0, 4.0], [0.0, 0.0]]
+    return SequenceStep(
+        observation=jnp.asarray([burn + trace], jnp.float32),
+        action=jnp.asarray([[1, 0, 0, 1, 1, 0, 0]], jnp.int32),
+        reward=jnp.asarray([[100.0, 100.0, 1.0, 2.0, 3.0, 0.0, 0.0]], jnp.float32),
+        discount=jnp.asarray([[1.0, 1.0, 1.0, 1.0, discount_2, 0.0, 0.0]], jnp.float32),
+        mask=jnp.asarray([[1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0]], jnp.float32),
+        extras={"core_state": {"cell": jnp.zeros((1, 7, 1)), "hidden": jnp.zeros((1, 7, 1))}},
+    )
+
+
+def scaled_unroll(params, observations, state):
+    """Q(o) = params["scale"] * o: Q-values a hand can check (the online network has scale
+    1, the target network scale 2)."""
+    return params["scale"] * observations, state
+
+
+@pytest.mark.parametrize("discount_2", [1.0, 0.0])
+def test_r2d2_loss_on_a_hand_checked_batch(discount_2):
+    """gamma 0.5, n = 2, no rescaling. Double Q: the online network picks argmax o_{t+1}
+    (rows 1, 2, 3: actions 1, 0, 1) and the target network values it: v = 2 * (2, 3, 4)
+    = (4, 6, 8). The final observation at row 3 cuts the trace (lambda_2 = mask_3 = 0):
+
+        G_0 = r_0 + g d_0 (r_1 + g d_1 v_2) = 1 + .5 (2 + .5 * 6)     = 3.5
+        G_1 = r_1 + g d_1 (r_2 + g d_2 v_3) = 2 + .5 (3 + .5 * d_2 8) = 5.5 (d_2 = 1) or 3.5
+        G_2 = r_2 + g d_2 v_3               = 3 + .5 d_2 8            = 7   (d_2 = 1) or 3
+
+    Q(o_t, a_t) for actions (0, 1, 1): 0.5, 2, 1. The burn-in rows (large rewards) and
+    rows 3-4 (no step taken) add nothing."""
+    from rl.agents.r2d2.losses import n_step_double_q_targets, r2d2_loss
+
+    batch = toy_batch(discount_2)
+    online, target = {"scale": jnp.float32(1.0)}, {"scale": jnp.float32(2.0)}
+    trace = jax.tree_util.tree_map(lambda x: x[0, 2:], batch)
+    targets = n_step_double_q_targets(
+        trace.observation, 2.0 * trace.observation, trace.reward, trace.discount, trace.mask, 0.5, 2, None
+    )
+    expected = [3.5, 5.5, 7.0] if discount_2 == 1.0 else [3.5, 3.5, 3.0]
+    np.testing.assert_allclose(np.asarray(targets[:3]), expected, rtol=1e-6)
+    td = np.asarray(expected) - np.asarray([0.5, 2.0, 1.0])
+    loss, extras = r2d2_loss(online, target, scaled_unroll, batch, jnp.ones(1), 2, 0.5, 2, 0.9, None)
+    assert float(loss) == pytest.approx(0.5 * np.mean(td**2), rel=1e-6)
+    assert float(extras["priorities"][0]) == pytest.approx(0.9 * np.max(np.abs(td)) + 0.1 * np.mean(np.abs(td)), rel=1e-6)
+    # Importance weights scale each item's loss; the priorities do not depend on them.
+    weighted, weighted_extras = r2d2_loss(online, target, scaled_unroll, batch, jnp.full(1, 0.25), 2, 0.5, 2, 0.9, None)
+    assert float(weighted) == pytest.approx(0.25 * float(loss), rel=1e-6)
+    assert float(weighted_extras["priorities"][0]) == pytest.approx(float(extras["priorities"][0]), rel=1e-6)
+
+    # With value rescaling the same returns are built from h^-1 of the target values and squashed by h.
+    rescaled_targets = n_step_double_q_targets(
+        trace.observation, 2.0 * trace.observation, trace.reward, trace.discount, trace.mask, 0.5, 2, 1e-3
+    )
+    v = h_inverse(np.asarray([4.0, 6.0, 8.0]))
+    returns = [1 + 0.5 * (2 + 0.5 * v[1]), 2 + 0.5 * (3 + 0.5 * discount_2 * v[2]), 3 + 0.5 * discount_2 * v[2]]
+    np.testing.assert_allclose(np.asarray(rescaled_targets[:3]), h(np.asarray(returns)), rtol=1e-5)
+
+
+def test_burn_in_rows_get_no_gradient():
+    """Through a real LSTM: the loss's gradient with respect to the observations is zero on
+    the burn-in rows (they only warm the state up) and not on the trained rows."""
+    from rl.agents.r2d2.losses import r2d2_loss
+
+    network = small_network(COUNTER_SPEC, size=4)
+    params = network.init(jax.random.PRNGKey(0))
+    batch = toy_batch(1.0)
+    batch = batch._replace(extras={"core_state": {k: jnp.full((1, 7, 4), 0.1) for k in ("cell", "hidden")}})
+
+    def loss_of_observations(observations):
+        return r2d2_loss(
+            params, params, network.unroll, batch._replace(observation=observations), jnp.ones(1), 2, 0.5, 2, 0.9, 1e-3
+        )[0]
+
+    gradient = np.asarray(jax.grad(loss_of_observations)(batch.observation))[0]
+    np.testing.assert_array_equal(gradient[:2], 0.0)
+    assert np.abs(gradient[2:5]).sum() > 0
+    # And the loss does not read the burn-in rows' rewards, actions or discounts.
+    changed = batch._replace(reward=batch.reward.at[0, :2].set(-5.0), action=batch.action.at[0, :2].set(0))
+    same = r2d2_loss(params, params, network.unroll, changed, jnp.ones(1), 2, 0.5, 2, 0.9, 1e-3)[0]
+    assert float(same) == float(loss_of_observations(batch.observation))
+
+
+# --------------------------------------------------------------------------- actor
+
+
+def test_recurrent_actor_carries_its_state_and_resets_it_at_an_episode_start():
+    """Two copies: both step twice; copy 1's episode then ends and restarts, so its state
+    goes back to zeros while copy 0's carries on; a step of copy 0 alone leaves copy 1's
+    state as it was. The adder-free actor still reports the states it acted from."""
+    from rl.agents.actors import RecurrentActor
+
+    builder = r2d2_builder()
+    network = small_network()
+    params = network.init(jax.random.PRNGKey(3))
+    apply = jax.jit(network.apply)
+    actor = RecurrentActor(
+        builder.make_policy(network, COUNTER_SPEC, evaluation=True), jax.random.PRNGKey(0), FixedParams(params),
+        action_dtype=np.int32,
+    )
+    observations = [np.asarray([[0, t], [10, t]], np.float32) for t in range(3)]
+    first = dm_env.TimeStep(np.full(2, dm_env.StepType.FIRST), None, None, observations[0])
+    actor.observe_first(first)
+    expected = network.initial_state(2)
+    for t in (0, 1):
+        q_values, expected = apply(params, observations[t], expected)
+        actions = actor.select_action(observations[t])
+        np.testing.assert_array_equal(actions, np.argmax(np.asarray(q_values), axis=-1))  # Greedy.
+        step_type = [dm_env.StepType.MID, dm_env.StepType.LAST if t == 1 else dm_env.StepType.MID]
+        actor.observe(actions, dm_env.TimeStep(np.asarray(step_type), np.ones(2), np.ones(2), observations[t + 1]))
+        for name in ("cell", "hidden"):
+            np.testing.assert_allclose(actor.state[name], np.asarray(expected[name]), atol=1e-6)
+    assert np.abs(actor.state["hidden"][1]).sum() > 0
+    # Copy 1 starts a new episode: its state is reset, copy 0's is kept.
+    kept = {name: actor.state[name][0].copy() for name in ("cell", "hidden")}
+    actor.observe_first(dm_env.TimeStep(np.asarray([dm_env.StepType.FIRST]), None, None, observations[0][1:]), [1])
+    for name in ("cell", "hidden"):
+        np.testing.assert_array_equal(actor.state[name][1], 0.0)
+        np.testing.assert_array_equal(actor.state[name][0], kept[name])
+    # Only copy 0 steps: copy 1's fresh state must not move although an action was chosen for it.
+    actor.select_action(np.asarray([[0, 2], [10, 0]], np.float32))
+    actor.observe(np.zeros(1, np.int32), dm_env.TimeStep(np.asarray([dm_env.StepType.MID]), np.ones(1), np.ones(1), observations[0][:1]), [0])
+    _, advanced = apply(params, np.asarray([[0, 2]], np.float32), {name: kept[name][None] for name in kept})
+    for name in ("cell", "hidden"):
+        np.testing.assert_array_equal(actor.state[name][1], 0.0)
+        np.testing.assert_allclose(actor.state[name][0], np.asarray(advanced[name][0]), atol=1e-6)
+
+
+def test_ape_x_epsilons_per_actor():
+    """epsilon_i = 0.4 ** (1 + 7 i / (N - 1)) with several actors; one actor (or the option
+    off) keeps the policy group's schedule."""
+    from rl.agents.r2d2 import R2D2Config
+
+    config = R2D2Config(num_actors=4)
+    assert [config.actor_epsilon_of(i) for i in range(4)] == pytest.approx(
+        [0.4, 0.4 ** (1 + 7 / 3), 0.4 ** (1 + 14 / 3), 0.4**8]
+    )
+    assert R2D2Config(num_actors=1).actor_epsilon_of(0) is None
+    assert R2D2Config(num_actors=4, per_actor_epsilon=False).actor_epsilon_of(2) is None
+    builder = r2d2_builder(num_actors=3)
+    network = small_network()
+    params = network.init(jax.random.PRNGKey(0))
+    observations = np.zeros((4000, 2), np.float32)
+    state = network.initial_state(4000)
+    greedy = np.argmax(np.asarray(network.apply(params, observations, state)[0]), axis=-1)
+    for actor_id, epsilon in enumerate([0.4, 0.4**4.5, 0.4**8]):
+        policy = builder.make_actor_policy(network, COUNTER_SPEC, actor_id)
+        actions, _ = jax.jit(policy.step)(params, jax.random.PRNGKey(actor_id), observations, state, 0)
+        # Random actions differ from the greedy one half the time (two actions).
+        assert np.mean(np.asarray(actions) != greedy) == pytest.approx(epsilon / 2, abs=0.02)

@@ -38,6 +38,12 @@ class R2D2Config(ReplayConfig):
     rescaling_epsilon: float = 1e-3
 
     learning_rate: float = 1e-4
+    # Linear decay of the learning rate to final_learning_rate_fraction of it by this actor
+    # step (0 keeps it constant); conf/agent/r2d2.yaml sets the run's max_actor_steps.
+    # Converted to SGD steps by `sgd_steps_by`, which counts one item per sequence_period
+    # steps (the items an episode's end adds make the decay end a little early).
+    learning_rate_decay_actor_steps: int = 0
+    final_learning_rate_fraction: float = 0.0
     adam_eps: float = 1e-3
     max_gradient_norm: float = 40.0
     # In SGD steps (learner updates), not actor steps.
@@ -73,9 +79,13 @@ class R2D2Config(ReplayConfig):
                 f"sequence_period ({self.sequence_period}) must be <= trace_length - 1 ({self.trace_length - 1}), "
                 "or some steps are never a trained row of any item"
             )
+        if self.learning_rate_decay_actor_steps < 0:
+            raise ValueError(
+                f"learning_rate_decay_actor_steps must be >= 0, got {self.learning_rate_decay_actor_steps}"
+            )
         if self.core_state_size is not None and self.core_state_size <= 0:
             raise ValueError(f"core_state_size must be > 0, got {self.core_state_size}")
-        for name in ("priority_eta", "importance_sampling_exponent", "actor_epsilon"):
+        for name in ("priority_eta", "importance_sampling_exponent", "actor_epsilon", "final_learning_rate_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         for name in ("priority_exponent", "actor_epsilon_alpha"):
@@ -85,6 +95,12 @@ class R2D2Config(ReplayConfig):
     @property
     def sequence_length(self) -> int:
         return self.burn_in_length + self.trace_length
+
+    def sgd_steps_by(self, actor_steps: int) -> int:
+        """SGD steps the replay ratio allows once `actor_steps` steps are taken, counting
+        one item every `sequence_period` steps."""
+        items = actor_steps / self.sequence_period
+        return max(0, round((items - self.min_replay_size) * self.samples_per_insert / self.batch_size))
 
     def actor_epsilon_of(self, actor_id: int) -> float | None:
         """Actor `actor_id`'s fixed Ape-X epsilon, or None where the policy group decides."""

@@ -41,10 +41,22 @@ def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent
     return weights / jnp.max(weights)
 
 
+def learning_rate_schedule(config: R2D2Config) -> float | optax.Schedule:
+    """Constant, or linear to `final_learning_rate_fraction` of it by the SGD step the
+    replay ratio reaches at `learning_rate_decay_actor_steps` (a run's budget)."""
+    if config.learning_rate_decay_actor_steps <= 0:
+        return config.learning_rate
+    return optax.linear_schedule(
+        config.learning_rate,
+        config.learning_rate * config.final_learning_rate_fraction,
+        max(1, config.sgd_steps_by(config.learning_rate_decay_actor_steps)),
+    )
+
+
 def make_optimizer(config: R2D2Config) -> optax.GradientTransformation:
     return optax.chain(
         optax.clip_by_global_norm(config.max_gradient_norm),
-        optax.adam(config.learning_rate, eps=config.adam_eps),
+        optax.adam(learning_rate_schedule(config), eps=config.adam_eps),
     )
 
 
