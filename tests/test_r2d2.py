@@ -118,6 +118,16 @@ class FixedParams:
         del wait
 
 
+class FixedVariableSource:
+    """A variable source serving fixed parameters (a learner that never learns)."""
+
+    def __init__(self, params):
+        self._params = params
+
+    def get_variables(self, names):
+        return [self._params for _ in names]
+
+
 def small_network(spec=COUNTER_SPEC, size: int = 4):
     from rl.networks.recurrent import make_recurrent_q_network
 
@@ -397,3 +407,66 @@ def test_ape_x_epsilons_per_actor():
         actions, _ = jax.jit(policy.step)(params, jax.random.PRNGKey(actor_id), observations, state, 0)
         # Random actions differ from the greedy one half the time (two actions).
         assert np.mean(np.asarray(actions) != greedy) == pytest.approx(epsilon / 2, abs=0.02)
+
+
+# --------------------------------------------------------------------------- priorities
+
+
+class Recorded:
+    """Passes a real iterator's batches through, keeping each (to check what the learner saw)."""
+
+    def __init__(self, iterator):
+        self._iterator = iterator
+        self.samples = []
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        sample = next(self._iterator)
+        self.samples.append(sample)
+        return sample
+
+
+def test_learner_writes_priorities_back_to_the_table():
+    """A learner step on the builder's dataset (real server, items from the real actor and
+    adder) sets each sampled item's priority to eta * max + (1 - eta) * mean of its |TD|
+    under the parameters it sampled with; unsampled items keep priority 1."""
+    import reverb
+
+    from rl.agents.r2d2.learning import PRIORITY_FLOOR, importance_weights
+    from rl.agents.r2d2.losses import r2d2_loss
+    from rl.environment_loop import EnvironmentLoop
+    from rl.replay.server import make_server
+
+    builder = r2d2_builder(batch_size=4, max_replay_size=1000)
+    network = small_network()
+    server = make_server(builder.make_replay_tables(COUNTER_SPEC))
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        adder = builder.make_adder(client, COUNTER_SPEC)
+        params = network.init(jax.random.PRNGKey(1))
+        policy = builder.make_policy(network, COUNTER_SPEC, evaluation=False)
+        actor = builder.make_actor(jax.random.PRNGKey(0), policy, COUNTER_SPEC, FixedVariableSource(params), adder)
+        EnvironmentLoop(CounterEnvironment(13), actor).run_steps(13 * 3)  # 3 episodes: 12 items.
+        adder.reset()
+        dataset = Recorded(builder.make_dataset_iterator(client, COUNTER_SPEC))
+        learner = builder.make_learner(jax.random.PRNGKey(2), network, dataset, client, None, None)
+        before = learner.state
+        learner.step()
+        items = all_items(client, builder, 12)
+    finally:
+        server.stop()
+    (sample,) = dataset.samples
+    weights = importance_weights(jnp.asarray(sample.probabilities), jnp.asarray(sample.table_size), 0.6)
+    _, extras = r2d2_loss(
+        before.params, before.target_params, network.unroll, sample.data, weights, 2, 0.9, 2, 0.9, 1e-3
+    )
+    expected = dict(zip(sample.keys.tolist(), np.asarray(extras["priorities"], np.float64) + PRIORITY_FLOOR))
+    assert len(expected) >= 1
+    for key, (_, priority) in items.items():
+        if key in expected:
+            assert priority == pytest.approx(expected[key], rel=1e-5)
+            assert priority != 1.0
+        else:
+            assert priority == 1.0
