@@ -32,6 +32,9 @@ COMPANIONS = {
     # On-policy options compose with an on-policy agent (ppo acts in either action kind).
     ("network", "policy_value_mlp"): ["agent=ppo"],
     ("policy", "sample"): ["agent=ppo"],
+    # The recurrent network composes with the recurrent agent (tests/test_r2d2.py checks
+    # that the default DQN refuses it).
+    ("network", "lstm"): ["agent=r2d2"],
 }
 # Options that are valid but not with the default (discrete-action) agent.
 NEEDS_OTHER_AGENT: set[tuple[str, str]] = set()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from conftest import read_summary, run_train
 from rl.environments import make_gymnasium_environment
 from rl.environments.masked import make_masked_environment
 
@@ -470,3 +471,80 @@ def test_learner_writes_priorities_back_to_the_table():
             assert priority != 1.0
         else:
             assert priority == 1.0
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def test_recurrent_networks_and_agents_go_together(tmp_path):
+    """network=lstm with a feed-forward agent, or agent=r2d2 with a feed-forward network,
+    is refused before anything is built; the pair composes."""
+    from test_config import build
+
+    from rl.experiments.validation import ConfigError
+
+    with pytest.raises(ConfigError, match=r"network: 'lstm' builds recurrent_q networks, but the agent needs q_values.*agent=r2d2"):
+        build(["agent=dqn", "network=lstm"], tmp_path)
+    with pytest.raises(ConfigError, match=r"network: 'mlp' builds q_values networks, but the agent needs recurrent_q.*network=lstm"):
+        build(["agent=r2d2", "network=mlp"], tmp_path)
+    with pytest.raises(ConfigError, match="sequence_period"):
+        build(["agent=r2d2", "agent.trace_length=10", "agent.sequence_period=10"], tmp_path)
+    experiment, _ = build(["environment=cartpole_masked", "agent=r2d2", "network.lstm_size=32"], tmp_path)
+    assert experiment.environment_name == "cartpole_masked" and experiment.environment_spec.observations.shape == (2,)
+    assert experiment.builder.config.core_state_size == 32  # Read from the network group.
+    assert experiment.builder.config.num_actors == 1
+    experiment, _ = build(["agent=r2d2", "launcher=ray", "launcher.num_actors=3"], tmp_path)
+    assert experiment.builder.config.num_actors == 3 and experiment.builder.config.actor_epsilon_of(2) == pytest.approx(0.4**8)
+
+
+def test_a_mismatch_exits_2_with_one_line():
+    result = run_train(["agent=dqn", "network=lstm"], timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("Invalid configuration: network: 'lstm' builds recurrent_q")
+    assert "Traceback" not in result.stderr
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def learn(run_dir, *overrides):
+    result = run_train([*overrides, f"hydra.run.dir={run_dir}", "progress=false", "checkpoint=false"], timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return read_summary(str(run_dir))
+
+
+def test_r2d2_runs_end_to_end_and_trains(tmp_path):
+    """The masked preset for 4,000 steps: actors fill the prioritized table, the learner
+    trains on it (learner steps as the replay ratio allows) and the run finishes."""
+    summary = learn(tmp_path, "experiment=r2d2_cartpole_masked", "max_actor_steps=4000", "eval_every=2000", "eval_episodes=2")
+    assert summary["status"] == "finished" and summary["agent"] == "r2d2"
+    assert summary["environment"] == "cartpole_masked" and summary["actor_steps"] == 4000
+    assert summary["learner_steps"] > 0 and len(summary["eval_returns"]) == 2
+
+
+@pytest.mark.slow
+def test_r2d2_learns_cartpole(tmp_path):
+    """Issue 12: experiment=r2d2_cartpole seed=0 reaches at least 400 within 200,000 steps."""
+    summary = learn(tmp_path, "experiment=r2d2_cartpole", "seed=0")
+    assert summary["actor_steps"] == 200_000
+    assert summary["final_eval_return"] >= 400, summary
+
+
+@pytest.mark.slow
+def test_r2d2_remembers_what_dqn_cannot_see(tmp_path):
+    """Issue 12's memory task: on cartpole_masked (no velocities), with the same budget and
+    seed, R2D2's final evaluation is at least twice feed-forward DQN's."""
+    r2d2 = learn(tmp_path / "r2d2", "experiment=r2d2_cartpole_masked", "seed=0")
+    dqn = learn(tmp_path / "dqn", "experiment=dqn_cartpole_masked", "seed=0")
+    assert r2d2["actor_steps"] == dqn["actor_steps"] == 200_000
+    assert r2d2["final_eval_return"] >= 2 * dqn["final_eval_return"], (r2d2, dqn)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_r2d2_under_ray_with_ape_x_epsilons(tmp_path):
+    """Two Ray actors (epsilons 0.4 and 0.4 ** 8) feed one learner: the run finishes its
+    budget and learns."""
+    summary = learn(tmp_path, "experiment=r2d2_cartpole", "launcher=ray", "launcher.num_actors=2", "max_actor_steps=100000")
+    assert summary["status"] == "finished" and summary["actor_steps"] == 100_000
+    assert summary["best_eval_return"] >= 200, summary

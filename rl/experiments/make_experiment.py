@@ -19,7 +19,13 @@ from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.validation import ConfigError, check_factory, check_replay_settings, check_run_settings
+from rl.experiments.validation import (
+    ConfigError,
+    check_factory,
+    check_replay_settings,
+    check_run_settings,
+    network_kind_error,
+)
 from rl.specs import is_discrete, make_environment_spec
 
 GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
@@ -230,11 +236,7 @@ def make_experiment(
     network_factory = _instantiate("network", config.network, _partial_=True)
     network_kind = getattr(network_factory.func, "network_kind", None)
     if network_kind is not None and network_kind != builder.network_kind:
-        raise ConfigError(
-            "network",
-            f"'{choices.get('network', 'network')}' builds {network_kind} networks, but the agent needs "
-            f"{builder.network_kind} networks",
-        )
+        raise network_kind_error(str(choices.get("network", "network")), network_kind, builder.network_kind)
 
     observers = []
     for name, node in (container.get("observers") or {}).items():

@@ -223,3 +223,20 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
             raise ConfigError("threshold", f"must be a finite number or null, got {settings.threshold}")
         settings.threshold = float(settings.threshold)
     return settings
+
+
+# Said beside the kinds' names when a network and an agent disagree on the network kind.
+NETWORK_KIND_HINTS = {
+    "recurrent_q": (
+        "recurrent Q-networks (network=lstm: an LSTM core carrying a state from step to step) are for "
+        "recurrent agents only (agent=r2d2), and recurrent agents need them"
+    ),
+}
+
+
+def network_kind_error(network: str, network_kind: str, agent_network_kind: str) -> ConfigError:
+    """The error for network option `network` building `network_kind` networks where the
+    agent needs `agent_network_kind` ones, with a hint where a kind has one."""
+    message = f"'{network}' builds {network_kind} networks, but the agent needs {agent_network_kind} networks"
+    hints = [NETWORK_KIND_HINTS[kind] for kind in dict.fromkeys((network_kind, agent_network_kind)) if kind in NETWORK_KIND_HINTS]
+    return ConfigError("network", "; ".join([message, *hints]))
