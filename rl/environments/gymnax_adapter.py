@@ -30,7 +30,11 @@ class GymnaxToDmEnv(dm_env.Environment):
         self._environment, self._params = make_gymnax(name, kwargs)
         self._observation_spec = observation_spec(self._environment, self._params)
         self._action_spec = action_spec(self._environment, self._params)
-        self._key = jax.random.PRNGKey(int(seed))
+        # Made at the first reset: an experiment probes its environment for specs before it
+        # switches JAX's compilation cache on, and the first compilation decides (once per
+        # process) whether the cache is used.
+        self._seed = int(seed)
+        self._key = None
         self._state = None
         self._reset = jax.jit(lambda key: self._environment.reset_env(key, self._params))
         self._step = jax.jit(
@@ -38,6 +42,8 @@ class GymnaxToDmEnv(dm_env.Environment):
         )
 
     def _next_key(self) -> jax.Array:
+        if self._key is None:
+            self._key = jax.random.PRNGKey(self._seed)
         self._key, key = jax.random.split(self._key)
         return key
 

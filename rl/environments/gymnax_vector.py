@@ -37,9 +37,15 @@ def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, A
 
 def observation_spec(environment: Any, params: Any) -> specs.Array:
     """The dm_env spec of one observation; observations are float32 whatever gymnax's
-    dtype (MinAtar's are booleans)."""
-    space = environment.observation_space(params)
-    return specs.Array(tuple(space.shape), np.float32, "observation")
+    dtype (MinAtar's are booleans).
+
+    The shape comes from tracing a reset (`jax.eval_shape`), not from gymnax's
+    `observation_space`, which runs (and compiles) JAX operations: an experiment reads the
+    spec before it switches the compilation cache on, and JAX decides at its first
+    compilation, once per process, whether the cache is used."""
+    key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+    shape = jax.eval_shape(lambda k: environment.reset_env(k, params)[0], key).shape
+    return specs.Array(tuple(shape), np.float32, "observation")
 
 
 def action_spec(environment: Any, params: Any) -> specs.Array:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +16,9 @@ from rl.agents.learning import SGDLearner
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
-from rl.replay.dataset import ReplaySample
+
+if TYPE_CHECKING:  # Only a type here: importing it imports reverb (and TensorFlow).
+    from rl.replay.dataset import ReplaySample
 
 
 class TrainingState(NamedTuple):
