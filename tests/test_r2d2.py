@@ -332,13 +332,13 @@ def test_burn_in_rows_get_no_gradient():
             params, params, network.unroll, batch._replace(observation=observations), jnp.ones(1), 2, 0.5, 2, 0.9, 1e-3
         )[0]
 
-    gradient = np.asarray(jax.grad(loss_of_observations)(batch.observation))[0]
+    gradient = np.asarray(jax.jit(jax.grad(loss_of_observations))(batch.observation))[0]
     np.testing.assert_array_equal(gradient[:2], 0.0)
     assert np.abs(gradient[2:5]).sum() > 0
     # And the loss does not read the burn-in rows' rewards, actions or discounts.
     changed = batch._replace(reward=batch.reward.at[0, :2].set(-5.0), action=batch.action.at[0, :2].set(0))
-    same = r2d2_loss(params, params, network.unroll, changed, jnp.ones(1), 2, 0.5, 2, 0.9, 1e-3)[0]
-    assert float(same) == float(loss_of_observations(batch.observation))
+    loss = jax.jit(lambda b: r2d2_loss(params, params, network.unroll, b, jnp.ones(1), 2, 0.5, 2, 0.9, 1e-3)[0])
+    assert float(loss(changed)) == float(loss(batch))
 
 
 # --------------------------------------------------------------------------- actor
@@ -400,14 +400,14 @@ def test_ape_x_epsilons_per_actor():
     builder = r2d2_builder(num_actors=3)
     network = small_network()
     params = network.init(jax.random.PRNGKey(0))
-    observations = np.zeros((4000, 2), np.float32)
-    state = network.initial_state(4000)
+    observations = np.zeros((2000, 2), np.float32)
+    state = network.initial_state(2000)
     greedy = np.argmax(np.asarray(network.apply(params, observations, state)[0]), axis=-1)
     for actor_id, epsilon in enumerate([0.4, 0.4**4.5, 0.4**8]):
         policy = builder.make_actor_policy(network, COUNTER_SPEC, actor_id)
         actions, _ = jax.jit(policy.step)(params, jax.random.PRNGKey(actor_id), observations, state, 0)
         # Random actions differ from the greedy one half the time (two actions).
-        assert np.mean(np.asarray(actions) != greedy) == pytest.approx(epsilon / 2, abs=0.02)
+        assert np.mean(np.asarray(actions) != greedy) == pytest.approx(epsilon / 2, abs=0.03)
 
 
 # --------------------------------------------------------------------------- priorities
