@@ -17,10 +17,14 @@ class AnakinLauncher:
     supports_resume = False
 
     def __init__(self, num_seeds: int = 1, steps_per_chunk: int | None = None):
+        from rl.experiments.validation import ConfigError
+
         if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
-            raise ValueError(f"num_seeds must be an integer >= 1 (replicas trained side by side), got {num_seeds!r}")
+            raise ConfigError(
+                "launcher.num_seeds", f"must be an integer >= 1 (replicas trained side by side), got {num_seeds!r}"
+            )
         if steps_per_chunk is not None and (isinstance(steps_per_chunk, bool) or steps_per_chunk < 1):
-            raise ValueError(f"steps_per_chunk must be an integer >= 1 or null, got {steps_per_chunk!r}")
+            raise ConfigError("launcher.steps_per_chunk", f"must be an integer >= 1 or null, got {steps_per_chunk!r}")
         self.num_seeds = num_seeds
         self.steps_per_chunk = steps_per_chunk
 

@@ -13,6 +13,7 @@ import os
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
@@ -89,10 +90,12 @@ def _user_error(key: str, function: Callable[..., Any], *args: Any, **kwargs: An
     """Calls a factory; what it rejects becomes a ConfigError on `key`."""
     try:
         return function(*args, **kwargs)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, InstantiationException) as error:
         cause = error
         while cause.__cause__ is not None:  # Hydra wraps factory errors: show the root cause.
             cause = cause.__cause__
+        if isinstance(cause, ConfigError):  # The factory named the key itself.
+            raise cause from None
         raise ConfigError(key, str(cause)) from None
 
 

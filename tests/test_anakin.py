@@ -1,0 +1,374 @@
+"""launcher=anakin: gymnax environments, the compiled PPO/DQN systems, many seeds, refusals."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from conftest import ROOT, read_summary, run_train
+from rl.anakin.evaluation import evaluate
+from rl.anakin.ppo import to_sequences
+from rl.anakin.replicas import replica_keys
+from rl.anakin.rollout import Trajectory, rollout
+from rl.anakin.system import make_chunk
+from rl.anakin.systems import make_system
+from rl.environments.gymnax_vector import EnvStep, GymnaxVector
+from rl.experiments.make_experiment import make_experiment
+from rl.experiments.validation import ConfigError
+
+CONF = os.path.join(ROOT, "conf")
+# A small PPO: 4 copies x 16 steps per update, 2 epochs of 2 minibatches.
+SMALL_PPO = [
+    "experiment=ppo_gymnax_cartpole",
+    "agent.unroll_length=16",
+    "agent.num_epochs=2",
+    "agent.num_minibatches=2",
+    "max_actor_steps=1024",
+    "eval_every=512",
+    "eval_episodes=3",
+    "logger=csv",
+    "progress=false",
+]
+
+
+def compose_experiment(overrides: list[str], run_dir: str):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        config = compose(config_name="config", overrides=overrides)
+    return make_experiment(config, run_dir, {"agent": config.agent._target_.split(".")[-2]})
+
+
+def heuristic_action(observation, copy: int):
+    """Copy 0 pushes towards where the pole is falling (its episodes reach the 500-step
+    limit); the others only look at the angle (episodes of a few dozen steps)."""
+    if copy == 0:
+        return observation[2] + observation[3] > 0
+    return observation[2] > 0
+
+
+def heuristic_policy(params, key, observations, step):
+    del params, key, step
+    first = observations[:, 2] + observations[:, 3] > 0
+    others = observations[:, 2] > 0
+    return jnp.where(jnp.arange(observations.shape[0]) == 0, first, others).astype(jnp.int32), {}
+
+
+# --------------------------------------------------------------------------- environments
+
+
+def test_rollout_returns_match_a_python_loop_over_gymnax():
+    """The compiled rollout's on-device episode statistics are those of gymnax's own
+    auto-resetting `step`, called one copy at a time from Python with the same keys."""
+    num_envs, length = 2, 560
+    vector = GymnaxVector("CartPole-v1", num_envs)
+    key = jax.random.PRNGKey(7)
+    reset_key, rollout_key = jax.random.split(key)
+    state = vector.reset(reset_key)
+    run = jax.jit(lambda s, k: rollout(vector, heuristic_policy, None, s, k, length))
+    _, trajectory = run(state, rollout_key)
+    compiled = [
+        [float(r) for r, d in zip(trajectory.step.episode_return[:, i], trajectory.step.done[:, i]) if d]
+        for i in range(num_envs)
+    ]
+
+    environment, params = gymnax.make("CartPole-v1")
+    step = jax.jit(environment.step)
+    states = [environment.reset_env(k, params)[1] for k in jax.random.split(reset_key, num_envs)]
+    observations = [environment.get_obs(s) for s in states]
+    python = [[] for _ in range(num_envs)]
+    running = [0.0] * num_envs
+    for t, step_key in enumerate(jax.random.split(rollout_key, length)):
+        _, environment_key = jax.random.split(step_key)
+        for i, copy_key in enumerate(jax.random.split(environment_key, num_envs)):
+            action = int(heuristic_action(observations[i], i))
+            observations[i], states[i], reward, done, _ = step(copy_key, states[i], action, params)
+            running[i] += float(reward)
+            if bool(done):
+                python[i].append(running[i])
+                running[i] = 0.0
+    assert compiled == python
+    assert all(len(episodes) >= 1 for episodes in python) and len(python[1]) >= 5
+    assert 500.0 in sum(python, [])  # The time limit is among the episode ends.
+
+
+def test_truncation_is_told_apart_from_termination():
+    vector = GymnaxVector("CartPole-v1", 2)
+    state = vector.reset(jax.random.PRNGKey(0))
+    _, trajectory = jax.jit(lambda s, k: rollout(vector, heuristic_policy, None, s, k, 600))(state, jax.random.PRNGKey(1))
+    step = trajectory.step
+    limit = np.asarray(step.done & (step.episode_length == 500))
+    assert limit[:, 0].any() and np.asarray(step.done)[:, 1].sum() >= 5
+    np.testing.assert_array_equal(np.asarray(step.truncated), limit)
+    # A truncation keeps discount 1; a termination has 0.
+    np.testing.assert_array_equal(np.asarray(step.discount), 1.0 - np.asarray(step.done & ~step.truncated))
+
+
+def test_the_dm_env_adapter_tells_truncation_from_termination():
+    from rl.environments import make_gymnax_environment
+
+    environment = make_gymnax_environment("CartPole-v1", seed=3)
+    assert environment.action_spec().num_values == 2 and environment.observation_spec().shape == (4,)
+    timestep, length = environment.reset(), 0
+    while not timestep.last():  # Pushing one way: the pole falls within a few dozen steps.
+        timestep, length = environment.step(1), length + 1
+    assert timestep.discount == 0.0 and length < 100
+    timestep, length = environment.reset(), 0
+    while not timestep.last():
+        observation = timestep.observation
+        timestep, length = environment.step(int(observation[2] + observation[3] > 0)), length + 1
+    assert timestep.discount == 1.0 and length == 500  # The time limit: a truncation.
+
+
+@pytest.mark.slow
+def test_gymnax_runs_under_launcher_local(tmp_path):
+    result = run_train(
+        [
+            "environment=gymnax",
+            "environment.name=CartPole-v1",
+            "agent=dqn",
+            "max_actor_steps=600",
+            "eval_every=600",
+            "eval_episodes=2",
+            "agent.min_replay_size=100",
+            "checkpoint=false",
+            "progress=false",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = read_summary(str(tmp_path))
+    assert summary["environment"] == "CartPole-v1"
+    assert summary["actor_steps"] == 600 and summary["status"] == "finished"
+
+
+# --------------------------------------------------------------------------- PPO
+
+
+def test_truncated_rows_bootstrap_through_the_reward():
+    """to_sequences: termination -> discount 0; truncation -> discount 0 and reward
+    r + gamma * V(final observation); mask 1 on the steps, 0 on the bootstrap row."""
+    T, N = 3, 2
+    done = jnp.array([[False, False], [True, True], [False, False]])
+    truncated = jnp.array([[False, False], [False, True], [False, False]])
+    step = EnvStep(
+        observation=jnp.zeros((T, N, 1)),
+        reward=jnp.ones((T, N)),
+        discount=1.0 - (done & ~truncated),
+        done=done,
+        truncated=truncated,
+        final_observation=jnp.zeros((T, N, 1)),
+        episode_return=jnp.zeros((T, N)),
+        episode_length=jnp.zeros((T, N), jnp.int32),
+    )
+    trajectory = Trajectory(
+        observation=jnp.arange(T * N, dtype=jnp.float32).reshape(T, N, 1),
+        action=jnp.ones((T, N), jnp.int32),
+        extras={"log_prob": jnp.full((T, N), -0.5)},
+        step=step,
+    )
+    final_values = jnp.full((T, N), 10.0)
+    batch = to_sequences(trajectory, jnp.array([[100.0], [101.0]]), final_values, gamma=0.9)
+    np.testing.assert_allclose(batch.reward, [[1, 1, 1, 0], [1, 1 + 0.9 * 10, 1, 0]])
+    np.testing.assert_allclose(batch.discount, [[1, 0, 1, 1], [1, 0, 1, 1]])
+    np.testing.assert_allclose(batch.mask, [[1, 1, 1, 0], [1, 1, 1, 0]])
+    np.testing.assert_allclose(batch.observation[:, :, 0], [[0, 2, 4, 100], [1, 3, 5, 101]])
+    np.testing.assert_allclose(batch.extras["log_prob"], [[-0.5, -0.5, -0.5, 0], [-0.5, -0.5, -0.5, 0]])
+
+
+class _Records:
+    """A logger keeping what it is given."""
+
+    def __init__(self):
+        self.records = []
+
+    def write(self, data):
+        self.records.append(dict(data))
+
+    def close(self):
+        pass
+
+
+def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
+    """The same batch through the anakin PPO's (jitted) learn step and through
+    PPOLearner (the reverb agent's learner, fed by an iterator) gives the same loss
+    metrics and the same parameters: one update, shared code."""
+    from rl.agents.ppo.learning import PPOLearner
+    from rl.replay.dataset import ReplaySample
+    from rl.replay.sequences import SequenceStep
+
+    experiment, _ = compose_experiment(SMALL_PPO, str(tmp_path))
+    system, _ = make_system(experiment)
+    key = jax.random.PRNGKey(3)
+    state = jax.jit(system.init)(key)
+    environment, trajectory = jax.jit(
+        lambda s: rollout(system.environment, system.behaviour_policy, system.policy_params(s.learner), s.environment, s.key, 16)
+    )(state)
+    learned, metrics = jax.jit(system.learn)(state.learner, trajectory, environment.observation)
+
+    values = system.network.apply(state.learner.params, trajectory.step.final_observation.reshape(-1, 4))[1].reshape(16, 4)
+    batch = to_sequences(trajectory, environment.observation, values, experiment.builder.config.discount)
+    sample = ReplaySample(keys=None, probabilities=None, table_size=None, data=SequenceStep(*batch))
+    records = _Records()
+    learner = PPOLearner(
+        system.network, jax.random.split(key, 3)[0], iter([sample]), experiment.builder.config, system.observation_spec, logger=records
+    )
+    np.testing.assert_array_equal(  # The same initial parameters from the same key.
+        jax.tree_util.tree_leaves(learner.state.params)[0], jax.tree_util.tree_leaves(state.learner.params)[0]
+    )
+    learner.step()
+    for name in ("loss", "policy_loss", "value_loss", "entropy", "gradient_norm"):
+        np.testing.assert_allclose(records.records[0][name], metrics[name], rtol=1e-5, atol=1e-6)
+    for ours, theirs in zip(jax.tree_util.tree_leaves(learned.params), jax.tree_util.tree_leaves(learner.state.params)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+    moved = [np.abs(np.asarray(a) - np.asarray(b)).max() for a, b in zip(jax.tree_util.tree_leaves(learned.params), jax.tree_util.tree_leaves(state.learner.params))]
+    assert max(moved) > 1e-4  # The update did change the parameters.
+
+
+def test_vmapped_seeds_equal_single_seed_runs(tmp_path):
+    """Two replicas vmapped (seeds 5, 6) after two chunks equal each seed trained alone
+    with its key, parameters and evaluation returns alike."""
+    experiment, _ = compose_experiment(SMALL_PPO, str(tmp_path))
+    system, evaluation_environment = make_system(experiment)
+    chunk = jax.jit(jax.vmap(make_chunk(system, 2)))
+    evaluation = jax.jit(jax.vmap(lambda s, k: evaluate(evaluation_environment, system.evaluation_policy, system.evaluation_params(s), k)))
+
+    def train(keys):
+        state = jax.jit(jax.vmap(system.init))(keys)
+        for _ in range(2):
+            state, metrics = chunk(state)
+        return state, metrics, evaluation(state, keys)
+
+    together, together_metrics, together_eval = train(replica_keys(5, 2))
+    for index in range(2):
+        alone, alone_metrics, alone_eval = train(replica_keys(5 + index, 1))
+        for ours, theirs in zip(jax.tree_util.tree_leaves(together.learner.params), jax.tree_util.tree_leaves(alone.learner.params)):
+            np.testing.assert_allclose(ours[index], theirs[0], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(together_metrics["loss"][index], alone_metrics["loss"][0], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(together_eval.returns[index], alone_eval.returns[0])
+    # Different seeds, different replicas.
+    first = jax.tree_util.tree_leaves(together.learner.params)[0]
+    assert not np.allclose(first[0], first[1])
+
+
+def test_many_seeds_write_a_run_directory_each(tmp_path):
+    result = run_train([*SMALL_PPO, "launcher.num_seeds=2", "seed=4", f"hydra.run.dir={tmp_path}"], timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    top = read_summary(str(tmp_path))
+    replicas = [read_summary(os.path.join(tmp_path, f"seed_{i}")) for i in range(2)]
+    assert [r["seed"] for r in replicas] == [4, 5]
+    assert top["num_seeds"] == 2 and top["launcher"] == "anakin" and top["compile_time_s"] > 0
+    assert [r["seed"] for r in top["replicas"]] == [4, 5]
+    assert top["final_eval_return"] == pytest.approx(np.mean([r["final_eval_return"] for r in replicas]))
+    for replica in replicas:
+        assert replica["actor_steps"] == 1024 and replica["learner_steps"] == 16 and replica["status"] == "finished"
+        assert [steps for steps, _ in replica["eval_returns"]] == [512, 1024]
+    for i in range(2):
+        for label in ("learner", "actor", "evaluator"):
+            with open(os.path.join(tmp_path, f"seed_{i}", "logs", f"{label}.csv")) as file:
+                rows = list(csv.DictReader(file))
+            assert rows and {"actor_steps", "learner_steps", "wall_time_s"} <= set(rows[0])
+        with open(os.path.join(tmp_path, f"seed_{i}", "logs", "evaluator.csv")) as file:
+            rows = list(csv.DictReader(file))
+        assert [float(row["episode_return"]) for row in rows] == [r for _, r in replicas[i]["eval_returns"]]
+
+
+# --------------------------------------------------------------------------- learning
+
+
+def _train_in_process(overrides: list[str], run_dir: str):
+    experiment, launcher = compose_experiment(overrides, run_dir)
+    return launcher(experiment)
+
+
+def test_ppo_gymnax_cartpole_learns(tmp_path):
+    summary = _train_in_process(["experiment=ppo_gymnax_cartpole", "seed=0", "logger=csv", "progress=false"], str(tmp_path))
+    assert summary.final_eval_return >= 475, summary.eval_returns
+    assert summary.actor_steps == 524288
+
+
+def test_dqn_gymnax_cartpole_learns(tmp_path):
+    summary = _train_in_process(["experiment=dqn_gymnax_cartpole", "seed=0", "logger=csv", "progress=false"], str(tmp_path))
+    assert summary.final_eval_return >= 475, summary.eval_returns
+    assert summary.steps_to_threshold is not None
+
+
+@pytest.mark.slow
+def test_ppo_gymnax_cartpole_eight_seeds_learn(tmp_path):
+    summary = _train_in_process(
+        ["experiment=ppo_gymnax_cartpole", "seed=0", "launcher.num_seeds=8", "logger=csv", "progress=false"], str(tmp_path)
+    )
+    finals = [read_summary(os.path.join(tmp_path, f"seed_{i}"))["final_eval_return"] for i in range(8)]
+    assert min(finals) >= 475, finals
+    assert summary.final_eval_return == pytest.approx(np.mean(finals))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_dqn_gymnax_cartpole_learns_other_seeds(tmp_path, seed):
+    summary = _train_in_process(["experiment=dqn_gymnax_cartpole", f"seed={seed}", "logger=csv", "progress=false"], str(tmp_path))
+    assert summary.final_eval_return >= 475, summary.eval_returns
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    "overrides, key, words",
+    [
+        (["environment=cartpole"], "environment", "needs a JAX environment"),
+        (["launcher.num_seeds=0"], "launcher.num_seeds", "must be an integer >= 1"),
+        (["launcher.steps_per_chunk=0"], "launcher.steps_per_chunk", "must be an integer >= 1 or null"),
+        (["launcher.steps_per_chunk=3"], "launcher.steps_per_chunk", "does not divide max_actor_steps=524288"),
+        (["eval_every=1000"], "eval_every", "must be a multiple of the 512 environment steps"),
+        (["checkpoint=true"], "checkpoint", "writes no checkpoints yet"),
+        (["agent.batch_size=8"], "agent.batch_size", "must equal environment.num_envs=4"),
+    ],
+)
+def test_refusals_name_the_key(tmp_path, overrides, key, words):
+    with pytest.raises(ConfigError) as caught:
+        compose_experiment(["experiment=ppo_gymnax_cartpole", *overrides], str(tmp_path))
+    assert caught.value.key == key
+    assert words in str(caught.value)
+
+
+def test_agents_without_a_compiled_system_are_refused(tmp_path):
+    overrides = ["environment=gymnax", "environment.name=CartPole-v1", "agent=impala", "launcher=anakin", "checkpoint=false"]
+    with pytest.raises(ConfigError) as caught:
+        compose_experiment(overrides, str(tmp_path))
+    assert caught.value.key == "agent"
+    assert "launcher=anakin runs agent=ppo or agent=dqn, not 'impala'" in str(caught.value)
+
+
+def test_dqn_replay_ratio_must_be_whole_sgd_steps(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        compose_experiment(["experiment=dqn_gymnax_cartpole", "agent.samples_per_insert=12"], str(tmp_path))
+    assert caught.value.key == "agent.samples_per_insert"
+    assert "got 1.5" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        (
+            "environment=cartpole",
+            "Invalid configuration: environment: launcher=anakin compiles the environment into its program and needs "
+            "a JAX environment (environment=gymnax environment.name=...); 'CartPole-v1' is not one",
+        ),
+        (
+            "launcher.num_seeds=0",
+            "Invalid configuration: launcher.num_seeds: must be an integer >= 1 (replicas trained side by side), got 0",
+        ),
+    ],
+)
+def test_a_refusal_is_one_line_and_exit_status_2(tmp_path, override, line):
+    result = run_train(["experiment=ppo_gymnax_cartpole", override, f"hydra.run.dir={tmp_path}"], timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [line]
+    assert not os.path.exists(os.path.join(tmp_path, "summary.json"))
