@@ -35,6 +35,15 @@ COMPANIONS = {
     # The recurrent network composes with the recurrent agent (tests/test_r2d2.py checks
     # that the default DQN refuses it).
     ("network", "lstm"): ["agent=r2d2"],
+    # gymnax environments and the compiled launcher (tests/test_anakin.py); the default DQN
+    # under anakin needs a whole number of SGD steps per step of its one copy.
+    ("environment", "gymnax"): ["environment.name=CartPole-v1"],
+    ("launcher", "anakin"): [
+        "environment=gymnax",
+        "environment.name=CartPole-v1",
+        "checkpoint=false",
+        "agent.samples_per_insert=128",
+    ],
 }
 # Options that are valid but not with the default (discrete-action) agent.
 NEEDS_OTHER_AGENT: set[tuple[str, str]] = set()
@@ -73,7 +82,12 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
     experiment, launcher = build(overrides, tmp_path)
     config = compose_config(overrides)
     assert experiment.max_actor_steps == config.max_actor_steps and experiment.seed == config.seed
-    assert type(launcher) is (RayLauncher if (group, option) == ("launcher", "ray") else LocalLauncher)
+    expected = RayLauncher if (group, option) == ("launcher", "ray") else LocalLauncher
+    if config.launcher._target_ == "rl.anakin.AnakinLauncher":
+        from rl.anakin import AnakinLauncher
+
+        expected = AnakinLauncher
+    assert type(launcher) is expected
     # The agent built acts in the kind of action space the environment has (None: either).
     kind = "discrete" if is_discrete(experiment.environment_spec.actions) else "continuous"
     assert experiment.builder.action_kind in (kind, None)

@@ -55,6 +55,15 @@ SUITES: dict[str, tuple[str, str, str]] = {
         "return, per seed and as medians (a seed that never reaches the threshold counts as "
         "infinitely slow).",
     ),
+    "anakin": (
+        "rl.benchmarks.anakin",
+        "suite_anakin",
+        "launcher=anakin (whole runs compiled into one JAX program): environment steps/s after "
+        "and including compilation, and compile seconds, for PPO and DQN on gymnax CartPole "
+        "(presets ppo_gymnax_cartpole, dqn_gymnax_cartpole) with 1 and 8 seeds; one 8-seed run "
+        "against 8 single-seed runs of the budget. bound: raw gymnax steps/s of as many copies; "
+        "ratio = value / bound.",
+    ),
     "scaling": (
         "rl.benchmarks.runs",
         "suite_scaling",
