@@ -35,6 +35,12 @@ COMPANIONS = {
     # The recurrent network composes with the recurrent agent (tests/test_r2d2.py checks
     # that the default DQN refuses it).
     ("network", "lstm"): ["agent=r2d2"],
+    # Pixel environments and convolutional networks go together (tests/test_atari.py checks
+    # the refusals either way).
+    ("environment", "atari"): ["network=atari_cnn"],
+    ("network", "atari_cnn"): ["environment=atari"],
+    ("network", "impala_resnet"): ["environment=atari", "agent=ppo"],
+    ("network", "lstm_atari_cnn"): ["environment=atari", "agent=r2d2"],
     # gymnax environments and the compiled launcher (tests/test_anakin.py); the default DQN
     # under anakin needs a whole number of SGD steps per step of its one copy.
     ("environment", "gymnax"): ["environment.name=CartPole-v1"],

@@ -145,6 +145,8 @@ class EnvpoolVectorEnvironment:
 
 # Factories (conf/environment `_target_`s) whose `name` is a gymnasium id envpool may have.
 GYMNASIUM_FACTORIES = ("rl.environments.make_gymnasium_environment", "rl.environments.make_mujoco_environment")
+# environment=atari (rl/environments/atari.py).
+ATARI_FACTORY = "rl.environments.atari.make_atari_environment"
 
 
 def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
@@ -155,6 +157,10 @@ def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
     import functools
 
     target = environment.get("_target_")
+    if target == ATARI_FACTORY:  # Its own options (preprocessing) and observation layout.
+        from rl.environments.atari import atari_envpool_factory
+
+        return atari_envpool_factory(environment, environment_spec)
     if target not in GYMNASIUM_FACTORIES:
         raise ValueError(f"envpool steps gymnasium ids (environment=gymnasium or mujoco), not {target}")
     tasks = envpool_tasks()

@@ -9,6 +9,7 @@ commonest mistakes are answered in about a second.
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 from typing import Any, Callable, Mapping, Sequence
 
@@ -23,6 +24,7 @@ from rl.experiments.config import ExperimentConfig
 from rl.experiments.validation import (
     ConfigError,
     check_factory,
+    check_network_observations,
     check_replay_settings,
     check_run_settings,
     network_kind_error,
@@ -33,7 +35,7 @@ GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
 # Arguments the experiment passes at run time, which the YAML must not set.
 RUNTIME_ARGUMENTS = {
     "environment": ("seed",),
-    "network": ("environment_spec",),
+    "network": ("environment_spec", "network_kind"),
     "logger": ("directory", "run_name", "run_config", "run_group", "run_tags"),
     "agent": ("exploration",),
     "observers": ("label", "instance", "run_directory"),
@@ -238,8 +240,23 @@ def make_experiment(
     check_replay_settings(builder, settings.max_actor_steps)
     network_factory = _instantiate("network", config.network, _partial_=True)
     network_kind = getattr(network_factory.func, "network_kind", None)
+    network_kinds = getattr(network_factory.func, "network_kinds", None)
+    if network_kinds is not None:  # A torso under several heads (atari_cnn): build the agent's kind.
+        network_kind = builder.network_kind if builder.network_kind in network_kinds else "/".join(network_kinds)
+        if network_kind == builder.network_kind:
+            network_factory = functools.partial(
+                network_factory.func, *network_factory.args, **network_factory.keywords, network_kind=network_kind
+            )
     if network_kind is not None and network_kind != builder.network_kind:
         raise network_kind_error(str(choices.get("network", "network")), network_kind, builder.network_kind)
+    check_network_observations(
+        str(choices.get("network", "network")),
+        network_factory.func,
+        container["network"],
+        environment_spec.observations,
+        environment_name,
+        builder.network_kind,
+    )
 
     observers = []
     for name, node in (container.get("observers") or {}).items():

@@ -228,7 +228,8 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
 # Said beside the kinds' names when a network and an agent disagree on the network kind.
 NETWORK_KIND_HINTS = {
     "recurrent_q": (
-        "recurrent Q-networks (network=lstm: an LSTM core carrying a state from step to step) are for "
+        "recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
+        "a state from step to step) are for "
         "recurrent agents only (agent=r2d2), and recurrent agents need them"
     ),
 }
@@ -240,3 +241,65 @@ def network_kind_error(network: str, network_kind: str, agent_network_kind: str)
     message = f"'{network}' builds {network_kind} networks, but the agent needs {agent_network_kind} networks"
     hints = [NETWORK_KIND_HINTS[kind] for kind in dict.fromkeys((network_kind, agent_network_kind)) if kind in NETWORK_KIND_HINTS]
     return ConfigError("network", "; ".join([message, *hints]))
+
+
+def observation_kind(observation_spec: Any) -> str | None:
+    """`pixels` for uint8 [height, width, channels] frames, `vector` for any other single
+    array, None for nested observations (left to the network)."""
+    shape, dtype = getattr(observation_spec, "shape", None), getattr(observation_spec, "dtype", None)
+    if shape is None or dtype is None:
+        return None
+    return "pixels" if len(shape) == 3 and str(dtype) == "uint8" else "vector"
+
+
+def network_reads(target: Callable[..., Any], options: Mapping[str, Any]) -> str:
+    """What a network option reads: its factory's `observation_kind`, else (network=lstm)
+    its torso's, else `vector` (the MLPs, which flatten whatever they are given)."""
+    kind = getattr(target, "observation_kind", None)
+    if kind is None and isinstance(options.get("torso"), str):
+        from rl.networks.recurrent import resolve_torso
+
+        try:
+            kind = getattr(resolve_torso(options["torso"]), "observation_kind", None)
+        except ValueError:
+            kind = None  # The factory reports a bad torso itself.
+    return kind or "vector"
+
+
+# Pixel networks by the network kind an agent needs.
+PIXEL_NETWORKS = {
+    "q_values": "network=atari_cnn or network=impala_resnet",
+    "policy_value": "network=atari_cnn or network=impala_resnet",
+    "recurrent_q": "network=lstm_atari_cnn (network=lstm with network.torso=rl.networks.conv.nature_torso)",
+}
+
+
+def check_network_observations(
+    network: str,
+    target: Callable[..., Any],
+    options: Mapping[str, Any],
+    observation_spec: Any,
+    environment: str,
+    agent_network_kind: str,
+) -> None:
+    """Refuses a network that cannot read the environment's observations: a convolutional
+    torso on vectors, an MLP on pixel frames."""
+    observations = observation_kind(observation_spec)
+    reads = network_reads(target, options)
+    if observations is None or reads == observations:
+        return
+    shape = tuple(observation_spec.shape)
+    if reads == "pixels":
+        message = (
+            f"'{network}' is a convolutional network for uint8 [height, width, channels] frames, but {environment} "
+            f"has vector observations of shape {shape}; use an MLP network (mlp, policy_value_mlp, lstm, ...) or a "
+            "pixel environment (environment=atari)"
+        )
+    else:
+        pixel_network = PIXEL_NETWORKS.get(agent_network_kind)
+        hint = f"use {pixel_network}" if pixel_network else "this agent has no pixel network; pick a vector environment"
+        message = (
+            f"'{network}' reads vector observations, but {environment} has pixel frames of shape {shape} "
+            f"(uint8 [height, width, channels]); {hint}"
+        )
+    raise ConfigError("network", message)

@@ -1,0 +1,277 @@
+"""`environment=atari`: Atari 2600 games (ALE) with the standard DQN preprocessing.
+
+`environment.name` is the game as ALE spells it (`Pong`, `Breakout`, `SpaceInvaders`);
+`ALE/Pong-v5` and `Pong-v5` are accepted too. The gymnasium backend makes `ALE/<game>-v5`
+with frameskip 1 (the preprocessing skips frames itself) and the envpool backend
+(`environment.backend=envpool`) makes `<game>-v5`, both with the same settings:
+
+* up to `noop_max` (30) no-op actions after each reset (a random start);
+* `frame_skip` (4) repeats of each action, the observation being the pixel-wise maximum
+  of the last two frames (Atari sprites flicker);
+* grayscale frames resized to `screen_size` x `screen_size` (84, area interpolation);
+* the last `frame_stack` (4) frames stacked, the stack filled with the first frame at a reset;
+* sticky actions: with probability `repeat_action_probability` (0.25, as in v5) the
+  emulator repeats the previous action for a frame (Machado et al., 2018);
+* `episodic_life`: a lost life ends the episode (discount 0) but the game goes on from
+  there; it is reset only when it is over (Mnih et al., 2015; envpool's `episodic_life`);
+* `reward_clip`: rewards become their sign;
+* `full_action_space`: all 18 actions instead of the game's minimal set;
+* at most `max_episode_steps` agent steps (27,000 = 108,000 frames, v5's limit), a
+  truncation (discount 1).
+
+Observations are uint8 arrays of shape (screen_size, screen_size, frame_stack), that is
+[84, 84, 4]: height, width, then the frames oldest first (channels last, the layout haiku's
+convolutions take). They stay uint8 all the way to the network, which scales them by
+1/255 (rl/networks/conv.py), so replay stores a quarter of what float32 would take.
+envpool fires no FIRE at resets here (`use_fire_reset=False`) so that both backends play
+the same game; its episodes still differ from gymnasium's at the same seed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from typing import Any
+
+import dm_env
+import gymnasium
+import numpy as np
+from dm_env import specs
+
+from rl.environments.envpool_vector import EnvpoolVectorEnvironment, envpool_tasks
+from rl.environments.factories import register_installed_families
+from rl.environments.gymnasium_adapter import GymnasiumToDmEnv
+
+# Frames per episode of ALE v5, in agent steps at frame skip 4.
+DEFAULT_MAX_EPISODE_STEPS = 27_000
+
+
+def game_name(name: str) -> str:
+    """The game in `name`: `Pong` from `Pong`, `Pong-v5` or `ALE/Pong-v5`."""
+    game = str(name).rpartition("/")[2]
+    return game[: -len("-v5")] if game.endswith("-v5") else game
+
+
+def atari_games() -> list[str]:
+    """The games ale-py registers with gymnasium (`ALE/<game>-v5`)."""
+    register_installed_families()
+    return sorted(
+        game_name(env_id) for env_id in gymnasium.envs.registry if env_id.startswith("ALE/") and env_id.endswith("-v5")
+    )
+
+
+def validate_game(name: str) -> str:
+    """The game named, or a ValueError with close names when ALE has no such game."""
+    game = game_name(name)
+    games = atari_games()
+    if not games:
+        raise ValueError("ale-py is not installed (pip install ale-py); it ships the Atari ROMs")
+    if game in games:
+        return game
+    lowered = {g.lower(): g for g in games}
+    close = [lowered[game.lower()]] if game.lower() in lowered else difflib.get_close_matches(game, games, n=5, cutoff=0.5)
+    hint = f"did you mean one of {close}?" if close else f"games include {games[:8]}"
+    raise ValueError(f"ALE has no game '{game}' (environment.name is the game, e.g. Pong); {hint}")
+
+
+class EpisodicLife(gymnasium.Wrapper):
+    """Ends the episode when a life is lost, resetting the game only when it is over.
+
+    gymnasium's `AtariPreprocessing(terminal_on_life_loss=True)` restarts the whole game
+    after a lost life, which is not what DQN (or envpool's `episodic_life`) does: there the
+    next episode goes on with the lives left, so the agent sees the whole game.
+    """
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        self._lives = 0
+        self._game_over = True
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self._game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self._lives:
+            terminated = True
+        self._lives = lives
+        return observation, reward, terminated, truncated, info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        if self._game_over or seed is not None:
+            observation, info = self.env.reset(seed=seed, options=options)
+        else:  # A life was lost: continue the game with a no-op step.
+            observation, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                observation, info = self.env.reset(options=options)
+        self._lives = self.env.unwrapped.ale.lives()
+        self._game_over = False
+        return observation, info
+
+
+def channels_last(environment: gymnasium.Env) -> gymnasium.Env:
+    """(frames, H, W) stacks as contiguous (H, W, frames) arrays."""
+    frames, height, width = environment.observation_space.shape
+    space = gymnasium.spaces.Box(0, 255, (height, width, frames), np.uint8)
+    return gymnasium.wrappers.TransformObservation(
+        environment, lambda stack: np.ascontiguousarray(np.moveaxis(stack, 0, -1)), space
+    )
+
+
+def make_atari_gymnasium(
+    name: str = "Pong",
+    noop_max: int = 30,
+    frame_skip: int = 4,
+    screen_size: int = 84,
+    frame_stack: int = 4,
+    repeat_action_probability: float = 0.25,
+    episodic_life: bool = False,
+    reward_clip: bool = False,
+    full_action_space: bool = False,
+    max_episode_steps: int | None = DEFAULT_MAX_EPISODE_STEPS,
+    render_mode: str | None = None,
+) -> gymnasium.Env:
+    """The preprocessed gymnasium environment (gymnasium's own Atari wrappers)."""
+    game = validate_game(name)
+    frames = None if max_episode_steps is None else int(max_episode_steps) * int(frame_skip)
+    environment = gymnasium.make(
+        f"ALE/{game}-v5",
+        frameskip=1,
+        repeat_action_probability=float(repeat_action_probability),
+        full_action_space=bool(full_action_space),
+        max_num_frames_per_episode=frames,
+        render_mode=render_mode,
+    )
+    environment = gymnasium.wrappers.AtariPreprocessing(
+        environment, noop_max=int(noop_max), frame_skip=int(frame_skip), screen_size=int(screen_size), scale_obs=False
+    )
+    if episodic_life:
+        environment = EpisodicLife(environment)
+    if reward_clip:
+        environment = gymnasium.wrappers.TransformReward(environment, lambda reward: float(np.sign(reward)))
+    environment = gymnasium.wrappers.FrameStackObservation(environment, int(frame_stack), padding_type="reset")
+    return channels_last(environment)
+
+
+def make_atari_environment(
+    seed: int,
+    name: str = "Pong",
+    noop_max: int = 30,
+    frame_skip: int = 4,
+    screen_size: int = 84,
+    frame_stack: int = 4,
+    repeat_action_probability: float = 0.25,
+    episodic_life: bool = False,
+    reward_clip: bool = False,
+    full_action_space: bool = False,
+    max_episode_steps: int | None = DEFAULT_MAX_EPISODE_STEPS,
+    render_mode: str | None = None,
+) -> dm_env.Environment:
+    """An Atari game as a dm_env with uint8 [H, W, frames] observations (see the module)."""
+    check_settings(noop_max, frame_skip, screen_size, frame_stack, repeat_action_probability, max_episode_steps)
+    environment = make_atari_gymnasium(
+        name, noop_max, frame_skip, screen_size, frame_stack, repeat_action_probability,
+        episodic_life, reward_clip, full_action_space, max_episode_steps, render_mode,
+    )  # fmt: skip
+    environment.action_space.seed(int(seed))
+    return GymnasiumToDmEnv(environment, seed=int(seed))
+
+
+def check_settings(
+    noop_max: int,
+    frame_skip: int,
+    screen_size: int,
+    frame_stack: int,
+    repeat_action_probability: float,
+    max_episode_steps: int | None,
+) -> None:
+    """ValueErrors for settings no backend can honour."""
+    for key, value, minimum in (("noop_max", noop_max, 0), ("frame_skip", frame_skip, 1), ("screen_size", screen_size, 8), ("frame_stack", frame_stack, 1)):
+        if int(value) < minimum:
+            raise ValueError(f"environment.{key} must be >= {minimum}, got {value}")
+    if not 0.0 <= float(repeat_action_probability) <= 1.0:
+        raise ValueError(f"environment.repeat_action_probability must be in [0, 1], got {repeat_action_probability}")
+    if max_episode_steps is not None and int(max_episode_steps) < 1:
+        raise ValueError(f"environment.max_episode_steps must be >= 1 or null, got {max_episode_steps}")
+
+
+# --------------------------------------------------------------------------- envpool
+
+
+def envpool_options(
+    name: str = "Pong",
+    noop_max: int = 30,
+    frame_skip: int = 4,
+    screen_size: int = 84,
+    frame_stack: int = 4,
+    repeat_action_probability: float = 0.25,
+    episodic_life: bool = False,
+    reward_clip: bool = False,
+    full_action_space: bool = False,
+    max_episode_steps: int | None = DEFAULT_MAX_EPISODE_STEPS,
+) -> tuple[str, dict[str, Any]]:
+    """envpool's task id and `envpool.make` options for the same preprocessing."""
+    options = {
+        "noop_max": int(noop_max),
+        "frame_skip": int(frame_skip),
+        "img_height": int(screen_size),
+        "img_width": int(screen_size),
+        "stack_num": int(frame_stack),
+        "gray_scale": True,
+        "repeat_action_probability": float(repeat_action_probability),
+        "episodic_life": bool(episodic_life),
+        "reward_clip": bool(reward_clip),
+        "full_action_space": bool(full_action_space),
+        "use_fire_reset": False,
+        "use_inter_area_resize": True,
+        "max_episode_steps": int(max_episode_steps if max_episode_steps is not None else 10**9),
+    }
+    return f"{game_name(name)}-v5", options
+
+
+class ChannelsLastEnvpool(EnvpoolVectorEnvironment):
+    """envpool's Atari copies with its (frames, H, W) stacks moved channels last, as the
+    gymnasium backend lays them out."""
+
+    def __init__(self, name: str, seed: int, num_envs: int, **kwargs: Any):
+        super().__init__(name, seed, num_envs, **kwargs)
+        frames, height, width = self._observation_spec.shape
+        self._observation_spec = specs.BoundedArray((height, width, frames), np.uint8, 0, 255, "observation")
+
+    def _observations(self, observations: np.ndarray, returned: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, Any]:
+        observations, order = super()._observations(observations, returned, ids)
+        return np.ascontiguousarray(np.moveaxis(observations, 1, -1)), order
+
+
+def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> ChannelsLastEnvpool:
+    """`num_envs` copies of the game stepped by envpool, with `VectorEnvironment`'s
+    interface and the gymnasium backend's [H, W, frames] uint8 observations."""
+    task, options = envpool_options(**settings)
+    return ChannelsLastEnvpool(task, seed, num_envs, **options)
+
+
+def atari_envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
+    """`make(seed=..., num_envs=...)` for `environment=atari environment.backend=envpool`,
+    or a ValueError when envpool lacks the game or its specs differ from gymnasium's."""
+    settings = {key: value for key, value in environment.items() if key not in ("_target_", "render_mode")}
+    task, _ = envpool_options(**settings)
+    tasks = envpool_tasks()
+    if not tasks:
+        raise ValueError("envpool is not installed (pip install envpool)")
+    if task not in tasks:
+        games = sorted(game_name(t) for t in tasks if t.endswith("-v5"))
+        close = difflib.get_close_matches(game_name(task), games, n=5, cutoff=0.5)
+        raise ValueError(f"envpool has no Atari game '{game_name(task)}'; close ones: {close}")
+    factory = functools.partial(make_atari_envpool, **settings)
+    probe = factory(seed=0, num_envs=1)
+    try:
+        for what, ours, theirs in (
+            ("observations", environment_spec.observations, probe.observation_spec()),
+            ("actions", environment_spec.actions, probe.action_spec()),
+        ):
+            if (ours.shape, ours.dtype, getattr(ours, "num_values", None)) != (
+                theirs.shape, theirs.dtype, getattr(theirs, "num_values", None)
+            ):
+                raise ValueError(f"envpool's '{task}' has other {what} ({theirs}) than gymnasium's ({ours})")
+    finally:
+        probe.close()
+    return factory
