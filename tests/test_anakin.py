@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import types
 
 import gymnax
 import jax
@@ -20,10 +21,18 @@ from rl.anakin.rollout import Trajectory, rollout
 from rl.anakin.system import make_chunk
 from rl.anakin.systems import make_system
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector
+from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.make_experiment import make_experiment
 from rl.experiments.validation import ConfigError
 
 CONF = os.path.join(ROOT, "conf")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compilation_cache():
+    """The persistent XLA cache runs use (conf/config.yaml's `compilation_cache`), on
+    from this module's first compilation: the programs here are the same every time."""
+    enable_compilation_cache(os.environ.get("RL_COMPILATION_CACHE", os.path.expanduser("~/.cache/rl/xla")))
 # A small PPO: 4 copies x 16 steps per update, 2 epochs of 2 minibatches.
 SMALL_PPO = [
     "experiment=ppo_gymnax_cartpole",
@@ -57,6 +66,11 @@ def heuristic_policy(params, key, observations, step):
     first = observations[:, 2] + observations[:, 3] > 0
     others = observations[:, 2] > 0
     return jnp.where(jnp.arange(observations.shape[0]) == 0, first, others).astype(jnp.int32), {}
+
+
+def _train_in_process(overrides: list[str], run_dir: str):
+    experiment, launcher = compose_experiment(overrides, run_dir)
+    return launcher(experiment)
 
 
 # --------------------------------------------------------------------------- environments
@@ -200,8 +214,6 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
     PPOLearner (the reverb agent's learner, fed by an iterator) gives the same loss
     metrics and the same parameters: one update, shared code."""
     from rl.agents.ppo.learning import PPOLearner
-    from rl.replay.dataset import ReplaySample
-    from rl.replay.sequences import SequenceStep
 
     experiment, _ = compose_experiment(SMALL_PPO, str(tmp_path))
     system, _ = make_system(experiment)
@@ -214,7 +226,9 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
 
     values = system.network.apply(state.learner.params, trajectory.step.final_observation.reshape(-1, 4))[1].reshape(16, 4)
     batch = to_sequences(trajectory, environment.observation, values, experiment.builder.config.discount)
-    sample = ReplaySample(keys=None, probabilities=None, table_size=None, data=SequenceStep(*batch))
+    # What the learner reads of a reverb sample (rl/agents/learning.py: `sample.data`),
+    # without importing reverb and TensorFlow for it.
+    sample = types.SimpleNamespace(data=batch)
     records = _Records()
     learner = PPOLearner(
         system.network, jax.random.split(key, 3)[0], iter([sample]), experiment.builder.config, system.observation_spec, logger=records
@@ -234,7 +248,7 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
 def test_vmapped_seeds_equal_single_seed_runs(tmp_path):
     """Two replicas vmapped (seeds 5, 6) after two chunks equal each seed trained alone
     with its key, parameters and evaluation returns alike."""
-    experiment, _ = compose_experiment(SMALL_PPO, str(tmp_path))
+    experiment, _ = compose_experiment([*SMALL_PPO, "agent.unroll_length=8", "agent.num_epochs=1"], str(tmp_path))
     system, evaluation_environment = make_system(experiment)
     chunk = jax.jit(jax.vmap(make_chunk(system, 2)))
     evaluation = jax.jit(jax.vmap(lambda s, k: evaluate(evaluation_environment, system.evaluation_policy, system.evaluation_params(s), k)))
@@ -258,8 +272,7 @@ def test_vmapped_seeds_equal_single_seed_runs(tmp_path):
 
 
 def test_many_seeds_write_a_run_directory_each(tmp_path):
-    result = run_train([*SMALL_PPO, "launcher.num_seeds=2", "seed=4", f"hydra.run.dir={tmp_path}"], timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
+    _train_in_process([*SMALL_PPO, "launcher.num_seeds=2", "seed=4"], str(tmp_path))
     top = read_summary(str(tmp_path))
     replicas = [read_summary(os.path.join(tmp_path, f"seed_{i}")) for i in range(2)]
     assert [r["seed"] for r in replicas] == [4, 5]
@@ -279,20 +292,58 @@ def test_many_seeds_write_a_run_directory_each(tmp_path):
         assert [float(row["episode_return"]) for row in rows] == [r for _, r in replicas[i]["eval_returns"]]
 
 
+# --------------------------------------------------------------------------- DQN
+
+# A small DQN: 4 copies, one SGD step of 16 transitions per update (4 x 4 / 16) once 64
+# transitions are stored, 2 chunks of 32 updates.
+SMALL_DQN = [
+    "experiment=dqn_gymnax_cartpole",
+    "environment.num_envs=4",
+    "agent.batch_size=16",
+    "agent.samples_per_insert=4",
+    "agent.min_replay_size=64",
+    "network.hidden_sizes=[32]",
+    "max_actor_steps=256",
+    "eval_every=128",
+    "eval_episodes=2",
+    "logger=csv",
+    "progress=false",
+]
+
+
+def test_dqn_takes_its_sgd_steps_once_the_buffer_is_ready(tmp_path):
+    """Updates 16..64 find >= 64 transitions stored (4 per update): 49 SGD steps, and
+    the records and summary count them."""
+    summary = _train_in_process(SMALL_DQN, str(tmp_path))
+    assert summary.actor_steps == 256 and summary.learner_steps == 49 and summary.status == "finished"
+    with open(os.path.join(tmp_path, "logs", "learner.csv")) as file:
+        rows = list(csv.DictReader(file))
+    assert [int(row["learner_steps"]) for row in rows] == [17, 49]
+    assert float(rows[-1]["td_error"]) > 0
+
+
 # --------------------------------------------------------------------------- learning
 
 
-def _train_in_process(overrides: list[str], run_dir: str):
-    experiment, launcher = compose_experiment(overrides, run_dir)
-    return launcher(experiment)
+def test_ppo_gymnax_cartpole_learns_on_half_the_budget(tmp_path):
+    """The default suite's learning check: the preset on half its budget (the schedules
+    follow max_actor_steps) still ends at 475 or more on seed 0 (measured: 500 from 65,536
+    steps, 497.9 at the end). The full preset is test_ppo_gymnax_cartpole_learns (-m slow)."""
+    summary = _train_in_process(
+        ["experiment=ppo_gymnax_cartpole", "max_actor_steps=262144", "seed=0", "logger=csv", "progress=false"], str(tmp_path)
+    )
+    assert summary.final_eval_return >= 475, summary.eval_returns
+    assert summary.actor_steps == 262144
 
 
+@pytest.mark.slow
 def test_ppo_gymnax_cartpole_learns(tmp_path):
     summary = _train_in_process(["experiment=ppo_gymnax_cartpole", "seed=0", "logger=csv", "progress=false"], str(tmp_path))
     assert summary.final_eval_return >= 475, summary.eval_returns
     assert summary.actor_steps == 524288
 
 
+@pytest.mark.slow
 def test_dqn_gymnax_cartpole_learns(tmp_path):
     summary = _train_in_process(["experiment=dqn_gymnax_cartpole", "seed=0", "logger=csv", "progress=false"], str(tmp_path))
     assert summary.final_eval_return >= 475, summary.eval_returns
@@ -356,14 +407,18 @@ def test_dqn_replay_ratio_must_be_whole_sgd_steps(tmp_path):
 @pytest.mark.parametrize(
     "override, line",
     [
-        (
-            "environment=cartpole",
-            "Invalid configuration: environment: launcher=anakin compiles the environment into its program and needs "
-            "a JAX environment (environment=gymnax environment.name=...); 'CartPole-v1' is not one",
-        ),
+        # The launcher's own ConfigError, raised while Hydra instantiates it: through the
+        # entry point it still names its key in one line. (The other refusals take the
+        # same path out; test_refusals_name_the_key checks them in process.)
         (
             "launcher.num_seeds=0",
             "Invalid configuration: launcher.num_seeds: must be an integer >= 1 (replicas trained side by side), got 0",
+        ),
+        pytest.param(
+            "environment=cartpole",
+            "Invalid configuration: environment: launcher=anakin compiles the environment into its program and needs "
+            "a JAX environment (environment=gymnax environment.name=...); 'CartPole-v1' is not one",
+            marks=pytest.mark.slow,
         ),
     ],
 )

@@ -23,3 +23,10 @@ def enable_compilation_cache(directory: str | None) -> None:
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_S)
+    # JAX decides at a process's first compilation whether the cache is used and keeps
+    # that answer; code that compiled before this call (gymnax's MinAtar constructors,
+    # an earlier test) would leave it off. Forgetting the answer makes the next
+    # compilation ask again, with the directory now set.
+    from jax.experimental.compilation_cache import compilation_cache
+
+    compilation_cache.reset_cache()
