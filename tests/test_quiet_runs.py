@@ -38,6 +38,7 @@ def test_a_piped_5000_step_run_prints_one_record_per_line_and_no_library_warning
     assert records and all(RECORD.match(line) for line in records), [line for line in records if not RECORD.match(line)]
     assert others == [line for line in others if line.startswith("final evaluation return ")] and len(others) == 1
     assert any(line.startswith("[evaluator 0] actor_steps=5000 ") for line in records)
+    assert result.stderr == "", result.stderr[-3000:]  # Not even reverb's INFO lines.
     for needle in NOT_OURS:
         assert needle not in result.stdout + result.stderr, (needle, result.stderr[-2000:])
     # train.log holds what the terminal showed: every record and the final line, stamped with the time.
@@ -46,3 +47,33 @@ def test_a_piped_5000_step_run_prints_one_record_per_line_and_no_library_warning
     assert [line for line in logged if line in records] == records
     assert logged[-1] == others[0]  # And the closing line.
     assert os.listdir(temporary) == []
+
+
+def test_reverb_info_lines_are_dropped_and_everything_else_passes_even_a_crash():
+    """The fd-2 filter of local runs drops exactly reverb's informational lines; a
+    process that dies inside it (no clean-up) still gets its last words out."""
+    import subprocess
+    import sys
+
+    script = "\n".join([
+        "import os",
+        "from rl.replay.quiet import reverb_info_filtered",
+        "with reverb_info_filtered():",
+        "    for line in (",
+        "        '[reverb/cc/platform/default/server.cc:71] Started replay server on port 41901',",
+        "        '[reverb/cc/client.cc:165] Sampler and server are owned by the same process (23536) so Table"
+        " priority_table is accessed directly without gRPC.',",
+        "        '[reverb/cc/trajectory_writer.cc:655] The number of pending items is alarmingly high',",
+        "        '[reverb/cc/reverb_service_impl.cc:168] Stored checkpoint to /tmp/x/2026-11-30T07:09:11',",
+        "        '[reverb/cc/platform/default/server.cc:84] Shutting down replay server',",
+        "        'our own error line',",
+        "    ):",
+        "        os.write(2, (line + '\\n').encode())",
+        "    os._exit(3)",
+    ])
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3
+    assert result.stderr.splitlines() == [
+        "[reverb/cc/trajectory_writer.cc:655] The number of pending items is alarmingly high",
+        "our own error line",
+    ]
