@@ -35,6 +35,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 FORMAT = 2
+class RunWarning(UserWarning):
+    """Something about a run directory the user should know (a damaged checkpoint skipped,
+    a replay buffer not restored): the entry point prints it as one `Warning:` line."""
+
+
 CHECKPOINTS = "checkpoints"
 MANIFEST = "MANIFEST.json"
 STATE = "state.json"
@@ -315,7 +320,7 @@ def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list
             return path, skipped
         skipped.append((path, reason))
         if warn:
-            warnings.warn(f"checkpoint {path} is damaged ({reason}); trying the previous one", stacklevel=2)
+            warnings.warn(f"checkpoint {path} is damaged ({reason}); trying the previous one", RunWarning, stacklevel=2)
     if skipped:
         reasons = "; ".join(f"{os.path.basename(p)}: {r}" for p, r in skipped)
         raise CheckpointError(f"no usable checkpoint in {checkpoint_root(run_directory)} ({reasons})")

@@ -23,7 +23,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from rl.checkpointing import CheckpointError, holds_a_run
+from rl.checkpointing import CheckpointError, RunWarning, holds_a_run
 
 # The rest (JAX, TensorFlow through reverb) is imported in `main`: a command line that
 # names no run directory to resume fails in a fraction of a second.
@@ -85,7 +85,7 @@ def _prepare(config: DictConfig, output_dir: str) -> tuple:
         tracking = tracking_settings(hydra_config, config)
         experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+            warnings.simplefilter("always", RunWarning)  # Libraries' warnings keep their filters.
             plan = prepare_run(
                 experiment,
                 config,
@@ -94,7 +94,10 @@ def _prepare(config: DictConfig, output_dir: str) -> tuple:
                 supports_resume=getattr(launch, "supports_resume", False),
             )
         for warning in caught:
-            report(f"Warning: {warning.message}", error=True, transcript=False)
+            if issubclass(warning.category, RunWarning):
+                report(f"Warning: {warning.message}", error=True, transcript=False)
+            else:
+                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     except ConfigError as error:
         report(f"Invalid configuration: {error}", error=True, transcript=False)
         sys.exit(2)

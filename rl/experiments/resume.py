@@ -34,6 +34,7 @@ import warnings
 from typing import Any, Mapping
 
 from rl import checkpointing
+from rl.loggers.csv import move_rows
 from rl.checkpointing import RUN_FILE, SUMMARY_FILE, CheckpointError, CheckpointSettings, holds_a_run, log_files
 # Top-level keys a resumed run may change: they do not change what is learned.
 MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume")
@@ -206,7 +207,8 @@ def prepare_run(
 
     path, skipped = checkpointing.find_latest(run_directory, warn=False)
     for damaged, reason in skipped:
-        warnings.warn(f"checkpoint {damaged} is damaged ({reason}); using the previous one", stacklevel=2)
+        message = f"checkpoint {damaged} is damaged ({reason}); using the previous one"
+        warnings.warn(message, checkpointing.RunWarning, stacklevel=2)
     if path is None:
         if explicit:
             raise CheckpointError(
@@ -216,6 +218,7 @@ def prepare_run(
         warnings.warn(
             f"{run_directory} holds an earlier run but no checkpoint: the run starts from the beginning "
             "(earlier log rows move to logs/superseded/)",
+            checkpointing.RunWarning,
             stacklevel=2,
         )
         return plan
@@ -238,9 +241,10 @@ def prepare_run(
         checkpointing.check_replay_tables(restore.replay_checkpoint, DistributedProgram(experiment).make_replay_tables())
         restore.restore_replay = True
     elif restore.has_replay:
-        warnings.warn("the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it", stacklevel=2)
+        message = "the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it"
+        warnings.warn(message, checkpointing.RunWarning, stacklevel=2)
     elif settings.replay:
-        warnings.warn("the checkpoint holds no replay buffer: the resumed run refills it", stacklevel=2)
+        warnings.warn("the checkpoint holds no replay buffer: the resumed run refills it", checkpointing.RunWarning, stacklevel=2)
     plan.restore = restore
     plan.session = int(state.get("session", 0)) + 1
     return plan
@@ -260,28 +264,10 @@ def _trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session
 
     for path in log_files(run_directory):
         with open(path, newline="") as file:
-            reader = csv.DictReader(file)
-            columns = reader.fieldnames or []
-            rows = list(reader)
-        if "actor_steps" not in columns:
-            continue
-        kept = [row for row in rows if not after(row)]
-        if len(kept) == len(rows):
-            continue
-        directory = os.path.join(os.path.dirname(path), "superseded")
-        os.makedirs(directory, exist_ok=True)
+            if "actor_steps" not in (csv.DictReader(file).fieldnames or []):
+                continue
         label = os.path.splitext(os.path.basename(path))[0]
-        with open(os.path.join(directory, f"{label}.session{session}.csv"), "a", newline="") as file:
-            writer = csv.DictWriter(file, columns, extrasaction="ignore")
-            if file.tell() == 0:
-                writer.writeheader()
-            writer.writerows(row for row in rows if after(row))
-        temporary = f"{path}.tmp"
-        with open(temporary, "w", newline="") as file:
-            writer = csv.DictWriter(file, columns, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(kept)
-        os.replace(temporary, path)
+        move_rows(path, after, os.path.join(os.path.dirname(path), "superseded", f"{label}.session{session}.csv"))
 
 
 def apply_plan(plan: RunPlan, experiment: Any) -> Any:
