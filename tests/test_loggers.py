@@ -136,3 +136,23 @@ def test_factory_records_carry_wall_time_since_the_factory_was_made(tmp_path):
     (learner,) = _rows(tmp_path / "learner.csv")
     for row in (evaluation, learner):
         assert 0.0 <= float(row["wall_time_s"]) <= written - before + 0.001
+
+
+def test_move_rows_sets_rows_aside_and_open_loggers_append_after_the_rest(tmp_path):
+    from rl.loggers.csv import move_rows
+
+    logger = CSVLogger(str(tmp_path), "learner", steps_key="learner_steps")
+    for step in (1, 2, 3, 4):
+        logger.write({"learner_steps": step, "loss": step / 10})
+    path, aside = str(tmp_path / "learner.csv"), str(tmp_path / "superseded" / "learner.restart1.csv")
+    moved = move_rows(path, lambda row: int(row["learner_steps"]) > 2, aside)
+    assert moved == 2
+    logger.write({"learner_steps": 3, "loss": 0.5})  # The restored learner, from step 2 again.
+    logger.close()
+    with open(path, newline="") as file:
+        assert [(r["learner_steps"], r["loss"]) for r in csv.DictReader(file)] == [("1", "0.1"), ("2", "0.2"), ("3", "0.5")]
+    with open(aside, newline="") as file:
+        assert [(r["learner_steps"], r["loss"]) for r in csv.DictReader(file)] == [("3", "0.3"), ("4", "0.4")]
+    # Nothing to move: the file is left as it is, and no destination is made.
+    assert move_rows(path, lambda row: False, str(tmp_path / "other.csv")) == 0
+    assert not os.path.exists(tmp_path / "other.csv")

@@ -231,6 +231,35 @@ def test_closing_a_prefetching_iterator_wakes_a_waiting_learner():
     blocked.set()
 
 
+def test_sampling_that_gets_no_batch_within_its_bound_names_the_server_and_table():
+    """A learner whose replay gives nothing (the rate limiter never allows a sample, or
+    the server is gone) raises a ReplayTimeoutError after `timeout_s`, not a hang."""
+    from rl.replay.adders import ReplayTimeoutError
+    from rl.replay.dataset import make_replay_iterator
+
+    table = reverb.Table(
+        "starved",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        max_size=1000,
+        rate_limiter=reverb.rate_limiters.MinSize(10),
+        signature=transition_signature(SPEC),
+    )
+    server = reverb.Server([table], port=None)
+    try:
+        address = f"localhost:{server.port}"
+        iterator = make_replay_iterator(address, "starved", 4, timeout_s=0.5)
+        with pytest.raises(ReplayTimeoutError) as raised:
+            next(iterator)
+        iterator.close()
+    finally:
+        server.stop()
+    assert str(raised.value) == (
+        f"replay server at {address}: sampling 4 items from table 'starved': no batch within 0.5 s"
+        " (the server is gone or unreachable, or no actor inserts any more)"
+    )
+
+
 def test_packed_codec_round_trips_a_transition_exactly():
     from rl.replay.codecs import ColumnCodec, PackedCodec, transition_codec
 

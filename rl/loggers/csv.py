@@ -23,7 +23,7 @@ import os
 import shutil
 import tempfile
 import threading
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
 
@@ -99,6 +99,46 @@ def _acquire(path: str) -> _SharedFile:
         shared = _FILES.setdefault(path, _SharedFile(path))
         shared.users += 1
         return shared
+
+
+def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: str) -> int:
+    """Moves the rows of the CSV file at `path` for which `moved` holds to the end of
+    `destination` (made with the same header when new); returns how many moved.
+
+    The file is replaced atomically. Loggers of `path` in this process wait meanwhile and
+    then append after the rows kept (their file is opened again on their next write).
+    Rows of a fault or a resume that the run went back past are kept this way, out of
+    the curves.
+    """
+    with _FILES_LOCK:
+        shared = _FILES.get(path)
+    lock = shared.lock if shared is not None else threading.Lock()
+    with lock:
+        if not os.path.exists(path):
+            return 0
+        with open(path, newline="") as file:
+            reader = csv.DictReader(file)
+            columns = list(reader.fieldnames or [])
+            rows = list(reader)
+        gone = [row for row in rows if moved(row)]
+        if not gone:
+            return 0
+        if shared is not None:
+            shared.close()  # Opened again, after the rows kept, by the next write.
+        os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
+        with open(destination, "a", newline="") as file:
+            writer = csv.DictWriter(file, columns, extrasaction="ignore")
+            if file.tell() == 0:
+                writer.writeheader()
+            writer.writerows(gone)
+        handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=os.path.dirname(path))
+        with os.fdopen(handle, "w", newline="") as file:
+            writer = csv.DictWriter(file, columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(row for row in rows if not moved(row))
+        shutil.copymode(path, temporary)
+        os.replace(temporary, path)
+        return len(gone)
 
 
 STEP_KEY = "actor_steps"

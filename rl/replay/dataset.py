@@ -14,6 +14,14 @@ import jax
 import numpy as np
 import reverb
 
+from rl.replay.adders import ReplayTimeoutError
+
+# How long the learner waits for one batch before it reports the replay as stuck: far
+# beyond any rate-limiter wait of a healthy run (actors slower than the learner wait
+# seconds), short enough that a server that is gone, or actors that all stopped, end
+# the run with a message rather than a hang. A restarted replay node is back within it.
+SAMPLE_TIMEOUT_S = 600.0
+
 
 class ReplaySample(NamedTuple):
     """A batch of items: their data (a Transition of arrays) and reverb's sample info."""
@@ -59,6 +67,8 @@ class PrefetchingIterator(Iterator[ReplaySample]):
     """Pulls batches on a daemon thread and hands them over as device arrays.
 
     `decode` (e.g. a codec's unpacking) runs on that thread too, before the transfer.
+    A batch that does not come within `timeout_s` (None: wait for ever) raises a
+    `ReplayTimeoutError` naming `source` (what is sampled from).
     """
 
     def __init__(
@@ -67,8 +77,12 @@ class PrefetchingIterator(Iterator[ReplaySample]):
         buffer_size: int = 2,
         device_put: bool = True,
         decode: Callable[[Any], Any] | None = None,
+        timeout_s: float | None = SAMPLE_TIMEOUT_S,
+        source: str = "replay",
     ):
         self._source = iter(iterable)
+        self._timeout_s = timeout_s
+        self._source_name = source
         self._queue: queue.Queue = queue.Queue(maxsize=buffer_size)
         self._device_put = device_put
         self._decode = decode
@@ -103,7 +117,13 @@ class PrefetchingIterator(Iterator[ReplaySample]):
     def __next__(self) -> ReplaySample:
         if self._finished is not None:
             raise self._finished
-        item = self._queue.get()
+        try:
+            item = self._queue.get(timeout=self._timeout_s)
+        except queue.Empty:
+            raise ReplayTimeoutError(
+                f"{self._source_name}: no batch within {self._timeout_s:g} s (the server is gone or unreachable,"
+                " or no actor inserts any more)"
+            ) from None
         if isinstance(item, BaseException):
             self._finished = item  # The source is done (or broken): say so on every call.
             raise item
@@ -125,8 +145,13 @@ def make_replay_iterator(
     batch_size: int,
     prefetch_size: int = 2,
     decode: Callable[[Any], Any] | None = None,
+    timeout_s: float | None = SAMPLE_TIMEOUT_S,
 ) -> PrefetchingIterator:
     """Batches of `batch_size` items; `decode` turns the table's layout into a Transition
-    (rl.replay.codecs), on the prefetching thread."""
+    (rl.replay.codecs), on the prefetching thread. Waiting longer than `timeout_s` for a
+    batch raises a `ReplayTimeoutError`."""
     dataset = make_dataset(server_address, table, batch_size)
-    return PrefetchingIterator(dataset.as_numpy_iterator(), buffer_size=prefetch_size, decode=decode)
+    source = f"replay server at {server_address}: sampling {batch_size} items from table {table!r}"
+    return PrefetchingIterator(
+        dataset.as_numpy_iterator(), buffer_size=prefetch_size, decode=decode, timeout_s=timeout_s, source=source
+    )
