@@ -322,6 +322,95 @@ def test_dqn_takes_its_sgd_steps_once_the_buffer_is_ready(tmp_path):
     assert float(rows[-1]["td_error"]) > 0
 
 
+# --------------------------------------------------------------------------- SAC
+
+# A small SAC on gymnax Pendulum: 2 copies, 2 SGD steps of 16 per update (2 x 16 / 16)
+# once 32 transitions are stored, learner steps of 2 SGD steps.
+SMALL_SAC = [
+    "experiment=sac_gymnax_pendulum",
+    "environment.num_envs=2",
+    "agent.batch_size=16",
+    "agent.samples_per_insert=16",
+    "agent.sgd_steps_per_learner_step=2",
+    "agent.min_replay_size=32",
+    "network.policy_hidden_sizes=[16]",
+    "network.critic_hidden_sizes=[16]",
+    "max_actor_steps=128",
+    "eval_every=64",
+    "eval_episodes=2",
+    "logger=csv",
+    "progress=false",
+]
+
+
+def test_sac_runs_the_reverb_sac_step_on_environment_scale_replay(tmp_path):
+    """Updates 16..64 find >= 32 transitions: 49 updates x 2 SGD steps = 49 learner
+    steps; evaluation episodes are Pendulum's 200 steps; the temperature moved."""
+    summary = _train_in_process(SMALL_SAC, str(tmp_path))
+    assert summary.actor_steps == 128 and summary.learner_steps == 49 and summary.status == "finished"
+    with open(os.path.join(tmp_path, "logs", "learner.csv")) as file:
+        rows = list(csv.DictReader(file))
+    assert float(rows[-1]["temperature"]) != 1.0 and np.isfinite(float(rows[-1]["critic_loss"]))
+    with open(os.path.join(tmp_path, "logs", "evaluator.csv")) as file:
+        assert {float(row["episode_length"]) for row in csv.DictReader(file)} == {200.0}
+
+
+def test_the_anakin_sac_steps_are_the_reverb_learners(tmp_path):
+    """A batch of environment-scale transitions: two SGD steps of the anakin SAC (one
+    per half) and one step of SACLearner (2 SGD steps per learner step, its actions
+    mapped to [-1, 1] by ContinuousLearner) end with the same training state."""
+    from rl.agents.sac.learning import SACLearner
+    from rl.types import Transition
+
+    experiment, _ = compose_experiment(SMALL_SAC, str(tmp_path))
+    system, _ = make_system(experiment)
+    keys = jax.random.split(jax.random.PRNGKey(5), 4)
+    batch = Transition(
+        observation=jax.random.normal(keys[0], (32, 3)),
+        action=jax.random.uniform(keys[1], (32, 1), minval=-2.0, maxval=2.0),
+        reward=-jnp.abs(jax.random.normal(keys[2], (32,))),
+        discount=jnp.full((32,), 0.99),
+        next_observation=jax.random.normal(keys[3], (32, 3)),
+    )
+    key = jax.random.PRNGKey(2)
+    step = jax.jit(system.learner.sgd_step)
+    ours, _ = step(system.learner.init(key), jax.tree_util.tree_map(lambda x: x[:16], batch))
+    ours, _ = step(ours, jax.tree_util.tree_map(lambda x: x[16:], batch))
+
+    networks = experiment.network_factory(environment_spec=experiment.environment_spec)
+    learner = SACLearner(networks, key, iter([types.SimpleNamespace(data=batch)]), experiment.builder.config)
+    learner.step()
+    assert int(ours.steps) == int(learner.state.steps) == 2
+    for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(learner.state)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- MinAtar
+
+
+@pytest.mark.slow
+def test_ppo_minatar_breakout_compiles_and_runs_a_chunk(tmp_path):
+    """The preset's program (MinAtar Breakout, 256x256 ReLU MLPs, gamma 0.999) with fewer
+    copies and steps: one chunk of 2 updates, an evaluation, records. (-m slow: MinAtar's
+    step is a large program; about 20 s here even with the compilation cache warm.)"""
+    summary = _train_in_process(
+        [
+            "experiment=ppo_minatar_breakout",
+            "environment.num_envs=4",
+            "agent.batch_size=4",
+            "agent.unroll_length=16",
+            "max_actor_steps=128",
+            "eval_every=128",
+            "eval_episodes=2",
+            "logger=csv",
+            "progress=false",
+        ],
+        str(tmp_path),
+    )
+    assert summary.actor_steps == 128 and summary.learner_steps == 2 and summary.status == "finished"
+    assert summary.final_eval_return >= 0
+
+
 # --------------------------------------------------------------------------- learning
 
 
@@ -348,6 +437,12 @@ def test_dqn_gymnax_cartpole_learns(tmp_path):
     summary = _train_in_process(["experiment=dqn_gymnax_cartpole", "seed=0", "logger=csv", "progress=false"], str(tmp_path))
     assert summary.final_eval_return >= 475, summary.eval_returns
     assert summary.steps_to_threshold is not None
+
+
+@pytest.mark.slow
+def test_sac_gymnax_pendulum_learns(tmp_path):
+    summary = _train_in_process(["experiment=sac_gymnax_pendulum", "seed=0", "logger=csv", "progress=false"], str(tmp_path))
+    assert summary.final_eval_return >= -250, summary.eval_returns
 
 
 @pytest.mark.slow
@@ -394,7 +489,7 @@ def test_agents_without_a_compiled_system_are_refused(tmp_path):
     with pytest.raises(ConfigError) as caught:
         compose_experiment(overrides, str(tmp_path))
     assert caught.value.key == "agent"
-    assert "launcher=anakin runs agent=ppo or agent=dqn, not 'impala'" in str(caught.value)
+    assert "launcher=anakin runs agent=ppo, agent=dqn, agent=sac, not 'impala'" in str(caught.value)
 
 
 def test_dqn_replay_ratio_must_be_whole_sgd_steps(tmp_path):

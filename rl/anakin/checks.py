@@ -8,7 +8,7 @@ from rl.experiments.config import ExperimentConfig
 from rl.experiments.validation import ConfigError
 
 # Builders (by class: IMPALA's subclasses PPO's but is not PPO) -> agent option.
-SUPPORTED_AGENTS = {"PPOBuilder": "ppo", "DQNBuilder": "dqn"}
+SUPPORTED_AGENTS = {"PPOBuilder": "ppo", "DQNBuilder": "dqn", "SACBuilder": "sac"}
 
 
 def agent_of(experiment: ExperimentConfig) -> str:
@@ -16,7 +16,7 @@ def agent_of(experiment: ExperimentConfig) -> str:
     if name not in SUPPORTED_AGENTS:
         raise ConfigError(
             "agent",
-            f"launcher=anakin runs agent={' or agent='.join(SUPPORTED_AGENTS.values())}, not "
+            f"launcher=anakin runs agent={', agent='.join(SUPPORTED_AGENTS.values())}, not "
             f"'{experiment.agent_name}'; use launcher=local or launcher=ray for it",
         )
     return SUPPORTED_AGENTS[name]
@@ -42,7 +42,8 @@ def _check_ppo(experiment: ExperimentConfig) -> None:
         raise ConfigError("agent.normalize_observations", "is not supported by launcher=anakin yet; set it to false")
 
 
-def _check_dqn(experiment: ExperimentConfig) -> None:
+def _check_off_policy(experiment: ExperimentConfig) -> None:
+    """DQN and SAC: whole SGD steps per update (rl/anakin/off_policy.py)."""
     config = experiment.builder.config
     sgd_steps = experiment.num_envs * config.samples_per_insert / config.batch_size
     if sgd_steps < 1 or abs(sgd_steps - round(sgd_steps)) > 1e-9:
@@ -52,7 +53,7 @@ def _check_dqn(experiment: ExperimentConfig) -> None:
             f"{experiment.num_envs} transitions and takes num_envs * samples_per_insert / batch_size SGD steps, "
             f"which must be a whole number >= 1; got {sgd_steps:g}",
         )
-    if config.prioritized:
+    if getattr(config, "prioritized", False):
         raise ConfigError("agent.prioritized", "prioritized replay is not supported by launcher=anakin yet; set it to false")
 
 
@@ -71,7 +72,7 @@ def check_experiment(experiment: ExperimentConfig, steps_per_chunk: int | None) 
         )
     if experiment.observers:
         raise ConfigError("observers", "launcher=anakin runs no observers; remove them (observers=[])")
-    {"ppo": _check_ppo, "dqn": _check_dqn}[agent](experiment)
+    {"ppo": _check_ppo, "dqn": _check_off_policy, "sac": _check_off_policy}[agent](experiment)
     per_update = steps_per_update(experiment)
     budget = experiment.max_actor_steps
     if steps_per_chunk is None:

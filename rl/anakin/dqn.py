@@ -1,171 +1,63 @@
-"""DQN as an anakin system: one step of every environment copy into a flashbax buffer,
-then the reverb DQN's own SGD steps (rl/agents/dqn/learning.py) on n-step transitions
-sampled from it.
-
-One update = one step of `num_envs` copies (with the builder's epsilon-greedy policy)
-and, once the buffer holds `min_replay_size` transitions, `num_envs *
-samples_per_insert / batch_size` SGD steps (the replay ratio of the reverb agent).
-
-The buffer (flashbax's trajectory buffer, one time axis per copy) keeps 1-step
-transitions with their true next observation (before any automatic reset); a sampled
-sequence of n of them, t..t+n-1, becomes one n-step transition. With m <= n the steps
-up to and including the first episode end (or all n):
-
-    reward   = sum_{k<m} gamma^k r_{t+k}
-    discount = gamma^m * d_{t+m-1}          (d = 0 at a termination, 1 at a truncation)
-    next     = s'_{t+m-1}
-"""
+"""DQN as an anakin system: the off-policy acting and replay of rl/anakin/off_policy.py
+with the reverb DQN's own SGD step (rl/agents/dqn/learning.py: `double_q_loss`,
+optimiser, target updates) and its epsilon-greedy and greedy policies."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
-import flashbax
 import jax
 import jax.numpy as jnp
 
 from rl.agents.dqn.builder import DQNBuilder
 from rl.agents.dqn.learning import DQNLearner, TrainingState, make_optimizer
-from rl.anakin.rollout import EpisodeStatistics, episode_statistics, rollout
-from rl.environments.gymnax_vector import GymnaxVector, VectorState
+from rl.anakin.off_policy import OffPolicySystem
+from rl.environments.gymnax_vector import GymnaxVector
 from rl.networks.base import FeedForwardNetwork
 from rl.specs import EnvironmentSpec
 from rl.types import Transition
 
 
-class Stored(NamedTuple):
-    """One step of one copy as the buffer keeps it."""
+class DQNFunctions:
+    """DQNLearner's state and SGD step as pure functions (uniform replay)."""
 
-    observation: jax.Array
-    action: jax.Array
-    reward: jax.Array
-    discount: jax.Array
-    done: jax.Array
-    next_observation: jax.Array
-
-
-class DQNState(NamedTuple):
-    learner: TrainingState
-    buffer: Any
-    environment: VectorState
-    actor_steps: jax.Array
-    key: jax.Array
-
-
-def n_step_transitions(sequences: Stored, gamma: float) -> Transition:
-    """(B, n) stored steps -> B n-step transitions (module docstring)."""
-    n = sequences.reward.shape[1]
-    batch = sequences.reward.shape[0]
-    reward = jnp.zeros((batch,), jnp.float32)
-    discount = jnp.ones((batch,), jnp.float32)
-    alive = jnp.ones((batch,), jnp.float32)
-    next_observation = sequences.next_observation[:, 0]
-    for k in range(n):
-        taken = alive > 0
-        reward = reward + alive * discount * sequences.reward[:, k]
-        next_observation = jnp.where(
-            jnp.reshape(taken, (batch,) + (1,) * (next_observation.ndim - 1)), sequences.next_observation[:, k], next_observation
-        )
-        discount = jnp.where(taken, discount * gamma * sequences.discount[:, k], discount)
-        alive = alive * (1.0 - sequences.done[:, k].astype(jnp.float32))
-    return Transition(sequences.observation[:, 0], sequences.action[:, 0], reward, discount, next_observation)
-
-
-class DQNSystem:
-    """DQN on a gymnax vector with a flashbax buffer (see the module docstring)."""
-
-    def __init__(
-        self,
-        builder: DQNBuilder,
-        network: FeedForwardNetwork,
-        environment: GymnaxVector,
-        environment_spec: EnvironmentSpec,
-        max_actor_steps: int,
-    ):
-        self.config = config = builder.config
+    def __init__(self, builder: DQNBuilder, network: FeedForwardNetwork):
+        self.config = builder.config
         self.network = network
-        self.environment = environment
-        self.behaviour_policy = builder.make_policy(network, environment_spec, evaluation=False)
-        greedy = builder.make_policy(network, environment_spec, evaluation=True)
-        self.evaluation_policy = lambda params, key, observations, step: (greedy(params, key, observations, step), {})
-        self.optimizer = make_optimizer(config)
-        self.steps_per_update = environment.num_envs
-        self.sgd_steps = round(environment.num_envs * config.samples_per_insert / config.batch_size)
-        max_size = min(config.max_replay_size, max_actor_steps)
-        self.buffer = flashbax.make_trajectory_buffer(
-            add_batch_size=environment.num_envs,
-            sample_batch_size=config.batch_size,
-            sample_sequence_length=config.n_step,
-            period=1,
-            min_length_time_axis=config.n_step,
-            max_length_time_axis=max(config.n_step + 1, -(-max_size // environment.num_envs)),
-        )
-        self.min_replay_size = config.min_replay_size
-        self.observation_shape = environment_spec.observations.shape
+        self.optimizer = make_optimizer(self.config)
 
-    def init(self, key: jax.Array) -> DQNState:
-        learner_key, environment_key, key = jax.random.split(key, 3)
-        params = self.network.init(learner_key)
-        learner = TrainingState(params, params, self.optimizer.init(params), jnp.zeros((), jnp.int32))
-        example = Stored(
-            observation=jnp.zeros(self.observation_shape, jnp.float32),
-            action=jnp.zeros((), jnp.int32),
-            reward=jnp.zeros((), jnp.float32),
-            discount=jnp.zeros((), jnp.float32),
-            done=jnp.zeros((), bool),
-            next_observation=jnp.zeros(self.observation_shape, jnp.float32),
-        )
-        return DQNState(learner, self.buffer.init(example), self.environment.reset(environment_key), jnp.zeros((), jnp.int32), key)
+    def init(self, key: jax.Array) -> TrainingState:
+        params = self.network.init(key)
+        return TrainingState(params, params, self.optimizer.init(params), jnp.zeros((), jnp.int32))
 
-    def evaluation_params(self, state: DQNState) -> Any:
-        return state.learner.params
-
-    def learner_steps(self, state: DQNState) -> jax.Array:
-        return state.learner.steps
-
-    def sgd_step(self, learner: TrainingState, transitions: Transition) -> tuple[TrainingState, dict]:
+    def sgd_step(self, state: TrainingState, transitions: Transition) -> tuple[TrainingState, dict]:
         """The reverb DQN learner's SGD step (uniform replay: every weight 1)."""
         weights = jnp.ones_like(transitions.reward)
-        learner, metrics, _ = DQNLearner._sgd_step(
-            self.network.apply, self.optimizer, self.config, learner, (transitions, weights, jnp.zeros((), jnp.int32))
+        state, metrics, _ = DQNLearner._sgd_step(
+            self.network.apply, self.optimizer, self.config, state, (transitions, weights, jnp.zeros((), jnp.int32))
         )
-        return learner, metrics
+        return state, metrics
 
-    def learn(self, learner: TrainingState, buffer: Any, key: jax.Array) -> tuple[TrainingState, dict]:
-        def one(learner: TrainingState, key: jax.Array) -> tuple[TrainingState, dict]:
-            sequences = self.buffer.sample(buffer, key).experience
-            return self.sgd_step(learner, n_step_transitions(sequences, self.config.discount))
+    def policy_params(self, state: TrainingState) -> Any:
+        return state.params
 
-        learner, metrics = jax.lax.scan(one, learner, jax.random.split(key, self.sgd_steps))
-        return learner, jax.tree_util.tree_map(jnp.mean, metrics)
+    def learner_steps(self, state: TrainingState) -> jax.Array:
+        return state.steps
 
-    def update(self, state: DQNState) -> tuple[DQNState, dict[str, jax.Array], EpisodeStatistics]:
-        key, act_key, learn_key = jax.random.split(state.key, 3)
-        environment, trajectory = rollout(
-            self.environment, self.behaviour_policy_with_extras, state.learner.params, state.environment, act_key, 1, state.actor_steps
-        )
-        answer = trajectory.step
-        stored = Stored(
-            observation=trajectory.observation[0],
-            action=trajectory.action[0],
-            reward=answer.reward[0],
-            discount=answer.discount[0],
-            done=answer.done[0],
-            next_observation=answer.final_observation[0],
-        )
-        buffer = self.buffer.add(state.buffer, jax.tree_util.tree_map(lambda x: x[:, None], stored))
-        actor_steps = state.actor_steps + self.environment.num_envs
-        ready = actor_steps >= self.min_replay_size
-        template = jax.eval_shape(self.learn, state.learner, buffer, learn_key)[1]
-        learner, metrics = jax.lax.cond(
-            ready,
-            self.learn,
-            lambda learner, buffer, key: (learner, jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), template)),
-            state.learner,
-            buffer,
-            learn_key,
-        )
-        return DQNState(learner, buffer, environment, actor_steps, key), metrics, episode_statistics(answer)
 
-    def behaviour_policy_with_extras(self, params: Any, key: jax.Array, observations: jax.Array, step: jax.Array) -> tuple:
-        return self.behaviour_policy(params, key, observations, step), {}
+def make_dqn_system(
+    builder: DQNBuilder,
+    network: FeedForwardNetwork,
+    environment: GymnaxVector,
+    environment_spec: EnvironmentSpec,
+    max_actor_steps: int,
+) -> OffPolicySystem:
+    return OffPolicySystem(
+        DQNFunctions(builder, network),
+        builder.config,
+        builder.make_policy(network, environment_spec, evaluation=False),
+        builder.make_policy(network, environment_spec, evaluation=True),
+        environment,
+        environment_spec,
+        max_actor_steps,
+    )

@@ -20,10 +20,13 @@ def make_system(experiment: ExperimentConfig) -> tuple[object, GymnaxVector]:
     network = experiment.network_factory(environment_spec=spec)
     environment = gymnax_vector(experiment, experiment.num_envs)
     evaluation = gymnax_vector(experiment, experiment.eval_episodes)
-    if agent_of(experiment) == "ppo":
+    agent = agent_of(experiment)
+    if agent == "ppo":
         from rl.anakin.ppo import PPOSystem
 
         return PPOSystem(experiment.builder, network, environment, spec), evaluation
-    from rl.anakin.dqn import DQNSystem
-
-    return DQNSystem(experiment.builder, network, environment, spec, experiment.max_actor_steps), evaluation
+    if agent == "sac":
+        from rl.anakin.sac import make_sac_system as make
+    else:
+        from rl.anakin.dqn import make_dqn_system as make
+    return make(experiment.builder, network, environment, spec, experiment.max_actor_steps), evaluation

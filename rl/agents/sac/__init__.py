@@ -9,6 +9,7 @@ __getattr__ = lazy_attributes(
     {
         "SACLearner": "learning",
         "TrainingState": "learning",
+        "make_sac": "learning",
         "critic_loss": "losses",
         "policy_loss": "losses",
         "temperature_loss": "losses",
@@ -22,6 +23,7 @@ __all__ = [
     "TrainingState",
     "critic_loss",
     "make_builder",
+    "make_sac",
     "policy_loss",
     "temperature_loss",
 ]

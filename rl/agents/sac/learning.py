@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,28 +33,29 @@ def target_entropy(config: SACConfig, action_size: int) -> float:
     return float(-action_size) if config.target_entropy is None else float(config.target_entropy)
 
 
-class SACLearner(ContinuousLearner):
-    def __init__(
-        self,
-        networks: ActorCriticNetworks,
-        random_key: jax.Array,
-        iterator: Iterator[Any],
-        config: SACConfig,
-        counter: Counter | None = None,
-        logger: Logger | None = None,
-    ):
-        policy = networks.policy_network(stochastic=True)
-        critic = networks.critic_network(num_critics=2)
-        policy_optimizer = make_optimizer(config.policy_learning_rate, config.max_gradient_norm)
-        critic_optimizer = make_optimizer(config.critic_learning_rate, config.max_gradient_norm)
-        temperature_optimizer = optax.adam(config.temperature_learning_rate)
-        entropy_target = target_entropy(config, networks.action_size)
+class SACFunctions(NamedTuple):
+    """SAC as pure functions, shared by `SACLearner` (reverb) and launcher=anakin:
+    `init(key)` makes the training state, `sgd_step(state, batch)` (actions in [-1, 1])
+    is one SGD step of the critics, the policy and the temperature."""
 
+    init: Callable[[jax.Array], TrainingState]
+    sgd_step: Callable[[TrainingState, Transition], tuple[TrainingState, dict[str, jax.Array]]]
+
+
+def make_sac(networks: ActorCriticNetworks, config: SACConfig) -> SACFunctions:
+    policy = networks.policy_network(stochastic=True)
+    critic = networks.critic_network(num_critics=2)
+    policy_optimizer = make_optimizer(config.policy_learning_rate, config.max_gradient_norm)
+    critic_optimizer = make_optimizer(config.critic_learning_rate, config.max_gradient_norm)
+    temperature_optimizer = optax.adam(config.temperature_learning_rate)
+    entropy_target = target_entropy(config, networks.action_size)
+
+    def init(random_key: jax.Array) -> TrainingState:
         policy_key, critic_key, key = jax.random.split(random_key, 3)
         policy_params = policy.init(policy_key)
         critic_params = critic.init(critic_key)
         log_temperature = jnp.log(jnp.asarray(config.initial_temperature, jnp.float32))
-        state = TrainingState(
+        return TrainingState(
             policy_params=policy_params,
             critic_params=critic_params,
             target_critic_params=critic_params,
@@ -66,61 +67,73 @@ class SACLearner(ContinuousLearner):
             steps=jnp.zeros((), jnp.int32),
         )
 
-        def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
-            key, critic_key, policy_key = jax.random.split(state.key, 3)
-            temperature = jnp.exp(state.log_temperature)
+    def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
+        key, critic_key, policy_key = jax.random.split(state.key, 3)
+        temperature = jnp.exp(state.log_temperature)
 
-            critic_grads, critic_metrics = jax.grad(losses.critic_loss, has_aux=True)(
-                state.critic_params,
-                state.target_critic_params,
-                state.policy_params,
-                policy.apply,
-                critic.apply,
-                batch,
-                temperature,
-                critic_key,
-            )
-            updates, critic_opt_state = critic_optimizer.update(critic_grads, state.critic_opt_state)
-            critic_params = optax.apply_updates(state.critic_params, updates)
+        critic_grads, critic_metrics = jax.grad(losses.critic_loss, has_aux=True)(
+            state.critic_params,
+            state.target_critic_params,
+            state.policy_params,
+            policy.apply,
+            critic.apply,
+            batch,
+            temperature,
+            critic_key,
+        )
+        updates, critic_opt_state = critic_optimizer.update(critic_grads, state.critic_opt_state)
+        critic_params = optax.apply_updates(state.critic_params, updates)
 
-            (policy_loss, log_prob), policy_grads = jax.value_and_grad(losses.policy_loss, has_aux=True)(
-                state.policy_params,
-                critic_params,
-                policy.apply,
-                critic.apply,
-                batch.observation,
-                temperature,
-                policy_key,
-            )
-            updates, policy_opt_state = policy_optimizer.update(policy_grads, state.policy_opt_state)
-            policy_params = optax.apply_updates(state.policy_params, updates)
+        (policy_loss, log_prob), policy_grads = jax.value_and_grad(losses.policy_loss, has_aux=True)(
+            state.policy_params,
+            critic_params,
+            policy.apply,
+            critic.apply,
+            batch.observation,
+            temperature,
+            policy_key,
+        )
+        updates, policy_opt_state = policy_optimizer.update(policy_grads, state.policy_opt_state)
+        policy_params = optax.apply_updates(state.policy_params, updates)
 
-            temperature_loss, temperature_grad = jax.value_and_grad(losses.temperature_loss)(
-                state.log_temperature, log_prob, entropy_target
-            )
-            updates, temperature_opt_state = temperature_optimizer.update(
-                temperature_grad, state.temperature_opt_state
-            )
-            log_temperature = optax.apply_updates(state.log_temperature, updates)
+        temperature_loss, temperature_grad = jax.value_and_grad(losses.temperature_loss)(
+            state.log_temperature, log_prob, entropy_target
+        )
+        updates, temperature_opt_state = temperature_optimizer.update(temperature_grad, state.temperature_opt_state)
+        log_temperature = optax.apply_updates(state.log_temperature, updates)
 
-            new_state = TrainingState(
-                policy_params=policy_params,
-                critic_params=critic_params,
-                target_critic_params=polyak_update(critic_params, state.target_critic_params, config.tau),
-                log_temperature=log_temperature,
-                policy_opt_state=policy_opt_state,
-                critic_opt_state=critic_opt_state,
-                temperature_opt_state=temperature_opt_state,
-                key=key,
-                steps=state.steps + 1,
-            )
-            metrics = {
-                **critic_metrics,
-                "policy_loss": policy_loss,
-                "temperature": temperature,
-                "temperature_loss": temperature_loss,
-                "entropy": -jnp.mean(log_prob),
-            }
-            return new_state, metrics
+        new_state = TrainingState(
+            policy_params=policy_params,
+            critic_params=critic_params,
+            target_critic_params=polyak_update(critic_params, state.target_critic_params, config.tau),
+            log_temperature=log_temperature,
+            policy_opt_state=policy_opt_state,
+            critic_opt_state=critic_opt_state,
+            temperature_opt_state=temperature_opt_state,
+            key=key,
+            steps=state.steps + 1,
+        )
+        metrics = {
+            **critic_metrics,
+            "policy_loss": policy_loss,
+            "temperature": temperature,
+            "temperature_loss": temperature_loss,
+            "entropy": -jnp.mean(log_prob),
+        }
+        return new_state, metrics
 
-        super().__init__(state, sgd_step, iterator, config, networks.environment_spec.actions, counter, logger)
+    return SACFunctions(init, sgd_step)
+
+
+class SACLearner(ContinuousLearner):
+    def __init__(
+        self,
+        networks: ActorCriticNetworks,
+        random_key: jax.Array,
+        iterator: Iterator[Any],
+        config: SACConfig,
+        counter: Counter | None = None,
+        logger: Logger | None = None,
+    ):
+        sac = make_sac(networks, config)
+        super().__init__(sac.init(random_key), sac.sgd_step, iterator, config, networks.environment_spec.actions, counter, logger)
