@@ -262,3 +262,97 @@ def test_replay_stores_frames_as_uint8(tmp_path):
         (table,) = experiment.builder.make_replay_tables(experiment.environment_spec)
         frames_columns = [s for s in tf.nest.flatten(table.info.signature) if s.shape[-3:] == FRAMES]
         assert frames_columns and all(s.dtype == tf.uint8 for s in frames_columns), (agent, table.info.signature)
+
+
+# --------------------------------------------------------------------------- smoke runs
+
+FRAME_BYTES = 84 * 84 * 4  # One uint8 frame stack.
+# Short Pong runs through actor, replay and learner: episodes cut at 100 steps (so they
+# end, and the one evaluation episode is short), replay and batches a few items, small
+# layers. The presets' own networks and sizes run in the slow 5,000-step versions.
+SHORT = ["max_actor_steps=300", "eval_every=300", "eval_episodes=1", "environment.max_episode_steps=100"]
+SMOKE = {
+    "dqn": [
+        "experiment=dqn_pong", "network.hidden_size=32", "environment.num_envs=1",
+        "agent.min_replay_size=50", "agent.max_replay_size=100", "agent.batch_size=8", "agent.samples_per_insert=0.5",
+    ],
+    "ppo": [
+        "experiment=ppo_pong", "network.hidden_size=32", "environment.num_envs=2",
+        "agent.unroll_length=16", "agent.batch_size=2", "agent.num_minibatches=1", "agent.num_epochs=1",
+    ],
+    "impala": [
+        "experiment=impala_pong", "network.channels=[8,8]", "network.num_blocks=1", "network.hidden_size=32",
+        "environment.num_envs=2", "agent.unroll_length=8", "agent.batch_size=2",
+    ],
+    "r2d2": [
+        "experiment=r2d2_pong", "network.torso_kwargs.hidden_size=32", "network.lstm_size=32", "environment.num_envs=1",
+        "agent.burn_in_length=4", "agent.trace_length=8", "agent.sequence_period=4", "agent.n_step=2",
+        "agent.batch_size=4", "agent.min_replay_size=8", "agent.max_replay_size=40", "agent.samples_per_insert=0.5",
+    ],
+}  # fmt: skip
+
+
+def replay_bound(agent: str, config: dict) -> int:
+    """The most bytes the table can hold at its configured size with uint8 frames:
+    items * frame stacks per item * FRAME_BYTES (DQN items keep two, sequences one a row),
+    plus 10% for the other columns and reverb's bookkeeping."""
+    agent_config = config["agent"]
+    if agent == "dqn":
+        stacks = agent_config["max_replay_size"] * 2
+    elif agent == "r2d2":
+        stacks = agent_config["max_replay_size"] * (agent_config["burn_in_length"] + agent_config["trace_length"])
+    else:  # A queue of 2 * batch_size sequences of unroll_length + 1 rows.
+        stacks = 2 * agent_config["batch_size"] * (agent_config["unroll_length"] + 1)
+    return int(stacks * FRAME_BYTES * 1.1)
+
+
+def pong_run(run_dir, agent: str, *overrides: str) -> dict:
+    """Runs the agent's Pong preset with `overrides`, checkpointing the replay table at the
+    end; returns the summary with `replay_bytes` (the checkpointed table's size on disk)
+    and `replay_bound` (`replay_bound` for the run's config) added."""
+    import glob
+
+    import yaml
+
+    arguments = [*SMOKE[agent], *overrides, "checkpoint.replay=true", "progress=false", f"hydra.run.dir={run_dir}"]
+    result = run_train(arguments, timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(str(run_dir))
+    files = [f for path in glob.glob(os.path.join(run_dir, "checkpoints", "step_*", "replay")) for f in glob.glob(os.path.join(path, "**"), recursive=True)]
+    summary["replay_bytes"] = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    with open(os.path.join(run_dir, ".hydra", "config.yaml")) as file:
+        summary["replay_bound"] = replay_bound(agent, yaml.safe_load(file))
+    return summary
+
+
+def check_smoke_run(summary: dict, agent: str, steps: int) -> None:
+    assert summary["status"] == "finished" and summary["agent"] == agent and summary["environment"] == "Pong"
+    assert summary["actor_steps"] == steps and summary["learner_steps"] > 0
+    assert 0 < summary["replay_bytes"] <= summary["replay_bound"], summary
+
+
+def test_a_short_dqn_pong_run_trains_through_replay(tmp_path):
+    """300 steps: the actor writes uint8 frames to the table, the learner trains on them,
+    the run finishes, and the table stays within its configured size. The other agents'
+    short runs cost as much each (start-up, compilation, emulators): they run under -m slow."""
+    check_smoke_run(pong_run(tmp_path, "dqn", *SHORT), "dqn", 300)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", ["ppo", "impala", "r2d2"])
+def test_a_short_pong_run_trains_through_replay(agent, tmp_path):
+    """The same for the sequence agents: PPO and IMPALA through their queue (policy and
+    value heads on one torso), R2D2 through prioritized sequences (the CNN under an LSTM)."""
+    check_smoke_run(pong_run(tmp_path, agent, *SHORT), agent, 300)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", ["dqn", "ppo", "impala", "r2d2"])
+def test_5000_pong_steps_with_the_presets_networks(agent, tmp_path):
+    """Issue 12: each agent runs 5,000 Atari Pong steps through actor, replay and learner
+    with its preset's network, the replay table within its configured size."""
+    network = {"dqn": ["network.hidden_size=512"], "ppo": ["network.hidden_size=512"],
+               "impala": ["network.channels=[16,32,32]", "network.num_blocks=2", "network.hidden_size=256"],
+               "r2d2": ["network.torso_kwargs.hidden_size=512", "network.lstm_size=512"]}[agent]  # fmt: skip
+    summary = pong_run(tmp_path, agent, "max_actor_steps=5000", "eval_every=5000", "eval_episodes=1", *network)
+    check_smoke_run(summary, agent, 5000)

@@ -64,6 +64,15 @@ SUITES: dict[str, tuple[str, str, str]] = {
         "against 8 single-seed runs of the budget. bound: raw gymnax steps/s of as many copies; "
         "ratio = value / bound.",
     ),
+    "atari": (
+        "rl.benchmarks.atari",
+        "suite_atari",
+        "Pong frames/s (4 per agent step): ALE through gymnasium (1 and 8 copies) against "
+        "envpool (1, 8, 32 copies), raw with random actions (ratio: relative to one gymnasium "
+        "environment) and through a dqn_pong actor (EnvironmentLoop + Nature-CNN policy + "
+        "adder into reverb; bound: min(environment alone, adder inserts), ratio = value / "
+        "bound); the atari_cnn and impala_resnet gradient at batch 32.",
+    ),
     "scaling": (
         "rl.benchmarks.runs",
         "suite_scaling",
