@@ -356,3 +356,26 @@ def test_5000_pong_steps_with_the_presets_networks(agent, tmp_path):
                "r2d2": ["network.torso_kwargs.hidden_size=512", "network.lstm_size=512"]}[agent]  # fmt: skip
     summary = pong_run(tmp_path, agent, "max_actor_steps=5000", "eval_every=5000", "eval_episodes=1", *network)
     check_smoke_run(summary, agent, 5000)
+
+
+@pytest.mark.slow
+def test_the_atari_benchmark_writes_valid_rows(tmp_path):
+    """scripts/benchmark.py atari --quick: every case measured, rows in the JSON format."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    out = tmp_path / "atari.json"
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "benchmark.py"), "atari", "--quick", "--repeats", "1", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert {tuple(row) for row in rows} == {("suite", "case", "value", "unit", "bound", "ratio")}
+    cases = {row["case"]: row for row in rows}
+    assert all(row["suite"] == "atari" and row["value"] and row["value"] > 0 for row in rows)
+    assert cases["Pong raw ALE gymnasium x1"]["unit"] == "frames/s"
+    assert cases["Pong actor dqn_pong x8 envpool"]["bound"] > 0
