@@ -104,9 +104,25 @@ def actor_rows(settings: Settings) -> list[Row]:
     return rows
 
 
-def gradient_rows(settings: Settings) -> list[Row]:
+def gradient_rate(network: Any, batch: np.ndarray, settings: Settings) -> tuple[float, float]:
+    """(stacks/s of one jitted gradient of `network` on `batch`, its compile seconds)."""
     import jax
     import jax.numpy as jnp
+
+    params = network.init(jax.random.PRNGKey(0))
+    gradient = jax.jit(jax.grad(lambda p, x: jnp.mean(jnp.square(network.apply(p, x)))))
+    started = time.perf_counter()
+    jax.block_until_ready(gradient(params, batch))
+    compile_s = time.perf_counter() - started
+
+    def step() -> int:
+        jax.block_until_ready(gradient(params, batch))
+        return len(batch)
+
+    return median([measure_rate(step, settings.seconds) for _ in range(settings.repeats)]), compile_s
+
+
+def gradient_rows(settings: Settings) -> list[Row]:
     from dm_env import specs
 
     from rl.networks.conv import make_atari_cnn, make_impala_resnet
@@ -121,18 +137,7 @@ def gradient_rows(settings: Settings) -> list[Row]:
     batch = np.random.default_rng(0).integers(0, 256, (GRADIENT_BATCH, 84, 84, 4), dtype=np.uint8)
     rows: list[Row] = []
     for name, make in (("atari_cnn", make_atari_cnn), ("impala_resnet", make_impala_resnet)):
-        network = make(spec)
-        params = network.init(jax.random.PRNGKey(0))
-        gradient = jax.jit(jax.grad(lambda p, x: jnp.mean(jnp.square(network.apply(p, x)))))
-        started = time.perf_counter()
-        jax.block_until_ready(gradient(params, batch))
-        compile_s = time.perf_counter() - started
-
-        def step() -> int:
-            jax.block_until_ready(gradient(params, batch))
-            return GRADIENT_BATCH
-
-        value = median([measure_rate(step, settings.seconds) for _ in range(settings.repeats)])
+        value, compile_s = gradient_rate(make(spec), batch, settings)
         rows += [
             Row("atari", f"{name} gradient, batch {GRADIENT_BATCH}", value, "stacks/s"),
             Row("atari", f"{name} gradient: compilation", compile_s, "s"),
