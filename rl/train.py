@@ -92,6 +92,7 @@ def _prepare(config: DictConfig, output_dir: str) -> tuple:
                 output_dir,
                 explicit=config.get("resume") is not None,
                 supports_resume=getattr(launch, "supports_resume", False),
+                learner_template=getattr(launch, "checkpoint_template", None),
             )
         for warning in caught:
             if issubclass(warning.category, RunWarning):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import types
 
@@ -44,6 +45,7 @@ SMALL_PPO = [
     "eval_episodes=3",
     "logger=csv",
     "progress=false",
+    "checkpoint.enabled=false",
 ]
 
 
@@ -292,6 +294,32 @@ def test_many_seeds_write_a_run_directory_each(tmp_path):
         assert [float(row["episode_return"]) for row in rows] == [r for _, r in replicas[i]["eval_returns"]]
 
 
+@pytest.mark.slow
+def test_every_replica_has_a_wandb_run_in_the_runs_group(tmp_path):
+    """logger=wandb (offline) with 2 replicas: the run's own W&B run (the mean curve) and
+    one per replica, named after it, grouped together, each with its seed in the config,
+    its own evaluation curve and summary, all finished."""
+    from conftest import read_wandb_offline_run
+
+    result = run_train(
+        [*SMALL_PPO, "logger=wandb", "logger.terminal=false", "launcher.num_seeds=2", "seed=4", f"hydra.run.dir={tmp_path}"],
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    main = read_wandb_offline_run(str(tmp_path))
+    replicas = [read_wandb_offline_run(os.path.join(tmp_path, f"seed_{i}")) for i in range(2)]
+    assert [r["name"] for r in replicas] == [f"{main['name']}-seed_0", f"{main['name']}-seed_1"]
+    assert {r["group"] for r in replicas} == {main["name"]}
+    assert [(r["config"]["seed"], r["config"]["replica"]) for r in replicas] == [(4, 0), (5, 1)]
+    for index, replica in enumerate(replicas):
+        curve = [row["evaluator/episode_return"] for row in replica["history"] if "evaluator/episode_return" in row]
+        expected = read_summary(os.path.join(tmp_path, f"seed_{index}"))["eval_returns"]
+        assert curve == [value for _, value in expected]
+        assert replica["exit_code"] == 0
+    mean = [row["evaluator/episode_return"] for row in main["history"] if "evaluator/episode_return" in row]
+    assert mean == pytest.approx([value for _, value in read_summary(str(tmp_path))["eval_returns"]])
+
+
 # --------------------------------------------------------------------------- DQN
 
 # A small DQN: 4 copies, one SGD step of 16 transitions per update (4 x 4 / 16) once 64
@@ -308,6 +336,7 @@ SMALL_DQN = [
     "eval_episodes=2",
     "logger=csv",
     "progress=false",
+    "checkpoint.enabled=false",
 ]
 
 
@@ -340,6 +369,7 @@ SMALL_SAC = [
     "eval_episodes=2",
     "logger=csv",
     "progress=false",
+    "checkpoint.enabled=false",
 ]
 
 
@@ -411,6 +441,128 @@ def test_ppo_minatar_breakout_compiles_and_runs_a_chunk(tmp_path):
     assert summary.final_eval_return >= 0
 
 
+# --------------------------------------------------------------------------- checkpoints
+
+# SMALL_DQN with 2 replicas over 8 chunks (checkpoints hold both replicas' parameters,
+# optimiser states, buffers, environment copies and keys).
+RESUMABLE_DQN = [*SMALL_DQN, "max_actor_steps=1024", "launcher.num_seeds=2", "seed=3", "checkpoint.enabled=true", "checkpoint.keep=1"]
+
+
+def _stop_after_first_chunk(monkeypatch):
+    """Sends this process SIGTERM once the first chunk's records are written (the
+    launcher's stop request catches it and stops at the chunk boundary)."""
+    import signal
+
+    from rl.anakin import driver
+
+    write = driver._write_chunk_records
+    sent = []
+
+    def write_then_stop(*args, **kwargs):
+        write(*args, **kwargs)
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(driver, "_write_chunk_records", write_then_stop)
+
+
+def _launch_as_train_does(overrides: list[str], run_dir: str):
+    """compose, prepare_run, apply_plan, launch: rl/train.py's steps, in this process."""
+    from rl.experiments.resume import apply_plan, prepare_run
+
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        config = compose(config_name="config", overrides=overrides)
+    experiment, launcher = make_experiment(config, run_dir, {"agent": "dqn"})
+    plan = prepare_run(experiment, config, run_dir, learner_template=launcher.checkpoint_template)
+    if plan.finished is not None:
+        return plan.finished
+    return launcher(apply_plan(plan, experiment))
+
+
+def _checkpoint_digest(run_dir: str, steps: int) -> str:
+    with open(os.path.join(run_dir, "checkpoints", f"step_{steps}", "state.json")) as file:
+        return json.load(file)["learner"]["digest"]
+
+
+def test_a_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+    """SIGTERM between chunks: a checkpoint, an "interrupted" summary, exit status 143.
+    The same run resumed finishes at the budget with the uninterrupted run's training
+    state (bit for bit: the same compiled chunks on the same restored state and keys),
+    evaluation curve and log rows; run again, it is finished and does nothing."""
+    from rl.experiments.interrupts import RunInterrupted
+
+    whole = str(tmp_path / "whole")
+    _launch_as_train_does(RESUMABLE_DQN, whole)
+
+    stopped = str(tmp_path / "stopped")
+    with monkeypatch.context() as patch:
+        _stop_after_first_chunk(patch)
+        with pytest.raises(RunInterrupted) as caught:
+            _launch_as_train_does(RESUMABLE_DQN, stopped)
+    assert caught.value.exit_code == 143 and caught.value.checkpoint.endswith("step_128")
+    assert read_summary(stopped)["status"] == "interrupted" and read_summary(stopped)["actor_steps"] == 128
+
+    summary = _launch_as_train_does(RESUMABLE_DQN, stopped)
+    assert summary.status == "finished" and summary.actor_steps == 1024
+    assert os.listdir(os.path.join(stopped, "checkpoints")) == ["step_1024"]  # checkpoint.keep=1
+    assert _checkpoint_digest(stopped, 1024) == _checkpoint_digest(whole, 1024)
+    assert read_summary(stopped)["eval_returns"] == read_summary(whole)["eval_returns"]
+    for i in range(2):
+        for label in ("learner", "evaluator"):
+            rows = [_rows(os.path.join(run, f"seed_{i}", "logs", f"{label}.csv")) for run in (stopped, whole)]
+            columns = [key for key in rows[1][0] if key != "wall_time_s" and key != "steps_per_second"]
+            assert [[r[k] for k in columns] for r in rows[0]] == [[r[k] for k in columns] for r in rows[1]]
+        assert read_summary(os.path.join(stopped, f"seed_{i}"))["episodes"] == read_summary(os.path.join(whole, f"seed_{i}"))["episodes"]
+
+    assert _launch_as_train_does(RESUMABLE_DQN, stopped)["status"] == "finished"  # Nothing left to do.
+
+
+def _rows(path: str) -> list[dict]:
+    with open(path) as file:
+        return list(csv.DictReader(file))
+
+
+@pytest.mark.slow
+def test_sigterm_and_the_same_command_resume_through_the_entry_point(tmp_path):
+    """The real thing: scripts/train.py stopped by SIGTERM between chunks exits 143 with
+    a checkpoint; the same command resumes and finishes at the budget; a third time it
+    says the run has finished and exits 0."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import TRAIN
+
+    arguments = [*RESUMABLE_DQN, "max_actor_steps=4096", f"hydra.run.dir={tmp_path}"]
+    environment = {**os.environ, "WANDB_MODE": "offline", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen([sys.executable, TRAIN, *arguments], cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    learner_log = os.path.join(tmp_path, "seed_0", "logs", "learner.csv")
+    deadline = time.monotonic() + 300
+    while not (os.path.exists(learner_log) and len(_rows(learner_log)) >= 1):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGSTOP)  # Held still, so the signal lands before the budget ends.
+    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGCONT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 143, stderr[-2000:]
+    assert "the same command resumes it" in stderr
+    stopped_at = read_summary(str(tmp_path))["actor_steps"]
+    assert read_summary(str(tmp_path))["status"] == "interrupted" and stopped_at < 4096
+
+    resumed = run_train(arguments, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"({stopped_at} actor steps" in resumed.stdout
+    assert read_summary(str(tmp_path))["actor_steps"] == 4096 and read_summary(str(tmp_path))["status"] == "finished"
+    steps = [int(row["actor_steps"]) for row in _rows(learner_log)]
+    assert steps == list(range(128, 4097, 128))  # Continued: no gap, no repeat.
+
+    again = run_train(arguments, timeout=300)
+    assert again.returncode == 0 and "has already finished" in again.stdout
+
+
 # --------------------------------------------------------------------------- learning
 
 
@@ -419,7 +571,7 @@ def test_ppo_gymnax_cartpole_learns_on_half_the_budget(tmp_path):
     follow max_actor_steps) still ends at 475 or more on seed 0 (measured: 500 from 65,536
     steps, 497.9 at the end). The full preset is test_ppo_gymnax_cartpole_learns (-m slow)."""
     summary = _train_in_process(
-        ["experiment=ppo_gymnax_cartpole", "max_actor_steps=262144", "seed=0", "logger=csv", "progress=false"], str(tmp_path)
+        ["experiment=ppo_gymnax_cartpole", "max_actor_steps=262144", "seed=0", "logger=csv", "progress=false", "checkpoint.enabled=false"], str(tmp_path)
     )
     assert summary.final_eval_return >= 475, summary.eval_returns
     assert summary.actor_steps == 262144
@@ -473,7 +625,6 @@ def test_dqn_gymnax_cartpole_learns_other_seeds(tmp_path, seed):
         (["launcher.steps_per_chunk=0"], "launcher.steps_per_chunk", "must be an integer >= 1 or null"),
         (["launcher.steps_per_chunk=3"], "launcher.steps_per_chunk", "does not divide max_actor_steps=524288"),
         (["eval_every=1000"], "eval_every", "must be a multiple of the 512 environment steps"),
-        (["checkpoint=true"], "checkpoint", "writes no checkpoints yet"),
         (["agent.batch_size=8"], "agent.batch_size", "must equal environment.num_envs=4"),
     ],
 )

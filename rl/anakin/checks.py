@@ -66,10 +66,6 @@ def check_experiment(experiment: ExperimentConfig, steps_per_chunk: int | None) 
             f"(environment=gymnax environment.name=...); '{experiment.environment_name}' is not one",
         )
     agent = agent_of(experiment)
-    if experiment.checkpoint.enabled:
-        raise ConfigError(
-            "checkpoint", "launcher=anakin writes no checkpoints yet and cannot resume a run; set checkpoint=false"
-        )
     if experiment.observers:
         raise ConfigError("observers", "launcher=anakin runs no observers; remove them (observers=[])")
     {"ppo": _check_ppo, "dqn": _check_off_policy, "sac": _check_off_policy}[agent](experiment)

@@ -18,6 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rl.anakin.checkpoints import AnakinCheckpointer, Bookkeeping, fresh_bookkeeping, trim_replica_logs
 from rl.anakin.evaluation import EvaluationResult, evaluate
 from rl.anakin.replicas import replica_experiments, replica_keys, take
 from rl.anakin.system import System, make_chunk
@@ -25,7 +26,8 @@ from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.interrupts import RunInterrupted, install_stop_requests
 from rl.experiments.progress import ProgressDisplay
-from rl.experiments.summary import RunSummary, finish_run, write_summary
+from rl.checkpointing import CheckpointError
+from rl.experiments.summary import RunSummary, close_loggers, finish_run
 from rl.loggers.base import Logger
 
 
@@ -57,15 +59,12 @@ def compile_programs(system: System, evaluation_environment: GymnaxVector, keys:
 
 @dataclasses.dataclass
 class ReplicaLog:
-    """One replica's loggers, counts and evaluation curve."""
+    """One replica's loggers."""
 
     experiment: ExperimentConfig
     learner: Logger
     actor: Logger
     evaluator: Logger
-    episodes: int = 0
-    eval_returns: list = dataclasses.field(default_factory=list)
-    eval_times: list = dataclasses.field(default_factory=list)
 
     @classmethod
     def open(cls, experiment: ExperimentConfig) -> "ReplicaLog":
@@ -93,6 +92,59 @@ def _evaluation_record(counts: dict[str, int], returns: np.ndarray, lengths: np.
     }
 
 
+def _write_chunk_records(logs: list[ReplicaLog], book: Bookkeeping, metrics: dict[str, Any], rate: float) -> None:
+    """Each replica's learner record and, when episodes ended, its actor record."""
+    for index, log in enumerate(logs):
+        values = _scalars(take(metrics, index))
+        book.learner_steps = int(values.pop("learner_steps"))
+        episodes = int(values.pop("episodes"))
+        book.replicas[index].episodes += episodes
+        counts = book.counts(index)
+        episode = {"episode_return": values.pop("episode_return"), "episode_length": values.pop("episode_length")}
+        log.learner.write({**counts, **values, "steps_per_second": rate})
+        if episodes:
+            log.actor.write({**counts, **episode, "episodes": episodes, "steps_per_second": rate})
+
+
+def _evaluate(
+    compiled: Compiled,
+    state: Any,
+    evaluation_keys: jax.Array,
+    logs: list[ReplicaLog],
+    mean_evaluator: Logger | None,
+    book: Bookkeeping,
+    eval_every: int,
+) -> float:
+    """An evaluation round of every replica at `book.steps` (its keys depend only on the
+    seed and the step, so a resumed run evaluates as an uninterrupted one); returns the
+    mean return and moves `book.next_eval` past this step."""
+    round_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(evaluation_keys, book.steps)
+    result = jax.device_get(compiled.evaluate(state, round_keys))
+    means = []
+    for index, log in enumerate(logs):
+        record = _evaluation_record(book.counts(index), result.returns[index], result.lengths[index])
+        log.evaluator.write(record)
+        book.replicas[index].eval_returns.append((book.steps, record["episode_return"]))
+        means.append(record["episode_return"])
+    book.eval_returns.append((book.steps, float(np.mean(means))))
+    book.eval_times.append(time.time())
+    if mean_evaluator is not None:
+        mean_evaluator.write(
+            {
+                "actor_steps": book.steps,
+                "learner_steps": book.learner_steps,
+                "episode_return": float(np.mean(means)),
+                "episode_return_std": float(np.std(means)),
+                "episode_return_min": float(np.min(means)),
+                "episode_return_max": float(np.max(means)),
+                "replicas": len(logs),
+            }
+        )
+    while book.next_eval <= book.steps:
+        book.next_eval += eval_every
+    return float(np.mean(means))
+
+
 def run_anakin(
     experiment: ExperimentConfig,
     system: System,
@@ -100,97 +152,100 @@ def run_anakin(
     num_seeds: int,
     steps_per_chunk: int,
 ) -> RunSummary:
-    """Trains `num_seeds` replicas of `system` to `experiment.max_actor_steps` each."""
+    """Trains `num_seeds` replicas of `system` to `experiment.max_actor_steps` each,
+    from the experiment's restore point when it has one."""
     start = time.perf_counter()
+    begin = getattr(experiment.logger_factory, "start", None)
+    if begin is not None and num_seeds > 1:
+        begin()  # The run's own W&B run before its replicas' (WandbRun.replica).
     replicas = replica_experiments(experiment, num_seeds)
+    trim_replica_logs(experiment, [replica.run_directory for replica in replicas])
     keys = replica_keys(experiment.seed, num_seeds)
     evaluation_keys = jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys)
     compiled, state = compile_programs(system, evaluation_environment, keys, steps_per_chunk)
+    checkpoints = AnakinCheckpointer(experiment)
+    restored = checkpoints.restore(jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state))
+    book = fresh_bookkeeping(num_seeds, experiment.eval_every)
+    if restored is not None:
+        state, book = restored
     logs = [ReplicaLog.open(replica) for replica in replicas]
     mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if num_seeds > 1 else None
     steps_per_chunk_env = steps_per_chunk * system.steps_per_update
+    if (experiment.max_actor_steps - book.steps) % steps_per_chunk_env:
+        raise CheckpointError(
+            f"the checkpoint is at {book.steps} actor steps; chunks of {steps_per_chunk_env} steps do not reach "
+            f"max_actor_steps={experiment.max_actor_steps} from there: resume with the run's own launcher.steps_per_chunk"
+        )
     stop, restore_signal_handlers = install_stop_requests()
-    acting_time = 0.0
-    steps = learner_steps = 0
-    next_eval = experiment.eval_every
     status = "finished"
+    path = None
     try:
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
-            while steps < experiment.max_actor_steps:
+            progress.advance(book.steps)
+            checkpoints.start()
+            while book.steps < experiment.max_actor_steps:
                 chunk_start = time.perf_counter()
                 state, metrics = compiled.chunk(state)
                 metrics = jax.device_get(metrics)
                 chunk_time = time.perf_counter() - chunk_start
-                acting_time += chunk_time
-                steps += steps_per_chunk_env
-                rate = steps_per_chunk_env / chunk_time
-                for index, log in enumerate(logs):
-                    values = _scalars(take(metrics, index))
-                    learner_steps = int(values.pop("learner_steps"))
-                    episodes = int(values.pop("episodes"))
-                    log.episodes += episodes
-                    counts = {"actor_steps": steps, "learner_steps": learner_steps, "actor_episodes": log.episodes}
-                    episode = {"episode_return": values.pop("episode_return"), "episode_length": values.pop("episode_length")}
-                    log.learner.write({**counts, **values, "steps_per_second": rate})
-                    if episodes:
-                        log.actor.write({**counts, **episode, "episodes": episodes, "steps_per_second": rate})
+                book.acting_time_s += chunk_time
+                book.steps += steps_per_chunk_env
+                _write_chunk_records(logs, book, metrics, steps_per_chunk_env / chunk_time)
                 progress.update(episode_return=float(np.mean(metrics["episode_return"])))
-                if steps >= next_eval or steps >= experiment.max_actor_steps:
-                    round_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(evaluation_keys, steps)
-                    result = jax.device_get(compiled.evaluate(state, round_keys))
-                    now = time.time()
-                    means = []
-                    for index, log in enumerate(logs):
-                        counts = {"actor_steps": steps, "learner_steps": learner_steps, "actor_episodes": log.episodes}
-                        record = _evaluation_record(counts, result.returns[index], result.lengths[index])
-                        log.evaluator.write(record)
-                        log.eval_returns.append((steps, record["episode_return"]))
-                        log.eval_times.append(now)
-                        means.append(record["episode_return"])
-                    if mean_evaluator is not None:
-                        mean_evaluator.write(
-                            {
-                                "actor_steps": steps,
-                                "learner_steps": learner_steps,
-                                "episode_return": float(np.mean(means)),
-                                "episode_return_std": float(np.std(means)),
-                                "episode_return_min": float(np.min(means)),
-                                "episode_return_max": float(np.max(means)),
-                                "replicas": num_seeds,
-                            }
-                        )
-                    progress.update(eval_return=float(np.mean(means)))
-                    while next_eval <= steps:
-                        next_eval += experiment.eval_every
-                progress.advance(steps, force=True)
-                if stop.requested:
-                    status = "interrupted"
-                    break
-        summaries = []
-        for log in logs:
-            counts = {"actor_steps": steps, "learner_steps": learner_steps, "actor_episodes": log.episodes}
-            log.close()
-            summary = finish_run(
-                log.experiment, counts, log.eval_returns, log.eval_times, time.perf_counter() - start, acting_time, status=status
-            )
-            summaries.append(summary)
-            if num_seeds > 1:
-                _add_fields(log.experiment.run_directory, {"compile_time_s": round(compiled.compile_time_s, 2)})
-        summary = summaries[0]
-        if num_seeds > 1:
-            summary = _mean_summary(
-                experiment, summaries, logs[0].eval_times, time.perf_counter() - start, acting_time, status
-            )
-        extra = {"launcher": "anakin", "compile_time_s": round(compiled.compile_time_s, 2), "num_seeds": num_seeds}
-        if num_seeds > 1:
-            extra["replicas"] = [dataclasses.asdict(s) | {"run_directory": r.run_directory} for s, r in zip(summaries, replicas)]
-            extra["total_actor_steps_per_second"] = round(steps * num_seeds / acting_time, 1) if acting_time else None
-        _add_fields(experiment.run_directory, extra)
+                if book.steps >= book.next_eval or book.steps >= experiment.max_actor_steps:
+                    progress.update(eval_return=_evaluate(compiled, state, evaluation_keys, logs, mean_evaluator, book, experiment.eval_every))
+                progress.advance(book.steps, force=True)
+                if stop.requested or checkpoints.due():  # Periodic checkpoints; a signal stops here.
+                    path = checkpoints.save(state, book)
+                    if stop.requested:
+                        status = "interrupted"
+                        break
+        if status == "finished":
+            path = checkpoints.save(state, book)  # The final checkpoint.
+        exit_code = 128 + stop.signum if status == "interrupted" else 0
+        summary = _write_summaries(experiment, replicas, logs, book, compiled, time.perf_counter() - start, status, exit_code)
         if status == "interrupted":
-            raise RunInterrupted(stop.signum, summary, None)
+            close_loggers(experiment, exit_code=128 + stop.signum)
+            raise RunInterrupted(stop.signum, summary, path)
         return summary
     finally:
         restore_signal_handlers()
+
+
+def _write_summaries(
+    experiment: ExperimentConfig,
+    replicas: list[ExperimentConfig],
+    logs: list[ReplicaLog],
+    book: Bookkeeping,
+    compiled: Compiled,
+    wall_time_s: float,
+    status: str,
+    exit_code: int = 0,
+) -> RunSummary:
+    """Each replica's summary.json and, with several, the run directory's (the mean);
+    the replicas' loggers are closed with `exit_code`."""
+    num_seeds = len(replicas)
+    summaries = []
+    for index, log in enumerate(logs):
+        log.close()
+        summary = finish_run(
+            log.experiment, book.counts(index), book.replicas[index].eval_returns, book.eval_times, wall_time_s,
+            book.acting_time_s, status=status,
+        )
+        summaries.append(summary)
+        if num_seeds > 1:
+            _add_fields(log.experiment.run_directory, {"compile_time_s": round(compiled.compile_time_s, 2)})
+            close_loggers(log.experiment, exit_code=exit_code)  # The replica's W&B run.
+    summary = summaries[0]
+    if num_seeds > 1:
+        summary = _mean_summary(experiment, summaries, book.eval_times, wall_time_s, book.acting_time_s, status)
+    extra = {"launcher": "anakin", "compile_time_s": round(compiled.compile_time_s, 2), "num_seeds": num_seeds}
+    if num_seeds > 1:
+        extra["replicas"] = [dataclasses.asdict(s) | {"run_directory": r.run_directory} for s, r in zip(summaries, replicas)]
+        acting = book.acting_time_s
+        extra["total_actor_steps_per_second"] = round(book.steps * num_seeds / acting, 1) if acting else None
+    _add_fields(experiment.run_directory, extra)
+    return summary
 
 
 def _mean_summary(

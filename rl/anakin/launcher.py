@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.summary import RunSummary
 
@@ -11,10 +13,11 @@ class AnakinLauncher:
     (Podracer's "Anakin"): `steps_per_chunk` learner updates (with the acting that feeds
     them) per call from the host, vmapped over replicas. Needs a JAX environment
     (environment=gymnax). `steps_per_chunk: null` makes one chunk per evaluation period.
-    Checkpoints and resume are not written by this launcher yet: it refuses them.
+    Checkpoints hold the whole training state of every replica (rl/anakin/checkpoints.py);
+    the same command resumes a stopped run.
     """
 
-    supports_resume = False
+    supports_resume = True
 
     def __init__(self, num_seeds: int = 1, steps_per_chunk: int | None = None):
         from rl.experiments.validation import ConfigError
@@ -34,6 +37,18 @@ class AnakinLauncher:
         from rl.anakin.checks import check_experiment
 
         return check_experiment(experiment, self.steps_per_chunk)
+
+    def checkpoint_template(self, experiment: ExperimentConfig) -> Any:
+        """The structure, shapes and dtypes of what this launcher checkpoints (every
+        replica's training state), for the resume checks; nothing is compiled."""
+        import jax
+
+        from rl.anakin.checkpoints import state_template
+        from rl.anakin.replicas import replica_keys
+        from rl.anakin.systems import make_system
+
+        system, _ = make_system(experiment)
+        return state_template(jax.vmap(system.init), replica_keys(experiment.seed, self.num_seeds))
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         from rl.anakin.driver import run_anakin

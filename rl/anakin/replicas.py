@@ -31,17 +31,18 @@ def replica_directory(run_directory: str, index: int) -> str:
     return os.path.join(run_directory, f"seed_{index}")
 
 
-def replica_logger_factory(factory: object, directory: str) -> object:
+def replica_logger_factory(factory: object, directory: str, index: int, seed: int) -> object:
     """The run's logger factory writing CSV logs under `directory`/logs, on the run's
-    clock, without a terminal (the run's own lines show the mean over replicas) and
-    without W&B (records go to the run's W&B run through the mean; see docs/anakin.md).
-    A factory of another kind is used as it is."""
+    clock, without a terminal (the run's own lines show the mean over replicas), and,
+    when the run logs to W&B, to a W&B run of the replica's own in the run's group
+    (`WandbRun.replica`). A factory of another kind is used as it is."""
     if not hasattr(factory, "directory") or not hasattr(factory, "_loggers"):
         return factory
     replica = copy.copy(factory)
     replica.directory = os.path.join(directory, "logs")
     replica.terminal = False
-    replica.wandb_run = None
+    wandb_run = getattr(factory, "wandb_run", None)
+    replica.wandb_run = wandb_run.replica(index, seed, directory) if wandb_run is not None else None
     replica._loggers = []
     return replica
 
@@ -60,7 +61,7 @@ def replica_experiments(experiment: ExperimentConfig, num_seeds: int) -> list[Ex
                 experiment,
                 seed=seed,
                 run_directory=directory,
-                logger_factory=replica_logger_factory(experiment.logger_factory, directory),
+                logger_factory=replica_logger_factory(experiment.logger_factory, directory, index, seed),
             )
         )
     return replicas

@@ -31,7 +31,7 @@ import shutil
 import string
 import time
 import warnings
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rl import checkpointing
 from rl.loggers.csv import move_rows
@@ -163,11 +163,14 @@ def prepare_run(
     run_directory: str,
     explicit: bool = False,
     supports_resume: bool = True,
+    learner_template: Callable[[Any], Any] | None = None,
 ) -> RunPlan:
     """Decides whether the run in `run_directory` is new, finished or to be resumed, and
     checks everything a resume needs; raises a one-line `ConfigError`/`CheckpointError`
     otherwise. Writes nothing. `explicit`: the user asked to resume (`resume=DIR`), so a
-    directory with nothing to resume is an error."""
+    directory with nothing to resume is an error. `learner_template(experiment)`: the
+    state a launcher checkpoints, when it is not the builder's learner's (launcher=anakin
+    saves its whole compiled training state)."""
     from rl.experiments.validation import ConfigError
 
     run_directory = os.path.abspath(run_directory)
@@ -228,7 +231,8 @@ def prepare_run(
     for key, value in (("agent", experiment.agent_name), ("environment", experiment.environment_name)):
         if state.get(key) != value:
             raise CheckpointError(f"checkpoint {path} is of {key} {state.get(key)!r}, this config's is {value!r}")
-    checkpointing.check_learner_structure(path, _learner_template(experiment))
+    template = learner_template(experiment) if learner_template is not None else _learner_template(experiment)
+    checkpointing.check_learner_structure(path, template)
     if state["actor_steps"] > experiment.max_actor_steps:
         raise CheckpointError(
             f"checkpoint {path} is at {state['actor_steps']} actor steps, beyond max_actor_steps={experiment.max_actor_steps}"

@@ -186,6 +186,7 @@ class WandbRun:
         directory: str | None = None,
         config: Mapping[str, Any] | None = None,
         git: bool = True,
+        reinit: str = "finish_previous",
     ):
         if mode is not None and mode not in ("online", "offline", "disabled"):
             raise ValueError(f"logger.wandb.mode must be online, offline, disabled or null, got {mode!r}")
@@ -204,6 +205,9 @@ class WandbRun:
             id=None,
             resume=None,
         )
+        # wandb.init's `reinit`: "finish_previous" ends any run this process still has
+        # open (a multirun's previous job); "create_new" lets runs coexist (replicas).
+        self._reinit = reinit
         self._run = None
         self._lock = threading.Lock()
         self._defined: set[str] = set()
@@ -249,10 +253,30 @@ class WandbRun:
                 # W&B reports non-zero exits (an interrupted run's 130/143 too) to its own
                 # error tracker, retrying noisily offline; WANDB_ERROR_REPORTING=true restores it.
                 os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
-                self._run = wandb.init(reinit="finish_previous", **self._settings)
+                self._run = wandb.init(reinit=self._reinit, **self._settings)
                 self._run.define_metric(STEP_METRIC)
                 self.finished_with = None
             return self._run
+
+    def replica(self, index: int, seed: int, directory: str | None = None) -> "WandbRun":
+        """A run of its own for replica `index` (trained with `seed`) of a run that trains
+        several seeds in one process (launcher=anakin): named `<name>-seed_<index>`, in
+        this run's group (or, without one, a group named after this run, so the replicas
+        plot as seeds of one experiment), its config this run's with `seed` and
+        `replica`, its id derived from this run's (a resumed run continues its
+        replicas' runs too), its files under `directory` (None: this run's). It coexists
+        with this run and the other replicas' (wandb's reinit="create_new"); start this
+        run first, since it finishes the runs open when it starts."""
+        settings = dict(self._settings)
+        if directory is not None:
+            settings["dir"] = directory
+        settings["name"] = f"{self.name}-seed_{index}" if self.name else f"seed_{index}"
+        settings["group"] = self.group or self.name
+        settings["config"] = {**self.config, "seed": seed, "replica": index}
+        settings["id"] = f"{self.run_id}-seed_{index}" if self.run_id else None
+        replica = WandbRun(self._settings["project"], git=False, reinit="create_new")
+        replica._settings = settings
+        return replica
 
     def start(self) -> None:
         """Starts the run now (otherwise the first record starts it)."""
