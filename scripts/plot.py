@@ -5,7 +5,9 @@
     python scripts/plot.py RUN_A RUN_B SWEEP_DIR --out cmp.png --hue agent --metric actor/episode_return
 
 Reads each run's logs/<label>.csv, .hydra/overrides.yaml and summary.json (a run copied
-without .hydra/ is read from its logs and summary). Runs are grouped by the value of
+without .hydra/ is read from its logs and summary). A run that trained several seeds at
+once (launcher=anakin launcher.num_seeds=K) counts as its K replicas, <run>/seed_<i>/,
+each with the run's settings and its own seed. Runs are grouped by the value of
 --hue (an override or config key, or a config group such as `agent`; several keys
 separated by commas); without it, by every override that differs between runs except
 the seed. A --hue key that no run has is an error that lists the keys that vary. Each

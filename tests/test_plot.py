@@ -203,3 +203,54 @@ def test_the_table_gives_no_interval_for_groups_too_small_for_a_bootstrap():
     assert lines[4].split()[:4] == ["b", "3", "2.0", "[1.0,"]
     assert lines[5] == "CI: 95% percentile bootstrap over runs; - : fewer than 3 runs, too few for one"
     assert "fewer than" not in format_table(rows[1:])
+
+
+def _write_many_seed_run(path, overrides, seeds_returns):
+    """A launcher=anakin run of several seeds: the run's own files (its logs hold the
+    mean) and one `seed_<i>/` per replica with its logs and summary (no .hydra/)."""
+    mean = np.mean(seeds_returns, axis=0)
+    _write_run(path, overrides, mean)
+    seed = int(dict(item.split("=", 1) for item in overrides).get("seed", 0))
+    for index, returns in enumerate(seeds_returns):
+        replica = os.path.join(path, f"seed_{index}")
+        os.makedirs(os.path.join(replica, "logs"))
+        with open(os.path.join(replica, "logs", "evaluator.csv"), "w", newline="") as file:
+            writer = csv.writer(file)
+            writer.writerow(["actor_steps", "learner_steps", "episode_return"])
+            for step, value in zip((500, 1000, 1500), returns):
+                writer.writerow([step, step // 2, value])
+        with open(os.path.join(replica, "summary.json"), "w") as file:
+            json.dump({"final_eval_return": float(returns[-1]), "seed": seed + index, "agent": "ppo"}, file)
+
+
+@pytest.fixture
+def many_seed_sweep(tmp_path):
+    """A multirun over two learning rates whose jobs each trained 3 seeds in one run."""
+    root = tmp_path / "multirun"
+    for job, (rate, base) in enumerate((("1e-3", 100.0), ("3e-4", 20.0))):
+        seeds_returns = [[base * 0.3 + i, base * 0.6 + i, base + 10 * i] for i in range(3)]
+        overrides = ["experiment=ppo_gymnax_cartpole", "launcher.num_seeds=3", "seed=5", f"agent.learning_rate={rate}"]
+        _write_many_seed_run(str(root / str(job)), overrides, seeds_returns)
+    return root
+
+
+def test_a_many_seed_run_is_read_as_its_seeds(many_seed_sweep, tmp_path):
+    """Each job's seed_<i>/ replicas are runs with the job's settings and their own seed;
+    the job's mean logs are not a run of their own."""
+    runs = find_runs([str(many_seed_sweep)])
+    assert [os.path.relpath(run.path, many_seed_sweep) for run in runs] == [
+        os.path.join(job, f"seed_{i}") for job in ("0", "1") for i in range(3)
+    ]
+    assert [run.setting("seed") for run in runs] == ["5", "6", "7"] * 2
+    assert [run.setting("agent.learning_rate") for run in runs] == ["1e-3"] * 3 + ["3e-4"] * 3
+    assert varying_keys(runs) == ["agent.learning_rate"]
+    groups = group_runs(runs)
+    assert {label: len(members) for label, members in groups.items()} == {"3e-4": 3, "1e-3": 3}
+    assert find_runs([str(many_seed_sweep / "0")]) == runs[:3]  # One run directory: its seeds.
+
+    out = tmp_path / "seeds.png"
+    result = _plot(many_seed_sweep, "--out", out)
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[3:5]}
+    assert rows["1e-3"][1] == "3" and float(rows["1e-3"][2]) == pytest.approx(110.0)  # (100 + 110 + 120) / 3
+    assert "6 runs in 2 groups" in result.stdout

@@ -6,6 +6,11 @@ overrides.yaml), `logs/<label>.csv` and `summary.json`. A directory without `.hy
 or `summary.json`: its settings are then what summary.json says (agent, environment,
 seed). A sweep (multirun) directory holds one run directory per job, however deeply
 nested.
+
+A run that trained several seeds side by side (launcher=anakin, `launcher.num_seeds`)
+keeps each replica in `seed_<i>/` (logs, summary.json) and their mean in its own logs;
+it is read as its replicas, each with the run's settings and its own seed, so the seeds
+of one run are plotted as seeds, like the jobs of a sweep.
 """
 
 from __future__ import annotations
@@ -120,8 +125,40 @@ def load_run(path: str) -> Run:
     )
 
 
+REPLICA_DIRECTORY = re.compile(r"^seed_\d+$")
+
+
+def replica_directories(path: str) -> list[str]:
+    """The replicas of a many-seed run (`seed_<i>/` run directories), in seed order."""
+    if not os.path.isdir(path):
+        return []
+    names = [name for name in os.listdir(path) if REPLICA_DIRECTORY.match(name)]
+    found = [os.path.join(path, name) for name in names if is_run_directory(os.path.join(path, name))]
+    return sorted(found, key=_natural_key)
+
+
+def load_replica(parent: Run, path: str) -> Run:
+    """Replica `path` of run `parent`: the parent's settings, the replica's own seed (from
+    its summary.json) and summary."""
+    replica = load_run(path)
+    seed = (replica.summary or {}).get("seed")
+    overrides, config = dict(parent.overrides), dict(parent.config)
+    if seed is not None:
+        overrides["seed"] = str(seed)
+        config["seed"] = seed
+    return dataclasses.replace(replica, overrides=overrides, config=config, choices=dict(parent.choices))
+
+
+def _load(path: str) -> list[Run]:
+    """The run at `path`, or its replicas when it trained several seeds."""
+    run = load_run(path)
+    replicas = replica_directories(path)
+    return [load_replica(run, replica) for replica in replicas] if replicas else [run]
+
+
 def find_runs(paths: Sequence[str]) -> list[Run]:
-    """Every run directory in or under `paths` (run or sweep directories), in path order."""
+    """Every run directory in or under `paths` (run or sweep directories), in path order;
+    a many-seed run counts as its replicas (module docstring)."""
     found: list[str] = []
     for path in paths:
         if not os.path.isdir(path):
@@ -135,7 +172,7 @@ def find_runs(paths: Sequence[str]) -> list[Run]:
                 found.append(root)
                 directories[:] = []
     unique = sorted(set(os.path.abspath(p) for p in found), key=_natural_key)
-    return [load_run(path) for path in unique]
+    return [run for path in unique for run in _load(path)]
 
 
 def _natural_key(path: str) -> list[Any]:
