@@ -441,6 +441,57 @@ def test_ppo_minatar_breakout_compiles_and_runs_a_chunk(tmp_path):
     assert summary.final_eval_return >= 0
 
 
+# --------------------------------------------------------------------------- devices
+
+TWO_DEVICES = """
+import sys
+import jax
+import numpy as np
+sys.path.insert(0, "tests")
+from test_anakin import SMALL_DQN, compose_experiment
+from rl.anakin.devices import replica_sharding
+from rl.anakin.driver import compile_programs
+from rl.anakin.replicas import replica_keys
+from rl.anakin.systems import make_system
+
+assert len(jax.devices()) == 2
+experiment, _ = compose_experiment(SMALL_DQN, sys.argv[1])
+system, evaluation = make_system(experiment)
+keys = replica_keys(0, 4)
+results = []
+for sharding in (replica_sharding(4), None):
+    compiled, state = compile_programs(system, evaluation, keys, 32, sharding)
+    for _ in range(2):
+        state, metrics = compiled.chunk(state)
+    returns = compiled.evaluate(state, keys).returns
+    leaf = jax.tree_util.tree_leaves(state.learner.params)[0]
+    results.append((jax.device_get(state), jax.device_get(metrics), np.asarray(returns), len(leaf.sharding.device_set)))
+(spread, spread_metrics, spread_returns, spread_devices), (one, one_metrics, one_returns, one_devices) = results
+assert (spread_devices, one_devices) == (2, 1), (spread_devices, one_devices)
+for a, b in zip(jax.tree_util.tree_leaves(spread), jax.tree_util.tree_leaves(one)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+np.testing.assert_allclose(spread_metrics["td_error"], one_metrics["td_error"], rtol=1e-4, atol=1e-5)
+np.testing.assert_array_equal(spread_returns, one_returns)
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_replicas_spread_over_two_devices_compute_what_one_device_does(tmp_path):
+    """With two (forced host) devices, 4 DQN replicas are sharded 2 per device: after two
+    chunks every state array (parameters, optimisers, buffers, environments, keys), the
+    metrics and an evaluation round equal the same program on one device. (-m slow: a
+    fresh process that compiles both programs, about 40 s here.)"""
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "WANDB_MODE": "offline"}
+    result = subprocess.run(
+        [sys.executable, "-c", TWO_DEVICES, str(tmp_path)], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
 # --------------------------------------------------------------------------- checkpoints
 
 # SMALL_DQN with 2 replicas over 8 chunks (checkpoints hold both replicas' parameters,

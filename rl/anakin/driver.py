@@ -10,6 +10,7 @@ replica, and evaluates at the first chunk boundary at or after each multiple of
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -19,6 +20,7 @@ import jax
 import numpy as np
 
 from rl.anakin.checkpoints import AnakinCheckpointer, Bookkeeping, fresh_bookkeeping, trim_replica_logs
+from rl.anakin.devices import place, replica_sharding
 from rl.anakin.evaluation import EvaluationResult, evaluate
 from rl.anakin.replicas import replica_experiments, replica_keys, take
 from rl.anakin.system import System, make_chunk
@@ -39,22 +41,29 @@ class Compiled:
     chunk: Any
     evaluate: Any
     compile_time_s: float
+    # How the replica axis is spread over devices (None: one device).
+    sharding: Any = None
 
 
-def compile_programs(system: System, evaluation_environment: GymnaxVector, keys: jax.Array, steps_per_chunk: int) -> tuple[Compiled, Any]:
+def compile_programs(
+    system: System, evaluation_environment: GymnaxVector, keys: jax.Array, steps_per_chunk: int, sharding: Any = None
+) -> tuple[Compiled, Any]:
     """Initialises every replica and compiles the chunk and the evaluation round for
-    `len(keys)` replicas (vmapped); returns them with the initial state."""
+    `len(keys)` replicas (vmapped, and with `sharding` spread over devices:
+    rl/anakin/devices.py); returns them with the initial state."""
     start = time.perf_counter()
-    init = jax.jit(jax.vmap(system.init))
+    jit = jax.jit if sharding is None else functools.partial(jax.jit, in_shardings=sharding, out_shardings=sharding)
+    keys = place(keys, sharding)
+    init = jit(jax.vmap(system.init))
     state = init(keys)
-    chunk = jax.jit(jax.vmap(make_chunk(system, steps_per_chunk))).lower(state).compile()
+    chunk = jit(jax.vmap(make_chunk(system, steps_per_chunk))).lower(state).compile()
 
     def evaluation_round(state: Any, key: jax.Array) -> EvaluationResult:
         return evaluate(evaluation_environment, system.evaluation_policy, system.evaluation_params(state), key)
 
-    evaluation = jax.jit(jax.vmap(evaluation_round)).lower(state, keys).compile()
+    evaluation = jit(jax.vmap(evaluation_round)).lower(state, keys).compile()
     jax.block_until_ready(state)
-    return Compiled(init, chunk, evaluation, time.perf_counter() - start), state
+    return Compiled(init, chunk, evaluation, time.perf_counter() - start, sharding), state
 
 
 @dataclasses.dataclass
@@ -118,7 +127,7 @@ def _evaluate(
     """An evaluation round of every replica at `book.steps` (its keys depend only on the
     seed and the step, so a resumed run evaluates as an uninterrupted one); returns the
     mean return and moves `book.next_eval` past this step."""
-    round_keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(evaluation_keys, book.steps)
+    round_keys = place(jax.vmap(jax.random.fold_in, in_axes=(0, None))(evaluation_keys, book.steps), compiled.sharding)
     result = jax.device_get(compiled.evaluate(state, round_keys))
     means = []
     for index, log in enumerate(logs):
@@ -161,13 +170,15 @@ def run_anakin(
     replicas = replica_experiments(experiment, num_seeds)
     trim_replica_logs(experiment, [replica.run_directory for replica in replicas])
     keys = replica_keys(experiment.seed, num_seeds)
-    evaluation_keys = jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys)
-    compiled, state = compile_programs(system, evaluation_environment, keys, steps_per_chunk)
+    sharding = replica_sharding(num_seeds)
+    evaluation_keys = place(jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys), sharding)
+    compiled, state = compile_programs(system, evaluation_environment, keys, steps_per_chunk, sharding)
     checkpoints = AnakinCheckpointer(experiment)
     restored = checkpoints.restore(jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state))
     book = fresh_bookkeeping(num_seeds, experiment.eval_every)
     if restored is not None:
         state, book = restored
+        state = place(state, sharding)
     logs = [ReplicaLog.open(replica) for replica in replicas]
     mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if num_seeds > 1 else None
     steps_per_chunk_env = steps_per_chunk * system.steps_per_update
