@@ -79,7 +79,7 @@ class AnakinCheckpointer:
         """Writes a checkpoint of `state` (the stacked training state) and `book`."""
         saved = run_state(
             self.experiment,
-            {"actor_steps": book.steps, "learner_steps": book.learner_steps, "actor_episodes": book.replicas[0].episodes},
+            book.counts(0),
             book.steps,
             book.next_eval,
             book.steps,

@@ -27,8 +27,8 @@ from rl.anakin.system import System, make_chunk
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.interrupts import RunInterrupted, install_stop_requests
+from rl.experiments.launchers.errors import LauncherError
 from rl.experiments.progress import ProgressDisplay
-from rl.checkpointing import CheckpointError
 from rl.experiments.summary import RunSummary, close_loggers, finish_run
 from rl.loggers.base import Logger
 
@@ -154,6 +154,13 @@ def _evaluate(
     return float(np.mean(means))
 
 
+def chunks_do_not_reach(steps: int, chunk_steps: int, max_actor_steps: int) -> str:
+    return (
+        f"the checkpoint is at {steps} actor steps; chunks of {chunk_steps} steps do not reach "
+        f"max_actor_steps={max_actor_steps} from there: resume with the run's own launcher.steps_per_chunk"
+    )
+
+
 def run_anakin(
     experiment: ExperimentConfig,
     system: System,
@@ -182,11 +189,8 @@ def run_anakin(
     logs = [ReplicaLog.open(replica) for replica in replicas]
     mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if num_seeds > 1 else None
     steps_per_chunk_env = steps_per_chunk * system.steps_per_update
-    if (experiment.max_actor_steps - book.steps) % steps_per_chunk_env:
-        raise CheckpointError(
-            f"the checkpoint is at {book.steps} actor steps; chunks of {steps_per_chunk_env} steps do not reach "
-            f"max_actor_steps={experiment.max_actor_steps} from there: resume with the run's own launcher.steps_per_chunk"
-        )
+    if (experiment.max_actor_steps - book.steps) % steps_per_chunk_env:  # Refused before, by checkpoint_template.
+        raise LauncherError(chunks_do_not_reach(book.steps, steps_per_chunk_env, experiment.max_actor_steps))
     stop, restore_signal_handlers = install_stop_requests()
     status = "finished"
     path = None

@@ -40,14 +40,22 @@ class AnakinLauncher:
 
     def checkpoint_template(self, experiment: ExperimentConfig) -> Any:
         """The structure, shapes and dtypes of what this launcher checkpoints (every
-        replica's training state), for the resume checks; nothing is compiled."""
+        replica's training state), for the resume checks; nothing is compiled. Refuses
+        (CheckpointError) a resume whose chunks would not end at the budget."""
         import jax
 
+        from rl import checkpointing
         from rl.anakin.checkpoints import state_template
+        from rl.anakin.driver import chunks_do_not_reach
         from rl.anakin.replicas import replica_keys
         from rl.anakin.systems import make_system
 
         system, _ = make_system(experiment)
+        latest, _ = checkpointing.find_latest(experiment.run_directory, warn=False)
+        chunk_steps = self.check_experiment(experiment) * system.steps_per_update
+        if latest is not None and (experiment.max_actor_steps - checkpointing.step_of(latest)) % chunk_steps:
+            message = chunks_do_not_reach(checkpointing.step_of(latest), chunk_steps, experiment.max_actor_steps)
+            raise checkpointing.CheckpointError(message)
         return state_template(jax.vmap(system.init), replica_keys(experiment.seed, self.num_seeds))
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:

@@ -1,9 +1,9 @@
 """What the anakin launcher needs of an agent, and the compiled chunk built from it.
 
-An agent's *system* (rl/anakin/ppo.py, rl/anakin/dqn.py) is a set of pure functions over
-one replica's whole training state (parameters, optimiser, replay buffer, environment
-copies, keys): `init(key)` and `update(state)`, one learner update together with the
-acting that feeds it. A chunk is `steps_per_chunk` updates in one `lax.scan`, vmapped
+An agent's *system* (rl/anakin/ppo.py; rl/anakin/off_policy.py with dqn.py or sac.py)
+is a set of pure functions over one replica's whole training state (parameters,
+optimiser, replay buffer, environment copies, keys): `init(key)` and `update(state)`,
+one learner update together with the acting that feeds it. A chunk is `steps_per_chunk` updates in one `lax.scan`, vmapped
 over replicas (seeds) and compiled once; the host only sees the chunks' metrics.
 """
 

@@ -6,7 +6,8 @@ compiles the programs exactly as the launcher does (rl/anakin/driver.py) and run
 chunks: `compile` is the seconds to initialise and compile (the persistent XLA cache is
 on, as in a run: a second invocation finds the programs there), `steps/s` counts every
 replica's environment steps per second of chunk time, and `incl. compile` divides the
-preset's whole budget by compile time plus the budget's time at that rate. bound: raw
+preset's whole budget by compile time plus the budget's time at that rate. Replicas
+are spread over the devices as the launcher spreads them (rl/anakin/devices.py). bound: raw
 gymnax steps/s of the same number of copies (a compiled scan of random actions);
 ratio = value / bound. The `8 seeds vs 8 runs` rows compare the time of one 8-seed run
 of the whole budget with 8 single-seed runs (compile included), both from figures
@@ -56,6 +57,7 @@ def raw_gymnax_rate(num_envs: int, settings: Settings, steps: int = 2000) -> flo
 def training_figures(agent: str, num_seeds: int, settings: Settings) -> dict[str, float]:
     """compile_s, steps_per_second (all replicas) and the budget of one replica."""
     from rl.anakin.checks import check_experiment
+    from rl.anakin.devices import replica_sharding
     from rl.anakin.driver import compile_programs
     from rl.anakin.replicas import replica_keys
     from rl.anakin.systems import make_system
@@ -65,7 +67,9 @@ def training_figures(agent: str, num_seeds: int, settings: Settings) -> dict[str
         experiment = settings.compose(overrides, run_dir)
         steps_per_chunk = check_experiment(experiment, None)
         system, evaluation = make_system(experiment)
-        compiled, state = compile_programs(system, evaluation, replica_keys(0, num_seeds), steps_per_chunk)
+        compiled, state = compile_programs(
+            system, evaluation, replica_keys(0, num_seeds), steps_per_chunk, replica_sharding(num_seeds)
+        )
         chunk_steps = steps_per_chunk * system.steps_per_update * num_seeds
         chunks = max(1, min(experiment.max_actor_steps // (steps_per_chunk * system.steps_per_update), 2 if settings.quick else 3))
         rates = []
