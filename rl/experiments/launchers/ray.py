@@ -61,8 +61,12 @@ class RayLauncher:
     learner_num_cpus: float = 1.0
     learner_num_gpus: float = 0.0
     actor_num_cpus: float = 0.5
+    # Custom Ray resources each actor needs ({"actor_host": 1}): actors go only to nodes
+    # started with them (`ray start --resources='{"actor_host": 8}'`).
+    actor_resources: dict[str, float] | None = None
     max_restarts: int = 3
     max_learner_restarts: int = 3
+    max_replay_restarts: int = 3
     restart_timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
     stop_timeout_s: float = 10.0
@@ -74,12 +78,18 @@ class RayLauncher:
             raise ValueError(f"num_actors must be >= 1, got {self.num_actors}")
         if self.num_evaluators < 1:
             raise ValueError(f"num_evaluators must be >= 1, got {self.num_evaluators}")
-        for name in ("learner_num_cpus", "learner_num_gpus", "actor_num_cpus", "max_restarts", "max_learner_restarts"):
+        for name in (
+            "learner_num_cpus", "learner_num_gpus", "actor_num_cpus", "max_restarts", "max_learner_restarts",
+            "max_replay_restarts",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("restart_timeout_s", "connect_timeout_s", "stop_timeout_s", "call_timeout_s", "evaluation_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name, amount in (self.actor_resources or {}).items():
+            if not (isinstance(amount, (int, float)) and amount > 0):
+                raise ValueError(f"actor_resources.{name} must be a number > 0, got {amount!r}")
         if self.address not in (None, "auto") and not _HOST_PORT.match(self.address):
             raise ValueError(
                 f"address must be null (start Ray here), 'auto' or 'ray://host:port' / 'host:port', got {self.address!r}"
@@ -121,15 +131,21 @@ class RayLauncher:
         if self.address is None:
             # A local instance sized to this machine, but large enough for the nodes asked for.
             needed = self.learner_num_cpus + self.num_actors * self.actor_num_cpus
-            ray.init(
-                num_cpus=max(os.cpu_count() or 1, int(needed + 0.999)),
-                num_gpus=None,
-                include_dashboard=False,
-                log_to_driver=False,
-                logging_level=logging.WARNING,  # Not Ray's INFO lines on every run.
-                runtime_env=runtime_env,
-            )
-            return
+            for attempt in (1, 2):  # A busy machine can miss Ray's start-up deadline once.
+                try:
+                    ray.init(
+                        num_cpus=max(os.cpu_count() or 1, int(needed + 0.999)),
+                        num_gpus=None,
+                        include_dashboard=False,
+                        log_to_driver=False,
+                        logging_level=logging.WARNING,  # Not Ray's INFO lines on every run.
+                        runtime_env=runtime_env,
+                    )
+                    return
+                except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception on a start-up timeout.
+                    ray.shutdown()
+                    if attempt == 2:
+                        raise LauncherError(f"cannot start Ray on this machine ({_first_line(error)})") from None
         try:
             ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING, runtime_env=runtime_env)
         except (ConnectionError, RuntimeError, TimeoutError) as error:
@@ -154,7 +170,11 @@ class _ReplayCheckpoints:
         self._replay = replay
 
     def checkpoint(self) -> str:
-        return self._run._get(self._replay.checkpoint.remote(), "replay", "checkpoint")
+        try:
+            return self._run._get(self._replay.checkpoint.remote(), "replay", "checkpoint")
+        except self._run.ray.exceptions.RayActorError as error:  # It died: wait for its restart.
+            self._run._replay_died(error)
+            return self._run._get(self._replay.checkpoint.remote(), "replay", "checkpoint")
 
 
 def _first_line(error: BaseException) -> str:
@@ -179,7 +199,10 @@ class _RayRun:
         from rl.experiments.launchers import ray_nodes
 
         self.names = ray_nodes.node_names()
-        self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0, "name": self.names["log_queue"]})
+        self._head_node: str | None = None
+        self.log_queue = Queue(
+            maxsize=100_000, actor_options={"num_cpus": 0, "name": self.names["log_queue"], **self._on_head_node(hard=True)}
+        )
         remote_experiment = dataclasses.replace(
             experiment, logger_factory=ray_nodes.QueueLoggerFactory(self.names["log_queue"], run_start_time(experiment))
         )
@@ -187,6 +210,8 @@ class _RayRun:
         self.loggers: dict[tuple, Any] = {}
         self.restarts = [0] * launcher.num_actors
         self.learner_restarts = 0
+        self.replay_restarts = 0
+        self.evaluator_restarts = [0] * self.program.evaluators
         self.handles: dict[str, Any] = {}
         self.node_pids: dict[str, int] = {}
         self.checkpoints = RunCheckpointer(experiment)
@@ -260,8 +285,7 @@ class _RayRun:
             # a node that Ray may restart would sit in the object store (and Ray warns on
             # every run). Every node starts at once; each waits for the replay address itself.
             names = self.names
-            replay = ray_nodes.ReplayNode.options(name=names["replay"]).remote(program, replay_directory, fallback)
-            counter = ray_nodes.CounterNode.options(name=names["counter"]).remote(
+            counter = ray_nodes.CounterNode.options(name=names["counter"], **self._on_head_node(hard=True)).remote(
                 experiment.max_actor_steps,
                 restore.counts if restore is not None else None,
                 self._saved_schedule_steps(),
@@ -269,6 +293,10 @@ class _RayRun:
                 launcher.max_restarts + 1,
             )
             self.counter = counter
+            replay = ray_nodes.ReplayNode.options(
+                name=names["replay"], max_restarts=launcher.max_replay_restarts, **self._on_head_node(hard=True)
+            ).remote(program, replay_directory, fallback, names["counter"])
+            self.replay = replay
             learner = ray_nodes.LearnerNode.options(
                 num_cpus=launcher.learner_num_cpus,
                 num_gpus=launcher.learner_num_gpus,
@@ -276,6 +304,7 @@ class _RayRun:
                 # run, every actor's and evaluator's parameter requests, and the driver's calls.
                 max_concurrency=launcher.num_actors + self.program.evaluators + 4,
                 name=names["learner"],
+                **self._on_head_node(),
             ).remote(program, names["replay"], names["counter"])
             self.learner = learner
             if restore is not None:  # Checked against the node's own state, then loaded into it.
@@ -288,6 +317,7 @@ class _RayRun:
                 self.saved = (os.path.basename(restore.checkpoint), state, int(restore.counts.get("learner_steps", 0)))
             actor_options = {
                 "num_cpus": launcher.actor_num_cpus,
+                "resources": dict(launcher.actor_resources or {}),
                 "max_restarts": launcher.max_restarts,
                 "runtime_env": {"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
             }
@@ -296,13 +326,16 @@ class _RayRun:
                 for i in range(launcher.num_actors)
             ]
             evaluators = [
-                ray_nodes.EvaluatorNode.remote(program, i, names["learner"], names["counter"], launcher.restart_timeout_s)
+                ray_nodes.EvaluatorNode.options(max_restarts=launcher.max_restarts, **self._on_head_node(hard=True)).remote(
+                    program, i, names["learner"], names["counter"], launcher.restart_timeout_s
+                )
                 for i in range(self.program.evaluators)
             ]
             self.evaluators = evaluators
             self.replay_checkpoints = _ReplayCheckpoints(self, replay) if replay_directory is not None else None
             self._write_node_pids(replay, counter, learner, actors, evaluators)
             self.learner_run = learner.run.remote()
+            self.replay_serving = replay.serve.remote()
             actor_runs = {actor.run.remote(): i for i, actor in enumerate(actors)}
             self.acting_start = time.perf_counter()
             self.checkpoints.start()
@@ -366,6 +399,24 @@ class _RayRun:
         directory = checkpointing.replay_root(self.experiment.run_directory)
         return directory, (restore.replay_checkpoint if restore_replay else None)
 
+    def _on_head_node(self, hard: bool = False) -> dict[str, Any]:
+        """Ray options that place a node on the head node: `hard` for the nodes that hold
+        no CPU while they run (replay, counter, log queue, evaluators: Ray places such
+        actors anywhere under a soft preference), softly for the learner (one asking for
+        GPUs the head lacks goes to a node that has them). Actors go wherever their
+        resources are (`actor_resources`)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        if self._head_node is None:
+            heads = [
+                node["NodeID"] for node in self.ray.nodes()
+                if node.get("Alive") and "node:__internal_head__" in node.get("Resources", {})
+            ]
+            self._head_node = heads[0] if heads else ""
+        if not self._head_node:
+            return {}
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=self._head_node, soft=not hard)}
+
     def _saved_schedule_steps(self) -> dict[int, int]:
         """Each actor's schedule step in the checkpoint resumed from (a local run's is actor 0's)."""
         restore = self.experiment.restore
@@ -383,7 +434,7 @@ class _RayRun:
         ray, experiment = self.ray, self.experiment
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             while actor_runs and not stop.requested:
-                done, _ = ray.wait([self.learner_run, *actor_runs], num_returns=1, timeout=0.5)
+                done, _ = ray.wait([self.learner_run, self.replay_serving, *actor_runs], num_returns=1, timeout=0.5)
                 self._drain_logs()
                 steps = self._actor_steps()
                 progress.advance(steps, force=True)
@@ -398,35 +449,70 @@ class _RayRun:
                     if ref == self.learner_run:
                         self._learner_ended(ref)
                         continue
+                    if ref == self.replay_serving:
+                        self._replay_ended(ref)
+                        continue
                     actor_id = actor_runs.pop(ref)
                     try:
                         self._get(ref, f"actor_{actor_id}", "run")
-                    except ray.exceptions.RayActorError as error:
+                    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
+                        # Unavailable: its node is going away (Ray restarts it elsewhere).
                         self._restart(actor_id, actors[actor_id], actor_runs, error)
                     except ray.exceptions.RayTaskError as error:
                         raise LauncherError(f"actor {actor_id} failed: {_first_line(error)}") from None
                 # A round in flight finishes first: the checkpoint then holds it.
                 if self.checkpoints.due() and not self.evaluations and actor_runs:
-                    self._save()
+                    self._save(periodic=True)
 
     def _actor_steps(self) -> int:
         return int(self._get(self.counter.get_counts.remote(), "counter", "get_counts").get("actor_steps", 0))
 
     def _collect_evaluations(self, timeout: float) -> float | None:
         """The round in flight, once every evaluator has answered (within `timeout`):
-        added to the curve; returns its mean return (None: not done yet)."""
-        ready, _ = self.ray.wait(self.evaluations, num_returns=len(self.evaluations), timeout=timeout)
-        if len(ready) < len(self.evaluations):
-            return None
-        try:
-            results = self._get(self.evaluations, "evaluator", "evaluate")
-        except self.ray.exceptions.RayError as error:
-            raise LauncherError(f"an evaluator failed: {_first_line(error)}") from None
+        added to the curve; returns its mean return (None: not done yet). An evaluator
+        that died is waited for while Ray restarts it, then plays its part again."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            ready, _ = self.ray.wait(self.evaluations, num_returns=len(self.evaluations), timeout=remaining)
+            if len(ready) < len(self.evaluations):
+                return None
+            results, died = [], False
+            for instance, ref in enumerate(self.evaluations):
+                try:
+                    results.append(self._get(ref, f"evaluator_{instance}", "evaluate"))
+                except self.ray.exceptions.RayActorError as error:
+                    self._evaluator_died(instance, error)
+                    died = True
+                except self.ray.exceptions.RayError as error:
+                    raise LauncherError(f"an evaluator failed: {_first_line(error)}") from None
+            if not died:
+                break
+            if time.monotonic() >= deadline:
+                return None
         self.evaluations = []
         for (returns, times), (steps, mean, ended) in zip(self.histories, results):
             returns.append((int(steps), float(mean)))
             times.append(float(ended))
         return float(sum(mean for _, mean, _ in results) / len(results))
+
+    def _evaluator_died(self, instance: int, error: Exception) -> None:
+        """Counts the death, waits until Ray has rebuilt the evaluator, then asks it for
+        its part of the round again."""
+        self.evaluator_restarts[instance] += 1
+        limit = self.launcher.max_restarts
+        if self.evaluator_restarts[instance] > limit:
+            raise LauncherError(
+                f"evaluator {instance} died more than launcher.max_restarts={limit} times ({_first_line(error)})"
+            )
+        evaluator = self.evaluators[instance]
+        pid = self._wait_until_back(evaluator, f"evaluator {instance}")
+        self._record_pid(f"evaluator_{instance}", pid)
+        self._event(
+            f"evaluator {instance} died; restarted by Ray as pid {pid} ({self.evaluator_restarts[instance]}/{limit}):"
+            " it plays its round again"
+        )
+        self.evaluations[instance] = evaluator.evaluate.remote(self.experiment.eval_episodes)
 
     def _evaluate_now(self, timeout: float) -> None:
         """Waits for the round in flight, then runs one more round of every evaluator."""
@@ -438,10 +524,12 @@ class _RayRun:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _save(self) -> tuple[str | None, dict[str, Any]]:
+    def _save(self, periodic: bool = False) -> tuple[str | None, dict[str, Any]]:
         """A checkpoint of the learner between two steps, with the counts at that moment
         (None for the path when checkpoints are off). A learner that dies meanwhile is
-        restored first."""
+        restored first. A `periodic` one is skipped (None) while the actors have not
+        stepped since the last (they wait for a learner being restored, say): it would
+        replace that checkpoint, which a restore may have named, under the same name."""
         try:
             snapshot = self._get(self.learner.checkpoint.remote(), "learner", "checkpoint")
         except self.ray.exceptions.RayActorError as error:
@@ -452,6 +540,9 @@ class _RayRun:
             raise LauncherError(f"the learner's checkpoint failed ({_first_line(error)}); {kept}") from None
         counts = snapshot["counts"]
         actor_steps = int(counts.get("actor_steps", 0))
+        if periodic and self.checkpoints.last is not None and checkpointing.step_of(self.checkpoints.last) == actor_steps:
+            self.checkpoints.start()  # The next try, a period from now.
+            return None, {}
         schedule_steps = {int(k): int(v) for k, v in snapshot["schedule_steps"].items()}
         state = run_state(
             self.experiment, counts, actor_steps, self.next_eval, schedule_steps.get(0, 0), *self._curve(),
@@ -487,12 +578,19 @@ class _RayRun:
 
     def _wait_until_back(self, handle: Any, name: str) -> int:
         """The pid of a node Ray is restarting, once it answers (within restart_timeout_s)."""
+        return self._call_when_back(handle, name, "pid")
+
+    def _call_when_back(self, handle: Any, name: str, method: str, *args: Any) -> Any:
+        """`handle.method(*args)` on a node Ray is restarting, asked again while the node
+        is unavailable (its process or machine going away, its new one starting) until
+        restart_timeout_s has passed."""
         exceptions = self.ray.exceptions
         timeout = self.launcher.restart_timeout_s
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.ray.get(handle.pid.remote(), timeout=max(0.1, deadline - time.monotonic()))
+                call = getattr(handle, method).remote(*args)
+                return self.ray.get(call, timeout=max(0.1, deadline - time.monotonic()))
             except exceptions.ActorUnavailableError:  # Still being rebuilt.
                 pass
             except exceptions.GetTimeoutError:
@@ -540,13 +638,62 @@ class _RayRun:
         reported = self._get(self.counter.set_learner_steps.remote(learner_steps), "counter", "set_learner_steps")
         digest = self._get(self.learner.restore.remote(state), "learner", "restore")
         origin = f"checkpoint {checkpoint}" if checkpoint is not None else "its initial state (no checkpoint yet)"
+        superseded = self._supersede_learner_rows(learner_steps)
         # The dead learner sent its counts every half second: `reported` may miss its last steps.
         self._event(
             f"learner died; restarted by Ray as pid {pid} ({self.learner_restarts}/{limit}):"
             f" restored from {origin} (state sha256 {digest[:12]}) at {learner_steps} learner steps;"
             f" it had reported {reported}, so {reported - learner_steps} learner steps were lost"
+            f" ({superseded} of its log rows past them moved to logs/superseded/)"
         )
         self.learner_run = self.learner.run.remote()
+
+    def _replay_ended(self, ref: Any) -> None:
+        """The replay node's watch returned during acting: a fault (it is restarting) or a bug."""
+        try:
+            self._get(ref, "replay", "serve")
+        except self.ray.exceptions.RayActorError as error:
+            self._replay_died(error)
+            return
+        raise LauncherError("the replay node stopped serving before the actors finished")
+
+    def _replay_died(self, error: Exception) -> None:
+        """Counts the death and waits until Ray has rebuilt the replay node on its address
+        (restored from the newest replay checkpoint, or empty); writers and the learner's
+        dataset reconnect to it by themselves."""
+        self.replay_restarts += 1
+        limit = self.launcher.max_replay_restarts
+        if self.replay_restarts > limit:
+            raise LauncherError(
+                f"the replay node died more than launcher.max_replay_restarts={limit} times ({_first_line(error)})"
+            )
+        pid = self._wait_until_back(self.replay, "the replay node")
+        self._record_pid("replay", pid)
+        start = self._call_when_back(self.replay, "the replay node", "start_info")
+        origin = (
+            f"restored from {os.path.relpath(start['restored'], self.experiment.run_directory)}"
+            if start["restored"] else "with empty tables (no replay checkpoint: checkpoint.replay=false, or none yet)"
+        )
+        self._event(
+            f"replay died; restarted by Ray as pid {pid} ({self.replay_restarts}/{limit}) at {start['address']},"
+            f" {origin}, holding {start['items']} items"
+        )
+        self.replay_serving = self.replay.serve.remote()
+
+    def _supersede_learner_rows(self, learner_steps: int) -> int:
+        """Moves the dead learner's records past the restored `learner_steps` out of
+        logs/learner.csv (to logs/superseded/), so the restored learner's steps, which
+        count from there again, make one curve. Returns how many rows moved."""
+        from rl.loggers.csv import move_rows
+
+        self._drain_logs()  # The dead learner's last records, before they are sorted out.
+        logs = os.path.join(self.experiment.run_directory, "logs")
+        destination = os.path.join(logs, "superseded", f"learner.restart{self.learner_restarts}.csv")
+
+        def lost(row: dict[str, str]) -> bool:
+            return (row.get("learner_steps") or "").isdigit() and int(row["learner_steps"]) > learner_steps
+
+        return move_rows(os.path.join(logs, "learner.csv"), lost, destination)
 
     def _restart(self, actor_id: int, actor: Any, actor_runs: dict[Any, int], error: Exception) -> None:
         """Counts the death, waits until Ray has rebuilt the actor, then resumes its work."""
@@ -558,7 +705,7 @@ class _RayRun:
             )
         pid = self._wait_until_back(actor, f"actor {actor_id}")
         self._record_pid(f"actor_{actor_id}", pid)
-        start = self._get(actor.start_info.remote(), f"actor_{actor_id}", "start_info")
+        start = self._call_when_back(actor, f"actor {actor_id}", "start_info")
         restarts = f"{self.restarts[actor_id]}/{self.launcher.max_restarts}"
         self._event(
             f"actor {actor_id} died; restarted by Ray as pid {pid} ({restarts}):"

@@ -8,6 +8,7 @@ counter like a `Counter` parent and the driver's loggers like a logger factory.
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 import uuid
@@ -18,6 +19,7 @@ import numpy as np
 import ray
 
 from rl import core
+from rl import checkpointing
 from rl.checkpointing import state_digest
 from rl.counting import Counter, StepBudget
 from rl.experiments.distributed import DistributedProgram, Evaluations
@@ -245,31 +247,73 @@ def replay_client(replay_node: Any) -> Any:
     return reverb.Client(address)
 
 
-@ray.remote(num_cpus=0)
+def free_port() -> int:
+    """A TCP port free on this machine now (the replay node's, chosen by the driver)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
+
+
+@ray.remote(num_cpus=0, max_concurrency=4)
 class ReplayNode:
-    """The reverb server. With `checkpoint_directory` it checkpoints its tables there
-    (reverb's checkpointer) and starts from `fallback_checkpoint` when given."""
+    """The reverb server, on `port`. With `checkpoint_directory` it checkpoints its tables
+    there (reverb's checkpointer) and starts from `fallback_checkpoint` when given.
+
+    Its port comes from the counter node (`counter`), which keeps the first one chosen:
+    rebuilt by Ray after a fault, it listens on the same port again (so the actors'
+    writers and the learner's dataset reconnect by themselves, gRPC retrying the address)
+    and reverb loads the newest checkpoint in `checkpoint_directory`: the tables as they
+    were at the last checkpoint, or empty without replay checkpoints. `serve` is the
+    driver's watch: it returns only on `stop`, and fails when the process dies.
+    """
 
     def __init__(
         self,
         program: DistributedProgram,
         checkpoint_directory: str | None = None,
         fallback_checkpoint: str | None = None,
+        counter: Any = None,
     ):
         import reverb
 
+        port = None
+        if counter is not None:
+            port = ray.get(node_handle(counter).replay_port.remote(free_port()), timeout=REPLAY_ADDRESS_TIMEOUT_S)
+
         checkpointer = None
         if checkpoint_directory is not None:
+            if ray.get_runtime_context().was_current_actor_reconstructed:
+                fallback_checkpoint = _newest_replay_checkpoint(program.experiment.run_directory) or fallback_checkpoint
             checkpointer = reverb.checkpointers.DefaultCheckpointer(
                 checkpoint_directory, fallback_checkpoint_path=fallback_checkpoint
             )
         from rl.replay.server import make_server
 
-        self._server = make_server(program.make_replay_tables(), checkpointer=checkpointer)
+        self._server = make_server(program.make_replay_tables(), port=port, checkpointer=checkpointer)
         self._address = f"{ray.util.get_node_ip_address()}:{self._server.port}"
+        self._stopped = threading.Event()
+        tables = reverb.Client(f"localhost:{self._server.port}").server_info(timeout=60)
+        self._start = {
+            "pid": os.getpid(),
+            "address": self._address,
+            "restored": fallback_checkpoint if checkpoint_directory is not None else None,
+            "items": int(sum(info.current_size for info in tables.values())),
+        }
 
     def address(self) -> str:
         return self._address
+
+    def start_info(self) -> dict[str, Any]:
+        """This incarnation's `pid`, `address`, the replay checkpoint it `restored`
+        (None: none) and the `items` its tables held when it started."""
+        return dict(self._start)
+
+    def serve(self) -> None:
+        """Returns on `stop`: a call the driver keeps in flight to learn of a death."""
+        self._stopped.wait()
+
+    def stop(self) -> None:
+        self._stopped.set()
 
     def checkpoint(self) -> str:
         """Checkpoints the tables; returns the directory reverb wrote."""
@@ -279,6 +323,16 @@ class ReplayNode:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def _newest_replay_checkpoint(run_directory: str) -> str | None:
+    """The replay tables of the run's newest checkpoint that holds them (each checkpoint
+    keeps reverb's at `<run dir>/checkpoints/step_<n>/replay`)."""
+    for path in checkpointing.list_checkpoints(run_directory):
+        replay = os.path.join(path, checkpointing.REPLAY)
+        if os.path.isdir(replay):
+            return replay
+    return None
 
 
 @ray.remote(num_cpus=0)
@@ -307,6 +361,7 @@ class CounterNode:
         self._schedule_steps = {int(k): int(v) for k, v in (schedule_steps or {}).items()}
         self._key_offset = session * key_stride
         self._closed = False
+        self._replay_port: int | None = None
 
     def increment(self, **counts: float) -> dict[str, float]:
         return self._counter.increment(**counts)
@@ -344,6 +399,12 @@ class CounterNode:
         for actor_id, count in counted.items():
             steps[actor_id] = steps.get(actor_id, 0) + count
         return {"counts": counts, "schedule_steps": steps}
+
+    def replay_port(self, proposed: int) -> int:
+        """The replay node's port: the first one proposed, for every incarnation."""
+        if self._replay_port is None:
+            self._replay_port = int(proposed)
+        return self._replay_port
 
     def set_learner_steps(self, steps: int) -> int:
         """Sets `learner_steps` back to a restored learner's; returns the count it replaces."""
