@@ -24,6 +24,7 @@ from rl.agents.ppo.losses import Minibatch, clipped_surrogate_loss, ppo_loss, se
 from rl.agents.ppo.normalization import init_statistics, normalize_observations, update_statistics
 from rl.replay.dataset import make_replay_iterator
 from rl.replay.queue import QueueRatio, make_queue_table
+from rl.replay.adders import ReplayTimeoutError
 from rl.replay.sequences import SequenceAdder, decode_sequences, sequence_signature, step_spec
 from rl.replay.server import make_server
 from rl.specs import EnvironmentSpec
@@ -140,9 +141,12 @@ def test_queue_hands_each_item_to_the_learner_once_and_makes_actors_wait():
         assert adder.num_items == 6
         ratio = QueueRatio(batch_size=4, max_size=6)
         assert ratio.can_sample(6, 0) and not ratio.can_sample(6, 4)
-        with pytest.raises(reverb.errors.DeadlineExceededError):
+        with pytest.raises(ReplayTimeoutError) as raised:
             for t in range(10, 13):  # Three more steps complete two items: they cannot go in.
                 act(t)
+        assert str(raised.value) == (  # The wait is bounded and says where and for how long.
+            f"replay server at {client.server_address}: a flush to table {TABLE!r} did not complete within 0.3 s"
+        )
         iterator = make_replay_iterator(client.server_address, TABLE, 4, decode=decode_sequences)
         first = np.asarray(next(iterator).data.observation)[:, 0, 0].tolist()
         assert first == [0.0, 1000.0, 3.0, 1003.0]  # FIFO: in the order they were written.

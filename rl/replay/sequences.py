@@ -35,7 +35,7 @@ import reverb
 import tree
 from dm_env import specs
 
-from rl.replay.adders import Adder
+from rl.replay.adders import Adder, bounded_write
 from rl.specs import EnvironmentSpec
 
 
@@ -114,6 +114,7 @@ class SequenceAdder(Adder):
             raise ValueError(f"sequence_length must be >= 2, got {sequence_length}")
         if not 1 <= period <= sequence_length:
             raise ValueError(f"period must be in [1, sequence_length={sequence_length}], got {period}")
+        self._client = client
         self._writer = client.trajectory_writer(num_keep_alive_refs=1)
         self._table = table
         self._spec = spec
@@ -214,7 +215,12 @@ class SequenceAdder(Adder):
             # one-thread loop (act, then learn) from waiting on itself: a learner that takes
             # a batch as soon as one is counted leaves at most this many items outside a
             # queue that holds at least a batch.
-            self._writer.flush(block_until_num_items=self._capacity - 1, timeout_ms=self._timeout_ms)
+            bounded_write(
+                lambda: self._writer.flush(block_until_num_items=self._capacity - 1, timeout_ms=self._timeout_ms),
+                f"a flush to table {self._table!r}",
+                self._client,
+                self._timeout_ms,
+            )
 
     def _end_episode(self, env_id: int) -> int:
         """Appends the final observation's row, then writes what no item holds yet, padded."""
@@ -255,7 +261,13 @@ class SequenceAdder(Adder):
         """Drops every copy's partial sequence and waits for the items in flight."""
         self._positions[:] = 0
         self._fresh[:] = 0
-        self._writer.end_episode(clear_buffers=True, timeout_ms=timeout_ms or self._timeout_ms)
+        timeout_ms = timeout_ms or self._timeout_ms
+        bounded_write(
+            lambda: self._writer.end_episode(clear_buffers=True, timeout_ms=timeout_ms),
+            f"the end of an episode in table {self._table!r}",
+            self._client,
+            timeout_ms,
+        )
 
     def close(self) -> None:
         self._writer.close()
