@@ -308,8 +308,9 @@ def replay_bound(agent: str, config: dict) -> int:
 
 def pong_run(run_dir, agent: str, *overrides: str, base: list[str] | None = None) -> dict:
     """Runs the agent's Pong preset with `overrides`, checkpointing the replay table at the
-    end; returns the summary with `replay_bytes` (the checkpointed table's size on disk)
-    and `replay_bound` (`replay_bound` for the run's config) added."""
+    end; returns the summary with `replay_bytes` (the final checkpoint's table on disk:
+    reverb keeps chunks compressed, so this is what the table holds) and `replay_bound`
+    (`replay_bound` for the run's config) added. A queue the learner emptied is small."""
     import glob
 
     import yaml
@@ -318,7 +319,9 @@ def pong_run(run_dir, agent: str, *overrides: str, base: list[str] | None = None
     result = run_train(arguments, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(str(run_dir))
-    files = [f for path in glob.glob(os.path.join(run_dir, "checkpoints", "step_*", "replay")) for f in glob.glob(os.path.join(path, "**"), recursive=True)]
+    checkpoints = glob.glob(os.path.join(run_dir, "checkpoints", "step_*"))
+    newest = max(checkpoints, key=lambda path: int(path.rpartition("_")[2]))  # The end of the run.
+    files = glob.glob(os.path.join(newest, "replay", "**"), recursive=True)
     summary["replay_bytes"] = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
     with open(os.path.join(run_dir, ".hydra", "config.yaml")) as file:
         summary["replay_bound"] = replay_bound(agent, yaml.safe_load(file))
