@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 from typing import Any
 
 import dm_env
@@ -246,6 +247,9 @@ def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> ChannelsLas
     """`num_envs` copies of the game stepped by envpool, with `VectorEnvironment`'s
     interface and the gymnasium backend's [H, W, frames] uint8 observations."""
     task, options = envpool_options(**settings)
+    # envpool's default is a thread per copy: on a small machine 32 threads fight over
+    # the cores (scripts/benchmark.py atari measured x32 slower than x8 that way).
+    options["num_threads"] = max(1, min(int(num_envs), os.cpu_count() or 1))
     return ChannelsLastEnvpool(task, seed, num_envs, **options)
 
 
