@@ -37,6 +37,7 @@ def test_installed_families_register_and_suggestions_come_from_the_same_family()
 def test_an_atari_game_trains_by_its_gymnasium_id(run_dir):
     result = run_train(
         ["environment=gymnasium", "environment.name=ALE/Pong-v5", "environment.max_episode_steps=100", "agent=dqn",
+         "network=atari_cnn",  # Its raw frames are pixels: an MLP is refused (tests/test_atari.py).
          "max_actor_steps=200", "eval_episodes=1", "checkpoint=false", "progress=false", f"hydra.run.dir={run_dir}"],
         timeout=600,
     )
