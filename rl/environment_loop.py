@@ -67,6 +67,7 @@ class EnvironmentLoop(core.Worker):
         self._returns = np.zeros(self.num_envs, np.float64)
         self._lengths = np.zeros(self.num_envs, np.int64)
         self._uncounted_steps = 0
+        self.steps_taken = 0  # Environment steps of all copies since the loop was made.
         self._rate_steps = 0
         self._rate_start = time.perf_counter()
         self.ended_ids: list[int] = []  # The copies whose episode ended at the last step.
@@ -107,6 +108,7 @@ class EnvironmentLoop(core.Worker):
         self._returns[rows] += timestep.reward
         self._lengths[rows] += 1
         self._uncounted_steps += len(timestep.step_type)
+        self.steps_taken += len(timestep.step_type)
         self._rate_steps += len(timestep.step_type)
         self._observation = (
             timestep.observation if env_ids is None else _replace_rows(self._observation, env_ids, timestep.observation)
@@ -146,6 +148,13 @@ class EnvironmentLoop(core.Worker):
         if self._uncounted_steps:
             self.counter.increment(steps=self._uncounted_steps)
             self._uncounted_steps = 0
+
+    def drop_episodes(self) -> None:
+        """Abandons every copy's episode (counting its steps): the next step starts new
+        ones, which the actor's adder sees from their first step. For an actor whose
+        replay connection was rebuilt mid-episode."""
+        self.count_partial_episode()
+        self._observation = None
 
     def run_steps(self, num_steps: int) -> list[dict[str, Any]]:
         """Takes exactly `num_steps` environment steps (all copies together)."""

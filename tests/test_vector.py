@@ -190,3 +190,31 @@ class RandomActor(core.Actor):
 
     def update(self, wait=False):
         pass
+
+
+def test_a_new_adder_after_dropped_episodes_gets_only_whole_episodes_from_their_start(replay):
+    """What an actor does when its replay connection is rebuilt (a replay node that came
+    back): the episodes in flight are dropped, counted, and the new adder's items all
+    start in episodes that began after the switch."""
+    experiment = make_experiment(2)
+    loop = actor_loop(experiment, replay, jax.random.PRNGKey(5))
+    loop.run_steps(7)
+    assert loop.steps_taken == 7
+    old = loop.actor.adder
+    old.reset()
+    before = {(int(item.observation[0]), int(item.observation[1])) for item in read_all(
+        replay, experiment.builder.config.replay_table_name, old.num_items, experiment.environment_spec
+    )}
+    episodes_before = {seed: max(e for s, e in before if s == seed) for seed, _ in before}
+    loop.actor.adder = experiment.builder.make_adder(replay, experiment.environment_spec)
+    loop.drop_episodes()
+    assert loop.counter.get_counts()["actor_steps"] == 7  # The dropped episodes' steps are counted.
+    loop.run_steps(40)
+    loop.actor.adder.reset()
+    items = read_all(
+        replay, experiment.builder.config.replay_table_name, loop.actor.adder.num_items, experiment.environment_spec
+    )
+    assert items and loop.steps_taken == 47
+    for item in items:
+        seed, episode = int(item.observation[0]), int(item.observation[1])
+        assert episode > episodes_before.get(seed, -1)  # Only episodes begun after the switch.

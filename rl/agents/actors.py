@@ -80,6 +80,11 @@ class FeedForwardActor(core.Actor):
     def adder(self) -> Adder | None:
         return self._adder
 
+    @adder.setter
+    def adder(self, adder: Adder | None) -> None:
+        """A new adder (a new connection to replay); the next episodes start in it."""
+        self._adder = adder
+
 
 class ExtrasActor(FeedForwardActor):
     """A `FeedForwardActor` whose policy returns `(actions, extras)`.

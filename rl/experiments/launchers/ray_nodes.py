@@ -24,6 +24,7 @@ from rl.checkpointing import state_digest
 from rl.counting import Counter, StepBudget
 from rl.experiments.distributed import DistributedProgram, Evaluations
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
+from rl.replay.adders import ReplayTimeoutError
 
 # Steps an actor leases from the counter at once: bounds counter traffic, and the total
 # never exceeds max_actor_steps because the counter grants only what is left. An actor
@@ -215,6 +216,10 @@ class _StepLockReleasingIterator:
     def __getattr__(self, name: str) -> Any:  # close() and the like reach the real iterator.
         return getattr(self._iterator, name)
 
+
+# New replay connections an actor makes in one lease before a write that keeps timing
+# out fails the actor (a replay node that comes back takes one).
+REPLAY_RECONNECTS = 2
 
 # How long a node waits for the replay node to serve its address (it imports reverb and
 # starts a server first).
@@ -536,6 +541,8 @@ class ActorNode:
         counter_handle: Any,
     ):
         learner_handle, counter_handle = node_handle(learner_handle), node_handle(counter_handle)
+        self._program = program
+        self._replay_node = replay_node
         self._actor_id = actor_id
         self._counter_handle = counter_handle
         self._start = ray.get(counter_handle.register_actor.remote(actor_id))
@@ -558,12 +565,39 @@ class ActorNode:
             lease = ray.get(self._counter_handle.lease_steps.remote(self._actor_id, self._incarnation, STEP_LEASE))
             if lease == 0:
                 break
-            self._loop.run_steps(lease)  # Exactly `lease` environment steps, all copies together.
+            self._act(lease)
             steps += lease
         adder = getattr(self._loop.actor, "adder", None)
         if adder is not None:
             adder.reset()
         return steps
+
+    def _act(self, lease: int) -> None:
+        """Exactly `lease` environment steps, all copies together. A replay write that
+        times out (the replay node died: the items it had not confirmed are gone, and a
+        writer waiting for them never returns) gets a new connection to the restarted
+        node and the rest of the lease; the episodes in flight start over."""
+        start = self._loop.steps_taken
+        for attempt in range(REPLAY_RECONNECTS + 1):
+            try:
+                self._loop.run_steps(lease - (self._loop.steps_taken - start))
+                return
+            except ReplayTimeoutError:
+                if attempt == REPLAY_RECONNECTS:
+                    raise
+                self._reconnect_replay()
+
+    def _reconnect_replay(self) -> None:
+        experiment = self._program.experiment
+        stale = self._loop.actor.adder
+        self._loop.actor.adder = experiment.builder.make_adder(
+            replay_client(self._replay_node), experiment.environment_spec
+        )
+        self._loop.drop_episodes()
+        try:
+            stale.close()
+        except Exception:  # noqa: BLE001 - the old connection is gone; nothing to keep.
+            pass
 
     def start_info(self) -> dict[str, int]:
         """This incarnation's `restart` count, the `steps` its schedules resumed at and
