@@ -99,7 +99,7 @@ def test_rollout_returns_match_a_python_loop_over_gymnax():
     observations = [environment.get_obs(s) for s in states]
     python = [[] for _ in range(num_envs)]
     running = [0.0] * num_envs
-    for t, step_key in enumerate(jax.random.split(rollout_key, length)):
+    for step_key in jax.random.split(rollout_key, length):
         _, environment_key = jax.random.split(step_key)
         for i, copy_key in enumerate(jax.random.split(environment_key, num_envs)):
             action = int(heuristic_action(observations[i], i))

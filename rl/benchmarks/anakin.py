@@ -20,7 +20,6 @@ import tempfile
 import time
 
 import jax
-import jax.numpy as jnp
 
 from rl.benchmarks.common import Row, Settings, median, progress, ratio
 
