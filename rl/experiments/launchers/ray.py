@@ -455,8 +455,7 @@ class _RayRun:
                     actor_id = actor_runs.pop(ref)
                     try:
                         self._get(ref, f"actor_{actor_id}", "run")
-                    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
-                        # Unavailable: its node is going away (Ray restarts it elsewhere).
+                    except ray.exceptions.RayActorError as error:  # Dead, or unavailable (its node going away).
                         self._restart(actor_id, actors[actor_id], actor_runs, error)
                     except ray.exceptions.RayTaskError as error:
                         raise LauncherError(f"actor {actor_id} failed: {_first_line(error)}") from None
@@ -667,9 +666,9 @@ class _RayRun:
             raise LauncherError(
                 f"the replay node died more than launcher.max_replay_restarts={limit} times ({_first_line(error)})"
             )
-        pid = self._wait_until_back(self.replay, "the replay node")
-        self._record_pid("replay", pid)
         start = self._call_when_back(self.replay, "the replay node", "start_info")
+        pid = start["pid"]
+        self._record_pid("replay", pid)
         origin = (
             f"restored from {os.path.relpath(start['restored'], self.experiment.run_directory)}"
             if start["restored"] else "with empty tables (no replay checkpoint: checkpoint.replay=false, or none yet)"

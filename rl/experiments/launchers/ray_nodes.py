@@ -253,7 +253,7 @@ def replay_client(replay_node: Any) -> Any:
 
 
 def free_port() -> int:
-    """A TCP port free on this machine now (the replay node's, chosen by the driver)."""
+    """A TCP port free on this machine now (the port a replay node proposes)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("", 0))
         return int(probe.getsockname()[1])
@@ -267,9 +267,9 @@ class ReplayNode:
     Its port comes from the counter node (`counter`), which keeps the first one chosen:
     rebuilt by Ray after a fault, it listens on the same port again (so the actors'
     writers and the learner's dataset reconnect by themselves, gRPC retrying the address)
-    and reverb loads the newest checkpoint in `checkpoint_directory`: the tables as they
-    were at the last checkpoint, or empty without replay checkpoints. `serve` is the
-    driver's watch: it returns only on `stop`, and fails when the process dies.
+    with the tables of the run's newest checkpoint that holds them, or empty without
+    replay checkpoints. `serve` is the driver's watch: it never returns, and fails when
+    the process dies.
     """
 
     def __init__(
@@ -296,7 +296,6 @@ class ReplayNode:
 
         self._server = make_server(program.make_replay_tables(), port=port, checkpointer=checkpointer)
         self._address = f"{ray.util.get_node_ip_address()}:{self._server.port}"
-        self._stopped = threading.Event()
         tables = reverb.Client(f"localhost:{self._server.port}").server_info(timeout=60)
         self._start = {
             "pid": os.getpid(),
@@ -314,11 +313,8 @@ class ReplayNode:
         return dict(self._start)
 
     def serve(self) -> None:
-        """Returns on `stop`: a call the driver keeps in flight to learn of a death."""
-        self._stopped.wait()
-
-    def stop(self) -> None:
-        self._stopped.set()
+        """Never returns: a call the driver keeps in flight to learn of a death."""
+        threading.Event().wait()
 
     def checkpoint(self) -> str:
         """Checkpoints the tables; returns the directory reverb wrote."""
