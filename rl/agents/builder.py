@@ -194,6 +194,15 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
         return FeedForwardActor(policy, random_key, client, adder, action_dtype=self.action_dtype)
 
 
+def sequence_iterator(replay_client: Any, table_name: str, batch_size: int) -> Iterator[Any]:
+    """Batches of `batch_size` stored sequences from `table_name`, decoded to batch-major
+    `SequenceStep`s (for the builders whose replay holds sequences)."""
+    from rl.replay.dataset import make_replay_iterator
+    from rl.replay.sequences import decode_sequences
+
+    return make_replay_iterator(replay_client.server_address, table_name, batch_size, decode=decode_sequences)
+
+
 def builder_factory(builder_class: type, config_class: type) -> Callable[..., ActorLearnerBuilder]:
     """The `make_builder` an agent's YAML names: its keys become `config_class` fields.
 

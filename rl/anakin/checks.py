@@ -7,7 +7,7 @@ from rl.environments.gymnax_factory import is_jax_native
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.validation import ConfigError
 
-# Builders (by class: IMPALA's subclasses PPO's but is not PPO) -> agent option.
+# Builders (by class name: IMPALA's shares PPO's base but is not PPO) -> agent option.
 SUPPORTED_AGENTS = {"PPOBuilder": "ppo", "DQNBuilder": "dqn", "SACBuilder": "sac"}
 
 

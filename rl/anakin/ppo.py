@@ -23,9 +23,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from rl.agents.normalization import init_statistics
+from rl.agents.on_policy import PolicyParams
 from rl.agents.ppo.builder import PPOBuilder
-from rl.agents.ppo.learning import PolicyParams, TrainingState, make_optimizer, ppo_update
-from rl.agents.ppo.normalization import init_statistics
+from rl.agents.ppo.learning import TrainingState, make_optimizer, ppo_update
 from rl.anakin.rollout import EpisodeStatistics, Trajectory, episode_statistics, rollout
 from rl.environments.gymnax_vector import GymnaxVector, VectorState
 from rl.networks.base import FeedForwardNetwork

@@ -1,11 +1,11 @@
 """Builds IMPALA's queue, sequence adder, actor, learner and policies.
 
-Everything but the learner is PPO's (rl/agents/ppo/builder.py): the same queue table
-of `unroll_length + 1`-row sequences, `SequenceAdder` storing the behaviour policy's
-log-probabilities as extras, `ExtrasActor` and the sampling / mode policies. IMPALA
-differs in what the learner does with a batch: one V-trace-corrected actor-critic SGD
-step (or `sgd_steps_per_learner_step` of them, each on its own slice), each sequence
-trained on once.
+Everything but the learner is the on-policy agents' shared builder
+(rl/agents/on_policy.py, as PPO's): a queue of `unroll_length + 1`-row sequences,
+`SequenceAdder` storing the behaviour policy's log-probabilities as extras, `ExtrasActor`
+and the sampling / mode policies. IMPALA differs in what the learner does with a batch:
+one V-trace-corrected actor-critic SGD step (or `sgd_steps_per_learner_step` of them,
+each on its own slice), each sequence trained on once.
 """
 
 from __future__ import annotations
@@ -17,25 +17,18 @@ import jax
 from rl import core
 from rl.agents.builder import builder_factory
 from rl.agents.impala.config import IMPALAConfig
-from rl.agents.ppo.builder import PPOBuilder
+from rl.agents.on_policy import SequenceQueueBuilder
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
 
 
-class IMPALABuilder(PPOBuilder):
+class IMPALABuilder(SequenceQueueBuilder):
     """IMPALA from a bounded queue of sequences: actors insert without waiting for the
     learner until the queue holds `queue_size` items; the learner takes
     `batch_size * sgd_steps_per_learner_step` sequences per learner step."""
 
     agent_name = "impala"
-
-    def __init__(self, config: IMPALAConfig, exploration: Any = None):
-        super().__init__(config, exploration)  # type: ignore[arg-type]
-
-    @property
-    def samples_per_learner_step(self) -> int:
-        return self.config.sequences_per_learner_step
 
     def make_learner(
         self,

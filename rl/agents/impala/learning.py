@@ -19,16 +19,14 @@ import optax
 from rl.agents.impala import losses
 from rl.agents.impala.config import IMPALAConfig
 from rl.agents.learning import SGDLearner
-from rl.agents.ppo.learning import PolicyParams, schedule_fraction, scheduled, stored_actions
-from rl.agents.ppo.normalization import RunningStatistics
+from rl.agents.on_policy import PolicyParams, no_statistics, schedule_fraction, scheduled, steps_taken, stored_actions
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
 from rl.replay.sequences import SequenceStep
 
-# IMPALA acts on raw observations: the statistics served with the parameters are empty
-# (the shared policy ignores them when normalize_observations is off).
-NO_STATISTICS = RunningStatistics(jnp.zeros((), jnp.float32), (), ())
+# IMPALA acts on raw observations: the statistics served with the parameters are empty.
+NO_STATISTICS = no_statistics()
 
 
 class TrainingState(NamedTuple):
@@ -72,7 +70,7 @@ def impala_sgd_step(
     gradients, metrics = jax.grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
     params = optax.apply_updates(state.params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
-    actor_steps = state.actor_steps + jnp.sum(batch.mask[:, :-1]).astype(jnp.int32)
+    actor_steps = state.actor_steps + steps_taken(batch)
     metrics = {
         **metrics,
         "gradient_norm": optax.global_norm(gradients),
@@ -83,8 +81,8 @@ def impala_sgd_step(
 
 
 class IMPALALearner(SGDLearner):
-    """IMPALA on the learner scaffold; serves `PolicyParams` like PPO's learner, so both
-    agents share the actor and its policies."""
+    """IMPALA on the learner scaffold; serves `PolicyParams` (with no statistics: IMPALA
+    acts on raw observations), so it shares PPO's actor and policies."""
 
     def __init__(
         self,

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from rl.agents.ppo.losses import entropy_bonus, masked_mean
+from rl.agents.on_policy import entropy_bonus, masked_mean
 from rl.networks.policy_value import entropy as policy_entropy
 from rl.networks.policy_value import log_prob as policy_log_prob
 from rl.replay.sequences import SequenceStep

@@ -17,12 +17,13 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents.learning import SGDLearner
-from rl.agents.ppo.normalization import (
+from rl.agents.normalization import (
     RunningStatistics,
     init_statistics,
     normalize_observations,
     update_statistics,
 )
+from rl.agents.on_policy import PolicyParams, no_statistics, schedule_fraction, scheduled, steps_taken, stored_actions
 from rl.agents.ppo import losses
 from rl.agents.ppo.config import PPOConfig
 from rl.counting import Counter
@@ -45,36 +46,10 @@ class TrainingState(NamedTuple):
     actor_steps: jax.Array
 
 
-class PolicyParams(NamedTuple):
-    """What actors and evaluators fetch: the network's parameters and the observation
-    statistics to normalise with (identity unless `normalize_observations`)."""
-
-    params: Any
-    observation_statistics: RunningStatistics
-
-
-def schedule_fraction(config: PPOConfig, actor_steps: jax.Array) -> jax.Array:
-    """How far the linear schedules are: actor_steps / decay_actor_steps, in [0, 1]."""
-    if config.decay_actor_steps <= 0:
-        return jnp.zeros((), jnp.float32)
-    return jnp.clip(actor_steps.astype(jnp.float32) / config.decay_actor_steps, 0.0, 1.0)
-
-
-def scheduled(value: float, final_fraction: float, fraction: jax.Array) -> jax.Array:
-    """`value` decayed linearly to `final_fraction * value` as `fraction` goes 0 -> 1."""
-    return value * (1.0 - fraction * (1.0 - final_fraction))
-
-
 def make_optimizer(config: PPOConfig) -> optax.GradientTransformation:
     """Clipped gradients into Adam's direction; the (scheduled) step size is applied by
     the update, which knows how far the run is."""
     return optax.chain(optax.clip_by_global_norm(config.max_gradient_norm), optax.scale_by_adam(eps=config.adam_eps))
-
-
-def stored_actions(batch: SequenceStep) -> Any:
-    """The actions whose probabilities the behaviour policy stored: the raw (unclipped,
-    network-scale) sample when the actor kept one, the environment's action otherwise."""
-    return batch.extras.get("raw_action", batch.action)
 
 
 def prepare_minibatches(
@@ -157,7 +132,7 @@ def ppo_update(
         "learning_rate": learning_rate,
         "clip_epsilon": clip_epsilon,
     }
-    actor_steps = state.actor_steps + jnp.sum(batch.mask[:, :-1]).astype(jnp.int32)
+    actor_steps = state.actor_steps + steps_taken(batch)
     return TrainingState(params, opt_state, statistics, key, state.steps + 1, actor_steps), metrics, None
 
 
@@ -180,9 +155,7 @@ class PPOLearner(SGDLearner):
         state = TrainingState(
             params=params,
             opt_state=optimizer.init(params),
-            observation_statistics=init_statistics(observation_spec) if observation_spec is not None else RunningStatistics(
-                jnp.zeros((), jnp.float32), (), ()
-            ),
+            observation_statistics=init_statistics(observation_spec) if observation_spec is not None else no_statistics(),
             key=key,
             steps=jnp.zeros((), jnp.int32),
             actor_steps=jnp.zeros((), jnp.int32),

@@ -15,13 +15,9 @@ import jax
 import jax.numpy as jnp
 import rlax
 
+from rl.agents.on_policy import entropy_bonus, masked_mean
 from rl.networks.policy_value import entropy as policy_entropy
 from rl.networks.policy_value import log_prob as policy_log_prob
-
-
-def masked_mean(values: jax.Array, mask: jax.Array) -> jax.Array:
-    """sum(mask * values) / max(sum(mask), 1)."""
-    return jnp.sum(mask * values) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
 def sequence_advantages(
@@ -103,11 +99,6 @@ def value_loss(
         clipped = old_values + jnp.clip(values - old_values, -clip_epsilon, clip_epsilon)
         error = jnp.maximum(error, jnp.square(clipped - returns))
     return 0.5 * masked_mean(error, mask)
-
-
-def entropy_bonus(entropies: jax.Array, mask: jax.Array) -> jax.Array:
-    """H = mean_t entropy(pi(.|o_t)); the loss subtracts entropy_cost * H."""
-    return masked_mean(entropies, mask)
 
 
 class Minibatch(NamedTuple):
