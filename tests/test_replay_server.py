@@ -75,3 +75,88 @@ def test_a_writer_facing_a_dead_server_raises_a_timeout_naming_it_after_its_boun
     assert str(raised.value) == (  # ... and said what did not complete, where, and for how long.
         f"replay server at localhost:{server.port}: a flush to table 't' did not complete within 1.5 s"
     )
+
+
+def _one_step_timesteps():
+    import dm_env
+
+    def timestep(kind):
+        return dm_env.TimeStep(np.array([kind]), np.zeros(1, np.float32), np.ones(1, np.float32), np.zeros((1, 4), np.float32))
+
+    return timestep(dm_env.StepType.FIRST), timestep(dm_env.StepType.MID)
+
+
+def test_a_writer_whose_server_was_replaced_gives_up_at_the_next_slice_not_at_its_bound(monkeypatch):
+    """A replay node restarted on the same address never confirms the items its
+    predecessor lost: a client that can tell (`WatchedClient.replaced`) ends the wait
+    after one slice with an error that says why, instead of waiting out its 120 s."""
+    import time
+
+    from rl.replay import adders
+    from rl.replay.server import WatchedClient
+
+    monkeypatch.setattr(adders, "WRITE_SLICE_MS", 300)
+    server = make_server([reverb.Table.queue("q", 1000)])
+    port, probes, replacement = server.port, [], []
+
+    def replaced():
+        probes.append(time.monotonic())
+        return bool(replacement)
+
+    client = WatchedClient(f"localhost:{port}", replaced)
+    adder = adders.NStepTransitionAdder(client, "q", 1, 0.99, max_pending_items=4, timeout_ms=120_000)
+    first, mid = _one_step_timesteps()
+    adder.add_first(first)
+    for _ in range(8):
+        adder.add(np.zeros(1, np.int32), mid)
+    assert probes == []  # Writes a live server confirms at once never ask.
+    server.stop()
+    replacement.append(make_server([reverb.Table.queue("q", 1000)], port=port))
+    try:
+        start = time.monotonic()
+        with pytest.raises(adders.ReplayTimeoutError) as raised:
+            for _ in range(8):
+                adder.add(np.zeros(1, np.int32), mid)
+        waited = time.monotonic() - start
+    finally:
+        replacement[0].stop()
+    assert str(raised.value) == (
+        f"replay server at localhost:{port}: a flush to table 'q' was cut short, the server was replaced"
+    )
+    assert len(probes) == 1 and waited < 60  # One slice, then the probe: far short of the bound.
+
+
+def test_a_write_blocked_longer_than_a_slice_completes_when_the_server_takes_it(monkeypatch):
+    """Slices do not change what a wait means: a flush held by a full queue for several
+    slices (the probe says the server is the same) completes once a reader makes room."""
+    import threading
+    import time
+
+    from rl.replay import adders
+    from rl.replay.server import WatchedClient
+
+    monkeypatch.setattr(adders, "WRITE_SLICE_MS", 200)
+    server = make_server([reverb.Table.queue("q", 4)])
+    probes = []
+    client = WatchedClient(f"localhost:{server.port}", lambda: probes.append(1) or False)
+    adder = adders.NStepTransitionAdder(client, "q", 1, 0.99, max_pending_items=4, timeout_ms=60_000)
+    taken = []
+
+    def drain_later():
+        time.sleep(1.5)
+        reader = reverb.Client(f"localhost:{server.port}")
+        while len(taken) < 12:
+            taken.extend(reader.sample("q", num_samples=1, emit_timesteps=False))
+
+    reader = threading.Thread(target=drain_later)
+    reader.start()
+    try:
+        first, mid = _one_step_timesteps()
+        adder.add_first(first)
+        for _ in range(12):  # The 12th item's flush waits for the queue (capacity 4) to drain.
+            adder.add(np.zeros(1, np.int32), mid)
+        adder.reset()
+        reader.join(timeout=60)
+    finally:
+        server.stop()
+    assert len(taken) == 12 and len(probes) >= 2  # It waited more than one slice, then completed.

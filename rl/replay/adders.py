@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import collections
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import dm_env
 import numpy as np
@@ -46,18 +46,36 @@ class ReplayTimeoutError(TimeoutError):
     unreachable or (for a full queue) never drained."""
 
 
-def bounded_write(call: Any, what: str, client: Any, timeout_ms: int) -> Any:
-    """Runs `call` (a writer flush or episode end given `timeout_ms`); reverb's deadline
-    error becomes a `ReplayTimeoutError` naming the server, the call and the bound."""
+# A write waits in slices of this many milliseconds; between two, a client that can tell
+# (`replaced()`) is asked whether its server was replaced, which no wait survives.
+WRITE_SLICE_MS = 2_000
+
+
+def bounded_write(call: Callable[[int], Any], what: str, client: Any, timeout_ms: int) -> Any:
+    """Runs `call(slice_ms)` (a writer flush or episode end that waits at most `slice_ms`)
+    until it completes or `timeout_ms` have passed; reverb's deadline error then becomes a
+    `ReplayTimeoutError` naming the server, the call and the bound.
+
+    A client with a `replaced()` method is asked between slices whether the server it
+    writes to was replaced by a new one (a replay node restarted on the same address):
+    the items the old one never confirmed are gone and the wait could only run out its
+    bound, so it ends at once with a `ReplayTimeoutError` that says so.
+    """
     from reverb.errors import DeadlineExceededError
 
-    try:
-        return call()
-    except DeadlineExceededError:
-        address = getattr(client, "server_address", "?")
-        raise ReplayTimeoutError(
-            f"replay server at {address}: {what} did not complete within {timeout_ms / 1000:g} s"
-        ) from None
+    address = getattr(client, "server_address", "?")
+    replaced = getattr(client, "replaced", None)
+    left = timeout_ms
+    while True:
+        wait = min(left, WRITE_SLICE_MS) if replaced is not None else left
+        try:
+            return call(wait)
+        except DeadlineExceededError:
+            left -= wait
+        if left <= 0:
+            raise ReplayTimeoutError(f"replay server at {address}: {what} did not complete within {timeout_ms / 1000:g} s")
+        if replaced():
+            raise ReplayTimeoutError(f"replay server at {address}: {what} was cut short, the server was replaced")
 
 
 def n_step_return(rewards: list[float], discounts: list[float], gamma: float) -> tuple[float, float]:
@@ -165,7 +183,7 @@ class NStepTransitionAdder(Adder):
             # At most 2 * max_pending_items items are ever in flight: the writer neither
             # hoards memory nor warns (reverb 0.14 warns from about 50 pending items).
             bounded_write(
-                lambda: self._writer.flush(block_until_num_items=self._max_pending_items, timeout_ms=self._timeout_ms),
+                lambda wait: self._writer.flush(block_until_num_items=self._max_pending_items, timeout_ms=wait),
                 f"a flush to table {self._table!r}",
                 self._client,
                 self._timeout_ms,
@@ -177,7 +195,7 @@ class NStepTransitionAdder(Adder):
         self._observations.clear()
         timeout_ms = timeout_ms or self._timeout_ms
         bounded_write(
-            lambda: self._writer.end_episode(clear_buffers=True, timeout_ms=timeout_ms),
+            lambda wait: self._writer.end_episode(clear_buffers=True, timeout_ms=wait),
             f"the end of an episode in table {self._table!r}",
             self._client,
             timeout_ms,

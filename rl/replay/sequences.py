@@ -216,7 +216,7 @@ class SequenceAdder(Adder):
             # a batch as soon as one is counted leaves at most this many items outside a
             # queue that holds at least a batch.
             bounded_write(
-                lambda: self._writer.flush(block_until_num_items=self._capacity - 1, timeout_ms=self._timeout_ms),
+                lambda wait: self._writer.flush(block_until_num_items=self._capacity - 1, timeout_ms=wait),
                 f"a flush to table {self._table!r}",
                 self._client,
                 self._timeout_ms,
@@ -263,7 +263,7 @@ class SequenceAdder(Adder):
         self._fresh[:] = 0
         timeout_ms = timeout_ms or self._timeout_ms
         bounded_write(
-            lambda: self._writer.end_episode(clear_buffers=True, timeout_ms=timeout_ms),
+            lambda wait: self._writer.end_episode(clear_buffers=True, timeout_ms=wait),
             f"the end of an episode in table {self._table!r}",
             self._client,
             timeout_ms,

@@ -8,7 +8,7 @@ directory); every other server gets `NoCheckpointer` and writes nothing to disk.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import reverb
 
@@ -28,3 +28,17 @@ def make_server(
     """A reverb server of `tables` on `port` (None: a free one), checkpointing with
     `checkpointer`, or not at all when it is None (rather than in a temporary directory)."""
     return reverb.Server(list(tables), port=port, checkpointer=checkpointer or NoCheckpointer())
+
+
+class WatchedClient(reverb.Client):
+    """A reverb client that can tell whether its server was replaced by a new one on the
+    same address (`replaced()`, a probe the owner supplies). A writer's wait for items
+    the old server never confirmed cannot end well; `adders.bounded_write` asks between
+    slices of a wait and gives up at once."""
+
+    def __init__(self, server_address: str, replaced: Callable[[], bool]):
+        super().__init__(server_address)
+        self._replaced = replaced
+
+    def replaced(self) -> bool:
+        return self._replaced()
