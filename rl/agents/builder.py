@@ -186,12 +186,17 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
         variable_source: core.VariableSource,
         adder: Any = None,
     ) -> core.Actor:
-        from rl.agents.actors import FeedForwardActor
         from rl.variables import VariableClient
 
         del environment_spec
         client = VariableClient(variable_source, "policy", self.config.variable_update_period)
-        return FeedForwardActor(policy, random_key, client, adder, action_dtype=self.action_dtype)
+        return self.actor_class()(policy, random_key, client, adder, action_dtype=self.action_dtype)
+
+    def actor_class(self) -> type:
+        """The actor `make_actor` builds (imported when first asked for)."""
+        from rl.agents.actors import FeedForwardActor
+
+        return FeedForwardActor
 
 
 def sequence_iterator(replay_client: Any, table_name: str, batch_size: int) -> Iterator[Any]:

@@ -1,6 +1,7 @@
-"""DQN as an anakin system: the off-policy acting and replay of rl/anakin/off_policy.py
-with the reverb DQN's own SGD step (rl/agents/dqn/learning.py: `double_q_loss`,
-optimiser, target updates) and its epsilon-greedy and greedy policies."""
+"""DQN's learner as pure functions for launcher=anakin (rl/anakin/off_policy.py acts and
+replays, with the builder's epsilon-greedy and greedy policies): the reverb DQN's own
+SGD step (rl/agents/dqn/learning.py `dqn_sgd_step`: `double_q_loss`, optimiser, target
+updates)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,9 @@ import jax
 import jax.numpy as jnp
 
 from rl.agents.dqn.builder import DQNBuilder
-from rl.agents.dqn.learning import DQNLearner, TrainingState, make_optimizer
-from rl.anakin.off_policy import OffPolicySystem
-from rl.environments.gymnax_vector import GymnaxVector
+from rl.agents.dqn.learning import dqn_sgd_step
+from rl.agents.q_learning import TrainingState, initial_state, make_optimizer
 from rl.networks.base import FeedForwardNetwork
-from rl.specs import EnvironmentSpec
 from rl.types import Transition
 
 
@@ -27,13 +26,12 @@ class DQNFunctions:
         self.optimizer = make_optimizer(self.config)
 
     def init(self, key: jax.Array) -> TrainingState:
-        params = self.network.init(key)
-        return TrainingState(params, params, self.optimizer.init(params), jnp.zeros((), jnp.int32))
+        return initial_state(self.network.init(key), self.optimizer)
 
     def sgd_step(self, state: TrainingState, transitions: Transition) -> tuple[TrainingState, dict]:
         """The reverb DQN learner's SGD step (uniform replay: every weight 1)."""
         weights = jnp.ones_like(transitions.reward)
-        state, metrics, _ = DQNLearner._sgd_step(
+        state, metrics, _ = dqn_sgd_step(
             self.network.apply, self.optimizer, self.config, state, (transitions, weights, jnp.zeros((), jnp.int32))
         )
         return state, metrics
@@ -43,21 +41,3 @@ class DQNFunctions:
 
     def learner_steps(self, state: TrainingState) -> jax.Array:
         return state.steps
-
-
-def make_dqn_system(
-    builder: DQNBuilder,
-    network: FeedForwardNetwork,
-    environment: GymnaxVector,
-    environment_spec: EnvironmentSpec,
-    max_actor_steps: int,
-) -> OffPolicySystem:
-    return OffPolicySystem(
-        DQNFunctions(builder, network),
-        builder.config,
-        builder.make_policy(network, environment_spec, evaluation=False),
-        builder.make_policy(network, environment_spec, evaluation=True),
-        environment,
-        environment_spec,
-        max_actor_steps,
-    )

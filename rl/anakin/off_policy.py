@@ -191,3 +191,24 @@ class OffPolicySystem:
             learn_key,
         )
         return OffPolicyState(learner, buffer, environment, actor_steps, key), metrics, episode_statistics(answer)
+
+
+def make_off_policy_system(
+    learner: OffPolicyLearner,
+    builder: Any,
+    networks: Any,
+    environment: GymnaxVector,
+    environment_spec: EnvironmentSpec,
+    max_actor_steps: int,
+) -> OffPolicySystem:
+    """`learner` (rl/anakin/dqn.py, rl/anakin/sac.py) acting with the reverb builder's
+    behaviour and evaluation policies, on its config's replay section."""
+    return OffPolicySystem(
+        learner,
+        builder.config,
+        builder.make_policy(networks, environment_spec, evaluation=False),
+        builder.make_policy(networks, environment_spec, evaluation=True),
+        environment,
+        environment_spec,
+        max_actor_steps,
+    )

@@ -1,6 +1,7 @@
-"""SAC as an anakin system: the off-policy acting and replay of rl/anakin/off_policy.py
-with the reverb SAC's own state and SGD step (rl/agents/sac/learning.py `make_sac`:
-twin critics, tanh-Gaussian policy, learned temperature) and its policies.
+"""SAC's learner as pure functions for launcher=anakin (rl/anakin/off_policy.py acts and
+replays, with the builder's policies): the reverb SAC's own state and SGD step
+(rl/agents/sac/learning.py `make_sac`: twin critics, tanh-Gaussian policy, learned
+temperature).
 
 Replay keeps environment-scale actions, as reverb does; like `ContinuousLearner`, the
 SGD step sees them mapped back to [-1, 1]. `learner_steps` counts learner steps of
@@ -16,10 +17,7 @@ import jax
 from rl.agents.continuous import to_network_scale
 from rl.agents.sac.builder import SACBuilder
 from rl.agents.sac.learning import TrainingState, make_sac
-from rl.anakin.off_policy import OffPolicySystem
-from rl.environments.gymnax_vector import GymnaxVector
 from rl.networks.actor_critic import ActorCriticNetworks
-from rl.specs import EnvironmentSpec
 from rl.types import Transition
 
 
@@ -43,20 +41,3 @@ class SACFunctions:
     def learner_steps(self, state: TrainingState) -> jax.Array:
         return state.steps // self.sgd_steps_per_learner_step
 
-
-def make_sac_system(
-    builder: SACBuilder,
-    networks: ActorCriticNetworks,
-    environment: GymnaxVector,
-    environment_spec: EnvironmentSpec,
-    max_actor_steps: int,
-) -> OffPolicySystem:
-    return OffPolicySystem(
-        SACFunctions(builder, networks),
-        builder.config,
-        builder.make_policy(networks, environment_spec, evaluation=False),
-        builder.make_policy(networks, environment_spec, evaluation=True),
-        environment,
-        environment_spec,
-        max_actor_steps,
-    )

@@ -25,8 +25,12 @@ def make_system(experiment: ExperimentConfig) -> tuple[object, GymnaxVector]:
         from rl.anakin.ppo import PPOSystem
 
         return PPOSystem(experiment.builder, network, environment, spec), evaluation
+    from rl.anakin.off_policy import make_off_policy_system
+
     if agent == "sac":
-        from rl.anakin.sac import make_sac_system as make
+        from rl.anakin.sac import SACFunctions as Functions
     else:
-        from rl.anakin.dqn import make_dqn_system as make
-    return make(experiment.builder, network, environment, spec, experiment.max_actor_steps), evaluation
+        from rl.anakin.dqn import DQNFunctions as Functions
+    learner = Functions(experiment.builder, network)
+    system = make_off_policy_system(learner, experiment.builder, network, environment, spec, experiment.max_actor_steps)
+    return system, evaluation

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import jax
 
-from rl import core
 from rl.agents.actors import RecurrentPolicy
-from rl.agents.builder import TransitionReplayBuilder, builder_factory
+from rl.agents.builder import TransitionReplayBuilder, builder_factory, sequence_iterator
 from rl.agents.r2d2.config import R2D2Config
 from rl.counting import Counter
 from rl.loggers.base import Logger
@@ -68,16 +67,8 @@ class R2D2Builder(TransitionReplayBuilder):
         )
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        from rl.replay.dataset import make_replay_iterator
-        from rl.replay.sequences import decode_sequences
-
         del environment_spec
-        return make_replay_iterator(
-            replay_client.server_address,
-            self.config.replay_table_name,
-            self.samples_per_learner_step,
-            decode=decode_sequences,
-        )
+        return sequence_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step)
 
     def _check_network(self, networks: Any) -> None:
         if not isinstance(networks, RecurrentNetwork):
@@ -111,20 +102,11 @@ class R2D2Builder(TransitionReplayBuilder):
             return self.make_policy(networks, environment_spec, evaluation=False)
         return self._policy(networks, EpsilonGreedy(epsilon_start=epsilon, epsilon_end=epsilon))
 
-    def make_actor(
-        self,
-        random_key: jax.Array,
-        policy: RecurrentPolicy,
-        environment_spec: EnvironmentSpec,
-        variable_source: core.VariableSource,
-        adder: Any = None,
-    ) -> core.Actor:
+    def actor_class(self) -> type:
+        """Actors carry the LSTM state from step to step (and store it with each row)."""
         from rl.agents.actors import RecurrentActor
-        from rl.variables import VariableClient
 
-        del environment_spec
-        client = VariableClient(variable_source, "policy", self.config.variable_update_period)
-        return RecurrentActor(policy, random_key, client, adder, action_dtype=self.action_dtype)
+        return RecurrentActor
 
     def make_learner(
         self,

@@ -1,0 +1,123 @@
+"""What the Q-learning agents (DQN, R2D2) share.
+
+Both train an online Q-network with Adam (gradients clipped by global norm, the learning
+rate optionally decayed over the run), copy it into a target network every
+`target_update_period` SGD steps, correct prioritized sampling with importance weights,
+and write the sampled items' new priorities back to replay after each update. Their
+configs provide `learning_rate`, `learning_rate_decay_actor_steps`,
+`final_learning_rate_fraction`, `sgd_steps_by`, `adam_eps`, `max_gradient_norm`,
+`target_update_period`, `sgd_steps_per_learner_step` and `replay_table_name`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rl.agents.learning import SGDLearner, SGDStep
+from rl.counting import Counter
+from rl.loggers.base import Logger
+
+if TYPE_CHECKING:  # Only a type here: importing it imports reverb (and TensorFlow).
+    from rl.replay.dataset import ReplaySample
+
+# Added to every written priority, so an item whose TD errors are all 0 can still be sampled.
+PRIORITY_FLOOR = 1e-6
+
+
+class TrainingState(NamedTuple):
+    params: Any
+    target_params: Any
+    opt_state: Any
+    # SGD steps taken: the target network's copy clock.
+    steps: jax.Array
+
+
+def learning_rate_schedule(config: Any) -> float | optax.Schedule:
+    """The learning rate per SGD step: constant, or linear to `final_learning_rate_fraction`
+    of it by `learning_rate_decay_actor_steps`.
+
+    The decay is set in actor steps, the unit of a run's budget, and converted to the SGD
+    steps the replay ratio allows by then (`config.sgd_steps_by`), so it ends where the
+    run does.
+    """
+    if config.learning_rate_decay_actor_steps <= 0:
+        return config.learning_rate
+    return optax.linear_schedule(
+        config.learning_rate,
+        config.learning_rate * config.final_learning_rate_fraction,
+        max(1, config.sgd_steps_by(config.learning_rate_decay_actor_steps)),
+    )
+
+
+def make_optimizer(config: Any) -> optax.GradientTransformation:
+    """Gradients clipped by global norm, then Adam on the (scheduled) learning rate."""
+    return optax.chain(
+        optax.clip_by_global_norm(config.max_gradient_norm),
+        optax.adam(learning_rate_schedule(config), eps=config.adam_eps),
+    )
+
+
+def initial_state(params: Any, optimizer: optax.GradientTransformation) -> TrainingState:
+    """The target network starts as a copy of the online one."""
+    return TrainingState(params, params, optimizer.init(params), jnp.zeros((), jnp.int32))
+
+
+def apply_gradients(
+    optimizer: optax.GradientTransformation, gradients: Any, state: TrainingState, target_update_period: int
+) -> TrainingState:
+    """One optimiser step of the online parameters; the target parameters become a copy of
+    them every `target_update_period` SGD steps."""
+    updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    steps = state.steps + 1
+    target_params = optax.periodic_update(params, state.target_params, steps, target_update_period)
+    return TrainingState(params, target_params, opt_state, steps)
+
+
+def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent: float) -> jax.Array:
+    """w_i = (N * P(i)) ** -exponent, divided by the batch's largest so no weight exceeds
+    1: corrects the bias of prioritized sampling."""
+    weights = (1.0 / (table_size.astype(jnp.float32) * probabilities.astype(jnp.float32))) ** exponent
+    return weights / jnp.max(weights)
+
+
+class QLearner(SGDLearner):
+    """The learner scaffold for an online and a target network: each SGD step gets its
+    slice of `(data, probabilities, table_size)`, and with `prioritized` the per-item
+    extras it returns become the sampled items' priorities in the table. Serves the
+    online parameters as "policy"."""
+
+    def __init__(
+        self,
+        state: TrainingState,
+        sgd_step: SGDStep,
+        iterator: Iterator[ReplaySample],
+        config: Any,
+        replay_client: Any = None,
+        counter: Counter | None = None,
+        logger: Logger | None = None,
+        prioritized: bool = True,
+    ):
+        self._config = config
+        self._client = replay_client
+        self._prioritized = prioritized
+        super().__init__(state, sgd_step, iterator, config.sgd_steps_per_learner_step, counter, logger)
+
+    def batch_of(self, sample: ReplaySample) -> Any:
+        return sample.data, sample.probabilities, sample.table_size
+
+    def after_update(self, sample: ReplaySample, priorities: jax.Array) -> None:
+        if not self._prioritized or self._client is None:
+            return
+        values = np.asarray(priorities, dtype=np.float64) + PRIORITY_FLOOR
+        self._client.mutate_priorities(
+            self._config.replay_table_name, updates=dict(zip(np.asarray(sample.keys).tolist(), values.tolist()))
+        )
+
+    def policy_params(self, state: TrainingState) -> Any:
+        return state.params
