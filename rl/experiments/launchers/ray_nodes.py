@@ -225,6 +225,10 @@ REPLAY_RECONNECTS = 2
 # starts a server first).
 REPLAY_ADDRESS_TIMEOUT_S = 300.0
 
+# How long an actor's probe of the replay node's incarnation waits between two slices of
+# a replay write (rl.replay.adders.WRITE_SLICE_MS).
+REPLAY_PROBE_TIMEOUT_S = 1.0
+
 
 def node_names() -> dict[str, str]:
     """Names of this run's replay, counter and learner nodes, unique to the run."""
@@ -250,6 +254,26 @@ def replay_client(replay_node: Any) -> Any:
 
     address = ray.get(node_handle(replay_node).address.remote(), timeout=REPLAY_ADDRESS_TIMEOUT_S)
     return reverb.Client(address)
+
+
+def watched_replay_client(replay_node: Any) -> Any:
+    """A reverb client of the replay node that knows the incarnation (pid) it connected
+    to: a writer waiting on it learns within seconds that Ray restarted the node, rather
+    than waiting out its bound for items the dead server never confirmed."""
+    from rl.replay.server import WatchedClient
+
+    handle = node_handle(replay_node)
+    start = ray.get(handle.start_info.remote(), timeout=REPLAY_ADDRESS_TIMEOUT_S)
+
+    def replaced() -> bool:
+        try:
+            return ray.get(handle.pid.remote(), timeout=REPLAY_PROBE_TIMEOUT_S) != start["pid"]
+        except ray.exceptions.GetTimeoutError:
+            return False  # Restarting, or a busy machine: not known yet; the next slice asks again.
+        except ray.exceptions.RayActorError:
+            return True  # Gone for good: the driver ends the run.
+
+    return WatchedClient(start["address"], replaced)
 
 
 def free_port() -> int:
@@ -545,7 +569,7 @@ class ActorNode:
         self._incarnation = self._start["restart"]
         self._loop = program.make_actor(
             actor_id,
-            replay_client(replay_node),
+            watched_replay_client(replay_node),
             RemoteVariableSource(learner_handle),
             ActorStepCounter(counter_handle, actor_id, self._incarnation),
             restart=self._start["key"],
@@ -570,9 +594,10 @@ class ActorNode:
 
     def _act(self, lease: int) -> None:
         """Exactly `lease` environment steps, all copies together. A replay write that
-        times out (the replay node died: the items it had not confirmed are gone, and a
-        writer waiting for them never returns) gets a new connection to the restarted
-        node and the rest of the lease; the episodes in flight start over."""
+        fails (the replay node died: the items it had not confirmed are gone, and a
+        writer waiting for them never returns; the watched client notices the restarted
+        node within a write slice) gets a new connection to the restarted node and the
+        rest of the lease; the episodes in flight start over."""
         start = self._loop.steps_taken
         for attempt in range(REPLAY_RECONNECTS + 1):
             try:
@@ -587,7 +612,7 @@ class ActorNode:
         experiment = self._program.experiment
         stale = self._loop.actor.adder
         self._loop.actor.adder = experiment.builder.make_adder(
-            replay_client(self._replay_node), experiment.environment_spec
+            watched_replay_client(self._replay_node), experiment.environment_spec
         )
         self._loop.drop_episodes()
         try:
