@@ -118,7 +118,8 @@ def channels_last(environment: gymnasium.Env) -> gymnasium.Env:
     )
 
 
-def make_atari_gymnasium(
+def make_atari_environment(
+    seed: int,
     name: str = "Pong",
     noop_max: int = 30,
     frame_skip: int = 4,
@@ -130,8 +131,10 @@ def make_atari_gymnasium(
     full_action_space: bool = False,
     max_episode_steps: int | None = DEFAULT_MAX_EPISODE_STEPS,
     render_mode: str | None = None,
-) -> gymnasium.Env:
-    """The preprocessed gymnasium environment (gymnasium's own Atari wrappers)."""
+) -> dm_env.Environment:
+    """An Atari game as a dm_env with uint8 [H, W, frames] observations (see the module),
+    preprocessed by gymnasium's own Atari wrappers."""
+    check_settings(noop_max, frame_skip, screen_size, frame_stack, repeat_action_probability, max_episode_steps)
     game = validate_game(name)
     frames = None if max_episode_steps is None else int(max_episode_steps) * int(frame_skip)
     environment = gymnasium.make(
@@ -150,29 +153,7 @@ def make_atari_gymnasium(
     if reward_clip:
         environment = gymnasium.wrappers.TransformReward(environment, lambda reward: float(np.sign(reward)))
     environment = gymnasium.wrappers.FrameStackObservation(environment, int(frame_stack), padding_type="reset")
-    return channels_last(environment)
-
-
-def make_atari_environment(
-    seed: int,
-    name: str = "Pong",
-    noop_max: int = 30,
-    frame_skip: int = 4,
-    screen_size: int = 84,
-    frame_stack: int = 4,
-    repeat_action_probability: float = 0.25,
-    episodic_life: bool = False,
-    reward_clip: bool = False,
-    full_action_space: bool = False,
-    max_episode_steps: int | None = DEFAULT_MAX_EPISODE_STEPS,
-    render_mode: str | None = None,
-) -> dm_env.Environment:
-    """An Atari game as a dm_env with uint8 [H, W, frames] observations (see the module)."""
-    check_settings(noop_max, frame_skip, screen_size, frame_stack, repeat_action_probability, max_episode_steps)
-    environment = make_atari_gymnasium(
-        name, noop_max, frame_skip, screen_size, frame_stack, repeat_action_probability,
-        episodic_life, reward_clip, full_action_space, max_episode_steps, render_mode,
-    )  # fmt: skip
+    environment = channels_last(environment)
     environment.action_space.seed(int(seed))
     return GymnasiumToDmEnv(environment, seed=int(seed))
 
