@@ -3,6 +3,8 @@
 * Action rescaling between the networks' [-1, 1] and the environment's bounds, in one
   place: policies emit environment-scale actions (what replay stores) and learners map
   replayed actions back to [-1, 1].
+* The pieces of their updates: the twin-critic target and loss, Polyak averaging, the
+  optimisers and one optimiser step, fresh networks with their target copies.
 * `ContinuousConfig`: the replay section and the optimisation settings every agent has.
 * `ContinuousBuilder`: uniform n-step transition replay with a `SampleToInsertRatio`
   limiter, float32 feed-forward actors, behaviour/evaluation policies.
@@ -79,9 +81,46 @@ def twin_critic_target(
     return jax.lax.stop_gradient(reward + discount * next_value)
 
 
+def twin_critic_loss(q_values: jax.Array, target: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """L = 0.5 * sum_i mean_b (Q_i(s_b, a_b) - y_b)^2 over the critics i, with the critic
+    metrics; `q_values` is (num_critics, B), `target` the (B,) targets y (no gradient)."""
+    loss = 0.5 * jnp.mean(jnp.sum(jnp.square(q_values - target[None]), axis=0))
+    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q_values), "target_mean": jnp.mean(target)}
+
+
 def polyak_update(online: Any, target: Any, tau: float) -> Any:
     """target <- tau * online + (1 - tau) * target."""
     return optax.incremental_update(online, target, tau)
+
+
+def gradient_step(
+    optimizer: optax.GradientTransformation, gradients: Any, opt_state: Any, params: Any
+) -> tuple[Any, Any]:
+    """One optimiser step: (new parameters, new optimiser state)."""
+    updates, opt_state = optimizer.update(gradients, opt_state)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def init_with_targets(
+    policy: Any,
+    critic: Any,
+    policy_optimizer: optax.GradientTransformation,
+    critic_optimizer: optax.GradientTransformation,
+    policy_key: jax.Array,
+    critic_key: jax.Array,
+) -> dict[str, Any]:
+    """The training-state fields of a deterministic actor-critic (TD3, D4PG): fresh policy
+    and critic parameters, target networks starting as copies of them, fresh optimisers."""
+    policy_params = policy.init(policy_key)
+    critic_params = critic.init(critic_key)
+    return dict(
+        policy_params=policy_params,
+        target_policy_params=policy_params,
+        critic_params=critic_params,
+        target_critic_params=critic_params,
+        policy_opt_state=policy_optimizer.init(policy_params),
+        critic_opt_state=critic_optimizer.init(critic_params),
+    )
 
 
 def make_optimizer(learning_rate: float, max_gradient_norm: float | None) -> optax.GradientTransformation:
@@ -89,6 +128,15 @@ def make_optimizer(learning_rate: float, max_gradient_norm: float | None) -> opt
     if max_gradient_norm is None:
         return adam
     return optax.chain(optax.clip_by_global_norm(max_gradient_norm), adam)
+
+
+def make_optimizers(config: ContinuousConfig) -> tuple[optax.GradientTransformation, optax.GradientTransformation]:
+    """(policy optimiser, critic optimiser): Adam at each network's learning rate, both
+    clipped by `max_gradient_norm`."""
+    return (
+        make_optimizer(config.policy_learning_rate, config.max_gradient_norm),
+        make_optimizer(config.critic_learning_rate, config.max_gradient_norm),
+    )
 
 
 # --------------------------------------------------------------------------- config

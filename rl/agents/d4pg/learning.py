@@ -6,9 +6,8 @@ from typing import Any, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
-from rl.agents.continuous import ContinuousLearner, make_optimizer, polyak_update
+from rl.agents.continuous import ContinuousLearner, gradient_step, init_with_targets, make_optimizers, polyak_update
 from rl.agents.d4pg import losses
 from rl.agents.d4pg.config import D4PGConfig
 from rl.counting import Counter
@@ -43,20 +42,12 @@ class D4PGLearner(ContinuousLearner):
     ):
         policy = networks.policy_network(stochastic=False)
         critic = networks.critic_network(num_critics=1, num_outputs=config.num_atoms)
-        policy_optimizer = make_optimizer(config.policy_learning_rate, config.max_gradient_norm)
-        critic_optimizer = make_optimizer(config.critic_learning_rate, config.max_gradient_norm)
+        policy_optimizer, critic_optimizer = make_optimizers(config)
         atoms = support(config)
 
         policy_key, critic_key = jax.random.split(random_key)
-        policy_params = policy.init(policy_key)
-        critic_params = critic.init(critic_key)
         state = TrainingState(
-            policy_params=policy_params,
-            target_policy_params=policy_params,
-            critic_params=critic_params,
-            target_critic_params=critic_params,
-            policy_opt_state=policy_optimizer.init(policy_params),
-            critic_opt_state=critic_optimizer.init(critic_params),
+            **init_with_targets(policy, critic, policy_optimizer, critic_optimizer, policy_key, critic_key),
             steps=jnp.zeros((), jnp.int32),
         )
 
@@ -73,10 +64,12 @@ class D4PGLearner(ContinuousLearner):
             policy_loss, policy_grads = jax.value_and_grad(losses.policy_loss)(
                 state.policy_params, state.critic_params, policy.apply, critic.apply, batch.observation, atoms
             )
-            updates, critic_opt_state = critic_optimizer.update(critic_grads, state.critic_opt_state)
-            critic_params = optax.apply_updates(state.critic_params, updates)
-            updates, policy_opt_state = policy_optimizer.update(policy_grads, state.policy_opt_state)
-            policy_params = optax.apply_updates(state.policy_params, updates)
+            critic_params, critic_opt_state = gradient_step(
+                critic_optimizer, critic_grads, state.critic_opt_state, state.critic_params
+            )
+            policy_params, policy_opt_state = gradient_step(
+                policy_optimizer, policy_grads, state.policy_opt_state, state.policy_params
+            )
             new_state = TrainingState(
                 policy_params=policy_params,
                 target_policy_params=polyak_update(policy_params, state.target_policy_params, config.tau),

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.continuous import ContinuousLearner, make_optimizer, polyak_update
+from rl.agents.continuous import ContinuousLearner, gradient_step, make_optimizers, polyak_update
 from rl.agents.sac import losses
 from rl.agents.sac.config import SACConfig
 from rl.counting import Counter
@@ -45,8 +45,7 @@ class SACFunctions(NamedTuple):
 def make_sac(networks: ActorCriticNetworks, config: SACConfig) -> SACFunctions:
     policy = networks.policy_network(stochastic=True)
     critic = networks.critic_network(num_critics=2)
-    policy_optimizer = make_optimizer(config.policy_learning_rate, config.max_gradient_norm)
-    critic_optimizer = make_optimizer(config.critic_learning_rate, config.max_gradient_norm)
+    policy_optimizer, critic_optimizer = make_optimizers(config)
     temperature_optimizer = optax.adam(config.temperature_learning_rate)
     entropy_target = target_entropy(config, networks.action_size)
 
@@ -81,8 +80,9 @@ def make_sac(networks: ActorCriticNetworks, config: SACConfig) -> SACFunctions:
             temperature,
             critic_key,
         )
-        updates, critic_opt_state = critic_optimizer.update(critic_grads, state.critic_opt_state)
-        critic_params = optax.apply_updates(state.critic_params, updates)
+        critic_params, critic_opt_state = gradient_step(
+            critic_optimizer, critic_grads, state.critic_opt_state, state.critic_params
+        )
 
         (policy_loss, log_prob), policy_grads = jax.value_and_grad(losses.policy_loss, has_aux=True)(
             state.policy_params,
@@ -93,14 +93,16 @@ def make_sac(networks: ActorCriticNetworks, config: SACConfig) -> SACFunctions:
             temperature,
             policy_key,
         )
-        updates, policy_opt_state = policy_optimizer.update(policy_grads, state.policy_opt_state)
-        policy_params = optax.apply_updates(state.policy_params, updates)
+        policy_params, policy_opt_state = gradient_step(
+            policy_optimizer, policy_grads, state.policy_opt_state, state.policy_params
+        )
 
         temperature_loss, temperature_grad = jax.value_and_grad(losses.temperature_loss)(
             state.log_temperature, log_prob, entropy_target
         )
-        updates, temperature_opt_state = temperature_optimizer.update(temperature_grad, state.temperature_opt_state)
-        log_temperature = optax.apply_updates(state.log_temperature, updates)
+        log_temperature, temperature_opt_state = gradient_step(
+            temperature_optimizer, temperature_grad, state.temperature_opt_state, state.log_temperature
+        )
 
         new_state = TrainingState(
             policy_params=policy_params,

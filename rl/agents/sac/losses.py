@@ -7,7 +7,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from rl.agents.continuous import twin_critic_target
+from rl.agents.continuous import twin_critic_loss, twin_critic_target
 from rl.networks.distributions import tanh_normal
 from rl.types import Transition
 
@@ -28,8 +28,7 @@ def critic_loss(
     next_q = critic_apply(target_critic_params, batch.next_observation, next_action)[..., 0]
     target = twin_critic_target(batch.reward, batch.discount, next_q, next_log_prob, temperature)
     q = critic_apply(critic_params, batch.observation, batch.action)[..., 0]
-    loss = 0.5 * jnp.mean(jnp.sum(jnp.square(q - target[None]), axis=0))
-    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target)}
+    return twin_critic_loss(q, target)
 
 
 def policy_loss(

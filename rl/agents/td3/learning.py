@@ -6,9 +6,8 @@ from typing import Any, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
-from rl.agents.continuous import ContinuousLearner, make_optimizer, polyak_update
+from rl.agents.continuous import ContinuousLearner, gradient_step, init_with_targets, make_optimizers, polyak_update
 from rl.agents.td3 import losses
 from rl.agents.td3.config import TD3Config
 from rl.counting import Counter
@@ -40,19 +39,11 @@ class TD3Learner(ContinuousLearner):
     ):
         policy = networks.policy_network(stochastic=False)
         critic = networks.critic_network(num_critics=2)
-        policy_optimizer = make_optimizer(config.policy_learning_rate, config.max_gradient_norm)
-        critic_optimizer = make_optimizer(config.critic_learning_rate, config.max_gradient_norm)
+        policy_optimizer, critic_optimizer = make_optimizers(config)
 
         policy_key, critic_key, key = jax.random.split(random_key, 3)
-        policy_params = policy.init(policy_key)
-        critic_params = critic.init(critic_key)
         state = TrainingState(
-            policy_params=policy_params,
-            target_policy_params=policy_params,
-            critic_params=critic_params,
-            target_critic_params=critic_params,
-            policy_opt_state=policy_optimizer.init(policy_params),
-            critic_opt_state=critic_optimizer.init(critic_params),
+            **init_with_targets(policy, critic, policy_optimizer, critic_optimizer, policy_key, critic_key),
             key=key,
             steps=jnp.zeros((), jnp.int32),
         )
@@ -61,8 +52,7 @@ class TD3Learner(ContinuousLearner):
             policy_loss, grads = jax.value_and_grad(losses.policy_loss)(
                 state.policy_params, state.critic_params, policy.apply, critic.apply, observation
             )
-            updates, policy_opt_state = policy_optimizer.update(grads, state.policy_opt_state)
-            policy_params = optax.apply_updates(state.policy_params, updates)
+            policy_params, policy_opt_state = gradient_step(policy_optimizer, grads, state.policy_opt_state, state.policy_params)
             state = state._replace(
                 policy_params=policy_params,
                 policy_opt_state=policy_opt_state,
@@ -90,9 +80,9 @@ class TD3Learner(ContinuousLearner):
                 config.target_policy_sigma,
                 config.target_noise_clip,
             )
-            updates, critic_opt_state = critic_optimizer.update(grads, state.critic_opt_state)
+            critic_params, critic_opt_state = gradient_step(critic_optimizer, grads, state.critic_opt_state, state.critic_params)
             state = state._replace(
-                critic_params=optax.apply_updates(state.critic_params, updates),
+                critic_params=critic_params,
                 critic_opt_state=critic_opt_state,
                 key=key,
                 steps=state.steps + 1,

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from rl.agents.continuous import twin_critic_target
+from rl.agents.continuous import twin_critic_loss, twin_critic_target
 from rl.types import Transition
 
 
@@ -30,14 +30,15 @@ def critic_loss(
     sigma: float,
     noise_clip: float,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Both critics against y = r + discount * min_i Q'_i(s', a~'), a~' the target
+    policy's smoothed action (`smoothed_target_action`); see `twin_critic_loss`."""
     next_action = smoothed_target_action(
         policy_apply(target_policy_params, batch.next_observation), key, sigma, noise_clip
     )
     next_q = critic_apply(target_critic_params, batch.next_observation, next_action)[..., 0]
     target = twin_critic_target(batch.reward, batch.discount, next_q)
     q = critic_apply(critic_params, batch.observation, batch.action)[..., 0]
-    loss = 0.5 * jnp.mean(jnp.sum(jnp.square(q - target[None]), axis=0))
-    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target)}
+    return twin_critic_loss(q, target)
 
 
 def policy_loss(
