@@ -27,6 +27,8 @@ from rl.observers.base import Observer
 
 # Keys of an episode record that are not an observer's metric.
 EPISODE_KEYS = ("episode_return", "episode_length", "steps_per_second")
+# dm_env.StepType.LAST as a plain int: an enum member's lookup costs on every step.
+LAST = int(dm_env.StepType.LAST)
 
 
 def _replace_rows(batch: Any, rows: np.ndarray, values: Any) -> Any:
@@ -104,16 +106,19 @@ class EnvironmentLoop(core.Worker):
             observer.observe(self.environment, timestep, actions, self._all_ids if env_ids is None else env_ids)
         if not self.evaluation:
             self.actor.update()
-        rows = slice(None) if env_ids is None else env_ids
-        self._returns[rows] += timestep.reward
-        self._lengths[rows] += 1
-        self._uncounted_steps += len(timestep.step_type)
-        self.steps_taken += len(timestep.step_type)
-        self._rate_steps += len(timestep.step_type)
-        self._observation = (
-            timestep.observation if env_ids is None else _replace_rows(self._observation, env_ids, timestep.observation)
-        )
-        ended = timestep.step_type == dm_env.StepType.LAST
+        count = len(timestep.step_type)
+        if env_ids is None:
+            self._returns += timestep.reward
+            self._lengths += 1
+            self._observation = timestep.observation
+        else:
+            self._returns[env_ids] += timestep.reward
+            self._lengths[env_ids] += 1
+            self._observation = _replace_rows(self._observation, env_ids, timestep.observation)
+        self._uncounted_steps += count
+        self.steps_taken += count
+        self._rate_steps += count
+        ended = timestep.step_type == LAST
         if not ended.any():
             self.ended_ids = []
             return []
@@ -142,9 +147,18 @@ class EnvironmentLoop(core.Worker):
             self.logger.write(record)
         return record
 
+    def flush(self) -> None:
+        """Makes the adder calls the actor has queued (`FeedForwardActor`'s deferred
+        adder): every step taken so far is then with the adder."""
+        flush = getattr(self.actor, "flush", None)
+        if flush is not None:
+            flush()
+
     def count_partial_episode(self) -> None:
         """Counts the steps taken since the last count (those of unfinished episodes, at
-        a step budget or an evaluation point), once."""
+        a step budget or an evaluation point), once, and hands every step taken to the
+        actor's adder (`flush`)."""
+        self.flush()
         if self._uncounted_steps:
             self.counter.increment(steps=self._uncounted_steps)
             self._uncounted_steps = 0
@@ -164,6 +178,7 @@ class EnvironmentLoop(core.Worker):
             count = min(self.num_envs, remaining)
             records += self.step(None if count == self.num_envs else np.arange(count))
             remaining -= count
+        self.flush()
         return records
 
     def run_episodes(self, num_episodes: int) -> list[dict[str, Any]]:
@@ -184,6 +199,7 @@ class EnvironmentLoop(core.Worker):
                     started += 1
                 else:
                     active.remove(env_id)
+        self.flush()
         return records
 
     def run_evaluation(self, num_episodes: int) -> dict[str, Any]:
@@ -228,4 +244,5 @@ class EnvironmentLoop(core.Worker):
         ):
             records += self.step()
             steps += self.num_envs
+        self.flush()
         return records

@@ -28,6 +28,16 @@ class FeedForwardActor(core.Actor):
     Observations and actions are batched over the copies of a vector environment: one
     jitted call chooses the actions of every copy. Schedules (epsilon, warm-up) see the
     actor's environment steps, not its calls.
+
+    With `defer_adder=True` (the default) the adder's calls of a step (`observe_first`,
+    `observe`) are queued and made during the next `select_action`, after the jitted
+    policy call is dispatched and before its result is read: XLA computes the actions on
+    its own thread while this one does the adder's bookkeeping and reverb writes, which
+    acting otherwise runs one after the other. Nothing else changes: the calls keep their
+    order and arguments (so replay gets the same items), the step count (schedules) and
+    the random key advance as before, so the actions are the same. Items reach replay
+    one step later; `flush()` makes the queued calls now (the environment loop does at
+    its budget ends and evaluation points, and reading `adder` does).
     """
 
     def __init__(
@@ -37,6 +47,7 @@ class FeedForwardActor(core.Actor):
         variable_client: VariableClient,
         adder: Adder | None = None,
         action_dtype: Any = None,
+        defer_adder: bool = True,
     ):
         def act(params: Any, key: jax.Array, observations: Any, step: jax.Array):
             key, policy_key = jax.random.split(key)
@@ -49,9 +60,31 @@ class FeedForwardActor(core.Actor):
         self._adder = adder
         self._action_dtype = action_dtype
         self._step = 0
+        self._defer = bool(defer_adder)
+        self._pending: list[tuple[Callable[..., Any], tuple, dict]] = []  # Queued adder calls, in order.
+
+    def _to_adder(self, method: str, *args: Any, **kwargs: Any) -> None:
+        """Calls the adder's `method` now, or queues it for the next `select_action`."""
+        if self._adder is None:
+            return
+        call = getattr(self._adder, method)
+        if self._defer:
+            self._pending.append((call, args, kwargs))
+        else:
+            call(*args, **kwargs)
+
+    def flush(self) -> None:
+        """Makes the queued adder calls, in order. A call that raises (a replay write that
+        timed out) drops the calls queued after it: their episodes cannot be completed."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        for call, args, kwargs in pending:
+            call(*args, **kwargs)
 
     def select_action(self, observations: Any) -> np.ndarray:
         actions, self._key = self._act(self._client.params, self._key, observations, self._step)
+        self.flush()  # While XLA computes `actions` (see the class docstring).
         return np.asarray(actions, dtype=self._action_dtype)
 
     @property
@@ -65,24 +98,26 @@ class FeedForwardActor(core.Actor):
         self._step = int(value)
 
     def observe_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        if self._adder is not None:
-            self._adder.add_first(timestep, env_ids)
+        self._to_adder("add_first", timestep, env_ids)
 
     def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         self._step += len(next_timestep.step_type)
-        if self._adder is not None:
-            self._adder.add(actions, next_timestep, env_ids)
+        self._to_adder("add", actions, next_timestep, env_ids)
 
     def update(self, wait: bool = False) -> None:
         self._client.update(wait)
 
     @property
     def adder(self) -> Adder | None:
+        """The adder, its queued calls made (so its state and `num_items` are current)."""
+        self.flush()
         return self._adder
 
     @adder.setter
     def adder(self, adder: Adder | None) -> None:
-        """A new adder (a new connection to replay); the next episodes start in it."""
+        """A new adder (a new connection to replay); the next episodes start in it. Calls
+        queued for the old one are dropped (their episodes are abandoned with it)."""
+        self._pending = []
         self._adder = adder
 
 
@@ -99,6 +134,7 @@ class ExtrasActor(FeedForwardActor):
 
     def select_action(self, observations: Any) -> np.ndarray:
         (actions, extras), self._key = self._act(self._client.params, self._key, observations, self._step)
+        self.flush()
         self._extras = {name: np.asarray(value) for name, value in extras.items()}
         return np.asarray(actions, dtype=self._action_dtype)
 
@@ -109,7 +145,7 @@ class ExtrasActor(FeedForwardActor):
         extras = self._extras
         if env_ids is not None:
             extras = {name: value[env_ids] for name, value in extras.items()}
-        self._adder.add(actions, next_timestep, env_ids, extras=extras)
+        self._to_adder("add", actions, next_timestep, env_ids, extras=extras)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +175,7 @@ class RecurrentActor(FeedForwardActor):
         variable_client: VariableClient,
         adder: Adder | None = None,
         action_dtype: Any = None,
+        defer_adder: bool = True,
     ):
         def act(params: Any, key: jax.Array, observations: Any, state: Any, step: jax.Array):
             key, policy_key = jax.random.split(key)
@@ -151,6 +188,8 @@ class RecurrentActor(FeedForwardActor):
         self._adder = adder
         self._action_dtype = action_dtype
         self._step = 0
+        self._defer = bool(defer_adder)
+        self._pending = []
         self._initial_state = policy.initial_state
         self._state: Any = None  # Per copy: the state the next action is chosen from.
         self._next_state: Any = None  # Per copy: the state after the last chosen action.
@@ -177,12 +216,12 @@ class RecurrentActor(FeedForwardActor):
         self._reserve(int(rows.max()) + 1)
         for current, initial in zip(tree.flatten(self._state), tree.flatten(self._initial_state(count))):
             current[rows] = initial
-        if self._adder is not None:
-            self._adder.add_first(timestep, env_ids)
+        self._to_adder("add_first", timestep, env_ids)
 
     def select_action(self, observations: Any) -> np.ndarray:
         self._reserve(len(tree.flatten(observations)[0]))
         actions, next_state, self._key = self._act(self._client.params, self._key, observations, self._state, self._step)
+        self.flush()
         self._next_state = next_state
         return np.asarray(actions, dtype=self._action_dtype)
 
@@ -192,5 +231,4 @@ class RecurrentActor(FeedForwardActor):
         before = tree.map_structure(lambda x: x[rows].copy(), self._state)
         for current, following in zip(tree.flatten(self._state), tree.flatten(self._next_state)):
             current[rows] = np.asarray(following)[rows]
-        if self._adder is not None:
-            self._adder.add(actions, next_timestep, env_ids, extras={"core_state": before})
+        self._to_adder("add", actions, next_timestep, env_ids, extras={"core_state": before})
