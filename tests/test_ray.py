@@ -492,6 +492,83 @@ def test_ray_driver_waits_are_bounded_and_an_expired_one_names_the_node_and_call
     assert unbounded == []
 
 
+@pytest.fixture
+def ray_instance():
+    """A small local Ray instance for driver-level tests (no run, no nodes of ours)."""
+    import ray
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def _driver_with_evaluator(ray, evaluator, max_restarts, run_directory):
+    """The Ray driver's evaluation round bookkeeping around one evaluator node."""
+    import types
+
+    from rl.experiments.launchers import ray as ray_launcher
+
+    run = ray_launcher._RayRun.__new__(ray_launcher._RayRun)
+    run.ray = ray
+    run.launcher = ray_launcher.RayLauncher(max_restarts=max_restarts, restart_timeout_s=60, call_timeout_s=60)
+    events = []
+    run.experiment = types.SimpleNamespace(
+        eval_episodes=3,
+        run_directory=run_directory,
+        logger_factory=lambda label, steps_key, instance: types.SimpleNamespace(write=events.append),
+    )
+    run.loggers, run.node_pids = {}, {}
+    run.evaluators, run.evaluator_restarts, run.histories = [evaluator], [0], [([], [])]
+    run.evaluations = [evaluator.evaluate.remote(3)]
+    return run, events
+
+
+def test_an_evaluator_that_dies_mid_round_is_restarted_and_plays_its_round_again(ray_instance, tmp_path):
+    """The evaluator's process dies during a round (its first incarnation exits inside
+    `evaluate`); Ray rebuilds it, the driver counts the restart, logs it with the new pid
+    and asks the new incarnation for the same round, whose result joins the curve. One
+    past launcher.max_restarts fails the run, naming the setting."""
+    from rl.experiments.launchers.errors import LauncherError
+
+    ray = ray_instance
+    marker = tmp_path / "died_once"
+
+    @ray.remote(num_cpus=0, max_restarts=1)
+    class Evaluator:
+        def evaluate(self, episodes):
+            if not marker.exists():
+                marker.write_text(str(os.getpid()))
+                os._exit(1)
+            return (2500, 10.0 * episodes, 1234.5)
+
+        def pid(self):
+            return os.getpid()
+
+    evaluator = Evaluator.remote()
+    run, events = _driver_with_evaluator(ray, evaluator, max_restarts=1, run_directory=str(tmp_path))
+    assert run._collect_evaluations(timeout=120) == 30.0
+    assert run.histories == [([(2500, 30.0)], [1234.5])] and run.evaluations == []
+    assert run.evaluator_restarts == [1]
+    (event,) = [row["event"] for row in events]
+    match = re.fullmatch(r"evaluator 0 died; restarted by Ray as pid (\d+) \(1/1\): it plays its round again", event)
+    assert match, event
+    new_pid = int(match.group(1))
+    assert new_pid != int(marker.read_text()) and new_pid == ray.get(evaluator.pid.remote(), timeout=60)
+    with open(tmp_path / "logs" / "nodes.json") as file:
+        assert json.load(file) == {"evaluator_0": new_pid}
+
+    @ray.remote(num_cpus=0, max_restarts=0)
+    class DyingEvaluator:
+        def evaluate(self, episodes):
+            os._exit(1)
+
+    run, events = _driver_with_evaluator(ray, DyingEvaluator.remote(), max_restarts=0, run_directory=str(tmp_path))
+    with pytest.raises(LauncherError) as raised:
+        run._collect_evaluations(timeout=120)
+    assert str(raised.value).startswith("evaluator 0 died more than launcher.max_restarts=0 times (")
+    assert events == [] and run.histories == [([], [])]
+
+
 def test_ray_learner_restarts_exhausted_fail_the_run_with_one_line(run_dir):
     """With launcher.max_learner_restarts=0 a dead learner ends the run: exit 1, one
     `Run failed:` line naming the setting, the reason in launcher.csv, a "failed" summary."""
