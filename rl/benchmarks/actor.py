@@ -50,7 +50,9 @@ def _rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[float | 
 
         for _ in range(50 if settings.quick else 500):  # Warm-up: compilation, first episodes.
             act()
-        actor = median([measure_rate(act, settings.seconds) for _ in range(settings.repeats)])
+        # `loop.flush`: the adder calls the actor still holds (it makes a step's calls
+        # during the next policy call) are made inside the timed span.
+        actor = median([measure_rate(act, settings.seconds, loop.flush) for _ in range(settings.repeats)])
         stepper = DmEnvStepper(loop.environment)
         for _ in range(10):
             stepper.step()
