@@ -105,8 +105,11 @@ def _check_solved_run(run_dir, output, restarts):
     assert float(evaluations[-1]["episode_return"]) == pytest.approx(summary["final_eval_return"])
 
 
+@pytest.mark.slow
 def test_ray_actor_killed_mid_run_is_restarted_and_the_run_still_solves_cartpole(run_dir):
-    """The end-to-end distributed run, with one actor process killed half-way."""
+    """The end-to-end distributed run of the tuned preset, two actors, one of them killed
+    half-way: it still solves CartPole within exactly its budget. (The default suite
+    kills an actor in the shorter fault run below.)"""
     assert not _ray_processes(), "a Ray instance is already running on this machine"
     process = _start_train(
         ["experiment=dqn_cartpole", "launcher=ray", "launcher.num_actors=2", "seed=0", "progress=false"], run_dir
@@ -142,17 +145,6 @@ def test_ray_actor_killed_mid_run_is_restarted_and_the_run_still_solves_cartpole
     counts = [int(row["actor_steps"]) for row in _rows(os.path.join(run_dir, "logs", "actor.csv"))]
     assert counts == sorted(counts), "actor 0's records reach the driver in order"
     assert not _ray_processes(set(pids.values())), "processes left behind after the run"
-
-
-@pytest.mark.slow
-def test_ray_two_actors_solve_cartpole(run_dir):
-    result = run_train(
-        ["experiment=dqn_cartpole", "launcher=ray", "launcher.num_actors=2", "seed=0", f"hydra.run.dir={run_dir}"],
-        timeout=1800,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    _check_solved_run(run_dir, result.stdout + result.stderr, restarts={0: 0, 1: 0})
-    assert not _ray_processes()
 
 
 @pytest.mark.parametrize(
@@ -279,10 +271,11 @@ def _launcher_events(run_dir):
 @pytest.fixture(scope="module")
 def faulted_ray_run(tmp_path_factory):
     """One small Ray run that meets every fault the launcher must survive: its replay
-    node's process is killed (SIGKILL) after the first checkpoint, its learner's after
-    the first checkpoint that follows the replay's restart, the run is stopped with
-    SIGTERM after the restored learner's first checkpoint, and the same command resumes
-    it to the end. What each session left behind is kept for the tests."""
+    node's process is killed (SIGKILL) after the first checkpoint, its learner's and
+    actor 1's together after the first checkpoint that follows the replay's restart, the
+    run is stopped with SIGTERM after the restored learner's first checkpoint, and the
+    same command resumes it to the end. What each session left behind is kept
+    for the tests."""
     run_dir = str(tmp_path_factory.mktemp("ray_faults") / "run")
     seen = {"run_dir": run_dir}
     process = _start_train(FAULT_COMMAND, run_dir)
@@ -297,8 +290,11 @@ def faulted_ray_run(tmp_path_factory):
         assert _wait_for(replay_back, 300, process), process.communicate()[0][-3000:]
         before = set(_checkpoint_states(run_dir))
         assert _wait_for(lambda: set(_checkpoint_states(run_dir)) - before, 300, process), process.communicate()[0][-3000:]
+        # The learner and actor 1 die together: actors wait on the rate limiter while the
+        # learner is restored, so actor 0 cannot spend the budget meanwhile.
         os.kill(seen["pids"]["learner"], signal.SIGKILL)
-        restarted = lambda: any(row["event"].startswith("learner died") for row in _launcher_events(run_dir))
+        os.kill(seen["pids"]["actor_1"], signal.SIGKILL)
+        restarted = lambda: {row["event"].split(" died")[0] for row in _launcher_events(run_dir)} >= {"learner", "actor 1"}
         assert _wait_for(restarted, 300, process), process.communicate()[0][-3000:]
         before = set(_checkpoint_states(run_dir))
         # A checkpoint of the restored learner, then a clean stop.
@@ -404,6 +400,29 @@ def test_ray_learner_killed_is_restored_from_its_last_checkpoint(faulted_ray_run
     # (`reported` is what its counter had sent; its log rows may run a little past it.)
     assert all(int(row["learner_steps"]) > restored_steps for row in set_aside)
     assert all(float(row["wall_time_s"]) < event_time for row in set_aside)
+
+
+_ACTOR_RESTART = re.compile(
+    r"actor 1 died; restarted by Ray as pid (\d+) \(1/3\): restart 1 with a fresh key,"
+    r" schedules resumed at step (\d+), (\d+) leased steps returned to the budget$"
+)
+
+
+def test_ray_actor_killed_is_restarted_with_a_fresh_key_its_schedules_and_its_lease(faulted_ray_run):
+    """Actor 1's process dies (SIGKILL); Ray rebuilds it with a fresh key (restart 1),
+    its schedules resume at the steps it had counted, the uncounted rest of its lease
+    returns to the budget, nodes.json names the new process, and the run still ends at
+    exactly its budget (checked after the resume, below)."""
+    run = faulted_ray_run
+    restarts = [event for event in run["sigterm_events"] if event.startswith("actor ")]
+    assert len(restarts) == 1, run["sigterm_events"]
+    match = _ACTOR_RESTART.match(restarts[0])
+    assert match, restarts[0]
+    new_pid, resumed_at, reclaimed = (int(group) for group in match.groups())
+    assert new_pid == run["sigterm_pids"]["actor_1"] != run["pids"]["actor_1"]
+    assert run["sigterm_pids"]["actor_0"] == run["pids"]["actor_0"]  # The other actor went on.
+    assert resumed_at > 0  # Its schedules carry on from the steps it had counted, not from 0.
+    assert 0 <= reclaimed <= 100  # At most one lease (STEP_LEASE) was left uncounted.
 
 
 def test_ray_sigterm_writes_a_checkpoint_and_the_same_command_resumes_to_the_budget(faulted_ray_run):
