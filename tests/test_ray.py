@@ -106,42 +106,42 @@ def _check_solved_run(run_dir, output, restarts):
 
 
 @pytest.mark.slow
-def test_ray_actor_killed_mid_run_is_restarted_and_the_run_still_solves_cartpole(run_dir):
-    """The end-to-end distributed run of the tuned preset, two actors, one of them killed
-    half-way: it still solves CartPole within exactly its budget. (The default suite
-    kills an actor in the shorter fault run below.)"""
+def test_ray_run_with_its_replay_learner_and_an_actor_killed_still_solves_cartpole(run_dir):
+    """The end-to-end distributed run of the tuned preset, two actors: its replay node's
+    process is killed after the first checkpoint, then its learner's and actor 1's; each
+    is restarted (replay from its checkpoint, learner from its last checkpoint, actor
+    with a fresh key) and the run still solves CartPole within exactly its budget. (The
+    default suite meets the same faults in the shorter fault run below.)"""
     assert not _ray_processes(), "a Ray instance is already running on this machine"
     process = _start_train(
-        ["experiment=dqn_cartpole", "launcher=ray", "launcher.num_actors=2", "seed=0", "progress=false"], run_dir
+        ["experiment=dqn_cartpole", "launcher=ray", "launcher.num_actors=2", "seed=0", "progress=false",
+         "checkpoint.every_seconds=5", "checkpoint.replay=true"],
+        run_dir,
     )
+    died = lambda *names: lambda: {row["event"].split(" died")[0] for row in _launcher_events(run_dir)} >= set(names)
     try:
-        nodes_path = os.path.join(run_dir, "logs", "nodes.json")
-        assert _wait_for(lambda: os.path.exists(nodes_path) and _actor_1_has_acted(run_dir), 600, process)
-        with open(nodes_path) as file:
+        assert _wait_for(lambda: _checkpoint_states(run_dir), 600, process), process.communicate()[0][-3000:]
+        with open(os.path.join(run_dir, "logs", "nodes.json")) as file:
             pids = json.load(file)
+        os.kill(pids["replay"], signal.SIGKILL)
+        assert _wait_for(died("replay"), 300, process), process.communicate()[0][-3000:]
+        before = set(_checkpoint_states(run_dir))
+        assert _wait_for(lambda: set(_checkpoint_states(run_dir)) - before, 300, process), process.communicate()[0][-3000:]
+        os.kill(pids["learner"], signal.SIGKILL)
         os.kill(pids["actor_1"], signal.SIGKILL)
+        assert _wait_for(died("replay", "learner", "actor 1"), 300, process), process.communicate()[0][-3000:]
         output, _ = process.communicate(timeout=1800)
     finally:
         if process.poll() is None:
             process.kill()
     assert process.returncode == 0, output[-3000:]
     _check_solved_run(run_dir, output, restarts={0: 0, 1: 1})
-    events = [row["event"] for row in _rows(os.path.join(run_dir, "logs", "launcher.csv"))]
-    restarts = [
-        re.fullmatch(
-            r"actor 1 died; restarted by Ray as pid (\d+) \(1/3\): restart 1 with a fresh key,"
-            r" schedules resumed at step (\d+), (\d+) leased steps returned to the budget",
-            event,
-        )
-        for event in events
-        if event.startswith("actor ")
-    ]
-    assert len(restarts) == 1 and restarts[0], events
-    new_pid, resumed_at, reclaimed = (int(group) for group in restarts[0].groups())
-    with open(nodes_path) as file:
-        assert json.load(file)["actor_1"] == new_pid != pids["actor_1"]
-    assert resumed_at > 0  # Its schedules carry on from the steps it had counted, not from 0.
-    assert 0 <= reclaimed <= 100  # At most one lease (STEP_LEASE) was left uncounted.
+    events = [row["event"] for row in _launcher_events(run_dir)]
+    killed = [event.split(" died")[0] for event in events if " died; " in event]
+    assert killed[0] == "replay" and sorted(killed[1:]) == ["actor 1", "learner"], events
+    assert _REPLAY_RESTART.match(next(e for e in events if e.startswith("replay died"))), events
+    assert _LEARNER_RESTART.match(next(e for e in events if e.startswith("learner died"))), events
+    assert _ACTOR_RESTART.match(next(e for e in events if e.startswith("actor 1 died"))), events
     counts = [int(row["actor_steps"]) for row in _rows(os.path.join(run_dir, "logs", "actor.csv"))]
     assert counts == sorted(counts), "actor 0's records reach the driver in order"
     assert not _ray_processes(set(pids.values())), "processes left behind after the run"
