@@ -667,6 +667,53 @@ def test_dqn_gymnax_cartpole_learns_other_seeds(tmp_path, seed):
     assert summary.final_eval_return >= 475, summary.eval_returns
 
 
+# --------------------------------------------------------------------------- start-up
+
+STARTUP_CHECK = """
+import importlib.util, json, os, sys
+from rl.anakin.startup import prefer_fast_cpu_runtime, without_tensorflow
+from rl.experiments.compilation import enable_compilation_cache
+report = {"set": prefer_fast_cpu_runtime(), "again": prefer_fast_cpu_runtime(), "flags": os.environ.get("XLA_FLAGS")}
+if sys.argv[1] == "imports":
+    enable_compilation_cache(sys.argv[2])
+    import jax
+    with without_tensorflow():
+        import rlax  # rlax -> distrax -> TensorFlow Probability's JAX substrate
+        report["hidden"] = importlib.util.find_spec("tensorflow") is None
+        jax.jit(lambda x: x + 1)(1.0)  # The first compilation starts the persistent cache.
+    from jax._src import compilation_cache
+    report["cache"] = compilation_cache._cache is not None
+    report["imported"] = "tensorflow" in sys.modules
+    report["findable"] = importlib.util.find_spec("tensorflow") is not None
+print(json.dumps(report))
+"""
+
+
+def _startup_check(tmp_path, mode: str, environment: dict[str, str]) -> dict:
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-c", STARTUP_CHECK, mode, str(tmp_path / "cache")]
+    result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_startup_hides_tensorflow_and_picks_the_cpu_runtime(tmp_path):
+    """rl/anakin/startup.py, in fresh processes: with XLA_FLAGS unset, the faster CPU
+    runtime is picked once; the agents' imports run without TensorFlow (which is
+    importable again afterwards) and the persistent compilation cache still starts
+    inside that block; a user's XLA_FLAGS (even empty) is left alone."""
+    environment = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
+    report = _startup_check(tmp_path, "imports", environment)
+    assert report == {
+        "set": True, "again": False, "flags": "--xla_cpu_use_thunk_runtime=false",
+        "hidden": True, "cache": True, "imported": False, "findable": True,
+    }
+    report = _startup_check(tmp_path, "flags", {**environment, "XLA_FLAGS": ""})
+    assert report == {"set": False, "again": False, "flags": ""}
+
+
 # --------------------------------------------------------------------------- refusals
 
 

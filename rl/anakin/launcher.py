@@ -30,6 +30,11 @@ class AnakinLauncher:
             raise ConfigError("launcher.steps_per_chunk", f"must be an integer >= 1 or null, got {steps_per_chunk!r}")
         self.num_seeds = num_seeds
         self.steps_per_chunk = steps_per_chunk
+        # Before anything starts JAX's backends (the launcher is made before any program
+        # is compiled): XLA's faster CPU runtime for these programs (rl/anakin/startup.py).
+        from rl.anakin.startup import prefer_fast_cpu_runtime
+
+        prefer_fast_cpu_runtime()
 
     def check_experiment(self, experiment: ExperimentConfig) -> int:
         """Refuses what this launcher cannot run (a ConfigError naming the key), before

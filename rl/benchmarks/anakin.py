@@ -11,7 +11,9 @@ are spread over the devices as the launcher spreads them (rl/anakin/devices.py).
 gymnax steps/s of the same number of copies (a compiled scan of random actions);
 ratio = value / bound. The `8 seeds vs 8 runs` rows compare the time of one 8-seed run
 of the whole budget with 8 single-seed runs (compile included), both from figures
-measured here.
+measured here. As in a run, XLA's CPU runtime is the one launcher=anakin picks
+(rl/anakin/startup.py: `--xla_cpu_use_thunk_runtime=false` unless XLA_FLAGS is set); a
+note says which.
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ def training_figures(agent: str, num_seeds: int, settings: Settings) -> dict[str
 
 
 def suite_anakin(settings: Settings) -> list[Row]:
+    import os
+
+    from rl.anakin.startup import prefer_fast_cpu_runtime
+
+    prefer_fast_cpu_runtime()  # As AnakinLauncher does, before JAX starts its backends.
+    settings.note(f"anakin: XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}")
     rows: list[Row] = []
     bounds: dict[int, float] = {}
     for agent in PRESETS:
