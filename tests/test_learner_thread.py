@@ -1,21 +1,34 @@
-"""The single-process learner thread keeps the replay ratio's count of learner steps."""
+"""The single-process learner thread: reverb's rate limiter, not Python, decides when the
+learner may take a batch; checkpoints can pause it even while it waits for replay."""
 
 import threading
+import time
 
+import numpy as np
 import pytest
+import reverb
+import tensorflow as tf
 
 from rl import core
-from rl.experiments.learner_thread import LearnerThread
-from rl.replay.tables import ReplayRatio
+from rl.experiments.learner_thread import LearnerThread, release_lock_while_sampling
+from rl.replay.dataset import make_replay_iterator
+from rl.replay.server import make_server
+from rl.replay.tables import ReplayRatio, make_error_buffer
+
+BATCH = 8
 
 
 class CountingLearner(core.Learner):
-    def __init__(self, fail_at=None):
+    """Takes one batch per step from its replay iterator, as `SGDLearner` does."""
+
+    def __init__(self, iterator, fail_at=None):
+        self._iterator = iterator
         self.steps = 0
         self.fail_at = fail_at
         self.threads = set()
 
     def step(self):
+        next(self._iterator)
         self.threads.add(threading.current_thread().name)
         self.steps += 1
         if self.steps == self.fail_at:
@@ -31,34 +44,78 @@ class CountingLearner(core.Learner):
         self.steps = state
 
 
-def one_thread_steps(ratio, batch, inserts_per_step, actor_steps):
-    """The deterministic loop's rule: after each actor step, every batch the ratio allows."""
-    inserts = samples = steps = 0
-    for _ in range(actor_steps):
-        inserts += inserts_per_step
-        while ratio.can_sample(inserts, samples):
-            samples += batch
-            steps += 1
-    return steps
+@pytest.fixture
+def replay():
+    """A table limited by the replay ratio the builders make: 2 samples per insert, at
+    least 20 items, `make_error_buffer`'s slack for a learner taking batches of 8."""
+    ratio = ReplayRatio(2.0, 20, make_error_buffer(2.0, BATCH))
+    table = reverb.Table(
+        "t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10_000, ratio.make_rate_limiter(),
+        signature=tf.TensorSpec([2], tf.float32),
+    )
+    server = make_server([table])
+    client = reverb.Client(f"localhost:{server.port}")
+    yield ratio, client
+    server.stop()
 
 
-@pytest.mark.parametrize("samples_per_insert,batch", [(16.0, 64), (64.0, 128), (0.5, 32)])
-def test_learner_steps_match_the_one_thread_order(samples_per_insert, batch):
-    ratio = ReplayRatio(samples_per_insert, min_size_to_sample=100, error_buffer=10 * batch)
-    learner = CountingLearner()
-    inserts = [0]
-    thread = LearnerThread(learner, ratio, batch, lambda: inserts[0])
-    for _ in range(700):
-        inserts[0] += 3  # A vector of 3 copies.
+def _insert(client, count):
+    writer = client.trajectory_writer(num_keep_alive_refs=1)
+    for _ in range(count):
+        writer.append(np.zeros(2, np.float32))
+        writer.create_item("t", 1.0, writer.history[-1])
+    writer.end_episode(timeout_ms=60_000)
+    writer.close()
+
+
+def _threaded_learner(client, fail_at=None):
+    lock = threading.Lock()
+    learner = CountingLearner(make_replay_iterator(client.server_address, "t", BATCH), fail_at)
+    dataset = release_lock_while_sampling(learner, lock)
+    return learner, lock, LearnerThread(learner, lock, dataset)
+
+
+def test_the_learner_takes_exactly_the_batches_reverbs_rate_limiter_allows(replay):
+    ratio, client = replay
+    learner, _, thread = _threaded_learner(client)
+    for _ in range(10):  # An actor inserting 10 items per step.
+        _insert(client, 10)
         thread.notify()
     thread.finish()
-    assert learner.steps == one_thread_steps(ratio, batch, 3, 700)
-    assert learner.steps > 0 and learner.threads == {"learner"}
-    assert thread.samples == learner.steps * batch
+    sampled = client.server_info()["t"].rate_limiter_info.sample_stats.completed
+    ahead = make_error_buffer(2.0, BATCH)[0]
+    assert sampled == ratio.target_samples(100) + ahead  # Reverb sampled all it allows, no more ...
+    assert learner.steps == sampled // BATCH  # ... and the learner took every whole batch of it.
+    assert learner.threads == {"learner"}
 
 
-def test_a_learner_error_reaches_the_actor_thread():
-    ratio = ReplayRatio(1.0, min_size_to_sample=1, error_buffer=100)
-    thread = LearnerThread(CountingLearner(fail_at=5), ratio, 1, lambda: 1_000)
+def test_the_learner_waits_for_replay_without_holding_the_step_lock(replay):
+    """Below the minimum size the learner waits in its dataset; a checkpoint (holding the
+    step lock) can still be taken; `close` ends the wait at once."""
+    _, client = replay
+    learner, lock, thread = _threaded_learner(client)
+    _insert(client, 5)
+    time.sleep(0.5)
+    assert lock.acquire(timeout=30)  # Not held by a learner waiting for data.
+    lock.release()
+    start = time.monotonic()
+    thread.close()
+    assert learner.steps == 0 and time.monotonic() - start < 30
+    thread.notify()  # Stopping is not an error.
+
+
+def test_a_learner_error_reaches_the_actor_thread(replay):
+    _, client = replay
+    _, _, thread = _threaded_learner(client, fail_at=3)
+    _insert(client, 100)
     with pytest.raises(FloatingPointError, match="nan"):
         thread.finish()
+
+
+def test_the_error_buffer_lets_samples_run_ahead_by_the_prefetched_batches_only():
+    ahead, behind = make_error_buffer(2.0, 64)
+    assert (ahead, behind) == (3 * 64, 3 * 64 + 256 * 2.0)
+    ratio = ReplayRatio(2.0, 100, (ahead, behind))
+    assert (ratio.min_diff, ratio.max_diff) == (200.0 - ahead, 200.0 + behind)
+    # The one-thread schedule takes a batch whenever the learner is at or below the target.
+    assert ratio.can_sample(inserts=100, samples=0) and not ratio.can_sample(inserts=100, samples=1)

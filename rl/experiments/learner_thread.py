@@ -1,55 +1,97 @@
-"""Steps a learner on its own thread, at the replay ratio, beside a single-process actor.
+"""Steps a learner on its own thread beside a single-process actor, gated by reverb.
 
 In one process the actor and the learner can still run side by side: the learner's
 update (XLA) and reverb's sampling release the GIL, so on two cores acting overlaps
-learning. The learner takes a batch only when the table's `ReplayRatio` allows it, the
-same rule the one-thread loop uses, so the number of learner steps at any actor step is
-the same as there; only which actor step a given update sees changes with thread timing.
+learning. The learner thread steps as fast as its dataset yields batches, and the
+dataset samples only what the table's rate limiter allows (the replay ratio of
+`rl.replay.tables.ReplayRatio`, or a queue's `QueueRatio`): reverb alone decides when
+the learner may learn, as it does for a distributed learner. Nothing here counts
+inserts or samples.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Callable
+import time
+from typing import Any
 
 from rl import core
-from rl.replay.tables import ReplayRatio
+
+
+class StepLockReleasingIterator:
+    """A learner's replay iterator that releases `lock` while it waits for a batch.
+
+    The learner holds `lock` during each step, so holding it from elsewhere pauses
+    learning between two steps (a checkpoint of a consistent state). A learner waiting
+    for replay (the rate limiter wants more inserts, or actors have stopped) must not
+    keep it: whoever would insert may be the one waiting for the lock.
+    """
+
+    def __init__(self, iterator: Any, lock: threading.Lock):
+        self._iterator = iterator
+        self._lock = lock
+        self.waiting_since: float | None = None  # When the wait for the current batch began.
+
+    def __iter__(self) -> "StepLockReleasingIterator":
+        return self
+
+    def __next__(self) -> Any:
+        self._lock.release()
+        self.waiting_since = time.monotonic()
+        try:
+            return next(self._iterator)
+        finally:
+            self.waiting_since = None
+            self._lock.acquire()
+
+    def __getattr__(self, name: str) -> Any:  # close() and the like reach the real iterator.
+        return getattr(self._iterator, name)
+
+
+def release_lock_while_sampling(learner: core.Learner, lock: threading.Lock) -> Any:
+    """Wraps the learner's replay iterator (`_iterator`, as `SGDLearner` keeps it) in a
+    `StepLockReleasingIterator`; returns the wrapper (None: the learner has none)."""
+    iterator = getattr(learner, "_iterator", None)
+    if iterator is None:
+        return None
+    learner._iterator = StepLockReleasingIterator(iterator, lock)  # noqa: SLF001 - see docstring.
+    return learner._iterator  # noqa: SLF001
+
+
+# After the actor's last inserts, the learner takes batches until it has waited this
+# long for the next one: reverb's rate limiter refuses it (a batch reverb has sampled
+# reaches the learner within milliseconds).
+DRAIN_IDLE_S = 0.5
 
 
 class LearnerThread:
-    """Runs `learner.step()` whenever `ratio.can_sample(inserts(), samples)` holds.
+    """Runs `learner.step()` under `lock` over and over, each step waiting in the
+    learner's `dataset` (a `StepLockReleasingIterator`) for a batch reverb lets it sample.
 
-    The actor calls `notify()` after each step (inserts changed). `finish()` lets the
-    learner take every batch the final inserts allow, then joins. An exception raised by
-    the learner is re-raised in the actor's thread at its next `notify()` or `finish()`.
+    `notify()` (the actor calls it after each step) re-raises an error the learner
+    raised, in the actor's thread. `finish()`, once the actor's last inserts are in,
+    lets the learner take the batches they allow (until it has waited `DRAIN_IDLE_S`
+    for one), then stops it; `close()` stops it after its current step. Both close the
+    dataset, so a step waiting for a batch ends at once.
     """
 
-    def __init__(self, learner: core.Learner, ratio: ReplayRatio, batch: int, inserts: Callable[[], int]):
+    def __init__(self, learner: core.Learner, lock: threading.Lock, dataset: Any):
         self._learner = learner
-        self._ratio = ratio
-        self._batch = batch
-        self._inserts = inserts
-        self.samples = 0
-        self._wake = threading.Condition()
-        self._acting = True
-        self._closed = False
+        self._lock = lock
+        self._dataset = dataset
+        self._stopping = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
         self._thread.start()
 
-    def _can_step(self) -> bool:
-        return self._ratio.can_sample(self._inserts(), self.samples)
-
     def _run(self) -> None:
         try:
-            while True:
-                with self._wake:
-                    while self._acting and not self._closed and not self._can_step():
-                        self._wake.wait(timeout=0.1)
-                    if self._closed or (not self._acting and not self._can_step()):
-                        return
-                self._learner.step()
-                self.samples += self._batch
+            while not self._stopping.is_set():
+                with self._lock:
+                    self._learner.step()
+        except StopIteration:
+            if not self._stopping.is_set():
+                self._error = RuntimeError("the learner's replay dataset ended while the run was acting")
         except BaseException as error:  # noqa: BLE001 - handed to the actor's thread.
             self._error = error
 
@@ -60,18 +102,21 @@ class LearnerThread:
 
     def notify(self) -> None:
         self._raise_learner_error()
-        with self._wake:
-            self._wake.notify()
 
     def finish(self) -> None:
-        with self._wake:
-            self._acting = False
-            self._wake.notify()
-        self._thread.join()
+        """Takes the batches the final inserts allow, stops, re-raises a learner error."""
+        while self._thread.is_alive() and self._dataset is not None:
+            since = self._dataset.waiting_since
+            if since is not None and time.monotonic() - since >= DRAIN_IDLE_S:
+                break
+            time.sleep(0.01)
+        self.close()
         self._raise_learner_error()
 
     def close(self) -> None:
-        """Stops after the current update without draining (the run is being abandoned)."""
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
+        """Stops after the current step; waits for the thread."""
+        self._stopping.set()
+        close = getattr(self._dataset, "close", None)
+        if close is not None:
+            close()
+        self._thread.join()

@@ -1,10 +1,11 @@
 """Runs a whole experiment in one process: replay server, learner, actor and evaluator.
 
-The learner takes a batch whenever the replay table's ratio allows one (`ReplayRatio`),
-so the replay ratio is the one a distributed run enforces. By default it steps on its own
-thread beside the actor (`LearnerThread`), so acting and learning overlap on two cores;
-with `deterministic=True` both run on one thread in a fixed order: after each actor step
-the learner takes every batch the ratio allows, and nothing ever waits on replay.
+By default the learner steps on its own thread beside the actor (`LearnerThread`), so
+acting and learning overlap on two cores, and takes a batch whenever reverb's rate
+limiter lets its dataset sample one: the replay ratio is enforced by the table, as in a
+distributed run. With `deterministic=True` both run on one thread in a fixed order:
+after each actor step the learner takes every batch the ratio's schedule allows
+(`ReplayRatio.can_sample`), and nothing ever waits on replay.
 
 Checkpoints (`experiment.checkpoint`) are written every `every_seconds`, at the end and
 when SIGINT/SIGTERM asks the run to stop; the learner pauses while one is written. A run
@@ -25,24 +26,11 @@ from rl.experiments.config import ExperimentConfig
 from rl.experiments.distributed import DistributedProgram, Evaluations
 from rl.experiments.interrupts import Interrupted, RunInterrupted, install_stop_requests
 from rl.experiments.launchers.errors import LauncherError
-from rl.experiments.learner_thread import LearnerThread
+from rl.experiments.learner_thread import LearnerThread, release_lock_while_sampling
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.resume import RunCheckpointer, restore_evaluations, run_state
 from rl.experiments.summary import RunSummary, close_loggers, finish_run, merge_evaluations
 from rl.numerics import NumericalError
-
-
-class _PausableLearner:
-    """The learner as the learner thread sees it: each step holds `lock`, so holding it
-    pauses learning between two steps (while a checkpoint is written)."""
-
-    def __init__(self, learner: Any, lock: threading.Lock):
-        self._learner = learner
-        self._lock = lock
-
-    def step(self) -> None:
-        with self._lock:
-            self._learner.step()
 
 
 def _replay_counts(client: Any, table: str) -> tuple[int, int]:
@@ -96,14 +84,11 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
         if restore is not None and restore.restore_replay:
             table = getattr(builder.config, "replay_table_name", None) or next(iter(client.server_info()))
             inserted, samples = _replay_counts(client, table)
-        pause = threading.Lock()
-        ready = False  # The thread must not see restored inserts before it has the restored samples.
-        learner_thread = None if deterministic else LearnerThread(
-            _PausableLearner(learner, pause), ratio, batch, lambda: inserted + adder.num_items if ready else 0
-        )
-        if learner_thread is not None:
-            learner_thread.samples = samples
-        ready = True
+        pause = threading.Lock()  # Held between two learner steps: learning pauses (checkpoints).
+        learner_thread = None
+        if not deterministic:
+            dataset = release_lock_while_sampling(learner, pause)
+            learner_thread = LearnerThread(learner, pause, dataset)
         next_eval = program.next_evaluation(restore.actor_steps if restore is not None else 0)
         acting_before = float(restore.state.get("acting_time_s", 0.0)) if restore is not None else 0.0
         acting_start = time.perf_counter()
@@ -112,8 +97,8 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             return acting_before + time.perf_counter() - acting_start
 
         def finish_learning() -> None:
-            """Flushes the last inserts and lets the learner take every batch they allow
-            (the one-thread order has taken them already)."""
+            """Flushes the last inserts and lets the learner take the batches they allow
+            (the one-thread order has taken them already), then stops it."""
             adder.reset()
             if learner_thread is not None:
                 learner_thread.finish()

@@ -21,30 +21,41 @@ tf.config.set_visible_devices([], "GPU")
 
 @dataclasses.dataclass(frozen=True)
 class ReplayRatio:
-    """A `SampleToInsertRatio` rate limiter and the single-process learner's stepping rule.
+    """A `SampleToInsertRatio` rate limiter, and the one-thread loop's stepping rule.
 
     The target is `samples_per_insert` samples per item inserted once `min_size_to_sample`
-    items are in. Reverb lets the sampled count stray `error_buffer` either side of the
-    target; that slack is what lets a learner's dataset sample a few batches ahead of the
-    learner (so `next(iterator)` rarely waits) and lets actors insert while it does.
+    items are in. Reverb lets the sampled count run ahead of the target by the first part
+    of `error_buffer` (the learner's batch and the batches its dataset prefetches, so
+    `next(iterator)` rarely waits, and no further) and lag behind it by the second (so
+    actors keep inserting while the learner computes); a single number is both. Learners
+    on their own thread or node just sample: the limiter is their gate.
 
-    A single-process loop cannot block on its own replay, so it steps the learner by the
-    rule `can_sample`: a batch is taken whenever what the learner has consumed is at most
-    the target. Reverb, allowed `error_buffer` beyond it, has by then usually sampled that
-    batch already, and inserts never reach reverb's upper bound (see `make_error_buffer`).
+    A loop that acts and learns on one thread (`launcher.deterministic=true`) must never
+    wait on its own replay, so it steps the learner on a fixed schedule, `can_sample`: a
+    batch whenever what the learner has consumed is at most the target. Reverb, allowed
+    to sample ahead of it, has by then usually sampled that batch already, and inserts
+    never reach reverb's upper bound (see `make_error_buffer`).
     """
 
     samples_per_insert: float
     min_size_to_sample: int
-    error_buffer: float
+    error_buffer: float | tuple[float, float]
+
+    @property
+    def _buffer(self) -> tuple[float, float]:
+        """(ahead, behind): how far samples may run ahead of the target, and lag."""
+        if isinstance(self.error_buffer, (int, float)):
+            return float(self.error_buffer), float(self.error_buffer)
+        ahead, behind = self.error_buffer
+        return float(ahead), float(behind)
 
     @property
     def min_diff(self) -> float:
-        return self.samples_per_insert * self.min_size_to_sample - self.error_buffer
+        return self.samples_per_insert * self.min_size_to_sample - self._buffer[0]
 
     @property
     def max_diff(self) -> float:
-        return self.samples_per_insert * self.min_size_to_sample + self.error_buffer
+        return self.samples_per_insert * self.min_size_to_sample + self._buffer[1]
 
     def make_rate_limiter(self) -> reverb.rate_limiters.RateLimiter:
         return reverb.rate_limiters.SampleToInsertRatio(
@@ -68,10 +79,13 @@ INSERT_SLACK = 256
 PREFETCH_BATCHES = 2
 
 
-def make_error_buffer(samples_per_insert: float, samples_per_learner_step: int) -> float:
-    """Reverb's slack around the target: the learner's one batch of lead, the batches its
-    dataset prefetches, and `INSERT_SLACK` inserts so an actor step never blocks."""
-    return (1 + PREFETCH_BATCHES) * samples_per_learner_step + INSERT_SLACK * samples_per_insert
+def make_error_buffer(samples_per_insert: float, samples_per_learner_step: int) -> tuple[float, float]:
+    """Reverb's slack around the target, (ahead, behind): samples may run ahead by the
+    learner's batch and the batches its dataset prefetches; they may lag by that plus
+    `INSERT_SLACK` inserts, so an actor step never blocks on a learner that takes every
+    batch it may."""
+    ahead = (1 + PREFETCH_BATCHES) * samples_per_learner_step
+    return float(ahead), ahead + INSERT_SLACK * samples_per_insert
 
 
 def transition_signature(environment_spec: EnvironmentSpec) -> Transition:

@@ -23,6 +23,7 @@ from rl import checkpointing
 from rl.checkpointing import state_digest
 from rl.counting import Counter, StepBudget
 from rl.experiments.distributed import DistributedProgram, Evaluations
+from rl.experiments.learner_thread import release_lock_while_sampling
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
 from rl.replay.adders import ReplayTimeoutError
 
@@ -192,29 +193,6 @@ class QueueLoggerFactory:
 
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
         return QueueLogger(node_handle(self._queue_name), label, steps_key, instance, self._start_time)
-
-
-class _StepLockReleasingIterator:
-    """The learner's replay iterator, releasing the learner node's step lock while it
-    waits for a batch: a checkpoint can then be taken between two steps even when the
-    learner is blocked on replay (the rate limiter, or actors that have stopped)."""
-
-    def __init__(self, iterator: Any, lock: threading.Lock):
-        self._iterator = iterator
-        self._lock = lock
-
-    def __iter__(self) -> "_StepLockReleasingIterator":
-        return self
-
-    def __next__(self) -> Any:
-        self._lock.release()
-        try:
-            return next(self._iterator)
-        finally:
-            self._lock.acquire()
-
-    def __getattr__(self, name: str) -> Any:  # close() and the like reach the real iterator.
-        return getattr(self._iterator, name)
 
 
 # New replay connections an actor makes in one lease before a write that keeps timing
@@ -468,9 +446,7 @@ class LearnerNode:
         self._counter = RemoteCounter(counter_handle)
         self._learner = program.make_learner(replay_client(replay_node), self._counter)
         self._step_lock = threading.Lock()
-        iterator = getattr(self._learner, "_iterator", None)
-        if iterator is not None:
-            self._learner._iterator = _StepLockReleasingIterator(iterator, self._step_lock)
+        release_lock_while_sampling(self._learner, self._step_lock)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._params: dict[str, Any] = {}
