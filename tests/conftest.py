@@ -92,4 +92,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("ray"))
         elif _shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
-    items.sort(key=lambda item: not any(m.args == ("ray",) for m in item.iter_markers("xdist_group")))
+
+    def order(item: pytest.Item) -> tuple[bool, int]:
+        is_ray = any(m.args == ("ray",) for m in item.iter_markers("xdist_group"))
+        stem = item.path.stem
+        return not is_ray, LONG_MODULES.index(stem) if stem in LONG_MODULES else len(LONG_MODULES)
+
+    items.sort(key=order)
+
+
+# Modules with the longest tests (learning runs, full runs in subprocesses), longest
+# first: handed out right after the Ray group, so that the suite does not end with one
+# worker running a long test while the other has nothing left.
+LONG_MODULES = [
+    "test_continuous_learning", "test_train", "test_ppo", "test_resume", "test_sweeps", "test_evaluate",
+    "test_anakin", "test_notebooks", "test_tracking",
+]
