@@ -78,6 +78,17 @@ def bounded_write(call: Callable[[int], Any], what: str, client: Any, timeout_ms
             raise ReplayTimeoutError(f"replay server at {address}: {what} was cut short, the server was replaced")
 
 
+def end_episode(writer: Any, table: str, client: Any, timeout_ms: int) -> None:
+    """Ends the writer's episode (clearing its buffers) once its pending items are
+    confirmed, as a bounded write (`bounded_write`)."""
+    bounded_write(
+        lambda wait: writer.end_episode(clear_buffers=True, timeout_ms=wait),
+        f"the end of an episode in table {table!r}",
+        client,
+        timeout_ms,
+    )
+
+
 def n_step_return(rewards: list[float], discounts: list[float], gamma: float) -> tuple[float, float]:
     """Discounted return over the given steps and the bootstrap factor after them.
 
@@ -193,13 +204,7 @@ class NStepTransitionAdder(Adder):
     def reset(self, timeout_ms: int | None = None) -> None:
         self._windows.clear()
         self._observations.clear()
-        timeout_ms = timeout_ms or self._timeout_ms
-        bounded_write(
-            lambda wait: self._writer.end_episode(clear_buffers=True, timeout_ms=wait),
-            f"the end of an episode in table {self._table!r}",
-            self._client,
-            timeout_ms,
-        )
+        end_episode(self._writer, self._table, self._client, timeout_ms or self._timeout_ms)
         self._unflushed = 0
 
     def close(self) -> None:

@@ -35,7 +35,7 @@ import reverb
 import tree
 from dm_env import specs
 
-from rl.replay.adders import Adder, bounded_write
+from rl.replay.adders import Adder, bounded_write, end_episode
 from rl.specs import EnvironmentSpec
 
 
@@ -261,13 +261,7 @@ class SequenceAdder(Adder):
         """Drops every copy's partial sequence and waits for the items in flight."""
         self._positions[:] = 0
         self._fresh[:] = 0
-        timeout_ms = timeout_ms or self._timeout_ms
-        bounded_write(
-            lambda wait: self._writer.end_episode(clear_buffers=True, timeout_ms=wait),
-            f"the end of an episode in table {self._table!r}",
-            self._client,
-            timeout_ms,
-        )
+        end_episode(self._writer, self._table, self._client, timeout_ms or self._timeout_ms)
 
     def close(self) -> None:
         self._writer.close()
