@@ -213,7 +213,11 @@ def run_directory_error(argv: list[str]) -> str | None:
 def cli() -> None:
     """The command line: `resume=DIR` and run directories that hold a run are resolved
     before Hydra sees the arguments, and a run directory that cannot be written is
-    refused in one line (exit status 1)."""
+    refused in one line (exit status 1). Runs under jemalloc: the process re-executes
+    itself once with it preloaded (rl/allocator.py; RL_ALLOCATOR=system opts out)."""
+    from rl.allocator import reexec_with_jemalloc
+
+    reexec_with_jemalloc()  # `python -m rl.train` and `rl-train`: sys.orig_argv keeps `-m rl.train` and the arguments.
     sys.argv[1:] = resume_arguments(sys.argv[1:])
     error = run_directory_error(sys.argv[1:])
     if error is not None:

@@ -20,6 +20,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+if __name__ == "__main__":  # Once, under jemalloc, before TensorFlow and JAX load (rl/allocator.py: why).
+    from rl.allocator import reexec_with_jemalloc
+
+    reexec_with_jemalloc()
+
 from rl.benchmarks import SUITES, Settings, format_table, get_suite, write_json  # noqa: E402
 
 CONF = os.path.join(ROOT, "conf")

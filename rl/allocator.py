@@ -1,0 +1,180 @@
+"""Runs the entry points under jemalloc instead of glibc's malloc.
+
+Why: glibc's allocator dominates reverb's sampling path. In the learner's
+tf.data/reverb sampling pipeline, perf put about 25% of the samples in glibc's
+`_int_free`, `malloc`, `_int_malloc`, `malloc_consolidate` and `unlink_chunk`.
+Preloading jemalloc raised sampling throughput by about 40% and the `learner`
+benchmark ratio for SAC from 0.75 to 0.91 (`scripts/benchmark.py learner`; more
+figures in docs/performance.md, "Allocator").
+
+How: the allocator is chosen by the dynamic loader when a process starts, so
+`LD_PRELOAD` must be set before the interpreter runs. `reexec_with_jemalloc()`, called
+first thing by scripts/train.py, `python -m rl.train` / `rl-train` and
+scripts/benchmark.py (before TensorFlow, JAX or reverb are imported), sets `LD_PRELOAD`
+and replaces the process with the same interpreter and the same command line
+(`os.execv`, `sys.orig_argv`) once. Processes started from there (Hydra's joblib
+workers, Ray's actors, benchmark subprocesses) inherit `LD_PRELOAD` and need no re-exec.
+
+The library: Ray (a pinned dependency) ships `ray/core/libjemalloc.so` in its wheel;
+found without importing Ray. Otherwise the system's `libjemalloc.so.2`
+(`apt-get install libjemalloc2`).
+
+`RL_ALLOCATOR` (environment variable) chooses:
+  auto (default)  jemalloc when found, else the system allocator, silently;
+  jemalloc        jemalloc or a one-line error (exit status 1);
+  system          glibc's malloc: no re-exec, nothing preloaded.
+A jemalloc already in `LD_PRELOAD` (set by the caller) is left alone in every mode.
+`RL_ALLOCATOR_REEXEC` marks a process that has been re-executed (its value is the
+library), so a process never re-executes twice even if `LD_PRELOAD` is lost on the way.
+
+`python -m rl.allocator` prints the `LD_PRELOAD` value a process should start with
+(scripts/test.sh exports it for the test suite), or nothing when none is needed.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import importlib.util
+import os
+import sys
+from typing import Mapping, Sequence
+
+MODE = "RL_ALLOCATOR"
+MODES = ("auto", "jemalloc", "system")
+MARKER = "RL_ALLOCATOR_REEXEC"
+
+# Where distributions put the system's jemalloc (Debian/Ubuntu multiarch, Fedora, Arch, /usr/local).
+SYSTEM_PATHS = (
+    "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2",
+    "/usr/lib64/libjemalloc.so.2",
+    "/usr/lib/libjemalloc.so.2",
+    "/usr/local/lib/libjemalloc.so.2",
+)
+
+
+class AllocatorError(RuntimeError):
+    """RL_ALLOCATOR names no allocator, or requires jemalloc and none was found."""
+
+
+def find_jemalloc() -> str | None:
+    """The jemalloc library to preload: Ray's bundled one, else the system's; None when
+    there is neither (or on a system without LD_PRELOAD)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        spec = importlib.util.find_spec("ray")  # Locates the package; imports nothing.
+    except (ImportError, ValueError):
+        spec = None
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = os.path.join(location, "core", "libjemalloc.so")
+        if os.path.isfile(path):
+            return path
+    for path in SYSTEM_PATHS:
+        if os.path.isfile(path):
+            return path
+    return ctypes.util.find_library("jemalloc")  # A soname (libjemalloc.so.2) the loader finds, or None.
+
+
+def preload_entries(value: str) -> list[str]:
+    """The libraries in an LD_PRELOAD value (separated by colons or spaces)."""
+    return value.replace(" ", ":").split(":") if value else []
+
+
+def has_jemalloc(value: str) -> bool:
+    return any("jemalloc" in os.path.basename(entry) for entry in preload_entries(value))
+
+
+def allocator_mode(environ: Mapping[str, str] | None = None) -> str:
+    environ = os.environ if environ is None else environ
+    mode = environ.get(MODE, "").strip().lower() or "auto"
+    if mode not in MODES:
+        raise AllocatorError(f"{MODE}={environ[MODE]!r}: must be one of {', '.join(MODES)}")
+    return mode
+
+
+def wanted_preload(environ: Mapping[str, str] | None = None) -> str | None:
+    """The LD_PRELOAD value with jemalloc prepended to any existing entries; None when
+    nothing is to change (opted out, already preloaded, or no jemalloc with
+    RL_ALLOCATOR=auto). Raises AllocatorError for RL_ALLOCATOR=jemalloc without one."""
+    environ = os.environ if environ is None else environ
+    mode = allocator_mode(environ)
+    current = environ.get("LD_PRELOAD", "")
+    if mode == "system" or has_jemalloc(current):
+        return None
+    library = find_jemalloc()
+    if library is None:
+        if mode == "jemalloc":
+            raise AllocatorError(
+                f"{MODE}=jemalloc: no jemalloc library found (Ray's ray/core/libjemalloc.so or the system's "
+                f"libjemalloc.so.2: apt-get install libjemalloc2); {MODE}=system uses glibc's malloc"
+            )
+        return None
+    return f"{library}:{current}" if current else library
+
+
+def jemalloc_loaded() -> str | None:
+    """The jemalloc library mapped into this process (from /proc/self/maps), or None."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)  # address, permissions, offset, device, inode, path
+                if len(fields) == 6 and "jemalloc" in os.path.basename(fields[5].strip()):
+                    return fields[5].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _interactive() -> bool:
+    return bool(sys.flags.interactive) or hasattr(sys, "ps1") or "IPython" in sys.modules or sys.argv[0] in ("", "-")
+
+
+def reexec_with_jemalloc(argv: Sequence[str] | None = None) -> None:
+    """Replaces this process by the same command under jemalloc, once; returns when
+    there is nothing to do (see the module docstring). `argv` is the command line to
+    run again, the interpreter's own by default (`sys.orig_argv`: options, `-m module`
+    or the script, and the arguments). Call it before the heavy imports.
+
+    Exits with a one-line error (status 1) when RL_ALLOCATOR is invalid or requires
+    jemalloc that cannot be found or loaded. If exec fails, warns in one line and
+    returns with the system allocator."""
+    try:
+        mode = allocator_mode()
+        if os.environ.get(MARKER):  # Re-executed already: never again.
+            if mode == "jemalloc" and jemalloc_loaded() is None:
+                raise AllocatorError(f"{MODE}=jemalloc: {os.environ[MARKER]} was preloaded but is not loaded")
+            return
+        if _interactive() or not sys.executable:
+            return
+        preload = wanted_preload()
+    except AllocatorError as error:
+        raise SystemExit(str(error)) from None
+    if preload is None:
+        return
+    argv = list(sys.orig_argv if argv is None else argv)
+    previous = os.environ.get("LD_PRELOAD")
+    os.environ["LD_PRELOAD"] = preload
+    os.environ[MARKER] = preload_entries(preload)[0]
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    try:
+        os.execv(sys.executable, argv)
+    except OSError as error:
+        # Children must not get jemalloc either: this process carries on without it.
+        os.environ.pop(MARKER, None)
+        if previous is None:
+            os.environ.pop("LD_PRELOAD", None)
+        else:
+            os.environ["LD_PRELOAD"] = previous
+        if mode == "jemalloc":
+            raise SystemExit(f"{MODE}=jemalloc: could not re-execute {sys.executable} under jemalloc: {error}") from None
+        print(f"rl.allocator: could not re-execute under jemalloc ({error}); using the system allocator", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    try:
+        print(wanted_preload() or os.environ.get("LD_PRELOAD", ""))
+    except AllocatorError as error:
+        raise SystemExit(str(error)) from None
