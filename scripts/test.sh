@@ -8,4 +8,8 @@ bash "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 "$ROOT/.venv/bin/ruff" check
 export WANDB_MODE=offline WANDB_SILENT=true TF_CPP_MIN_LOG_LEVEL=2
+# The tests run under the allocator the runs use: jemalloc, preloaded here as the entry
+# points re-execute themselves with it (rl/allocator.py); RL_ALLOCATOR=system opts out.
+preload="$("$ROOT/.venv/bin/python" -m rl.allocator)"
+if [ -n "$preload" ]; then export LD_PRELOAD="$preload"; fi
 exec "$ROOT/.venv/bin/python" -m pytest "$@"
