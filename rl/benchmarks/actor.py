@@ -41,18 +41,29 @@ def _rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[float | 
         networks = experiment.network_factory(environment_spec=spec)
         learner = builder.make_learner(jax.random.PRNGKey(0), networks, iter(()), client, Counter(), NoOpLogger())
         program = DistributedProgram(experiment, num_actors=1)  # Its evaluators are never built.
-        loop = program.make_actor(0, client, learner, Counter())
+        # The adder where a local run has it (`adder_process`: a child process beside the actor).
+        loop = program.make_actor(0, client, learner, Counter(), adder_process=experiment.adder_process)
         steps_per_call = getattr(loop, "num_envs", 1)
 
         def act() -> int:
             loop.step()
             return steps_per_call
 
+        def finish() -> None:
+            """The adder calls the actor still holds (it makes a step's calls during the
+            next policy call) are made, by an adder process too, inside the timed span."""
+            loop.flush()
+            sync = getattr(loop.actor.adder, "sync", None)
+            if sync is not None:
+                sync()
+
         for _ in range(50 if settings.quick else 500):  # Warm-up: compilation, first episodes.
             act()
-        # `loop.flush`: the adder calls the actor still holds (it makes a step's calls
-        # during the next policy call) are made inside the timed span.
-        actor = median([measure_rate(act, settings.seconds, loop.flush) for _ in range(settings.repeats)])
+        finish()
+        actor = median([measure_rate(act, settings.seconds, finish) for _ in range(settings.repeats)])
+        close = getattr(loop.actor.adder, "close", None)
+        if close is not None:
+            close()
         stepper = DmEnvStepper(loop.environment)
         for _ in range(10):
             stepper.step()

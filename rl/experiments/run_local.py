@@ -52,7 +52,7 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
     server = make_server(program.make_replay_tables(), checkpointer=checkpoints.replay_checkpointer(restore))
     stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: stop at the next step.
     loggers_closed = False
-    learner_thread = None
+    learner_thread = adder = None
     try:
         client = reverb.Client(f"localhost:{server.port}")
         counter = program.make_counter()
@@ -62,7 +62,15 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
         if restore is not None:
             learner.restore(restore.learner_state(learner.save()))
         schedule_step = int(restore.state["actor_schedule_step"]) if restore is not None else 0
-        actor_loop = program.make_actor(0, client, learner, counter, restart=experiment.session, initial_step=schedule_step)
+        actor_loop = program.make_actor(
+            0,
+            client,
+            learner,
+            counter,
+            restart=experiment.session,
+            initial_step=schedule_step,
+            adder_process=experiment.adder_process and not deterministic,  # Its order must not depend on timing.
+        )
         evaluators = [program.make_evaluator(i, learner, counter) for i in range(program.evaluators)]
         histories = [Evaluations() for _ in evaluators]
         if restore is not None:  # The run's curve so far (the mean over its evaluators), for each.
@@ -105,7 +113,10 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
 
         def save() -> tuple[str | None, dict[str, Any]]:
             """A checkpoint of this moment, the learner paused (None: checkpoints are off)."""
-            actor_loop.count_partial_episode()  # The counts then hold every step taken.
+            actor_loop.count_partial_episode()  # The counts then hold every step taken ...
+            sync = getattr(adder, "sync", None)
+            if sync is not None:  # ... and an adder process has made every call sent to it.
+                sync()
             with pause:
                 state = run_state(
                     experiment, counter.get_counts(), step, next_eval, actor_loop.actor.step_count,
@@ -177,5 +188,8 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             learner_thread.close()
         if not loggers_closed:
             close_loggers(experiment, exit_code=1)
+        close = getattr(adder, "close", None)
+        if close is not None:  # An adder process stops before its server does.
+            close()
         server.stop()
         restore_signal_handlers()
