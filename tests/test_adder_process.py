@@ -144,8 +144,11 @@ def test_closing_stops_the_child(server):
     assert not process.is_alive() and process.exitcode == 0
 
 
-def test_the_child_exits_when_its_actor_is_killed(tmp_path):
-    """A SIGKILLed parent cannot stop its child: the child notices the closed pipe."""
+@pytest.mark.parametrize("serving", [True, False], ids=["serving", "starting"])
+def test_the_child_exits_when_its_actor_is_killed(tmp_path, serving):
+    """A SIGKILLed parent cannot stop its child: a serving child notices the closed pipe;
+    one still starting (its server gone with the parent, so building its writer would
+    wait for ever) notices it has another parent."""
     script = textwrap.dedent(
         f"""
         import functools, sys, time
@@ -156,7 +159,8 @@ def test_the_child_exits_when_its_actor_is_killed(tmp_path):
         from rl.replay.tables import transition_signature
         server = reverb.Server([reverb.Table.queue("a", 100, signature=transition_signature(SPEC))], port=None)
         adder = AdderProcess(functools.partial(make_nstep_adder, "a"), f"localhost:{{server.port}}")
-        adder.reset()  # Answered: the child is serving.
+        if {serving!r}:
+            adder.reset()  # Answered: the child is serving.
         print(adder.pid, flush=True)
         time.sleep(600)
         """
@@ -166,7 +170,7 @@ def test_the_child_exits_when_its_actor_is_killed(tmp_path):
         child = int(parent.stdout.readline())
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=30)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # A starting child imports reverb first.
         while time.monotonic() < deadline and _alive(child):
             time.sleep(0.1)
         assert not _alive(child)

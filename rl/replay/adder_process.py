@@ -17,7 +17,9 @@ end of a run, before its final learner steps). A run whose order must not depend
 timing (`launcher.deterministic=true`) keeps the adder in its own thread.
 
 The child exits when the parent closes the adder, and when the parent dies (its end of
-the pipe closes), so a killed actor leaves no writer behind.
+the pipe closes, and the child is handed to another parent, which it checks every
+second: a child waiting on a server that died with its parent sees no pipe), so a
+killed actor leaves no writer behind.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import threading
+import time
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -40,19 +44,30 @@ MAX_MESSAGES_IN_FLIGHT = 8
 # How long the actor waits for the child (start-up included: importing reverb and
 # TensorFlow takes seconds; a replay write waits at most its own bound, 120 s).
 REPLY_TIMEOUT_S = 300.0
+# How often the child checks that its parent lives.
+PARENT_POLL_S = 1.0
 
 
 class AdderProcessError(RuntimeError):
     """The adder's process exited or stopped answering."""
 
 
-def _serve(make_adder: Callable[[Any], Adder], server_address: str, connection: Any) -> None:
+def _exit_with(parent: int) -> None:
+    """Ends this process once `parent` is no longer its parent (it died): a child
+    blocked in reverb (a server that went with the parent) never reads the closed pipe."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
+
+
+def _serve(make_adder: Callable[[Any], Adder], server_address: str, connection: Any, parent: int) -> None:
     """The child: builds the adder on its own client, then makes the calls it receives.
 
     Replies, one per message, say how many items exist or carry the error a call raised;
     after an error the calls of later messages are dropped (their episodes cannot be
     completed) until a reset.
     """
+    threading.Thread(target=_exit_with, args=(parent,), name="parent-watch", daemon=True).start()
     import reverb
 
     try:
@@ -122,7 +137,7 @@ class AdderProcess(Adder):
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
         self._process = context.Process(
-            target=_serve, args=(make_adder, server_address, child), name="adder", daemon=True
+            target=_serve, args=(make_adder, server_address, child, os.getpid()), name="adder", daemon=True
         )
         self._process.start()
         child.close()
