@@ -11,6 +11,7 @@ actor 0 only (other actors count their steps but write no episode records),
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Callable, Protocol, Sequence
 
 import jax
@@ -25,6 +26,8 @@ from rl.experiments.config import ExperimentConfig
 from rl.loggers.aggregators import TimeFilter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.observers.base import Observer
+
+log = logging.getLogger(__name__)
 
 # (random_key, policy, environment_spec, variable_source, adder) -> actor: builder.make_actor.
 MakeActor = Callable[..., core.Actor]
@@ -121,6 +124,7 @@ def build_actor(
 
         make_adder = functools.partial(_make_adder, builder, experiment.environment_spec)
         adder = AdderProcess(make_adder, replay.server_address)
+        log.info("actor %d writes to replay through an adder process (pid %s)", actor_id, adder.pid)
     else:
         adder = builder.make_adder(replay, experiment.environment_spec)
     actor = builder.make_actor(actor_key, policy, experiment.environment_spec, variable_source, adder)
