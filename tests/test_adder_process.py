@@ -3,6 +3,7 @@ as the adder in this process, errors raised here, no writer left behind a killed
 
 import functools
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -193,3 +194,21 @@ def _alive(pid: int) -> bool:
 )
 def test_auto_runs_the_adder_in_a_process_from_eight_copies(setting, num_envs, expected):
     assert resolve_adder_process(setting, num_envs) is expected
+
+
+def test_arrays_and_timesteps_of_arrays_travel_as_bytes_and_come_back_equal():
+    from rl.replay.adder_process import _pack, _unpack
+
+    arrays = [np.float32(1.5) * np.ones(()), np.arange(6, dtype=np.int64).reshape(3, 2), np.array([True, False])]
+    for array in arrays:
+        packed = _pack(array)
+        assert type(packed) is tuple and type(packed[1]) is bytes
+        back = _unpack(pickle.loads(pickle.dumps(packed)))
+        assert back.dtype == array.dtype and back.shape == array.shape and np.array_equal(back, array)
+    step = _timestep([1, 2], [1.0, 2.0], [1.0, 0.0], [[0, 1], [1, 1]])
+    back = _unpack(pickle.loads(pickle.dumps(_pack(step))))
+    assert type(back) is dm_env.TimeStep
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(back, step))
+    nested = step._replace(observation={"x": np.zeros(2)})  # Not all arrays: pickled as it is.
+    assert _pack(nested) is nested and _unpack(nested) is nested
+    assert _pack([0, 1]) == [0, 1] and _pack(None) is None
