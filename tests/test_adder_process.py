@@ -199,7 +199,7 @@ def test_auto_runs_the_adder_in_a_process_from_eight_copies(setting, num_envs, e
 def test_arrays_and_timesteps_of_arrays_travel_as_bytes_and_come_back_equal():
     from rl.replay.adder_process import _pack, _unpack
 
-    arrays = [np.float32(1.5) * np.ones(()), np.arange(6, dtype=np.int64).reshape(3, 2), np.array([True, False])]
+    arrays = [np.array(1.5, np.float32), np.arange(6, dtype=np.int64).reshape(3, 2), np.array([True, False])]
     for array in arrays:
         packed = _pack(array)
         assert type(packed) is tuple and type(packed[1]) is bytes
