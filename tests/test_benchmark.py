@@ -84,6 +84,7 @@ def test_actor_suite_writes_valid_rows(tmp_path):
         inserts = rows[f"{case}: adder inserts"]
         assert actor["unit"] == environment["unit"] == "steps/s" and inserts["unit"] == "items/s"
         assert actor["bound"] == pytest.approx(min(environment["value"], inserts["value"]), rel=1e-3)
+        # One round: its ratio is the round's actor / min(environment, adder).
         assert actor["ratio"] == pytest.approx(actor["value"] / actor["bound"], rel=1e-3)
     if not vectorised:
         assert "num_envs=8 skipped" in result.stdout and "num_envs=32 skipped" in result.stdout

@@ -7,7 +7,9 @@ agent's adder writing to a reverb server in this process, the counter and the ac
 logger. The server's table has no rate limit and no learner runs, so the figure is
 acting alone. Its bound, measured in the same invocation, is the smaller of the loop's
 own environment stepped with random actions and the agent's adder fed synthetic episodes
-of the same shape; `ratio` = steps/s / bound.
+of the same shape. The three are timed in rounds, back to back (actor, environment,
+adder), so that the shared machine's load hits them alike; `ratio` is the median of the
+rounds' steps/s / bound.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from rl.benchmarks.common import Row, Settings, measure_rate, median, progress, ratio
+from rl.benchmarks.common import Row, Settings, measure_rate, median, progress
 from rl.benchmarks.env import DmEnvStepper
-from rl.benchmarks.replay import insert_rate, replay_server
+from rl.benchmarks.replay import EPISODE_LENGTH, SyntheticEpisodes, replay_server
 
 EXPERIMENTS = ("dqn_cartpole",)
 NUM_ENVS = (1, 8, 32)
@@ -27,8 +29,11 @@ BACKEND_KEY = "environment.backend"
 CASES = ((1, None), (8, None), (32, None), (8, "envpool"), (32, "envpool"))
 
 
-def _rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[float | None, float | None, float | None]:
-    """(actor steps/s, environment steps/s, adder items/s) of one composed experiment."""
+def _rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[float, float, float, float]:
+    """(actor steps/s, environment steps/s, adder items/s, ratio) of one composed
+    experiment: medians over `settings.repeats` rounds, each timing the three back to back
+    (so that a change in the machine's load hits them alike); the ratio is the median of
+    the rounds' actor / min(environment, adder)."""
     import jax
 
     from rl.counting import Counter
@@ -60,16 +65,23 @@ def _rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[float | 
         for _ in range(50 if settings.quick else 500):  # Warm-up: compilation, first episodes.
             act()
         finish()
-        actor = median([measure_rate(act, settings.seconds, finish) for _ in range(settings.repeats)])
+        stepper = DmEnvStepper(loop.environment)
+        feeder = SyntheticEpisodes(builder.make_adder(client, spec), spec, num_envs)
+        for _ in range(EPISODE_LENGTH):  # Warm-up: the writer's first chunks.
+            feeder.step()
+        feeder.finish()
+        rounds = []
+        for _ in range(settings.repeats):
+            actor = measure_rate(act, settings.seconds, finish)
+            loop.drop_episodes()  # The stepper below steps the loop's environment.
+            environment = measure_rate(stepper.step, settings.seconds)
+            inserts = measure_rate(feeder.step, settings.seconds, feeder.finish)
+            rounds.append((actor, environment, inserts, actor / min(environment, inserts)))
         close = getattr(loop.actor.adder, "close", None)
         if close is not None:
             close()
-        stepper = DmEnvStepper(loop.environment)
-        for _ in range(10):
-            stepper.step()
-        environment = median([measure_rate(stepper.step, settings.seconds) for _ in range(settings.repeats)])
-        inserts = insert_rate(builder, client, spec, settings, num_envs)
-    return actor, environment, inserts
+    actor, environment, inserts, ratio = (median([r[k] for r in rounds]) for k in range(4))
+    return actor, environment, inserts, ratio
 
 
 def suite_actor(settings: Settings) -> list[Row]:
@@ -94,10 +106,10 @@ def suite_actor(settings: Settings) -> list[Row]:
                 except ConfigError as error:
                     settings.note(f"actor: {case} skipped ({error})")
                     continue
-                actor, environment, inserts = _rates(experiment, num_envs, settings)
+                actor, environment, inserts, ratio = _rates(experiment, num_envs, settings)
             bound = min(environment, inserts)
             rows += [
-                Row("actor", case, actor, "steps/s", bound, ratio(actor, bound)),
+                Row("actor", case, actor, "steps/s", bound, ratio),
                 Row("actor", f"{case}: environment alone", environment, "steps/s"),
                 Row("actor", f"{case}: adder inserts", inserts, "items/s"),
             ]
