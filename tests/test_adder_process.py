@@ -16,7 +16,6 @@ import pytest
 import reverb
 from dm_env import specs
 
-from rl.experiments.make_experiment import resolve_adder_process
 from rl.replay.adder_process import AdderProcess
 from rl.replay.adders import NStepTransitionAdder
 from rl.replay.tables import transition_signature
@@ -186,14 +185,6 @@ def _alive(pid: int) -> bool:
             return stat.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
-
-
-@pytest.mark.parametrize(
-    "setting, num_envs, expected",
-    [("auto", 1, False), ("auto", 7, False), ("auto", 8, True), ("auto", 32, True), (True, 1, True), (False, 32, False)],
-)
-def test_auto_runs_the_adder_in_a_process_from_eight_copies(setting, num_envs, expected):
-    assert resolve_adder_process(setting, num_envs) is expected
 
 
 def test_arrays_and_timesteps_of_arrays_travel_as_bytes_and_come_back_equal():

@@ -109,13 +109,12 @@ def test_preset_sets_budget_and_groups(tmp_path):
     assert experiment.environment_name == "CartPole-v1"
     assert experiment.max_actor_steps == 50_000 and experiment.eval_every == 2_500
     assert experiment.num_envs == 8 and experiment.threshold == 475.0
-    assert experiment.adder_process  # auto, at 8 copies: the adder runs in a child process.
+    assert not experiment.adder_process  # Off unless asked for (docs/performance.md: why).
 
 
-def test_adder_process_auto_follows_the_copies_and_can_be_set(tmp_path):
-    assert not build([], tmp_path)[0].adder_process  # One copy.
-    assert not build(["experiment=dqn_cartpole", "adder_process=false"], tmp_path)[0].adder_process
-    assert build(["adder_process=true"], tmp_path)[0].adder_process
+def test_adder_process_is_off_by_default_and_can_be_set(tmp_path):
+    assert not build([], tmp_path)[0].adder_process
+    assert build(["experiment=dqn_cartpole", "adder_process=true"], tmp_path)[0].adder_process
 
 
 def test_environment_name_override_reaches_the_factory(tmp_path):

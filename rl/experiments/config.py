@@ -52,8 +52,8 @@ class ExperimentConfig:
     vector_environment_factory: Callable[..., Any] | None = None
     # Directory of the persistent XLA compilation cache (None: no cache).
     compilation_cache: str | None = None
-    # Whether an actor of launcher=local runs its adder in a child process (adder_process:
-    # auto resolved with num_envs; rl/replay/adder_process.py).
+    # Whether an actor of launcher=local makes its adder's calls in a child process
+    # (rl/replay/adder_process.py).
     adder_process: bool = False
     # The evaluation return that counts as solving the task (None: none); the summary
     # records when it was first reached.

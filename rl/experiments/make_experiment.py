@@ -42,17 +42,6 @@ RUNTIME_ARGUMENTS = {
 }
 
 
-# `adder_process: auto` runs the adder in a child process from this many environment
-# copies per actor: with fewer, shipping each step to the child costs about what the
-# adder's own work does (`scripts/benchmark.py actor`, docs/performance.md).
-ADDER_PROCESS_MIN_ENVS = 8
-
-
-def resolve_adder_process(setting: Any, num_envs: int) -> bool:
-    """`adder_process` (true, false or auto) for actors stepping `num_envs` copies."""
-    return num_envs >= ADDER_PROCESS_MIN_ENVS if setting == "auto" else bool(setting)
-
-
 def _pop_num_envs(environment: dict[str, Any]) -> int:
     """`environment.num_envs` configures the actor's loop, not the environment factory."""
     num_envs = environment.pop("num_envs", 1)
@@ -307,7 +296,7 @@ def make_experiment(
         vector_environment_factory=vector_environment_factory,
         observers=observers,
         compilation_cache=settings.compilation_cache,
-        adder_process=resolve_adder_process(settings.adder_process, num_envs),
+        adder_process=settings.adder_process,
         agent_name=agent_name,
         environment_name=environment_name,
         _environment_spec=environment_spec,

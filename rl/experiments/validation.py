@@ -145,8 +145,8 @@ class RunSettings:
     compilation_cache: str | None
     # The run directory to resume (None: the run directory is Hydra's).
     resume: str | None = None
-    # Where actors' adders run: true, false or "auto" (rl/replay/adder_process.py).
-    adder_process: Any = "auto"
+    # Whether a local run's actor makes its adder's calls in a child process.
+    adder_process: bool = False
 
 
 CHECKPOINT_KEYS = ("enabled", "every_seconds", "keep", "replay")
@@ -220,8 +220,6 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
             raise ConfigError(name, f"must be a positive integer, got {getattr(settings, name)}")
     if not 0 <= settings.seed < 2**32:
         raise ConfigError("seed", f"must be in [0, 2**32), got {settings.seed}")
-    if settings.adder_process not in (True, False, "auto"):
-        raise ConfigError("adder_process", f"must be true, false or auto, got {settings.adder_process!r}")
     if settings.threshold is not None:
         if not math.isfinite(settings.threshold):
             raise ConfigError("threshold", f"must be a finite number or null, got {settings.threshold}")
