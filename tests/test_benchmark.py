@@ -86,6 +86,10 @@ def test_actor_suite_writes_valid_rows(tmp_path):
         assert actor["bound"] == pytest.approx(min(environment["value"], inserts["value"]), rel=1e-3)
         # One round: its ratio is the round's actor / min(environment, adder).
         assert actor["ratio"] == pytest.approx(actor["value"] / actor["bound"], rel=1e-3)
+        serial = rows[f"{case}: serial ceiling"]
+        expected = 1 / (1 / environment["value"] + 1 / inserts["value"])
+        assert serial["value"] == pytest.approx(expected, rel=1e-3) and serial["unit"] == "steps/s"
+        assert serial["ratio"] == pytest.approx(actor["value"] / serial["value"], rel=1e-3)
     if not vectorised:
         assert "num_envs=8 skipped" in result.stdout and "num_envs=32 skipped" in result.stdout
     else:

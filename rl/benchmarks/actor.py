@@ -9,7 +9,9 @@ acting alone. Its bound, measured in the same invocation, is the smaller of the 
 own environment stepped with random actions and the agent's adder fed synthetic episodes
 of the same shape. The three are timed in rounds, back to back (actor, environment,
 adder), so that the shared machine's load hits them alike; `ratio` is the median of the
-rounds' steps/s / bound.
+rounds' steps/s / bound. A fourth row, `serial ceiling` = 1 / (1/environment + 1/adder),
+is what an actor that steps the environment and then writes, with a free policy and
+loop, would reach; its ratio is the actor's steps/s against it.
 """
 
 from __future__ import annotations
@@ -108,10 +110,13 @@ def suite_actor(settings: Settings) -> list[Row]:
                     continue
                 actor, environment, inserts, ratio = _rates(experiment, num_envs, settings)
             bound = min(environment, inserts)
+            serial = 1.0 / (1.0 / environment + 1.0 / inserts)
             rows += [
                 Row("actor", case, actor, "steps/s", bound, ratio),
                 Row("actor", f"{case}: environment alone", environment, "steps/s"),
                 Row("actor", f"{case}: adder inserts", inserts, "items/s"),
+                # What a loop running the two one after the other, at no other cost, reaches.
+                Row("actor", f"{case}: serial ceiling", serial, "steps/s", ratio=actor / serial),
             ]
             progress(
                 f"actor {case}: {actor:,.0f} steps/s; environment {environment:,.0f} steps/s, "
