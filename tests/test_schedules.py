@@ -47,3 +47,23 @@ def test_constant_learning_rate_when_decay_is_off():
     config = DQNConfig(learning_rate=3e-4, learning_rate_decay_actor_steps=0)
     assert learning_rate_schedule(config) == 3e-4
 
+
+
+def test_cosine_learning_rate_decay_follows_the_half_cosine():
+    # 50k actor steps from 1,000 items at 32 samples per insert, batch 64: 24,500 SGD steps.
+    config = DQNConfig(
+        learning_rate=1e-3, learning_rate_decay_actor_steps=50_000, learning_rate_decay="cosine",
+        final_learning_rate_fraction=0.1, batch_size=64, samples_per_insert=32.0, min_replay_size=1_000,
+    )
+    schedule = learning_rate_schedule(config)
+    steps = config.sgd_steps_by(50_000)
+    assert steps == 24_500
+    for fraction in (0.0, 0.25, 0.5, 0.85, 1.0):
+        expected = 1e-3 * (0.1 + 0.9 * (1 + np.cos(np.pi * fraction)) / 2)
+        assert float(schedule(round(steps * fraction))) == pytest.approx(expected, rel=1e-4)
+    assert float(schedule(2 * steps)) == pytest.approx(1e-4, rel=1e-4)  # Stays at the floor.
+
+
+def test_unknown_learning_rate_decay_is_a_clear_error():
+    with pytest.raises(ValueError, match="learning_rate_decay must be one of linear, cosine, got 'exp'"):
+        DQNConfig(learning_rate_decay="exp")

@@ -5,7 +5,7 @@ rate optionally decayed over the run), copy it into a target network every
 `target_update_period` SGD steps, correct prioritized sampling with importance weights,
 and write the sampled items' new priorities back to replay after each update. Their
 configs provide `learning_rate`, `learning_rate_decay_actor_steps`,
-`final_learning_rate_fraction`, `sgd_steps_by`, `adam_eps`, `max_gradient_norm`,
+`learning_rate_decay`, `final_learning_rate_fraction`, `sgd_steps_by`, `adam_eps`, `max_gradient_norm`,
 `target_update_period`, `sgd_steps_per_learner_step` and `replay_table_name`.
 """
 
@@ -37,21 +37,35 @@ class TrainingState(NamedTuple):
     steps: jax.Array
 
 
-def learning_rate_schedule(config: Any) -> float | optax.Schedule:
-    """The learning rate per SGD step: constant, or linear to `final_learning_rate_fraction`
-    of it by `learning_rate_decay_actor_steps`.
+LEARNING_RATE_DECAYS = ("linear", "cosine")
 
-    The decay is set in actor steps, the unit of a run's budget, and converted to the SGD
-    steps the replay ratio allows by then (`config.sgd_steps_by`), so it ends where the
-    run does.
+
+def learning_rate_schedule(config: Any) -> float | optax.Schedule:
+    """The learning rate per SGD step: constant, or decayed to `final_learning_rate_fraction`
+    of it by `learning_rate_decay_actor_steps`, linearly or along a half cosine.
+
+    With lr_0 the learning rate, f the final fraction and u = step / decay_steps in [0, 1]:
+    linear is lr_0 (1 - (1 - f) u); cosine is lr_0 (f + (1 - f) (1 + cos(pi u)) / 2), which
+    stays near lr_0 early (fast learning) and near f lr_0 for the run's last stretch (a
+    solved task stays solved). The decay is set in actor steps, the unit of a run's
+    budget, and converted to the SGD steps the replay ratio allows by then
+    (`config.sgd_steps_by`), so it ends where the run does.
     """
     if config.learning_rate_decay_actor_steps <= 0:
         return config.learning_rate
-    return optax.linear_schedule(
-        config.learning_rate,
-        config.learning_rate * config.final_learning_rate_fraction,
-        max(1, config.sgd_steps_by(config.learning_rate_decay_actor_steps)),
-    )
+    decay_steps = max(1, config.sgd_steps_by(config.learning_rate_decay_actor_steps))
+    final = config.learning_rate * config.final_learning_rate_fraction
+    if config.learning_rate_decay == "cosine":
+        return optax.cosine_decay_schedule(config.learning_rate, decay_steps, alpha=config.final_learning_rate_fraction)
+    return optax.linear_schedule(config.learning_rate, final, decay_steps)
+
+
+def check_learning_rate_decay(config: Any) -> None:
+    """A clear error for a decay shape `learning_rate_schedule` does not know."""
+    if config.learning_rate_decay not in LEARNING_RATE_DECAYS:
+        raise ValueError(
+            f"learning_rate_decay must be one of {', '.join(LEARNING_RATE_DECAYS)}, got {config.learning_rate_decay!r}"
+        )
 
 
 def make_optimizer(config: Any) -> optax.GradientTransformation:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from rl.agents.builder import ReplayConfig
+from rl.agents.q_learning import check_learning_rate_decay
 from rl.checks import require_positive
 
 
@@ -27,6 +28,8 @@ class DQNConfig(ReplayConfig):
     # `max_actor_steps`, so the schedule spans every run whatever its length.
     learning_rate_decay_actor_steps: int = 0
     final_learning_rate_fraction: float = 0.0
+    # The decay's shape: "linear" or "cosine" (rl/agents/q_learning.py states both).
+    learning_rate_decay: str = "linear"
     adam_eps: float = 1e-8
     max_gradient_norm: float = 10.0
     # Counted in SGD steps (not actor steps): the target copy happens every this many updates.
@@ -36,6 +39,7 @@ class DQNConfig(ReplayConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         require_positive(self, "learning_rate", "target_update_period", "huber_loss_delta", "max_gradient_norm")
+        check_learning_rate_decay(self)
         if self.learning_rate_decay_actor_steps < 0:
             raise ValueError(
                 f"learning_rate_decay_actor_steps must be >= 0, got {self.learning_rate_decay_actor_steps}"

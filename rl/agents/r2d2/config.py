@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from rl.agents.builder import ReplayConfig
+from rl.agents.q_learning import check_learning_rate_decay
 from rl.checks import require_positive
 
 
@@ -44,6 +45,8 @@ class R2D2Config(ReplayConfig):
     # steps (the items an episode's end adds make the decay end a little early).
     learning_rate_decay_actor_steps: int = 0
     final_learning_rate_fraction: float = 0.0
+    # The decay's shape: "linear" or "cosine" (rl/agents/q_learning.py states both).
+    learning_rate_decay: str = "linear"
     adam_eps: float = 1e-3
     max_gradient_norm: float = 40.0
     # In SGD steps (learner updates), not actor steps.
@@ -79,6 +82,7 @@ class R2D2Config(ReplayConfig):
                 f"sequence_period ({self.sequence_period}) must be <= trace_length - 1 ({self.trace_length - 1}), "
                 "or some steps are never a trained row of any item"
             )
+        check_learning_rate_decay(self)
         if self.learning_rate_decay_actor_steps < 0:
             raise ValueError(
                 f"learning_rate_decay_actor_steps must be >= 0, got {self.learning_rate_decay_actor_steps}"
