@@ -48,7 +48,6 @@ def test_constant_learning_rate_when_decay_is_off():
     assert learning_rate_schedule(config) == 3e-4
 
 
-
 def test_cosine_learning_rate_decay_follows_the_half_cosine():
     # 50k actor steps from 1,000 items at 32 samples per insert, batch 64: 24,500 SGD steps.
     config = DQNConfig(

@@ -46,18 +46,17 @@ def learning_rate_schedule(config: Any) -> float | optax.Schedule:
 
     With lr_0 the learning rate, f the final fraction and u = step / decay_steps in [0, 1]:
     linear is lr_0 (1 - (1 - f) u); cosine is lr_0 (f + (1 - f) (1 + cos(pi u)) / 2), which
-    stays near lr_0 early (fast learning) and near f lr_0 for the run's last stretch (a
-    solved task stays solved). The decay is set in actor steps, the unit of a run's
-    budget, and converted to the SGD steps the replay ratio allows by then
-    (`config.sgd_steps_by`), so it ends where the run does.
+    stays nearer lr_0 early and nearer f lr_0 over the run's last stretch. The decay is
+    set in actor steps, the unit of a run's budget, and converted to the SGD steps the
+    replay ratio allows by then (`config.sgd_steps_by`), so it ends where the run does.
     """
     if config.learning_rate_decay_actor_steps <= 0:
         return config.learning_rate
     decay_steps = max(1, config.sgd_steps_by(config.learning_rate_decay_actor_steps))
-    final = config.learning_rate * config.final_learning_rate_fraction
+    fraction = config.final_learning_rate_fraction
     if config.learning_rate_decay == "cosine":
-        return optax.cosine_decay_schedule(config.learning_rate, decay_steps, alpha=config.final_learning_rate_fraction)
-    return optax.linear_schedule(config.learning_rate, final, decay_steps)
+        return optax.cosine_decay_schedule(config.learning_rate, decay_steps, alpha=fraction)
+    return optax.linear_schedule(config.learning_rate, config.learning_rate * fraction, decay_steps)
 
 
 def check_learning_rate_decay(config: Any) -> None:
