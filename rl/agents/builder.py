@@ -169,10 +169,10 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
         from rl.replay.codecs import transition_codec
-        from rl.replay.dataset import make_replay_iterator
+        from rl.replay.seeded import learner_iterator
 
-        return make_replay_iterator(
-            replay_client.server_address,
+        return learner_iterator(
+            replay_client,
             self.config.replay_table_name,
             self.samples_per_learner_step,
             decode=transition_codec(environment_spec).decode,
@@ -202,10 +202,10 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
 def sequence_iterator(replay_client: Any, table_name: str, batch_size: int) -> Iterator[Any]:
     """Batches of `batch_size` stored sequences from `table_name`, decoded to batch-major
     `SequenceStep`s (for the builders whose replay holds sequences)."""
-    from rl.replay.dataset import make_replay_iterator
+    from rl.replay.seeded import learner_iterator
     from rl.replay.sequences import decode_sequences
 
-    return make_replay_iterator(replay_client.server_address, table_name, batch_size, decode=decode_sequences)
+    return learner_iterator(replay_client, table_name, batch_size, decode=decode_sequences)
 
 
 def builder_factory(builder_class: type, config_class: type) -> Callable[..., ActorLearnerBuilder]:

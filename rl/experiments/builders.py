@@ -23,7 +23,7 @@ from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment
 from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.config import ExperimentConfig
-from rl.loggers.aggregators import TimeFilter
+from rl.loggers.aggregators import StepFilter, TimeFilter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.observers.base import Observer
 
@@ -71,17 +71,29 @@ def make_environment(experiment: ExperimentConfig, random_key: jax.Array, num_en
 
 
 def build_learner(
-    experiment: ExperimentConfig, random_key: jax.Array, replay_client: Any, counter: Counter
+    experiment: ExperimentConfig,
+    random_key: jax.Array,
+    replay_client: Any,
+    counter: Counter,
+    log_every_actor_steps: int | None = None,
 ) -> core.Learner:
     """The learner reading from replay, counting under the prefix `learner`. Without a
-    replay client it only serves (restored) parameters: it has nothing to learn from."""
+    replay client it only serves (restored) parameters: it has nothing to learn from.
+
+    Its records go to the log at most once every `experiment.learner_log_interval_s`
+    seconds or, with `log_every_actor_steps`, the first record in each window of that
+    many actor steps (what a deterministic run logs: its rows must not depend on timing)."""
     enable_compilation_cache(experiment.compilation_cache)
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     if replay_client is None:
         dataset = iter(())
     else:
         dataset = experiment.builder.make_dataset_iterator(replay_client, experiment.environment_spec)
-    logger = TimeFilter(experiment.logger_factory("learner", "learner_steps"), experiment.learner_log_interval_s)
+    logger = experiment.logger_factory("learner", "learner_steps")
+    if log_every_actor_steps is None:
+        logger = TimeFilter(logger, experiment.learner_log_interval_s)
+    else:
+        logger = StepFilter(logger, "actor_steps", log_every_actor_steps)
     learner_counter = Counter(counter, "learner", time_delta=0.0)
     return experiment.builder.make_learner(random_key, networks, dataset, replay_client, learner_counter, logger)
 

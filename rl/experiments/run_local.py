@@ -3,9 +3,15 @@
 By default the learner steps on its own thread beside the actor (`LearnerThread`), so
 acting and learning overlap on two cores, and takes a batch whenever reverb's rate
 limiter lets its dataset sample one: the replay ratio is enforced by the table, as in a
-distributed run. With `deterministic=True` both run on one thread in a fixed order:
-after each actor step the learner takes every batch the ratio's schedule allows
-(`ReplayRatio.can_sample`), and nothing ever waits on replay.
+distributed run.
+
+With `deterministic=True` the run is a function of its command: both run on one thread
+in a fixed order (after each actor step the learner takes every batch the ratio's
+schedule allows, `ReplayRatio.can_sample`), the replay is in process with a seeded
+choice of items (rl/replay/seeded.py) instead of a reverb server whose samplers take no
+seed, the actor's deferred adder calls are made at every step, and the learner logs its
+first record in each `DETERMINISTIC_LOG_WINDOWS`-th of the evaluation interval (in actor
+steps) rather than one a second.
 
 Checkpoints (`experiment.checkpoint`) are written every `every_seconds`, at the end and
 when SIGINT/SIGTERM asks the run to stop; the learner pauses while one is written. A run
@@ -33,6 +39,10 @@ from rl.experiments.summary import RunSummary, close_loggers, finish_run, merge_
 from rl.numerics import NumericalError
 
 
+# Learner records of a deterministic run: this many per evaluation interval, at most.
+DETERMINISTIC_LOG_WINDOWS = 10
+
+
 def _replay_counts(client: Any, table: str) -> tuple[int, int]:
     """(inserts, samples) of a restored table's rate limiter."""
     info = client.server_info()[table].rate_limiter_info
@@ -42,6 +52,7 @@ def _replay_counts(client: Any, table: str) -> tuple[int, int]:
 def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunSummary:
     import reverb  # Replay pulls in TensorFlow: import it only when a run starts.
 
+    from rl.replay.seeded import SeededReplay
     from rl.replay.server import make_server
 
     start = time.perf_counter()
@@ -49,16 +60,21 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
     builder = experiment.builder
     restore = experiment.restore
     checkpoints = RunCheckpointer(experiment)
-    server = make_server(program.make_replay_tables(), checkpointer=checkpoints.replay_checkpointer(restore))
+    server = seeded = None
+    if deterministic:
+        seeded = SeededReplay(program.make_replay_tables(), experiment.seed)
+    else:
+        server = make_server(program.make_replay_tables(), checkpointer=checkpoints.replay_checkpointer(restore))
     stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: stop at the next step.
     loggers_closed = False
     learner_thread = adder = None
     try:
-        client = reverb.Client(f"localhost:{server.port}")
+        client = seeded if seeded is not None else reverb.Client(f"localhost:{server.port}")
         counter = program.make_counter()
         if restore is not None:
             counter.restore(restore.counts)
-        learner = program.make_learner(client, counter)
+        log_every = max(1, experiment.eval_every // DETERMINISTIC_LOG_WINDOWS) if deterministic else None
+        learner = program.make_learner(client, counter, log_every)
         if restore is not None:
             learner.restore(restore.learner_state(learner.save()))
         schedule_step = int(restore.state["actor_schedule_step"]) if restore is not None else 0
@@ -69,7 +85,7 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             counter,
             restart=experiment.session,
             initial_step=schedule_step,
-            adder_process=experiment.adder_process and not deterministic,  # Its order must not depend on timing.
+            adder_process=experiment.adder_process,  # Refused with deterministic=true (validation).
         )
         evaluators = [program.make_evaluator(i, learner, counter) for i in range(program.evaluators)]
         histories = [Evaluations() for _ in evaluators]
@@ -89,7 +105,7 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
         ratio = builder.replay_ratio
         batch = builder.samples_per_learner_step
         samples = inserted = 0  # A restored table's counts, when the replay is restored.
-        if restore is not None and restore.restore_replay:
+        if restore is not None and restore.restore_replay and seeded is None:
             table = getattr(builder.config, "replay_table_name", None) or next(iter(client.server_info()))
             inserted, samples = _replay_counts(client, table)
         pause = threading.Lock()  # Held between two learner steps: learning pauses (checkpoints).
@@ -122,7 +138,7 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
                     experiment, counter.get_counts(), step, next_eval, actor_loop.actor.step_count,
                     *evaluation_curve(), acting_time(),
                 )
-                return checkpoints.save(learner, state, client), state
+                return checkpoints.save(learner, state, None if seeded is not None else client), state
 
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             step = restore.actor_steps if restore is not None else 0
@@ -135,6 +151,8 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
                 step += count
                 if learner_thread is not None:
                     learner_thread.notify()
+                else:  # Every step's items are in before the learner is asked, whatever the timing.
+                    actor_loop.flush()
                 while learner_thread is None and ratio.can_sample(inserted + adder.num_items, samples):
                     learner.step()
                     samples += batch
@@ -191,5 +209,6 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
         close = getattr(adder, "close", None)
         if close is not None:  # An adder process stops before its server does.
             close()
-        server.stop()
+        if server is not None:
+            server.stop()
         restore_signal_handlers()

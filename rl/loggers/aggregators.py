@@ -41,6 +41,29 @@ class TimeFilter(Logger):
         self._logger.close()
 
 
+class StepFilter(Logger):
+    """Passes the first record in each window of `every` counts of `steps_key` (the one
+    at or after each multiple): a schedule that, unlike `TimeFilter`'s, does not depend
+    on how fast the run goes."""
+
+    def __init__(self, logger: Logger, steps_key: str, every: int):
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self._logger = logger
+        self._steps_key = steps_key
+        self._every = every
+        self._window = -1
+
+    def write(self, data: LoggingData) -> None:
+        window = int(data.get(self._steps_key, 0)) // self._every
+        if window > self._window:
+            self._window = window
+            self._logger.write(data)
+
+    def close(self) -> None:
+        self._logger.close()
+
+
 class ConstantFields(Logger):
     """Adds fixed fields (an actor id, say) to every record."""
 

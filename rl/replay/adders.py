@@ -89,6 +89,27 @@ def end_episode(writer: Any, table: str, client: Any, timeout_ms: int) -> None:
     )
 
 
+def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], None]:
+    """`insert(table, priority, columns)`: appends `columns` as one step and inserts one
+    item referencing that step, each column squeezed (how both adders write).
+
+    A writer of this project's (`rl.replay.seeded.SeededWriter`) inserts directly. For
+    reverb's trajectory writer this is the one place that calls its C++ writer: reverb
+    0.14's Python wrapper re-validates the structure on every call and costs about twice
+    as much per item (`scripts/benchmark.py replay`); tests/test_replay.py pins it to 0.14.
+    """
+    own = getattr(writer, "insert_item", None)
+    if own is not None:
+        return own
+    native = writer._writer  # noqa: SLF001 - see the docstring.
+
+    def insert(table: str, priority: float, columns: Sequence[np.ndarray]) -> None:
+        references = native.Append(columns)
+        native.CreateItem(table, priority, [[reference] for reference in references], [True] * len(references))
+
+    return insert
+
+
 def n_step_return(rewards: list[float], discounts: list[float], gamma: float) -> tuple[float, float]:
     """Discounted return over the given steps and the bootstrap factor after them.
 
@@ -119,9 +140,8 @@ class NStepTransitionAdder(Adder):
     n-1 steps are written too, so every visited state is a sample.
 
     `codec` (rl.replay.codecs) lays the transition out as the table's signature does; by
-    default each leaf is a column. One trajectory writer serves all copies. Items are created through the writer's C++
-    methods: reverb 0.14's Python wrapper re-validates the structure on every call and
-    costs about twice as much per item (measured by `scripts/benchmark.py replay`).
+    default each leaf is a column. One trajectory writer serves all copies; items go in
+    through `item_inserter`.
     """
 
     def __init__(
@@ -139,6 +159,7 @@ class NStepTransitionAdder(Adder):
             raise ValueError(f"n_step must be >= 1, got {n_step}")
         self._client = client
         self._writer = client.trajectory_writer(num_keep_alive_refs=1)
+        self._insert = item_inserter(self._writer)
         self._encode = tree.flatten if codec is None else codec.encode  # The table's column layout.
         self._table = table
         self._n_step = n_step
@@ -184,10 +205,7 @@ class NStepTransitionAdder(Adder):
         reward, discount = n_step_return([s[2] for s in window], [s[3] for s in window], self._gamma)
         window.popleft()
         transition = Transition(observation, action, np.float32(reward), np.float32(discount), next_observation)
-        references = self._writer._writer.Append(self._encode(transition))  # noqa: SLF001 - see class docstring.
-        self._writer._writer.CreateItem(  # noqa: SLF001
-            self._table, self._priority, [[reference] for reference in references], [True] * len(references)
-        )
+        self._insert(self._table, self._priority, self._encode(transition))
         self._num_items += 1
         self._unflushed += 1
         if self._unflushed >= self._max_pending_items:

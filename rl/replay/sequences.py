@@ -35,7 +35,7 @@ import reverb
 import tree
 from dm_env import specs
 
-from rl.replay.adders import Adder, bounded_write, end_episode
+from rl.replay.adders import Adder, bounded_write, end_episode, item_inserter
 from rl.specs import EnvironmentSpec
 
 
@@ -116,6 +116,7 @@ class SequenceAdder(Adder):
             raise ValueError(f"period must be in [1, sequence_length={sequence_length}], got {period}")
         self._client = client
         self._writer = client.trajectory_writer(num_keep_alive_refs=1)
+        self._insert = item_inserter(self._writer)
         self._table = table
         self._spec = spec
         self._length = sequence_length
@@ -244,10 +245,7 @@ class SequenceAdder(Adder):
     def _write(self, env_id: int) -> int:
         """Inserts copy `env_id`'s full buffer as one item and keeps its overlap rows."""
         columns = [np.ascontiguousarray(buffer[env_id]) for buffer in self._buffers]
-        references = self._writer._writer.Append(columns)  # noqa: SLF001 - see NStepTransitionAdder.
-        self._writer._writer.CreateItem(  # noqa: SLF001
-            self._table, self._priority, [[reference] for reference in references], [True] * len(references)
-        )
+        self._insert(self._table, self._priority, columns)
         self._num_items += 1
         overlap = self._length - self._period
         if overlap:

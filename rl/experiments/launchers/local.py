@@ -10,8 +10,8 @@ class LocalLauncher:
     """Runs every node in this process.
 
     `deterministic=False` (the default) steps the learner on its own thread beside the
-    actor; `True` runs both on one thread in a fixed order (slower, and the order of
-    acting and learning no longer depends on thread timing).
+    actor; `True` makes the run a function of its command (rl/experiments/run_local.py):
+    one thread in a fixed order and in-process replay with a seeded choice of items.
     """
 
     # It restores a run's checkpoint (rl/experiments/resume.py) when the experiment has one.
@@ -19,6 +19,25 @@ class LocalLauncher:
 
     def __init__(self, deterministic: bool = False):
         self.deterministic = deterministic
+
+    def check_experiment(self, experiment: ExperimentConfig) -> None:
+        """Refuses settings the deterministic mode would otherwise ignore without a word."""
+        from rl.experiments.validation import ConfigError
+
+        if not self.deterministic:
+            return
+        if experiment.adder_process:
+            raise ConfigError(
+                "adder_process",
+                "launcher.deterministic=true makes the adder's calls in the actor's thread (their order must not "
+                "depend on timing); set adder_process=false",
+            )
+        if experiment.checkpoint.enabled and experiment.checkpoint.replay:
+            raise ConfigError(
+                "checkpoint.replay",
+                "launcher.deterministic=true keeps replay in process (rl/replay/seeded.py), which is not checkpointed; "
+                "set checkpoint.replay=false",
+            )
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         from rl.experiments.run_local import run_local  # Replay (reverb, TensorFlow) loads when a run starts.

@@ -1,0 +1,195 @@
+"""In-process replay with a seeded choice of items: the store of `launcher.deterministic=true`.
+
+Reverb 0.14's selectors draw from a generator no client can seed, so two runs of the same
+command sample different batches from their first learner step on. A deterministic run
+replaces the reverb server with `SeededReplay`: the same tables (built from the agent's
+`reverb.Table`s, so name, sampler, remover, size and signature are the agent's own), the
+same items (the adders write the columns they would write to reverb, through
+`SeededWriter`) and the same batch layout (`ReplaySample`), but the learner's batches
+come from a `numpy` generator seeded by the run's seed and the table's position.
+
+Semantics kept from reverb: uniform sampling with replacement over the items present,
+prioritized sampling with P(i) = p_i^a / sum_j p_j^a and priority updates by key, FIFO
+removal once a table holds `max_size` items, and queues (FIFO sampler, every item sampled
+once). Not kept: waiting. Nothing here blocks; the deterministic loop (rl/experiments/
+run_local.py) steps the learner only when the replay ratio allows a batch, so a queue
+never holds more than a batch plus one actor step, and a sample from a table below its
+minimum size is a bug that raises.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+import tree
+
+from rl.replay.dataset import ReplaySample
+
+# The address a SeededReplay reports where a reverb client's would be (messages only).
+IN_PROCESS = "in-process (launcher.deterministic=true)"
+
+
+def _sampler_kind(options: Any) -> tuple[str, float]:
+    """('uniform' | 'prioritized' | 'fifo', priority exponent) of reverb's sampler options."""
+    kind = options.WhichOneof("distribution")
+    if kind == "prioritized":
+        return kind, float(options.prioritized.priority_exponent)
+    if kind in ("uniform", "fifo"):
+        return kind, 0.0
+    raise ValueError(f"the deterministic mode has no seeded equivalent of reverb's {kind!r} sampler")
+
+
+class SeededTable:
+    """One table: items are lists of columns (one array per leaf of the signature)."""
+
+    def __init__(self, table: Any, seed: Sequence[int]):
+        info = table.info
+        self.name: str = info.name
+        self.sampler, self.priority_exponent = _sampler_kind(info.sampler_options)
+        if info.remover_options.WhichOneof("distribution") != "fifo":
+            raise ValueError(f"table {self.name!r}: the deterministic mode keeps FIFO removal only")
+        self.max_size = int(info.max_size)
+        self.max_times_sampled = int(info.max_times_sampled)
+        if self.sampler == "fifo" and self.max_times_sampled != 1:
+            raise ValueError(f"table {self.name!r}: a FIFO sampler is kept for queues only (max_times_sampled=1)")
+        self.signature = info.signature
+        self._dtypes = [np.dtype(spec.dtype.as_numpy_dtype) for spec in tree.flatten(self.signature)]
+        self.rng = np.random.Generator(np.random.PCG64(list(seed)))
+        self.inserts = 0  # Items ever inserted; an item's key is its insert index.
+        self._items: list[list[np.ndarray]] = []  # Ring buffer (slot = key % max_size), or the queue.
+        self._queue: collections.deque = collections.deque()
+        self._priorities = np.zeros(0, np.float64)
+
+    @property
+    def size(self) -> int:
+        return len(self._queue) if self.sampler == "fifo" else min(self.inserts, self.max_size)
+
+    def insert(self, priority: float, columns: Sequence[np.ndarray]) -> None:
+        columns = [np.array(column, dtype, copy=True) for column, dtype in zip(columns, self._dtypes)]
+        if len(columns) != len(self._dtypes):
+            raise ValueError(f"table {self.name!r}: an item of {len(columns)} columns, the signature has {len(self._dtypes)}")
+        if self.sampler == "fifo":
+            self._queue.append((self.inserts, columns))
+            if len(self._queue) > self.max_size:
+                self._queue.popleft()
+        else:
+            slot = self.inserts % self.max_size
+            if slot == len(self._items):
+                self._items.append(columns)
+                if len(self._priorities) <= slot:
+                    grown = np.zeros(min(self.max_size, max(1024, 2 * len(self._priorities))), np.float64)
+                    grown[: len(self._priorities)] = self._priorities
+                    self._priorities = grown
+            else:
+                self._items[slot] = columns
+            self._priorities[slot] = priority
+        self.inserts += 1
+
+    def sample(self, batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+        """(keys, probabilities, table sizes, stacked columns) of `batch_size` items."""
+        size = self.size
+        if size == 0 or (self.sampler == "fifo" and size < batch_size):
+            raise RuntimeError(f"table {self.name!r} holds {size} items: no batch of {batch_size} to sample")
+        if self.sampler == "fifo":
+            taken = [self._queue.popleft() for _ in range(batch_size)]
+            keys = np.array([key for key, _ in taken], np.uint64)
+            items = [columns for _, columns in taken]
+            probabilities = np.ones(batch_size, np.float64)
+        else:
+            if self.sampler == "uniform":
+                slots = self.rng.integers(0, size, batch_size)
+                probabilities = np.full(batch_size, 1.0 / size)
+            else:
+                weights = self._priorities[:size] ** self.priority_exponent
+                total = weights.sum()
+                slots = np.minimum(np.searchsorted(np.cumsum(weights), self.rng.random(batch_size) * total, "right"), size - 1)
+                probabilities = weights[slots] / total
+            oldest = self.inserts - size  # Slot s holds the key k in [oldest, inserts) with k % max_size == s.
+            keys = (oldest + (slots - oldest) % self.max_size).astype(np.uint64)
+            items = [self._items[slot] for slot in slots]
+        columns = [np.stack([item[c] for item in items]) for c in range(len(self._dtypes))]
+        return keys, probabilities, np.full(batch_size, size, np.int64), columns
+
+    def mutate_priorities(self, updates: Mapping[int, float]) -> None:
+        """New priorities for the items still present (others are ignored, as reverb does)."""
+        oldest = self.inserts - self.size
+        for key, priority in updates.items():
+            if oldest <= int(key) < self.inserts:
+                self._priorities[int(key) % self.max_size] = priority
+
+
+class SeededWriter:
+    """What an adder writes through (`rl.replay.adders.item_inserter`); nothing is pending,
+    so flushes and episode ends return at once."""
+
+    def __init__(self, replay: "SeededReplay"):
+        self._replay = replay
+
+    def insert_item(self, table: str, priority: float, columns: Sequence[np.ndarray]) -> None:
+        self._replay.table(table).insert(priority, columns)
+
+    def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
+        del block_until_num_items, timeout_ms
+
+    def end_episode(self, clear_buffers: bool = True, timeout_ms: int | None = None) -> None:
+        del clear_buffers, timeout_ms
+
+    def close(self) -> None:
+        pass
+
+
+class SeededReplay:
+    """The tables of one run in this process, standing where a reverb client would."""
+
+    server_address = IN_PROCESS
+
+    def __init__(self, tables: Sequence[Any], seed: int):
+        self.tables = {table.name: SeededTable(table, (int(seed), index)) for index, table in enumerate(tables)}
+
+    def table(self, name: str) -> SeededTable:
+        try:
+            return self.tables[name]
+        except KeyError:
+            raise KeyError(f"no replay table {name!r}; the run has {sorted(self.tables)}") from None
+
+    def trajectory_writer(self, num_keep_alive_refs: int = 1) -> SeededWriter:
+        del num_keep_alive_refs
+        return SeededWriter(self)
+
+    def mutate_priorities(self, table: str, updates: Mapping[int, float]) -> None:
+        self.table(table).mutate_priorities(updates)
+
+
+class SeededIterator(Iterator[ReplaySample]):
+    """Batches of `batch_size` items of one table, decoded as the reverb iterator decodes
+    them (`decode`, then device arrays); a batch is drawn when it is asked for."""
+
+    def __init__(self, replay: SeededReplay, table: str, batch_size: int, decode: Any = None):
+        import jax
+
+        self._device_put = jax.device_put
+        self._table = replay.table(table)
+        self._batch_size = batch_size
+        self._decode = decode
+
+    def __next__(self) -> ReplaySample:
+        keys, probabilities, sizes, columns = self._table.sample(self._batch_size)
+        data = tree.unflatten_as(self._table.signature, columns)
+        if self._decode is not None:
+            data = self._decode(data)
+        return ReplaySample(keys=keys, probabilities=probabilities, table_size=sizes, data=self._device_put(data))
+
+    def close(self) -> None:
+        pass
+
+
+def learner_iterator(replay_client: Any, table: str, batch_size: int, decode: Any = None) -> Iterator[ReplaySample]:
+    """The learner's batches of `table`: seeded draws from a `SeededReplay`, or reverb's
+    prefetching dataset on the server a reverb client talks to."""
+    if isinstance(replay_client, SeededReplay):
+        return SeededIterator(replay_client, table, batch_size, decode)
+    from rl.replay.dataset import make_replay_iterator
+
+    return make_replay_iterator(replay_client.server_address, table, batch_size, decode=decode)
