@@ -13,6 +13,7 @@ bootstrap from `final_observation`, the observation before the automatic reset).
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any, NamedTuple
 
@@ -91,17 +92,36 @@ def _as_observation(observation: jax.Array) -> jax.Array:
     return jnp.asarray(observation).astype(jnp.float32)
 
 
+# A time limit no episode reaches: `is_terminal` under it is the task's own condition.
+_NO_TIME_LIMIT = np.iinfo(np.int32).max
+
+
+def terminated_by_task(environment: Any, params: Any, env_state: Any) -> jax.Array:
+    """Whether `env_state` ends the episode by the task itself, the time limit aside.
+
+    gymnax's `is_terminal` (what `step_env` returns as `done`) ORs the task's condition
+    with `time >= max_steps_in_episode`; asked again with a limit no episode reaches, it
+    answers for the task alone."""
+    unlimited = dataclasses.replace(params, max_steps_in_episode=_NO_TIME_LIMIT)
+    return jnp.asarray(environment.is_terminal(env_state, unlimited), bool)
+
+
 def single_step(environment: Any, params: Any, key: jax.Array, env_state: Any, action: jax.Array) -> tuple:
     """One step of one copy without a reset: (observation, state, reward, done, truncated).
 
     `truncated` is an episode end by the time limit (state.time >= max_steps_in_episode)
-    rather than by the task; gymnax counts both as `done`.
+    where the task did not also end it: a step that terminates on the last allowed step
+    is a termination (discount 0), as in the gymnasium adapter. gymnax counts both as
+    `done`.
     """
     observation, env_state, reward, done, _ = environment.step_env(key, env_state, action, params)
     done = jnp.asarray(done, bool)
     limit = getattr(params, "max_steps_in_episode", None)
     time = getattr(env_state, "time", None)
-    truncated = done & (time >= limit) if limit is not None and time is not None else jnp.zeros_like(done)
+    if limit is not None and time is not None:
+        truncated = done & (time >= limit) & ~terminated_by_task(environment, params, env_state)
+    else:
+        truncated = jnp.zeros_like(done)
     return _as_observation(observation), env_state, jnp.asarray(reward, jnp.float32).reshape(()), done, truncated
 
 
