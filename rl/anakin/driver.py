@@ -102,15 +102,19 @@ def _evaluation_record(counts: dict[str, int], returns: np.ndarray, lengths: np.
 
 
 def _write_chunk_records(logs: list[ReplicaLog], book: Bookkeeping, metrics: dict[str, Any], rate: float) -> None:
-    """Each replica's learner record and, when episodes ended, its actor record."""
+    """Each replica's learner record and, when episodes ended, its actor record. A chunk
+    whose updates took no SGD step (the buffer still short of `min_replay_size`) has no
+    learner metrics to report: its learner record holds only the counts and the rate."""
     for index, log in enumerate(logs):
         values = _scalars(take(metrics, index))
         book.learner_steps = int(values.pop("learner_steps"))
+        trained = int(values.pop("trained_updates"))
         episodes = int(values.pop("episodes"))
         book.replicas[index].episodes += episodes
         counts = book.counts(index)
         episode = {"episode_return": values.pop("episode_return"), "episode_length": values.pop("episode_length")}
-        log.learner.write({**counts, **values, "steps_per_second": rate})
+        learner_metrics = values if trained else {}  # What is left in `values`: the learner's means.
+        log.learner.write({**counts, **learner_metrics, "steps_per_second": rate})
         if episodes:
             log.actor.write({**counts, **episode, "episodes": episodes, "steps_per_second": rate})
 

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.anakin.rollout import EpisodeStatistics, episode_statistics, rollout
+from rl.anakin.system import TRAINED
 from rl.environments.gymnax_vector import GymnaxVector, VectorState
 from rl.specs import EnvironmentSpec
 from rl.types import Transition
@@ -190,6 +191,8 @@ class OffPolicySystem:
             buffer,
             learn_key,
         )
+        # Before `ready` the metrics are zeros of no SGD step: make_chunk leaves them out.
+        metrics = {**metrics, TRAINED: ready}
         return OffPolicyState(learner, buffer, environment, actor_steps, key), metrics, episode_statistics(answer)
 
 
