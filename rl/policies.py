@@ -28,15 +28,23 @@ class Greedy:
 class EpsilonGreedy:
     """Random action with probability epsilon, annealed linearly over the actor's steps.
 
-    Epsilon reaches `epsilon_end` after `decay_fraction` of `run_steps` environment steps;
-    conf/policy/epsilon_greedy.yaml sets `run_steps` to the run's `max_actor_steps`, so the
-    schedule scales with the budget instead of being a fixed count a long run outlives.
+    Epsilon reaches `epsilon_end` when the run has taken `decay_fraction` of its
+    `run_steps` environment steps; conf/policy/epsilon_greedy.yaml sets `run_steps` to the
+    run's `max_actor_steps`, so the schedule scales with the budget instead of being a
+    fixed count a long run outlives. The step the schedule reads is the actor's own
+    count, and `num_actors` actors (launcher=ray) share the budget, about
+    `run_steps / num_actors` each: each actor's schedule spans its share, since one
+    spanning the whole budget would reach its floor only at num_actors times
+    `decay_fraction` of the run.
     """
 
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     decay_fraction: float = 0.2
     run_steps: int = 50_000
+    # Actors sharing `run_steps`: conf/policy/epsilon_greedy.yaml reads launcher.num_actors
+    # (1 under launchers without that key: local, anakin).
+    num_actors: int = 1
 
     action_kind = "discrete"
 
@@ -46,11 +54,14 @@ class EpsilonGreedy:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if self.run_steps < 1:
             raise ValueError(f"run_steps must be >= 1, got {self.run_steps}")
+        if self.num_actors < 1:
+            raise ValueError(f"num_actors must be >= 1, got {self.num_actors}")
 
     @property
     def decay_steps(self) -> int:
-        """Environment steps until epsilon reaches `epsilon_end`."""
-        return max(1, round(self.decay_fraction * self.run_steps))
+        """The actor's own environment steps until epsilon reaches `epsilon_end`:
+        `decay_fraction` of its share of the run."""
+        return max(1, round(self.decay_fraction * self.run_steps / self.num_actors))
 
     def epsilon(self, step: jax.Array) -> jax.Array:
         return optax.linear_schedule(self.epsilon_start, self.epsilon_end, self.decay_steps)(step)

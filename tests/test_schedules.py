@@ -10,6 +10,7 @@ from conftest import ROOT
 from rl.agents.dqn import DQNConfig
 from rl.agents.dqn.learning import learning_rate_schedule
 from rl.experiments.make_experiment import make_experiment
+from rl.policies import EpsilonGreedy
 
 CONF = os.path.join(ROOT, "conf")
 LONG_RUN = ["agent=dqn", "environment=gymnasium", "environment.name=MountainCar-v0", "max_actor_steps=200000"]
@@ -41,6 +42,23 @@ def test_epsilon_decay_follows_the_budget(tmp_path):
     np.testing.assert_allclose(
         [float(policy.epsilon(s)) for s in (0, 20_000, 40_000, 150_000)], [1.0, 0.525, 0.05, 0.05], rtol=1e-6
     )
+
+
+def test_each_ray_actor_reaches_the_epsilon_floor_at_decay_fraction_of_the_run(tmp_path):
+    """4 actors share the 200k steps: each counts its own ~50k, so its schedule ends
+    after 0.2 * 200k / 4 = 10k of them, when the run as a whole is at 0.2 of its
+    budget. (No Ray is started: only the experiment is built.)"""
+    policy = compose_experiment([*LONG_RUN, "launcher=ray", "launcher.num_actors=4"], tmp_path).builder.exploration
+    assert policy.decay_steps == 10_000
+    assert float(policy.epsilon(9_999)) > 0.05
+    np.testing.assert_allclose([float(policy.epsilon(s)) for s in (0, 5_000, 10_000, 50_000)], [1.0, 0.525, 0.05, 0.05])
+
+
+def test_the_epsilon_schedule_of_one_actor_spans_its_whole_budget():
+    """One actor (launcher=local, or ray with num_actors=1) keeps the whole run."""
+    assert EpsilonGreedy(decay_fraction=0.2, run_steps=200_000).decay_steps == 40_000
+    assert EpsilonGreedy(decay_fraction=0.2, run_steps=200_000, num_actors=1).decay_steps == 40_000
+    assert EpsilonGreedy(decay_fraction=0.2, run_steps=200_000, num_actors=4).decay_steps == 10_000
 
 
 def test_constant_learning_rate_when_decay_is_off():
