@@ -33,7 +33,10 @@ class IMPALAConfig(OnPolicyConfig):
     vtrace_lambda: float = 1.0
 
     optimizer: str = "adam"
-    # Adam's epsilon, or RMSProp's (added to the root of the mean square).
+    # Adam's epsilon, or RMSProp's, in different places (learning.py's make_optimizer):
+    # Adam divides by sqrt(v_hat) + eps (outside the square root); RMSProp
+    # (optax.scale_by_rms with its default eps_in_sqrt=True) by sqrt(ms + eps), inside it,
+    # as TF1's RMSPropOptimizer does, the optimiser of the IMPALA paper (epsilon 0.01).
     optimizer_eps: float = 1e-5
     # RMSProp's decay of the mean square of the gradients.
     rmsprop_decay: float = 0.99

@@ -42,6 +42,10 @@ def make_optimizer(config: IMPALAConfig) -> optax.GradientTransformation:
     """Clipped gradients into Adam's or RMSProp's direction; the (scheduled) step size is
     applied by the update, which knows how far the run is."""
     if config.optimizer == "rmsprop":
+        # g / sqrt(ms + eps), ms <- decay * ms + (1 - decay) * g^2: optax's default
+        # eps_in_sqrt=True puts epsilon inside the square root, as TF1's RMSPropOptimizer
+        # (used by the IMPALA paper) does; PyTorch's RMSprop adds it outside. One
+        # difference from TF1 remains: ms starts at 0 here (initial_scale), at 1 in TF1.
         direction = optax.scale_by_rms(decay=config.rmsprop_decay, eps=config.optimizer_eps)
     else:
         direction = optax.scale_by_adam(eps=config.optimizer_eps)

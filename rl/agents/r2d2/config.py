@@ -19,7 +19,12 @@ class R2D2Config(ReplayConfig):
     burn_in_length: int = 8
     trace_length: int = 40
     # null: trace_length // 2 (half the trace overlaps the next item, as in the paper).
-    # Every step is a trained row of some item when sequence_period <= trace_length - 1.
+    # Items start at rows 0, sequence_period, 2 * sequence_period, ... of each episode,
+    # so an episode's first burn_in_length steps are never trained on: they are only ever
+    # burn-in rows (the first item's; later items' too when sequence_period <
+    # burn_in_length), and an episode of at most burn_in_length steps trains nothing.
+    # With sequence_period <= trace_length - 1 every later step is a trained row of some
+    # item.
     sequence_period: int | None = None
     n_step: int = 5
     discount: float = 0.997
