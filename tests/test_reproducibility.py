@@ -1,18 +1,23 @@
 """What the same command and seed reproduce (README, "Reproducibility").
 
-Environment seeds, network initialisation and every policy and evaluation key derive from
-`seed`, so two runs act and evaluate identically until the learner's first update. After
-it, what the learner samples comes from reverb's samplers, which take no seed: runs differ
-from there on, whatever the launcher.
+With `launcher.deterministic=true` two runs of the same command are identical: every log
+row except the wall-clock fields, the summary except its times, and the learner state
+of every checkpoint. Without it (the default), the environment seeds, network
+initialisation and every policy and evaluation key still derive from `seed`, so two runs
+act and evaluate identically until the learner's first update, after which reverb's
+unseeded samplers and thread timing make them differ.
 """
 
 from __future__ import annotations
 
 import csv
+import glob
+import json
 import os
 
 import pytest
 
+import golden_runs
 from conftest import read_summary, run_train
 
 COMMAND = [
@@ -22,7 +27,8 @@ COMMAND = [
     "agent.min_replay_size=600",
     "network.hidden_sizes=[32,32]",
     "progress=false",
-    "checkpoint.enabled=false",
+    "checkpoint.every_seconds=0.5",  # Checkpoints at moments that depend on timing: they must not matter.
+    "checkpoint.keep=100",
     "seed=11",
 ]
 EPISODE_KEYS = ("actor_steps", "episode_return", "episode_length")
@@ -33,34 +39,56 @@ def _rows(run_dir: str, label: str) -> list[dict[str, str]]:
         return list(csv.DictReader(file))
 
 
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("reproducibility")
+def _runs(base, *overrides):
     runs = []
     for name in ("first", "second"):
         run_dir = str(base / name)
-        result = run_train([*COMMAND, f"hydra.run.dir={run_dir}"], timeout=600)
+        result = run_train([*COMMAND, *overrides, f"hydra.run.dir={run_dir}"], timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
         runs.append(run_dir)
     return runs
 
 
-def test_two_runs_act_identically_until_the_first_update(two_runs):
+@pytest.fixture(scope="module")
+def deterministic_runs(tmp_path_factory):
+    return _runs(tmp_path_factory.mktemp("deterministic"), "launcher.deterministic=true")
+
+
+def test_two_deterministic_runs_are_identical(deterministic_runs):
+    first, second = (golden_runs.record(run_dir) for run_dir in deterministic_runs)
+    assert set(first["logs"]) == {"logs/actor.csv", "logs/learner.csv", "logs/evaluator.csv"}
+    assert len(first["logs"]["logs/learner.csv"]) >= 5  # The learner learned, and logged.
+    assert first == second
+    assert read_summary(deterministic_runs[0])["learner_steps"] > 0
+
+
+def test_checkpoints_of_two_deterministic_runs_at_the_same_step_hold_the_same_learner(deterministic_runs):
+    """Checkpoints come every half second, so the two runs saved at different steps; the
+    final one (at the budget) they share, and with it the learner state."""
+    digests = []
+    for run_dir in deterministic_runs:
+        states = {}
+        for path in glob.glob(os.path.join(run_dir, "checkpoints", "step_*", "state.json")):
+            with open(path) as file:
+                states[int(path.split(os.sep)[-2].split("_")[1])] = json.load(file)["learner"]["digest"]
+        assert 1500 in states
+        digests.append(states)
+    assert digests[0][1500] == digests[1][1500]
+
+
+def test_the_default_mode_acts_identically_until_the_first_update(tmp_path):
+    runs = _runs(tmp_path, "checkpoint.enabled=false")
     before = []
-    for run_dir in two_runs:
+    for run_dir in runs:
         rows = _rows(run_dir, "actor")
         # Episodes that ended before the first update could happen (600 items in replay).
         early = [row for row in rows if int(row["actor_steps"]) <= 600]
         assert len(early) >= 5 and all(int(row.get("learner_steps") or 0) == 0 for row in early)
-        before.append([tuple(row[key] for key in EPISODE_KEYS) for row in early])
+        evaluations = [row for row in _rows(run_dir, "evaluator") if int(row.get("learner_steps") or 0) == 0]
+        assert [row["actor_steps"] for row in evaluations] == ["500"]  # The first update comes at 600.
+        before.append((
+            [tuple(row[key] for key in EPISODE_KEYS) for row in early],
+            [{k: v for k, v in row.items() if not golden_runs.is_wall_clock(k)} for row in evaluations],
+        ))
     assert before[0] == before[1]
-
-
-def test_evaluations_before_the_first_update_are_identical(two_runs):
-    before = []
-    for run_dir in two_runs:
-        rows = [row for row in _rows(run_dir, "evaluator") if int(row.get("learner_steps") or 0) == 0]
-        assert [row["actor_steps"] for row in rows] == ["500"]  # The first update comes at 600.
-        before.append([{key: value for key, value in row.items() if key != "wall_time_s"} for row in rows])
-    assert before[0] == before[1]
-    assert all(read_summary(run_dir)["actor_steps"] == 1500 for run_dir in two_runs)
+    assert all(read_summary(run_dir)["actor_steps"] == 1500 for run_dir in runs)

@@ -1,0 +1,129 @@
+"""Golden runs: short deterministic runs whose full records are stored in tests/golden/.
+
+Each run is a `scripts/train.py` command in the deterministic mode (`launcher.deterministic=
+true`, or `launcher=anakin`, a compiled program that is deterministic by construction). Its
+record is every row of every `logs/*.csv` and every `summary.json` under the run directory,
+without the wall-clock fields (seconds and rates), and the digest of the learner state in
+each run's newest checkpoint (sha256 over its arrays, `rl.checkpointing.state_digest`).
+tests/test_golden.py compares a fresh run with the stored record exactly.
+
+A change that alters results updates the records on purpose, in its own commit that says
+why:
+
+    python tests/golden_runs.py            # every golden run
+    python tests/golden_runs.py dqn sac    # some of them
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+TRAIN = os.path.join(ROOT, "scripts", "train.py")
+
+SHORT = ["progress=false", "logger=csv", "eval_episodes=2"]
+DETERMINISTIC = ["launcher.deterministic=true", *SHORT]
+
+# name -> the command's overrides: one or more per agent, a few thousand steps each.
+RUNS: dict[str, list[str]] = {
+    "dqn": ["experiment=dqn_cartpole", "max_actor_steps=3000", "eval_every=1000", "agent.min_replay_size=500",
+            "seed=1", *DETERMINISTIC],
+    "sac": ["experiment=sac_pendulum", "max_actor_steps=2000", "eval_every=1000", "agent.min_replay_size=500",
+            "seed=1", *DETERMINISTIC],
+    "td3": ["experiment=td3_pendulum", "max_actor_steps=2000", "eval_every=1000", "agent.min_replay_size=500",
+            "seed=1", *DETERMINISTIC],
+    "d4pg": ["experiment=d4pg_pendulum", "max_actor_steps=2000", "eval_every=1000", "agent.min_replay_size=500",
+             "seed=1", *DETERMINISTIC],
+    "ppo": ["experiment=ppo_cartpole", "max_actor_steps=4000", "eval_every=2000", "seed=1", *DETERMINISTIC],
+    "impala": ["experiment=impala_cartpole", "max_actor_steps=4000", "eval_every=2000", "seed=1", *DETERMINISTIC],
+    "r2d2": ["experiment=r2d2_cartpole", "max_actor_steps=3000", "eval_every=1500", "seed=1", *DETERMINISTIC],
+    "anakin_ppo_two_seeds": ["experiment=ppo_gymnax_cartpole", "max_actor_steps=16384", "eval_every=8192",
+                             "launcher.num_seeds=2", "seed=1", *SHORT],
+    "anakin_dqn": ["experiment=dqn_gymnax_cartpole", "max_actor_steps=4096", "eval_every=2048", "seed=1", *SHORT],
+}
+
+
+def is_wall_clock(key: str) -> bool:
+    """Fields that measure time or speed: they differ between any two runs."""
+    return key.endswith("_s") or "per_second" in key
+
+
+def without_wall_clock(value: Any) -> Any:
+    """`value` with every wall-clock field left out, at any depth."""
+    if isinstance(value, dict):
+        return {k: without_wall_clock(v) for k, v in value.items() if not is_wall_clock(k)}
+    if isinstance(value, list):
+        return [without_wall_clock(v) for v in value]
+    return value
+
+
+def _csv_rows(path: str) -> list[dict[str, str]]:
+    with open(path, newline="") as file:
+        return [{k: v for k, v in row.items() if not is_wall_clock(k)} for row in csv.DictReader(file)]
+
+
+def _newest_digest(run_directory: str) -> str | None:
+    states = glob.glob(os.path.join(run_directory, "checkpoints", "step_*", "state.json"))
+    if not states:
+        return None
+    newest = max(states, key=lambda path: int(path.split(os.sep)[-2].split("_")[1]))
+    with open(newest) as file:
+        state = json.load(file)
+    learner = state.get("learner")
+    return learner.get("digest") if isinstance(learner, dict) else None
+
+
+def record(run_directory: str) -> dict[str, Any]:
+    """Everything a run wrote that does not depend on timing, keyed by relative path."""
+    result: dict[str, Any] = {"logs": {}, "summaries": {}, "learner_digests": {}}
+    for path in sorted(glob.glob(os.path.join(run_directory, "**", "logs", "*.csv"), recursive=True)):
+        result["logs"][os.path.relpath(path, run_directory)] = _csv_rows(path)
+    for path in sorted(glob.glob(os.path.join(run_directory, "**", "summary.json"), recursive=True)):
+        with open(path) as file:
+            summary = json.load(file)
+        relative = os.path.relpath(path, run_directory)
+        result["summaries"][relative] = without_wall_clock(summary)
+        result["learner_digests"][relative] = _newest_digest(os.path.dirname(path))
+    return result
+
+
+def run(name: str, run_directory: str, timeout: float = 900) -> dict[str, Any]:
+    """Runs golden run `name` into `run_directory` and returns its record."""
+    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    command = [sys.executable, TRAIN, *RUNS[name], f"hydra.run.dir={run_directory}"]
+    result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"golden run {name} failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
+    return record(run_directory)
+
+
+def path_of(name: str) -> str:
+    return os.path.join(GOLDEN, f"{name}.json")
+
+
+def load(name: str) -> dict[str, Any]:
+    with open(path_of(name)) as file:
+        return json.load(file)
+
+
+def main(names: list[str]) -> None:
+    os.makedirs(GOLDEN, exist_ok=True)
+    for name in names or list(RUNS):
+        with tempfile.TemporaryDirectory() as directory:
+            stored = {"command": RUNS[name], **run(name, os.path.join(directory, "run"))}
+        with open(path_of(name), "w") as file:
+            json.dump(stored, file, indent=1, sort_keys=True)
+            file.write("\n")
+        print(f"{name}: {path_of(name)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
