@@ -84,31 +84,22 @@ def test_wandb_offline_run_holds_resolved_config_and_eval_history(run_dir):
     assert run["exit_code"] == 0
 
 
-def _learns_cartpole(seed, run_dir, attempts=1):
-    """The preset's full budget, exactly, and a final evaluation of at least 475.
-
-    Reverb's sampler takes no seed, so no run can be replayed, and the preset's final
-    evaluation falls below 475 in a few percent of runs (docs/performance.md, "The
-    preset's last evaluation"). With `attempts=2` a second run of the same seed is made
-    only when the first ends below 475: the check fails when two runs in a row do, which
-    a preset that has stopped learning does every time.
-    """
-    finals = []
-    for attempt in range(attempts):
-        directory = run_dir if attempt == 0 else f"{run_dir}-attempt{attempt + 1}"
-        overrides = ["experiment=dqn_cartpole", f"seed={seed}", "progress=false", f"hydra.run.dir={directory}"]
-        result = run_train(overrides, timeout=1500)
-        assert result.returncode == 0, result.stderr[-3000:]
-        summary = read_summary(directory)
-        assert summary["actor_steps"] == 50_000  # The preset's budget, exactly.
-        finals.append(summary["final_eval_return"])
-        if summary["final_eval_return"] >= 475:
-            return
-    pytest.fail(f"seed {seed}: final evaluation returns {finals}, each below 475; last summary {summary}")
+def _learns_cartpole(seed, run_dir, *overrides):
+    """The preset's full budget, exactly, and a final evaluation of at least 475."""
+    result = run_train(
+        ["experiment=dqn_cartpole", f"seed={seed}", "progress=false", f"hydra.run.dir={run_dir}", *overrides],
+        timeout=1500,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(run_dir)
+    assert summary["actor_steps"] == 50_000  # The preset's budget, exactly.
+    assert summary["final_eval_return"] >= 475, summary
 
 
 def test_dqn_solves_cartpole_seed_0(run_dir):
-    _learns_cartpole(0, run_dir, attempts=2)
+    """In the deterministic mode (its result is a fact of the code, not a draw: reverb's
+    samplers take no seed); the other seeds, in the default mode, run under -m slow."""
+    _learns_cartpole(0, run_dir, "launcher.deterministic=true")
 
 
 @pytest.mark.slow
