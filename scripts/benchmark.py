@@ -1,9 +1,12 @@
 """Benchmarks: `python scripts/benchmark.py SUITE [--json OUT] [--repeats N] [--seeds S ...]
-[--experiments PRESET ...] [--seconds S] [--quick]`.
+[--experiments PRESET ...] [--seconds S] [--quick]`, and
+`python scripts/benchmark.py baselines [--presets PRESET ...] [--seeds N] [--out MD]
+[--runs-dir DIR] [--jobs J] [--overrides KEY=VALUE ...] [--reuse]`.
 
 Each suite prints a table and, with --json, writes its rows as a JSON list of
 {suite, case, value, unit, bound, ratio}. Ratios compare figures measured in this one
 invocation. Wall-clock figures on a shared machine are noisy: compare ratios, repeat.
+`baselines` also writes a generated markdown file (docs/baselines.md) and its figure.
 The suites live in rl/benchmarks/; this script parses the command line and composes
 experiments with Hydra (conf/), as scripts/train.py does.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import textwrap
 from typing import Sequence
@@ -26,6 +30,10 @@ if __name__ == "__main__":  # Once, under jemalloc, before TensorFlow and JAX lo
     reexec_with_jemalloc()
 
 from rl.benchmarks import SUITES, Settings, format_table, get_suite, write_json  # noqa: E402
+from rl.benchmarks import baselines  # noqa: E402
+
+# Suites this script runs itself, beside rl/benchmarks' SUITES: name -> --help line.
+OWN_SUITES = {"baselines": baselines.DESCRIPTION}
 
 CONF = os.path.join(ROOT, "conf")
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
@@ -61,22 +69,62 @@ def has_key(key: str, overrides: Sequence[str]) -> bool:
     return OmegaConf.select(config, key, default=_ABSENT) is not _ABSENT
 
 
+def describe_preset(preset: str, overrides: Sequence[str]) -> dict:
+    """What `baselines` reports about a preset, from its composed config: its environment
+    label, budget (max_actor_steps) and threshold with `overrides` applied, and which of
+    `overrides` its config has (`overrides`; Hydra's own, `+`/`~` ones and group choices
+    count as present) and which it lacks (`skipped`: agent.min_replay_size of an
+    on-policy agent, say)."""
+    from omegaconf import OmegaConf
+
+    base, _ = compose_config([f"experiment={preset}"])
+    applied, skipped = [], []
+    for override in overrides:
+        key = override.split("=", 1)[0]
+        present = key.startswith(("+", "~", "hydra.")) or OmegaConf.select(base, key, default=_ABSENT) is not _ABSENT
+        (applied if present else skipped).append(override)
+    config, choices = compose_config([f"experiment={preset}", *applied])
+    environment = config.get("environment") or {}
+    name = environment.get("name") or environment.get("task")
+    threshold = config.get("threshold")
+    return {
+        "environment": baselines.environment_label(None if name is None else str(name), choices.get("environment")),
+        "budget": int(config.max_actor_steps),
+        "threshold": None if threshold is None else float(threshold),
+        "launcher": choices.get("launcher"),
+        "overrides": applied,
+        "skipped": skipped,
+    }
+
+
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    described = {name: description for name, (_, _, description) in SUITES.items()} | OWN_SUITES
     suites = "\n".join(
         textwrap.fill(f"{name}: {description}", width=88, initial_indent="  ", subsequent_indent="      ")
-        for name, (_, _, description) in SUITES.items()
+        for name, description in described.items()
     )
     parser = argparse.ArgumentParser(
         description=__doc__,
         epilog=f"suites:\n{suites}\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("suite", choices=list(SUITES), help="the suite to run (see below)")
+    parser.add_argument("suite", choices=list(described), help="the suite to run (see below)")
     parser.add_argument("--json", metavar="OUT", help="write the rows to this JSON file")
     parser.add_argument("--repeats", type=int, default=3, help="measurements per case; the value is their median")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="solve: the seeds to train")
     parser.add_argument(
-        "--experiments", nargs="+", metavar="PRESET", help="actor, learner, solve, scaling: presets (conf/experiment)"
+        "--seeds",
+        type=int,
+        nargs="+",
+        help="solve: the seeds to train (default 0 1 2); baselines: N, to train seeds 0..N-1 (default "
+        f"{baselines.DEFAULT_NUM_SEEDS})",
+    )
+    parser.add_argument(
+        "--experiments",
+        "--presets",
+        dest="experiments",
+        nargs="+",
+        metavar="PRESET",
+        help="actor, learner, solve, scaling, baselines: presets (conf/experiment)",
     )
     parser.add_argument("--seconds", type=float, default=2.0, help="length of one in-process measurement")
     parser.add_argument(
@@ -84,16 +132,83 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="tiny budgets everywhere (checks that a suite runs; the figures mean little)",
     )
-    return parser.parse_args(argv)
+    own = parser.add_argument_group("baselines")
+    own.add_argument(
+        "--out",
+        metavar="MD",
+        help=f"the markdown file to write (default {baselines.DEFAULT_OUT}); the figure goes beside it (<name>.png)",
+    )
+    own.add_argument(
+        "--runs-dir",
+        metavar="DIR",
+        help=f"run directories go to DIR/<preset>/seed_<s> (default {baselines.DEFAULT_RUNS_DIR}); each is "
+        "emptied before its run",
+    )
+    own.add_argument("--jobs", type=int, help=f"training processes at a time (default {baselines.DEFAULT_JOBS})")
+    own.add_argument(
+        "--overrides",
+        nargs="+",
+        metavar="KEY=VALUE",
+        help="scripts/train.py overrides for every run (max_actor_steps=2000 ...); one whose key a preset's "
+        "config lacks is left out of that preset's runs (and noted), one no preset has is an error",
+    )
+    own.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep a run directory's finished run made by the same command line instead of training it again "
+        "(to finish an interrupted benchmark)",
+    )
+    args = parser.parse_args(argv)
+    own_options = {"--out": args.out, "--runs-dir": args.runs_dir, "--jobs": args.jobs, "--overrides": args.overrides}
+    if args.suite != "baselines":
+        given = [option for option, value in own_options.items() if value is not None] + (
+            ["--reuse"] if args.reuse else []
+        )
+        if given:
+            parser.error(f"{', '.join(given)}: only for the baselines suite")
+    elif args.seeds is not None and (len(args.seeds) != 1 or args.seeds[0] < 1):
+        parser.error("baselines: --seeds takes one number N >= 1 (it trains seeds 0..N-1)")
+    elif args.jobs is not None and args.jobs < 1:
+        parser.error("baselines: --jobs must be >= 1")
+    return args
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def run_baselines(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """The baselines suite; exit status 1 when a run failed (the report still lists it)."""
+    options = baselines.BaselinesOptions(
+        train_script=TRAIN,
+        describe=describe_preset,
+        presets=args.experiments or baselines.DEFAULT_PRESETS,
+        seeds=tuple(range(args.seeds[0] if args.seeds else baselines.DEFAULT_NUM_SEEDS)),
+        out=args.out or os.path.join(ROOT, baselines.DEFAULT_OUT),
+        runs_dir=args.runs_dir or os.path.join(ROOT, baselines.DEFAULT_RUNS_DIR),
+        overrides=args.overrides or (),
+        jobs=args.jobs or baselines.DEFAULT_JOBS,
+        quick=args.quick,
+        reuse=args.reuse,
+        command=shlex.join(["python", "scripts/benchmark.py", *argv]),
+    )
+    try:
+        rows, notes, results = baselines.suite_baselines(options)
+    except ValueError as error:
+        print(f"baselines: {error}", file=sys.stderr)
+        return 2
+    print(format_table(rows, notes))
+    if args.json:
+        write_json(args.json, rows)
+    return 1 if any(result.failures for result in results) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_arguments(argv)
+    if args.suite in OWN_SUITES:
+        return run_baselines(args, argv)
     settings = Settings(
         repeats=args.repeats,
         seconds=min(args.seconds, 0.2) if args.quick else args.seconds,
         quick=args.quick,
-        seeds=args.seeds,
+        seeds=args.seeds if args.seeds is not None else (0, 1, 2),
         experiments=args.experiments,
         compose=compose_experiment,
         has_key=has_key,
@@ -103,13 +218,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(format_table(rows, settings.notes))
     if args.json:
         write_json(args.json, rows)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    status = main()
     # The results are out. TensorFlow's and reverb's threads (a dataset's sampler still
     # waiting) sometimes throw while the interpreter tears them down (abort, exit 134,
     # in about 1 in 7 `learner` runs): end here instead.
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(status)

@@ -1,0 +1,345 @@
+"""scripts/benchmark.py baselines: the table from hand-made summaries (pure), and one tiny
+end-to-end run (2 seeds of dqn_cartpole) whose markdown table is checked against the
+summaries it left on disk."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rl.benchmarks import baselines
+from rl.benchmarks.baselines import (
+    PUBLISHED,
+    SOURCES,
+    TABLE_HEADER,
+    curve_iqm,
+    environment_label,
+    preset_result,
+    render_markdown,
+    table_cells,
+)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARK = os.path.join(ROOT, "scripts", "benchmark.py")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+CARTPOLE = {"environment": "CartPole-v1", "budget": 50_000, "threshold": 475.0, "skipped": []}
+# "IQM [low, high]", one decimal each.
+IQM_CELL = re.compile(r"^(-?\d+\.\d) \[(-?\d+\.\d), (-?\d+\.\d)\]$")
+COLUMN = {name: index for index, name in enumerate(TABLE_HEADER)}
+
+
+def summary(final, steps_to_threshold=None, seconds=None, curve=None, seed=0):
+    """A summary.json as scripts/train.py writes one, with only what the suite reads."""
+    return {
+        "seed": seed,
+        "environment": "CartPole-v1",
+        "final_eval_return": final,
+        "eval_returns": curve if curve is not None else [[25_000, final / 2], [50_000, final]],
+        "threshold": 475.0,
+        "steps_to_threshold": steps_to_threshold,
+        "time_to_threshold_s": seconds,
+        "status": "finished",
+    }
+
+
+def parse_tables(markdown):
+    """Each markdown table in `markdown` as a list of rows of cells (separator rows dropped)."""
+    tables, current = [], []
+    for line in markdown.splitlines() + [""]:
+        if line.startswith("|"):
+            cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if not all(re.fullmatch(r"-{3,}", cell) for cell in cells):
+                current.append(cells)
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+# --------------------------------------------------------------------------- pure: the table
+
+
+def test_three_seeds_give_successes_iqm_and_medians_computed_by_hand():
+    summaries = [
+        summary(500.0, steps_to_threshold=10_000, seconds=20.0, seed=0),
+        summary(480.0, steps_to_threshold=20_000, seconds=40.0, seed=1),
+        summary(100.0, seed=2),  # Never reached 475.
+    ]
+    result = preset_result("dqn_cartpole", CARTPOLE, [0, 1, 2], summaries)
+    assert result.successes == 2
+    cells = table_cells(result, "[1]")
+    assert len(cells) == len(TABLE_HEADER)
+    assert cells[COLUMN["preset"]] == "`dqn_cartpole`"
+    assert cells[COLUMN["environment"]] == "CartPole-v1"
+    assert cells[COLUMN["budget (actor steps)"]] == "50,000"
+    assert cells[COLUMN["threshold"]] == "475"
+    assert cells[COLUMN["successes"]] == "2/3"
+    # A 25% trimmed mean of 3 values cuts int(0.25 * 3) = 0 from each end: the mean.
+    iqm, low, high = map(float, IQM_CELL.match(cells[COLUMN["IQM final return [95% CI]"]]).groups())
+    assert iqm == pytest.approx((500 + 480 + 100) / 3, abs=0.05)
+    assert 100.0 <= low <= iqm <= high <= 500.0
+    # Medians over the two seeds that reached the threshold.
+    assert cells[COLUMN["median steps to threshold"]] == "15,000 (n=2)"
+    assert cells[COLUMN["median seconds to threshold"]] == "30.0 (n=2)"
+    assert cells[COLUMN["published"]].startswith("500.0 ± 0.0 (") and cells[-1].endswith("[1]")
+
+
+def test_iqm_trims_a_quarter_from_each_end():
+    finals = [500.0, 480.0, 100.0, 0.0]
+    result = preset_result("dqn_cartpole", CARTPOLE, [0, 1, 2, 3], [summary(f) for f in finals])
+    iqm, _, _ = map(float, IQM_CELL.match(table_cells(result)[COLUMN["IQM final return [95% CI]"]]).groups())
+    assert iqm == pytest.approx((480 + 100) / 2, abs=0.05)  # 4 values: the middle two.
+    ten = [0.0, 10.0, 200.0, 300.0, 400.0, 450.0, 480.0, 490.0, 500.0, 500.0]
+    result = preset_result("dqn_cartpole", CARTPOLE, list(range(10)), [summary(f) for f in ten])
+    assert result.statistics()["iqm"] == pytest.approx(np.mean(sorted(ten)[2:8]))  # 10: the middle six.
+    assert result.successes == 4 and table_cells(result)[COLUMN["successes"]] == "4/10"
+
+
+def test_failed_runs_and_missing_thresholds_are_not_successes():
+    result = preset_result(
+        "ppo_cartpole", CARTPOLE, [0, 1], [summary(500.0, 5_000, 9.5), None], {1: "exited with status 1"}
+    )
+    cells = table_cells(result)
+    assert cells[COLUMN["successes"]] == "1/2"
+    iqm, low, high = map(float, IQM_CELL.match(cells[COLUMN["IQM final return [95% CI]"]]).groups())
+    assert iqm == low == high == 500.0  # One finished run: the interval collapses onto it.
+    none = preset_result("ppo_cartpole", CARTPOLE, [0], [summary(100.0)])
+    assert table_cells(none)[COLUMN["median steps to threshold"]] == "n/a"
+    assert table_cells(none)[COLUMN["median seconds to threshold"]] == "n/a"
+    nothing = preset_result("ppo_cartpole", CARTPOLE, [0], [None])
+    assert table_cells(nothing)[COLUMN["IQM final return [95% CI]"]] == "n/a"
+    no_threshold = preset_result("x", {**CARTPOLE, "threshold": None}, [0], [{**summary(1.0), "threshold": None}])
+    assert no_threshold.successes is None and table_cells(no_threshold)[COLUMN["successes"]] == "n/a"
+    markdown = render_markdown([result], "python scripts/benchmark.py baselines", "2024-01-01 00:00 UTC")
+    assert "`ppo_cartpole` seed 1 failed: exited with status 1" in markdown
+    assert "0: 500.0, 1: failed" in markdown
+
+
+def test_markdown_is_generated_with_command_date_figure_and_numbered_sources():
+    results = [
+        preset_result("dqn_cartpole", CARTPOLE, [0, 1], [summary(500.0, 1, 1.0), summary(490.0, 2, 2.0)]),
+        preset_result(
+            "r2d2_cartpole_masked",
+            {**CARTPOLE, "environment": "CartPole-v1 (cartpole_masked)"},
+            [0, 1],
+            [summary(200.0), summary(300.0)],
+        ),
+        preset_result("sac_pendulum", {**CARTPOLE, "threshold": -200.0}, [0, 1], [summary(-150.0), summary(-170.0)]),
+    ]
+    command = "python scripts/benchmark.py baselines --seeds 2"
+    markdown = render_markdown(results, command, "2024-01-01 00:00 UTC", "baselines.png", ["Runs: 2 at a time"])
+    lines = markdown.splitlines()
+    assert lines[0] == "# Baselines"
+    assert "Generated by `scripts/benchmark.py baselines`" in lines[2] and "do not edit" in lines[2]
+    assert "over 2 seeds (0 to 1)" in markdown
+    assert f"- Command: `{command}`" in lines and "- Date: 2024-01-01 00:00 UTC" in lines
+    assert "![IQM learning curves over seeds, 95% bootstrap band](baselines.png)" in markdown
+    table, per_seed = parse_tables(markdown)
+    assert table[0] == list(TABLE_HEADER)
+    assert [row[0] for row in table[1:]] == ["`dqn_cartpole`", "`r2d2_cartpole_masked`", "`sac_pendulum`"]
+    assert all(len(row) == len(TABLE_HEADER) for row in table)
+    assert [row[COLUMN["successes"]] for row in table[1:]] == ["2/2", "0/2", "2/2"]
+    assert per_seed[1] == ["`dqn_cartpole`", "0: 500.0, 1: 490.0"]
+    # Sources numbered in the order the table first cites them.
+    assert table[1][-1].endswith("[1]") and table[2][-1].endswith("[2]") and table[3][-1].endswith("[1]")
+    assert f"1. {SOURCES['zoo'][0]}: <{SOURCES['zoo'][1]}>" in markdown
+    assert f"2. {SOURCES['hf_ppo_lstm'][0]}: <{SOURCES['hf_ppo_lstm'][1]}>" in markdown
+
+
+def test_every_default_preset_has_a_cited_published_figure():
+    number = r"-?\d+(\.\d+)?"
+    for preset in baselines.DEFAULT_PRESETS:
+        published = PUBLISHED[preset]
+        assert published.source in SOURCES
+        assert published.figure == "see source" or re.fullmatch(rf"{number} ± {number}", published.figure), preset
+        assert published.detail
+    for citation, address, what in SOURCES.values():
+        assert citation and address.startswith("https://") and what
+
+
+def test_environment_labels():
+    assert environment_label("CartPole-v1", "cartpole") == "CartPole-v1"
+    assert environment_label("Pendulum-v1", "pendulum") == "Pendulum-v1"
+    assert environment_label("CartPole-v1", "gymnax") == "CartPole-v1 (gymnax)"
+    assert environment_label("CartPole-v1", "cartpole_masked") == "CartPole-v1 (cartpole_masked)"
+    assert environment_label(None, "cartpole_masked") == "cartpole_masked"
+
+
+def test_learning_curve_iqm_and_band_over_seeds(tmp_path):
+    curves = [[[500, 10.0], [1000, 100.0]], [[500, 20.0], [1000, 300.0]], [[500, 30.0], [1000, 500.0]]]
+    curve = curve_iqm(curves)
+    np.testing.assert_array_equal(curve["steps"], [500, 1000])
+    np.testing.assert_allclose(curve["iqm"], [20.0, 300.0])  # 3 seeds: nothing trimmed.
+    assert np.all(curve["low"] <= curve["iqm"]) and np.all(curve["iqm"] <= curve["high"])
+    assert curve["runs"] == 3 and curve_iqm([])["steps"].size == 0
+    results = [
+        preset_result("dqn_cartpole", CARTPOLE, [0, 1, 2], [summary(c[-1][1], curve=c) for c in curves]),
+        preset_result("ppo_cartpole", CARTPOLE, [0], [None]),
+    ]
+    path = tmp_path / "curves.png"
+    baselines.plot_learning_curves(results, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_finished_run_is_reused_only_for_the_same_command(tmp_path):
+    command = ["python", "train.py", "experiment=dqn_cartpole", "seed=0"]
+    run_dir = tmp_path / "seed_0"
+    run_dir.mkdir()
+    (run_dir / "benchmark.json").write_text(json.dumps({"command": command[1:]}))
+    (run_dir / "summary.json").write_text(json.dumps(summary(500.0)))
+    assert baselines._finished_summary(str(run_dir), command)["final_eval_return"] == 500.0
+    assert baselines._finished_summary(str(run_dir), [*command, "max_actor_steps=10"]) is None
+    (run_dir / "summary.json").write_text(json.dumps({**summary(500.0), "status": "interrupted"}))
+    assert baselines._finished_summary(str(run_dir), command) is None
+
+
+def test_command_line_checks():
+    from benchmark import parse_arguments
+
+    arguments = parse_arguments(["baselines", "--presets", "dqn_cartpole", "--seeds", "3", "--overrides", "a=1", "b=2"])
+    assert arguments.experiments == ["dqn_cartpole"] and arguments.seeds == [3]
+    assert arguments.overrides == ["a=1", "b=2"]
+    for bad in (["baselines", "--seeds", "0", "1"], ["baselines", "--seeds", "0"], ["solve", "--out", "x.md"]):
+        with pytest.raises(SystemExit) as error:
+            parse_arguments(bad)
+        assert error.value.code == 2
+    assert parse_arguments(["solve"]).seeds is None  # solve's default (0 1 2) is applied in main.
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_two_seeds_of_dqn_cartpole_make_a_valid_table(tmp_path):
+    out = tmp_path / "docs" / "baselines.md"
+    runs = tmp_path / "runs"
+    rows_path = tmp_path / "rows.json"
+    arguments = [
+        "baselines",
+        "--presets",
+        "dqn_cartpole",
+        "--seeds",
+        "2",
+        "--out",
+        str(out),
+        "--runs-dir",
+        str(runs),
+        "--json",
+        str(rows_path),
+        "--overrides",
+        "max_actor_steps=1500",
+        "eval_every=500",
+        "eval_episodes=2",
+        "agent.min_replay_size=500",
+    ]
+    environment = {**os.environ, "WANDB_MODE": "disabled", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(
+        [sys.executable, BENCHMARK, *arguments], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    summaries = []
+    for seed in (0, 1):
+        with open(runs / "dqn_cartpole" / f"seed_{seed}" / "summary.json") as file:
+            summaries.append(json.load(file))
+        assert summaries[-1]["seed"] == seed and summaries[-1]["actor_steps"] == 1500
+    finals = [s["final_eval_return"] for s in summaries]
+
+    markdown = out.read_text()
+    assert "Generated by" in markdown and "do not edit" in markdown
+    assert "`python scripts/benchmark.py baselines --presets dqn_cartpole --seeds 2" in markdown
+    table = parse_tables(markdown)[0]
+    assert table[0] == list(TABLE_HEADER)
+    assert len(table) == 2 and table[1][0] == "`dqn_cartpole`"
+    row = dict(zip(TABLE_HEADER, table[1]))
+    assert row["environment"] == "CartPole-v1"
+    assert row["budget (actor steps)"] == "1,500" and row["threshold"] == "475"
+    assert row["successes"] == f"{sum(f >= 475.0 for f in finals)}/2"
+    iqm, low, high = map(float, IQM_CELL.match(row["IQM final return [95% CI]"]).groups())
+    assert iqm == pytest.approx(np.mean(finals), abs=0.051)  # 2 seeds: nothing trimmed.
+    assert min(finals) - 0.051 <= low <= iqm <= high <= max(finals) + 0.051
+    reached = [s["steps_to_threshold"] for s in summaries if s["steps_to_threshold"] is not None]
+    if reached:
+        assert row["median steps to threshold"] == f"{np.median(reached):,.0f} (n={len(reached)})"
+    else:
+        assert row["median steps to threshold"] == "n/a"
+    assert row["published"].startswith("500.0 ± 0.0")
+
+    figure = out.with_suffix(".png")
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "](baselines.png)" in markdown
+
+    rows = {r["case"]: r for r in json.loads(rows_path.read_text())}
+    assert rows["dqn_cartpole successes"]["bound"] == 2.0
+    assert math.isclose(rows["dqn_cartpole IQM final return"]["value"], np.mean(finals), abs_tol=1e-3)
+
+
+FAKE_TRAIN = """
+import json, os, sys
+arguments = dict(a.split("=", 1) for a in sys.argv[1:])
+seed, run_dir = int(arguments["seed"]), arguments["hydra.run.dir"]
+with open(os.environ["FAKE_TRAIN_CALLS"], "a") as file:
+    file.write(f"{arguments['experiment']} {seed}\\n")
+if seed == 3:
+    print("something broke", file=sys.stderr)
+    sys.exit(1)
+final = 500.0 if seed % 2 == 0 else 100.0
+summary = {"seed": seed, "final_eval_return": final, "eval_returns": [[10, final / 2], [20, final]],
+           "threshold": 475.0, "steps_to_threshold": 20 if final >= 475 else None,
+           "time_to_threshold_s": 1.5 if final >= 475 else None, "status": "finished"}
+with open(os.path.join(run_dir, "summary.json"), "w") as file:
+    json.dump(summary, file)
+"""
+
+
+def test_the_pool_runs_every_seed_reports_failures_and_reuses_finished_runs(tmp_path, monkeypatch):
+    """The suite's plumbing with a stand-in for scripts/train.py (no JAX): every (preset,
+    seed) in its own directory, a failed seed noted and counted as no success."""
+    scripts = tmp_path / "project" / "scripts"
+    scripts.mkdir(parents=True)
+    (scripts / "train.py").write_text(FAKE_TRAIN)
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("FAKE_TRAIN_CALLS", str(calls))
+
+    def describe(preset, overrides):
+        return {**CARTPOLE, "overrides": list(overrides), "skipped": []}
+
+    options = baselines.BaselinesOptions(
+        train_script=str(scripts / "train.py"),
+        describe=describe,
+        presets=("dqn_cartpole", "ppo_cartpole"),
+        seeds=(0, 1, 2, 3),
+        out=str(tmp_path / "out" / "baselines.md"),
+        runs_dir=str(tmp_path / "runs"),
+        overrides=("max_actor_steps=20",),
+    )
+    rows, notes, results = baselines.suite_baselines(options)
+    assert sorted(calls.read_text().split("\n")[:-1]) == sorted(f"{p} {s}" for p in options.presets for s in range(4))
+    for result in results:
+        assert result.successes == 2 and list(result.failures) == [3]
+        assert "something broke" in result.failures[3]
+    table = parse_tables((tmp_path / "out" / "baselines.md").read_text())[0]
+    assert [row[COLUMN["successes"]] for row in table[1:]] == ["2/4", "2/4"]
+    assert [row[COLUMN["median steps to threshold"]] for row in table[1:]] == ["20 (n=2)", "20 (n=2)"]
+    assert (tmp_path / "out" / "baselines.png").is_file()
+    assert any("dqn_cartpole seed=3 failed" in note for note in notes)
+    assert {row.case: row.value for row in rows}["ppo_cartpole successes"] == 2
+    # Again with reuse: only the failed seeds train again.
+    calls.write_text("")
+    baselines.suite_baselines(dataclasses.replace(options, reuse=True))
+    assert sorted(calls.read_text().split("\n")[:-1]) == ["dqn_cartpole 3", "ppo_cartpole 3"]
+    # An override no preset has is refused before anything runs.
+    calls.write_text("")
+    with pytest.raises(ValueError, match="no preset"):
+        baselines.suite_baselines(
+            dataclasses.replace(options, describe=lambda p, o: {**CARTPOLE, "overrides": [], "skipped": list(o)})
+        )
+    assert calls.read_text() == ""
