@@ -3,7 +3,8 @@
 The loop always drives a `VectorEnvironment` (a plain environment becomes a vector of one):
 one batched policy call per step chooses the actions of every copy, and each copy's
 episodes are counted and logged on their own. Observers (rl/observers) watch every step
-and add their metrics to the episode records.
+and add their metrics to the episode records, as does an actor whose policy names its
+exploration (`exploration_metrics`: epsilon, noise scale).
 
 An evaluation loop (`evaluation=True`, what `build_evaluator` makes) refreshes its
 parameters once per round rather than every step and logs one record per round
@@ -141,6 +142,10 @@ class EnvironmentLoop(core.Worker):
             "steps_per_second": self._rate_steps / max(now - self._rate_start, 1e-9),
         }
         self._rate_steps, self._rate_start = 0, now
+        # The exploration the actor acts with now (epsilon, noise scale), when it names one.
+        exploration = getattr(self.actor, "exploration_metrics", None)
+        if exploration is not None:
+            record.update(exploration())
         for observer in self.observers:
             record.update(observer.get_metrics(env_id))
         if not self.evaluation:

@@ -1,7 +1,9 @@
 """Action-selection heads named by conf/policy.
 
 A head turns a network's output into an action inside the actor's jitted policy; the
-agent's builder composes it with its network in `make_policy`.
+agent's builder composes it with its network in `make_policy`. A head that explores
+with a scale it can name (epsilon, the noise's sigma) has `exploration_metrics(step)`,
+which the actor adds to its episode records (rl/agents/actors.py `with_exploration`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ class EpsilonGreedy:
     def epsilon(self, step: jax.Array) -> jax.Array:
         return optax.linear_schedule(self.epsilon_start, self.epsilon_end, self.decay_steps)(step)
 
+    def exploration_metrics(self, step: int) -> dict[str, float]:
+        """`epsilon` at the actor's step `step`, for its episode records. Computed on the
+        host (`epsilon`'s linear schedule in plain Python) so a record costs no device call."""
+        fraction = min(max(step / self.decay_steps, 0.0), 1.0)
+        return {"epsilon": self.epsilon_start + (self.epsilon_end - self.epsilon_start) * fraction}
+
     def __call__(self, q_values: jax.Array, key: jax.Array, step: jax.Array) -> jax.Array:
         explore_key, action_key = jax.random.split(key)
         random_action = jax.random.randint(action_key, q_values.shape[:-1], 0, q_values.shape[-1])
@@ -123,6 +131,11 @@ class GaussianNoise:
             raise ValueError(f"sigma must be >= 0, got {self.sigma}")
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+
+    def exploration_metrics(self, step: int) -> dict[str, float]:
+        """The noise scale, for the actor's episode records (constant: no schedule)."""
+        del step
+        return {"sigma": self.sigma}
 
     def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
         noise_key, warmup_key = jax.random.split(key)

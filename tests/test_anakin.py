@@ -294,6 +294,49 @@ def test_many_seeds_write_a_run_directory_each(tmp_path):
         assert [float(row["episode_return"]) for row in rows] == [r for _, r in replicas[i]["eval_returns"]]
 
 
+def test_many_seeds_end_with_a_line_per_replica_on_the_terminal_and_in_train_log(tmp_path, capsys):
+    """The mean over replicas hides a seed that never learned: the run ends with each
+    replica's final, best and first evaluation return and a flag for those that did not
+    improve, printed and sent to the transcript logger (train.log)."""
+    import logging
+
+    from rl.anakin.replicas import improvement_flag
+
+    transcript: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: transcript.append(record.getMessage())
+    logger = logging.getLogger("rl.transcript")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)  # setLevel, not the attribute: it clears the logger's cache.
+    try:
+        _train_in_process([*SMALL_PPO, "max_actor_steps=512", "eval_every=256", "launcher.num_seeds=3", "seed=4"], str(tmp_path))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    printed = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(printed) if line.startswith("Evaluation returns of each of the 3 replicas"))
+    header, *rows = [line.split() for line in printed[start + 1 : start + 5]]
+    assert header == ["replica", "seed", "final_eval_return", "best_eval_return", "first_eval_return", "flag"]
+    assert [row[:2] for row in rows] == [["0", "4"], ["1", "5"], ["2", "6"]]
+    for index, row in enumerate(rows):
+        returns = [r for _, r in read_summary(os.path.join(tmp_path, f"seed_{index}"))["eval_returns"]]
+        assert len(returns) == 2
+        assert [float(x) for x in row[2:5]] == pytest.approx([returns[-1], max(returns), returns[0]], rel=1e-3)
+        assert " ".join(row[5:]) == improvement_flag(returns)
+    assert transcript[-5:] == printed[start : start + 5]  # The same lines in train.log.
+
+
+def test_the_replica_table_flags_replicas_that_did_not_improve():
+    from rl.anakin.replicas import replica_table
+
+    curves = [[(1, 9.0), (2, 21.0)], [(1, 9.0), (2, 8.5)], [(1, 9.0), (2, 30.0), (3, 8.0)], [(1, 9.0)]]
+    lines = replica_table([0, 1, 2, 3], curves)
+    assert len(lines) == 1 + 4
+    assert [line.split()[5:] for line in lines[1:]] == [[], ["never", "improved"], ["final", "<=", "first"], ["never", "improved"]]
+    assert lines[1].split()[2:5] == ["21", "21", "9"]  # final, best, first
+
+
 @pytest.mark.slow
 def test_every_replica_has_a_wandb_run_in_the_runs_group(tmp_path):
     """logger=wandb (offline) with 2 replicas: the run's own W&B run (the mean curve) and

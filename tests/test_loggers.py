@@ -156,3 +156,53 @@ def test_move_rows_sets_rows_aside_and_open_loggers_append_after_the_rest(tmp_pa
     # Nothing to move: the file is left as it is, and no destination is made.
     assert move_rows(path, lambda row: False, str(tmp_path / "other.csv")) == 0
     assert not os.path.exists(tmp_path / "other.csv")
+
+
+def test_every_evaluation_round_reaches_the_terminal_and_train_log(tmp_path, monkeypatch, caplog):
+    """With a terminal rate limit no run outlives, every evaluator record is still printed
+    and copied to train.log's logger; the actor's (and learner's) stay rate-limited."""
+    import io
+    import logging
+
+    import rich
+    from rich.console import Console
+
+    output = io.StringIO()
+    monkeypatch.setattr(rich, "_console", Console(file=output, force_terminal=False, width=200))
+    factory = DefaultLoggerFactory(terminal=True, csv=False, directory=str(tmp_path), terminal_time_delta=3600.0)
+    evaluator = factory("evaluator", "actor_steps", 0)
+    actor = factory("actor", "actor_steps", 0)
+    learner = factory("learner", "learner_steps")
+    with caplog.at_level(logging.INFO, logger="rl.transcript"):
+        for round_ in range(1, 4):
+            actor.write({"actor_steps": 100 * round_, "episode_return": 1.0})
+            learner.write({"learner_steps": round_, "actor_steps": 100 * round_})
+            evaluator.write({"actor_steps": 100 * round_, "episode_return": float(round_)})
+    factory.close()
+    printed = output.getvalue().splitlines()
+    assert [line.split()[2] for line in printed if line.startswith("[evaluator 0]")] == [
+        "actor_steps=100", "actor_steps=200", "actor_steps=300"
+    ]
+    assert sum(line.startswith("[actor 0]") for line in printed) == 1  # The first of the hour.
+    assert sum(line.startswith("[learner]") for line in printed) == 1
+    transcript = [record.getMessage() for record in caplog.records if record.name == "rl.transcript"]
+    assert sum(line.startswith("[evaluator 0]") for line in transcript) == 3
+
+
+def test_learner_csv_keeps_one_record_per_interval_as_documented(tmp_path, monkeypatch):
+    """What rl/loggers/csv.py and docs/architecture.md say of learner.csv: behind the
+    learner's `TimeFilter` the first record is kept, the next ones within
+    `learner_log_interval_s` are dropped (not averaged), and the first after it is kept."""
+    import rl.loggers.aggregators as aggregators
+    import rl.loggers.csv as csv_module
+    from rl.loggers import TimeFilter
+
+    assert "learner_log_interval_s" in csv_module.__doc__ and "TimeFilter" in csv_module.__doc__
+    now = [100.0]
+    monkeypatch.setattr(aggregators.time, "monotonic", lambda: now[0])
+    logger = TimeFilter(CSVLogger(str(tmp_path), "learner", steps_key="learner_steps"), 1.0)
+    for step, at in enumerate([100.0, 100.4, 100.9, 101.0, 101.5, 102.2], start=1):
+        now[0] = at
+        logger.write({"learner_steps": step, "actor_steps": 10 * step, "loss": float(step)})
+    logger.close()
+    assert [row["learner_steps"] for row in _rows(tmp_path / "learner.csv")] == ["1", "4", "6"]

@@ -20,6 +20,18 @@ if TYPE_CHECKING:  # Replay (reverb, TensorFlow) loads when an adder is built.
 # (params, key, observations, actor_step) -> actions, for a batch of observations (one row
 # per copy of a vector environment).
 Policy = Callable[[Any, jax.Array, Any, jax.Array], jax.Array]
+# actor_step -> the exploration a head acts with there ({"epsilon": ...}), for records.
+Exploration = Callable[[int], dict[str, float]]
+
+
+def with_exploration(policy: Policy, head: Any) -> Policy:
+    """`policy` carrying `head.exploration_metrics` (when the head has it) as its
+    `exploration` attribute, so the actor built on it puts the exploration it acts with
+    (epsilon, noise scale) in its episode records; a plain callable stays one."""
+    exploration = getattr(head, "exploration_metrics", None)
+    if exploration is not None:
+        policy.exploration = exploration  # type: ignore[attr-defined]
+    return policy
 
 
 class FeedForwardActor(core.Actor):
@@ -62,6 +74,7 @@ class FeedForwardActor(core.Actor):
         self._step = 0
         self._defer = bool(defer_adder)
         self._pending: list[tuple[Callable[..., Any], tuple, dict]] = []  # Queued adder calls, in order.
+        self._exploration: Exploration | None = getattr(policy, "exploration", None)
 
     def _to_adder(self, method: str, *args: Any, **kwargs: Any) -> None:
         """Calls the adder's `method` now, or queues it for the next `select_action`."""
@@ -96,6 +109,11 @@ class FeedForwardActor(core.Actor):
     def step_count(self, value: int) -> None:
         """Resumes the schedules at `value` (an actor rebuilt after a fault)."""
         self._step = int(value)
+
+    def exploration_metrics(self) -> dict[str, float]:
+        """The policy's exploration at this actor's step count (`{"epsilon": ...}`; empty
+        for a policy that names none), added by the environment loop to episode records."""
+        return {} if self._exploration is None else self._exploration(self._step)
 
     def observe_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         self._to_adder("add_first", timestep, env_ids)
@@ -156,6 +174,8 @@ class RecurrentPolicy:
 
     step: Callable[[Any, jax.Array, Any, Any, jax.Array], tuple[jax.Array, Any]]
     initial_state: Callable[[int], Any]
+    # The head's exploration at an actor step, for the actor's records (None: none named).
+    exploration: Exploration | None = None
 
 
 class RecurrentActor(FeedForwardActor):
@@ -190,6 +210,7 @@ class RecurrentActor(FeedForwardActor):
         self._step = 0
         self._defer = bool(defer_adder)
         self._pending = []
+        self._exploration = policy.exploration
         self._initial_state = policy.initial_state
         self._state: Any = None  # Per copy: the state the next action is chosen from.
         self._next_state: Any = None  # Per copy: the state after the last chosen action.

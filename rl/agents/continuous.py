@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rl.agents.actors import Policy
+from rl.agents.actors import Policy, with_exploration
 from rl.agents.builder import ReplayConfig, TransitionReplayBuilder
 from rl.agents.learning import SGDLearner
 from rl.checks import require_positive
@@ -139,6 +139,15 @@ def make_optimizers(config: ContinuousConfig) -> tuple[optax.GradientTransformat
     )
 
 
+def learning_rates(config: ContinuousConfig) -> dict[str, jax.Array]:
+    """The step sizes Adam applies to the policy and the critic (constants: these agents
+    have no schedule), as learner metrics: the logs name every rate a run trained with."""
+    return {
+        "policy_learning_rate": jnp.asarray(config.policy_learning_rate, jnp.float32),
+        "critic_learning_rate": jnp.asarray(config.critic_learning_rate, jnp.float32),
+    }
+
+
 # --------------------------------------------------------------------------- config
 
 
@@ -221,7 +230,7 @@ class ContinuousBuilder(TransitionReplayBuilder):
             output = policy_network.apply(params, observations)
             return to_environment_scale(head(output, key, step), action_spec)
 
-        return policy
+        return with_exploration(policy, head)
 
 
 # --------------------------------------------------------------------------- learner

@@ -59,6 +59,15 @@ def learning_rate_schedule(config: Any) -> float | optax.Schedule:
     return optax.linear_schedule(config.learning_rate, config.learning_rate * fraction, decay_steps)
 
 
+def learning_rate_at(config: Any, steps: jax.Array) -> jax.Array:
+    """The learning rate Adam applies at the SGD step numbered `steps` (the schedule's
+    value there, or the constant): a learner metric, so a decayed rate is seen in the
+    logs rather than inferred from the config. `steps` is `TrainingState.steps` before
+    the step, the count optax's schedule reads (both start at 0 and grow together)."""
+    schedule = learning_rate_schedule(config)
+    return jnp.asarray(schedule(steps) if callable(schedule) else schedule, jnp.float32)
+
+
 def check_learning_rate_decay(config: Any) -> None:
     """A clear error for a decay shape `learning_rate_schedule` does not know."""
     if config.learning_rate_decay not in LEARNING_RATE_DECAYS:

@@ -4,7 +4,9 @@ write the summaries.
 Between chunks the host writes the records the other launchers write (learner, actor
 and evaluator, each with `actor_steps`, `learner_steps` and `wall_time_s`), for every
 replica, and evaluates at the first chunk boundary at or after each multiple of
-`eval_every` and at the end of the budget.
+`eval_every` and at the end of the budget. A run of several replicas ends by printing
+(and copying to train.log) each replica's first, best and final evaluation return, so a
+replica that never learned is not hidden by the mean.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import os
 import time
 from typing import Any
@@ -22,7 +25,14 @@ import numpy as np
 from rl.anakin.checkpoints import AnakinCheckpointer, Bookkeeping, fresh_bookkeeping, trim_replica_logs
 from rl.anakin.devices import place, replica_sharding
 from rl.anakin.evaluation import EvaluationResult, evaluate
-from rl.anakin.replicas import replica_experiments, replica_keys, take
+from rl.anakin.replicas import (
+    improvement_flag,
+    replica_experiments,
+    replica_keys,
+    replica_seeds,
+    replica_table,
+    take,
+)
 from rl.anakin.system import System, make_chunk
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments.config import ExperimentConfig
@@ -31,6 +41,9 @@ from rl.experiments.launchers.errors import LauncherError
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary, close_loggers, finish_run
 from rl.loggers.base import Logger
+
+# The run's transcript: train.log only (conf/hydra/job_logging/rl.yaml), as the records' lines.
+TRANSCRIPT = logging.getLogger("rl.transcript")
 
 
 @dataclasses.dataclass
@@ -223,12 +236,26 @@ def run_anakin(
             path = checkpoints.save(state, book)  # The final checkpoint.
         exit_code = 128 + stop.signum if status == "interrupted" else 0
         summary = _write_summaries(experiment, replicas, logs, book, compiled, time.perf_counter() - start, status, exit_code)
+        if num_seeds > 1:
+            _report_replicas(experiment.seed, book)
         if status == "interrupted":
             close_loggers(experiment, exit_code=128 + stop.signum)
             raise RunInterrupted(stop.signum, summary, path)
         return summary
     finally:
         restore_signal_handlers()
+
+
+def _report_replicas(seed: int, book: Bookkeeping) -> None:
+    """Prints each replica's evaluation returns (rl/anakin/replicas.py `replica_table`)
+    and copies the lines to train.log, as the terminal logger does with its records."""
+    curves = [replica.eval_returns for replica in book.replicas]
+    lines = replica_table(replica_seeds(seed, len(curves)), curves)
+    flagged = sum(1 for curve in curves if improvement_flag([value for _, value in curve]))
+    title = f"Evaluation returns of each of the {len(curves)} replicas ({flagged} flagged):"
+    for line in (title, *(f"  {line}" for line in lines)):
+        print(line, flush=True)
+        TRANSCRIPT.info(line)
 
 
 def _write_summaries(

@@ -14,6 +14,15 @@ several writers of a label (the actors of a Ray run, whose records the driver wr
 neither lose keys nor interleave partial lines. An existing file is appended to with its
 own header (a resumed run), widened like any other when new keys arrive. Writers in
 different processes must not share a file.
+
+A file holds every record its logger is given, but not every node gives it every record:
+`learner.csv` is a sample of the learner's steps. The learner writes one record per
+learner step (its metrics averaged over the SGD steps that step ran), and `build_learner`
+wraps its logger in a `TimeFilter` that passes the first record and then the first one
+at least `learner_log_interval_s` seconds (1 s) after the last passed; the records in
+between are dropped, not averaged. With `launcher.deterministic=true` a `StepFilter`
+passes the first record in each window of `eval_every // 10` actor steps instead;
+launcher=anakin writes one record per chunk (the chunk's means).
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ from rl.loggers.csv import CSVLogger
 from rl.loggers.terminal import TerminalLogger
 from rl.loggers.wandb import WandbLogger, WandbRun
 
+# Labels whose every record reaches the terminal (and train.log): an evaluation round is
+# rare and is the result a reader looks for, so none may be dropped by the rate limit.
+UNFILTERED_TERMINAL_LABELS = frozenset({"evaluator"})
+
 
 class DefaultLoggerFactory:
     """Makes one logger per node label, writing to the sinks switched on in the config.
@@ -34,6 +38,11 @@ class DefaultLoggerFactory:
       learner, actor and evaluator curves of a run, and the curves of runs with other
       replay ratios, stay comparable; a node whose records lack `actor_steps` is plotted
       against its own steps key.
+
+    The terminal sink of the frequent labels (actor, learner) prints at most one record
+    every `terminal_time_delta` seconds; an evaluator's prints every record, so the
+    terminal and train.log show every evaluation round (`UNFILTERED_TERMINAL_LABELS`).
+    CSV and W&B get every record they are given.
 
     The factory holds the run's clock: `start_time` (epoch seconds, when the factory was
     made, i.e. when the experiment was composed) is the origin of the `wall_time_s` that
@@ -76,7 +85,10 @@ class DefaultLoggerFactory:
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
         sinks: list[Logger] = []
         if self.terminal:
-            sinks.append(TimeFilter(TerminalLogger(label, instance, steps_key), self.terminal_time_delta))
+            terminal: Logger = TerminalLogger(label, instance, steps_key)
+            if label not in UNFILTERED_TERMINAL_LABELS:
+                terminal = TimeFilter(terminal, self.terminal_time_delta)
+            sinks.append(terminal)
         if self.csv:
             sinks.append(CSVLogger(self.directory, label, steps_key=steps_key or "actor_steps"))
         if self.wandb_run is not None:

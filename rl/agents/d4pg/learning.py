@@ -7,7 +7,14 @@ from typing import Any, Iterator, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rl.agents.continuous import ContinuousLearner, gradient_step, init_with_targets, make_optimizers, polyak_update
+from rl.agents.continuous import (
+    ContinuousLearner,
+    gradient_step,
+    init_with_targets,
+    learning_rates,
+    make_optimizers,
+    polyak_update,
+)
 from rl.agents.d4pg import losses
 from rl.agents.d4pg.config import D4PGConfig
 from rl.counting import Counter
@@ -79,6 +86,6 @@ class D4PGLearner(ContinuousLearner):
                 critic_opt_state=critic_opt_state,
                 steps=state.steps + 1,
             )
-            return new_state, {**metrics, "policy_loss": policy_loss}
+            return new_state, {**metrics, "policy_loss": policy_loss, **learning_rates(config)}
 
         super().__init__(state, sgd_step, iterator, config, networks.environment_spec.actions, counter, logger)

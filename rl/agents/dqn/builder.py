@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import jax
 
-from rl.agents.actors import Policy
+from rl.agents.actors import Policy, with_exploration
 from rl.agents.builder import TransitionReplayBuilder, builder_factory
 from rl.agents.dqn.config import DQNConfig
 from rl.counting import Counter
@@ -35,7 +35,7 @@ class DQNBuilder(TransitionReplayBuilder):
         def policy(params: Any, key: jax.Array, observations: Any, step: jax.Array) -> jax.Array:
             return head(networks.apply(params, observations), key, step)
 
-        return policy
+        return with_exploration(policy, head)
 
     def make_learner(
         self,

@@ -18,6 +18,7 @@ from rl.agents.q_learning import (
     apply_gradients,
     importance_weights,
     initial_state,
+    learning_rate_at,
     learning_rate_schedule,  # noqa: F401 (read from here by tests/test_schedules.py)
     make_optimizer,
 )
@@ -43,6 +44,7 @@ def dqn_sgd_step(
     gradients, extras = grad_fn(state.params, state.target_params, apply, data, weights, config.huber_loss_delta)
     metrics = {
         "gradient_norm": optax.global_norm(gradients),
+        "learning_rate": learning_rate_at(config, state.steps),
         "q_mean": extras["q_mean"],
         "td_error": jnp.mean(extras["abs_td_error"]),
     }

@@ -87,7 +87,8 @@ class R2D2Builder(TransitionReplayBuilder):
             q_values, next_state = networks.apply(params, observations, state)
             return head(q_values, key, actor_step), next_state
 
-        return RecurrentPolicy(step=step, initial_state=networks.initial_state)
+        exploration = getattr(head, "exploration_metrics", None)
+        return RecurrentPolicy(step=step, initial_state=networks.initial_state, exploration=exploration)
 
     def make_policy(self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> RecurrentPolicy:
         """Greedy (evaluation) or the policy group's exploration on the recurrent Q-values."""

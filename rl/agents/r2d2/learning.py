@@ -21,6 +21,7 @@ from rl.agents.q_learning import (
     apply_gradients,
     importance_weights,
     initial_state,
+    learning_rate_at,
     make_optimizer,
 )
 from rl.agents.r2d2.config import R2D2Config
@@ -50,7 +51,11 @@ def r2d2_sgd_step(
     )
     gradients, extras = jax.grad(lambda p: loss_fn(p, state.target_params), has_aux=True)(state.params)
     priorities = extras.pop("priorities")
-    metrics = {**extras, "gradient_norm": optax.global_norm(gradients)}
+    metrics = {
+        **extras,
+        "gradient_norm": optax.global_norm(gradients),
+        "learning_rate": learning_rate_at(config, state.steps),
+    }
     return apply_gradients(optimizer, gradients, state, config.target_update_period), metrics, priorities
 
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.continuous import ContinuousLearner, gradient_step, make_optimizers, polyak_update
+from rl.agents.continuous import ContinuousLearner, gradient_step, learning_rates, make_optimizers, polyak_update
 from rl.agents.sac import losses
 from rl.agents.sac.config import SACConfig
 from rl.counting import Counter
@@ -121,6 +121,8 @@ def make_sac(networks: ActorCriticNetworks, config: SACConfig) -> SACFunctions:
             "temperature": temperature,
             "temperature_loss": temperature_loss,
             "entropy": -jnp.mean(log_prob),
+            **learning_rates(config),
+            "temperature_learning_rate": jnp.asarray(config.temperature_learning_rate, jnp.float32),
         }
         return new_state, metrics
 

@@ -7,7 +7,14 @@ from typing import Any, Iterator, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rl.agents.continuous import ContinuousLearner, gradient_step, init_with_targets, make_optimizers, polyak_update
+from rl.agents.continuous import (
+    ContinuousLearner,
+    gradient_step,
+    init_with_targets,
+    learning_rates,
+    make_optimizers,
+    polyak_update,
+)
 from rl.agents.td3 import losses
 from rl.agents.td3.config import TD3Config
 from rl.counting import Counter
@@ -95,6 +102,6 @@ class TD3Learner(ContinuousLearner):
                 state,
                 batch.observation,
             )
-            return state, {**metrics, "policy_loss": policy_loss}
+            return state, {**metrics, "policy_loss": policy_loss, **learning_rates(config)}
 
         super().__init__(state, sgd_step, iterator, config, networks.environment_spec.actions, counter, logger)
