@@ -56,12 +56,15 @@ def is_wall_clock(key: str) -> bool:
     return key.endswith("_s") or "per_second" in key
 
 
-def without_wall_clock(value: Any) -> Any:
-    """`value` with every wall-clock field left out, at any depth."""
+def comparable(value: Any, run_directory: str) -> Any:
+    """`value` without its wall-clock fields, at any depth, and with paths inside the run
+    directory made relative to it (every run of a test has its own directory)."""
     if isinstance(value, dict):
-        return {k: without_wall_clock(v) for k, v in value.items() if not is_wall_clock(k)}
+        return {k: comparable(v, run_directory) for k, v in value.items() if not is_wall_clock(k)}
     if isinstance(value, list):
-        return [without_wall_clock(v) for v in value]
+        return [comparable(v, run_directory) for v in value]
+    if isinstance(value, str) and value.startswith(run_directory):
+        return os.path.relpath(value, run_directory)
     return value
 
 
@@ -90,7 +93,7 @@ def record(run_directory: str) -> dict[str, Any]:
         with open(path) as file:
             summary = json.load(file)
         relative = os.path.relpath(path, run_directory)
-        result["summaries"][relative] = without_wall_clock(summary)
+        result["summaries"][relative] = comparable(summary, os.path.abspath(run_directory))
         result["learner_digests"][relative] = _newest_digest(os.path.dirname(path))
     return result
 
