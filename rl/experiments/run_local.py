@@ -9,7 +9,8 @@ With `deterministic=True` the run is a function of its command: both run on one 
 in a fixed order (after each actor step the learner takes every batch the ratio's
 schedule allows, `ReplayRatio.can_sample`), the replay is in process with a seeded
 choice of items (rl/replay/seeded.py) instead of a reverb server whose samplers take no
-seed, the actor's deferred adder calls are made at every step, and the learner logs its
+seed, every actor step is counted (and its deferred adder calls made) before the learner
+is asked, and the learner logs its
 first record in each `DETERMINISTIC_LOG_WINDOWS`-th of the evaluation interval (in actor
 steps) rather than one a second.
 
@@ -151,8 +152,8 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
                 step += count
                 if learner_thread is not None:
                     learner_thread.notify()
-                else:  # Every step's items are in before the learner is asked, whatever the timing.
-                    actor_loop.flush()
+                else:  # Every step is counted and its items are in before the learner is asked, so that
+                    actor_loop.count_partial_episode()  # a checkpoint (at any moment) changes no count.
                 while learner_thread is None and ratio.can_sample(inserted + adder.num_items, samples):
                     learner.step()
                     samples += batch
