@@ -8,6 +8,8 @@ Layout under `<run dir>/checkpoints/`:
         state.json       counts, schedules, evaluation history, clocks, and the learner
                          state's structure (tree, shapes, dtypes) and content digest
         replay/          reverb's checkpoint of the tables (checkpoint.replay=true only)
+        process.pkl      a deterministic run's in-process state (launcher.deterministic=true
+                         only: replay, environments, actor and evaluators), for an exact resume
         MANIFEST.json    size and sha256 of every other file, written last
     replay/              reverb's checkpointer root: a table checkpoint is written here,
                          then moved into the step directory it belongs to
@@ -27,6 +29,7 @@ import hashlib
 import json
 import math
 import os
+import pickle
 import re
 import shutil
 import warnings
@@ -45,6 +48,7 @@ MANIFEST = "MANIFEST.json"
 STATE = "state.json"
 LEARNER = "learner"
 REPLAY = "replay"
+PROCESS = "process.pkl"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 _TEMPORARY_PREFIX = ".tmp-"
 
@@ -229,12 +233,14 @@ def save_checkpoint(
     state: Mapping[str, Any],
     keep: int | None = None,
     replay_checkpoint: str | None = None,
+    process_state: Any = None,
 ) -> str:
     """Writes `<run dir>/checkpoints/step_<step>` atomically and returns its path.
 
     `learner_state` is the learner's pytree; `state` a JSON-able dict of everything else
     (counts, schedules, evaluation history); `replay_checkpoint`, a directory reverb's
-    checkpointer just wrote, is moved inside. With `keep`, only the newest `keep`
+    checkpointer just wrote, is moved inside; `process_state` (picklable) is what else a
+    deterministic run needs to continue exactly. With `keep`, only the newest `keep`
     checkpoints remain afterwards.
     """
     root = checkpoint_root(run_directory)
@@ -251,6 +257,9 @@ def save_checkpoint(
             )
         if replay_checkpoint is not None:
             os.rename(replay_checkpoint, os.path.join(temporary, REPLAY))
+        if process_state is not None:
+            with open(os.path.join(temporary, PROCESS), "wb") as file:
+                pickle.dump(process_state, file, protocol=pickle.HIGHEST_PROTOCOL)
         _write_json(os.path.join(temporary, STATE), {**state, "format": FORMAT, "step": int(step), "learner": structure})
         manifest = {path: [os.path.getsize(os.path.join(temporary, path)), _sha256(os.path.join(temporary, path))]
                     for path in _files(temporary)}
@@ -336,6 +345,16 @@ def read_state(path: str) -> dict[str, Any]:
     if not isinstance(state, dict) or state.get("format") != FORMAT or "learner" not in state:
         raise CheckpointError(f"{path} is not a checkpoint of format {FORMAT}")
     return state
+
+
+def read_process_state(path: str) -> Any:
+    """A checkpoint's deterministic process state (None: it has none). The file is the
+    run's own, verified against the manifest by `find_latest` before any resume."""
+    file_path = os.path.join(path, PROCESS)
+    if not os.path.isfile(file_path):
+        return None
+    with open(file_path, "rb") as file:
+        return pickle.load(file)
 
 
 def check_learner_structure(path: str, template: Any) -> None:

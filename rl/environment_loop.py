@@ -13,6 +13,7 @@ parameters once per round rather than every step and logs one record per round
 
 from __future__ import annotations
 
+import pickle
 import time
 from typing import Any, Callable, Sequence
 
@@ -151,6 +152,31 @@ class EnvironmentLoop(core.Worker):
         if not self.evaluation:
             self.logger.write(record)
         return record
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything this loop continues from: the environments (pickled as they are,
+        mid-episode), the episodes' returns and lengths so far, the steps not yet counted
+        and the actor's state. A deterministic run saves it to resume exactly; observers'
+        per-episode statistics are not part of it."""
+        return {
+            "environment": pickle.dumps(self.environment, protocol=pickle.HIGHEST_PROTOCOL),
+            "observation": self._observation,
+            "returns": self._returns.copy(),
+            "lengths": self._lengths.copy(),
+            "uncounted_steps": self._uncounted_steps,
+            "steps_taken": self.steps_taken,
+            "actor": self.actor.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.environment.close()
+        self.environment = pickle.loads(state["environment"])
+        self._observation = state["observation"]
+        self._returns = np.array(state["returns"])
+        self._lengths = np.array(state["lengths"])
+        self._uncounted_steps = int(state["uncounted_steps"])
+        self.steps_taken = int(state["steps_taken"])
+        self.actor.set_state(state["actor"])
 
     def flush(self) -> None:
         """Makes the adder calls the actor has queued (`FeedForwardActor`'s deferred

@@ -36,6 +36,15 @@ class VariableClient:
         if self._calls >= self._update_period:
             self.update_and_wait()
 
+    def get_state(self) -> dict[str, Any]:
+        """The parameters held and the calls since they were fetched: a client restored
+        from this fetches when this one would have, and acts with the same parameters."""
+        return {"params": self._params, "calls": self._calls}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._params = state["params"]
+        self._calls = int(state["calls"])
+
     def update_and_wait(self) -> None:
         self._params = self._source.get_variables([self._key])[0]
         self._calls = 0

@@ -14,6 +14,7 @@ import csv
 import glob
 import json
 import os
+import signal
 
 import pytest
 
@@ -74,6 +75,28 @@ def test_checkpoints_of_two_deterministic_runs_at_the_same_step_hold_the_same_le
         assert 1500 in states
         digests.append(states)
     assert digests[0][1500] == digests[1][1500]
+
+
+def test_a_deterministic_run_stopped_and_resumed_equals_the_uninterrupted_one(deterministic_runs, tmp_path):
+    """SIGTERM once learning is under way (a checkpoint of the whole in-process state),
+    then the same command: every record, the summary and the final learner state equal
+    the uninterrupted run's."""
+    from test_resume import _acted_past, _train, _wait_throttled
+
+    run_dir = str(tmp_path / "stopped")
+    command = [*COMMAND, "launcher.deterministic=true", f"hydra.run.dir={run_dir}"]
+    process = _train(command)
+    _wait_throttled(lambda: _acted_past(run_dir, 900), process)
+    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGCONT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 143, stderr[-3000:]
+    stopped_at = read_summary(run_dir)["actor_steps"]
+    assert 900 < stopped_at < 1500, stopped_at
+    result = run_train(command, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    resumed, uninterrupted = golden_runs.record(run_dir), golden_runs.record(deterministic_runs[0])
+    assert resumed == uninterrupted
 
 
 def test_the_default_mode_acts_identically_until_the_first_update(tmp_path):

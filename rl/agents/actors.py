@@ -110,6 +110,25 @@ class FeedForwardActor(core.Actor):
         """Resumes the schedules at `value` (an actor rebuilt after a fault)."""
         self._step = int(value)
 
+    def get_state(self) -> dict[str, Any]:
+        """The random key, the step count and the parameters held (queued adder calls made
+        first, the adder's own state included): what a deterministic run saves so that a
+        resumed actor acts as this one would have."""
+        self.flush()
+        return {
+            "key": np.asarray(self._key),
+            "step": self._step,
+            "client": self._client.get_state(),
+            "adder": None if self._adder is None else self._adder.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._key = jax.numpy.asarray(state["key"])
+        self._step = int(state["step"])
+        self._client.set_state(state["client"])
+        if self._adder is not None:
+            self._adder.set_state(state["adder"])
+
     def exploration_metrics(self) -> dict[str, float]:
         """The policy's exploration at this actor's step count (`{"epsilon": ...}`; empty
         for a policy that names none), added by the environment loop to episode records."""
@@ -219,6 +238,13 @@ class RecurrentActor(FeedForwardActor):
     def state(self) -> Any:
         """Every copy's current core state (numpy arrays, one row per copy)."""
         return self._state
+
+    def get_state(self) -> dict[str, Any]:
+        return {**super().get_state(), "core_state": self._state, "next_core_state": self._next_state}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        self._state, self._next_state = state["core_state"], state["next_core_state"]
 
     def _reserve(self, copies: int) -> None:
         """Room for `copies` rows; copies never seen before start from the initial state."""

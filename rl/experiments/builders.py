@@ -23,7 +23,7 @@ from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment
 from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.config import ExperimentConfig
-from rl.loggers.aggregators import StepFilter, TimeFilter
+from rl.loggers.aggregators import TimeFilter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.observers.base import Observer
 
@@ -75,14 +75,14 @@ def build_learner(
     random_key: jax.Array,
     replay_client: Any,
     counter: Counter,
-    log_every_actor_steps: int | None = None,
+    log_filter: Callable[[Logger], Logger] | None = None,
 ) -> core.Learner:
     """The learner reading from replay, counting under the prefix `learner`. Without a
     replay client it only serves (restored) parameters: it has nothing to learn from.
 
     Its records go to the log at most once every `experiment.learner_log_interval_s`
-    seconds or, with `log_every_actor_steps`, the first record in each window of that
-    many actor steps (what a deterministic run logs: its rows must not depend on timing)."""
+    seconds, or through `log_filter` (a deterministic run's `StepFilter`: its rows must not
+    depend on timing)."""
     enable_compilation_cache(experiment.compilation_cache)
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     if replay_client is None:
@@ -90,10 +90,7 @@ def build_learner(
     else:
         dataset = experiment.builder.make_dataset_iterator(replay_client, experiment.environment_spec)
     logger = experiment.logger_factory("learner", "learner_steps")
-    if log_every_actor_steps is None:
-        logger = TimeFilter(logger, experiment.learner_log_interval_s)
-    else:
-        logger = StepFilter(logger, "actor_steps", log_every_actor_steps)
+    logger = TimeFilter(logger, experiment.learner_log_interval_s) if log_filter is None else log_filter(logger)
     learner_counter = Counter(counter, "learner", time_delta=0.0)
     return experiment.builder.make_learner(random_key, networks, dataset, replay_client, learner_counter, logger)
 

@@ -90,8 +90,8 @@ class DistributedProgram:
     def make_counter(self) -> Counter:
         return Counter()
 
-    def make_learner(self, replay_client: Any, counter: Any, log_every_actor_steps: int | None = None) -> core.Learner:
-        return build_learner(self.experiment, self.keys.learner, replay_client, counter, log_every_actor_steps)
+    def make_learner(self, replay_client: Any, counter: Any, log_filter: Any = None) -> core.Learner:
+        return build_learner(self.experiment, self.keys.learner, replay_client, counter, log_filter)
 
     def actor_key(self, actor_id: int, restart: int = 0) -> jax.Array:
         """Actor `actor_id`'s key after `restart` restarts.

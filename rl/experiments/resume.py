@@ -393,8 +393,11 @@ class RunCheckpointer:
             fallback_checkpoint_path=restore.replay_checkpoint if restore_replay else None,
         )
 
-    def save(self, learner: Any, state: Mapping[str, Any], replay_client: Any = None) -> str | None:
-        """Checks the learner is finite, then writes a checkpoint (None when disabled)."""
+    def save(
+        self, learner: Any, state: Mapping[str, Any], replay_client: Any = None, process_state: Any = None
+    ) -> str | None:
+        """Checks the learner is finite, then writes a checkpoint (None when disabled);
+        `process_state`: a deterministic run's in-process state (`save_checkpoint`)."""
         if not self.settings.enabled:
             return None
         check = getattr(learner, "check_finite", None)
@@ -402,7 +405,8 @@ class RunCheckpointer:
             check()
         replay = replay_client.checkpoint() if (self.settings.replay and replay_client is not None) else None
         self.last = checkpointing.save_checkpoint(
-            self.run_directory, int(state["actor_steps"]), learner.save(), state, self.settings.keep, replay
+            self.run_directory, int(state["actor_steps"]), learner.save(), state, self.settings.keep, replay,
+            process_state,
         )
         self._next = time.monotonic() + self.settings.every_seconds
         return self.last

@@ -10,7 +10,8 @@ in a fixed order (after each actor step the learner takes every batch the ratio'
 schedule allows, `ReplayRatio.can_sample`), the replay is in process with a seeded
 choice of items (rl/replay/seeded.py) instead of a reverb server whose samplers take no
 seed, every actor step is counted (and its deferred adder calls made) before the learner
-is asked, and the learner logs its
+is asked, checkpoints hold the whole in-process state (replay, environments, actor and
+evaluators: a resumed run continues exactly as the uninterrupted one), and the learner logs its
 first record in each `DETERMINISTIC_LOG_WINDOWS`-th of the evaluation interval (in actor
 steps) rather than one a second.
 
@@ -23,6 +24,7 @@ from it: counts, learner state, the actor's schedules, the evaluation curve and,
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -35,9 +37,13 @@ from rl.experiments.interrupts import Interrupted, RunInterrupted, install_stop_
 from rl.experiments.launchers.errors import LauncherError
 from rl.experiments.learner_thread import LearnerThread, release_lock_while_sampling
 from rl.experiments.progress import ProgressDisplay
+from rl.checkpointing import read_process_state
 from rl.experiments.resume import RunCheckpointer, restore_evaluations, run_state
 from rl.experiments.summary import RunSummary, close_loggers, finish_run, merge_evaluations
+from rl.loggers.aggregators import StepFilter
 from rl.numerics import NumericalError
+
+log = logging.getLogger(__name__)
 
 
 # Learner records of a deterministic run: this many per evaluation interval, at most.
@@ -74,8 +80,14 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
         counter = program.make_counter()
         if restore is not None:
             counter.restore(restore.counts)
-        log_every = max(1, experiment.eval_every // DETERMINISTIC_LOG_WINDOWS) if deterministic else None
-        learner = program.make_learner(client, counter, log_every)
+        learner_log: list[StepFilter] = []  # A deterministic run's filter of learner records.
+
+        def step_filter(logger: Any) -> StepFilter:
+            every = max(1, experiment.eval_every // DETERMINISTIC_LOG_WINDOWS)
+            learner_log.append(StepFilter(logger, "actor_steps", every))
+            return learner_log[-1]
+
+        learner = program.make_learner(client, counter, step_filter if deterministic else None)
         if restore is not None:
             learner.restore(restore.learner_state(learner.save()))
         schedule_step = int(restore.state["actor_schedule_step"]) if restore is not None else 0
@@ -109,6 +121,29 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
         if restore is not None and restore.restore_replay and seeded is None:
             table = getattr(builder.config, "replay_table_name", None) or next(iter(client.server_info()))
             inserted, samples = _replay_counts(client, table)
+
+        def process_state() -> dict[str, Any]:
+            """What a deterministic run continues from besides the learner and the counts."""
+            return {
+                "replay": seeded.get_state(),
+                "actor": actor_loop.get_state(),
+                "evaluators": [evaluator.get_state() for evaluator in evaluators],
+                "samples": samples,
+                "learner_log": learner_log[0].get_state(),
+            }
+
+        if deterministic and restore is not None:
+            saved = read_process_state(restore.checkpoint)
+            if saved is None:
+                log.warning("%s holds no deterministic state (written without launcher.deterministic=true): "
+                            "the run continues, but not as it would have uninterrupted", restore.checkpoint)
+            else:
+                seeded.set_state(saved["replay"])
+                actor_loop.set_state(saved["actor"])
+                for evaluator, evaluator_state in zip(evaluators, saved["evaluators"]):
+                    evaluator.set_state(evaluator_state)
+                samples = int(saved["samples"])
+                learner_log[0].set_state(saved["learner_log"])
         pause = threading.Lock()  # Held between two learner steps: learning pauses (checkpoints).
         learner_thread = None
         if not deterministic:
@@ -139,7 +174,9 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
                     experiment, counter.get_counts(), step, next_eval, actor_loop.actor.step_count,
                     *evaluation_curve(), acting_time(),
                 )
-                return checkpoints.save(learner, state, None if seeded is not None else client), state
+                if seeded is None:
+                    return checkpoints.save(learner, state, client), state
+                return checkpoints.save(learner, state, None, process_state() if checkpoints.enabled else None), state
 
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             step = restore.actor_steps if restore is not None else 0

@@ -60,6 +60,13 @@ class StepFilter(Logger):
             self._window = window
             self._logger.write(data)
 
+    def get_state(self) -> int:
+        """The last window a record passed in (a resumed deterministic run continues it)."""
+        return self._window
+
+    def set_state(self, window: int) -> None:
+        self._window = int(window)
+
     def close(self) -> None:
         self._logger.close()
 

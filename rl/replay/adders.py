@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import collections
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import dm_env
 import numpy as np
@@ -218,6 +218,17 @@ class NStepTransitionAdder(Adder):
                 self._timeout_ms,
             )
             self._unflushed = 0
+
+    def get_state(self) -> dict[str, Any]:
+        """Each copy's window and current observation, and the counts (what a
+        deterministic run saves to continue exactly); flushed items are in replay."""
+        return {"windows": {k: list(w) for k, w in self._windows.items()}, "observations": dict(self._observations),
+                "num_items": self._num_items}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self._windows = {int(k): collections.deque(w) for k, w in state["windows"].items()}
+        self._observations = dict(state["observations"])
+        self._num_items = int(state["num_items"])
 
     def reset(self, timeout_ms: int | None = None) -> None:
         self._windows.clear()

@@ -119,6 +119,31 @@ class SeededTable:
             if oldest <= int(key) < self.inserts:
                 self._priorities[int(key) % self.max_size] = priority
 
+    def get_state(self) -> dict[str, Any]:
+        """The items, priorities and the generator's state: what a checkpoint of a
+        deterministic run keeps, so that a resumed run draws what this one would have."""
+        return {
+            "name": self.name,
+            "sampler": self.sampler,
+            "max_size": self.max_size,
+            "inserts": self.inserts,
+            "items": list(self._items),
+            "queue": list(self._queue),
+            "priorities": self._priorities.copy(),
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        saved = (state["name"], state["sampler"], state["max_size"])
+        if saved != (self.name, self.sampler, self.max_size):
+            raise ValueError(f"the saved table (name, sampler, max_size) {saved} is not this run's "
+                             f"{(self.name, self.sampler, self.max_size)}")
+        self.inserts = int(state["inserts"])
+        self._items = list(state["items"])
+        self._queue = collections.deque(state["queue"])
+        self._priorities = np.array(state["priorities"], np.float64)
+        self.rng.bit_generator.state = state["rng"]
+
 
 class SeededWriter:
     """What an adder writes through (`rl.replay.adders.item_inserter`); nothing is pending,
@@ -160,6 +185,15 @@ class SeededReplay:
 
     def mutate_priorities(self, table: str, updates: Mapping[int, float]) -> None:
         self.table(table).mutate_priorities(updates)
+
+    def get_state(self) -> dict[str, Any]:
+        return {name: table.get_state() for name, table in self.tables.items()}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        if set(state) != set(self.tables):
+            raise ValueError(f"the saved replay has tables {sorted(state)}, this run {sorted(self.tables)}")
+        for name, table_state in state.items():
+            self.tables[name].set_state(table_state)
 
 
 class SeededIterator(Iterator[ReplaySample]):

@@ -255,6 +255,17 @@ class SequenceAdder(Adder):
         self._fresh[env_id] = 0
         return 1
 
+    _STATE = ("_buffers", "_observations", "_positions", "_fresh", "_num_items", "_capacity")
+
+    def get_state(self) -> dict[str, Any]:
+        """Each copy's partial sequence and the counts (what a deterministic run saves to
+        continue exactly); written items are in replay."""
+        return {name.lstrip("_"): getattr(self, name) for name in self._STATE}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        for name in self._STATE:
+            setattr(self, name, state[name.lstrip("_")])
+
     def reset(self, timeout_ms: int | None = None) -> None:
         """Drops every copy's partial sequence and waits for the items in flight."""
         self._positions[:] = 0

@@ -21,7 +21,9 @@ class LocalLauncher:
         self.deterministic = deterministic
 
     def check_experiment(self, experiment: ExperimentConfig) -> None:
-        """Refuses settings the deterministic mode would otherwise ignore without a word."""
+        """Refuses settings the deterministic mode would otherwise ignore without a word.
+        (`checkpoint.replay` is not one: a deterministic checkpoint always holds its
+        in-process replay, which an exact resume needs.)"""
         from rl.experiments.validation import ConfigError
 
         if not self.deterministic:
@@ -31,12 +33,6 @@ class LocalLauncher:
                 "adder_process",
                 "launcher.deterministic=true makes the adder's calls in the actor's thread (their order must not "
                 "depend on timing); set adder_process=false",
-            )
-        if experiment.checkpoint.enabled and experiment.checkpoint.replay:
-            raise ConfigError(
-                "checkpoint.replay",
-                "launcher.deterministic=true keeps replay in process (rl/replay/seeded.py), which is not checkpointed; "
-                "set checkpoint.replay=false",
             )
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
