@@ -136,6 +136,9 @@ BAD_OVERRIDES = [
     (["network.hidden_sizes=[a,b]"], "network.hidden_sizes"),
     (["policy.epsilon_end=2.0"], "epsilon_end"),
     (["adder_process=maybe"], "adder_process"),
+    # Settings the deterministic mode would otherwise ignore, or could not checkpoint.
+    (["launcher.deterministic=true", "adder_process=true"], "adder_process"),
+    (["launcher.deterministic=true", "environment.num_envs=4", "environment.backend=envpool"], "environment.backend"),
 ]
 
 

@@ -28,6 +28,8 @@ class LocalLauncher:
 
         if not self.deterministic:
             return
+        if experiment.checkpoint.enabled:
+            _check_environment_saves(experiment)
         if experiment.adder_process:
             raise ConfigError(
                 "adder_process",
@@ -41,3 +43,30 @@ class LocalLauncher:
 
         with reverb_info_filtered():  # Only our own lines: reverb's INFO lines are dropped.
             return run_local(experiment, deterministic=self.deterministic)
+
+
+def _check_environment_saves(experiment: ExperimentConfig) -> None:
+    """A deterministic checkpoint pickles the environments mid-episode (exact resume):
+    refuses, before anything starts, environments that cannot be pickled."""
+    import pickle
+
+    from rl.experiments.validation import ConfigError
+
+    if experiment.vector_environment_factory is not None:
+        raise ConfigError(
+            "environment.backend",
+            "launcher.deterministic=true saves its environments in every checkpoint, which envpool's cannot be; "
+            "use environment.backend=gymnasium, or checkpoint=false",
+        )
+    environment = experiment.environment_factory(seed=0)
+    try:
+        environment.reset()
+        pickle.dumps(environment)
+    except Exception as error:  # noqa: BLE001 - whatever pickling raises, the answer is the same.
+        raise ConfigError(
+            "launcher.deterministic",
+            f"a deterministic checkpoint saves the environments, and '{experiment.environment_name}' cannot be "
+            f"pickled ({type(error).__name__}: {error}); set checkpoint=false to run without checkpoints",
+        ) from None
+    finally:
+        environment.close()
