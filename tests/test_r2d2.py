@@ -301,7 +301,7 @@ def test_r2d2_loss_on_a_hand_checked_batch(discount_2):
     np.testing.assert_allclose(np.asarray(targets[:3]), expected, rtol=1e-6)
     td = np.asarray(expected) - np.asarray([0.5, 2.0, 1.0])
     loss, extras = r2d2_loss(online, target, scaled_unroll, batch, jnp.ones(1), 2, 0.5, 2, 0.9, None)
-    assert float(loss) == pytest.approx(0.5 * np.mean(td**2), rel=1e-6)
+    assert float(loss) == pytest.approx(0.5 * np.sum(td**2), rel=1e-6)  # A sum over the trained rows (Acme).
     assert float(extras["priorities"][0]) == pytest.approx(0.9 * np.max(np.abs(td)) + 0.1 * np.mean(np.abs(td)), rel=1e-6)
     # Importance weights scale each item's loss; the priorities do not depend on them.
     weighted, weighted_extras = r2d2_loss(online, target, scaled_unroll, batch, jnp.full(1, 0.25), 2, 0.5, 2, 0.9, None)

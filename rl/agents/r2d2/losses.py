@@ -103,10 +103,14 @@ def r2d2_loss(
     priority_eta: float,
     rescaling_epsilon: float | None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L = mean_b w_b * 0.5 * mean_t (y_t - Q(o_t, a_t))^2 over each item's trained rows
+    """L = mean_b w_b * 0.5 * sum_t (y_t - Q(o_t, a_t))^2 over each item's trained rows
     (trace rows t = 0..T-2 with mask_t = 1; y_t from `n_step_double_q_targets`), w_b the
     importance weights. Both networks start from the core state stored with the item's
     first row (`batch.extras["core_state"]`) and run the burn-in rows first.
+
+    A sum over time, as in Acme's R2D2: the paper's Adam epsilon (1e-3) and gradient
+    clip (40, conf/agent/r2d2.yaml) are set for gradients of that size; a mean over the
+    trace would shrink them T - 1 times and make epsilon dominate Adam's step.
 
     `batch` is batch-major ((batch, L, ...)). Returns the loss and, per item, its new
     priority (`sequence_priorities`) with metrics.
@@ -125,7 +129,7 @@ def r2d2_loss(
     q_taken = jnp.take_along_axis(q_online[:-1], actions[..., None], axis=-1)[..., 0]
     td = targets - q_taken
     mask = trace.mask[:-1].astype(td.dtype)
-    per_item = 0.5 * jnp.sum(mask * jnp.square(td), axis=0) / jnp.maximum(jnp.sum(mask, axis=0), 1.0)
+    per_item = 0.5 * jnp.sum(mask * jnp.square(td), axis=0)
     loss = jnp.mean(weights * per_item)
     priorities = jax.lax.stop_gradient(sequence_priorities(jnp.abs(td), mask, priority_eta))
     metrics = {
