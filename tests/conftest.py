@@ -105,6 +105,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # first: handed out right after the Ray group, so that the suite does not end with one
 # worker running a long test while the other has nothing left.
 LONG_MODULES = [
-    "test_continuous_learning", "test_train", "test_ppo", "test_resume", "test_sweeps", "test_evaluate",
+    "test_reproducibility", "test_continuous_learning", "test_train", "test_golden", "test_ppo", "test_resume",
+    "test_sweeps", "test_evaluate",
     "test_anakin", "test_notebooks", "test_tracking",
 ]

@@ -220,9 +220,10 @@ def make_experiment(
             vector_environment_factory = envpool_factory(environment_options, environment_spec)
         except ValueError as error:
             raise ConfigError("environment.backend", str(error)) from None
-    for group in GROUPS:
-        if group != "environment":
-            check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
+    # The launcher before the groups that read its settings (policy and agent interpolate
+    # launcher.num_actors): a bad value is named where it was given.
+    for group in ("launcher", *(g for g in GROUPS if g not in ("environment", "launcher"))):
+        check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
     environment_kind = _action_kind(environment_spec.actions)
     environment_name = environment_label(environment_options, choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
