@@ -99,6 +99,7 @@ def test_a_deterministic_run_stopped_and_resumed_equals_the_uninterrupted_one(de
     assert resumed == uninterrupted
 
 
+@pytest.mark.slow
 def test_the_default_mode_acts_identically_until_the_first_update(tmp_path):
     runs = _runs(tmp_path, "checkpoint.enabled=false")
     before = []
