@@ -127,6 +127,37 @@ def test_episodic_life_ends_an_episode_per_life_and_plays_on():
     assert first_episode_length(True) < first_episode_length(False)
 
 
+def test_evaluators_play_whole_unclipped_games_while_training_clips(tmp_path):
+    """Audit: with reward_clip and episodic_life (the Pong presets) the evaluator used to
+    report clipped, per-life returns. Training keeps both; evaluation plays the game."""
+    from rl.experiments.builders import make_environment
+
+    experiment, _ = build(
+        ["environment=atari", "environment.name=Breakout", "environment.reward_clip=true",
+         "environment.episodic_life=true", "network=atari_cnn"], tmp_path,
+    )
+    key = jax.random.PRNGKey(0)
+
+    def play(evaluation: bool) -> tuple[set[float], int, int]:
+        """Rewards seen, and the ALE's lives when the first episode ended (and at the start)."""
+        environment = make_environment(experiment, key, 1, [], evaluation=evaluation).environments[0]
+        ale = environment.gymnasium_environment.unwrapped.ale
+        timestep, rewards, rng = environment.reset(), set(), np.random.default_rng(0)
+        start = ale.lives()
+        for _ in range(20_000):
+            timestep = environment.step(int(rng.integers(4)))
+            rewards.add(float(timestep.reward))
+            if timestep.last():
+                break
+        return rewards, start, ale.lives()
+
+    training_rewards, start, lives = play(evaluation=False)
+    assert training_rewards <= {0.0, 1.0} and lives == start - 1  # Clipped; one life per episode.
+    _, start, lives = play(evaluation=True)
+    assert lives == 0 and start == 5  # A whole game.
+    assert experiment.evaluation_environment_factory.keywords["reward_clip"] is False
+
+
 def test_an_unknown_game_names_close_ones(tmp_path):
     with pytest.raises(ConfigError, match=r"environment.name: ALE has no game 'Pongg'.*'Pong'"):
         build(["environment=atari", "network=atari_cnn", "environment.name=Pongg"], tmp_path)

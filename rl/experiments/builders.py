@@ -57,12 +57,24 @@ def make_observers(experiment: ExperimentConfig, label: str, instance: int) -> l
     return [observer for observer in observers if observer.labels is None or label in observer.labels]
 
 
-def make_environment(experiment: ExperimentConfig, random_key: jax.Array, num_envs: int, observers: Sequence[Observer]) -> Any:
+def make_environment(
+    experiment: ExperimentConfig,
+    random_key: jax.Array,
+    num_envs: int,
+    observers: Sequence[Observer],
+    evaluation: bool = False,
+) -> Any:
     """`num_envs` copies seeded from `random_key` (`VectorEnvironment`'s interface), made
     to render when an observer asks (always with the gymnasium backend: envpool does not
-    render)."""
+    render). With `evaluation`, the experiment's evaluation environment where it has one
+    (the game's own score: no reward clipping, whole games), one copy per episode."""
     factory = experiment.environment_factory
     seed = environment_seed(random_key)
+    if evaluation and experiment.evaluation_environment_factory is not None:
+        factory = experiment.evaluation_environment_factory
+        if any(observer.render for observer in observers):
+            factory = functools.partial(factory, render_mode="rgb_array")
+        return VectorEnvironment.make(factory, seed, num_envs)
     if any(observer.render for observer in observers):
         factory = functools.partial(factory, render_mode="rgb_array")
     elif experiment.vector_environment_factory is not None:
@@ -157,7 +169,7 @@ def build_evaluator(
     enable_compilation_cache(experiment.compilation_cache)
     environment_key, actor_key = jax.random.split(random_key)
     observers = make_observers(experiment, "evaluator", instance)
-    environment = make_environment(experiment, environment_key, experiment.eval_episodes, observers)
+    environment = make_environment(experiment, environment_key, experiment.eval_episodes, observers, evaluation=True)
     builder = experiment.builder
     make_actor = make_actor or builder.make_actor
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)

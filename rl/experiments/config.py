@@ -50,6 +50,10 @@ class ExperimentConfig:
     # `(seed=..., num_envs=...)` -> the copies an actor steps, when another backend than one
     # `environment_factory` environment per copy steps them (environment.backend=envpool).
     vector_environment_factory: Callable[..., Any] | None = None
+    # `(seed=...)` -> the environment evaluators play, where it differs from training's:
+    # the game's own score, in whole games, when training clips rewards or ends an episode
+    # per life (Atari's reward_clip, episodic_life). None: `environment_factory`.
+    evaluation_environment_factory: Callable[..., dm_env.Environment] | None = None
     # Directory of the persistent XLA compilation cache (None: no cache).
     compilation_cache: str | None = None
     # Whether an actor of launcher=local makes its adder's calls in a child process

@@ -222,6 +222,13 @@ def make_experiment(
             raise ConfigError("environment.backend", str(error)) from None
     # The launcher before the groups that read its settings (policy and agent interpolate
     # launcher.num_actors): a bad value is named where it was given.
+    # Training-only preprocessing (Atari: clipped rewards, an episode per life): evaluators
+    # play the unprocessed game, so evaluation reports the game's own score.
+    evaluation_environment_factory = None
+    if environment_options.get("reward_clip") or environment_options.get("episodic_life"):
+        evaluation_environment_factory = _instantiate(
+            "environment", {**environment_options, "reward_clip": False, "episodic_life": False}, _partial_=True
+        )
     for group in ("launcher", *(g for g in GROUPS if g not in ("environment", "launcher"))):
         check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
     environment_kind = _action_kind(environment_spec.actions)
@@ -295,6 +302,7 @@ def make_experiment(
         threshold=settings.threshold,
         num_envs=num_envs,
         vector_environment_factory=vector_environment_factory,
+        evaluation_environment_factory=evaluation_environment_factory,
         observers=observers,
         compilation_cache=settings.compilation_cache,
         adder_process=settings.adder_process,
