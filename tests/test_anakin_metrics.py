@@ -10,14 +10,11 @@ import os
 import jax
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_dir
 
-from conftest import ROOT
+from test_anakin import compose_experiment
 from rl.anakin.system import make_chunk
 from rl.anakin.systems import make_system
-from rl.experiments.make_experiment import make_experiment
 
-CONF = os.path.join(ROOT, "conf")
 
 # 4 copies, one SGD step of 16 transitions per update once 64 transitions are stored
 # (update 16 on), chunks of 32 updates: 17 of the first chunk's updates train.
@@ -37,14 +34,8 @@ TINY_DQN = [
 ]
 
 
-def _compose(overrides: list[str], run_dir: str):
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        config = compose(config_name="config", overrides=overrides)
-    return make_experiment(config, run_dir, {"agent": "dqn"})
-
-
 def test_a_chunk_averages_the_learner_metrics_over_the_updates_that_trained(tmp_path):
-    experiment, _ = _compose(TINY_DQN, str(tmp_path))
+    experiment, _ = compose_experiment(TINY_DQN, str(tmp_path))
     system, _ = make_system(experiment)
     state = jax.jit(system.init)(jax.random.PRNGKey(3))
 
@@ -69,7 +60,7 @@ def test_a_learner_record_without_sgd_steps_has_no_learner_metrics(tmp_path):
     """min_replay_size=160: the first chunk (updates 1..32, up to 128 transitions) trains
     nothing, so its record has no td_error (an empty cell, not 0); the second trains
     from update 40 on."""
-    experiment, launcher = _compose([*TINY_DQN, "agent.min_replay_size=160"], str(tmp_path))
+    experiment, launcher = compose_experiment([*TINY_DQN, "agent.min_replay_size=160"], str(tmp_path))
     summary = launcher(experiment)
     assert summary.learner_steps == 25 and summary.status == "finished"
     with open(os.path.join(tmp_path, "logs", "learner.csv")) as file:
