@@ -67,9 +67,10 @@ class SeededTable:
         return len(self._queue) if self.sampler == "fifo" else min(self.inserts, self.max_size)
 
     def insert(self, priority: float, columns: Sequence[np.ndarray]) -> None:
-        columns = [np.array(column, dtype, copy=True) for column, dtype in zip(columns, self._dtypes)]
         if len(columns) != len(self._dtypes):
             raise ValueError(f"table {self.name!r}: an item of {len(columns)} columns, the signature has {len(self._dtypes)}")
+        # Copies: an adder reuses its buffers for the next items.
+        columns = [np.array(column, dtype, copy=True) for column, dtype in zip(columns, self._dtypes)]
         if self.sampler == "fifo":
             self._queue.append((self.inserts, columns))
             if len(self._queue) > self.max_size:
