@@ -156,6 +156,9 @@ def test_evaluators_play_whole_unclipped_games_while_training_clips(tmp_path):
     _, start, lives = play(evaluation=True)
     assert lives == 0 and start == 5  # A whole game.
     assert experiment.evaluation_environment_factory.keywords["reward_clip"] is False
+    from rl.observers.game_score import GameScore
+
+    assert GameScore in experiment.observers  # Training records carry the game's score too.
 
 
 def test_an_unknown_game_names_close_ones(tmp_path):
@@ -417,3 +420,48 @@ def test_the_atari_benchmark_writes_valid_rows(tmp_path):
     assert all(row["suite"] == "atari" and row["value"] and row["value"] > 0 for row in rows)
     assert cases["Pong raw ALE gymnasium x1"]["unit"] == "frames/s"
     assert cases["Pong actor dqn_pong x8 envpool"]["bound"] > 0
+
+
+def _play_one_game(environment, observer, seed: int = 0) -> list[dict]:
+    """Random actions in copy 0 of `environment` (a vector) until a whole game is over;
+    each episode's clipped return, with what the observer adds to its record."""
+    rng = np.random.default_rng(seed)
+    records, episode_return = [], 0.0
+    timestep = environment.reset()
+    observer.observe_first(environment, timestep, np.arange(1))
+    for _ in range(50_000):
+        actions = np.array([rng.integers(4)], np.int32)
+        timestep = environment.step(actions)
+        observer.observe(environment, timestep, actions, np.arange(1))
+        episode_return += float(timestep.reward[0])
+        if timestep.step_type[0] == dm_env.StepType.LAST:
+            records.append({"episode_return": episode_return, **observer.get_metrics(0)})
+            if "game_score" in records[-1]:
+                return records
+            episode_return = 0.0
+            observer.observe_first(environment, environment.reset(np.arange(1)), np.arange(1))
+    raise AssertionError("no game ended")
+
+
+@pytest.mark.parametrize("backend", ["gymnasium", "envpool"])
+def test_training_records_carry_the_game_score_of_each_whole_game(backend):
+    """Audit: with clipped rewards and an episode per life, training records showed only
+    clipped per-life returns. The record of the episode that ends a game carries the
+    game's own score: the unclipped sum over its lives (SpaceInvaders scores 5 to 200 a hit)."""
+    from rl.environments.vector import VectorEnvironment
+    from rl.observers.game_score import GameScore
+
+    def make(reward_clip: bool):
+        if backend == "envpool":
+            pytest.importorskip("envpool")
+            return make_atari_envpool(seed=3, num_envs=1, name="SpaceInvaders", episodic_life=True, reward_clip=reward_clip)
+        return VectorEnvironment(
+            [make_atari_environment(seed=3, name="SpaceInvaders", episodic_life=True, reward_clip=reward_clip)]
+        )
+
+    clipped = _play_one_game(make(reward_clip=True), GameScore())
+    unclipped = _play_one_game(make(reward_clip=False), GameScore())  # The same game: same seed, same actions.
+    # One record per life (a copy reset after a lost life plays on), the last with the score.
+    assert len(clipped) == len(unclipped) == 3 and all("game_score" not in r for r in clipped[:-1])
+    assert clipped[-1]["game_score"] == sum(r["episode_return"] for r in unclipped) == unclipped[-1]["game_score"]
+    assert 0 < sum(r["episode_return"] for r in clipped) < clipped[-1]["game_score"]  # Clipped: one point a hit.

@@ -15,6 +15,9 @@ with frameskip 1 (the preprocessing skips frames itself) and the envpool backend
 * `episodic_life`: a lost life ends the episode (discount 0) but the game goes on from
   there; it is reset only when it is over (Mnih et al., 2015; envpool's `episodic_life`);
 * `reward_clip`: rewards become their sign;
+* the step that ends a whole game (all lives, or the time limit) carries the game's own
+  score, unclipped, as `info["game_score"]` (gymnasium) or in `game_scores` (envpool), so
+  that training records show the score an evaluation would (rl/observers/game_score.py);
 * `full_action_space`: all 18 actions instead of the game's minimal set;
 * at most `max_episode_steps` agent steps (27,000 = 108,000 frames, v5's limit), a
   truncation (discount 1).
@@ -32,7 +35,7 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-from typing import Any
+from typing import Any, Sequence
 
 import dm_env
 import gymnasium
@@ -109,6 +112,27 @@ class EpisodicLife(gymnasium.Wrapper):
         return observation, info
 
 
+class GameScore(gymnasium.Wrapper):
+    """Sums the game's own rewards and reports the total as `info["game_score"]` at the
+    step that ends the game. It sits inside `EpisodicLife` and reward clipping, so it sees
+    whole games and unclipped rewards whatever the training preprocessing."""
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        self._score = 0.0
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self._score += float(reward)
+        if terminated or truncated:
+            info = {**info, "game_score": self._score}
+        return observation, reward, terminated, truncated, info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        self._score = 0.0
+        return self.env.reset(seed=seed, options=options)
+
+
 def channels_last(environment: gymnasium.Env) -> gymnasium.Env:
     """(frames, H, W) stacks as contiguous (H, W, frames) arrays."""
     frames, height, width = environment.observation_space.shape
@@ -148,6 +172,7 @@ def make_atari_environment(
     environment = gymnasium.wrappers.AtariPreprocessing(
         environment, noop_max=int(noop_max), frame_skip=int(frame_skip), screen_size=int(screen_size), scale_obs=False
     )
+    environment = GameScore(environment)
     if episodic_life:
         environment = EpisodicLife(environment)
     if reward_clip:
@@ -218,6 +243,47 @@ class ChannelsLastEnvpool(EnvpoolVectorEnvironment):
         super().__init__(name, seed, num_envs, **kwargs)
         frames, height, width = self._observation_spec.shape
         self._observation_spec = specs.BoundedArray((height, width, frames), np.uint8, 0, 255, "observation")
+        # Each copy's game so far, from envpool's unclipped `info["reward"]`; a game ends
+        # at `info["terminated"]` (all lives lost) or a time limit.
+        self._scores = np.zeros(num_envs, np.float64)
+        self._finished = np.full(num_envs, np.nan)
+        self._played = np.zeros(num_envs, bool)
+
+    def reset(self, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
+        """New episodes in the copies named. envpool's `reset` starts a new game even after
+        a lost life (with `episodic_life` the next life would never be played), so a copy
+        that has played is reset as envpool resets it itself: stepped once, the action
+        ignored, which goes on with the game after a lost life and starts a new one after
+        a game over."""
+        ids = self._ids(env_ids)
+        if not self._played[ids].all():
+            self._played[ids] = True
+            return super().reset(ids)
+        observations, _, _, _, info = self._pool.step(np.zeros(len(ids), self._action_dtype), ids)
+        observations, _ = self._observations(observations, info["env_id"], ids)
+        return dm_env.TimeStep(
+            step_type=np.full(len(ids), dm_env.StepType.FIRST, np.int8),
+            reward=np.zeros(len(ids), np.float32),
+            discount=np.ones(len(ids), np.float32),
+            observation=observations,
+        )
+
+    def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
+        timestep = super().step(actions, env_ids)
+        ids = self._ids(env_ids)
+        info, order = self.last_info
+        rewards, game_over = info["reward"], np.logical_or(info["terminated"], self.last_truncated)
+        if order is not None:
+            rewards, game_over = rewards[order], game_over[order]
+        self._scores[ids] += rewards
+        self._finished[ids] = np.where(game_over, self._scores[ids], np.nan)
+        self._scores[ids[game_over.astype(bool)]] = 0.0
+        return timestep
+
+    def game_scores(self, env_ids: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """The score of the game each copy named has just ended with its last step; NaN
+        for copies whose last step did not end a game."""
+        return self._finished[self._ids(env_ids)]
 
     def _observations(self, observations: np.ndarray, returned: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, Any]:
         observations, order = super()._observations(observations, returned, ids)

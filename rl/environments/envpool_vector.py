@@ -112,6 +112,9 @@ class EnvpoolVectorEnvironment:
             np.asarray(actions, dtype=self._action_dtype), ids
         )
         observations, order = self._observations(observations, info["env_id"], ids)
+        # The raw info (in envpool's order) and the order that sorts it as `ids`, with the
+        # truncations in envpool's order: what a subclass reads beyond the timestep.
+        self.last_info, self.last_truncated = (info, order), truncated
         if order is not None:
             rewards, terminated, truncated = rewards[order], terminated[order], truncated[order]
         ended = np.logical_or(terminated, truncated)

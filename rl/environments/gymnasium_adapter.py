@@ -44,12 +44,16 @@ class GymnasiumToDmEnv(dm_env.Environment):
         self._environment = environment
         self._seed = seed
         self._reset_next = True
+        # The game's own score of a game its last step ended (rl/environments/atari.py's
+        # `info["game_score"]`), else None.
+        self.game_score: float | None = None
         self._observation_spec = space_to_spec(environment.observation_space, "observation")
         self._action_spec = space_to_spec(environment.action_space, "action")
 
     def reset(self) -> dm_env.TimeStep:
         # Only the first reset is seeded; later resets continue the seeded generator.
         observation, _ = self._environment.reset(seed=self._seed)
+        self.game_score = None
         self._seed = None
         self._reset_next = False
         return dm_env.restart(observation)
@@ -59,7 +63,8 @@ class GymnasiumToDmEnv(dm_env.Environment):
             return self.reset()
         if isinstance(self._action_spec, specs.DiscreteArray):
             action = int(action)
-        observation, reward, terminated, truncated, _ = self._environment.step(action)
+        observation, reward, terminated, truncated, info = self._environment.step(action)
+        self.game_score = info.get("game_score")
         reward = np.asarray(reward, dtype=np.float32)
         if terminated:
             self._reset_next = True

@@ -91,6 +91,12 @@ class VectorEnvironment:
         environments = self.environments
         return self._batch([environments[i].step(actions[k]) for k, i in enumerate(self._ids(env_ids).tolist())])
 
+    def game_scores(self, env_ids: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """The game's own score for each copy named whose last step ended a game (Atari:
+        `GymnasiumToDmEnv.game_score`); NaN for the others."""
+        scores = [getattr(self.environments[i], "game_score", None) for i in self._ids(env_ids).tolist()]
+        return np.array([np.nan if s is None else s for s in scores], np.float64)
+
     def observation_spec(self) -> Any:
         return self.environments[0].observation_spec()
 

@@ -273,6 +273,10 @@ def make_experiment(
         observer_factory = _instantiate(key, config.observers[name])
         _user_error(key, observer_factory, label="actor", instance=0, run_directory=run_directory)  # Builds?
         observers.append(observer_factory)
+    if evaluation_environment_factory is not None:  # Training records show the game's own score too.
+        from rl.observers.game_score import GameScore
+
+        observers.append(GameScore)
 
     logger_factory = _user_error(
         "logger",
