@@ -392,6 +392,14 @@ def test_dqn_takes_its_sgd_steps_once_the_buffer_is_ready(tmp_path):
         rows = list(csv.DictReader(file))
     assert [int(row["learner_steps"]) for row in rows] == [17, 49]
     assert float(rows[-1]["td_error"]) > 0
+    # Audit: anakin's actor records named no epsilon. The schedule (1.0 to 0.05 over 20%
+    # of 256 steps, the preset's) at each record's actor steps.
+    with open(os.path.join(tmp_path, "logs", "actor.csv")) as file:
+        actor_rows = list(csv.DictReader(file))
+    assert actor_rows
+    for row in actor_rows:
+        fraction = min(int(row["actor_steps"]) / round(0.2 * 256), 1.0)
+        assert float(row["epsilon"]) == pytest.approx(1.0 - 0.95 * fraction)
 
 
 # --------------------------------------------------------------------------- SAC

@@ -114,10 +114,14 @@ def _evaluation_record(counts: dict[str, int], returns: np.ndarray, lengths: np.
     }
 
 
-def _write_chunk_records(logs: list[ReplicaLog], book: Bookkeeping, metrics: dict[str, Any], rate: float) -> None:
+def _write_chunk_records(
+    logs: list[ReplicaLog], book: Bookkeeping, metrics: dict[str, Any], rate: float, exploration: Any = None
+) -> None:
     """Each replica's learner record and, when episodes ended, its actor record. A chunk
     whose updates took no SGD step (the buffer still short of `min_replay_size`) has no
-    learner metrics to report: its learner record holds only the counts and the rate."""
+    learner metrics to report: its learner record holds only the counts and the rate.
+    Actor records carry the exploration the policy acts with at the chunk's end (epsilon,
+    noise scale: `exploration.exploration_metrics(actor_steps)`), as other launchers' do."""
     for index, log in enumerate(logs):
         values = _scalars(take(metrics, index))
         book.learner_steps = int(values.pop("learner_steps"))
@@ -129,7 +133,8 @@ def _write_chunk_records(logs: list[ReplicaLog], book: Bookkeeping, metrics: dic
         learner_metrics = values if trained else {}  # What is left in `values`: the learner's means.
         log.learner.write({**counts, **learner_metrics, "steps_per_second": rate})
         if episodes:
-            log.actor.write({**counts, **episode, "episodes": episodes, "steps_per_second": rate})
+            named = exploration.exploration_metrics(int(counts["actor_steps"])) if exploration is not None else {}
+            log.actor.write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
 
 
 def _evaluate(
@@ -206,6 +211,10 @@ def run_anakin(
     logs = [ReplicaLog.open(replica) for replica in replicas]
     mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if num_seeds > 1 else None
     steps_per_chunk_env = steps_per_chunk * system.steps_per_update
+    # The behaviour policy's schedule, when it names one (DQN's epsilon; a replica's
+    # policy step is its own actor steps, all copies together).
+    exploration = getattr(experiment.builder, "exploration", None)
+    exploration = exploration if hasattr(exploration, "exploration_metrics") else None
     if (experiment.max_actor_steps - book.steps) % steps_per_chunk_env:  # Refused before, by checkpoint_template.
         raise LauncherError(chunks_do_not_reach(book.steps, steps_per_chunk_env, experiment.max_actor_steps))
     stop, restore_signal_handlers = install_stop_requests()
@@ -222,7 +231,7 @@ def run_anakin(
                 chunk_time = time.perf_counter() - chunk_start
                 book.acting_time_s += chunk_time
                 book.steps += steps_per_chunk_env
-                _write_chunk_records(logs, book, metrics, steps_per_chunk_env / chunk_time)
+                _write_chunk_records(logs, book, metrics, steps_per_chunk_env / chunk_time, exploration)
                 progress.update(episode_return=float(np.mean(metrics["episode_return"])))
                 if book.steps >= book.next_eval or book.steps >= experiment.max_actor_steps:
                     progress.update(eval_return=_evaluate(compiled, state, evaluation_keys, logs, mean_evaluator, book, experiment.eval_every))
