@@ -87,7 +87,9 @@ class StepBudget:
     def __init__(self, total: int):
         if total < 0:
             raise ValueError(f"total must be >= 0, got {total}")
+        self._total = int(total)
         self._unleased = int(total)
+        self._limit: int | None = None  # Steps that may be leased in all, when held at a point.
         self._incarnations: dict[int, int] = {}
         self._outstanding: dict[int, int] = {}
         self._counted: dict[int, int] = {}
@@ -108,12 +110,25 @@ class StepBudget:
             self._outstanding[actor_id] = 0
             return {"restart": restart, "steps": self._counted.get(actor_id, 0), "reclaimed": reclaimed}
 
+    def hold_at(self, steps: int | None) -> None:
+        """Leases stop once `steps` of the budget are leased (None: no hold), so the run's
+        count stops exactly there (a distributed run's evaluation point) until the hold
+        moves on. Steps reclaimed from a dead actor can be leased again below the hold."""
+        with self._lock:
+            self._limit = None if steps is None else max(0, int(steps))
+
     def lease(self, actor_id: int, incarnation: int, wanted: int) -> int:
-        """Grants up to `wanted` steps (0 when the budget is spent or the caller is stale)."""
+        """Grants up to `wanted` steps: 0 when the budget is spent or the caller is stale,
+        -1 while the budget is held (`hold_at`): the caller waits and asks again."""
         with self._lock:
             if self._incarnations.get(actor_id) != incarnation:
                 return 0
-            granted = max(0, min(int(wanted), self._unleased))
+            available = self._unleased
+            if self._limit is not None and available > 0:
+                available = min(available, self._limit - (self._total - self._unleased))
+                if available <= 0:
+                    return -1
+            granted = max(0, min(int(wanted), available))
             self._unleased -= granted
             self._outstanding[actor_id] += granted
             return granted

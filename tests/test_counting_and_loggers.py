@@ -87,6 +87,27 @@ def test_step_budget_leases_exactly_the_total():
         budget.count(1, 0, 1)
 
 
+def test_a_held_budget_leases_up_to_the_point_then_asks_actors_to_wait():
+    """Ray evaluations sit at multiples of eval_every: leases stop at the point (-1: wait)
+    until the hold moves on; reclaimed steps of a dead actor can be leased below it."""
+    budget = StepBudget(500)
+    budget.register(0)
+    budget.register(1)
+    budget.hold_at(250)
+    assert [budget.lease(0, 0, 100), budget.lease(1, 0, 100), budget.lease(0, 0, 100), budget.lease(1, 0, 100)] == [
+        100,
+        100,
+        50,
+        -1,
+    ]
+    assert budget.count(0, 0, 150) and budget.count(1, 0, 60)  # Actor 1 dies holding 40 uncounted.
+    assert budget.lease(0, 0, 100) == -1
+    assert budget.register(1)["reclaimed"] == 40
+    assert budget.lease(1, 1, 100) == 40 and budget.lease(0, 0, 100) == -1  # Back to the point, no further.
+    budget.hold_at(500)
+    assert budget.lease(0, 0, 300) == 250 and budget.lease(0, 0, 100) == 0  # The whole budget: spent, not held.
+
+
 def test_a_restarted_actor_returns_its_uncounted_lease_and_resumes_its_count():
     budget = StepBudget(300)
     budget.register(0)

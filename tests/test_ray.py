@@ -179,7 +179,7 @@ def test_sac_runs_under_ray_with_action_statistics(run_dir):
             # however late it starts beside actor 1 on a busy machine.
             "environment.max_episode_steps=50",
             "max_actor_steps=600",
-            "eval_every=300",
+            "eval_every=200",
             "eval_episodes=1",
             "agent.min_replay_size=200",
             "progress=false",
@@ -199,6 +199,10 @@ def test_sac_runs_under_ray_with_action_statistics(run_dir):
     actor_rows = _rows(os.path.join(run_dir, "logs", "actor.csv"))
     assert {row["actor_id"] for row in actor_rows} == {"0"}  # ... only actor 0 wrote episode records.
     evaluator_rows = _rows(os.path.join(run_dir, "logs", "evaluator.csv"))
+    # Audit: evaluations landed wherever the count was when the driver looked (4,748,
+    # 6,140, ...); actors now wait at each point, so rounds sit where a local run's do.
+    assert [point[0] for point in summary["eval_returns"]] == [200, 400, 600]
+    assert [int(row["actor_steps"]) for row in evaluator_rows] == [200, 400, 600]
     for row in actor_rows + evaluator_rows:  # Pendulum's torques lie in [-2, 2].
         assert -2.0 <= float(row["action_min"]) <= float(row["action_mean"]) <= float(row["action_max"]) <= 2.0
         assert float(row["action_std"]) >= 0.0

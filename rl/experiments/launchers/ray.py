@@ -293,6 +293,8 @@ class _RayRun:
                 launcher.max_restarts + 1,
             )
             self.counter = counter
+            # Acting stops at each evaluation point until its round is played.
+            self._get(counter.hold_until.remote(self.next_eval), "counter", "hold_until")
             replay = ray_nodes.ReplayNode.options(
                 name=names["replay"], max_restarts=launcher.max_replay_restarts, **self._on_head_node(hard=True)
             ).remote(program, replay_directory, fallback, names["counter"])
@@ -442,6 +444,9 @@ class _RayRun:
                     eval_return = self._collect_evaluations(timeout=0)
                     if eval_return is not None:
                         progress.update(eval_return=eval_return)
+                        self._get(self.counter.hold_until.remote(self.next_eval), "counter", "hold_until")
+                # The count stops at the point (actors are held there), so the round's
+                # evaluators report exactly its actor steps, as in a local run.
                 if steps >= self.next_eval and not self.evaluations and steps < experiment.max_actor_steps:
                     self.evaluations = [e.evaluate.remote(experiment.eval_episodes) for e in self.evaluators]
                     self.next_eval = self.program.next_evaluation(steps)

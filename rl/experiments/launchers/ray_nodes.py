@@ -32,6 +32,8 @@ from rl.replay.adders import ReplayTimeoutError
 # counts its steps at every lease boundary, so one that dies loses at most this many
 # uncounted steps, and the counter returns them to the budget when it restarts.
 STEP_LEASE = 100
+# How often an actor held at an evaluation point asks whether it may go on.
+HELD_POLL_S = 0.02
 
 
 class RemoteCounter:
@@ -360,6 +362,7 @@ class CounterNode:
         if counts:
             self._counter.restore(counts)
         done = int((counts or {}).get("actor_steps", 0))
+        self._done = done
         self._budget = StepBudget(max(0, max_actor_steps - done))
         self._schedule_steps = {int(k): int(v) for k, v in (schedule_steps or {}).items()}
         self._key_offset = session * key_stride
@@ -379,9 +382,16 @@ class CounterNode:
         return start
 
     def lease_steps(self, actor_id: int, incarnation: int, wanted: int) -> int:
+        """Up to `wanted` steps; 0: the budget is spent (or the run stops); -1: acting waits
+        for the evaluation at the current point (`hold_until`)."""
         if self._closed:
             return 0
         return self._budget.lease(actor_id, incarnation, wanted)
+
+    def hold_until(self, actor_steps: int) -> None:
+        """Lets actors step only until the run's count reaches `actor_steps` (the next
+        evaluation point), so evaluations sit at the same steps as a local run's."""
+        self._budget.hold_at(int(actor_steps) - self._done)
 
     def increment_actor(self, actor_id: int, incarnation: int, counts: dict[str, float]) -> dict[str, float]:
         """An actor's counts; a replaced incarnation's are dropped (its lease was reclaimed)."""
@@ -561,6 +571,9 @@ class ActorNode:
             lease = ray.get(self._counter_handle.lease_steps.remote(self._actor_id, self._incarnation, STEP_LEASE))
             if lease == 0:
                 break
+            if lease < 0:  # Held at an evaluation point until the evaluators have played.
+                time.sleep(HELD_POLL_S)
+                continue
             self._act(lease)
             steps += lease
         adder = getattr(self._loop.actor, "adder", None)
