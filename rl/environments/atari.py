@@ -42,7 +42,7 @@ import gymnasium
 import numpy as np
 from dm_env import specs
 
-from rl.environments.envpool_vector import EnvpoolVectorEnvironment, envpool_tasks
+from rl.environments.envpool_vector import EnvpoolVectorEnvironment, envpool_tasks, first_timesteps
 from rl.environments.factories import register_installed_families
 from rl.environments.gymnasium_adapter import GymnasiumToDmEnv
 
@@ -261,12 +261,7 @@ class ChannelsLastEnvpool(EnvpoolVectorEnvironment):
             return super().reset(ids)
         observations, _, _, _, info = self._pool.step(np.zeros(len(ids), self._action_dtype), ids)
         observations, _ = self._observations(observations, info["env_id"], ids)
-        return dm_env.TimeStep(
-            step_type=np.full(len(ids), dm_env.StepType.FIRST, np.int8),
-            reward=np.zeros(len(ids), np.float32),
-            discount=np.ones(len(ids), np.float32),
-            observation=observations,
-        )
+        return first_timesteps(observations)
 
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
         timestep = super().step(actions, env_ids)

@@ -50,6 +50,17 @@ def quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
         os.close(saved)
 
 
+def first_timesteps(observations: np.ndarray) -> dm_env.TimeStep:
+    """The batched FIRST timesteps of new episodes with these observations."""
+    n = len(observations)
+    return dm_env.TimeStep(
+        step_type=np.full(n, dm_env.StepType.FIRST, np.int8),
+        reward=np.zeros(n, np.float32),
+        discount=np.ones(n, np.float32),
+        observation=observations,
+    )
+
+
 class EnvpoolVectorEnvironment:
     """`num_envs` copies of envpool task `name` behind `VectorEnvironment`'s interface."""
 
@@ -97,13 +108,7 @@ class EnvpoolVectorEnvironment:
         ids = self._ids(env_ids)
         observations, info = self._pool.reset(ids)
         observations, _ = self._observations(observations, info["env_id"], ids)
-        n = len(ids)
-        return dm_env.TimeStep(
-            step_type=np.full(n, dm_env.StepType.FIRST, np.int8),
-            reward=np.zeros(n, np.float32),
-            discount=np.ones(n, np.float32),
-            observation=observations,
-        )
+        return first_timesteps(observations)
 
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
         """Steps the copies named (all by default); `actions[k]` goes to `env_ids[k]`."""
