@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from rl.agents.dqn import DQNConfig, double_q_loss
+from rl.agents.dqn.losses import huber
 from rl.types import Transition
 
 
@@ -27,6 +28,14 @@ def test_double_q_loss_on_a_tiny_batch():
     # Item 1: discount 0 -> target 2; q = 3; td = -1. Huber(1) with delta 1 = 0.5 each.
     np.testing.assert_allclose(extras["abs_td_error"], [1.0, 1.0])
     assert float(loss) == pytest.approx(0.5)
+
+
+def test_huber_is_quadratic_inside_delta_and_linear_beyond():
+    x = jnp.array([-3.0, -0.5, 0.0, 0.5, 3.0])
+    # delta 1: 0.5 x^2 for |x| <= 1, |x| - 0.5 beyond; gradients bounded by delta.
+    np.testing.assert_allclose(huber(x, 1.0), [2.5, 0.125, 0.0, 0.125, 2.5])
+    np.testing.assert_allclose(jax.vmap(jax.grad(lambda v: huber(v, 1.0)))(x), [-1.0, -0.5, 0.0, 0.5, 1.0])
+    np.testing.assert_allclose(huber(jnp.array([3.0]), 2.0), [2.0 + 2.0 * 1.0])
 
 
 def test_loss_gradient_moves_q_towards_target():

@@ -1,8 +1,9 @@
 """Package attributes loaded on first use.
 
 An agent package exports its config and `make_builder` eagerly: configuration checks read
-them before anything runs. Its learner and losses pull in rlax, and through it TensorFlow
-(about 3 s); they load when first used, so a configuration error or `--cfg` answers fast.
+them before anything runs. Its learner and losses pull in JAX, optax and haiku (and for
+some agents rlax, and through it TensorFlow); they load when first used, so a
+configuration error or `--cfg` answers fast.
 """
 
 from __future__ import annotations

@@ -1,40 +1,12 @@
-"""What an anakin run does to start sooner and run faster on a CPU: TensorFlow is kept
-out of its imports, and XLA uses its faster CPU runtime for these programs.
+"""What an anakin run does to run faster on a CPU: XLA uses its faster CPU runtime for
+these programs.
 
-The agents' losses use rlax, which imports distrax, which imports TensorFlow
-Probability's JAX substrate; that substrate tries `import tensorflow` only to copy
-TensorFlow's docstrings onto its own functions (tensorflow_probability/python/internal/
-backend/jax/_utils.py: without TensorFlow it sets `can_copy_docstring = False` and
-works the same). Importing TensorFlow costs 3-4 s of a CartPole run that takes
-15 s; nothing in launcher=anakin uses it (no reverb, no tf.data). So the agent modules
-are imported with `tensorflow` hidden. Once the imports are done TensorFlow imports
-normally again (a reverb run in the same process, a test), and when it was imported
-before, nothing changes.
+(TensorFlow stays out of an anakin run by itself: none of the agent modules it imports
+uses rlax, whose distrax and TensorFlow Probability imports would pull it in;
+tests/test_anakin.py checks that.)
 """
 
 from __future__ import annotations
-
-import contextlib
-import sys
-from typing import Iterator
-
-
-@contextlib.contextmanager
-def without_tensorflow() -> Iterator[None]:
-    """Inside this block TensorFlow looks absent, as if it were not installed: `import
-    tensorflow` raises ModuleNotFoundError and `importlib.util.find_spec("tensorflow")`
-    is None (a `None` entry in `sys.modules`, Python's own way of blocking an import).
-    Nothing changes when TensorFlow is already imported."""
-    if "tensorflow" in sys.modules:
-        yield
-        return
-    sys.modules["tensorflow"] = None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        if sys.modules.get("tensorflow", 0) is None:
-            del sys.modules["tensorflow"]
-
 
 # XLA's CPU "thunk" runtime (the default from jaxlib 0.4.32) runs every operation of a
 # program as a separate task; the programs of launcher=anakin are long `lax.scan`s of

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rl.anakin.checks import agent_of
-from rl.anakin.startup import without_tensorflow
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments.config import ExperimentConfig
 
@@ -17,11 +16,6 @@ def gymnax_vector(experiment: ExperimentConfig, num_envs: int) -> GymnaxVector:
 
 def make_system(experiment: ExperimentConfig) -> tuple[object, GymnaxVector]:
     """(system, evaluation environment: eval_episodes copies)."""
-    with without_tensorflow():  # rlax -> distrax -> TFP's JAX substrate (rl/anakin/startup.py).
-        return _make_system(experiment)
-
-
-def _make_system(experiment: ExperimentConfig) -> tuple[object, GymnaxVector]:
     spec = experiment.environment_spec
     network = experiment.network_factory(environment_spec=spec)
     environment = gymnax_vector(experiment, experiment.num_envs)

@@ -46,7 +46,7 @@ class DQNBuilder(TransitionReplayBuilder):
         counter: Counter,
         logger: Logger,
     ) -> "DQNLearner":
-        from rl.agents.dqn.learning import DQNLearner  # rlax, and TensorFlow with it: see rl/agents/lazy.py.
+        from rl.agents.dqn.learning import DQNLearner  # Loaded when first used: see rl/agents/lazy.py.
 
         return DQNLearner(networks, random_key, dataset, self.config, replay_client, counter, logger)
 

@@ -5,7 +5,7 @@ from rl.agents.lazy import lazy_attributes
 from rl.agents.ppo.builder import PPOBuilder, make_builder
 from rl.agents.ppo.config import PPOConfig
 
-# The learner (rlax, and through it TensorFlow Probability) loads when first used, so
+# The learner (JAX, optax, haiku) loads when first used, so
 # configuration checks that only read the builder answer fast.
 __getattr__ = lazy_attributes(
     __name__, {"PPOLearner": "learning", "TrainingState": "learning", "PolicyParams": "learning"}

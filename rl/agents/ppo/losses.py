@@ -13,7 +13,6 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import rlax
 
 from rl.agents.on_policy import entropy_bonus, masked_mean
 from rl.networks.policy_value import entropy as policy_entropy
@@ -41,11 +40,20 @@ def sequence_advantages(
     with lambda_t = lambda * mask_{t+1}: the trace stops before a row where no step was
     taken (the final observation of an episode, padding), while delta_t still
     bootstraps from that row's value when d_t = 1 (a time-limit truncation). A
-    termination has d_t = 0 and bootstraps nothing. Computed by
-    `rlax.truncated_generalized_advantage_estimation`.
+    termination has d_t = 0 and bootstraps nothing. Written out as a reverse scan rather
+    than taken from rlax: importing rlax imports distrax and TensorFlow Probability,
+    seconds of every PPO run's start-up.
     """
-    advantages = rlax.truncated_generalized_advantage_estimation(
-        rewards[:-1], gamma * discounts[:-1], lambda_ * mask[1:], values
+    step_discounts = gamma * discounts[:-1]
+    deltas = rewards[:-1] + step_discounts * values[1:] - values[:-1]
+
+    def backwards(next_advantage: jax.Array, row: tuple[jax.Array, jax.Array, jax.Array]):
+        delta, discount, trace = row
+        advantage = delta + discount * trace * next_advantage
+        return advantage, advantage
+
+    _, advantages = jax.lax.scan(
+        backwards, jnp.zeros((), values.dtype), (deltas, step_discounts, lambda_ * mask[1:]), reverse=True
     )
     return advantages, advantages + values[:-1]
 
