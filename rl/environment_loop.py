@@ -75,7 +75,9 @@ class EnvironmentLoop(core.Worker):
         self._rate_steps = 0
         self._rate_start = time.perf_counter()
         self.ended_ids: list[int] = []  # The copies whose episode ended at the last step.
-        self.round_ended_at: float | None = None  # Epoch time the last evaluation round ended.
+        # Epoch time the last evaluation round took its parameters (the time a policy that
+        # reached a threshold existed, as SB3's time to a threshold counts).
+        self.round_started_at: float | None = None
 
     def _begin_episodes(self, env_ids: np.ndarray | None = None) -> None:
         timestep = self.environment.reset(env_ids)
@@ -239,6 +241,7 @@ class EnvironmentLoop(core.Worker):
         its spread, the mean length and the observers' metrics (numbers averaged over
         the episodes, anything else, such as a video, as reported)."""
         self.actor.update(wait=True)
+        self.round_started_at = time.time()  # When the evaluated parameters were taken.
         records = self.run_episodes(num_episodes)
         returns = np.array([r["episode_return"] for r in records], dtype=np.float64)
         record: dict[str, Any] = {
@@ -255,7 +258,6 @@ class EnvironmentLoop(core.Worker):
             values = [r[key] for r in records if key in r]
             numeric = all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in values)
             record[key] = float(np.mean(values)) if numeric else values[0]
-        self.round_ended_at = time.time()
         self.logger.write(record)
         return record
 

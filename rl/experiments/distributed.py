@@ -34,7 +34,8 @@ class NodeKeys:
 
 @dataclasses.dataclass
 class Evaluations:
-    """One evaluator's rounds: (actor steps, mean return) and the epoch time each ended."""
+    """One evaluator's rounds: (actor steps, mean return) and the epoch time each took
+    its parameters."""
 
     returns: list[tuple[int, float]] = dataclasses.field(default_factory=list)
     times: list[float] = dataclasses.field(default_factory=list)
@@ -44,7 +45,7 @@ class Evaluations:
         its mean return."""
         record = loop.run_evaluation(num_episodes)
         self.returns.append((int(record.get("actor_steps", 0)), float(record["episode_return"])))
-        self.times.append(loop.round_ended_at)
+        self.times.append(loop.round_started_at)
         return float(record["episode_return"])
 
 
