@@ -4,6 +4,8 @@ random key and the step count are what an actor without deferral produces."""
 
 from __future__ import annotations
 
+import time
+
 import dm_env
 import jax
 import jax.numpy as jnp
@@ -153,3 +155,21 @@ def test_an_adder_error_surfaces_from_the_next_step_and_drops_the_queue():
     else:  # pragma: no cover - the assertion below says what went wrong.
         raise AssertionError("the queued add should have raised in the next step")
     assert not loop.actor._pending
+
+
+def test_an_evaluation_round_is_timed_from_when_it_took_its_parameters():
+    """time_to_threshold_s reads `round_started_at`: the moment the evaluated parameters
+    were fetched, before any of the round's episodes ran (not when the round ended)."""
+    loop, _ = make_loop(defer=False)
+    episodes_began = []
+    run_episodes = loop.run_episodes
+
+    def timed_run_episodes(num_episodes):
+        episodes_began.append(time.time())
+        time.sleep(0.05)  # The round's episodes take time; its start must not move with them.
+        return run_episodes(num_episodes)
+
+    loop.run_episodes = timed_run_episodes
+    before = time.time()
+    loop.run_evaluation(2)
+    assert before <= loop.round_started_at <= episodes_began[0]
