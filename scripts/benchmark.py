@@ -124,7 +124,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         dest="experiments",
         nargs="+",
         metavar="PRESET",
-        help="actor, learner, solve, scaling, baselines: presets (conf/experiment)",
+        help="actor, learner, solve, scaling, startup, baselines: presets (conf/experiment)",
     )
     parser.add_argument("--seconds", type=float, default=2.0, help="length of one in-process measurement")
     parser.add_argument(

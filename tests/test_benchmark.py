@@ -96,6 +96,18 @@ def test_actor_suite_writes_valid_rows(tmp_path):
         assert "skipped" not in result.stdout
 
 
+def test_startup_suite_times_both_imports_and_compares_them(tmp_path):
+    out = tmp_path / "startup.json"
+    result = _run(["startup", "--repeats", "1", "--json", str(out)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _check_rows(out, "startup")
+    full = rows["dqn_cartpole 500-step process, TensorFlow's full import"]
+    lazy = rows["dqn_cartpole 500-step process, reverb's TensorFlow modules only"]
+    assert full["unit"] == lazy["unit"] == "s" and full["value"] > 0 and lazy["value"] > 0
+    assert lazy["bound"] == pytest.approx(full["value"], rel=1e-3)
+    assert lazy["ratio"] == pytest.approx(lazy["value"] / full["value"], rel=1e-3)
+
+
 def test_median_counts_missing_values_as_never():
     assert median([3.0, 1.0, 2.0]) == 2.0
     assert median([1.0, None, None]) is None

@@ -73,6 +73,14 @@ SUITES: dict[str, tuple[str, str, str]] = {
         "adder into reverb; bound: min(environment alone, adder inserts), ratio = value / "
         "bound); the atari_cnn and impala_resnet gradient at batch 32.",
     ),
+    "startup": (
+        "rl.benchmarks.runs",
+        "suite_startup",
+        "seconds of a whole 500-step scripts/train.py process (experiment dqn_cartpole unless "
+        "--experiments), mostly start-up, with reverb loading only the TensorFlow modules it "
+        "uses (rl/lazy_tensorflow.py) against TensorFlow's full import "
+        "(RL_LAZY_TENSORFLOW=0), alternating, median of --repeats; ratio = lazy / full.",
+    ),
     "scaling": (
         "rl.benchmarks.runs",
         "suite_scaling",

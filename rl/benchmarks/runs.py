@@ -1,4 +1,5 @@
-"""`solve` and `scaling`: whole training runs of scripts/train.py, read from summary.json.
+"""`solve`, `scaling` and `startup`: whole training runs of scripts/train.py, read from
+summary.json or timed from outside.
 
 Each run is a fresh process, exactly as a researcher starts one, in a temporary run
 directory; W&B is disabled and the progress bar off.
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any, Sequence
 
 from rl.benchmarks.common import Row, Settings, median, progress, ratio
@@ -19,6 +21,9 @@ SOLVE_EXPERIMENTS = ("dqn_cartpole",)
 SCALING_EXPERIMENTS = ("dqn_cartpole",)
 SCALING_ACTORS = (1, 2, 4)
 SCALING_STEPS = 10_000
+STARTUP_EXPERIMENTS = ("dqn_cartpole",)
+# A run that is nearly all start-up: imports, building, compiling, one short evaluation.
+STARTUP_RUN = ["max_actor_steps=500", "eval_every=500", "eval_episodes=1", "checkpoint=false", "logger=csv"]
 # Smoke-test budgets (--quick): enough for a couple of evaluations, not for learning.
 QUICK = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=1"]
 # Applied only where the experiment's config has the key (on-policy agents keep no replay).
@@ -36,8 +41,11 @@ class RunFailed(RuntimeError):
     pass
 
 
-def train(train_script: str, overrides: Sequence[str], timeout_s: float | None = None) -> dict[str, Any]:
-    """Runs scripts/train.py with `overrides` in a temporary run directory; its summary."""
+def train(
+    train_script: str, overrides: Sequence[str], timeout_s: float | None = None, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Runs scripts/train.py with `overrides` (and `env` added to the environment) in a
+    temporary run directory; its summary."""
     with tempfile.TemporaryDirectory() as run_dir:
         command = [
             sys.executable,
@@ -46,7 +54,7 @@ def train(train_script: str, overrides: Sequence[str], timeout_s: float | None =
             "progress=false",
             f"hydra.run.dir={run_dir}",
         ]
-        environment = {**os.environ, "WANDB_MODE": "disabled", "TF_CPP_MIN_LOG_LEVEL": "2"}
+        environment = {**os.environ, "WANDB_MODE": "disabled", "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
         progress(f"running {' '.join(overrides)}")
         result = subprocess.run(
             command,
@@ -124,4 +132,26 @@ def suite_scaling(settings: Settings) -> list[Row]:
             case = f"{name} launcher=ray num_actors={actors}"
             rows.append(Row("scaling", case, value, "steps/s", ratio=ratio(value, reference) if actors > 1 else None))
             progress(f"scaling {case}: {value} actor steps/s")
+    return rows
+
+
+def suite_startup(settings: Settings) -> list[Row]:
+    """Seconds of a whole 500-step process (start-up dominates it) with reverb loading only
+    the TensorFlow modules it uses (rl/lazy_tensorflow.py), against the same run with
+    TensorFlow's full import (`RL_LAZY_TENSORFLOW=0`), alternating; ratio = lazy / full."""
+    rows: list[Row] = []
+    for name in settings.experiments or STARTUP_EXPERIMENTS:
+        present = [o for o in QUICK_WHERE_PRESENT if settings.has_key(o.split("=")[0], [f"experiment={name}"])]
+        overrides = [f"experiment={name}", *STARTUP_RUN, *present]
+        seconds: dict[str, list[float]] = {"1": [], "0": []}
+        for _ in range(settings.repeats):
+            for mode in seconds:
+                start = time.perf_counter()
+                train(settings.train_script, overrides, env={"RL_LAZY_TENSORFLOW": mode})
+                seconds[mode].append(time.perf_counter() - start)
+        lazy, full = median(seconds["1"]), median(seconds["0"])
+        rows.append(Row("startup", f"{name} 500-step process, TensorFlow's full import", full, "s"))
+        rows.append(Row("startup", f"{name} 500-step process, reverb's TensorFlow modules only", lazy, "s",
+                        bound=full, ratio=ratio(lazy, full)))
+        progress(f"startup {name}: {lazy:.2f} s against {full:.2f} s with TensorFlow's full import")
     return rows

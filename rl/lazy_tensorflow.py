@@ -1,0 +1,194 @@
+"""TensorFlow for reverb, without importing all of TensorFlow.
+
+reverb 0.14 imports the `tensorflow` package, whose `__init__` builds the whole public
+API (compat.v1, keras, tf.lite, distribute, ...): about 5 s of CPU on every process that
+touches replay. What reverb's server, client, writers and datasets use, and what our
+replay code uses, is a handful of names from modules under `tensorflow.python`.
+
+`install()` (run by `import rl`, before anything can import reverb) puts a stand-in
+`tensorflow` module into `sys.modules`: it has TensorFlow's package path, so imports of
+`tensorflow.python.*` load the real modules, and it answers the names in `_LIGHT` from
+them. Any other attribute runs TensorFlow's own `__init__` into the same module object
+first, so code that needs more of TensorFlow (TensorFlow Probability's TF part, a user's
+`tf.keras`) gets all of it, once, at the moment it asks. Nothing changes if TensorFlow
+was imported before `rl`, is not installed, or `RL_LAZY_TENSORFLOW=0`.
+
+Pinned to the TensorFlow 2.15 layout (tests/test_lazy_tensorflow.py checks every name
+against the real package).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import threading
+import types
+from typing import Any
+
+_DTYPES = "tensorflow.python.framework.dtypes"
+_DATASETS = "tensorflow.python.data.ops.dataset_ops"
+
+# name: (module, attribute) of what the stand-in answers without the full import.
+_LIGHT: dict[str, tuple[str, str]] = {
+    "__version__": ("tensorflow.python.framework.versions", "__version__"),
+    "Tensor": ("tensorflow.python.framework.tensor", "Tensor"),
+    "TensorSpec": ("tensorflow.python.framework.tensor_spec", "TensorSpec"),
+    "TensorShape": ("tensorflow.python.framework.tensor_shape", "TensorShape"),
+    "TypeSpec": ("tensorflow.python.framework.type_spec", "TypeSpec"),
+    "as_dtype": (_DTYPES, "as_dtype"),
+    "load_op_library": ("tensorflow.python.framework.load_library", "load_op_library"),
+    **{name: (_DTYPES, name) for name in ("float32", "float64", "double", "int32", "int64", "uint64", "string")},
+}
+# Namespaces: attribute -> {name: (module, attribute)}.
+_NAMESPACES: dict[str, dict[str, tuple[str, str]]] = {
+    "version": {"VERSION": ("tensorflow.python.framework.versions", "__version__")},
+    "data": {"Dataset": (_DATASETS, "DatasetV2"), "AUTOTUNE": (_DATASETS, "AUTOTUNE")},
+    "config": {"set_visible_devices": ("tensorflow.python.framework.config", "set_visible_devices")},
+}
+# tf.compat.v1: the same names, `to_float` (reverb's datasets test for it to tell a TF1
+# runtime), its own Dataset class, and the resource loader reverb's op library asks for.
+_V1_LIGHT: dict[str, tuple[str, str]] = {**_LIGHT, "to_float": ("tensorflow.python.ops.math_ops", "to_float")}
+_V1_NAMESPACES: dict[str, dict[str, tuple[str, str]]] = {
+    "data": {"Dataset": (_DATASETS, "DatasetV1"), "AUTOTUNE": (_DATASETS, "AUTOTUNE")},
+    "resource_loader": {
+        "get_path_to_datafile": ("tensorflow.python.platform.resource_loader", "get_path_to_datafile"),
+    },
+}
+
+
+def _resolve(source: tuple[str, str]) -> Any:
+    module, attribute = source
+    return getattr(importlib.import_module(module), attribute)
+
+
+class _Namespace:
+    """A `tf.data`-like namespace whose names load on first use."""
+
+    def __init__(self, names: dict[str, tuple[str, str]], fallback: Any):
+        self._names, self._fallback = names, fallback
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._names:
+            value = _resolve(self._names[name])
+            setattr(self, name, value)
+            return value
+        return getattr(self._fallback(), name)
+
+
+class _StandIn(types.ModuleType):
+    """`tensorflow` before its `__init__` ran (see the module docstring)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _LIGHT:
+            value = _resolve(_LIGHT[name])
+        elif name in _NAMESPACES:
+            value = _Namespace(_NAMESPACES[name], lambda: getattr(load_fully(), name))
+        elif name.startswith("__"):
+            raise AttributeError(name)
+        else:
+            return getattr(load_fully(), name)
+        self.__dict__[name] = value
+        return value
+
+
+class _CompatV1(types.ModuleType):
+    """`tensorflow.compat.v1` before TensorFlow's `__init__` ran."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name not in _V1_LIGHT:
+            raise AttributeError(name)
+        if not _state["full"] and name in _V1_LIGHT:
+            value = _resolve(_V1_LIGHT[name])
+        elif not _state["full"] and name in _V1_NAMESPACES:
+            value = _Namespace(_V1_NAMESPACES[name], lambda: getattr(load_fully().compat.v1, name))
+        else:
+            return getattr(load_fully().compat.v1, name)
+        self.__dict__[name] = value
+        return value
+
+
+_state: dict[str, Any] = {"stand_in": None, "full": False}
+# Threads (actor, learner) may ask for a full import at once: one runs it, the others wait.
+_full_import = threading.RLock()
+
+
+def installed() -> bool:
+    """Whether `tensorflow` is the stand-in and TensorFlow's `__init__` has not run yet."""
+    return _state["stand_in"] is not None and not _state["full"]
+
+
+def load_fully() -> types.ModuleType:
+    """Runs TensorFlow's `__init__` into the stand-in (once) and returns the module."""
+    module = _state["stand_in"]
+    if module is None:
+        return importlib.import_module("tensorflow")
+    with _full_import:
+        if not _state["full"]:
+            _state["full"] = True
+            for name in ("tensorflow.compat.v1", "tensorflow.compat"):
+                sys.modules.pop(name, None)
+            for name in [*_LIGHT, *_NAMESPACES, "compat"]:
+                module.__dict__.pop(name, None)
+            module.__class__ = types.ModuleType
+            module.__spec__.loader.exec_module(module)
+    return module
+
+
+class _FullImportFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Last on `sys.meta_path`: a module of TensorFlow's public tree that no file provides
+    (`tensorflow.keras`, `tensorflow.compat.v2`: TensorFlow's `__init__` makes them) runs
+    the full import and hands over the module it made. Misses elsewhere (TensorFlow's own
+    optional imports under `tensorflow.python`) stay misses."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, Any] = {}
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if _state["stand_in"] is None or name.rpartition(".")[0] not in ("tensorflow", "tensorflow.compat"):
+            return None
+        load_fully()
+        module = sys.modules.get(name)
+        if module is None:
+            parent, _, child = name.rpartition(".")
+            module = getattr(sys.modules.get(parent), child, None)
+        if not isinstance(module, types.ModuleType):
+            return None
+        return importlib.machinery.ModuleSpec(name, self, origin="tensorflow")
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = sys.modules.get(spec.name)
+        if module is None:
+            parent, _, child = spec.name.rpartition(".")
+            module = getattr(sys.modules[parent], child)
+        self._specs[spec.name] = getattr(module, "__spec__", None)
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        # The import system set our spec on TensorFlow's module: give it back its own.
+        module.__spec__ = self._specs.pop(module.__name__, None)
+
+
+def install() -> None:
+    """Puts the stand-in in place unless TensorFlow is already imported, missing, or
+    `RL_LAZY_TENSORFLOW=0`."""
+    if "tensorflow" in sys.modules or os.environ.get("RL_LAZY_TENSORFLOW", "1") == "0":
+        return
+    spec = importlib.util.find_spec("tensorflow")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    module = _StandIn("tensorflow")
+    module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
+    module.__path__ = list(spec.submodule_search_locations)
+    module.__package__ = "tensorflow"
+    compat = types.ModuleType("tensorflow.compat")
+    compat.__path__ = []
+    v1 = _CompatV1("tensorflow.compat.v1")
+    compat.v1 = v1
+    module.__dict__["compat"] = compat
+    _state["stand_in"] = module
+    sys.meta_path.append(_FullImportFinder())
+    sys.modules.update({"tensorflow": module, "tensorflow.compat": compat, "tensorflow.compat.v1": v1})

@@ -1,0 +1,92 @@
+"""rl/lazy_tensorflow.py: reverb loads without TensorFlow's `__init__`, every name the
+stand-in answers is the real package's, and anything else still gets all of TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+# Each probe runs in a fresh interpreter: the stand-in is only installed before any import
+# of TensorFlow, and a test process may have imported it already.
+REVERB_ONLY = """
+import json, sys
+import rl, reverb
+from rl import lazy_tensorflow
+server = reverb.Server([reverb.Table.queue("q", 10)])
+client = reverb.Client(f"localhost:{server.port}")
+client.insert([1.0], {"q": 1.0})
+sample = next(iter(client.sample("q", num_samples=1)))
+server.stop()
+print(json.dumps({
+    "stand_in": lazy_tensorflow.installed(),
+    "keras": "keras" in sys.modules,
+    "public_api": "tensorflow._api.v2.compat" in sys.modules,
+    "sampled": float(sample[0].data[0]),
+}))
+"""
+
+SAME_NAMES = """
+import json
+import rl
+from rl import lazy_tensorflow as lazy
+import tensorflow as tf
+light = {name: getattr(tf, name) for name in lazy._LIGHT}
+spaces = {(space, name): getattr(getattr(tf, space), name) for space, names in lazy._NAMESPACES.items() for name in names}
+v1 = {name: getattr(tf.compat.v1, name) for name in lazy._V1_LIGHT}
+v1_spaces = {(space, name): getattr(getattr(tf.compat.v1, space), name) for space, names in lazy._V1_NAMESPACES.items() for name in names}
+before = lazy.installed()
+real = lazy.load_fully()
+differ = [name for name, value in light.items() if getattr(real, name) is not value]
+differ += [f"{s}.{n}" for (s, n), value in spaces.items() if getattr(getattr(real, s), n) is not value]
+differ += [f"compat.v1.{n}" for n, value in v1.items() if getattr(real.compat.v1, n) is not value]
+differ += [f"compat.v1.{s}.{n}" for (s, n), value in v1_spaces.items() if getattr(getattr(real.compat.v1, s), n) is not value]
+print(json.dumps({"before": before, "after": lazy.installed(), "differ": differ}))
+"""
+
+FULL_ON_DEMAND = """
+import json
+import rl
+from rl import lazy_tensorflow
+import tensorflow as tf
+dense = tf.keras.layers.Dense  # Not a light name: TensorFlow's __init__ runs here.
+import tensorflow.compat.v2 as v2
+import tensorflow_probability as tfp
+print(json.dumps({
+    "stand_in": lazy_tensorflow.installed(),
+    "dense": dense.__name__,
+    "v2_zeros": v2.zeros([2]).shape.as_list(),
+    "same_module": __import__("sys").modules["tensorflow"] is tf,
+    "normal": tfp.distributions.Normal(0.0, 1.0).mean().numpy().item(),
+}))
+"""
+
+
+def _probe(script: str, **environment: str) -> dict:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **environment}
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_reverb_serves_and_samples_without_tensorflows_public_api():
+    report = _probe(REVERB_ONLY)
+    assert report == {"stand_in": True, "keras": False, "public_api": False, "sampled": 1.0}
+
+
+def test_every_name_the_stand_in_answers_is_the_real_packages_object():
+    report = _probe(SAME_NAMES)
+    assert report == {"before": True, "after": False, "differ": []}
+
+
+def test_any_other_name_or_module_loads_all_of_tensorflow_into_the_same_module():
+    report = _probe(FULL_ON_DEMAND)
+    assert report == {"stand_in": False, "dense": "Dense", "v2_zeros": [2], "same_module": True, "normal": 0.0}
+
+
+def test_the_stand_in_can_be_turned_off():
+    report = _probe(REVERB_ONLY, RL_LAZY_TENSORFLOW="0")
+    assert report["stand_in"] is False and report["public_api"] is True and report["sampled"] == 1.0
