@@ -61,8 +61,21 @@ _V1_NAMESPACES: dict[str, dict[str, tuple[str, str]]] = {
 
 
 def _resolve(source: tuple[str, str]) -> Any:
+    _behave_as_tensorflow_2()
     module, attribute = source
     return getattr(importlib.import_module(module), attribute)
+
+
+def _behave_as_tensorflow_2() -> None:
+    """What TensorFlow's `__init__` switches on before anything runs: eager execution,
+    resource variables, control flow v2, tf.data's V2 classes (`v2_compat`). Once, on the
+    first name the stand-in answers; `install` sets TF2_BEHAVIOR, which makes eager the
+    default of any TensorFlow module imported before that."""
+    if not _state["behaviour"]:
+        _state["behaviour"] = True
+        from tensorflow.python.compat import v2_compat
+
+        v2_compat.enable_v2_behavior()
 
 
 class _Namespace:
@@ -111,7 +124,7 @@ class _CompatV1(types.ModuleType):
         return value
 
 
-_state: dict[str, Any] = {"stand_in": None, "full": False}
+_state: dict[str, Any] = {"stand_in": None, "full": False, "behaviour": False}
 # Threads (actor, learner) may ask for a full import at once: one runs it, the others wait.
 _full_import = threading.RLock()
 
@@ -172,6 +185,39 @@ class _FullImportFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module.__spec__ = self._specs.pop(module.__name__, None)
 
 
+class _Unimportable(importlib.abc.MetaPathFinder):
+    """First on `sys.meta_path` inside `import_without_tensorflow`: no `tensorflow` at all."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def import_without_tensorflow(name: str) -> types.ModuleType:
+    """Imports `name` (rlax, distrax) as if TensorFlow were not installed, when the
+    stand-in is in place.
+
+    Both bring TensorFlow Probability's JAX substrate, which imports `tensorflow.compat.v2`
+    only to copy TensorFlow's docstrings onto its functions, and loads TFP's TensorFlow
+    part when it finds TensorFlow imported: either would run TensorFlow's full import.
+    For the import, every `tensorflow` module leaves `sys.modules` and none can be
+    imported, so TFP takes its JAX-only path; then they come back. One thread at a time
+    (another one waits, then finds the module imported).
+    """
+    with _full_import:
+        if not installed() or name in sys.modules:
+            return importlib.import_module(name)
+        hidden = {key: sys.modules.pop(key) for key in list(sys.modules) if key.split(".")[0] == "tensorflow"}
+        blocker = _Unimportable()
+        sys.meta_path.insert(0, blocker)
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.meta_path.remove(blocker)
+            sys.modules.update(hidden)
+
+
 def install() -> None:
     """Puts the stand-in in place unless TensorFlow is already imported, missing, or
     `RL_LAZY_TENSORFLOW=0`."""
@@ -180,6 +226,7 @@ def install() -> None:
     spec = importlib.util.find_spec("tensorflow")
     if spec is None or not spec.submodule_search_locations:
         return
+    os.environ["TF2_BEHAVIOR"] = "1"  # As TensorFlow's __init__ sets it, first thing.
     module = _StandIn("tensorflow")
     module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
     module.__path__ = list(spec.submodule_search_locations)

@@ -21,8 +21,10 @@ client = reverb.Client(f"localhost:{server.port}")
 client.insert([1.0], {"q": 1.0})
 sample = next(iter(client.sample("q", num_samples=1)))
 server.stop()
+from tensorflow.python.eager import context
 print(json.dumps({
     "stand_in": lazy_tensorflow.installed(),
+    "eager": context.executing_eagerly(),  # TensorFlow 2 behaviour, as its __init__ would set.
     "keras": "keras" in sys.modules,
     "public_api": "tensorflow._api.v2.compat" in sys.modules,
     "sampled": float(sample[0].data[0]),
@@ -64,6 +66,26 @@ print(json.dumps({
 }))
 """
 
+WITHOUT_TENSORFLOW = """
+import json, sys
+import rl, reverb
+from rl import lazy_tensorflow
+stand_in = sys.modules["tensorflow"]
+import jax, jax.numpy as jnp
+import rl.agents.r2d2.losses as losses  # rlax, and with it TensorFlow Probability's JAX substrate.
+from rl.networks.distributions import tanh_normal  # distrax, on first use.
+_, log_prob = tanh_normal(jnp.zeros(2), jnp.ones(2)).sample_and_log_prob(seed=jax.random.PRNGKey(0))
+report = {
+    "stand_in": lazy_tensorflow.installed(),
+    "same_module": sys.modules["tensorflow"] is stand_in,
+    "rescaled": float(losses.rescale(jnp.array(3.0), 0.0)),
+    "finite": bool(jnp.isfinite(log_prob)),
+}
+import tensorflow as tf
+report["dense"] = tf.keras.layers.Dense.__name__  # TensorFlow itself still loads on demand.
+print(json.dumps(report))
+"""
+
 
 def _probe(script: str, **environment: str) -> dict:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **environment}
@@ -74,7 +96,7 @@ def _probe(script: str, **environment: str) -> dict:
 
 def test_reverb_serves_and_samples_without_tensorflows_public_api():
     report = _probe(REVERB_ONLY)
-    assert report == {"stand_in": True, "keras": False, "public_api": False, "sampled": 1.0}
+    assert report == {"stand_in": True, "eager": True, "keras": False, "public_api": False, "sampled": 1.0}
 
 
 def test_every_name_the_stand_in_answers_is_the_real_packages_object():
@@ -90,3 +112,9 @@ def test_any_other_name_or_module_loads_all_of_tensorflow_into_the_same_module()
 def test_the_stand_in_can_be_turned_off():
     report = _probe(REVERB_ONLY, RL_LAZY_TENSORFLOW="0")
     assert report["stand_in"] is False and report["public_api"] is True and report["sampled"] == 1.0
+    assert report["eager"] is True
+
+
+def test_rlax_and_distrax_come_without_loading_tensorflow():
+    report = _probe(WITHOUT_TENSORFLOW)
+    assert report == {"stand_in": True, "same_module": True, "rescaled": 1.0, "finite": True, "dense": "Dense"}

@@ -7,9 +7,11 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import optax
-import rlax
 
+from rl.lazy_tensorflow import import_without_tensorflow
 from rl.types import Transition
+
+rlax = import_without_tensorflow("rlax")  # Not all of TensorFlow (rl/lazy_tensorflow.py).
 
 
 def projected_target(

@@ -18,12 +18,14 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-import rlax
 
 from rl.agents.on_policy import entropy_bonus, masked_mean
+from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.policy_value import entropy as policy_entropy
 from rl.networks.policy_value import log_prob as policy_log_prob
 from rl.replay.sequences import SequenceStep
+
+rlax = import_without_tensorflow("rlax")  # Not all of TensorFlow (rl/lazy_tensorflow.py).
 
 
 def vtrace_targets(

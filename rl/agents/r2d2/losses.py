@@ -15,9 +15,11 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-import rlax
 
+from rl.lazy_tensorflow import import_without_tensorflow
 from rl.replay.sequences import SequenceStep
+
+rlax = import_without_tensorflow("rlax")  # Not all of TensorFlow (rl/lazy_tensorflow.py).
 
 # (params, observations (T, B, ...), state) -> (q_values (T, B, A), final state).
 Unroll = Callable[[Any, Any, Any], tuple[jax.Array, Any]]
