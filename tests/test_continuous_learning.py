@@ -3,7 +3,7 @@ presets, through scripts/train.py with real reverb replay and fixed seeds.
 
 The default suite runs seed 0 of each agent in the deterministic mode
 (`launcher.deterministic=true`: the outcome is a fact of the code, not a draw) on a
-shortened budget (20,000 actor steps, two evaluation rounds); `-m slow` runs seeds 1 and 2
+third of the budget (10,000 actor steps, two evaluation rounds); `-m slow` runs seeds 1 and 2
 in the default mode on the presets' full 30,000-step budget.
 """
 
@@ -31,7 +31,7 @@ def _train_and_check(agent, seed, run_dir, extra=(), budget=30_000):
 @pytest.mark.parametrize("agent", AGENTS)
 def test_solves_pendulum_seed_0(agent, run_dir):
     _train_and_check(
-        agent, 0, run_dir, ["max_actor_steps=20000", "eval_every=10000", "launcher.deterministic=true"], budget=20_000
+        agent, 0, run_dir, ["max_actor_steps=10000", "eval_every=5000", "launcher.deterministic=true"], budget=10_000
     )
 
 
