@@ -10,8 +10,10 @@ replay code uses, is a handful of names from modules under `tensorflow.python`.
 `tensorflow.python.*` load the real modules, and it answers the names in `_LIGHT` from
 them. Any other attribute runs TensorFlow's own `__init__` into the same module object
 first, so code that needs more of TensorFlow (TensorFlow Probability's TF part, a user's
-`tf.keras`) gets all of it, once, at the moment it asks. Nothing changes if TensorFlow
-was imported before `rl`, is not installed, or `RL_LAZY_TENSORFLOW=0`.
+`tf.keras`) gets all of it, once, at the moment it asks. tf.data's two packages
+(`tensorflow.python.data` and its `experimental`) wait the same way: reverb's datasets
+need the modules under them, not the names their `__init__`s gather. Nothing changes if
+TensorFlow was imported before `rl`, is not installed, or `RL_LAZY_TENSORFLOW=0`.
 
 Pinned to the TensorFlow 2.15 layout (tests/test_lazy_tensorflow.py checks every name
 against the real package).
@@ -67,15 +69,24 @@ def _resolve(source: tuple[str, str]) -> Any:
 
 
 def _behave_as_tensorflow_2() -> None:
-    """What TensorFlow's `__init__` switches on before anything runs: eager execution,
-    resource variables, control flow v2, tf.data's V2 classes (`v2_compat`). Once, on the
-    first name the stand-in answers; `install` sets TF2_BEHAVIOR, which makes eager the
-    default of any TensorFlow module imported before that."""
+    """What TensorFlow's `__init__` switches on before anything runs (`v2_compat`'s
+    `enable_v2_behavior`): eager execution, resource variables, v2 shapes, tensor
+    equality, control flow v2. Once, on the first name the stand-in answers. Its other
+    half points tf.data's names at their V2 classes, which TF2_BEHAVIOR (set by
+    `install`) already does as those modules load; calling it would import
+    `tensorflow.python.data.experimental`, seconds of start-up that replay never uses."""
     if not _state["behaviour"]:
         _state["behaviour"] = True
-        from tensorflow.python.compat import v2_compat
+        from tensorflow.python import tf2
+        from tensorflow.python.framework import ops, tensor, tensor_shape
+        from tensorflow.python.ops import control_flow_v2_toggles, variable_scope
 
-        v2_compat.enable_v2_behavior()
+        tf2.enable()
+        ops.enable_eager_execution()
+        tensor_shape.enable_v2_tensorshape()
+        variable_scope.enable_resource_variables()
+        tensor.enable_tensor_equality()
+        control_flow_v2_toggles.enable_control_flow_v2()
 
 
 class _Namespace:
@@ -124,6 +135,41 @@ class _CompatV1(types.ModuleType):
         return value
 
 
+class _DeferredPackage(types.ModuleType):
+    """A package of tf.data (`tensorflow.python.data`, its `experimental`) before its
+    `__init__` ran. Those `__init__`s only gather tf.data's public names (data service,
+    readers, every experimental transformation: seconds of imports); reverb and tf.data's
+    own modules import the modules under them by their full names. The first name asked
+    of the package itself runs the real `__init__`."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        _run_package_init(self)
+        return getattr(self, name)
+
+
+def _run_package_init(module: types.ModuleType) -> None:
+    with _full_import:
+        if type(module) is _DeferredPackage:
+            module.__class__ = types.ModuleType
+            module.__spec__.loader.exec_module(module)
+
+
+def _defer_package(name: str, package_path: str) -> None:
+    """Puts a `_DeferredPackage` for the package at `package_path` into `sys.modules`
+    (submodules import from its path as usual)."""
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(package_path, "__init__.py"), submodule_search_locations=[package_path]
+    )
+    module = _DeferredPackage(name)
+    module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
+    module.__path__, module.__package__ = [package_path], name
+    sys.modules[name] = module
+
+
+# Packages whose `__init__` waits for the first name asked of them, outermost first.
+_DEFERRED = ("tensorflow.python.data", "tensorflow.python.data.experimental")
 _state: dict[str, Any] = {"stand_in": None, "full": False, "behaviour": False}
 # Threads (actor, learner) may ask for a full import at once: one runs it, the others wait.
 _full_import = threading.RLock()
@@ -146,6 +192,10 @@ def load_fully() -> types.ModuleType:
                 sys.modules.pop(name, None)
             for name in [*_LIGHT, *_NAMESPACES, "compat"]:
                 module.__dict__.pop(name, None)
+            # tf.data's packages first, innermost first, as TensorFlow's own order has them:
+            # its public tree imports the data service's modules, which need theirs.
+            for name in _DEFERRED[::-1]:
+                _run_package_init(sys.modules[name])
             module.__class__ = types.ModuleType
             module.__spec__.loader.exec_module(module)
     return module
@@ -238,4 +288,6 @@ def install() -> None:
     module.__dict__["compat"] = compat
     _state["stand_in"] = module
     sys.meta_path.append(_FullImportFinder())
+    for name in _DEFERRED:
+        _defer_package(name, os.path.join(module.__path__[0], *name.split(".")[1:]))
     sys.modules.update({"tensorflow": module, "tensorflow.compat": compat, "tensorflow.compat.v1": v1})

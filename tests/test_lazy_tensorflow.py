@@ -27,6 +27,8 @@ print(json.dumps({
     "eager": context.executing_eagerly(),  # TensorFlow 2 behaviour, as its __init__ would set.
     "keras": "keras" in sys.modules,
     "public_api": "tensorflow._api.v2.compat" in sys.modules,
+    # tf.data's package __init__s (experimental transformations, the data service) wait.
+    "data_service": "tensorflow.python.data.experimental.service" in sys.modules,
     "sampled": float(sample[0].data[0]),
 }))
 """
@@ -51,7 +53,7 @@ print(json.dumps({"before": before, "after": lazy.installed(), "differ": differ}
 
 FULL_ON_DEMAND = """
 import json
-import rl
+import rl, reverb  # reverb first: tf.data's modules loaded, its packages deferred.
 from rl import lazy_tensorflow
 import tensorflow as tf
 dense = tf.keras.layers.Dense  # Not a light name: TensorFlow's __init__ runs here.
@@ -62,6 +64,7 @@ print(json.dumps({
     "dense": dense.__name__,
     "v2_zeros": v2.zeros([2]).shape.as_list(),
     "same_module": __import__("sys").modules["tensorflow"] is tf,
+    "data_service": tf.data.experimental.service.DispatchServer.__name__,
     "normal": tfp.distributions.Normal(0.0, 1.0).mean().numpy().item(),
 }))
 """
@@ -96,7 +99,9 @@ def _probe(script: str, **environment: str) -> dict:
 
 def test_reverb_serves_and_samples_without_tensorflows_public_api():
     report = _probe(REVERB_ONLY)
-    assert report == {"stand_in": True, "eager": True, "keras": False, "public_api": False, "sampled": 1.0}
+    assert report == {
+        "stand_in": True, "eager": True, "keras": False, "public_api": False, "data_service": False, "sampled": 1.0,
+    }
 
 
 def test_every_name_the_stand_in_answers_is_the_real_packages_object():
@@ -106,12 +111,16 @@ def test_every_name_the_stand_in_answers_is_the_real_packages_object():
 
 def test_any_other_name_or_module_loads_all_of_tensorflow_into_the_same_module():
     report = _probe(FULL_ON_DEMAND)
-    assert report == {"stand_in": False, "dense": "Dense", "v2_zeros": [2], "same_module": True, "normal": 0.0}
+    assert report == {
+        "stand_in": False, "dense": "Dense", "v2_zeros": [2], "same_module": True, "data_service": "DispatchServer",
+        "normal": 0.0,
+    }
 
 
 def test_the_stand_in_can_be_turned_off():
     report = _probe(REVERB_ONLY, RL_LAZY_TENSORFLOW="0")
     assert report["stand_in"] is False and report["public_api"] is True and report["sampled"] == 1.0
+    assert report["data_service"] is True
     assert report["eager"] is True
 
 
