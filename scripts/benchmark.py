@@ -74,7 +74,8 @@ def describe_preset(preset: str, overrides: Sequence[str]) -> dict:
     label, budget (max_actor_steps) and threshold with `overrides` applied, and which of
     `overrides` its config has (`overrides`; Hydra's own, `+`/`~` ones and group choices
     count as present) and which it lacks (`skipped`: agent.min_replay_size of an
-    on-policy agent, say)."""
+    on-policy agent, say), and the whole composed config (`config`, unresolved, as a
+    run's .hydra/config.yaml holds it)."""
     from omegaconf import OmegaConf
 
     base, _ = compose_config([f"experiment={preset}"])
@@ -83,7 +84,7 @@ def describe_preset(preset: str, overrides: Sequence[str]) -> dict:
         key = override.split("=", 1)[0]
         present = key.startswith(("+", "~", "hydra.")) or OmegaConf.select(base, key, default=_ABSENT) is not _ABSENT
         (applied if present else skipped).append(override)
-    config, choices = compose_config([f"experiment={preset}", *applied])
+    config, choices = compose_config([f"experiment={preset}", *baselines.RUN_OVERRIDES, *applied])
     environment = config.get("environment") or {}
     name = environment.get("name") or environment.get("task")
     threshold = config.get("threshold")
@@ -94,6 +95,7 @@ def describe_preset(preset: str, overrides: Sequence[str]) -> dict:
         "launcher": choices.get("launcher"),
         "overrides": applied,
         "skipped": skipped,
+        "config": OmegaConf.to_container(config, resolve=False),
     }
 
 

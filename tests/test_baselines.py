@@ -190,7 +190,7 @@ def test_learning_curve_iqm_and_band_over_seeds(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_a_finished_run_is_reused_only_for_the_same_command(tmp_path):
+def test_a_finished_run_is_reused_only_for_the_same_command_and_config(tmp_path):
     command = ["python", "train.py", "experiment=dqn_cartpole", "seed=0"]
     run_dir = tmp_path / "seed_0"
     run_dir.mkdir()
@@ -198,6 +198,15 @@ def test_a_finished_run_is_reused_only_for_the_same_command(tmp_path):
     (run_dir / "summary.json").write_text(json.dumps(summary(500.0)))
     assert baselines._finished_summary(str(run_dir), command)["final_eval_return"] == 500.0
     assert baselines._finished_summary(str(run_dir), [*command, "max_actor_steps=10"]) is None
+    # With the composed config: the run's .hydra/config.yaml must be the same but for the seed
+    # (an edited preset keeps the command line).
+    config = {"seed": 1, "max_actor_steps": 50000, "agent": {"learning_rate": 1e-3}}
+    assert baselines._finished_summary(str(run_dir), command, config) is None  # No .hydra/config.yaml.
+    (run_dir / ".hydra").mkdir()
+    (run_dir / ".hydra" / "config.yaml").write_text("seed: 0\nmax_actor_steps: 50000\nagent: {learning_rate: 0.001}\n")
+    assert baselines._finished_summary(str(run_dir), command, config)["final_eval_return"] == 500.0
+    edited = {**config, "agent": {"learning_rate": 5e-4}}
+    assert baselines._finished_summary(str(run_dir), command, edited) is None
     (run_dir / "summary.json").write_text(json.dumps({**summary(500.0), "status": "interrupted"}))
     assert baselines._finished_summary(str(run_dir), command) is None
 

@@ -32,6 +32,8 @@ import subprocess
 import sys
 from typing import Any, Callable, Mapping, Sequence
 
+import yaml
+
 from rl.benchmarks.common import Row, median, progress
 from rl.benchmarks.runs import QUICK, QUICK_WHERE_PRESENT, RunFailed
 
@@ -485,9 +487,13 @@ def run_command(train_script: str, preset: str, seed: int, overrides: Sequence[s
     ]
 
 
-def _finished_summary(run_dir: str, command: Sequence[str]) -> dict[str, Any] | None:
+def _finished_summary(
+    run_dir: str, command: Sequence[str], config: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
     """The summary of a finished earlier run in `run_dir` made by the same command line
-    (recorded in benchmark.json), else None."""
+    (recorded in benchmark.json) and, when `config` is given, from the same composed
+    config apart from the seed (its .hydra/config.yaml: a preset edited since has the same
+    command line), else None."""
     try:
         with open(os.path.join(run_dir, "benchmark.json")) as file:
             recorded = json.load(file)
@@ -497,7 +503,19 @@ def _finished_summary(run_dir: str, command: Sequence[str]) -> dict[str, Any] | 
         return None
     if recorded.get("command") != list(command[1:]) or summary.get("status", "finished") != "finished":
         return None
+    if config is not None:
+        try:
+            with open(os.path.join(run_dir, ".hydra", "config.yaml")) as file:
+                used = yaml.safe_load(file)
+        except (OSError, yaml.YAMLError):
+            return None
+        if not isinstance(used, dict) or _without_seed(used) != _without_seed(config):
+            return None
     return summary
+
+
+def _without_seed(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in config.items() if key != "seed"}
 
 
 def train_into(command: Sequence[str], run_dir: str, timeout_s: float | None = None) -> dict[str, Any]:
@@ -570,7 +588,7 @@ def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], li
         run_dir = run_directory(options.runs_dir, preset, seed)
         command = run_command(options.train_script, preset, seed, infos[preset].get("overrides", requested), run_dir)
         if options.reuse:
-            summary = _finished_summary(run_dir, command)
+            summary = _finished_summary(run_dir, command, infos[preset].get("config"))
             if summary is not None:
                 progress(f"baselines {preset} seed={seed}: reusing the finished run in {run_dir}")
                 return summary
