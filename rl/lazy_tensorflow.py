@@ -13,7 +13,8 @@ first, so code that needs more of TensorFlow (TensorFlow Probability's TF part, 
 `tf.keras`) gets all of it, once, at the moment it asks. tf.data's two packages
 (`tensorflow.python.data` and its `experimental`) wait the same way: reverb's datasets
 need the modules under them, not the names their `__init__`s gather. Nothing changes if
-TensorFlow was imported before `rl`, is not installed, or `RL_LAZY_TENSORFLOW=0`.
+TensorFlow was imported before `rl`, is not installed, or `RL_LAZY_TENSORFLOW=0`. The
+same switch covers reverb's other import-time cost, setuptools' `distutils` (below).
 
 Pinned to the TensorFlow 2.15 layout (tests/test_lazy_tensorflow.py checks every name
 against the real package).
@@ -268,11 +269,34 @@ def import_without_tensorflow(name: str) -> types.ModuleType:
             sys.modules.update(hidden)
 
 
+def _standard_library_distutils() -> None:
+    """reverb checks TensorFlow's version with `distutils.version` as it loads. On Python
+    3.11 setuptools' shim (its .pth file) serves `distutils` from setuptools, whose import
+    (pkg_resources) costs about half a second; the standard library's `distutils` still
+    exists there and costs milliseconds. This makes the process what it would be had it
+    started with SETUPTOOLS_USE_DISTUTILS=stdlib, setuptools' own switch: the shim leaves
+    `sys.meta_path`, and the variable tells setuptools, if anything imports it later, and
+    child processes, to use the standard library's too. Not when the variable is set,
+    distutils or setuptools is already imported, or Python has no distutils (3.12)."""
+    shim = sys.modules.get("_distutils_hack")
+    if (
+        shim is None
+        or sys.version_info >= (3, 12)
+        or "SETUPTOOLS_USE_DISTUTILS" in os.environ
+        or "distutils" in sys.modules
+        or "setuptools" in sys.modules
+    ):
+        return
+    os.environ["SETUPTOOLS_USE_DISTUTILS"] = "stdlib"
+    shim.remove_shim()
+
+
 def install() -> None:
     """Puts the stand-in in place unless TensorFlow is already imported, missing, or
     `RL_LAZY_TENSORFLOW=0`."""
     if "tensorflow" in sys.modules or os.environ.get("RL_LAZY_TENSORFLOW", "1") == "0":
         return
+    _standard_library_distutils()
     spec = importlib.util.find_spec("tensorflow")
     if spec is None or not spec.submodule_search_locations:
         return

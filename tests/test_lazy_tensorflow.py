@@ -29,6 +29,9 @@ print(json.dumps({
     "public_api": "tensorflow._api.v2.compat" in sys.modules,
     # tf.data's package __init__s (experimental transformations, the data service) wait.
     "data_service": "tensorflow.python.data.experimental.service" in sys.modules,
+    # reverb's version check got the standard library's distutils, not setuptools'.
+    "setuptools": "setuptools" in sys.modules,
+    "distutils": __import__("distutils").__file__.startswith(__import__("sysconfig").get_paths()["stdlib"]),
     "sampled": float(sample[0].data[0]),
 }))
 """
@@ -100,7 +103,8 @@ def _probe(script: str, **environment: str) -> dict:
 def test_reverb_serves_and_samples_without_tensorflows_public_api():
     report = _probe(REVERB_ONLY)
     assert report == {
-        "stand_in": True, "eager": True, "keras": False, "public_api": False, "data_service": False, "sampled": 1.0,
+        "stand_in": True, "eager": True, "keras": False, "public_api": False, "data_service": False,
+        "setuptools": False, "distutils": sys.version_info < (3, 12), "sampled": 1.0,
     }
 
 
@@ -120,7 +124,7 @@ def test_any_other_name_or_module_loads_all_of_tensorflow_into_the_same_module()
 def test_the_stand_in_can_be_turned_off():
     report = _probe(REVERB_ONLY, RL_LAZY_TENSORFLOW="0")
     assert report["stand_in"] is False and report["public_api"] is True and report["sampled"] == 1.0
-    assert report["data_service"] is True
+    assert report["data_service"] is True and report["setuptools"] is True
     assert report["eager"] is True
 
 
