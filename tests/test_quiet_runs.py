@@ -21,23 +21,23 @@ NOT_OURS = ("alarmingly", "settotalmass", "Traceback", "WARNING", "Warning", "E0
 
 
 @pytest.mark.parametrize("name", list(QUIET_RUNS))
-def test_a_piped_5000_step_run_prints_one_record_per_line_and_no_library_warning(name, run_dir, tmp_path):
+def test_a_piped_3000_step_run_prints_one_record_per_line_and_no_library_warning(name, run_dir, tmp_path):
     temporary = tmp_path / "tmp"  # The run's own TMPDIR: reverb's default checkpointer made a directory there.
     temporary.mkdir()
     result = run_train(
-        [*QUIET_RUNS[name], "max_actor_steps=5000", "eval_every=5000", "eval_episodes=2", "checkpoint=false",
+        [*QUIET_RUNS[name], "max_actor_steps=3000", "eval_every=3000", "eval_episodes=2", "checkpoint=false",
          f"hydra.run.dir={run_dir}"],
         timeout=900,
         env={"TMPDIR": str(temporary)},
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert read_summary(run_dir)["actor_steps"] == 5000
+    assert read_summary(run_dir)["actor_steps"] == 3000
     lines = result.stdout.splitlines()
     records = [line for line in lines if line.startswith("[")]
     others = [line for line in lines if not line.startswith("[")]
     assert records and all(RECORD.match(line) for line in records), [line for line in records if not RECORD.match(line)]
     assert others == [line for line in others if line.startswith("final evaluation return ")] and len(others) == 1
-    assert any(line.startswith("[evaluator 0] actor_steps=5000 ") for line in records)
+    assert any(line.startswith("[evaluator 0] actor_steps=3000 ") for line in records)
     assert result.stderr == "", result.stderr[-3000:]  # Not even reverb's INFO lines.
     for needle in NOT_OURS:
         assert needle not in result.stdout + result.stderr, (needle, result.stderr[-2000:])

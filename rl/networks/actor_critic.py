@@ -67,7 +67,7 @@ class ActorCriticNetworks:
 
         transformed = hk.without_apply_rng(hk.transform(forward))
         dummy = zeros_like_spec(self.environment_spec.observations)
-        return FeedForwardNetwork(init=lambda key: transformed.init(key, dummy), apply=transformed.apply)
+        return FeedForwardNetwork(init=jax.jit(lambda key: transformed.init(key, dummy)), apply=transformed.apply)
 
     def critic_network(self, num_critics: int = 1, num_outputs: int = 1) -> FeedForwardNetwork:
         """`apply(params, observations, actions)` -> (num_critics, B, num_outputs).
@@ -88,7 +88,7 @@ class ActorCriticNetworks:
         dummy_observation = zeros_like_spec(self.environment_spec.observations)
         dummy_action = np.zeros((1, self.action_size), np.float32)
         return FeedForwardNetwork(
-            init=lambda key: transformed.init(key, dummy_observation, dummy_action), apply=transformed.apply
+            init=jax.jit(lambda key: transformed.init(key, dummy_observation, dummy_action)), apply=transformed.apply
         )
 
 

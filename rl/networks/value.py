@@ -45,7 +45,9 @@ def make_q_network(
 
     transformed = hk.without_apply_rng(hk.transform(forward))
     dummy = zeros_like_spec(environment_spec.observations)
-    return FeedForwardNetwork(init=lambda key: transformed.init(key, dummy), apply=transformed.apply)
+    # Jitted, as every network's init: one compiled program (cached across runs), not dozens
+    # of eagerly dispatched operations each compiled on its own.
+    return FeedForwardNetwork(init=jax.jit(lambda key: transformed.init(key, dummy)), apply=transformed.apply)
 
 
 make_q_network.network_kind = "q_values"
