@@ -30,7 +30,7 @@ import os
 import sys
 import threading
 import types
-from typing import Any
+from typing import Any, ClassVar
 
 _DTYPES = "tensorflow.python.framework.dtypes"
 _DATASETS = "tensorflow.python.data.ops.dataset_ops"
@@ -104,36 +104,45 @@ class _Namespace:
         return getattr(self._fallback(), name)
 
 
-class _StandIn(types.ModuleType):
+class _LightNames(types.ModuleType):
+    """A module that answers the names in `LIGHT` and `NAMESPACES` from TensorFlow's
+    modules until TensorFlow's `__init__` has run, and everything else from `real()`."""
+
+    LIGHT: ClassVar[dict[str, tuple[str, str]]] = {}
+    NAMESPACES: ClassVar[dict[str, dict[str, tuple[str, str]]]] = {}
+
+    def real(self) -> Any:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name not in self.LIGHT:
+            raise AttributeError(name)
+        if not _state["full"] and name in self.LIGHT:
+            value = _resolve(self.LIGHT[name])
+        elif not _state["full"] and name in self.NAMESPACES:
+            value = _Namespace(self.NAMESPACES[name], lambda: getattr(self.real(), name))
+        else:
+            return getattr(self.real(), name)
+        self.__dict__[name] = value
+        return value
+
+
+class _StandIn(_LightNames):
     """`tensorflow` before its `__init__` ran (see the module docstring)."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name in _LIGHT:
-            value = _resolve(_LIGHT[name])
-        elif name in _NAMESPACES:
-            value = _Namespace(_NAMESPACES[name], lambda: getattr(load_fully(), name))
-        elif name.startswith("__"):
-            raise AttributeError(name)
-        else:
-            return getattr(load_fully(), name)
-        self.__dict__[name] = value
-        return value
+    LIGHT, NAMESPACES = _LIGHT, _NAMESPACES
+
+    def real(self) -> Any:
+        return load_fully()
 
 
-class _CompatV1(types.ModuleType):
+class _CompatV1(_LightNames):
     """`tensorflow.compat.v1` before TensorFlow's `__init__` ran."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name not in _V1_LIGHT:
-            raise AttributeError(name)
-        if not _state["full"] and name in _V1_LIGHT:
-            value = _resolve(_V1_LIGHT[name])
-        elif not _state["full"] and name in _V1_NAMESPACES:
-            value = _Namespace(_V1_NAMESPACES[name], lambda: getattr(load_fully().compat.v1, name))
-        else:
-            return getattr(load_fully().compat.v1, name)
-        self.__dict__[name] = value
-        return value
+    LIGHT, NAMESPACES = _V1_LIGHT, _V1_NAMESPACES
+
+    def real(self) -> Any:
+        return load_fully().compat.v1
 
 
 class _DeferredPackage(types.ModuleType):

@@ -70,14 +70,18 @@ def train(
             return json.load(file)
 
 
+def _present(overrides: Sequence[str], experiment: str, settings: Settings) -> list[str]:
+    """Those of `overrides` whose key the experiment's config has."""
+    return [o for o in overrides if settings.has_key(o.split("=")[0], [f"experiment={experiment}"])]
+
+
 def suite_solve(settings: Settings) -> list[Row]:
     rows: list[Row] = []
     for name in settings.experiments or SOLVE_EXPERIMENTS:
         summaries = []
         quick: list[str] = []
         if settings.quick:
-            present = [o for o in QUICK_WHERE_PRESENT if settings.has_key(o.split("=")[0], [f"experiment={name}"])]
-            quick = [*QUICK, *present]
+            quick = [*QUICK, *_present(QUICK_WHERE_PRESENT, name, settings)]
         for seed in settings.seeds:
             overrides = [f"experiment={name}", f"seed={seed}", "logger=csv", *quick]
             summary = train(settings.train_script, overrides)
@@ -141,8 +145,7 @@ def suite_startup(settings: Settings) -> list[Row]:
     TensorFlow's full import (`RL_LAZY_TENSORFLOW=0`), alternating; ratio = lazy / full."""
     rows: list[Row] = []
     for name in settings.experiments or STARTUP_EXPERIMENTS:
-        present = [o for o in QUICK_WHERE_PRESENT if settings.has_key(o.split("=")[0], [f"experiment={name}"])]
-        overrides = [f"experiment={name}", *STARTUP_RUN, *present]
+        overrides = [f"experiment={name}", *STARTUP_RUN, *_present(QUICK_WHERE_PRESENT, name, settings)]
         seconds: dict[str, list[float]] = {"1": [], "0": []}
         for _ in range(settings.repeats):
             for mode in seconds:
