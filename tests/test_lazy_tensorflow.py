@@ -94,7 +94,10 @@ print(json.dumps(report))
 
 
 def _probe(script: str, **environment: str) -> dict:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **environment}
+    # A fresh shell's environment: a process that imported rl (this one, under pytest) has set
+    # SETUPTOOLS_USE_DISTUTILS for its children.
+    env = {key: value for key, value in os.environ.items() if key != "SETUPTOOLS_USE_DISTUTILS"}
+    env.update({"TF_CPP_MIN_LOG_LEVEL": "2", **environment})
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
