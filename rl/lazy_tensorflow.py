@@ -172,10 +172,15 @@ def _defer_package(name: str, package_path: str) -> None:
     spec = importlib.util.spec_from_file_location(
         name, os.path.join(package_path, "__init__.py"), submodule_search_locations=[package_path]
     )
-    module = _DeferredPackage(name)
+    sys.modules[name] = _unexecuted_package(_DeferredPackage, spec)
+
+
+def _unexecuted_package(cls: type[types.ModuleType], spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+    """A `cls` module for the package `spec` describes, its `__init__` not run."""
+    module = cls(spec.name)
     module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
-    module.__path__, module.__package__ = [package_path], name
-    sys.modules[name] = module
+    module.__path__, module.__package__ = list(spec.submodule_search_locations), spec.name
+    return module
 
 
 # Packages whose `__init__` waits for the first name asked of them, outermost first.
@@ -310,10 +315,7 @@ def install() -> None:
     if spec is None or not spec.submodule_search_locations:
         return
     os.environ["TF2_BEHAVIOR"] = "1"  # As TensorFlow's __init__ sets it, first thing.
-    module = _StandIn("tensorflow")
-    module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
-    module.__path__ = list(spec.submodule_search_locations)
-    module.__package__ = "tensorflow"
+    module = _unexecuted_package(_StandIn, spec)
     compat = types.ModuleType("tensorflow.compat")
     compat.__path__ = []
     v1 = _CompatV1("tensorflow.compat.v1")
