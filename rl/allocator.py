@@ -171,8 +171,12 @@ def reexec_with_jemalloc(argv: Sequence[str] | None = None) -> None:
         else:
             os.environ["LD_PRELOAD"] = previous
         if mode == "jemalloc":
-            raise SystemExit(f"{MODE}=jemalloc: could not re-execute {sys.executable} under jemalloc: {error}") from None
-        print(f"rl.allocator: could not re-execute under jemalloc ({error}); using the system allocator", file=sys.stderr)
+            raise SystemExit(
+                f"{MODE}=jemalloc: could not re-execute {sys.executable} under jemalloc: {error}"
+            ) from None
+        print(
+            f"rl.allocator: could not re-execute under jemalloc ({error}); using the system allocator", file=sys.stderr
+        )
 
 
 if __name__ == "__main__":

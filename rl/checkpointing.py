@@ -38,6 +38,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 FORMAT = 2
+
+
 class RunWarning(UserWarning):
     """Something about a run directory the user should know (a damaged checkpoint skipped,
     a replay buffer not restored): the entry point prints it as one `Warning:` line."""
@@ -260,9 +262,13 @@ def save_checkpoint(
         if process_state is not None:
             with open(os.path.join(temporary, PROCESS), "wb") as file:
                 pickle.dump(process_state, file, protocol=pickle.HIGHEST_PROTOCOL)
-        _write_json(os.path.join(temporary, STATE), {**state, "format": FORMAT, "step": int(step), "learner": structure})
-        manifest = {path: [os.path.getsize(os.path.join(temporary, path)), _sha256(os.path.join(temporary, path))]
-                    for path in _files(temporary)}
+        _write_json(
+            os.path.join(temporary, STATE), {**state, "format": FORMAT, "step": int(step), "learner": structure}
+        )
+        manifest = {
+            path: [os.path.getsize(os.path.join(temporary, path)), _sha256(os.path.join(temporary, path))]
+            for path in _files(temporary)
+        }
         _write_json(os.path.join(temporary, MANIFEST), manifest)
         _fsync_directory(temporary)
         final = os.path.join(root, name)
@@ -372,7 +378,9 @@ def check_learner_structure(path: str, template: Any) -> None:
             f"{where} (another agent or network: its state has {len(saved['shapes'])} arrays, this config's "
             f"learner {len(shapes)}, or they are arranged differently)"
         )
-    for index, (saved_shape, shape, saved_dtype, dtype) in enumerate(zip(saved["shapes"], shapes, saved["dtypes"], dtypes)):
+    for index, (saved_shape, shape, saved_dtype, dtype) in enumerate(
+        zip(saved["shapes"], shapes, saved["dtypes"], dtypes)
+    ):
         if saved_shape != shape or saved_dtype != dtype:
             raise CheckpointError(
                 f"{where} (array {index} is {saved_dtype}{tuple(saved_shape)} there, {dtype}{tuple(shape)} in this "
@@ -395,7 +403,9 @@ def restore_learner_state(path: str, template: Any) -> Any:
             restored = _orbax().restore(os.path.join(path, LEARNER))
             leaves = [np.asarray(restored["leaves"][_leaf_key(i)]) for i in range(count)]
         except Exception as error:  # noqa: BLE001 - orbax/tensorstore errors vary: say it plainly.
-            raise CheckpointError(f"cannot read the learner state in {path} ({type(error).__name__}: {error})") from None
+            raise CheckpointError(
+                f"cannot read the learner state in {path} ({type(error).__name__}: {error})"
+            ) from None
     leaves = [leaf.astype(dtype, copy=False) for leaf, dtype in zip(leaves, saved["dtypes"])]
     if state_digest(leaves) != saved["digest"]:
         raise CheckpointError(f"the learner state in {path} does not match the digest it was saved with")
@@ -405,8 +415,9 @@ def restore_learner_state(path: str, template: Any) -> Any:
 # --------------------------------------------------------------------------- replay tables
 
 
-def describe_table(name: str, max_size: int, max_times_sampled: int, sampler: Any, remover: Any,
-                   rate_limiter: Any, signature: Any) -> dict[str, Any]:
+def describe_table(
+    name: str, max_size: int, max_times_sampled: int, sampler: Any, remover: Any, rate_limiter: Any, signature: Any
+) -> dict[str, Any]:
     """A table's configuration as plain values, comparable across a checkpoint and a config."""
     return {
         "name": name,
@@ -430,8 +441,13 @@ def describe_tables(tables: Sequence[Any]) -> dict[str, dict[str, Any]]:
     for table in tables:
         info = table.info
         described[info.name] = describe_table(
-            info.name, info.max_size, info.max_times_sampled, info.sampler_options, info.remover_options,
-            info.rate_limiter_info, info.signature,
+            info.name,
+            info.max_size,
+            info.max_times_sampled,
+            info.sampler_options,
+            info.remover_options,
+            info.rate_limiter_info,
+            info.signature,
         )
     return described
 
@@ -475,8 +491,13 @@ def read_replay_tables(replay_checkpoint: str) -> dict[str, dict[str, Any]]:
     for table in tables:
         signature = nested_structure_coder.decode_proto(table.signature) if table.HasField("signature") else None
         described[table.table_name] = describe_table(
-            table.table_name, table.max_size, table.max_times_sampled, table.sampler, table.remover,
-            table.rate_limiter, signature,
+            table.table_name,
+            table.max_size,
+            table.max_times_sampled,
+            table.sampler,
+            table.remover,
+            table.rate_limiter,
+            signature,
         )
     return described
 
@@ -496,7 +517,9 @@ def table_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> l
             if isinstance(now, dict):
                 for sub in now:
                     if before[sub] != now[sub]:
-                        differences.append(f"table '{name}' {key}.{sub}: {before[sub]} in the checkpoint, {now[sub]} now")
+                        differences.append(
+                            f"table '{name}' {key}.{sub}: {before[sub]} in the checkpoint, {now[sub]} now"
+                        )
             elif before != now:
                 differences.append(f"table '{name}' {key}: {before} in the checkpoint, {now} now")
     return differences

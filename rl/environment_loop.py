@@ -253,7 +253,9 @@ class EnvironmentLoop(core.Worker):
             "episode_length": float(np.mean([r["episode_length"] for r in records])),
             "episodes": num_episodes,
         }
-        observed = [key for key in dict.fromkeys(k for r in records for k in r) if key not in record and key not in EPISODE_KEYS]
+        observed = [
+            key for key in dict.fromkeys(k for r in records for k in r) if key not in record and key not in EPISODE_KEYS
+        ]
         for key in observed:
             values = [r[key] for r in records if key in r]
             numeric = all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in values)

@@ -74,7 +74,9 @@ def locate_checkpoint(run_dir: str) -> str:
     for path, reason in skipped:
         print(f"Warning: checkpoint {path} is damaged ({reason}); evaluating an older one", file=sys.stderr)
     if checkpoint is None:
-        raise EvaluationError(f"no checkpoint in {run_dir}/checkpoints (runs save one at the end unless checkpoint=false)")
+        raise EvaluationError(
+            f"no checkpoint in {run_dir}/checkpoints (runs save one at the end unless checkpoint=false)"
+        )
     return checkpoint
 
 
@@ -90,7 +92,9 @@ def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, 
     hydra_path = os.path.join(run_dir, ".hydra", "hydra.yaml")
     choices = {}
     if os.path.exists(hydra_path):
-        choices = OmegaConf.to_container(OmegaConf.load(hydra_path)).get("hydra", {}).get("runtime", {}).get("choices", {})
+        choices = (
+            OmegaConf.to_container(OmegaConf.load(hydra_path)).get("hydra", {}).get("runtime", {}).get("choices", {})
+        )
     wandb_config = OmegaConf.to_container(config.logger).get("wandb") or {}
     OmegaConf.set_struct(config, False)
     config.logger = {"_target_": "rl.loggers.DefaultLoggerFactory", "terminal": False, "csv": False, "wandb": None}

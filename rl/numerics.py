@@ -34,6 +34,7 @@ def _metric_names(metrics: Any) -> list[str]:
         names = [str(key) for key in metrics]
     else:
         names = [f"metric {i}" for i in range(len(jax.tree_util.tree_leaves(metrics)))]
+
     # Losses first (then errors, gradients last): when several terms break at once, the
     # one closest to the loss is the one to name.
     def rank(name: str) -> int:

@@ -42,7 +42,9 @@ def resume_arguments(argv: list[str]) -> list[str]:
     changes nothing. Exits with status 2 when `resume` names no directory."""
     if any(arg in ("-m", "--multirun") for arg in argv):
         return argv
-    values = {key: arg.split("=", 1)[1] for arg in argv for key in ("resume", "hydra.run.dir") if arg.startswith(f"{key}=")}
+    values = {
+        key: arg.split("=", 1)[1] for arg in argv for key in ("resume", "hydra.run.dir") if arg.startswith(f"{key}=")
+    }
     run_directory = values.get("hydra.run.dir")
     resume = values.get("resume")
     if resume not in (None, "", "null"):
@@ -51,7 +53,9 @@ def resume_arguments(argv: list[str]) -> list[str]:
             print(f"Invalid configuration: resume: no run directory at {path}", file=sys.stderr)
             sys.exit(2)
         if run_directory is not None and os.path.abspath(os.path.expanduser(run_directory)) != path:
-            print(f"Invalid configuration: resume: names {path} but hydra.run.dir names {run_directory}", file=sys.stderr)
+            print(
+                f"Invalid configuration: resume: names {path} but hydra.run.dir names {run_directory}", file=sys.stderr
+            )
             sys.exit(2)
         if run_directory is None:
             argv = [*argv, f"hydra.run.dir={path}"]

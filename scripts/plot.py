@@ -41,7 +41,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("paths", nargs="+", metavar="RUN_OR_SWEEP_DIR", help="run or multirun directories")
     parser.add_argument("--out", required=True, metavar="FIG.png", help="where to write the figure")
     parser.add_argument("--hue", default=None, help="override/config key to group runs by (default: what varies)")
-    parser.add_argument("--metric", default=DEFAULT_METRIC, help=f"<label>/<column> of logs/<label>.csv (default {DEFAULT_METRIC})")
+    parser.add_argument(
+        "--metric", default=DEFAULT_METRIC, help=f"<label>/<column> of logs/<label>.csv (default {DEFAULT_METRIC})"
+    )
     parser.add_argument("--title", default=None, help="figure title")
     return parser.parse_args(argv)
 

@@ -15,7 +15,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
 
 
-def run_train(overrides: list[str], timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_train(
+    overrides: list[str], timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Runs scripts/train.py in a fresh process, as a researcher would."""
     environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
     environment.update(env or {})
@@ -105,7 +107,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # first: handed out right after the Ray group, so that the suite does not end with one
 # worker running a long test while the other has nothing left.
 LONG_MODULES = [
-    "test_reproducibility", "test_continuous_learning", "test_train", "test_golden", "test_ppo", "test_resume",
-    "test_sweeps", "test_evaluate",
-    "test_anakin", "test_notebooks", "test_tracking",
+    "test_reproducibility",
+    "test_continuous_learning",
+    "test_train",
+    "test_golden",
+    "test_ppo",
+    "test_resume",
+    "test_sweeps",
+    "test_evaluate",
+    "test_anakin",
+    "test_notebooks",
+    "test_tracking",
 ]

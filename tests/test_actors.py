@@ -97,9 +97,7 @@ def test_deferred_calls_are_the_immediate_calls_one_step_later():
     # Same schedule and key: the next actions agree.
     assert deferred.actor.step_count == immediate.actor.step_count == 60
     observation = np.array([[1.0, 2.0], [0.0, 1.0], [2.0, 0.0]], np.float32)
-    np.testing.assert_array_equal(
-        immediate.actor.select_action(observation), deferred.actor.select_action(observation)
-    )
+    np.testing.assert_array_equal(immediate.actor.select_action(observation), deferred.actor.select_action(observation))
 
 
 def test_loop_budgets_and_evaluation_points_leave_nothing_queued():

@@ -83,7 +83,9 @@ def _drive(adder) -> None:
         if ended:
             for c in ended:
                 t[c] = 0
-            adder.add_first(_timestep([0] * len(ended), [0] * len(ended), [1] * len(ended), [[c, 0] for c in ended]), ended)
+            adder.add_first(
+                _timestep([0] * len(ended), [0] * len(ended), [1] * len(ended), [[c, 0] for c in ended]), ended
+            )
 
 
 def _read(server, table: str, count: int) -> list[tuple]:

@@ -18,7 +18,8 @@ from rl.allocator import MARKER, MODE, SYSTEM_PATHS, find_jemalloc
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD and /proc are Linux's")
 
 # Prints START once per process start (a re-exec shows two), re-executes, then reports.
-PROBE = """
+PROBE = (
+    """
 import json, os, sys
 print("START", flush=True)
 from rl.allocator import jemalloc_loaded, reexec_with_jemalloc
@@ -27,10 +28,12 @@ print("REPORT=" + json.dumps({
     "argv": sys.argv, "orig_argv": sys.orig_argv[1:], "utf8": sys.flags.utf8_mode,
     "marker": os.environ.get(%r), "preload": os.environ.get("LD_PRELOAD"), "mapped": jemalloc_loaded(),
 }))
-""" % MARKER
+"""
+    % MARKER
+)
 
 # Arguments a shell would pass through unchanged: spaces, `=`, quotes, an empty one, unicode.
-ARGUMENTS = ["a b", "key=value with spaces", "--flag=x=y", "", "-m", "it's \"quoted\"", "ünï"]
+ARGUMENTS = ["a b", "key=value with spaces", "--flag=x=y", "", "-m", 'it\'s "quoted"', "ünï"]
 
 
 def clean_environment(**extra: str) -> dict[str, str]:
@@ -117,7 +120,15 @@ def test_an_invalid_or_unmet_choice_is_one_line(tmp_path):
 def test_the_train_entry_points_reexecute(entry, jemalloc):
     """The child's environment, read back through the composed config (`--cfg job`
     starts no run)."""
-    command = [sys.executable, *entry, "+probe=${oc.env:" + MARKER + ",none}", "seed=20260", "--cfg", "job", "--resolve"]
+    command = [
+        sys.executable,
+        *entry,
+        "+probe=${oc.env:" + MARKER + ",none}",
+        "seed=20260",
+        "--cfg",
+        "job",
+        "--resolve",
+    ]
     for mode, expected in ((None, jemalloc), ("system", "none")):
         environment = clean_environment(**({MODE: mode} if mode else {}))
         result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60)

@@ -34,6 +34,8 @@ def compilation_cache():
     """The persistent XLA cache runs use (conf/config.yaml's `compilation_cache`), on
     from this module's first compilation: the programs here are the same every time."""
     enable_compilation_cache(os.environ.get("RL_COMPILATION_CACHE", os.path.expanduser("~/.cache/rl/xla")))
+
+
 # A small PPO: 4 copies x 16 steps per update, 2 epochs of 2 minibatches.
 SMALL_PPO = [
     "experiment=ppo_gymnax_cartpole",
@@ -116,7 +118,9 @@ def test_rollout_returns_match_a_python_loop_over_gymnax():
 def test_truncation_is_told_apart_from_termination():
     vector = GymnaxVector("CartPole-v1", 2)
     state = vector.reset(jax.random.PRNGKey(0))
-    _, trajectory = jax.jit(lambda s, k: rollout(vector, heuristic_policy, None, s, k, 600))(state, jax.random.PRNGKey(1))
+    _, trajectory = jax.jit(lambda s, k: rollout(vector, heuristic_policy, None, s, k, 600))(
+        state, jax.random.PRNGKey(1)
+    )
     step = trajectory.step
     limit = np.asarray(step.done & (step.episode_length == 500))
     assert limit[:, 0].any() and np.asarray(step.done)[:, 1].sum() >= 5
@@ -222,18 +226,27 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
     key = jax.random.PRNGKey(3)
     state = jax.jit(system.init)(key)
     environment, trajectory = jax.jit(
-        lambda s: rollout(system.environment, system.behaviour_policy, system.policy_params(s.learner), s.environment, s.key, 16)
+        lambda s: rollout(
+            system.environment, system.behaviour_policy, system.policy_params(s.learner), s.environment, s.key, 16
+        )
     )(state)
     learned, metrics = jax.jit(system.learn)(state.learner, trajectory, environment.observation)
 
-    values = system.network.apply(state.learner.params, trajectory.step.final_observation.reshape(-1, 4))[1].reshape(16, 4)
+    values = system.network.apply(state.learner.params, trajectory.step.final_observation.reshape(-1, 4))[1].reshape(
+        16, 4
+    )
     batch = to_sequences(trajectory, environment.observation, values, experiment.builder.config.discount)
     # What the learner reads of a reverb sample (rl/agents/learning.py: `sample.data`),
     # without importing reverb and TensorFlow for it.
     sample = types.SimpleNamespace(data=batch)
     records = _Records()
     learner = PPOLearner(
-        system.network, jax.random.split(key, 3)[0], iter([sample]), experiment.builder.config, system.observation_spec, logger=records
+        system.network,
+        jax.random.split(key, 3)[0],
+        iter([sample]),
+        experiment.builder.config,
+        system.observation_spec,
+        logger=records,
     )
     np.testing.assert_array_equal(  # The same initial parameters from the same key.
         jax.tree_util.tree_leaves(learner.state.params)[0], jax.tree_util.tree_leaves(state.learner.params)[0]
@@ -243,7 +256,10 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
         np.testing.assert_allclose(records.records[0][name], metrics[name], rtol=1e-5, atol=1e-6)
     for ours, theirs in zip(jax.tree_util.tree_leaves(learned.params), jax.tree_util.tree_leaves(learner.state.params)):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
-    moved = [np.abs(np.asarray(a) - np.asarray(b)).max() for a, b in zip(jax.tree_util.tree_leaves(learned.params), jax.tree_util.tree_leaves(state.learner.params))]
+    moved = [
+        np.abs(np.asarray(a) - np.asarray(b)).max()
+        for a, b in zip(jax.tree_util.tree_leaves(learned.params), jax.tree_util.tree_leaves(state.learner.params))
+    ]
     assert max(moved) > 1e-4  # The update did change the parameters.
 
 
@@ -253,7 +269,11 @@ def test_vmapped_seeds_equal_single_seed_runs(tmp_path):
     experiment, _ = compose_experiment([*SMALL_PPO, "agent.unroll_length=8", "agent.num_epochs=1"], str(tmp_path))
     system, evaluation_environment = make_system(experiment)
     chunk = jax.jit(jax.vmap(make_chunk(system, 2)))
-    evaluation = jax.jit(jax.vmap(lambda s, k: evaluate(evaluation_environment, system.evaluation_policy, system.evaluation_params(s), k)))
+    evaluation = jax.jit(
+        jax.vmap(
+            lambda s, k: evaluate(evaluation_environment, system.evaluation_policy, system.evaluation_params(s), k)
+        )
+    )
 
     def train(keys):
         state = jax.jit(jax.vmap(system.init))(keys)
@@ -264,7 +284,9 @@ def test_vmapped_seeds_equal_single_seed_runs(tmp_path):
     together, together_metrics, together_eval = train(replica_keys(5, 2))
     for index in range(2):
         alone, alone_metrics, alone_eval = train(replica_keys(5 + index, 1))
-        for ours, theirs in zip(jax.tree_util.tree_leaves(together.learner.params), jax.tree_util.tree_leaves(alone.learner.params)):
+        for ours, theirs in zip(
+            jax.tree_util.tree_leaves(together.learner.params), jax.tree_util.tree_leaves(alone.learner.params)
+        ):
             np.testing.assert_allclose(ours[index], theirs[0], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(together_metrics["loss"][index], alone_metrics["loss"][0], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(together_eval.returns[index], alone_eval.returns[0])
@@ -310,7 +332,9 @@ def test_many_seeds_end_with_a_line_per_replica_on_the_terminal_and_in_train_log
     level = logger.level
     logger.setLevel(logging.INFO)  # setLevel, not the attribute: it clears the logger's cache.
     try:
-        _train_in_process([*SMALL_PPO, "max_actor_steps=512", "eval_every=256", "launcher.num_seeds=3", "seed=4"], str(tmp_path))
+        _train_in_process(
+            [*SMALL_PPO, "max_actor_steps=512", "eval_every=256", "launcher.num_seeds=3", "seed=4"], str(tmp_path)
+        )
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
@@ -333,7 +357,12 @@ def test_the_replica_table_flags_replicas_that_did_not_improve():
     curves = [[(1, 9.0), (2, 21.0)], [(1, 9.0), (2, 8.5)], [(1, 9.0), (2, 30.0), (3, 8.0)], [(1, 9.0)]]
     lines = replica_table([0, 1, 2, 3], curves)
     assert len(lines) == 1 + 4
-    assert [line.split()[5:] for line in lines[1:]] == [[], ["never", "improved"], ["final", "<=", "first"], ["never", "improved"]]
+    assert [line.split()[5:] for line in lines[1:]] == [
+        [],
+        ["never", "improved"],
+        ["final", "<=", "first"],
+        ["never", "improved"],
+    ]
     assert lines[1].split()[2:5] == ["21", "21", "9"]  # final, best, first
 
 
@@ -345,7 +374,14 @@ def test_every_replica_has_a_wandb_run_in_the_runs_group(tmp_path):
     from conftest import read_wandb_offline_run
 
     result = run_train(
-        [*SMALL_PPO, "logger=wandb", "logger.terminal=false", "launcher.num_seeds=2", "seed=4", f"hydra.run.dir={tmp_path}"],
+        [
+            *SMALL_PPO,
+            "logger=wandb",
+            "logger.terminal=false",
+            "launcher.num_seeds=2",
+            "seed=4",
+            f"hydra.run.dir={tmp_path}",
+        ],
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -538,7 +574,12 @@ def test_replicas_spread_over_two_devices_compute_what_one_device_does(tmp_path)
 
     environment = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "WANDB_MODE": "offline"}
     result = subprocess.run(
-        [sys.executable, "-c", TWO_DEVICES, str(tmp_path)], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", TWO_DEVICES, str(tmp_path)],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
 
@@ -547,7 +588,14 @@ def test_replicas_spread_over_two_devices_compute_what_one_device_does(tmp_path)
 
 # SMALL_DQN with 2 replicas over 8 chunks (checkpoints hold both replicas' parameters,
 # optimiser states, buffers, environment copies and keys).
-RESUMABLE_DQN = [*SMALL_DQN, "max_actor_steps=1024", "launcher.num_seeds=2", "seed=3", "checkpoint.enabled=true", "checkpoint.keep=1"]
+RESUMABLE_DQN = [
+    *SMALL_DQN,
+    "max_actor_steps=1024",
+    "launcher.num_seeds=2",
+    "seed=3",
+    "checkpoint.enabled=true",
+    "checkpoint.keep=1",
+]
 
 
 def _stop_after_first_chunk(monkeypatch):
@@ -615,7 +663,10 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch
             rows = [_rows(os.path.join(run, f"seed_{i}", "logs", f"{label}.csv")) for run in (stopped, whole)]
             columns = [key for key in rows[1][0] if key != "wall_time_s" and key != "steps_per_second"]
             assert [[r[k] for k in columns] for r in rows[0]] == [[r[k] for k in columns] for r in rows[1]]
-        assert read_summary(os.path.join(stopped, f"seed_{i}"))["episodes"] == read_summary(os.path.join(whole, f"seed_{i}"))["episodes"]
+        assert (
+            read_summary(os.path.join(stopped, f"seed_{i}"))["episodes"]
+            == read_summary(os.path.join(whole, f"seed_{i}"))["episodes"]
+        )
 
     assert _launch_as_train_does(RESUMABLE_DQN, stopped)["status"] == "finished"  # Nothing left to do.
 
@@ -639,7 +690,14 @@ def test_sigterm_and_the_same_command_resume_through_the_entry_point(tmp_path):
 
     arguments = [*RESUMABLE_DQN, "max_actor_steps=4096", f"hydra.run.dir={tmp_path}"]
     environment = {**os.environ, "WANDB_MODE": "offline", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    process = subprocess.Popen([sys.executable, TRAIN, *arguments], cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, TRAIN, *arguments],
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     learner_log = os.path.join(tmp_path, "seed_0", "logs", "learner.csv")
     deadline = time.monotonic() + 300
     while not (os.path.exists(learner_log) and len(_rows(learner_log)) >= 1):
@@ -675,7 +733,15 @@ def test_ppo_gymnax_cartpole_learns_on_half_the_budget(tmp_path):
     quickest learning check (about 10 s), kept out of the default suite to hold it under
     a minute. The full preset is test_ppo_gymnax_cartpole_learns."""
     summary = _train_in_process(
-        ["experiment=ppo_gymnax_cartpole", "max_actor_steps=262144", "seed=0", "logger=csv", "progress=false", "checkpoint.enabled=false"], str(tmp_path)
+        [
+            "experiment=ppo_gymnax_cartpole",
+            "max_actor_steps=262144",
+            "seed=0",
+            "logger=csv",
+            "progress=false",
+            "checkpoint.enabled=false",
+        ],
+        str(tmp_path),
     )
     assert summary.final_eval_return >= 475, summary.eval_returns
     assert summary.actor_steps == 262144
@@ -683,28 +749,35 @@ def test_ppo_gymnax_cartpole_learns_on_half_the_budget(tmp_path):
 
 @pytest.mark.slow
 def test_ppo_gymnax_cartpole_learns(tmp_path):
-    summary = _train_in_process(["experiment=ppo_gymnax_cartpole", "seed=0", "logger=csv", "progress=false"], str(tmp_path))
+    summary = _train_in_process(
+        ["experiment=ppo_gymnax_cartpole", "seed=0", "logger=csv", "progress=false"], str(tmp_path)
+    )
     assert summary.final_eval_return >= 475, summary.eval_returns
     assert summary.actor_steps == 524288
 
 
 @pytest.mark.slow
 def test_dqn_gymnax_cartpole_learns(tmp_path):
-    summary = _train_in_process(["experiment=dqn_gymnax_cartpole", "seed=0", "logger=csv", "progress=false"], str(tmp_path))
+    summary = _train_in_process(
+        ["experiment=dqn_gymnax_cartpole", "seed=0", "logger=csv", "progress=false"], str(tmp_path)
+    )
     assert summary.final_eval_return >= 475, summary.eval_returns
     assert summary.steps_to_threshold is not None
 
 
 @pytest.mark.slow
 def test_sac_gymnax_pendulum_learns(tmp_path):
-    summary = _train_in_process(["experiment=sac_gymnax_pendulum", "seed=0", "logger=csv", "progress=false"], str(tmp_path))
+    summary = _train_in_process(
+        ["experiment=sac_gymnax_pendulum", "seed=0", "logger=csv", "progress=false"], str(tmp_path)
+    )
     assert summary.final_eval_return >= -250, summary.eval_returns
 
 
 @pytest.mark.slow
 def test_ppo_gymnax_cartpole_eight_seeds_learn(tmp_path):
     summary = _train_in_process(
-        ["experiment=ppo_gymnax_cartpole", "seed=0", "launcher.num_seeds=8", "logger=csv", "progress=false"], str(tmp_path)
+        ["experiment=ppo_gymnax_cartpole", "seed=0", "launcher.num_seeds=8", "logger=csv", "progress=false"],
+        str(tmp_path),
     )
     finals = [read_summary(os.path.join(tmp_path, f"seed_{i}"))["final_eval_return"] for i in range(8)]
     assert min(finals) >= 475, finals
@@ -714,7 +787,9 @@ def test_ppo_gymnax_cartpole_eight_seeds_learn(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_dqn_gymnax_cartpole_learns_other_seeds(tmp_path, seed):
-    summary = _train_in_process(["experiment=dqn_gymnax_cartpole", f"seed={seed}", "logger=csv", "progress=false"], str(tmp_path))
+    summary = _train_in_process(
+        ["experiment=dqn_gymnax_cartpole", f"seed={seed}", "logger=csv", "progress=false"], str(tmp_path)
+    )
     assert summary.final_eval_return >= 475, summary.eval_returns
 
 
@@ -756,8 +831,12 @@ def test_startup_imports_no_tensorflow_and_picks_the_cpu_runtime(tmp_path):
     environment = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
     report = _startup_check(tmp_path, "imports", environment)
     assert report == {
-        "set": True, "again": False, "flags": "--xla_cpu_use_thunk_runtime=false",
-        "cache": True, "imported": [], "findable": True,
+        "set": True,
+        "again": False,
+        "flags": "--xla_cpu_use_thunk_runtime=false",
+        "cache": True,
+        "imported": [],
+        "findable": True,
     }
     report = _startup_check(tmp_path, "flags", {**environment, "XLA_FLAGS": ""})
     assert report == {"set": False, "again": False, "flags": ""}
@@ -785,7 +864,13 @@ def test_refusals_name_the_key(tmp_path, overrides, key, words):
 
 
 def test_agents_without_a_compiled_system_are_refused(tmp_path):
-    overrides = ["environment=gymnax", "environment.name=CartPole-v1", "agent=impala", "launcher=anakin", "checkpoint=false"]
+    overrides = [
+        "environment=gymnax",
+        "environment.name=CartPole-v1",
+        "agent=impala",
+        "launcher=anakin",
+        "checkpoint=false",
+    ]
     with pytest.raises(ConfigError) as caught:
         compose_experiment(overrides, str(tmp_path))
     assert caught.value.key == "agent"

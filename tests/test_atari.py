@@ -93,7 +93,9 @@ def test_reward_clipping_acts_on_both_backends():
     """Space Invaders pays 5 to 30 points a kill; clipped, every reward is its sign."""
     rewards = {}
     for clip in (False, True):
-        timesteps = play(make_atari_environment(seed=0, name="SpaceInvaders", noop_max=0, reward_clip=clip), 200, num_actions=6)
+        timesteps = play(
+            make_atari_environment(seed=0, name="SpaceInvaders", noop_max=0, reward_clip=clip), 200, num_actions=6
+        )
         rewards[clip] = {float(t.reward) for t in timesteps if t.reward is not None}
     assert max(rewards[False]) >= 5 and rewards[True] <= {-1.0, 0.0, 1.0} and 1.0 in rewards[True]
     pytest.importorskip("envpool")
@@ -133,8 +135,14 @@ def test_evaluators_play_whole_unclipped_games_while_training_clips(tmp_path):
     from rl.experiments.builders import make_environment
 
     experiment, _ = build(
-        ["environment=atari", "environment.name=Breakout", "environment.reward_clip=true",
-         "environment.episodic_life=true", "network=atari_cnn"], tmp_path,
+        [
+            "environment=atari",
+            "environment.name=Breakout",
+            "environment.reward_clip=true",
+            "environment.episodic_life=true",
+            "network=atari_cnn",
+        ],
+        tmp_path,
     )
     key = jax.random.PRNGKey(0)
 
@@ -239,7 +247,9 @@ def test_impala_torso_shapes():
 def test_lstm_takes_a_convolutional_torso():
     from rl.networks.recurrent import make_recurrent_q_network
 
-    network = make_recurrent_q_network(atari_spec(), torso="rl.networks.conv.nature_torso", torso_kwargs={"hidden_size": 64}, lstm_size=32)
+    network = make_recurrent_q_network(
+        atari_spec(), torso="rl.networks.conv.nature_torso", torso_kwargs={"hidden_size": 64}, lstm_size=32
+    )
     params = network.init(jax.random.PRNGKey(0))
     q_values, state = jax.jit(network.apply)(params, frames(2), network.initial_state(2))
     assert q_values.shape == (2, 6) and state["hidden"].shape == (2, 32)
@@ -252,11 +262,17 @@ def test_lstm_takes_a_convolutional_torso():
 REFUSALS = [
     (["network=atari_cnn"], r"'atari_cnn' is a convolutional network .* CartPole-v1 has vector observations"),
     (["agent=ppo", "network=impala_resnet"], r"'impala_resnet' is a convolutional network"),
-    (["environment=atari", "network=mlp"], r"'mlp' reads vector observations, but Pong has pixel frames.*network=atari_cnn"),
+    (
+        ["environment=atari", "network=mlp"],
+        r"'mlp' reads vector observations, but Pong has pixel frames.*network=atari_cnn",
+    ),
     (["environment=atari", "agent=ppo", "network=policy_value_mlp"], r"'policy_value_mlp' reads vector observations"),
     (["environment=atari", "agent=r2d2", "network=lstm"], r"'lstm' reads vector observations.*network=lstm_atari_cnn"),
     (["agent=r2d2", "network=lstm_atari_cnn"], r"'lstm_atari_cnn' is a convolutional network"),
-    (["environment=atari", "agent=r2d2", "network=atari_cnn"], r"builds q_values/policy_value networks.*lstm_atari_cnn"),
+    (
+        ["environment=atari", "agent=r2d2", "network=atari_cnn"],
+        r"builds q_values/policy_value networks.*lstm_atari_cnn",
+    ),
 ]
 
 
@@ -291,7 +307,12 @@ def test_replay_stores_frames_as_uint8(tmp_path):
     """Every agent's table keeps observations uint8: no float32 copy of the frames."""
     import tensorflow as tf
 
-    for agent, network in (("dqn", "atari_cnn"), ("ppo", "atari_cnn"), ("impala", "atari_cnn"), ("r2d2", "lstm_atari_cnn")):
+    for agent, network in (
+        ("dqn", "atari_cnn"),
+        ("ppo", "atari_cnn"),
+        ("impala", "atari_cnn"),
+        ("r2d2", "lstm_atari_cnn"),
+    ):
         experiment, _ = build([f"agent={agent}", "environment=atari", f"network={network}"], tmp_path)
         (table,) = experiment.builder.make_replay_tables(experiment.environment_spec)
         frames_columns = [s for s in tf.nest.flatten(table.info.signature) if s.shape[-3:] == FRAMES]
@@ -349,7 +370,13 @@ def pong_run(run_dir, agent: str, *overrides: str, base: list[str] | None = None
 
     import yaml
 
-    arguments = [*(SMOKE[agent] if base is None else base), *overrides, "checkpoint.replay=true", "progress=false", f"hydra.run.dir={run_dir}"]
+    arguments = [
+        *(SMOKE[agent] if base is None else base),
+        *overrides,
+        "checkpoint.replay=true",
+        "progress=false",
+        f"hydra.run.dir={run_dir}",
+    ]
     result = run_train(arguments, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(str(run_dir))
@@ -394,8 +421,16 @@ def test_5000_pong_steps_with_the_presets_networks(agent, tmp_path):
                "r2d2": ["network.torso_kwargs.hidden_size=512", "network.lstm_size=512"]}.get(agent, [])  # fmt: skip
     base = SMOKE[agent]
     if agent == "impala":
-        base = ["experiment=impala_pong", "network=atari_cnn", "environment.num_envs=2", "agent.unroll_length=8", "agent.batch_size=2"]
-    summary = pong_run(tmp_path, agent, "max_actor_steps=5000", "eval_every=5000", "eval_episodes=1", *network, base=base)
+        base = [
+            "experiment=impala_pong",
+            "network=atari_cnn",
+            "environment.num_envs=2",
+            "agent.unroll_length=8",
+            "agent.batch_size=2",
+        ]
+    summary = pong_run(
+        tmp_path, agent, "max_actor_steps=5000", "eval_every=5000", "eval_episodes=1", *network, base=base
+    )
     check_smoke_run(summary, agent, 5000)
 
 
@@ -454,7 +489,9 @@ def test_training_records_carry_the_game_score_of_each_whole_game(backend):
     def make(reward_clip: bool):
         if backend == "envpool":
             pytest.importorskip("envpool")
-            return make_atari_envpool(seed=3, num_envs=1, name="SpaceInvaders", episodic_life=True, reward_clip=reward_clip)
+            return make_atari_envpool(
+                seed=3, num_envs=1, name="SpaceInvaders", episodic_life=True, reward_clip=reward_clip
+            )
         return VectorEnvironment(
             [make_atari_environment(seed=3, name="SpaceInvaders", episodic_life=True, reward_clip=reward_clip)]
         )

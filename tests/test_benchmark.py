@@ -19,7 +19,12 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 def _run(arguments, timeout=900):
     environment = {**os.environ, "WANDB_MODE": "disabled", "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.run(
-        [sys.executable, BENCHMARK, *arguments], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout
+        [sys.executable, BENCHMARK, *arguments],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

@@ -50,7 +50,9 @@ def _batch(seed: int, poison: bool = False) -> ReplaySample:
 def _learner(seed: int = 0, hidden=(32, 32), batches=None, dueling=True) -> DQNLearner:
     network = make_q_network(SPEC, hidden, dueling=dueling, layer_norm=True)
     batches = batches if batches is not None else (_batch(i) for i in itertools.count())
-    return DQNLearner(network, jax.random.PRNGKey(seed), iter(batches), DQNConfig(batch_size=BATCH, target_update_period=3))
+    return DQNLearner(
+        network, jax.random.PRNGKey(seed), iter(batches), DQNConfig(batch_size=BATCH, target_update_period=3)
+    )
 
 
 def _leaves(tree):
@@ -60,7 +62,9 @@ def _leaves(tree):
 def _bitwise_equal(a, b) -> bool:
     if jax.tree_util.tree_structure(a) != jax.tree_util.tree_structure(b):
         return False
-    return all(x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes() for x, y in zip(_leaves(a), _leaves(b)))
+    return all(
+        x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes() for x, y in zip(_leaves(a), _leaves(b))
+    )
 
 
 def test_learner_state_round_trips_bit_for_bit_and_learns_on_identically(tmp_path):
@@ -153,7 +157,10 @@ def test_evaluation_picks_the_checkpoint_a_resume_would(tmp_path, capsys):
 def test_a_checkpoint_of_another_network_or_agent_is_refused(tmp_path):
     path = checkpointing.save_checkpoint(str(tmp_path), 1, _learner(hidden=(32, 32)).save(), {"actor_steps": 1})
     checkpointing.check_learner_structure(path, _learner(seed=3, hidden=(32, 32)).save())
-    with pytest.raises(CheckpointError, match=r"array 0 is float32\(32,\) there, float32\(16,\) in this config's learner: another network shape"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"array 0 is float32\(32,\) there, float32\(16,\) in this config's learner: another network shape",
+    ):
         checkpointing.check_learner_structure(path, _learner(hidden=(16, 32)).save())
     with pytest.raises(CheckpointError, match="another agent or network"):
         checkpointing.check_learner_structure(path, _learner(dueling=False).save())
@@ -176,7 +183,9 @@ def test_replay_checkpoint_tables_are_compared_with_the_config(tmp_path):
         client = reverb.Client(f"localhost:{server.port}")
         adder = NStepTransitionAdder(client, "priority_table", n_step=1, discount=0.9, codec=transition_codec(SPEC))
         step = lambda kind, i: dm_env.TimeStep(  # noqa: E731 - one copy's batched timestep.
-            np.array([kind], np.int8), np.array([1.0], np.float32), np.array([1.0], np.float32),
+            np.array([kind], np.int8),
+            np.array([1.0], np.float32),
+            np.array([1.0], np.float32),
             np.full((1, 4), i, np.float32),
         )
         adder.add_first(step(dm_env.StepType.FIRST, 0))

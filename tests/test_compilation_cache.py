@@ -45,7 +45,6 @@ def test_compiled_programs_are_written_to_the_cache_directory(tmp_path):
     }
 
 
-
 def test_a_training_run_caches_its_learner_update_and_policies(tmp_path):
     """The cache is switched on before a run's first compilation (JAX decides once per
     process, at that moment): the learner's update and both policies land on disk."""
@@ -53,8 +52,15 @@ def test_a_training_run_caches_its_learner_update_and_policies(tmp_path):
 
     cache = tmp_path / "xla"
     result = run_train(
-        ["max_actor_steps=300", "eval_every=300", "eval_episodes=1", "agent.min_replay_size=100", "logger=csv",
-         "progress=false", f"hydra.run.dir={tmp_path / 'run'}"],
+        [
+            "max_actor_steps=300",
+            "eval_every=300",
+            "eval_episodes=1",
+            "agent.min_replay_size=100",
+            "logger=csv",
+            "progress=false",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
         timeout=600,
         env={"RL_COMPILATION_CACHE": str(cache)},
     )

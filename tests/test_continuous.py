@@ -233,8 +233,14 @@ def test_sac_default_target_entropy_is_minus_action_size():
 
 @pytest.mark.parametrize(
     "config_class,field,value",
-    [(SACConfig, "tau", 0.0), (SACConfig, "initial_temperature", -1.0), (TD3Config, "policy_delay", 0),
-     (D4PGConfig, "v_min", 200.0), (D4PGConfig, "num_atoms", 1), (TD3Config, "batch_size", 0)],
+    [
+        (SACConfig, "tau", 0.0),
+        (SACConfig, "initial_temperature", -1.0),
+        (TD3Config, "policy_delay", 0),
+        (D4PGConfig, "v_min", 200.0),
+        (D4PGConfig, "num_atoms", 1),
+        (TD3Config, "batch_size", 0),
+    ],
 )
 def test_configs_reject_out_of_range_values(config_class, field, value):
     with pytest.raises(ValueError, match=field):

@@ -24,9 +24,7 @@ def build(overrides, tmp_path):
     return make_experiment(compose_config(overrides), str(tmp_path), choices)
 
 
-@pytest.mark.parametrize(
-    "agent,policy_class", [("sac", Stochastic), ("td3", GaussianNoise), ("d4pg", GaussianNoise)]
-)
+@pytest.mark.parametrize("agent,policy_class", [("sac", Stochastic), ("td3", GaussianNoise), ("d4pg", GaussianNoise)])
 def test_agent_picks_its_network_and_policy(agent, policy_class, tmp_path):
     config = compose_config([f"agent={agent}", "environment=pendulum"])
     assert config.network._target_ == "rl.networks.make_actor_critic_networks"

@@ -17,8 +17,14 @@ SOLVED = -250.0
 
 def _train_and_check(agent, seed, run_dir, extra=(), budget=30_000):
     result = run_train(
-        [f"experiment={agent}_pendulum", f"seed={seed}", "progress=false", "logger=csv", *extra,
-         f"hydra.run.dir={run_dir}"],
+        [
+            f"experiment={agent}_pendulum",
+            f"seed={seed}",
+            "progress=false",
+            "logger=csv",
+            *extra,
+            f"hydra.run.dir={run_dir}",
+        ],
         timeout=1200,
     )
     assert result.returncode == 0, result.stderr[-3000:]

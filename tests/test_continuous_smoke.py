@@ -42,7 +42,11 @@ CASES = {
     "sac_ant": ["agent=sac", "environment=mujoco", "environment.name=Ant-v5", *SMALL_NETWORK],
     "td3_humanoid": ["agent=td3", "environment=mujoco", "environment.name=Humanoid-v5", *SMALL_NETWORK],
     "td3_walker_walk": [
-        "agent=td3", "environment=dm_control", "environment.domain=walker", "environment.task=walk", *SMALL_NETWORK
+        "agent=td3",
+        "environment=dm_control",
+        "environment.domain=walker",
+        "environment.task=walk",
+        *SMALL_NETWORK,
     ],
     "d4pg_cartpole_swingup": [
         "agent=d4pg",

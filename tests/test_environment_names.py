@@ -27,7 +27,9 @@ def test_installed_families_register_and_suggestions_come_from_the_same_family()
     assert ale[0] == "ALE/Pong-v5" and all(name.startswith("ALE/") for name in ale)
     assert _suggestions("Pong-v5")[0] == "ALE/Pong-v5"  # The id without its namespace.
     classic = _suggestions("CartPol-v1")
-    assert classic[0] == "CartPole-v1" and all(environment_family(name) == "gymnasium.envs.classic_control" for name in classic)
+    assert classic[0] == "CartPole-v1" and all(
+        environment_family(name) == "gymnasium.envs.classic_control" for name in classic
+    )
     mujoco = _suggestions("HalfCheeta-v5")
     assert mujoco[0] == "HalfCheetah-v5" and all(environment_family(name) == "gymnasium.envs.mujoco" for name in mujoco)
     with pytest.raises(ValueError, match=r"there is no 'XYZ' namespace \(installed namespaces: \[.*'ALE'"):
@@ -36,9 +38,18 @@ def test_installed_families_register_and_suggestions_come_from_the_same_family()
 
 def test_an_atari_game_trains_by_its_gymnasium_id(run_dir):
     result = run_train(
-        ["environment=gymnasium", "environment.name=ALE/Pong-v5", "environment.max_episode_steps=100", "agent=dqn",
-         "network=atari_cnn",  # Its raw frames are pixels: an MLP is refused (tests/test_atari.py).
-         "max_actor_steps=200", "eval_episodes=1", "checkpoint=false", "progress=false", f"hydra.run.dir={run_dir}"],
+        [
+            "environment=gymnasium",
+            "environment.name=ALE/Pong-v5",
+            "environment.max_episode_steps=100",
+            "agent=dqn",
+            "network=atari_cnn",  # Its raw frames are pixels: an MLP is refused (tests/test_atari.py).
+            "max_actor_steps=200",
+            "eval_episodes=1",
+            "checkpoint=false",
+            "progress=false",
+            f"hydra.run.dir={run_dir}",
+        ],
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -73,7 +73,10 @@ def test_an_experiment_with_the_envpool_backend_acts_through_it(tmp_path):
 @pytest.mark.parametrize(
     "overrides,message",
     [
-        (["environment.backend=envpool", "environment=gymnasium", "environment.name=Taxi-v4"], "envpool has no task .Taxi-v4."),
+        (
+            ["environment.backend=envpool", "environment=gymnasium", "environment.name=Taxi-v4"],
+            "envpool has no task .Taxi-v4.",
+        ),
         (["environment.backend=threads"], "must be one of \\['gymnasium', 'envpool'\\]"),
     ],
 )

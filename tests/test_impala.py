@@ -90,8 +90,15 @@ def test_vtrace_matches_an_independent_numpy_implementation(lambda_, rho_bar, pg
         expected = numpy_vtrace(values, rewards, discounts, mask, log_rhos, 0.97, lambda_, rho_bar, pg_rho_bar)
         as_jax = lambda x: jnp.asarray(x, jnp.float32)
         targets, advantages = vtrace_targets(
-            as_jax(values), as_jax(rewards), as_jax(discounts), as_jax(mask), as_jax(log_rhos),
-            0.97, lambda_, rho_bar, pg_rho_bar,
+            as_jax(values),
+            as_jax(rewards),
+            as_jax(discounts),
+            as_jax(mask),
+            as_jax(log_rhos),
+            0.97,
+            lambda_,
+            rho_bar,
+            pg_rho_bar,
         )
         steps = mask[:-1] > 0  # Only the rows of steps taken are trained on.
         np.testing.assert_allclose(np.asarray(targets)[steps], expected[0][steps], rtol=1e-5, atol=1e-5)
@@ -179,7 +186,12 @@ def test_behaviour_log_probs_reach_the_learners_batch_unchanged():
 
         logger = _Recorder()
         learner = builder.make_learner(
-            jax.random.PRNGKey(0), network, recording(builder.make_dataset_iterator(client, SPEC)), client, Counter(), logger
+            jax.random.PRNGKey(0),
+            network,
+            recording(builder.make_dataset_iterator(client, SPEC)),
+            client,
+            Counter(),
+            logger,
         )
         policy = builder.make_policy(network, SPEC, evaluation=False)
         actor = builder.make_actor(jax.random.PRNGKey(1), policy, SPEC, learner, builder.make_adder(client, SPEC))
@@ -238,8 +250,14 @@ def test_configuration_mismatches_are_refused_before_anything_starts(tmp_path):
 def test_impala_smoke_run_through_actor_replay_and_learner(run_dir):
     """A few thousand steps of the real entry point: the queue fills, the learner trains."""
     result = run_train(
-        ["experiment=impala_cartpole", "max_actor_steps=4000", "eval_every=4000", "eval_episodes=2",
-         "checkpoint=false", f"hydra.run.dir={run_dir}"],
+        [
+            "experiment=impala_cartpole",
+            "max_actor_steps=4000",
+            "eval_every=4000",
+            "eval_episodes=2",
+            "checkpoint=false",
+            f"hydra.run.dir={run_dir}",
+        ],
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -252,15 +270,23 @@ def test_impala_smoke_run_through_actor_replay_and_learner(run_dir):
 def _learn(run_dir, *overrides):
     start = time.perf_counter()
     result = run_train(
-        ["experiment=impala_cartpole", "seed=0", "eval_every=500000", "checkpoint=false", f"hydra.run.dir={run_dir}",
-         *overrides],
+        [
+            "experiment=impala_cartpole",
+            "seed=0",
+            "eval_every=500000",
+            "checkpoint=false",
+            f"hydra.run.dir={run_dir}",
+            *overrides,
+        ],
         timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(run_dir)
-    print(f"impala_cartpole {' '.join(overrides)}: final {summary['final_eval_return']} after "
-          f"{summary['actor_steps']} actor steps, run {summary['wall_time_s']:.1f} s, "
-          f"process {time.perf_counter() - start:.1f} s")
+    print(
+        f"impala_cartpole {' '.join(overrides)}: final {summary['final_eval_return']} after "
+        f"{summary['actor_steps']} actor steps, run {summary['wall_time_s']:.1f} s, "
+        f"process {time.perf_counter() - start:.1f} s"
+    )
     assert summary["actor_steps"] == 500_000
     assert summary["final_eval_return"] >= 400.0, summary
 
@@ -285,8 +311,13 @@ def test_fused_sgd_steps_each_take_their_own_slice_of_the_batch():
     from rl.agents.impala import IMPALALearner
     from rl.networks.policy_value import make_policy_value_network
 
-    config = IMPALAConfig(unroll_length=4, batch_size=1, sgd_steps_per_learner_step=2, decay_actor_steps=100,
-                          final_learning_rate_fraction=0.0)
+    config = IMPALAConfig(
+        unroll_length=4,
+        batch_size=1,
+        sgd_steps_per_learner_step=2,
+        decay_actor_steps=100,
+        final_learning_rate_fraction=0.0,
+    )
     rng = np.random.default_rng(0)
     mask = np.asarray([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], np.float32)  # The second ends after 2 steps.
     batch = SequenceStep(
@@ -299,7 +330,9 @@ def test_fused_sgd_steps_each_take_their_own_slice_of_the_batch():
     )
     logger = _Recorder()
     network = make_policy_value_network(SPEC, (8,), (8,))
-    learner = IMPALALearner(network, jax.random.PRNGKey(0), iter([SimpleNamespace(data=batch)]), config, Counter(), logger)
+    learner = IMPALALearner(
+        network, jax.random.PRNGKey(0), iter([SimpleNamespace(data=batch)]), config, Counter(), logger
+    )
     learner.step()
     assert int(learner.state.steps) == 2 and int(learner.state.actor_steps) == 4 + 2
     (record,) = logger.records

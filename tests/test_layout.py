@@ -273,7 +273,9 @@ def test_nodes_count_under_their_prefix_into_one_root(experiment):
         learner.step()
         assert root.get_counts() == {**counts, "learner_steps": 2}
         (learner_rows,) = [
-            logger.rows for key, logger in experiment.logger_factory.loggers.items() if key[:2] == ("learner", "learner_steps")
+            logger.rows
+            for key, logger in experiment.logger_factory.loggers.items()
+            if key[:2] == ("learner", "learner_steps")
         ]
         assert learner_rows[0]["learner_steps"] == 1 and learner_rows[0]["actor_steps"] == steps
     finally:
@@ -288,8 +290,7 @@ def test_only_actor_0_writes_episode_records_and_every_actor_counts(experiment, 
     factory = experiment.logger_factory
     root = Counter()
     loops = [
-        build_actor(experiment, jax.random.PRNGKey(i), replay, FixedParams(params), root, actor_id=i)
-        for i in range(3)
+        build_actor(experiment, jax.random.PRNGKey(i), replay, FixedParams(params), root, actor_id=i) for i in range(3)
     ]
     records = loops[0].run(num_episodes=3)
     assert factory.loggers[("actor", "actor_steps", 0)].rows == records

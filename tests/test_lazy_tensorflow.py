@@ -98,7 +98,9 @@ def _probe(script: str, **environment: str) -> dict:
     # SETUPTOOLS_USE_DISTUTILS for its children.
     env = {key: value for key, value in os.environ.items() if key != "SETUPTOOLS_USE_DISTUTILS"}
     env.update({"TF_CPP_MIN_LOG_LEVEL": "2", **environment})
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -106,8 +108,14 @@ def _probe(script: str, **environment: str) -> dict:
 def test_reverb_serves_and_samples_without_tensorflows_public_api():
     report = _probe(REVERB_ONLY)
     assert report == {
-        "stand_in": True, "eager": True, "keras": False, "public_api": False, "data_service": False,
-        "setuptools": False, "distutils": sys.version_info < (3, 12), "sampled": 1.0,
+        "stand_in": True,
+        "eager": True,
+        "keras": False,
+        "public_api": False,
+        "data_service": False,
+        "setuptools": False,
+        "distutils": sys.version_info < (3, 12),
+        "sampled": 1.0,
     }
 
 
@@ -119,7 +127,11 @@ def test_every_name_the_stand_in_answers_is_the_real_packages_object():
 def test_any_other_name_or_module_loads_all_of_tensorflow_into_the_same_module():
     report = _probe(FULL_ON_DEMAND)
     assert report == {
-        "stand_in": False, "dense": "Dense", "v2_zeros": [2], "same_module": True, "data_service": "DispatchServer",
+        "stand_in": False,
+        "dense": "Dense",
+        "v2_zeros": [2],
+        "same_module": True,
+        "data_service": "DispatchServer",
         "normal": 0.0,
     }
 

@@ -50,7 +50,11 @@ def replay():
     least 20 items, `make_error_buffer`'s slack for a learner taking batches of 8."""
     ratio = ReplayRatio(2.0, 20, make_error_buffer(2.0, BATCH))
     table = reverb.Table(
-        "t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10_000, ratio.make_rate_limiter(),
+        "t",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        10_000,
+        ratio.make_rate_limiter(),
         signature=tf.TensorSpec([2], tf.float32),
     )
     server = make_server([table])

@@ -87,14 +87,25 @@ def test_dqn_logs_the_scheduled_learning_rate_of_each_sgd_step():
 
     # 10 SGD steps of decay (20 actor steps past min_replay_size 4, 2 samples per insert, batch 4).
     config = DQNConfig(
-        batch_size=4, samples_per_insert=2.0, min_replay_size=4, learning_rate=1e-3,
-        learning_rate_decay_actor_steps=24, final_learning_rate_fraction=0.1, prioritized=False,
+        batch_size=4,
+        samples_per_insert=2.0,
+        min_replay_size=4,
+        learning_rate=1e-3,
+        learning_rate_decay_actor_steps=24,
+        final_learning_rate_fraction=0.1,
+        prioritized=False,
     )
     schedule = learning_rate_schedule(config)
     assert config.sgd_steps_by(24) == 10
     logger = Recorder()
-    learner = DQNLearner(make_q_network(DISCRETE, (8,)), jax.random.PRNGKey(0), _transitions(DISCRETE, 4), config,
-                         counter=Counter(), logger=logger)
+    learner = DQNLearner(
+        make_q_network(DISCRETE, (8,)),
+        jax.random.PRNGKey(0),
+        _transitions(DISCRETE, 4),
+        config,
+        counter=Counter(),
+        logger=logger,
+    )
     for _ in range(3):
         learner.step()
     assert [float(r["learning_rate"]) for r in logger.records] == pytest.approx([float(schedule(k)) for k in range(3)])
@@ -109,8 +120,14 @@ def test_dqn_logs_a_constant_learning_rate_too():
 
     config = DQNConfig(batch_size=4, learning_rate=3e-4, prioritized=False)
     logger = Recorder()
-    learner = DQNLearner(make_q_network(DISCRETE, (8,)), jax.random.PRNGKey(0), _transitions(DISCRETE, 4), config,
-                         counter=Counter(), logger=logger)
+    learner = DQNLearner(
+        make_q_network(DISCRETE, (8,)),
+        jax.random.PRNGKey(0),
+        _transitions(DISCRETE, 4),
+        config,
+        counter=Counter(),
+        logger=logger,
+    )
     learner.step()
     assert float(logger.records[0]["learning_rate"]) == pytest.approx(3e-4)
 
@@ -121,9 +138,18 @@ def test_r2d2_logs_the_scheduled_learning_rate_of_each_sgd_step():
     from rl.networks.recurrent import make_recurrent_q_network
 
     config = R2D2Config(
-        burn_in_length=1, trace_length=3, sequence_period=2, n_step=1, batch_size=2, samples_per_insert=2.0,
-        min_replay_size=1, core_state_size=4, learning_rate=1e-3, learning_rate_decay_actor_steps=12,
-        final_learning_rate_fraction=0.0, learning_rate_decay="cosine",
+        burn_in_length=1,
+        trace_length=3,
+        sequence_period=2,
+        n_step=1,
+        batch_size=2,
+        samples_per_insert=2.0,
+        min_replay_size=1,
+        core_state_size=4,
+        learning_rate=1e-3,
+        learning_rate_decay_actor_steps=12,
+        final_learning_rate_fraction=0.0,
+        learning_rate_decay="cosine",
     )
     schedule = learning_rate_schedule(config)
     network = make_recurrent_q_network(DISCRETE, torso_kwargs={"hidden_sizes": [3]}, lstm_size=4)
@@ -136,7 +162,9 @@ def test_r2d2_logs_the_scheduled_learning_rate_of_each_sgd_step():
             reward=rng.normal(size=shape).astype(np.float32),
             discount=np.ones(shape, np.float32),
             mask=np.ones(shape, np.float32),
-            extras={"core_state": {"cell": np.zeros((*shape, 4), np.float32), "hidden": np.zeros((*shape, 4), np.float32)}},
+            extras={
+                "core_state": {"cell": np.zeros((*shape, 4), np.float32), "hidden": np.zeros((*shape, 4), np.float32)}
+            },
         )
 
     logger = Recorder()
@@ -189,8 +217,9 @@ def test_impala_logs_the_decayed_learning_rate():
     )
     logger = Recorder()
     network = make_policy_value_network(DISCRETE, (8,), (8,))
-    learner = IMPALALearner(network, jax.random.PRNGKey(0), iter([SimpleNamespace(data=batch)] * 2), config,
-                            Counter(), logger)
+    learner = IMPALALearner(
+        network, jax.random.PRNGKey(0), iter([SimpleNamespace(data=batch)] * 2), config, Counter(), logger
+    )
     learner.step()
     learner.step()
     # 4 actor steps trained on per step: the rate at 0 and 4 of the 8 decay steps.

@@ -25,7 +25,7 @@ def test_csv_logger_keeps_every_key_when_keys_change(tmp_path):
         {"actor_steps": 10, "episode_return": 1.5},
         {"actor_steps": 20, "episode_return": 2.5, "learner_steps": 3},
         {"actor_steps": 30},
-        {"loss": 0.25, "actor_steps": 40, "episode_return": -1.0, "note": "a,b \"quoted\""},
+        {"loss": 0.25, "actor_steps": 40, "episode_return": -1.0, "note": 'a,b "quoted"'},
     ]
     for record in records:
         logger.write(record)
@@ -68,8 +68,22 @@ def test_several_writers_of_one_label_lose_no_keys(tmp_path):
     second.close()
     assert _rows(tmp_path / "actor.csv") == [
         {"actor_id": "0", "actor_steps": "1", "episode_return": "1.0", "epsilon": "", "learner_steps": "", "extra": ""},
-        {"actor_id": "1", "actor_steps": "2", "episode_return": "2.0", "epsilon": "0.5", "learner_steps": "", "extra": ""},
-        {"actor_id": "0", "actor_steps": "3", "episode_return": "3.0", "epsilon": "", "learner_steps": "7", "extra": ""},
+        {
+            "actor_id": "1",
+            "actor_steps": "2",
+            "episode_return": "2.0",
+            "epsilon": "0.5",
+            "learner_steps": "",
+            "extra": "",
+        },
+        {
+            "actor_id": "0",
+            "actor_steps": "3",
+            "episode_return": "3.0",
+            "epsilon": "",
+            "learner_steps": "7",
+            "extra": "",
+        },
         {"actor_id": "1", "actor_steps": "4", "episode_return": "", "epsilon": "", "learner_steps": "", "extra": ""},
         {"actor_id": "1", "actor_steps": "5", "episode_return": "", "epsilon": "", "learner_steps": "", "extra": "x"},
     ]
@@ -150,7 +164,11 @@ def test_move_rows_sets_rows_aside_and_open_loggers_append_after_the_rest(tmp_pa
     logger.write({"learner_steps": 3, "loss": 0.5})  # The restored learner, from step 2 again.
     logger.close()
     with open(path, newline="") as file:
-        assert [(r["learner_steps"], r["loss"]) for r in csv.DictReader(file)] == [("1", "0.1"), ("2", "0.2"), ("3", "0.5")]
+        assert [(r["learner_steps"], r["loss"]) for r in csv.DictReader(file)] == [
+            ("1", "0.1"),
+            ("2", "0.2"),
+            ("3", "0.5"),
+        ]
     with open(aside, newline="") as file:
         assert [(r["learner_steps"], r["loss"]) for r in csv.DictReader(file)] == [("3", "0.3"), ("4", "0.4")]
     # Nothing to move: the file is left as it is, and no destination is made.
@@ -181,7 +199,9 @@ def test_every_evaluation_round_reaches_the_terminal_and_train_log(tmp_path, mon
     factory.close()
     printed = output.getvalue().splitlines()
     assert [line.split()[2] for line in printed if line.startswith("[evaluator 0]")] == [
-        "actor_steps=100", "actor_steps=200", "actor_steps=300"
+        "actor_steps=100",
+        "actor_steps=200",
+        "actor_steps=300",
     ]
     assert sum(line.startswith("[actor 0]") for line in printed) == 1  # The first of the hour.
     assert sum(line.startswith("[learner]") for line in printed) == 1

@@ -15,9 +15,7 @@ NOTEBOOKS = os.path.join(ROOT, "notebooks")
 
 def _execute(name: str) -> nbformat.NotebookNode:
     notebook = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
-    client = NotebookClient(
-        notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": NOTEBOOKS}}
-    )
+    client = NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": NOTEBOOKS}})
     client.execute()  # Raises CellExecutionError, with the cell and its traceback, on any failure.
     return notebook
 

@@ -108,7 +108,9 @@ def test_observers_reach_the_logs_and_video_is_recorded_during_training(run_dir)
     evaluator_rows = _rows(os.path.join(run_dir, "logs", "evaluator.csv"))
     for rows in (actor_rows, evaluator_rows):
         assert rows and all(0.0 <= float(row["action_mean"]) <= 1.0 for row in rows)
-        assert all(float(row["action_0_fraction"]) + float(row["action_1_fraction"]) == pytest.approx(1.0) for row in rows)
+        assert all(
+            float(row["action_0_fraction"]) + float(row["action_1_fraction"]) == pytest.approx(1.0) for row in rows
+        )
     assert "video" not in actor_rows[0]  # The recorder runs in evaluators only.
     videos = sorted(glob.glob(os.path.join(run_dir, "videos", "*.mp4")))
     assert [os.path.basename(v) for v in videos] == ["evaluator_0_episode_1.mp4", "evaluator_0_episode_2.mp4"]
@@ -127,7 +129,10 @@ def test_two_evaluator_factories_log_rows_by_instance_and_the_summary_averages_t
     by_instance = {i: [row for row in rows if row["evaluator_id"] == i] for i in ("0", "1")}
     assert [int(row["actor_steps"]) for row in by_instance["0"]] == [500, 1000]
     assert [int(row["actor_steps"]) for row in by_instance["1"]] == [500, 1000]
-    means = [(float(a["episode_return"]) + float(b["episode_return"])) / 2 for a, b in zip(by_instance["0"], by_instance["1"])]
+    means = [
+        (float(a["episode_return"]) + float(b["episode_return"])) / 2
+        for a, b in zip(by_instance["0"], by_instance["1"])
+    ]
     assert [value for _, value in summary.eval_returns] == pytest.approx(means)
     # Each instance has its own key: their environments are seeded differently.
     assert [row["episode_return"] for row in by_instance["0"]] != [row["episode_return"] for row in by_instance["1"]]

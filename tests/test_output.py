@@ -34,8 +34,18 @@ LINE = (
 
 
 def test_numbers_are_rounded_for_reading():
-    cases = {1709: "1709", 224.0: "224", 15.137: "15.14", 0.38374: "0.384", 1.2e-05: "1.2e-05",
-             123456.7: "123457", -0.5: "-0.5", float("nan"): "nan", True: "True", "done": "done"}
+    cases = {
+        1709: "1709",
+        224.0: "224",
+        15.137: "15.14",
+        0.38374: "0.384",
+        1.2e-05: "1.2e-05",
+        123456.7: "123457",
+        -0.5: "-0.5",
+        float("nan"): "nan",
+        True: "True",
+        "done": "done",
+    }
     assert {value: format_number(value) for value in cases} == cases
 
 
@@ -53,7 +63,8 @@ def test_piped_output_is_one_plain_line_per_record_and_goes_to_the_transcript(mo
         logger.write({**RECORD, "actor_steps": 1800})
     assert output.getvalue() == LINE + "\n" + LINE.replace("1709", "1800", 1) + "\n"  # Longer than 80: not wrapped.
     assert [record.getMessage() for record in caplog.records if record.name == "rl.transcript"] == [
-        LINE, LINE.replace("1709", "1800", 1)
+        LINE,
+        LINE.replace("1709", "1800", 1),
     ]
 
 
@@ -69,24 +80,49 @@ def test_a_terminal_wraps_between_pairs_never_inside_one(monkeypatch):
 
 def test_each_wandb_namespace_holds_its_own_metrics_and_counts():
     assert node_metrics("actor", RECORD) == {
-        "wall_time_s": 8.768123, "steps_per_second": 224.0, "episode_return": 39.0, "actor_episodes": 138,
-        "td_error": 0.0123456, "episode_length": 39,
+        "wall_time_s": 8.768123,
+        "steps_per_second": 224.0,
+        "episode_return": 39.0,
+        "actor_episodes": 138,
+        "td_error": 0.0123456,
+        "episode_length": 39,
     }
     learner = {"actor_steps": 5, "actor_episodes": 1, "learner_steps": 7, "td_error": 1.5, "wall_time_s": 1.0}
     assert node_metrics("learner", learner) == {"learner_steps": 7, "td_error": 1.5, "wall_time_s": 1.0}
-    evaluator = {"actor_steps": 5, "evaluator_id": 1, "evaluator_steps": 9, "evaluator_episodes": 2, "learner_steps": 3,
-                 "episode_return": 4.0, "episodes": 2}
+    evaluator = {
+        "actor_steps": 5,
+        "evaluator_id": 1,
+        "evaluator_steps": 9,
+        "evaluator_episodes": 2,
+        "learner_steps": 3,
+        "episode_return": 4.0,
+        "episodes": 2,
+    }
     assert node_metrics("evaluator", evaluator) == {
-        "evaluator_steps": 9, "evaluator_episodes": 2, "episode_return": 4.0, "episodes": 2
+        "evaluator_steps": 9,
+        "evaluator_episodes": 2,
+        "episode_return": 4.0,
+        "episodes": 2,
     }
 
 
 def test_summary_metrics_are_the_run_results_that_are_known():
-    summary = {"final_eval_return": 500.0, "best_eval_return": 500.0, "actor_steps_per_second": 812.5,
-               "time_to_threshold_s": None, "steps_to_threshold": None, "eval_returns": [[5, 1.0]],
-               "status": "finished", "agent": "dqn", "wall_time_s": float("nan")}
+    summary = {
+        "final_eval_return": 500.0,
+        "best_eval_return": 500.0,
+        "actor_steps_per_second": 812.5,
+        "time_to_threshold_s": None,
+        "steps_to_threshold": None,
+        "eval_returns": [[5, 1.0]],
+        "status": "finished",
+        "agent": "dqn",
+        "wall_time_s": float("nan"),
+    }
     assert summary_metrics(summary) == {
-        "final_eval_return": 500.0, "best_eval_return": 500.0, "actor_steps_per_second": 812.5, "status": "finished"
+        "final_eval_return": 500.0,
+        "best_eval_return": 500.0,
+        "actor_steps_per_second": 812.5,
+        "status": "finished",
     }
 
 
@@ -97,14 +133,17 @@ def test_default_group_reads_the_date_and_time_of_the_sweep_directory():
     assert default_group("/abs/multirun/2024-05-02/19-09-19/", ["sac"]) == "sac-2024-05-02-19-09-19"
     assert default_group("sweeps/lr_search", ["dqn", "ALE/Pong-v5"]) == "dqn-ALE-Pong-v5-lr_search"
     assert override_tags(["seed=1", "hydra.sweep.dir=x", "agent.learning_rate=0.001", "+x=" + "y" * 80]) == [
-        "seed=1", "agent.learning_rate=0.001", "+x=" + "y" * 60 + "…"
+        "seed=1",
+        "agent.learning_rate=0.001",
+        "+x=" + "y" * 60 + "…",
     ]
 
 
 def _hydra_config(sweep_dir: str, overrides: list[str], mode: str = "MULTIRUN"):
     with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base="1.3"):
         config = compose(
-            "config", overrides=[*overrides, f"hydra.sweep.dir={sweep_dir}", f"hydra.mode={mode}"],
+            "config",
+            overrides=[*overrides, f"hydra.sweep.dir={sweep_dir}", f"hydra.mode={mode}"],
             return_hydra_config=True,
         )
     hydra_config = config.hydra
@@ -113,11 +152,15 @@ def _hydra_config(sweep_dir: str, overrides: list[str], mode: str = "MULTIRUN"):
 
 
 def test_multirun_groups_carry_the_date_and_leave_out_what_the_sweep_varies(tmp_path):
-    day_one, config = _hydra_config(str(tmp_path / "multirun/2024-05-01/19-09-19"), ["experiment=dqn_cartpole", "seed=1"])
+    day_one, config = _hydra_config(
+        str(tmp_path / "multirun/2024-05-01/19-09-19"), ["experiment=dqn_cartpole", "seed=1"]
+    )
     day_two, _ = _hydra_config(str(tmp_path / "multirun/2024-05-02/19-09-19"), ["experiment=dqn_cartpole", "seed=1"])
     first, second = tracking_settings(day_one, config), tracking_settings(day_two, config)
-    assert first == {"run_group": "dqn_cartpole-CartPole-v1-2024-05-01-19-09-19",
-                     "run_tags": ["experiment=dqn_cartpole", "seed=1"]}
+    assert first == {
+        "run_group": "dqn_cartpole-CartPole-v1-2024-05-01-19-09-19",
+        "run_tags": ["experiment=dqn_cartpole", "seed=1"],
+    }
     assert second["run_group"] == "dqn_cartpole-CartPole-v1-2024-05-02-19-09-19"
     # A sweep over agents: every job shares the group, which names no agent.
     sweep = tmp_path / "multirun/2024-05-03/08-00-00"
@@ -167,11 +210,14 @@ def test_wandb_keeps_the_steps_key_in_its_namespace_and_plots_every_node_against
     # The learner's records carry actor_steps: its curves share the other nodes' x-axis.
     assert step_metric("learner", LEARNER_RECORD, "learner_steps") == "actor_steps"
     assert node_metrics("learner", LEARNER_RECORD, "learner_steps") == {
-        "td_error": 0.5, "learner_steps": 7, "wall_time_s": 2.0
+        "td_error": 0.5,
+        "learner_steps": 7,
+        "wall_time_s": 2.0,
     }
     # A node whose steps key is another node's count keeps it in its namespace ...
     assert node_metrics("critic", {"learner_steps": 3, "loss": 1.0, "actor_steps": 9}, "learner_steps") == {
-        "learner_steps": 3, "loss": 1.0
+        "learner_steps": 3,
+        "loss": 1.0,
     }
     # ... and a logger used without the run's counter is plotted against its own steps key.
     assert step_metric("learner", {"learner_steps": 7, "loss": 1.0}, "learner_steps") == "learner/learner_steps"
@@ -183,7 +229,9 @@ def test_a_sweep_quiets_the_libraries_its_sweeper_pulls_in(tmp_path):
 
     from rl.loggers.quiet import QuietLibraries
 
-    config = OmegaConf.create({"hydra": {"sweeper": {"_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"}}})
+    config = OmegaConf.create(
+        {"hydra": {"sweeper": {"_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"}}}
+    )
     QuietLibraries().on_multirun_start(config)
     import optuna
 

@@ -47,7 +47,11 @@ def sweep(tmp_path):
     for rate, base in (("1e-3", 100.0), ("3e-4", 20.0)):
         for seed in (0, 1):
             returns = [base * 0.3 + seed, base * 0.6 + seed, base + 10 * seed]
-            _write_run(str(root / str(job)), ["experiment=dqn_cartpole", f"seed={seed}", f"agent.learning_rate={rate}"], returns)
+            _write_run(
+                str(root / str(job)),
+                ["experiment=dqn_cartpole", f"seed={seed}", f"agent.learning_rate={rate}"],
+                returns,
+            )
             job += 1
     (root / "multirun.yaml").write_text("hydra: {}\n")
     return root
@@ -118,7 +122,12 @@ def test_iqm_and_bootstrap_intervals():
     assert stats["mean"] == pytest.approx(2.5) and stats["mean_low"] < 2.5 < stats["mean_high"]
 
 
-OPTUNA_TRIALS = [(0.00012345678901234, 1, 250), (0.0023456789012345, 3, 1000), (0.00078901234567, 5, 100), (0.001, 3, 500)]
+OPTUNA_TRIALS = [
+    (0.00012345678901234, 1, 250),
+    (0.0023456789012345, 3, 1000),
+    (0.00078901234567, 5, 100),
+    (0.001, 3, 500),
+]
 
 
 @pytest.fixture
@@ -126,8 +135,12 @@ def optuna_sweep(tmp_path):
     """An Optuna sweep's jobs: three parameters per trial, learning rates as Optuna writes them."""
     root = tmp_path / "optuna"
     for job, (rate, n_step, period) in enumerate(OPTUNA_TRIALS):
-        overrides = ["experiment=dqn_cartpole", f"agent.learning_rate={rate}", f"agent.n_step={n_step}",
-                     f"agent.target_update_period={period}"]
+        overrides = [
+            "experiment=dqn_cartpole",
+            f"agent.learning_rate={rate}",
+            f"agent.n_step={n_step}",
+            f"agent.target_update_period={period}",
+        ]
         _write_run(str(root / str(job)), overrides, [10.0 + job, 50.0 + 10 * job, 100.0 + 20 * job])
     return root
 
@@ -154,7 +167,12 @@ def test_optuna_labels_are_rounded_and_the_legend_lies_outside_the_axes(optuna_s
     assert legend.x0 > plot_area.x1  # Beside the axes, not over the curves.
     for text in (axes.get_legend(), axes.title, axes.xaxis.label, axes.yaxis.label):  # Nothing cut.
         box = text.get_window_extent(renderer)
-        assert figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1 and figure.bbox.y0 <= box.y0 and box.y1 <= figure.bbox.y1
+        assert (
+            figure.bbox.x0 <= box.x0
+            and box.x1 <= figure.bbox.x1
+            and figure.bbox.y0 <= box.y0
+            and box.y1 <= figure.bbox.y1
+        )
     title = axes.get_legend().get_title().get_text()
     assert "no band under 3 runs" in title and "agent.learning_rate" in title
     assert [text.get_text() for text in axes.get_legend().get_texts()] == [f"{label} (n=1)" for label in groups]
@@ -164,10 +182,19 @@ def test_labels_keep_short_values_and_round_long_ones():
     from rl.analysis.runs import short_keys, short_value
 
     assert [short_value(v) for v in ("1e-3", "3e-4", "0.25", "500", "3.14159", "0.00012345678", "2.5e-05", "dqn")] == [
-        "1e-3", "3e-4", "0.25", "500", "3.14", "0.000123", "2.5e-05", "dqn"
+        "1e-3",
+        "3e-4",
+        "0.25",
+        "500",
+        "3.14",
+        "0.000123",
+        "2.5e-05",
+        "dqn",
     ]
     assert short_keys(["agent.learning_rate", "policy.learning_rate", "agent.n_step"]) == {
-        "agent.learning_rate": "agent.learning_rate", "policy.learning_rate": "policy.learning_rate", "agent.n_step": "n_step"
+        "agent.learning_rate": "agent.learning_rate",
+        "policy.learning_rate": "policy.learning_rate",
+        "agent.n_step": "n_step",
     }
 
 

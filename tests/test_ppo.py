@@ -75,7 +75,9 @@ def test_sequence_adder_items_overlap_padding_and_extras(queue_server):
     adder.add_first(_timestep(dm_env.StepType.FIRST, [0.0, 100.0]))
     for t in range(8):
         ids = [0, 1] if t < 5 else [0]
-        step_type = [dm_env.StepType.LAST if (i == 0 and t == 7) or (i == 1 and t == 4) else dm_env.StepType.MID for i in ids]
+        step_type = [
+            dm_env.StepType.LAST if (i == 0 and t == 7) or (i == 1 and t == 4) else dm_env.StepType.MID for i in ids
+        ]
         # Copy 0 terminates (discount 0); copy 1 is truncated by a time limit (discount 1).
         discounts = [0.0 if (i == 0 and t == 7) else 1.0 for i in ids]
         adder.add(
@@ -95,7 +97,13 @@ def test_sequence_adder_items_overlap_padding_and_extras(queue_server):
         [3.0, 4.0, 5.0, 6.0],  # copy 0, rows 3-6 (row 3 shared with the first item)
         [6.0, 7.0, 8.0, 0.0],  # copy 0: rows 6-7, final observation 8, padding
     ]
-    assert [item.mask.tolist() for item in items] == [[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0]]
+    assert [item.mask.tolist() for item in items] == [
+        [1, 1, 1, 1],
+        [1, 1, 1, 1],
+        [1, 1, 0, 0],
+        [1, 1, 1, 1],
+        [1, 1, 0, 0],
+    ]
     assert items[2].discount.tolist() == [1.0, 1.0, 0.0, 0.0]  # Truncated: row 4 bootstraps from 105.
     assert items[4].discount.tolist() == [1.0, 0.0, 0.0, 0.0]  # Terminated: row 7 does not.
     assert items[4].reward.tolist() == [6.5, 7.5, 0.0, 0.0]
@@ -178,7 +186,12 @@ def test_gae_against_a_hand_computation():
     np.testing.assert_allclose(targets, [2.8, 2.0, 6.6], rtol=1e-6)
     # Truncated after row 1: row 2 holds the final observation (mask 0, discount 0).
     advantages, _ = sequence_advantages(
-        jnp.asarray([1.0, 2.0, 0.0, 0.0]), jnp.asarray([1.0, 1.0, 0.0, 0.0]), values, jnp.asarray([1.0, 1.0, 0.0, 0.0]), 0.9, 0.5
+        jnp.asarray([1.0, 2.0, 0.0, 0.0]),
+        jnp.asarray([1.0, 1.0, 0.0, 0.0]),
+        values,
+        jnp.asarray([1.0, 1.0, 0.0, 0.0]),
+        0.9,
+        0.5,
     )
     # A_1 = 2 + .9*3 - 2 = 2.7 (bootstrapped from the final observation, trace cut there);
     # A_0 = (1 + .9*2 - 1) + .9*.5*2.7 = 1.8 + 1.215
@@ -223,7 +236,11 @@ def test_ppo_loss_on_a_tiny_batch_against_a_hand_computation():
 
 def test_clipped_surrogate_gradient_vanishes_outside_the_clip_range():
     """Past 1 + eps with a positive advantage the objective is flat: no gradient."""
-    grad = jax.grad(lambda lp: clipped_surrogate_loss(lp, jnp.log(jnp.asarray([0.5, 0.5])), jnp.asarray([1.0, 1.0]), 0.2, jnp.ones(2))[0])
+    grad = jax.grad(
+        lambda lp: clipped_surrogate_loss(
+            lp, jnp.log(jnp.asarray([0.5, 0.5])), jnp.asarray([1.0, 1.0]), 0.2, jnp.ones(2)
+        )[0]
+    )
     gradient = grad(jnp.log(jnp.asarray([0.75, 0.55])))  # Ratios 1.5 (clipped) and 1.1 (not).
     assert float(gradient[0]) == 0.0 and float(gradient[1]) < 0.0
 
@@ -246,7 +263,9 @@ def test_behaviour_samples_and_evaluation_acts_with_the_mode():
     share = float(np.mean(np.asarray(actions)))
     expected = 1.0 / (1.0 + math.exp(-2.0))  # pi(1) = sigmoid(2), about 0.88
     assert abs(share - expected) < 0.03
-    np.testing.assert_allclose(extras["log_prob"], np.where(np.asarray(actions) == 1, math.log(expected), math.log(1 - expected)), rtol=1e-4)
+    np.testing.assert_allclose(
+        extras["log_prob"], np.where(np.asarray(actions) == 1, math.log(expected), math.log(1 - expected)), rtol=1e-4
+    )
     evaluation = builder.make_policy(network, spec, evaluation=True)
     actions, extras = evaluation(params, jax.random.PRNGKey(1), observations, 0)
     assert np.all(np.asarray(actions) == 1) and extras == {}
@@ -275,13 +294,22 @@ def _learn(preset, seed, run_dir, steps, threshold, *overrides):
     """The preset's full budget; only the final evaluation (the one asserted) is run."""
     start = time.perf_counter()
     result = run_train(
-        [f"experiment={preset}", f"seed={seed}", f"eval_every={steps}", "checkpoint=false", f"hydra.run.dir={run_dir}", *overrides],
+        [
+            f"experiment={preset}",
+            f"seed={seed}",
+            f"eval_every={steps}",
+            "checkpoint=false",
+            f"hydra.run.dir={run_dir}",
+            *overrides,
+        ],
         timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(run_dir)
-    print(f"{preset} seed {seed}: final {summary['final_eval_return']} after {summary['actor_steps']} actor steps, "
-          f"run {summary['wall_time_s']:.1f} s, process {time.perf_counter() - start:.1f} s")
+    print(
+        f"{preset} seed {seed}: final {summary['final_eval_return']} after {summary['actor_steps']} actor steps, "
+        f"run {summary['wall_time_s']:.1f} s, process {time.perf_counter() - start:.1f} s"
+    )
     assert summary["actor_steps"] == steps
     assert summary["final_eval_return"] >= threshold, summary
 
@@ -309,8 +337,15 @@ def test_ppo_learns_pendulum(seed, run_dir):
 def test_ppo_runs_under_ray(run_dir):
     """Two actors feed the queue from their own processes; the learner consumes it."""
     result = run_train(
-        ["experiment=ppo_cartpole", "launcher=ray", "launcher.num_actors=2", "max_actor_steps=6000",
-         "eval_every=3000", "eval_episodes=2", f"hydra.run.dir={run_dir}"],
+        [
+            "experiment=ppo_cartpole",
+            "launcher=ray",
+            "launcher.num_actors=2",
+            "max_actor_steps=6000",
+            "eval_every=3000",
+            "eval_episodes=2",
+            f"hydra.run.dir={run_dir}",
+        ],
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -370,7 +405,9 @@ def test_continuous_actions_store_the_raw_sample_and_act_in_bounds():
     params = PolicyParams(network.init(jax.random.PRNGKey(0)), init_statistics(spec.observations))
     builder = PPOBuilder(PPOConfig())
     observations = np.random.default_rng(0).normal(size=(512, 3)).astype(np.float32)
-    actions, extras = builder.make_policy(network, spec, evaluation=False)(params, jax.random.PRNGKey(1), observations, 0)
+    actions, extras = builder.make_policy(network, spec, evaluation=False)(
+        params, jax.random.PRNGKey(1), observations, 0
+    )
     raw = np.asarray(extras["raw_action"])
     assert actions.shape == raw.shape == (512, 1) and np.abs(raw).max() > 1.0
     np.testing.assert_allclose(actions, 2.0 * np.clip(raw, -1.0, 1.0), atol=1e-6)

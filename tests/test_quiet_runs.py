@@ -25,8 +25,14 @@ def test_a_piped_3000_step_run_prints_one_record_per_line_and_no_library_warning
     temporary = tmp_path / "tmp"  # The run's own TMPDIR: reverb's default checkpointer made a directory there.
     temporary.mkdir()
     result = run_train(
-        [*QUIET_RUNS[name], "max_actor_steps=3000", "eval_every=3000", "eval_episodes=2", "checkpoint=false",
-         f"hydra.run.dir={run_dir}"],
+        [
+            *QUIET_RUNS[name],
+            "max_actor_steps=3000",
+            "eval_every=3000",
+            "eval_episodes=2",
+            "checkpoint=false",
+            f"hydra.run.dir={run_dir}",
+        ],
         timeout=900,
         env={"TMPDIR": str(temporary)},
     )
@@ -55,22 +61,24 @@ def test_reverb_info_lines_are_dropped_and_everything_else_passes_even_a_crash()
     import subprocess
     import sys
 
-    script = "\n".join([
-        "import os",
-        "from rl.replay.quiet import reverb_info_filtered",
-        "with reverb_info_filtered():",
-        "    for line in (",
-        "        '[reverb/cc/platform/default/server.cc:71] Started replay server on port 41901',",
-        "        '[reverb/cc/client.cc:165] Sampler and server are owned by the same process (23536) so Table"
-        " priority_table is accessed directly without gRPC.',",
-        "        '[reverb/cc/trajectory_writer.cc:655] The number of pending items is alarmingly high',",
-        "        '[reverb/cc/reverb_service_impl.cc:168] Stored checkpoint to /tmp/x/2026-11-30T07:09:11',",
-        "        '[reverb/cc/platform/default/server.cc:84] Shutting down replay server',",
-        "        'our own error line',",
-        "    ):",
-        "        os.write(2, (line + '\\n').encode())",
-        "    os._exit(3)",
-    ])
+    script = "\n".join(
+        [
+            "import os",
+            "from rl.replay.quiet import reverb_info_filtered",
+            "with reverb_info_filtered():",
+            "    for line in (",
+            "        '[reverb/cc/platform/default/server.cc:71] Started replay server on port 41901',",
+            "        '[reverb/cc/client.cc:165] Sampler and server are owned by the same process (23536) so Table"
+            " priority_table is accessed directly without gRPC.',",
+            "        '[reverb/cc/trajectory_writer.cc:655] The number of pending items is alarmingly high',",
+            "        '[reverb/cc/reverb_service_impl.cc:168] Stored checkpoint to /tmp/x/2026-11-30T07:09:11',",
+            "        '[reverb/cc/platform/default/server.cc:84] Shutting down replay server',",
+            "        'our own error line',",
+            "    ):",
+            "        os.write(2, (line + '\\n').encode())",
+            "    os._exit(3)",
+        ]
+    )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 3
     assert result.stderr.splitlines() == [

@@ -43,7 +43,9 @@ def test_lstm_network_steps_and_unrolls_alike():
 
     observations = np.random.default_rng(0).normal(size=(6, 3, 2)).astype(np.float32)
     for dueling in (False, True):
-        network = make_recurrent_q_network(masked_spec(), torso_kwargs={"hidden_sizes": [8]}, lstm_size=16, dueling=dueling)
+        network = make_recurrent_q_network(
+            masked_spec(), torso_kwargs={"hidden_sizes": [8]}, lstm_size=16, dueling=dueling
+        )
         params = network.init(jax.random.PRNGKey(0))
         state = network.initial_state(3)
         assert {k: v.shape for k, v in state.items()} == {"cell": (3, 16), "hidden": (3, 16)}
@@ -139,9 +141,18 @@ def r2d2_builder(**overrides):
     from rl.agents.r2d2 import R2D2Builder, R2D2Config
 
     settings = dict(
-        burn_in_length=2, trace_length=4, sequence_period=3, n_step=2, discount=0.9, batch_size=4,
-        samples_per_insert=1000.0, min_replay_size=1, max_replay_size=1000, core_state_size=4,
-        learning_rate=1e-3, variable_update_period=1,
+        burn_in_length=2,
+        trace_length=4,
+        sequence_period=3,
+        n_step=2,
+        discount=0.9,
+        batch_size=4,
+        samples_per_insert=1000.0,
+        min_replay_size=1,
+        max_replay_size=1000,
+        core_state_size=4,
+        learning_rate=1e-3,
+        variable_update_period=1,
     )
     settings.update(overrides)
     return R2D2Builder(R2D2Config(**settings))
@@ -302,7 +313,9 @@ def test_r2d2_loss_on_a_hand_checked_batch(discount_2):
     td = np.asarray(expected) - np.asarray([0.5, 2.0, 1.0])
     loss, extras = r2d2_loss(online, target, scaled_unroll, batch, jnp.ones(1), 2, 0.5, 2, 0.9, None)
     assert float(loss) == pytest.approx(0.5 * np.sum(td**2), rel=1e-6)  # A sum over the trained rows (Acme).
-    assert float(extras["priorities"][0]) == pytest.approx(0.9 * np.max(np.abs(td)) + 0.1 * np.mean(np.abs(td)), rel=1e-6)
+    assert float(extras["priorities"][0]) == pytest.approx(
+        0.9 * np.max(np.abs(td)) + 0.1 * np.mean(np.abs(td)), rel=1e-6
+    )
     # Importance weights scale each item's loss; the priorities do not depend on them.
     weighted, weighted_extras = r2d2_loss(online, target, scaled_unroll, batch, jnp.full(1, 0.25), 2, 0.5, 2, 0.9, None)
     assert float(weighted) == pytest.approx(0.25 * float(loss), rel=1e-6)
@@ -355,7 +368,9 @@ def test_recurrent_actor_carries_its_state_and_resets_it_at_an_episode_start():
     params = network.init(jax.random.PRNGKey(3))
     apply = jax.jit(network.apply)
     actor = RecurrentActor(
-        builder.make_policy(network, COUNTER_SPEC, evaluation=True), jax.random.PRNGKey(0), FixedParams(params),
+        builder.make_policy(network, COUNTER_SPEC, evaluation=True),
+        jax.random.PRNGKey(0),
+        FixedParams(params),
         action_dtype=np.int32,
     )
     observations = [np.asarray([[0, t], [10, t]], np.float32) for t in range(3)]
@@ -379,7 +394,11 @@ def test_recurrent_actor_carries_its_state_and_resets_it_at_an_episode_start():
         np.testing.assert_array_equal(actor.state[name][0], kept[name])
     # Only copy 0 steps: copy 1's fresh state must not move although an action was chosen for it.
     actor.select_action(np.asarray([[0, 2], [10, 0]], np.float32))
-    actor.observe(np.zeros(1, np.int32), dm_env.TimeStep(np.asarray([dm_env.StepType.MID]), np.ones(1), np.ones(1), observations[0][:1]), [0])
+    actor.observe(
+        np.zeros(1, np.int32),
+        dm_env.TimeStep(np.asarray([dm_env.StepType.MID]), np.ones(1), np.ones(1), observations[0][:1]),
+        [0],
+    )
     _, advanced = apply(params, np.asarray([[0, 2]], np.float32), {name: kept[name][None] for name in kept})
     for name in ("cell", "hidden"):
         np.testing.assert_array_equal(actor.state[name][1], 0.0)
@@ -483,9 +502,13 @@ def test_recurrent_networks_and_agents_go_together(tmp_path):
 
     from rl.experiments.validation import ConfigError
 
-    with pytest.raises(ConfigError, match=r"network: 'lstm' builds recurrent_q networks, but the agent needs q_values.*agent=r2d2"):
+    with pytest.raises(
+        ConfigError, match=r"network: 'lstm' builds recurrent_q networks, but the agent needs q_values.*agent=r2d2"
+    ):
         build(["agent=dqn", "network=lstm"], tmp_path)
-    with pytest.raises(ConfigError, match=r"network: 'mlp' builds q_values networks, but the agent needs recurrent_q.*network=lstm"):
+    with pytest.raises(
+        ConfigError, match=r"network: 'mlp' builds q_values networks, but the agent needs recurrent_q.*network=lstm"
+    ):
         build(["agent=r2d2", "network=mlp"], tmp_path)
     with pytest.raises(ConfigError, match="sequence_period"):
         build(["agent=r2d2", "agent.trace_length=10", "agent.sequence_period=10"], tmp_path)
@@ -494,13 +517,17 @@ def test_recurrent_networks_and_agents_go_together(tmp_path):
     assert experiment.builder.config.core_state_size == 32  # Read from the network group.
     assert experiment.builder.config.num_actors == 1
     experiment, _ = build(["agent=r2d2", "launcher=ray", "launcher.num_actors=3"], tmp_path)
-    assert experiment.builder.config.num_actors == 3 and experiment.builder.config.actor_epsilon_of(2) == pytest.approx(0.4**8)
+    assert experiment.builder.config.num_actors == 3 and experiment.builder.config.actor_epsilon_of(2) == pytest.approx(
+        0.4**8
+    )
 
 
 def test_a_mismatch_exits_2_with_one_line():
     result = run_train(["agent=dqn", "network=lstm"], timeout=120)
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith("Invalid configuration: network: 'lstm' builds recurrent_q")
+    assert (
+        result.stderr.strip().splitlines()[-1].startswith("Invalid configuration: network: 'lstm' builds recurrent_q")
+    )
     assert "Traceback" not in result.stderr
 
 
@@ -516,7 +543,9 @@ def learn(run_dir, *overrides):
 def test_r2d2_runs_end_to_end_and_trains(tmp_path):
     """The masked preset for 4,000 steps: actors fill the prioritized table, the learner
     trains on it (learner steps as the replay ratio allows) and the run finishes."""
-    summary = learn(tmp_path, "experiment=r2d2_cartpole_masked", "max_actor_steps=4000", "eval_every=2000", "eval_episodes=2")
+    summary = learn(
+        tmp_path, "experiment=r2d2_cartpole_masked", "max_actor_steps=4000", "eval_every=2000", "eval_episodes=2"
+    )
     assert summary["status"] == "finished" and summary["agent"] == "r2d2"
     assert summary["environment"] == "cartpole_masked" and summary["actor_steps"] == 4000
     assert summary["learner_steps"] > 0 and len(summary["eval_returns"]) == 2
@@ -545,6 +574,8 @@ def test_r2d2_remembers_what_dqn_cannot_see(tmp_path):
 def test_r2d2_under_ray_with_ape_x_epsilons(tmp_path):
     """Two Ray actors (epsilons 0.4 and 0.4 ** 8) feed one learner: the run finishes its
     budget and learns."""
-    summary = learn(tmp_path, "experiment=r2d2_cartpole", "launcher=ray", "launcher.num_actors=2", "max_actor_steps=100000")
+    summary = learn(
+        tmp_path, "experiment=r2d2_cartpole", "launcher=ray", "launcher.num_actors=2", "max_actor_steps=100000"
+    )
     assert summary["status"] == "finished" and summary["actor_steps"] == 100_000
     assert summary["best_eval_return"] >= 200, summary

@@ -33,7 +33,12 @@ def _ray_processes(pids=(), seconds=15):
                 command = " ".join(process.info["cmdline"] or [])
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            if process.info["pid"] in pids or "raylet" in command or "gcs_server" in command or command.startswith("ray::"):
+            if (
+                process.info["pid"] in pids
+                or "raylet" in command
+                or "gcs_server" in command
+                or command.startswith("ray::")
+            ):
                 alive.append(command or str(process.info["pid"]))
         if not alive or time.monotonic() >= deadline:
             return alive
@@ -114,8 +119,15 @@ def test_ray_run_with_its_replay_learner_and_an_actor_killed_still_solves_cartpo
     default suite meets the same faults in the shorter fault run below.)"""
     assert not _ray_processes(), "a Ray instance is already running on this machine"
     process = _start_train(
-        ["experiment=dqn_cartpole", "launcher=ray", "launcher.num_actors=2", "seed=0", "progress=false",
-         "checkpoint.every_seconds=5", "checkpoint.replay=true"],
+        [
+            "experiment=dqn_cartpole",
+            "launcher=ray",
+            "launcher.num_actors=2",
+            "seed=0",
+            "progress=false",
+            "checkpoint.every_seconds=5",
+            "checkpoint.replay=true",
+        ],
         run_dir,
     )
     died = lambda *names: lambda: {row["event"].split(" died")[0] for row in _launcher_events(run_dir)} >= set(names)
@@ -126,7 +138,9 @@ def test_ray_run_with_its_replay_learner_and_an_actor_killed_still_solves_cartpo
         os.kill(pids["replay"], signal.SIGKILL)
         assert _wait_for(died("replay"), 300, process), process.communicate()[0][-3000:]
         before = set(_checkpoint_states(run_dir))
-        assert _wait_for(lambda: set(_checkpoint_states(run_dir)) - before, 300, process), process.communicate()[0][-3000:]
+        assert _wait_for(lambda: set(_checkpoint_states(run_dir)) - before, 300, process), process.communicate()[0][
+            -3000:
+        ]
         os.kill(pids["learner"], signal.SIGKILL)
         os.kill(pids["actor_1"], signal.SIGKILL)
         assert _wait_for(died("replay", "learner", "actor 1"), 300, process), process.communicate()[0][-3000:]
@@ -293,16 +307,22 @@ def faulted_ray_run(tmp_path_factory):
         replay_back = lambda: any(row["event"].startswith("replay died") for row in _launcher_events(run_dir))
         assert _wait_for(replay_back, 300, process), process.communicate()[0][-3000:]
         before = set(_checkpoint_states(run_dir))
-        assert _wait_for(lambda: set(_checkpoint_states(run_dir)) - before, 300, process), process.communicate()[0][-3000:]
+        assert _wait_for(lambda: set(_checkpoint_states(run_dir)) - before, 300, process), process.communicate()[0][
+            -3000:
+        ]
         # The learner and actor 1 die together: actors wait on the rate limiter while the
         # learner is restored, so actor 0 cannot spend the budget meanwhile.
         os.kill(seen["pids"]["learner"], signal.SIGKILL)
         os.kill(seen["pids"]["actor_1"], signal.SIGKILL)
-        restarted = lambda: {row["event"].split(" died")[0] for row in _launcher_events(run_dir)} >= {"learner", "actor 1"}
+        restarted = lambda: (
+            {row["event"].split(" died")[0] for row in _launcher_events(run_dir)} >= {"learner", "actor 1"}
+        )
         assert _wait_for(restarted, 300, process), process.communicate()[0][-3000:]
         before = set(_checkpoint_states(run_dir))
         # A checkpoint of the restored learner, then a clean stop.
-        assert _wait_for(lambda: set(_checkpoint_states(run_dir)) - before, 300, process), process.communicate()[0][-3000:]
+        assert _wait_for(lambda: set(_checkpoint_states(run_dir)) - before, 300, process), process.communicate()[0][
+            -3000:
+        ]
         process.send_signal(signal.SIGTERM)
         seen["sigterm_output"], _ = process.communicate(timeout=300)
     finally:
@@ -380,11 +400,12 @@ def test_ray_learner_killed_is_restored_from_its_last_checkpoint(faulted_ray_run
     states = run["sigterm_checkpoints"]
     # It restored the newest checkpoint written before the restart, bit for bit.
     event_time = next(
-        float(row["wall_time_s"]) for row in _rows(os.path.join(run_dir, "logs", "launcher.csv"))
+        float(row["wall_time_s"])
+        for row in _rows(os.path.join(run_dir, "logs", "launcher.csv"))
         if row["event"] == restarts[0]
     )
     earlier = {name: state for name, state in states.items() if state["wall_time_s"] < event_time}
-    newest = max(earlier, key=lambda name: (earlier[name]["wall_time_s"]))
+    newest = max(earlier, key=lambda name: earlier[name]["wall_time_s"])
     assert checkpoint == newest, (checkpoint, sorted(earlier))
     assert digest == states[checkpoint]["learner"]["digest"][:12]
     assert restored_steps == states[checkpoint]["counts"]["learner_steps"]
@@ -506,8 +527,11 @@ def test_ray_driver_waits_are_bounded_and_an_expired_one_names_the_node_and_call
     with open(ray_launcher.__file__) as file:
         tree = ast.parse(file.read())
     calls = [
-        node for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "wait")
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("get", "wait")
         and ast.unparse(node.func.value) in ("ray", "self.ray")
     ]
     assert len(calls) == 7, [ast.unparse(call) for call in calls]  # The scan sees them all.
@@ -636,9 +660,17 @@ def test_soak_two_actors_memory_has_no_growth_trend(run_dir):
     grows. A leak of 0.2 MB/s (a few hundred bytes per actor step) would show as 30 MB
     over the 150 s measured; the bound allows a few MB of allocator noise."""
     process = _start_train(
-        ["launcher=ray", "launcher.num_actors=2", "max_actor_steps=10000000", "eval_every=20000",
-         "eval_episodes=2", "agent.max_replay_size=5000", "network.hidden_sizes=[64,64]", "progress=false",
-         "checkpoint=false"],
+        [
+            "launcher=ray",
+            "launcher.num_actors=2",
+            "max_actor_steps=10000000",
+            "eval_every=20000",
+            "eval_episodes=2",
+            "agent.max_replay_size=5000",
+            "network.hidden_sizes=[64,64]",
+            "progress=false",
+            "checkpoint=false",
+        ],
         run_dir,
     )
     try:

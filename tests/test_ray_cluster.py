@@ -62,13 +62,26 @@ def test_actors_run_on_the_nodes_with_their_resource_and_survive_their_node_stop
         environment = {**os.environ, "WANDB_MODE": "offline", "TF_CPP_MIN_LOG_LEVEL": "2"}
         process = subprocess.Popen(
             [
-                sys.executable, TRAIN, "launcher=ray", f"launcher.address={cluster.address}",
-                "launcher.num_actors=2", "launcher.actor_resources={actor_host: 1}",
-                f"max_actor_steps={BUDGET}", f"eval_every={BUDGET // 2}", "eval_episodes=1",
-                "agent.min_replay_size=100", "network.hidden_sizes=[64,64]", "progress=false",
-                "checkpoint=false", f"hydra.run.dir={run_dir}",
+                sys.executable,
+                TRAIN,
+                "launcher=ray",
+                f"launcher.address={cluster.address}",
+                "launcher.num_actors=2",
+                "launcher.actor_resources={actor_host: 1}",
+                f"max_actor_steps={BUDGET}",
+                f"eval_every={BUDGET // 2}",
+                "eval_episodes=1",
+                "agent.min_replay_size=100",
+                "network.hidden_sizes=[64,64]",
+                "progress=false",
+                "checkpoint=false",
+                f"hydra.run.dir={run_dir}",
             ],
-            cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=ROOT,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         # Both actors are placed on the node with the resource, the others elsewhere.
         deadline = time.monotonic() + 600

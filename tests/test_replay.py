@@ -123,7 +123,9 @@ def test_copies_of_a_vector_never_mix(replay):
         step_types = [dm_env.StepType.LAST if t == lengths[c] else dm_env.StepType.MID for c in ids]
         adder.add(
             np.array([7 + c for c in ids], np.int32),
-            _batch(step_types, [1.0] * len(ids), [0.0 if t == lengths[c] else 1.0 for c in ids], [obs(c, t) for c in ids]),
+            _batch(
+                step_types, [1.0] * len(ids), [0.0 if t == lengths[c] else 1.0 for c in ids], [obs(c, t) for c in ids]
+            ),
             env_ids=ids,
         )
     assert adder.num_items == 6
@@ -168,7 +170,9 @@ def test_adder_keeps_the_writer_below_reverbs_pending_items_warning(capfd):
             timestep = _batch([step_type] * copies, [1.0] * copies, [1.0] * copies, [_obs(t)] * copies)
             adder.add(np.zeros(copies, np.int32), timestep)
             if last:
-                adder.add_first(_batch([dm_env.StepType.FIRST] * copies, [0] * copies, [1] * copies, [_obs(0)] * copies))
+                adder.add_first(
+                    _batch([dm_env.StepType.FIRST] * copies, [0] * copies, [1] * copies, [_obs(0)] * copies)
+                )
         adder.reset()
         assert adder.num_items == 4000 * copies
     finally:
@@ -277,7 +281,8 @@ def test_packed_codec_round_trips_a_transition_exactly():
         return {"position": rng.normal(size=(2, 3)).astype(np.float32), "flag": np.bool_(rng.integers(2))}
 
     transitions = [
-        Transition(observation(), np.int32(4 - i), np.float32(0.5 * i), np.float32(0.99), observation()) for i in range(3)
+        Transition(observation(), np.int32(4 - i), np.float32(0.5 * i), np.float32(0.99), observation())
+        for i in range(3)
     ]
     packed = np.stack([codec.encode(t)[0] for t in transitions])
     assert packed.shape == (3, codec.size) and packed.dtype == np.float32

@@ -58,10 +58,14 @@ def test_a_writer_facing_a_dead_server_raises_a_timeout_naming_it_after_its_boun
     )
     server = make_server([make_transition_table("t", spec, 1000, reverb.rate_limiters.MinSize(1))])
     client = reverb.Client(f"localhost:{server.port}")
-    adder = NStepTransitionAdder(client, "t", 1, 0.99, max_pending_items=4, timeout_ms=1500, codec=transition_codec(spec))
+    adder = NStepTransitionAdder(
+        client, "t", 1, 0.99, max_pending_items=4, timeout_ms=1500, codec=transition_codec(spec)
+    )
 
     def timestep(kind):
-        return dm_env.TimeStep(np.array([kind]), np.zeros(1, np.float32), np.ones(1, np.float32), np.zeros((1, 4), np.float32))
+        return dm_env.TimeStep(
+            np.array([kind]), np.zeros(1, np.float32), np.ones(1, np.float32), np.zeros((1, 4), np.float32)
+        )
 
     adder.add_first(timestep(dm_env.StepType.FIRST))
     for _ in range(8):
@@ -81,7 +85,9 @@ def _one_step_timesteps():
     import dm_env
 
     def timestep(kind):
-        return dm_env.TimeStep(np.array([kind]), np.zeros(1, np.float32), np.ones(1, np.float32), np.zeros((1, 4), np.float32))
+        return dm_env.TimeStep(
+            np.array([kind]), np.zeros(1, np.float32), np.ones(1, np.float32), np.zeros((1, 4), np.float32)
+        )
 
     return timestep(dm_env.StepType.FIRST), timestep(dm_env.StepType.MID)
 

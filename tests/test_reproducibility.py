@@ -111,9 +111,11 @@ def test_the_default_mode_acts_identically_until_the_first_update(tmp_path):
         assert len(early) >= 5 and all(int(row.get("learner_steps") or 0) == 0 for row in early)
         evaluations = [row for row in _rows(run_dir, "evaluator") if int(row.get("learner_steps") or 0) == 0]
         assert [row["actor_steps"] for row in evaluations] == ["500"]  # The first update comes at 600.
-        before.append((
-            [tuple(row[key] for key in EPISODE_KEYS) for row in early],
-            [{k: v for k, v in row.items() if not golden_runs.is_wall_clock(k)} for row in evaluations],
-        ))
+        before.append(
+            (
+                [tuple(row[key] for key in EPISODE_KEYS) for row in early],
+                [{k: v for k, v in row.items() if not golden_runs.is_wall_clock(k)} for row in evaluations],
+            )
+        )
     assert before[0] == before[1]
     assert all(read_summary(run_dir)["actor_steps"] == 1500 for run_dir in runs)

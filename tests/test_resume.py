@@ -43,8 +43,12 @@ COMMAND = [
 def _train(overrides: list[str]) -> subprocess.Popen:
     environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.Popen(
-        [sys.executable, TRAIN, *overrides], cwd=ROOT, env=environment, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, TRAIN, *overrides],
+        cwd=ROOT,
+        env=environment,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 

@@ -69,8 +69,13 @@ def test_constant_learning_rate_when_decay_is_off():
 def test_cosine_learning_rate_decay_follows_the_half_cosine():
     # 50k actor steps from 1,000 items at 32 samples per insert, batch 64: 24,500 SGD steps.
     config = DQNConfig(
-        learning_rate=1e-3, learning_rate_decay_actor_steps=50_000, learning_rate_decay="cosine",
-        final_learning_rate_fraction=0.1, batch_size=64, samples_per_insert=32.0, min_replay_size=1_000,
+        learning_rate=1e-3,
+        learning_rate_decay_actor_steps=50_000,
+        learning_rate_decay="cosine",
+        final_learning_rate_fraction=0.1,
+        batch_size=64,
+        samples_per_insert=32.0,
+        min_replay_size=1_000,
     )
     schedule = learning_rate_schedule(config)
     steps = config.sgd_steps_by(50_000)

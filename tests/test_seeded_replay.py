@@ -106,7 +106,10 @@ def test_an_nstep_adder_writes_the_same_items_to_reverb_and_to_the_seeded_replay
             for k in range(1, 5):
                 kind, discount = (dm_env.StepType.LAST, 0.0) if k == 4 else (dm_env.StepType.MID, 1.0)
                 timestep = dm_env.TimeStep(
-                    np.array([kind]), np.array([float(k)], np.float32), np.array([discount], np.float32), observations[k]
+                    np.array([kind]),
+                    np.array([float(k)], np.float32),
+                    np.array([discount], np.float32),
+                    observations[k],
                 )
                 adder.add(np.array([k % 2], np.int32), timestep)
             adder.reset()

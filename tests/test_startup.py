@@ -32,7 +32,10 @@ print("HEAVY=" + json.dumps(sorted(name for name in {heavy!r} if name in sys.mod
 def test_help_and_cfg_import_no_heavy_library(args):
     result = subprocess.run(
         [sys.executable, "-c", PROBE.format(train=TRAIN, args=args, heavy=HEAVY)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "agent: " in result.stdout or "agent:" in result.stdout  # Hydra's help / the composed config.
@@ -57,9 +60,15 @@ def test_a_configuration_error_loads_no_replay_or_loss_library(args, message, tm
     """Checks read agent configs and builders, not learners: reverb and rlax (each
     bringing TensorFlow, about 3 s) load only when a run starts."""
     result = subprocess.run(
-        [sys.executable, "-c", PROBE.format(train=TRAIN, args=[*args, f"hydra.run.dir={tmp_path}"],
-                                            heavy=REPLAY_AND_LOSSES)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            PROBE.format(train=TRAIN, args=[*args, f"hydra.run.dir={tmp_path}"], heavy=REPLAY_AND_LOSSES),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert message in result.stdout + result.stderr, result.stderr[-2000:]
     imported = json.loads(result.stdout.rsplit("HEAVY=", 1)[1])

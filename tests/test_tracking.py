@@ -129,7 +129,9 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
     # And the sweep plots.
     plot = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "plot.py"), str(sweep), "--out", str(sweep / "curves.png")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert plot.returncode == 0, plot.stderr
     assert (sweep / "curves.png").stat().st_size > 1000
@@ -140,8 +142,15 @@ def test_run_that_raises_is_marked_crashed_in_wandb(run_dir):
     with open(os.path.join(run_dir, "checkpoints"), "w") as file:  # The end-of-run save fails.
         file.write("not a directory\n")
     result = run_train(
-        ["logger=wandb", "max_actor_steps=600", "eval_every=300", "eval_episodes=1", "agent.min_replay_size=200",
-         "progress=false", f"hydra.run.dir={run_dir}"],
+        [
+            "logger=wandb",
+            "max_actor_steps=600",
+            "eval_every=300",
+            "eval_episodes=1",
+            "agent.min_replay_size=200",
+            "progress=false",
+            f"hydra.run.dir={run_dir}",
+        ],
         timeout=600,
     )
     assert result.returncode != 0
@@ -161,14 +170,23 @@ def test_bad_wandb_mode_is_a_config_error(run_dir):
 def test_factory_names_and_groups_the_run(tmp_path):
     settings = {"project": "p", "entity": None, "group": None, "tags": ["a"], "mode": "disabled", "name": None}
     factory = DefaultLoggerFactory(
-        terminal=False, csv=False, wandb=settings, directory=str(tmp_path / "logs"),
-        run_name="CartPole-v1__dqn__0__20240101_000000", run_config={"seed": 0}, run_group="sweep_a",
+        terminal=False,
+        csv=False,
+        wandb=settings,
+        directory=str(tmp_path / "logs"),
+        run_name="CartPole-v1__dqn__0__20240101_000000",
+        run_config={"seed": 0},
+        run_group="sweep_a",
     )
     assert factory.wandb_run.name == "CartPole-v1__dqn__0__20240101_000000"
     assert factory.wandb_run.group == "sweep_a"
     explicit = DefaultLoggerFactory(
-        terminal=False, csv=False, wandb={**settings, "group": "mine", "name": "n"}, directory=str(tmp_path / "logs"),
-        run_name="default", run_group="sweep_a",
+        terminal=False,
+        csv=False,
+        wandb={**settings, "group": "mine", "name": "n"},
+        directory=str(tmp_path / "logs"),
+        run_name="default",
+        run_group="sweep_a",
     )
     assert (explicit.wandb_run.group, explicit.wandb_run.name) == ("mine", "n")
     factory.close(exit_code=0)

@@ -104,7 +104,9 @@ def actor_loop(experiment, client, key):
 
 
 def read_all(client, table, count, environment_spec):
-    dataset = reverb.TrajectoryDataset.from_table_signature(client.server_address, table, max_in_flight_samples_per_worker=1)
+    dataset = reverb.TrajectoryDataset.from_table_signature(
+        client.server_address, table, max_in_flight_samples_per_worker=1
+    )
     decode = transition_codec(environment_spec).decode
     return [decode(sample.data) for sample in dataset.take(count).as_numpy_iterator()]
 
@@ -202,9 +204,12 @@ def test_a_new_adder_after_dropped_episodes_gets_only_whole_episodes_from_their_
     assert loop.steps_taken == 7
     old = loop.actor.adder
     old.reset()
-    before = {(int(item.observation[0]), int(item.observation[1])) for item in read_all(
-        replay, experiment.builder.config.replay_table_name, old.num_items, experiment.environment_spec
-    )}
+    before = {
+        (int(item.observation[0]), int(item.observation[1]))
+        for item in read_all(
+            replay, experiment.builder.config.replay_table_name, old.num_items, experiment.environment_spec
+        )
+    }
     episodes_before = {seed: max(e for s, e in before if s == seed) for seed, _ in before}
     loop.actor.adder = experiment.builder.make_adder(replay, experiment.environment_spec)
     loop.drop_episodes()

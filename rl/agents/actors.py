@@ -267,7 +267,9 @@ class RecurrentActor(FeedForwardActor):
 
     def select_action(self, observations: Any) -> np.ndarray:
         self._reserve(len(tree.flatten(observations)[0]))
-        actions, next_state, self._key = self._act(self._client.params, self._key, observations, self._state, self._step)
+        actions, next_state, self._key = self._act(
+            self._client.params, self._key, observations, self._state, self._step
+        )
         self.flush()
         self._next_state = next_state
         return np.asarray(actions, dtype=self._action_dtype)

@@ -218,9 +218,7 @@ class ContinuousBuilder(TransitionReplayBuilder):
         action_bounds(environment_spec.actions)  # Refuse unbounded actions before anything runs.
         return super().make_replay_tables(environment_spec)
 
-    def make_policy(
-        self, networks: ActorCriticNetworks, environment_spec: EnvironmentSpec, evaluation: bool
-    ) -> Policy:
+    def make_policy(self, networks: ActorCriticNetworks, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
         head = Deterministic() if evaluation else self.exploration
         policy_network = networks.policy_network(stochastic=self.stochastic_policy)
         action_spec = environment_spec.actions

@@ -57,7 +57,9 @@ def update_statistics(statistics: RunningStatistics, observations: Any, mask: ja
         delta = mean_b - mean_a
         mean = mean_a + delta * count_b / safe_total
         variance = (
-            statistics.count * variance_a + count_b * variance_b + jnp.square(delta) * statistics.count * count_b / safe_total
+            statistics.count * variance_a
+            + count_b * variance_b
+            + jnp.square(delta) * statistics.count * count_b / safe_total
         ) / safe_total
         # Before any observation keep the identity (mean 0, variance 1).
         return jnp.where(total > 0, mean, mean_a), jnp.where(total > 0, variance, variance_a)

@@ -45,7 +45,11 @@ class Bookkeeping:
     eval_times: list = dataclasses.field(default_factory=list)
 
     def counts(self, replica: int = 0) -> dict[str, int]:
-        return {"actor_steps": self.steps, "learner_steps": self.learner_steps, "actor_episodes": self.replicas[replica].episodes}
+        return {
+            "actor_steps": self.steps,
+            "learner_steps": self.learner_steps,
+            "actor_episodes": self.replicas[replica].episodes,
+        }
 
 
 def fresh_bookkeeping(num_seeds: int, eval_every: int) -> Bookkeeping:
@@ -89,7 +93,10 @@ class AnakinCheckpointer:
         )
         saved["anakin"] = {
             "num_seeds": len(book.replicas),
-            "replicas": [{"episodes": r.episodes, "eval_returns": [[int(s), float(v)] for s, v in r.eval_returns]} for r in book.replicas],
+            "replicas": [
+                {"episodes": r.episodes, "eval_returns": [[int(s), float(v)] for s, v in r.eval_returns]}
+                for r in book.replicas
+            ],
         }
         return self.files.save(_Saved(state), saved)
 
@@ -139,4 +146,6 @@ def trim_replica_logs(experiment: ExperimentConfig, replica_directories: list[st
     counts = restore.counts
     for directory in replica_directories:
         if os.path.abspath(directory) != os.path.abspath(experiment.run_directory):
-            _trim_logs(directory, int(counts.get("actor_steps", 0)), int(counts.get("learner_steps", 0)), experiment.session)
+            _trim_logs(
+                directory, int(counts.get("actor_steps", 0)), int(counts.get("learner_steps", 0)), experiment.session
+            )

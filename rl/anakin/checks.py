@@ -54,7 +54,9 @@ def _check_off_policy(experiment: ExperimentConfig) -> None:
             f"which must be a whole number >= 1; got {sgd_steps:g}",
         )
     if getattr(config, "prioritized", False):
-        raise ConfigError("agent.prioritized", "prioritized replay is not supported by launcher=anakin yet; set it to false")
+        raise ConfigError(
+            "agent.prioritized", "prioritized replay is not supported by launcher=anakin yet; set it to false"
+        )
 
 
 def check_experiment(experiment: ExperimentConfig, steps_per_chunk: int | None) -> int:

@@ -91,7 +91,12 @@ class ReplicaLog:
     @classmethod
     def open(cls, experiment: ExperimentConfig) -> "ReplicaLog":
         factory = experiment.logger_factory
-        return cls(experiment, factory("learner", "learner_steps"), factory("actor", "actor_steps", 0), factory("evaluator", "actor_steps", 0))
+        return cls(
+            experiment,
+            factory("learner", "learner_steps"),
+            factory("actor", "actor_steps", 0),
+            factory("evaluator", "actor_steps", 0),
+        )
 
     def close(self) -> None:
         for logger in (self.learner, self.actor, self.evaluator):
@@ -234,7 +239,11 @@ def run_anakin(
                 _write_chunk_records(logs, book, metrics, steps_per_chunk_env / chunk_time, exploration)
                 progress.update(episode_return=float(np.mean(metrics["episode_return"])))
                 if book.steps >= book.next_eval or book.steps >= experiment.max_actor_steps:
-                    progress.update(eval_return=_evaluate(compiled, state, evaluation_keys, logs, mean_evaluator, book, experiment.eval_every))
+                    progress.update(
+                        eval_return=_evaluate(
+                            compiled, state, evaluation_keys, logs, mean_evaluator, book, experiment.eval_every
+                        )
+                    )
                 progress.advance(book.steps, force=True)
                 if stop.requested or checkpoints.due():  # Periodic checkpoints; a signal stops here.
                     path = checkpoints.save(state, book)
@@ -244,7 +253,9 @@ def run_anakin(
         if status == "finished":
             path = checkpoints.save(state, book)  # The final checkpoint.
         exit_code = 128 + stop.signum if status == "interrupted" else 0
-        summary = _write_summaries(experiment, replicas, logs, book, compiled, time.perf_counter() - start, status, exit_code)
+        summary = _write_summaries(
+            experiment, replicas, logs, book, compiled, time.perf_counter() - start, status, exit_code
+        )
         if num_seeds > 1:
             _report_replicas(experiment.seed, book)
         if status == "interrupted":
@@ -284,8 +295,13 @@ def _write_summaries(
     for index, log in enumerate(logs):
         log.close()
         summary = finish_run(
-            log.experiment, book.counts(index), book.replicas[index].eval_returns, book.eval_times, wall_time_s,
-            book.acting_time_s, status=status,
+            log.experiment,
+            book.counts(index),
+            book.replicas[index].eval_returns,
+            book.eval_times,
+            wall_time_s,
+            book.acting_time_s,
+            status=status,
         )
         summaries.append(summary)
         if num_seeds > 1:
@@ -296,7 +312,9 @@ def _write_summaries(
         summary = _mean_summary(experiment, summaries, book.eval_times, wall_time_s, book.acting_time_s, status)
     extra = {"launcher": "anakin", "compile_time_s": round(compiled.compile_time_s, 2), "num_seeds": num_seeds}
     if num_seeds > 1:
-        extra["replicas"] = [dataclasses.asdict(s) | {"run_directory": r.run_directory} for s, r in zip(summaries, replicas)]
+        extra["replicas"] = [
+            dataclasses.asdict(s) | {"run_directory": r.run_directory} for s, r in zip(summaries, replicas)
+        ]
         acting = book.acting_time_s
         extra["total_actor_steps_per_second"] = round(book.steps * num_seeds / acting, 1) if acting else None
     _add_fields(experiment.run_directory, extra)

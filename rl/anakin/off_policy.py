@@ -77,7 +77,9 @@ def n_step_transitions(sequences: Stored, gamma: float) -> Transition:
         taken = alive > 0
         reward = reward + alive * discount * sequences.reward[:, k]
         next_observation = jnp.where(
-            jnp.reshape(taken, (batch,) + (1,) * (next_observation.ndim - 1)), sequences.next_observation[:, k], next_observation
+            jnp.reshape(taken, (batch,) + (1,) * (next_observation.ndim - 1)),
+            sequences.next_observation[:, k],
+            next_observation,
         )
         discount = jnp.where(taken, discount * gamma * sequences.discount[:, k], discount)
         alive = alive * (1.0 - sequences.done[:, k].astype(jnp.float32))
@@ -186,7 +188,10 @@ class OffPolicySystem:
         learner, metrics = jax.lax.cond(
             ready,
             self.learn,
-            lambda learner, buffer, key: (learner, jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), template)),
+            lambda learner, buffer, key: (
+                learner,
+                jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), template),
+            ),
             state.learner,
             buffer,
             learn_key,

@@ -56,7 +56,9 @@ def _with_row(rows: jax.Array, last: jax.Array) -> jax.Array:
     return jnp.swapaxes(jnp.concatenate([rows, last[None]], axis=0), 0, 1)
 
 
-def to_sequences(trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array, gamma: float) -> Sequences:
+def to_sequences(
+    trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array, gamma: float
+) -> Sequences:
     """A rollout as a batch of N sequences of T + 1 rows (mask 1 on the T steps taken,
     0 on the bootstrap row), truncations folded into the rewards (module docstring).
     `final_values` (T, N) are V(final observation) of every step."""
@@ -79,7 +81,11 @@ class PPOSystem:
     """PPO on a gymnax vector (see the module docstring)."""
 
     def __init__(
-        self, builder: PPOBuilder, network: FeedForwardNetwork, environment: GymnaxVector, environment_spec: EnvironmentSpec
+        self,
+        builder: PPOBuilder,
+        network: FeedForwardNetwork,
+        environment: GymnaxVector,
+        environment_spec: EnvironmentSpec,
     ):
         self.config = builder.config
         self.network = network
@@ -114,7 +120,9 @@ class PPOSystem:
     def learner_steps(self, state: PPOState) -> jax.Array:
         return state.learner.steps
 
-    def learn(self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array) -> tuple[TrainingState, dict]:
+    def learn(
+        self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array
+    ) -> tuple[TrainingState, dict]:
         """The reverb PPO's learner step on this rollout's sequences."""
         values = lambda observations: self.network.apply(learner.params, observations)[1]
         final = trajectory.step.final_observation

@@ -33,11 +33,12 @@ class SACFunctions:
         return self.sac.init(key)
 
     def sgd_step(self, state: TrainingState, transitions: Transition) -> tuple[TrainingState, dict]:
-        return self.sac.sgd_step(state, transitions._replace(action=to_network_scale(transitions.action, self.action_spec)))
+        return self.sac.sgd_step(
+            state, transitions._replace(action=to_network_scale(transitions.action, self.action_spec))
+        )
 
     def policy_params(self, state: TrainingState) -> Any:
         return state.policy_params
 
     def learner_steps(self, state: TrainingState) -> jax.Array:
         return state.steps // self.sgd_steps_per_learner_step
-

@@ -112,7 +112,13 @@ def plot_curves(
         color = colors[index % len(colors)]
         marker = "o" if curve["steps"].size <= 25 else None  # Sparse evaluations: show the points.
         ax.plot(
-            curve["steps"], curve["mean"], color=color, linewidth=2, marker=marker, markersize=4, label=legend_label,
+            curve["steps"],
+            curve["mean"],
+            color=color,
+            linewidth=2,
+            marker=marker,
+            markersize=4,
+            label=legend_label,
         )
         if len(runs) < MIN_BAND_RUNS:
             few = True
@@ -150,9 +156,7 @@ def plot_curves(
 
 def final_table(groups: Mapping[str, Sequence[Run]], metric: str = DEFAULT_METRIC) -> list[dict[str, Any]]:
     """One row per group: the final values of `metric` summarised over its runs."""
-    return [
-        {"group": label, **summarize([run.final(metric) for run in runs])} for label, runs in groups.items()
-    ]
+    return [{"group": label, **summarize([run.final(metric) for run in runs])} for label, runs in groups.items()]
 
 
 def _number(value: float) -> str:

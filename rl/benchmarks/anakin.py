@@ -72,7 +72,10 @@ def training_figures(agent: str, num_seeds: int, settings: Settings) -> dict[str
             system, evaluation, replica_keys(0, num_seeds), steps_per_chunk, replica_sharding(num_seeds)
         )
         chunk_steps = steps_per_chunk * system.steps_per_update * num_seeds
-        chunks = max(1, min(experiment.max_actor_steps // (steps_per_chunk * system.steps_per_update), 2 if settings.quick else 3))
+        chunks = max(
+            1,
+            min(experiment.max_actor_steps // (steps_per_chunk * system.steps_per_update), 2 if settings.quick else 3),
+        )
         rates = []
         for _ in range(settings.repeats):
             start = time.perf_counter()
@@ -112,12 +115,21 @@ def suite_anakin(settings: Settings) -> list[Row]:
             case = f"{agent} CartPole {num_seeds} seed{'s' if num_seeds > 1 else ''}"
             rows.append(Row("anakin", f"{case}: steps/s after compile", rate, "steps/s", bound, ratio(rate, bound)))
             including = total / whole[num_seeds]
-            rows.append(Row("anakin", f"{case}: steps/s incl. compile", including, "steps/s", bound, ratio(including, bound)))
+            rows.append(
+                Row("anakin", f"{case}: steps/s incl. compile", including, "steps/s", bound, ratio(including, bound))
+            )
             rows.append(Row("anakin", f"{case}: compile", figures["compile_s"], "s"))
         if 1 in whole and 8 in whole:
             eight_runs = 8 * whole[1]
             rows.append(
-                Row("anakin", f"{agent} 8 seeds vs 8 runs: whole budget", whole[8], "s", eight_runs, ratio(whole[8], eight_runs))
+                Row(
+                    "anakin",
+                    f"{agent} 8 seeds vs 8 runs: whole budget",
+                    whole[8],
+                    "s",
+                    eight_runs,
+                    ratio(whole[8], eight_runs),
+                )
             )
     for copies, bound in sorted(bounds.items()):
         rows.append(Row("anakin", f"raw gymnax CartPole, {copies} copies", bound, "steps/s"))

@@ -45,7 +45,9 @@ def _environment_cases() -> list[tuple[str, Callable[[], Any]]]:
         ("ALE gymnasium x1", lambda: DmEnvStepper(make_atari_environment(seed=0, name=GAME))),
         (
             "ALE gymnasium x8 (VectorEnvironment)",
-            lambda: DmEnvStepper(VectorEnvironment.make(lambda seed: make_atari_environment(seed=seed, name=GAME), 0, 8)),
+            lambda: DmEnvStepper(
+                VectorEnvironment.make(lambda seed: make_atari_environment(seed=seed, name=GAME), 0, 8)
+            ),
         ),
     ]
     if f"{GAME}-v5" in envpool_tasks():

@@ -158,7 +158,9 @@ def _cases(task: str) -> list[tuple[str, Callable[[], Any]]]:
             cases.append(
                 (
                     f"envpool x{n}",
-                    lambda n=n: EnvpoolStepper(quietly(envpool.make, task, env_type="gymnasium", num_envs=n, seed=0), n),
+                    lambda n=n: EnvpoolStepper(
+                        quietly(envpool.make, task, env_type="gymnasium", num_envs=n, seed=0), n
+                    ),
                 )
             )
             cases.append(  # ... and with environment.backend=envpool.

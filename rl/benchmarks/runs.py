@@ -154,7 +154,15 @@ def suite_startup(settings: Settings) -> list[Row]:
                 seconds[mode].append(time.perf_counter() - start)
         lazy, full = median(seconds["1"]), median(seconds["0"])
         rows.append(Row("startup", f"{name} 500-step process, TensorFlow's full import", full, "s"))
-        rows.append(Row("startup", f"{name} 500-step process, reverb's TensorFlow modules only", lazy, "s",
-                        bound=full, ratio=ratio(lazy, full)))
+        rows.append(
+            Row(
+                "startup",
+                f"{name} 500-step process, reverb's TensorFlow modules only",
+                lazy,
+                "s",
+                bound=full,
+                ratio=ratio(lazy, full),
+            )
+        )
         progress(f"startup {name}: {lazy:.2f} s against {full:.2f} s with TensorFlow's full import")
     return rows

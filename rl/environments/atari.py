@@ -73,7 +73,9 @@ def validate_game(name: str) -> str:
     if game in games:
         return game
     lowered = {g.lower(): g for g in games}
-    close = [lowered[game.lower()]] if game.lower() in lowered else difflib.get_close_matches(game, games, n=5, cutoff=0.5)
+    close = (
+        [lowered[game.lower()]] if game.lower() in lowered else difflib.get_close_matches(game, games, n=5, cutoff=0.5)
+    )
     hint = f"did you mean one of {close}?" if close else f"games include {games[:8]}"
     raise ValueError(f"ALE has no game '{game}' (environment.name is the game, e.g. Pong); {hint}")
 
@@ -192,7 +194,12 @@ def check_settings(
     max_episode_steps: int | None,
 ) -> None:
     """ValueErrors for settings no backend can honour."""
-    for key, value, minimum in (("noop_max", noop_max, 0), ("frame_skip", frame_skip, 1), ("screen_size", screen_size, 8), ("frame_stack", frame_stack, 1)):
+    for key, value, minimum in (
+        ("noop_max", noop_max, 0),
+        ("frame_skip", frame_skip, 1),
+        ("screen_size", screen_size, 8),
+        ("frame_stack", frame_stack, 1),
+    ):
         if int(value) < minimum:
             raise ValueError(f"environment.{key} must be >= {minimum}, got {value}")
     if not 0.0 <= float(repeat_action_probability) <= 1.0:
@@ -315,7 +322,9 @@ def atari_envpool_factory(environment: dict[str, Any], environment_spec: Any) ->
             ("actions", environment_spec.actions, probe.action_spec()),
         ):
             if (ours.shape, ours.dtype, getattr(ours, "num_values", None)) != (
-                theirs.shape, theirs.dtype, getattr(theirs, "num_values", None)
+                theirs.shape,
+                theirs.dtype,
+                getattr(theirs, "num_values", None),
             ):
                 raise ValueError(f"envpool's '{task}' has other {what} ({theirs}) than gymnasium's ({ours})")
     finally:

@@ -93,11 +93,7 @@ class FlatDmControlWrapper(EnvironmentWrapper):
             return self.reset()
         timestep = self._environment.step(np.asarray(action, self._action_dtype))
         self._steps += 1
-        if (
-            not timestep.last()
-            and self._max_episode_steps is not None
-            and self._steps >= self._max_episode_steps
-        ):
+        if not timestep.last() and self._max_episode_steps is not None and self._steps >= self._max_episode_steps:
             timestep = dm_env.truncation(timestep.reward, timestep.observation, timestep.discount)
         self._reset_next = timestep.last()
         return self._convert(timestep)

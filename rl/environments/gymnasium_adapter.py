@@ -23,9 +23,7 @@ def space_to_spec(space: gymnasium.Space, name: str) -> Any:
     if isinstance(space, gymnasium.spaces.MultiBinary):
         return specs.BoundedArray(shape=space.shape, dtype=space.dtype, minimum=0, maximum=1, name=name)
     if isinstance(space, gymnasium.spaces.MultiDiscrete):
-        return specs.BoundedArray(
-            shape=space.shape, dtype=space.dtype, minimum=0, maximum=space.nvec - 1, name=name
-        )
+        return specs.BoundedArray(shape=space.shape, dtype=space.dtype, minimum=0, maximum=space.nvec - 1, name=name)
     if isinstance(space, gymnasium.spaces.Dict):
         return {key: space_to_spec(sub, f"{name}/{key}") for key, sub in space.spaces.items()}
     if isinstance(space, gymnasium.spaces.Tuple):

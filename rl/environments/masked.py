@@ -62,7 +62,5 @@ def make_masked_environment(
 ) -> dm_env.Environment:
     """Gymnasium task `task` (float32, seeded like `make_gymnasium_environment`) showing
     only the observation components `keep`; by default CartPole-v1 without velocities."""
-    environment = make_gymnasium_environment(
-        task, seed, render_mode=render_mode, max_episode_steps=max_episode_steps
-    )
+    environment = make_gymnasium_environment(task, seed, render_mode=render_mode, max_episode_steps=max_episode_steps)
     return MaskedObservationWrapper(environment, keep)

@@ -53,7 +53,10 @@ def environment_seed(key: jax.Array) -> int:
 
 def make_observers(experiment: ExperimentConfig, label: str, instance: int) -> list[Observer]:
     """This loop's own observers, from the experiment's observer factories."""
-    observers = (factory(label=label, instance=instance, run_directory=experiment.run_directory) for factory in experiment.observers)
+    observers = (
+        factory(label=label, instance=instance, run_directory=experiment.run_directory)
+        for factory in experiment.observers
+    )
     return [observer for observer in observers if observer.labels is None or label in observer.labels]
 
 

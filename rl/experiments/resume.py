@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping
 from rl import checkpointing
 from rl.loggers.csv import move_rows
 from rl.checkpointing import RUN_FILE, SUMMARY_FILE, CheckpointError, CheckpointSettings, holds_a_run, log_files
+
 # Top-level keys a resumed run may change: they do not change what is learned.
 MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume")
 
@@ -242,13 +243,17 @@ def prepare_run(
     if restore.has_replay and settings.replay:
         from rl.experiments.distributed import DistributedProgram
 
-        checkpointing.check_replay_tables(restore.replay_checkpoint, DistributedProgram(experiment).make_replay_tables())
+        checkpointing.check_replay_tables(
+            restore.replay_checkpoint, DistributedProgram(experiment).make_replay_tables()
+        )
         restore.restore_replay = True
     elif restore.has_replay:
         message = "the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it"
         warnings.warn(message, checkpointing.RunWarning, stacklevel=2)
     elif settings.replay:
-        warnings.warn("the checkpoint holds no replay buffer: the resumed run refills it", checkpointing.RunWarning, stacklevel=2)
+        warnings.warn(
+            "the checkpoint holds no replay buffer: the resumed run refills it", checkpointing.RunWarning, stacklevel=2
+        )
     plan.restore = restore
     plan.session = int(state.get("session", 0)) + 1
     return plan
@@ -405,7 +410,12 @@ class RunCheckpointer:
             check()
         replay = replay_client.checkpoint() if (self.settings.replay and replay_client is not None) else None
         self.last = checkpointing.save_checkpoint(
-            self.run_directory, int(state["actor_steps"]), learner.save(), state, self.settings.keep, replay,
+            self.run_directory,
+            int(state["actor_steps"]),
+            learner.save(),
+            state,
+            self.settings.keep,
+            replay,
             process_state,
         )
         self._next = time.monotonic() + self.settings.every_seconds

@@ -114,6 +114,7 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             """A round of every evaluator; the mean of their mean returns."""
             means = [h.evaluate(e, experiment.eval_episodes) for e, h in zip(evaluators, histories)]
             return float(np.mean(means))
+
         adder = actor_loop.actor.adder
         ratio = builder.replay_ratio
         batch = builder.samples_per_learner_step
@@ -135,8 +136,11 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
         if deterministic and restore is not None:
             saved = read_process_state(restore.checkpoint)
             if saved is None:
-                log.warning("%s holds no deterministic state (written without launcher.deterministic=true): "
-                            "the run continues, but not as it would have uninterrupted", restore.checkpoint)
+                log.warning(
+                    "%s holds no deterministic state (written without launcher.deterministic=true): "
+                    "the run continues, but not as it would have uninterrupted",
+                    restore.checkpoint,
+                )
             else:
                 seeded.set_state(saved["replay"])
                 actor_loop.set_state(saved["actor"])
@@ -171,8 +175,13 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
                 sync()
             with pause:
                 state = run_state(
-                    experiment, counter.get_counts(), step, next_eval, actor_loop.actor.step_count,
-                    *evaluation_curve(), acting_time(),
+                    experiment,
+                    counter.get_counts(),
+                    step,
+                    next_eval,
+                    actor_loop.actor.step_count,
+                    *evaluation_curve(),
+                    acting_time(),
                 )
                 if seeded is None:
                     return checkpoints.save(learner, state, client), state
@@ -211,7 +220,11 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             if learner_thread is not None:
                 learner_thread.close()
             summary = finish_run(
-                experiment, state["counts"], *evaluation_curve(), time.perf_counter() - start, acting_time(),
+                experiment,
+                state["counts"],
+                *evaluation_curve(),
+                time.perf_counter() - start,
+                acting_time(),
                 status="interrupted",
             )
             close_loggers(experiment, exit_code=128 + stop.signum)
@@ -228,7 +241,11 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             learner_thread.close()
         actor_loop.count_partial_episode()
         finish_run(
-            experiment, counter.get_counts(), *evaluation_curve(), time.perf_counter() - start, acting_time(),
+            experiment,
+            counter.get_counts(),
+            *evaluation_curve(),
+            time.perf_counter() - start,
+            acting_time(),
             status="failed",
         )
         close_loggers(experiment, exit_code=1)

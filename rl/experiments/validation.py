@@ -95,11 +95,7 @@ def _signature_schema(target: Callable[..., Any]) -> tuple[dict[str, Any], bool]
     except Exception:  # Unresolvable annotations: check names only.
         hints = {}
     parameters = inspect.signature(target).parameters.values()
-    schema = {
-        p.name: hints.get(p.name, Any)
-        for p in parameters
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    }
+    schema = {p.name: hints.get(p.name, Any) for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     accepts_any = any(p.kind == p.VAR_KEYWORD for p in parameters)
     return schema, accepts_any
 
@@ -167,9 +163,13 @@ def check_checkpoint_settings(value: Any) -> Any:
         if key not in CHECKPOINT_KEYS:
             raise ConfigError(f"checkpoint.{key}", f"unknown option; allowed: {', '.join(CHECKPOINT_KEYS)}")
         if not matches(item, hints[key]):
-            raise ConfigError(f"checkpoint.{key}", f"expected {describe(hints[key])}, got {item!r} ({type(item).__name__})")
+            raise ConfigError(
+                f"checkpoint.{key}", f"expected {describe(hints[key])}, got {item!r} ({type(item).__name__})"
+            )
     if "every_seconds" in value and not (math.isfinite(value["every_seconds"]) and value["every_seconds"] > 0):
-        raise ConfigError("checkpoint.every_seconds", f"must be a positive number of seconds, got {value['every_seconds']}")
+        raise ConfigError(
+            "checkpoint.every_seconds", f"must be a positive number of seconds, got {value['every_seconds']}"
+        )
     if "keep" in value and value["keep"] < 1:
         raise ConfigError("checkpoint.keep", f"must be >= 1 (checkpoints kept), got {value['keep']}")
     return CheckpointSettings(**{key: value[key] for key in CHECKPOINT_KEYS if key in value})
@@ -241,7 +241,11 @@ def network_kind_error(network: str, network_kind: str, agent_network_kind: str)
     """The error for network option `network` building `network_kind` networks where the
     agent needs `agent_network_kind` ones, with a hint where a kind has one."""
     message = f"'{network}' builds {network_kind} networks, but the agent needs {agent_network_kind} networks"
-    hints = [NETWORK_KIND_HINTS[kind] for kind in dict.fromkeys((network_kind, agent_network_kind)) if kind in NETWORK_KIND_HINTS]
+    hints = [
+        NETWORK_KIND_HINTS[kind]
+        for kind in dict.fromkeys((network_kind, agent_network_kind))
+        if kind in NETWORK_KIND_HINTS
+    ]
     return ConfigError("network", "; ".join([message, *hints]))
 
 

@@ -21,8 +21,7 @@ class Logger(abc.ABC):
 
 
 class LoggerFactory(Protocol):
-    def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
-        ...
+    def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger: ...
 
 
 class NoOpLogger(Logger):

@@ -77,9 +77,7 @@ class DefaultLoggerFactory:
             settings["tags"] = list(settings.get("tags") or []) + [
                 tag for tag in run_tags if tag not in (settings.get("tags") or [])
             ]
-            self.wandb_run = WandbRun(
-                directory=os.path.dirname(self.directory), config=run_config, **settings
-            )
+            self.wandb_run = WandbRun(directory=os.path.dirname(self.directory), config=run_config, **settings)
         self._loggers: list[Logger] = []
 
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:

@@ -79,9 +79,7 @@ def record_order(keys: list[str] | tuple[str, ...], steps_key: str | None = None
     return sorted(keys, key=rank)
 
 
-def format_record(
-    name: str, data: LoggingData, hidden: tuple[str, ...] = (), steps_key: str | None = None
-) -> str:
+def format_record(name: str, data: LoggingData, hidden: tuple[str, ...] = (), steps_key: str | None = None) -> str:
     """`[name] key=value key=value ...` on one line (see the module docstring)."""
     fields = " ".join(
         f"{key}={format_number(data[key])}" for key in record_order(list(data), steps_key) if key not in hidden

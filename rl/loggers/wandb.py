@@ -58,9 +58,7 @@ def git_state(directory: str | None = None) -> dict[str, Any] | None:
     directory = directory or _CODE_ROOT
 
     def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["git", *args], cwd=directory, capture_output=True, text=True, timeout=20, check=False
-        )
+        return subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=20, check=False)
 
     try:
         commit = git("rev-parse", "HEAD")
@@ -79,7 +77,11 @@ def redact_secrets(value: Any, secrets: Sequence[str] | None = None) -> Any:
     secrets = [secret for secret in secrets if len(secret) >= 4]
     if isinstance(value, Mapping):
         return {
-            key: (REDACTED if isinstance(key, str) and SECRET_KEY_PATTERN.search(key) and item else redact_secrets(item, secrets))
+            key: (
+                REDACTED
+                if isinstance(key, str) and SECRET_KEY_PATTERN.search(key) and item
+                else redact_secrets(item, secrets)
+            )
             for key, item in value.items()
         }
     if isinstance(value, (list, tuple)):

@@ -121,7 +121,9 @@ def _policy_value_network(environment_spec: EnvironmentSpec, make_torso: Callabl
 def _check_pixels(environment_spec: EnvironmentSpec) -> None:
     shape = tuple(getattr(environment_spec.observations, "shape", ()))
     if len(shape) != 3:
-        raise ValueError(f"convolutional networks read [height, width, channels] frames, got observations of shape {shape}")
+        raise ValueError(
+            f"convolutional networks read [height, width, channels] frames, got observations of shape {shape}"
+        )
 
 
 def _build(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], network_kind: str, dueling: bool) -> Any:

@@ -188,7 +188,9 @@ class AdderProcess(Adder):
     def add_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         self._call("add_first", (timestep, env_ids), {})
 
-    def add(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None, **kwargs: Any) -> None:
+    def add(
+        self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None, **kwargs: Any
+    ) -> None:
         """Records a step; keyword arguments (an extras adder's `extras`) go along."""
         self._call("add", (actions, next_timestep, env_ids), kwargs)
 
@@ -235,7 +237,11 @@ class AdderProcess(Adder):
             alive = self._process.is_alive()
             raise AdderProcessError(
                 f"the adder process (pid {self._process.pid}) "
-                + (f"did not answer within {self._timeout_s:g} s" if alive else f"exited with code {self._process.exitcode}")
+                + (
+                    f"did not answer within {self._timeout_s:g} s"
+                    if alive
+                    else f"exited with code {self._process.exitcode}"
+                )
             )
         try:
             kind, value = self._connection.recv()

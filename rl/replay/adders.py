@@ -73,7 +73,9 @@ def bounded_write(call: Callable[[int], Any], what: str, client: Any, timeout_ms
         except DeadlineExceededError:
             left -= wait
         if left <= 0:
-            raise ReplayTimeoutError(f"replay server at {address}: {what} did not complete within {timeout_ms / 1000:g} s")
+            raise ReplayTimeoutError(
+                f"replay server at {address}: {what} did not complete within {timeout_ms / 1000:g} s"
+            )
         if replaced():
             raise ReplayTimeoutError(f"replay server at {address}: {what} was cut short, the server was replaced")
 
@@ -222,8 +224,11 @@ class NStepTransitionAdder(Adder):
     def get_state(self) -> dict[str, Any]:
         """Each copy's window and current observation, and the counts (what a
         deterministic run saves to continue exactly); flushed items are in replay."""
-        return {"windows": {k: list(w) for k, w in self._windows.items()}, "observations": dict(self._observations),
-                "num_items": self._num_items}
+        return {
+            "windows": {k: list(w) for k, w in self._windows.items()},
+            "observations": dict(self._observations),
+            "num_items": self._num_items,
+        }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         self._windows = {int(k): collections.deque(w) for k, w in state["windows"].items()}

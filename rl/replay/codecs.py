@@ -67,9 +67,7 @@ class ColumnCodec:
     def signature(self) -> Any:
         import tensorflow as tf
 
-        return tree.map_structure(
-            lambda s: tf.TensorSpec(s.shape, tf.as_dtype(s.dtype), s.name), self.leaf_specs
-        )
+        return tree.map_structure(lambda s: tf.TensorSpec(s.shape, tf.as_dtype(s.dtype), s.name), self.leaf_specs)
 
     def encode(self, transition: Transition) -> list[Any]:
         """The columns of one transition, in the order of the table's signature."""

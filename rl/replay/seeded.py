@@ -68,7 +68,9 @@ class SeededTable:
 
     def insert(self, priority: float, columns: Sequence[np.ndarray]) -> None:
         if len(columns) != len(self._dtypes):
-            raise ValueError(f"table {self.name!r}: an item of {len(columns)} columns, the signature has {len(self._dtypes)}")
+            raise ValueError(
+                f"table {self.name!r}: an item of {len(columns)} columns, the signature has {len(self._dtypes)}"
+            )
         # Copies: an adder reuses its buffers for the next items.
         columns = [np.array(column, dtype, copy=True) for column, dtype in zip(columns, self._dtypes)]
         if self.sampler == "fifo":
@@ -105,7 +107,9 @@ class SeededTable:
             else:
                 weights = self._priorities[:size] ** self.priority_exponent
                 total = weights.sum()
-                slots = np.minimum(np.searchsorted(np.cumsum(weights), self.rng.random(batch_size) * total, "right"), size - 1)
+                slots = np.minimum(
+                    np.searchsorted(np.cumsum(weights), self.rng.random(batch_size) * total, "right"), size - 1
+                )
                 probabilities = weights[slots] / total
             oldest = self.inserts - size  # Slot s holds the key k in [oldest, inserts) with k % max_size == s.
             keys = (oldest + (slots - oldest) % self.max_size).astype(np.uint64)
@@ -137,8 +141,10 @@ class SeededTable:
     def set_state(self, state: Mapping[str, Any]) -> None:
         saved = (state["name"], state["sampler"], state["max_size"])
         if saved != (self.name, self.sampler, self.max_size):
-            raise ValueError(f"the saved table (name, sampler, max_size) {saved} is not this run's "
-                             f"{(self.name, self.sampler, self.max_size)}")
+            raise ValueError(
+                f"the saved table (name, sampler, max_size) {saved} is not this run's "
+                f"{(self.name, self.sampler, self.max_size)}"
+            )
         self.inserts = int(state["inserts"])
         self._items = list(state["items"])
         self._queue = collections.deque(state["queue"])

@@ -159,7 +159,9 @@ class SequenceAdder(Adder):
             return new
 
         specs_ = self._leaf_specs
-        self._buffers = [grow(self._buffers[i] if self._buffers else None, s, (self._length,)) for i, s in enumerate(specs_)]
+        self._buffers = [
+            grow(self._buffers[i] if self._buffers else None, s, (self._length,)) for i, s in enumerate(specs_)
+        ]
         self._observations = [
             grow(self._observations[i] if self._observations else None, s, ())
             for i, s in enumerate(specs_[: self._num_observation_leaves])
@@ -197,8 +199,10 @@ class SequenceAdder(Adder):
             *tree.flatten(dict(extras or {})),
         ]
         if len(values) != len(self._buffers):
-            raise ValueError(f"a step has {len(values)} leaves but the table's rows have {len(self._buffers)}: "
-                             f"check the extras ({sorted(extras or {})}) against the spec's ({sorted(self._spec.extras)})")
+            raise ValueError(
+                f"a step has {len(values)} leaves but the table's rows have {len(self._buffers)}: "
+                f"check the extras ({sorted(extras or {})}) against the spec's ({sorted(self._spec.extras)})"
+            )
         for buffer, value in zip(self._buffers, values):
             buffer[ids, positions] = value
         self._positions[ids] += 1
@@ -234,7 +238,9 @@ class SequenceAdder(Adder):
         if self._positions[env_id] == self._length:
             written += self._write(env_id)
         start = int(self._positions[env_id])
-        if self._fresh[env_id] > 0 and self._buffers[self._mask_leaf][env_id, :start].any():  # A step no item holds yet.
+        if (
+            self._fresh[env_id] > 0 and self._buffers[self._mask_leaf][env_id, :start].any()
+        ):  # A step no item holds yet.
             for buffer in self._buffers:
                 buffer[env_id, start:] = 0
             written += self._write(env_id)

@@ -105,9 +105,7 @@ def make_transition_table(
     """A FIFO table of transitions sampled uniformly or in proportion to priority, laid
     out by `codec` (by default packed into one column where that is exact and small)."""
     codec = codec or transition_codec(environment_spec)
-    sampler = (
-        reverb.selectors.Prioritized(priority_exponent) if prioritized else reverb.selectors.Uniform()
-    )
+    sampler = reverb.selectors.Prioritized(priority_exponent) if prioritized else reverb.selectors.Uniform()
     return reverb.Table(
         name=name,
         sampler=sampler,
@@ -128,7 +126,9 @@ def make_sequence_table(
     """A FIFO table of whole sequences (rl/replay/sequences.py's items), sampled in
     proportion to priority ** `priority_exponent` (None: uniformly), for recurrent
     replay (R2D2) whose learner writes each sampled item's priority back."""
-    sampler = reverb.selectors.Uniform() if priority_exponent is None else reverb.selectors.Prioritized(priority_exponent)
+    sampler = (
+        reverb.selectors.Uniform() if priority_exponent is None else reverb.selectors.Prioritized(priority_exponent)
+    )
     return reverb.Table(
         name=name,
         sampler=sampler,

@@ -14,9 +14,7 @@ from rl.types import Transition
 rlax = import_without_tensorflow("rlax")  # Not all of TensorFlow (rl/lazy_tensorflow.py).
 
 
-def projected_target(
-    atoms: jax.Array, reward: jax.Array, discount: jax.Array, target_logits: jax.Array
-) -> jax.Array:
+def projected_target(atoms: jax.Array, reward: jax.Array, discount: jax.Array, target_logits: jax.Array) -> jax.Array:
     """The distribution of `r + discount * Z(s', a')` projected back onto `atoms`.
 
     `target_logits` is (B, num_atoms); the shifted atoms are projected with

@@ -26,9 +26,7 @@ class DQNBuilder(TransitionReplayBuilder):
     def __init__(self, config: DQNConfig, exploration: Any = None):
         super().__init__(config, exploration if exploration is not None else EpsilonGreedy())
 
-    def make_policy(
-        self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool
-    ) -> Policy:
+    def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
         del environment_spec
         head = Greedy() if evaluation else self.exploration
 

@@ -45,9 +45,7 @@ class DQNConfig(ReplayConfig):
                 f"learning_rate_decay_actor_steps must be >= 0, got {self.learning_rate_decay_actor_steps}"
             )
         if not 0.0 <= self.final_learning_rate_fraction <= 1.0:
-            raise ValueError(
-                f"final_learning_rate_fraction must be in [0, 1], got {self.final_learning_rate_fraction}"
-            )
+            raise ValueError(f"final_learning_rate_fraction must be in [0, 1], got {self.final_learning_rate_fraction}")
 
     def sgd_steps_by(self, actor_steps: int) -> int:
         """SGD steps the replay ratio allows once `actor_steps` transitions are inserted.

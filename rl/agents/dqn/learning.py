@@ -69,4 +69,6 @@ class DQNLearner(QLearner):
         optimizer = make_optimizer(config)
         sgd_step = functools.partial(dqn_sgd_step, network.apply, optimizer, config)
         state = initial_state(network.init(random_key), optimizer)
-        super().__init__(state, sgd_step, iterator, config, replay_client, counter, logger, prioritized=config.prioritized)
+        super().__init__(
+            state, sgd_step, iterator, config, replay_client, counter, logger, prioritized=config.prioritized
+        )

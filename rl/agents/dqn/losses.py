@@ -16,7 +16,11 @@ from rl.types import Transition
 
 
 def double_q_td_error(
-    q_tm1: jax.Array, action: jax.Array, reward: jax.Array, discount: jax.Array, q_t_value: jax.Array,
+    q_tm1: jax.Array,
+    action: jax.Array,
+    reward: jax.Array,
+    discount: jax.Array,
+    q_t_value: jax.Array,
     q_t_selector: jax.Array,
 ) -> jax.Array:
     """delta = r + discount * Q_target(s', argmax_a Q_online(s', a)) - Q_online(s, a), per

@@ -112,9 +112,7 @@ def impala_loss(
     values = unflat(values)
     log_rhos = jax.lax.stop_gradient(log_probs) - batch.extras["log_prob"]
     targets, advantages = jax.vmap(
-        lambda v, r, d, m, lr: vtrace_targets(
-            v, r, d, m, lr, gamma, lambda_, clip_rho_threshold, clip_pg_rho_threshold
-        )
+        lambda v, r, d, m, lr: vtrace_targets(v, r, d, m, lr, gamma, lambda_, clip_rho_threshold, clip_pg_rho_threshold)
     )(values, batch.reward, batch.discount, batch.mask, log_rhos)
     mask = batch.mask[:, :-1]  # The rows trained on: all but each sequence's last.
     critic_loss = value_loss(values[:, :-1], targets, mask)

@@ -35,7 +35,9 @@ class PPOBuilder(SequenceQueueBuilder):
 
         del replay_client  # A queue: nothing to write back.
         if self.config.normalize_observations and getattr(networks, "observation_spec", None) is None:
-            raise ValueError("normalize_observations needs a network that names its observation spec (policy_value_mlp)")
+            raise ValueError(
+                "normalize_observations needs a network that names its observation spec (policy_value_mlp)"
+            )
         return PPOLearner(networks, random_key, dataset, self.config, networks.observation_spec, counter, logger)
 
 

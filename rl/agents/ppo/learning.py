@@ -80,7 +80,9 @@ def prepare_minibatches(
 
     def shuffled(epoch_key: jax.Array) -> losses.Minibatch:
         order = jax.random.permutation(epoch_key, count)
-        return jax.tree_util.tree_map(lambda x: jnp.reshape(x[order], (config.num_minibatches, size) + x.shape[1:]), steps)
+        return jax.tree_util.tree_map(
+            lambda x: jnp.reshape(x[order], (config.num_minibatches, size) + x.shape[1:]), steps
+        )
 
     epochs = jax.vmap(shuffled)(jax.random.split(key, config.num_epochs))
     minibatches = jax.tree_util.tree_map(lambda x: jnp.reshape(x, (-1,) + x.shape[2:]), epochs)
@@ -89,7 +91,9 @@ def prepare_minibatches(
         "steps_in_batch": jnp.sum(mask),
         "explained_variance": 1.0
         - losses.masked_mean(jnp.square(steps.target - steps.old_value), mask)
-        / jnp.maximum(losses.masked_mean(jnp.square(steps.target - losses.masked_mean(steps.target, mask)), mask), 1e-8),
+        / jnp.maximum(
+            losses.masked_mean(jnp.square(steps.target - losses.masked_mean(steps.target, mask)), mask), 1e-8
+        ),
         "advantage_mean": losses.masked_mean(steps.advantage, mask),
     }
     return minibatches, metrics
@@ -106,7 +110,9 @@ def ppo_update(
     statistics = state.observation_statistics
     if config.normalize_observations:  # Fold this batch in first, then train on it normalised.
         statistics = update_statistics(statistics, batch.observation, batch.mask)
-        batch = batch._replace(observation=normalize_observations(statistics, batch.observation, config.observation_clip))
+        batch = batch._replace(
+            observation=normalize_observations(statistics, batch.observation, config.observation_clip)
+        )
     minibatches, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
     loss_fn = functools.partial(
         losses.ppo_loss,
@@ -155,7 +161,9 @@ class PPOLearner(SGDLearner):
         state = TrainingState(
             params=params,
             opt_state=optimizer.init(params),
-            observation_statistics=init_statistics(observation_spec) if observation_spec is not None else no_statistics(),
+            observation_statistics=init_statistics(observation_spec)
+            if observation_spec is not None
+            else no_statistics(),
             key=key,
             steps=jnp.zeros((), jnp.int32),
             actor_steps=jnp.zeros((), jnp.int32),

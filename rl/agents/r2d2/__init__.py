@@ -6,8 +6,6 @@ from rl.agents.r2d2.builder import R2D2Builder, make_builder
 from rl.agents.r2d2.config import R2D2Config
 
 # The learner and losses (rlax, and through it TensorFlow) load when first used.
-__getattr__ = lazy_attributes(
-    __name__, {"R2D2Learner": "learning", "TrainingState": "learning", "r2d2_loss": "losses"}
-)
+__getattr__ = lazy_attributes(__name__, {"R2D2Learner": "learning", "TrainingState": "learning", "r2d2_loss": "losses"})
 
 __all__ = ["R2D2Builder", "R2D2Config", "R2D2Learner", "TrainingState", "make_builder", "r2d2_loss"]

@@ -76,7 +76,7 @@ class R2D2Builder(TransitionReplayBuilder):
         expected = self.extras_spec()["core_state"]
         if {k: s.shape for k, s in networks.state_spec.items()} != {k: s.shape for k, s in expected.items()}:
             raise ValueError(
-                f"the network's core state {({k: s.shape for k, s in networks.state_spec.items()})} differs from the "
+                f"the network's core state { ({k: s.shape for k, s in networks.state_spec.items()}) } differs from the "
                 f"one replay stores (agent.core_state_size={self.config.core_state_size})"
             )
 
@@ -90,12 +90,16 @@ class R2D2Builder(TransitionReplayBuilder):
         exploration = getattr(head, "exploration_metrics", None)
         return RecurrentPolicy(step=step, initial_state=networks.initial_state, exploration=exploration)
 
-    def make_policy(self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> RecurrentPolicy:
+    def make_policy(
+        self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool
+    ) -> RecurrentPolicy:
         """Greedy (evaluation) or the policy group's exploration on the recurrent Q-values."""
         del environment_spec
         return self._policy(networks, Greedy() if evaluation else self.exploration)
 
-    def make_actor_policy(self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int) -> RecurrentPolicy:
+    def make_actor_policy(
+        self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int
+    ) -> RecurrentPolicy:
         """Actor `actor_id`'s behaviour policy: with several actors (launcher=ray) each acts
         epsilon-greedily with its own fixed Ape-X epsilon (`R2D2Config.actor_epsilon_of`)."""
         epsilon = self.config.actor_epsilon_of(actor_id)

@@ -75,8 +75,15 @@ class R2D2Config(ReplayConfig):
         if self.sequence_period is None:
             self.sequence_period = max(1, self.trace_length // 2)
         require_positive(
-            self, "trace_length", "sequence_period", "learning_rate", "adam_eps", "max_gradient_norm",
-            "target_update_period", "rescaling_epsilon", "num_actors",
+            self,
+            "trace_length",
+            "sequence_period",
+            "learning_rate",
+            "adam_eps",
+            "max_gradient_norm",
+            "target_update_period",
+            "rescaling_epsilon",
+            "num_actors",
         )
         if self.burn_in_length < 0:
             raise ValueError(f"burn_in_length must be >= 0, got {self.burn_in_length}")

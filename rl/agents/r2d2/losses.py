@@ -70,9 +70,7 @@ def n_step_double_q_targets(
     return jax.lax.stop_gradient(transform(returns))
 
 
-def burn_in_and_unroll(
-    unroll: Unroll, params: Any, observations: Any, state: Any, burn_in: int
-) -> jax.Array:
+def burn_in_and_unroll(unroll: Unroll, params: Any, observations: Any, state: Any, burn_in: int) -> jax.Array:
     """Q-values of the trace rows (time-major): the first `burn_in` rows only warm the core
     state up from the stored `state`, and no gradient flows back through them."""
     if burn_in > 0:

@@ -16,6 +16,7 @@ class SACBuilder(ContinuousBuilder):
         from rl.agents.sac.learning import SACLearner
 
         return SACLearner
+
     stochastic_policy = True
 
     def default_exploration(self) -> Any:

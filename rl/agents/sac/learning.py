@@ -140,4 +140,6 @@ class SACLearner(ContinuousLearner):
         logger: Logger | None = None,
     ):
         sac = make_sac(networks, config)
-        super().__init__(sac.init(random_key), sac.sgd_step, iterator, config, networks.environment_spec.actions, counter, logger)
+        super().__init__(
+            sac.init(random_key), sac.sgd_step, iterator, config, networks.environment_spec.actions, counter, logger
+        )

@@ -59,7 +59,9 @@ class TD3Learner(ContinuousLearner):
             policy_loss, grads = jax.value_and_grad(losses.policy_loss)(
                 state.policy_params, state.critic_params, policy.apply, critic.apply, observation
             )
-            policy_params, policy_opt_state = gradient_step(policy_optimizer, grads, state.policy_opt_state, state.policy_params)
+            policy_params, policy_opt_state = gradient_step(
+                policy_optimizer, grads, state.policy_opt_state, state.policy_params
+            )
             state = state._replace(
                 policy_params=policy_params,
                 policy_opt_state=policy_opt_state,
@@ -87,7 +89,9 @@ class TD3Learner(ContinuousLearner):
                 config.target_policy_sigma,
                 config.target_noise_clip,
             )
-            critic_params, critic_opt_state = gradient_step(critic_optimizer, grads, state.critic_opt_state, state.critic_params)
+            critic_params, critic_opt_state = gradient_step(
+                critic_optimizer, grads, state.critic_opt_state, state.critic_params
+            )
             state = state._replace(
                 critic_params=critic_params,
                 critic_opt_state=critic_opt_state,

@@ -11,9 +11,7 @@ from rl.agents.continuous import twin_critic_loss, twin_critic_target
 from rl.types import Transition
 
 
-def smoothed_target_action(
-    target_action: jax.Array, key: jax.Array, sigma: float, noise_clip: float
-) -> jax.Array:
+def smoothed_target_action(target_action: jax.Array, key: jax.Array, sigma: float, noise_clip: float) -> jax.Array:
     """The target policy's action plus clipped Gaussian noise, kept in [-1, 1]."""
     noise = jnp.clip(sigma * jax.random.normal(key, target_action.shape), -noise_clip, noise_clip)
     return jnp.clip(target_action + noise, -1.0, 1.0)

@@ -79,12 +79,22 @@ class RayLauncher:
         if self.num_evaluators < 1:
             raise ValueError(f"num_evaluators must be >= 1, got {self.num_evaluators}")
         for name in (
-            "learner_num_cpus", "learner_num_gpus", "actor_num_cpus", "max_restarts", "max_learner_restarts",
+            "learner_num_cpus",
+            "learner_num_gpus",
+            "actor_num_cpus",
+            "max_restarts",
+            "max_learner_restarts",
             "max_replay_restarts",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("restart_timeout_s", "connect_timeout_s", "stop_timeout_s", "call_timeout_s", "evaluation_timeout_s"):
+        for name in (
+            "restart_timeout_s",
+            "connect_timeout_s",
+            "stop_timeout_s",
+            "call_timeout_s",
+            "evaluation_timeout_s",
+        ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         for name, amount in (self.actor_resources or {}).items():
@@ -201,7 +211,8 @@ class _RayRun:
         self.names = ray_nodes.node_names()
         self._head_node: str | None = None
         self.log_queue = Queue(
-            maxsize=100_000, actor_options={"num_cpus": 0, "name": self.names["log_queue"], **self._on_head_node(hard=True)}
+            maxsize=100_000,
+            actor_options={"num_cpus": 0, "name": self.names["log_queue"], **self._on_head_node(hard=True)},
         )
         remote_experiment = dataclasses.replace(
             experiment, logger_factory=ray_nodes.QueueLoggerFactory(self.names["log_queue"], run_start_time(experiment))
@@ -324,13 +335,15 @@ class _RayRun:
                 "runtime_env": {"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
             }
             actors = [
-                ray_nodes.ActorNode.options(**actor_options).remote(program, i, names["replay"], names["learner"], names["counter"])
+                ray_nodes.ActorNode.options(**actor_options).remote(
+                    program, i, names["replay"], names["learner"], names["counter"]
+                )
                 for i in range(launcher.num_actors)
             ]
             evaluators = [
-                ray_nodes.EvaluatorNode.options(max_restarts=launcher.max_restarts, **self._on_head_node(hard=True)).remote(
-                    program, i, names["learner"], names["counter"], launcher.restart_timeout_s
-                )
+                ray_nodes.EvaluatorNode.options(
+                    max_restarts=launcher.max_restarts, **self._on_head_node(hard=True)
+                ).remote(program, i, names["learner"], names["counter"], launcher.restart_timeout_s)
                 for i in range(self.program.evaluators)
             ]
             self.evaluators = evaluators
@@ -355,9 +368,7 @@ class _RayRun:
             ray.wait([learner_run], timeout=launcher.stop_timeout_s)
             _, state = self._save()  # The final checkpoint.
             self._drain_logs()
-            summary = finish_run(
-                experiment, state["counts"], *self._curve(), time.perf_counter() - start, acting_time
-            )
+            summary = finish_run(experiment, state["counts"], *self._curve(), time.perf_counter() - start, acting_time)
             exit_code = 0
             return summary
         except ray.exceptions.RayError as error:
@@ -385,7 +396,11 @@ class _RayRun:
             self._event(f"run failed: {message}")
             counts = self._get(self.counter.get_counts.remote(), "counter", "get_counts", timeout=5.0)
             finish_run(
-                self.experiment, counts, *self._curve(), time.perf_counter() - start, self._acting_time(),
+                self.experiment,
+                counts,
+                *self._curve(),
+                time.perf_counter() - start,
+                self._acting_time(),
                 status="failed",
             )
         except Exception:  # Best effort: the reason is raised either way.
@@ -411,7 +426,8 @@ class _RayRun:
 
         if self._head_node is None:
             heads = [
-                node["NodeID"] for node in self.ray.nodes()
+                node["NodeID"]
+                for node in self.ray.nodes()
                 if node.get("Alive") and "node:__internal_head__" in node.get("Resources", {})
             ]
             self._head_node = heads[0] if heads else ""
@@ -540,16 +556,29 @@ class _RayRun:
             self._learner_died(error)
             snapshot = self._get(self.learner.checkpoint.remote(), "learner", "checkpoint")
         except self.ray.exceptions.RayTaskError as error:  # A numerical fault, say.
-            kept = f"the last good checkpoint is {self.checkpoints.last}" if self.checkpoints.last else "no checkpoint was written"
+            kept = (
+                f"the last good checkpoint is {self.checkpoints.last}"
+                if self.checkpoints.last
+                else "no checkpoint was written"
+            )
             raise LauncherError(f"the learner's checkpoint failed ({_first_line(error)}); {kept}") from None
         counts = snapshot["counts"]
         actor_steps = int(counts.get("actor_steps", 0))
-        if periodic and self.checkpoints.last is not None and checkpointing.step_of(self.checkpoints.last) == actor_steps:
+        if (
+            periodic
+            and self.checkpoints.last is not None
+            and checkpointing.step_of(self.checkpoints.last) == actor_steps
+        ):
             self.checkpoints.start()  # The next try, a period from now.
             return None, {}
         schedule_steps = {int(k): int(v) for k, v in snapshot["schedule_steps"].items()}
         state = run_state(
-            self.experiment, counts, actor_steps, self.next_eval, schedule_steps.get(0, 0), *self._curve(),
+            self.experiment,
+            counts,
+            actor_steps,
+            self.next_eval,
+            schedule_steps.get(0, 0),
+            *self._curve(),
             self._acting_time(),
         )
         state["actor_schedule_steps"] = {str(k): v for k, v in sorted(schedule_steps.items())}
@@ -573,7 +602,11 @@ class _RayRun:
         self.learner.stop.remote()
         self._drain_logs()
         summary = finish_run(
-            self.experiment, state["counts"], *self._curve(), time.perf_counter() - start, acting_time,
+            self.experiment,
+            state["counts"],
+            *self._curve(),
+            time.perf_counter() - start,
+            acting_time,
             status="interrupted",
         )
         return summary, path
@@ -676,7 +709,8 @@ class _RayRun:
         self._record_pid("replay", pid)
         origin = (
             f"restored from {os.path.relpath(start['restored'], self.experiment.run_directory)}"
-            if start["restored"] else "with empty tables (no replay checkpoint: checkpoint.replay=false, or none yet)"
+            if start["restored"]
+            else "with empty tables (no replay checkpoint: checkpoint.replay=false, or none yet)"
         )
         self._event(
             f"replay died; restarted by Ray as pid {pid} ({self.replay_restarts}/{limit}) at {start['address']},"

@@ -134,9 +134,7 @@ class RemoteVariableSource(core.VariableSource):
         deadline = time.monotonic() + self._timeout_s
         while True:
             try:
-                return ray.get(
-                    self._learner.get_variables.remote(names), timeout=max(0.1, deadline - time.monotonic())
-                )
+                return ray.get(self._learner.get_variables.remote(names), timeout=max(0.1, deadline - time.monotonic()))
             except ray.exceptions.GetTimeoutError:
                 pass
             except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
