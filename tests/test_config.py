@@ -109,12 +109,6 @@ def test_preset_sets_budget_and_groups(tmp_path):
     assert experiment.environment_name == "CartPole-v1"
     assert experiment.max_actor_steps == 50_000 and experiment.eval_every == 2_500
     assert experiment.num_envs == 8 and experiment.threshold == 475.0
-    assert not experiment.adder_process  # Off unless asked for (docs/performance.md: why).
-
-
-def test_adder_process_is_off_by_default_and_can_be_set(tmp_path):
-    assert not build([], tmp_path)[0].adder_process
-    assert build(["experiment=dqn_cartpole", "adder_process=true"], tmp_path)[0].adder_process
 
 
 def test_environment_name_override_reaches_the_factory(tmp_path):
@@ -135,9 +129,7 @@ BAD_OVERRIDES = [
     (["seed=abc"], "seed"),
     (["network.hidden_sizes=[a,b]"], "network.hidden_sizes"),
     (["policy.epsilon_end=2.0"], "epsilon_end"),
-    (["adder_process=maybe"], "adder_process"),
     # Settings the deterministic mode would otherwise ignore, or could not checkpoint.
-    (["launcher.deterministic=true", "adder_process=true"], "adder_process"),
     (["launcher.deterministic=true", "environment.num_envs=4", "environment.backend=envpool"], "environment.backend"),
 ]
 

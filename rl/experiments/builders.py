@@ -119,11 +119,6 @@ def behaviour_policy(builder: Any, networks: Any, environment_spec: Any, actor_i
     return builder.make_policy(networks, environment_spec, evaluation=False)
 
 
-def _make_adder(builder: Any, environment_spec: Any, client: Any) -> Any:
-    """The agent's adder on `client` (what an adder process builds)."""
-    return builder.make_adder(client, environment_spec)
-
-
 def build_actor(
     experiment: ExperimentConfig,
     random_key: jax.Array,
@@ -131,11 +126,8 @@ def build_actor(
     variable_source: core.VariableSource,
     counter: Counter,
     actor_id: int,
-    adder_process: bool = False,
 ) -> EnvironmentLoop:
-    """An environment loop acting with the behaviour policy and writing to replay; with
-    `adder_process` the adder runs in a child process on its own client of `replay`'s
-    server (rl/replay/adder_process.py)."""
+    """An environment loop acting with the behaviour policy and writing to replay."""
     enable_compilation_cache(experiment.compilation_cache)
     environment_key, actor_key = jax.random.split(random_key)
     observers = make_observers(experiment, "actor", actor_id)
@@ -143,14 +135,7 @@ def build_actor(
     builder = experiment.builder
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     policy = behaviour_policy(builder, networks, experiment.environment_spec, actor_id)
-    if adder_process:
-        from rl.replay.adder_process import AdderProcess
-
-        make_adder = functools.partial(_make_adder, builder, experiment.environment_spec)
-        adder = AdderProcess(make_adder, replay.server_address)
-        log.info("actor %d writes to replay through an adder process (pid %s)", actor_id, adder.pid)
-    else:
-        adder = builder.make_adder(replay, experiment.environment_spec)
+    adder = builder.make_adder(replay, experiment.environment_spec)
     actor = builder.make_actor(actor_key, policy, experiment.environment_spec, variable_source, adder)
     # Only actor 0 writes episode records: N actors do not flood the logs.
     logger: Logger = experiment.logger_factory("actor", "actor_steps", actor_id) if actor_id == 0 else NoOpLogger()

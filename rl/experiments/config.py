@@ -56,9 +56,6 @@ class ExperimentConfig:
     evaluation_environment_factory: Callable[..., dm_env.Environment] | None = None
     # Directory of the persistent XLA compilation cache (None: no cache).
     compilation_cache: str | None = None
-    # Whether an actor of launcher=local makes its adder's calls in a child process
-    # (rl/replay/adder_process.py).
-    adder_process: bool = False
     # The evaluation return that counts as solving the task (None: none); the summary
     # records when it was first reached.
     threshold: float | None = None

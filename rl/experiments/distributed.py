@@ -114,13 +114,11 @@ class DistributedProgram:
         counter: Any,
         restart: int = 0,
         initial_step: int = 0,
-        adder_process: bool = False,
     ) -> EnvironmentLoop:
         """Actor `actor_id`'s loop; a restarted one gets a fresh key (`actor_key`) and
-        resumes its schedules at `initial_step`, the steps it had counted before.
-        `adder_process`: its adder runs in a child process (`build_actor`)."""
+        resumes its schedules at `initial_step`, the steps it had counted before."""
         key = self.actor_key(actor_id, restart)
-        loop = build_actor(self.experiment, key, replay_client, variable_source, counter, actor_id, adder_process)
+        loop = build_actor(self.experiment, key, replay_client, variable_source, counter, actor_id)
         if initial_step:
             loop.actor.step_count = initial_step
         return loop

@@ -309,7 +309,6 @@ def make_experiment(
         evaluation_environment_factory=evaluation_environment_factory,
         observers=observers,
         compilation_cache=settings.compilation_cache,
-        adder_process=settings.adder_process,
         agent_name=agent_name,
         environment_name=environment_name,
         _environment_spec=environment_spec,

@@ -98,7 +98,6 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
             counter,
             restart=experiment.session,
             initial_step=schedule_step,
-            adder_process=experiment.adder_process,  # Refused with deterministic=true (validation).
         )
         evaluators = [program.make_evaluator(i, learner, counter) for i in range(program.evaluators)]
         histories = [Evaluations() for _ in evaluators]

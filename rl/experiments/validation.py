@@ -141,8 +141,6 @@ class RunSettings:
     compilation_cache: str | None
     # The run directory to resume (None: the run directory is Hydra's).
     resume: str | None = None
-    # Whether a local run's actor makes its adder's calls in a child process.
-    adder_process: bool = False
 
 
 CHECKPOINT_KEYS = ("enabled", "every_seconds", "keep", "replay")

@@ -24,18 +24,10 @@ class LocalLauncher:
         """Refuses settings the deterministic mode would otherwise ignore without a word.
         (`checkpoint.replay` is not one: a deterministic checkpoint always holds its
         in-process replay, which an exact resume needs.)"""
-        from rl.experiments.validation import ConfigError
-
         if not self.deterministic:
             return
         if experiment.checkpoint.enabled:
             _check_environment_saves(experiment)
-        if experiment.adder_process:
-            raise ConfigError(
-                "adder_process",
-                "launcher.deterministic=true makes the adder's calls in the actor's thread (their order must not "
-                "depend on timing); set adder_process=false",
-            )
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         from rl.experiments.run_local import run_local  # Replay (reverb, TensorFlow) loads when a run starts.
