@@ -1,4 +1,4 @@
-"""Benchmarks: `python scripts/benchmark.py SUITE [--json OUT] [--repeats N] [--seeds S ...]
+"""Benchmarks: `python scripts/benchmark.py SUITE [--json OUT] [--repeats N]
 [--experiments PRESET ...] [--seconds S] [--quick]`, and
 `python scripts/benchmark.py baselines [--presets PRESET ...] [--seeds N] [--out MD]
 [--runs-dir DIR] [--jobs J] [--overrides KEY=VALUE ...] [--reuse]`.
@@ -7,7 +7,7 @@ Each suite prints a table and, with --json, writes its rows as a JSON list of
 {suite, case, value, unit, bound, ratio}. Ratios compare figures measured in this one
 invocation. Wall-clock figures on a shared machine are noisy: compare ratios, repeat.
 `baselines` also writes a generated markdown file (docs/baselines.md) and its figure.
-The suites live in rl/benchmarks/; this script parses the command line and composes
+The suites live in benchmarks/; this script parses the command line and composes
 experiments with Hydra (conf/), as scripts/train.py does.
 """
 
@@ -29,11 +29,11 @@ if __name__ == "__main__":  # Once, under jemalloc, before TensorFlow and JAX lo
 
     reexec_with_jemalloc()
 
-from rl.benchmarks import SUITES, Settings, format_table, get_suite, write_json  # noqa: E402
-from rl.benchmarks import baselines  # noqa: E402
+from benchmarks import baselines  # noqa: E402
+from benchmarks.common import SUITES, Settings, format_table, get_suite, write_json  # noqa: E402
 
-# Suites this script runs itself, beside rl/benchmarks' SUITES: name -> --help line.
-OWN_SUITES = {"baselines": baselines.DESCRIPTION}
+# Suites this script runs itself, beside benchmarks' SUITES: name -> --help line.
+OWN_SUITES = {"baselines": baselines.suite_baselines.__doc__}
 
 CONF = os.path.join(ROOT, "conf")
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
@@ -100,9 +100,11 @@ def describe_preset(preset: str, overrides: Sequence[str]) -> dict:
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    described = {name: description for name, (_, _, description) in SUITES.items()} | OWN_SUITES
+    described = {name: get_suite(name).__doc__ for name in SUITES} | OWN_SUITES
     suites = "\n".join(
-        textwrap.fill(f"{name}: {description}", width=88, initial_indent="  ", subsequent_indent="      ")
+        textwrap.fill(
+            f"{name}: {' '.join(description.split())}", width=88, initial_indent="  ", subsequent_indent="      "
+        )
         for name, description in described.items()
     )
     parser = argparse.ArgumentParser(
@@ -117,8 +119,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--seeds",
         type=int,
         nargs="+",
-        help="solve: the seeds to train (default 0 1 2); baselines: N, to train seeds 0..N-1 (default "
-        f"{baselines.DEFAULT_NUM_SEEDS})",
+        help=f"baselines: N, to train seeds 0..N-1 (default {baselines.DEFAULT_NUM_SEEDS})",
     )
     parser.add_argument(
         "--experiments",
@@ -126,7 +127,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         dest="experiments",
         nargs="+",
         metavar="PRESET",
-        help="actor, learner, solve, scaling, startup, baselines: presets (conf/experiment)",
+        help="actor, learner, scaling, startup, baselines: presets (conf/experiment)",
     )
     parser.add_argument("--seconds", type=float, default=2.0, help="length of one in-process measurement")
     parser.add_argument(
@@ -161,7 +162,10 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(to finish an interrupted benchmark)",
     )
     args = parser.parse_args(argv)
+    if args.repeats < 1 or args.seconds <= 0:
+        parser.error("--repeats must be >= 1 and --seconds > 0")
     own_options = {"--out": args.out, "--runs-dir": args.runs_dir, "--jobs": args.jobs, "--overrides": args.overrides}
+    own_options["--seeds"] = args.seeds  # Only baselines trains seeds.
     if args.suite != "baselines":
         given = [option for option, value in own_options.items() if value is not None] + (
             ["--reuse"] if args.reuse else []
@@ -210,7 +214,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         repeats=args.repeats,
         seconds=min(args.seconds, 0.2) if args.quick else args.seconds,
         quick=args.quick,
-        seeds=args.seeds if args.seeds is not None else (0, 1, 2),
         experiments=args.experiments,
         compose=compose_experiment,
         has_key=has_key,

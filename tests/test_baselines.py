@@ -15,14 +15,14 @@ import sys
 import numpy as np
 import pytest
 
-from rl.benchmarks import baselines
-from rl.benchmarks.baselines import (
+from benchmarks import baselines
+from benchmarks.baselines import (
     PUBLISHED,
     SOURCES,
     TABLE_HEADER,
+    PresetResult,
     curve_iqm,
     environment_label,
-    preset_result,
     render_markdown,
     table_cells,
 )
@@ -74,7 +74,7 @@ def test_three_seeds_give_successes_iqm_and_medians_computed_by_hand():
         summary(480.0, steps_to_threshold=20_000, seconds=40.0, seed=1),
         summary(100.0, seed=2),  # Never reached 475.
     ]
-    result = preset_result("dqn_cartpole", CARTPOLE, [0, 1, 2], summaries)
+    result = PresetResult("dqn_cartpole", CARTPOLE, [0, 1, 2], summaries)
     assert result.successes == 2
     cells = table_cells(result, "[1]")
     assert len(cells) == len(TABLE_HEADER)
@@ -95,29 +95,29 @@ def test_three_seeds_give_successes_iqm_and_medians_computed_by_hand():
 
 def test_iqm_trims_a_quarter_from_each_end():
     finals = [500.0, 480.0, 100.0, 0.0]
-    result = preset_result("dqn_cartpole", CARTPOLE, [0, 1, 2, 3], [summary(f) for f in finals])
+    result = PresetResult("dqn_cartpole", CARTPOLE, [0, 1, 2, 3], [summary(f) for f in finals])
     iqm, _, _ = map(float, IQM_CELL.match(table_cells(result)[COLUMN["IQM final return [95% CI]"]]).groups())
     assert iqm == pytest.approx((480 + 100) / 2, abs=0.05)  # 4 values: the middle two.
     ten = [0.0, 10.0, 200.0, 300.0, 400.0, 450.0, 480.0, 490.0, 500.0, 500.0]
-    result = preset_result("dqn_cartpole", CARTPOLE, list(range(10)), [summary(f) for f in ten])
+    result = PresetResult("dqn_cartpole", CARTPOLE, list(range(10)), [summary(f) for f in ten])
     assert result.statistics()["iqm"] == pytest.approx(np.mean(sorted(ten)[2:8]))  # 10: the middle six.
     assert result.successes == 4 and table_cells(result)[COLUMN["successes"]] == "4/10"
 
 
 def test_failed_runs_and_missing_thresholds_are_not_successes():
-    result = preset_result(
+    result = PresetResult(
         "ppo_cartpole", CARTPOLE, [0, 1], [summary(500.0, 5_000, 9.5), None], {1: "exited with status 1"}
     )
     cells = table_cells(result)
     assert cells[COLUMN["successes"]] == "1/2"
     iqm, low, high = map(float, IQM_CELL.match(cells[COLUMN["IQM final return [95% CI]"]]).groups())
     assert iqm == low == high == 500.0  # One finished run: the interval collapses onto it.
-    none = preset_result("ppo_cartpole", CARTPOLE, [0], [summary(100.0)])
+    none = PresetResult("ppo_cartpole", CARTPOLE, [0], [summary(100.0)])
     assert table_cells(none)[COLUMN["median steps to threshold"]] == "n/a"
     assert table_cells(none)[COLUMN["median seconds to threshold"]] == "n/a"
-    nothing = preset_result("ppo_cartpole", CARTPOLE, [0], [None])
+    nothing = PresetResult("ppo_cartpole", CARTPOLE, [0], [None])
     assert table_cells(nothing)[COLUMN["IQM final return [95% CI]"]] == "n/a"
-    no_threshold = preset_result("x", {**CARTPOLE, "threshold": None}, [0], [{**summary(1.0), "threshold": None}])
+    no_threshold = PresetResult("x", {**CARTPOLE, "threshold": None}, [0], [{**summary(1.0), "threshold": None}])
     assert no_threshold.successes is None and table_cells(no_threshold)[COLUMN["successes"]] == "n/a"
     markdown = render_markdown([result], "python scripts/benchmark.py baselines", "2024-01-01 00:00 UTC")
     assert "`ppo_cartpole` seed 1 failed: exited with status 1" in markdown
@@ -126,14 +126,14 @@ def test_failed_runs_and_missing_thresholds_are_not_successes():
 
 def test_markdown_is_generated_with_command_date_figure_and_numbered_sources():
     results = [
-        preset_result("dqn_cartpole", CARTPOLE, [0, 1], [summary(500.0, 1, 1.0), summary(490.0, 2, 2.0)]),
-        preset_result(
+        PresetResult("dqn_cartpole", CARTPOLE, [0, 1], [summary(500.0, 1, 1.0), summary(490.0, 2, 2.0)]),
+        PresetResult(
             "r2d2_cartpole_masked",
             {**CARTPOLE, "environment": "CartPole-v1 (cartpole_masked)"},
             [0, 1],
             [summary(200.0), summary(300.0)],
         ),
-        preset_result("sac_pendulum", {**CARTPOLE, "threshold": -200.0}, [0, 1], [summary(-150.0), summary(-170.0)]),
+        PresetResult("sac_pendulum", {**CARTPOLE, "threshold": -200.0}, [0, 1], [summary(-150.0), summary(-170.0)]),
     ]
     command = "python scripts/benchmark.py baselines --seeds 2"
     markdown = render_markdown(results, command, "2024-01-01 00:00 UTC", "baselines.png", ["Runs: 2 at a time"])
@@ -182,8 +182,8 @@ def test_learning_curve_iqm_and_band_over_seeds(tmp_path):
     assert np.all(curve["low"] <= curve["iqm"]) and np.all(curve["iqm"] <= curve["high"])
     assert curve["runs"] == 3 and curve_iqm([])["steps"].size == 0
     results = [
-        preset_result("dqn_cartpole", CARTPOLE, [0, 1, 2], [summary(c[-1][1], curve=c) for c in curves]),
-        preset_result("ppo_cartpole", CARTPOLE, [0], [None]),
+        PresetResult("dqn_cartpole", CARTPOLE, [0, 1, 2], [summary(c[-1][1], curve=c) for c in curves]),
+        PresetResult("ppo_cartpole", CARTPOLE, [0], [None]),
     ]
     path = tmp_path / "curves.png"
     baselines.plot_learning_curves(results, str(path))
@@ -217,11 +217,11 @@ def test_command_line_checks():
     arguments = parse_arguments(["baselines", "--presets", "dqn_cartpole", "--seeds", "3", "--overrides", "a=1", "b=2"])
     assert arguments.experiments == ["dqn_cartpole"] and arguments.seeds == [3]
     assert arguments.overrides == ["a=1", "b=2"]
-    for bad in (["baselines", "--seeds", "0", "1"], ["baselines", "--seeds", "0"], ["solve", "--out", "x.md"]):
+    bad = (["baselines", "--seeds", "0", "1"], ["baselines", "--seeds", "0"], ["actor", "--out", "x.md"])
+    for arguments in (*bad, ["actor", "--seeds", "3"]):  # --seeds is baselines' only.
         with pytest.raises(SystemExit) as error:
-            parse_arguments(bad)
+            parse_arguments(arguments)
         assert error.value.code == 2
-    assert parse_arguments(["solve"]).seeds is None  # solve's default (0 1 2) is applied in main.
 
 
 # --------------------------------------------------------------------------- end to end

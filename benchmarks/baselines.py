@@ -1,0 +1,416 @@
+"""`baselines`: every preset trained over seeds 0..N-1, summarised in a generated docs/baselines.md and its PNG."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+import yaml
+
+from benchmarks.common import QUICK, QUICK_WHERE_PRESENT, Row, RunFailed, median, progress, train
+
+DEFAULT_NUM_SEEDS = 10
+DEFAULT_JOBS = 2
+DEFAULT_OUT = os.path.join("docs", "baselines.md")
+DEFAULT_RUNS_DIR = os.path.join("outputs", "baselines")
+# Every run's plumbing: nothing to resume, CSV logs (which scripts/plot.py reads); no W&B (common.train).
+RUN_OVERRIDES = ("logger=csv", "checkpoint=false", "progress=false")
+
+# Where the published figures come from: key -> (citation, address, what its numbers are).
+SOURCES: dict[str, tuple[str, str, str]] = {
+    "zoo": (
+        'RL Baselines3 Zoo, benchmark.md, "Performance of trained agents" (version of commit 0088472b)',
+        "https://github.com/DLR-RM/rl-baselines3-zoo/blob/0088472b8cb622732bdbc4aa3d0d0abde86c67ed/benchmark.md",
+        "mean_reward ± std_reward of ONE trained Stable-Baselines3 agent (trained for n_timesteps), over about 150,000 "
+        "evaluation steps with the deterministic policy: the ± is the spread over evaluation episodes, not over seeds "
+        "(the page says it is not a quantitative benchmark)",
+    ),
+    "hf_ppo_lstm": (
+        "Stable-Baselines3 model card sb3/ppo_lstm-CartPoleNoVel-v1 (RecurrentPPO, SB3-Contrib, trained with the RL Zoo)",
+        "https://huggingface.co/sb3/ppo_lstm-CartPoleNoVel-v1",
+        "mean_reward 500.00 ± 0.00 of one trained agent over 10 deterministic episodes (results.json) on "
+        "CartPoleNoVel-v1, CartPole-v1 without the velocities: the observation environment=cartpole_masked keeps "
+        "(cart position, pole angle)",
+    ),
+    "gymnasium": (
+        "Gymnasium documentation, Classic Control: Cart Pole",
+        "https://gymnasium.farama.org/environments/classic_control/cart_pole/",
+        "CartPole-v1 gives +1 per step and truncates episodes at 500 steps: 500 is the largest return",
+    ),
+}
+
+
+class Published(NamedTuple):
+    """A published figure for a preset's task as its source (a SOURCES key) prints it, and what it is."""
+
+    figure: str
+    detail: str
+    source: str
+
+
+PUBLISHED: dict[str, Published] = {
+    "dqn_cartpole": Published("500.0 ± 0.0", "SB3 DQN, CartPole-v1, 50k steps", "zoo"),
+    "ppo_cartpole": Published("500.0 ± 0.0", "SB3 PPO, CartPole-v1, 100k steps", "zoo"),
+    "impala_cartpole": Published(
+        "500.0 ± 0.0", "no IMPALA figure; SB3 A2C (whose settings the preset takes), CartPole-v1, 500k steps", "zoo"
+    ),
+    "r2d2_cartpole": Published("see source", "no published R2D2 figure; 500 is the task's maximum", "gymnasium"),
+    "r2d2_cartpole_masked": Published(
+        "500.00 ± 0.00", "no R2D2 figure; SB3-Contrib RecurrentPPO (also recurrent), CartPoleNoVel-v1", "hf_ppo_lstm"
+    ),
+    "dqn_cartpole_masked": Published(
+        "see source",
+        "no published feed-forward figure; the recurrent RecurrentPPO's is 500.00 ± 0.00, CartPoleNoVel-v1",
+        "hf_ppo_lstm",
+    ),
+    "sac_pendulum": Published("-157.0 ± 88.7", "SB3 SAC, Pendulum-v1, 20k steps", "zoo"),
+    "td3_pendulum": Published("-151.9 ± 90.2", "SB3 TD3, Pendulum-v1, 20k steps", "zoo"),
+    "d4pg_pendulum": Published("-152.1 ± 94.3", "no D4PG figure; SB3 DDPG, Pendulum-v1, 20k steps", "zoo"),
+    "ppo_pendulum": Published("-172.2 ± 104.2", "SB3 PPO, Pendulum-v1, 100k steps", "zoo"),
+    "ppo_gymnax_cartpole": Published(
+        "500.0 ± 0.0", "SB3 PPO on Gymnasium's CartPole-v1 (gymnax reimplements it), 100k steps", "zoo"
+    ),
+    "dqn_gymnax_cartpole": Published(
+        "500.0 ± 0.0", "SB3 DQN on Gymnasium's CartPole-v1 (gymnax reimplements it), 50k steps", "zoo"
+    ),
+    "sac_gymnax_pendulum": Published(
+        "-157.0 ± 88.7", "SB3 SAC on Gymnasium's Pendulum-v1 (gymnax reimplements it), 20k steps", "zoo"
+    ),
+}
+DEFAULT_PRESETS = tuple(PUBLISHED)  # The presets with a published figure, in its order.
+TABLE_HEADER = (
+    "preset",
+    "environment",
+    "budget (actor steps)",
+    "threshold",
+    "successes",
+    "IQM final return [95% CI]",
+    "median steps to threshold",
+    "median seconds to threshold",
+    "published",
+)
+
+
+def environment_label(name: str | None, option: str | None) -> str:
+    """The task, and the environment option where it says more: `CartPole-v1 (gymnax)`, plain `CartPole-v1`."""
+    task = name or option or "environment"
+    if not option or option == task or option.lower() == task.split("-")[0].lower():
+        return task
+    return f"{task} ({option})"
+
+
+def _number(value: Any) -> float | None:
+    """A summary's figure as a finite float, else None."""
+    finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if finite else None
+
+
+class PresetResult:
+    """One preset's runs from `describe`'s facts (`info`) and its seeds' summaries (None: failed, `failures`: why)."""
+
+    def __init__(self, preset: str, info: Mapping, seeds: Sequence[int], summaries: Sequence, failures: Mapping = {}):
+        self.preset, self.seeds, self.failures = preset, list(seeds), dict(failures)
+        self.environment, self.budget = str(info.get("environment", "?")), info.get("budget")
+        self.summaries = [None if s is None else dict(s) for s in summaries]
+        recorded = [_number(s.get("threshold")) for s in self.summaries if s is not None]  # When `info` has none.
+        self.threshold = next((t for t in [_number(info.get("threshold")), *recorded] if t is not None), None)
+        self.skipped_overrides = list(info.get("skipped") or [])
+
+    def values(self, key: str) -> list[float]:
+        """`key`'s finite values in the finished seeds' summaries (steps_to_threshold: those that reached it)."""
+        return [v for v in (_number(s.get(key)) for s in self.summaries if s is not None) if v is not None]
+
+    @property
+    def successes(self) -> int | None:
+        """Seeds whose final evaluation return is at least the threshold (None: no threshold)."""
+        finals = self.values("final_eval_return")
+        return None if self.threshold is None else sum(value >= self.threshold for value in finals)
+
+    def statistics(self) -> dict[str, float]:
+        """IQM and mean of the final returns with their 95% bootstrap intervals (as rliable's, for one task)."""
+        from rl.analysis.stats import summarize
+
+        return summarize(self.values("final_eval_return"))
+
+
+def _return(value: float | None) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.1f}"
+
+
+def table_cells(result: PresetResult, reference: str = "") -> list[str]:
+    """`result`'s row of the table; `reference` marks the published figure's source (`[1]`)."""
+    stats, published = result.statistics(), PUBLISHED.get(result.preset)
+    steps, seconds = result.values("steps_to_threshold"), result.values("time_to_threshold_s")
+    return [
+        f"`{result.preset}`",
+        result.environment,
+        "n/a" if result.budget is None else f"{result.budget:,}",
+        "n/a" if result.threshold is None else f"{result.threshold:g}",
+        "n/a" if result.successes is None else f"{result.successes}/{len(result.seeds)}",
+        f"{_return(stats['iqm'])} [{_return(stats['iqm_low'])}, {_return(stats['iqm_high'])}]"
+        if stats["runs"]
+        else "n/a",
+        f"{median(steps):,.0f} (n={len(steps)})" if steps else "n/a",
+        f"{median(seconds):.1f} (n={len(seconds)})" if seconds else "n/a",
+        "n/a" if published is None else f"{published.figure} ({published.detail}) {reference}".strip(),
+    ]
+
+
+def _markdown_table(rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return lines[:1] + ["| " + " | ".join(["---"] * len(rows[0])) + " |"] + lines[1:]
+
+
+def render_markdown(
+    results: Sequence[PresetResult], command: str, date: str, figure: str | None = None, details: Sequence[str] = ()
+) -> str:
+    """The generated file; `figure`: the curves' PNG beside it, `details`: how the runs were made."""
+    seeds = sorted({seed for result in results for seed in result.seeds})
+    which = f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds ({seeds[0]} to {seeds[-1]})"
+    cited = [PUBLISHED[r.preset].source for r in results if r.preset in PUBLISHED]
+    numbers = {key: k for k, key in enumerate(dict.fromkeys(cited), start=1)}  # In the order first cited.
+    table = [TABLE_HEADER]
+    table += [
+        table_cells(r, f"[{numbers[PUBLISHED[r.preset].source]}]" if r.preset in PUBLISHED else "") for r in results
+    ]
+    per_seed = [("preset", "final return per seed")]
+    for r in results:
+        finals = [None if s is None else _number(s.get("final_eval_return")) for s in r.summaries]
+        cells = [f"{seed}: {'failed' if s is None else _return(v)}" for seed, s, v in zip(r.seeds, r.summaries, finals)]
+        per_seed.append((f"`{r.preset}`", ", ".join(cells)))
+    lines = [
+        "# Baselines",
+        "",
+        "> Generated by `scripts/benchmark.py baselines`: do not edit this file by hand; rerun the command "
+        "below to update it.",
+        "",
+        f"- Command: `{command}`",
+        f"- Date: {date}",
+        *[f"- {line}" for line in details],
+        "",
+        f"Every preset trained with scripts/train.py over {which}, each seed in its own run directory.",
+        "",
+        *_markdown_table(table),
+        "",
+        "- **successes**: seeds whose final evaluation return (`final_eval_return` in summary.json) is at least "
+        "the preset's threshold, out of the seeds run (a failed run counts as no success).",
+        "- **IQM final return**: interquartile mean (25% trimmed mean) of the final evaluation returns over the "
+        "seeds, with a 95% percentile-bootstrap interval over seeds (rl/analysis/stats.py; one task, so the "
+        "stratified bootstrap is the plain one). With fewer than 4 seeds nothing is trimmed (it is the mean).",
+        "- **median steps / seconds to threshold**: over the seeds whose evaluation reached the threshold at "
+        "some point (n of them; `steps_to_threshold`, `time_to_threshold_s`); n/a when none did. Seconds are "
+        "wall-clock from the start of the run, with other runs sharing the machine (see above).",
+        "- **published**: a figure for the same task from the source cited, where one exists; it is not from the "
+        "same budget, code or number of seeds, and its ± is what the source reports (see Sources).",
+    ]
+    if figure:
+        lines += ["", f"![IQM learning curves over seeds, 95% bootstrap band]({figure})", ""]
+        lines.append(
+            f"[{figure}]({figure}): each preset's IQM evaluation return over seeds against actor steps "
+            "(`eval_returns` of summary.json), shaded 95% percentile-bootstrap band; dashed: the threshold."
+        )
+    lines += ["", "## Final return per seed", "", *_markdown_table(per_seed), "", "## Sources", ""]
+    lines += [f"{k}. {SOURCES[key][0]}: <{SOURCES[key][1]}>. {SOURCES[key][2]}." for key, k in numbers.items()]
+    notes = []
+    for r in results:
+        notes += [f"`{r.preset}` seed {seed} failed: {reason}" for seed, reason in sorted(r.failures.items())]
+        if r.skipped_overrides:
+            skipped = " ".join(f"`{o}`" for o in r.skipped_overrides)
+            notes.append(f"`{r.preset}`: overrides not in its config, not applied: {skipped}")
+    lines += ["", "## Notes", "", *[f"- {note}" for note in notes]] if notes else []
+    return "\n".join(lines) + "\n"
+
+
+def curve_iqm(curves: Sequence[Sequence[Sequence[float]]]) -> dict[str, Any]:
+    """IQM over seeds of [[actor steps, return], ...] curves on the steps they share, with 95% bootstrap bands."""
+    import numpy as np
+
+    from rl.analysis.plotting import common_grid
+    from rl.analysis.stats import bootstrap_ci, iqm
+
+    arrays = []
+    for curve in curves:
+        points = np.asarray(curve, dtype=np.float64).reshape(-1, 2)
+        points = points[np.isfinite(points).all(axis=1)]
+        points = points[np.argsort(points[:, 0], kind="stable")]
+        arrays += [(points[:, 0], points[:, 1])] if points.size else []
+    grid = common_grid(arrays)
+    if grid.size == 0:
+        return {"steps": grid, "iqm": grid, "low": grid, "high": grid, "runs": 0}
+    values = np.stack([np.interp(grid, steps, returns) for steps, returns in arrays])
+    low, high = bootstrap_ci(values, iqm)
+    return {"steps": grid, "iqm": iqm(values, axis=0), "low": low, "high": high, "runs": len(arrays)}
+
+
+def plot_learning_curves(results: Sequence[PresetResult], path: str, columns: int = 4) -> None:
+    """A PNG at `path`: per preset the IQM evaluation return over seeds, its band and the threshold dashed."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter
+
+    columns = min(columns, max(len(results), 1))
+    rows = math.ceil(max(len(results), 1) / columns)
+    figure = Figure(figsize=(4.2 * columns, 3.2 * rows), dpi=110, layout="constrained")
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    for ax, result in zip(axes, results):
+        curve = curve_iqm([s.get("eval_returns") or [] for s in result.summaries if s is not None])
+        if curve["steps"].size:
+            marker = "o" if curve["steps"].size <= 25 else None
+            ax.fill_between(curve["steps"], curve["low"], curve["high"], color="C0", alpha=0.25, linewidth=0)
+            ax.plot(curve["steps"], curve["iqm"], color="C0", linewidth=1.8, marker=marker, markersize=3)
+        else:
+            ax.text(0.5, 0.5, "no finished runs", ha="center", va="center", transform=ax.transAxes)
+        if result.threshold is not None:
+            ax.axhline(result.threshold, color="0.4", linestyle="--", linewidth=1)
+        ax.set_title(f"{result.preset} ({curve['runs']} seeds)\n{result.environment}", fontsize="medium")
+        ax.set(xlabel="actor steps", ylabel="IQM evaluation return")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.grid(alpha=0.3)
+        ax.spines[["top", "right"]].set_visible(False)
+    for ax in axes[len(results) :]:
+        ax.set_visible(False)
+    figure.suptitle("IQM of the evaluation return over seeds (band: 95% percentile bootstrap CI; dashed: threshold)")
+    figure.savefig(path, format="png")
+
+
+@dataclasses.dataclass
+class BaselinesOptions:
+    """What `suite_baselines` runs and where; `describe`: scripts/benchmark.py's describe_preset (Hydra stays there)."""
+
+    train_script: str
+    describe: Callable[[str, Sequence[str]], Mapping[str, Any]]
+    presets: Sequence[str] = DEFAULT_PRESETS
+    seeds: Sequence[int] = tuple(range(DEFAULT_NUM_SEEDS))
+    out: str = DEFAULT_OUT
+    runs_dir: str = DEFAULT_RUNS_DIR
+    overrides: Sequence[str] = ()
+    jobs: int = DEFAULT_JOBS
+    quick: bool = False
+    reuse: bool = False
+    command: str = "python scripts/benchmark.py baselines"
+
+    @property
+    def requested(self) -> list[str]:
+        """--quick's smoke-test budgets (a check that the suite runs, not a result), then --overrides."""
+        return [*(QUICK + QUICK_WHERE_PRESENT if self.quick else []), *self.overrides]
+
+
+def _finished_summary(run_dir: str, command: Sequence[str], config: Mapping | None = None) -> dict[str, Any] | None:
+    """The summary of a finished run in `run_dir` by `command` and, given, `config` but the seed (edited presets)."""
+    without_seed = lambda config: {key: value for key, value in config.items() if key != "seed"}
+    try:
+        with open(os.path.join(run_dir, "benchmark.json")) as file:
+            recorded = json.load(file)
+        with open(os.path.join(run_dir, "summary.json")) as file:
+            summary = json.load(file)
+        if config is not None:
+            with open(os.path.join(run_dir, ".hydra", "config.yaml")) as file:
+                used = yaml.safe_load(file)
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    if recorded.get("command") != list(command[1:]) or summary.get("status", "finished") != "finished":
+        return None
+    if config is not None and (not isinstance(used, dict) or without_seed(used) != without_seed(config)):
+        return None
+    return summary
+
+
+def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], list[PresetResult]]:
+    """each --presets (default: the CartPole and Pendulum presets, reverb and gymnax) trained by scripts/train.py
+    over seeds 0..N-1 (--seeds N, default 10), --jobs processes at a time (default 2), each in
+    <--runs-dir>/<preset>/seed_<s>, with any --overrides; writes the markdown table --out (default docs/baselines.md:
+    successes k/N, IQM of the final return with a 95% bootstrap CI, median steps and seconds to the threshold, a
+    published figure with its source) and its IQM learning curves (<out>.png)."""
+    notes: list[str] = []
+    infos = {}
+    for preset in options.presets:
+        try:
+            infos[preset] = dict(options.describe(preset, options.requested))
+        except Exception as error:  # Hydra's: no such preset, a bad value.
+            raise ValueError(f"preset {preset}: {error}") from error
+    unknown = [o for o in options.overrides if all(o in info.get("skipped", ()) for info in infos.values())]
+    if unknown:
+        raise ValueError(f"overrides in no preset's config: {' '.join(unknown)}")
+    for preset, info in infos.items():
+        if info.get("skipped"):
+            notes.append(f"{preset}: not in its config, not applied: {' '.join(info['skipped'])}")
+            progress(notes[-1])
+
+    def one(preset: str, seed: int) -> dict[str, Any]:
+        run_dir = os.path.join(options.runs_dir, preset, f"seed_{seed}")
+        command = [sys.executable, options.train_script, f"experiment={preset}", f"seed={seed}", *RUN_OVERRIDES]
+        command += [*infos[preset].get("overrides", options.requested), f"hydra.run.dir={os.path.abspath(run_dir)}"]
+        summary = _finished_summary(run_dir, command, infos[preset].get("config")) if options.reuse else None
+        if summary is not None:
+            progress(f"baselines {preset} seed={seed}: reusing the finished run in {run_dir}")
+        return train(command, run_dir) if summary is None else summary
+
+    jobs = [(preset, seed) for preset in options.presets for seed in options.seeds]
+    summaries: dict[tuple[str, int], dict[str, Any] | None] = {}
+    failures: dict[str, dict[int, str]] = {preset: {} for preset in options.presets}
+    progress(f"baselines: {len(jobs)} runs, {options.jobs} at a time, into {options.runs_dir}")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs) as pool:
+        futures = {pool.submit(one, preset, seed): (preset, seed) for preset, seed in jobs}
+        for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
+            preset, seed = futures[future]
+            try:
+                summary = summaries[(preset, seed)] = future.result()
+                message = (
+                    f"baselines {preset} seed={seed}: final return {summary.get('final_eval_return')}, threshold "
+                    f"reached after {summary.get('steps_to_threshold')} steps, run {summary.get('wall_time_s')} s"
+                )
+            except RunFailed as error:
+                summaries[(preset, seed)], failures[preset][seed] = None, str(error)
+                notes.append(message := f"{preset} seed={seed} failed: {error}")
+            progress(f"[{done}/{len(jobs)}] {message}")
+    results = [
+        PresetResult(p, infos[p], options.seeds, [summaries[(p, s)] for s in options.seeds], failures[p])
+        for p in options.presets
+    ]
+    write_report(results, options)
+    return result_rows(results), notes, results
+
+
+def write_report(results: Sequence[PresetResult], options: BaselinesOptions) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(options.out)), exist_ok=True)
+    figure = os.path.splitext(options.out)[0] + ".png"  # docs/baselines.md -> docs/baselines.png
+    plot_learning_curves(results, figure)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(options.train_script)))
+    runs_dir = os.path.relpath(os.path.abspath(options.runs_dir), root)  # What a reader can find, when inside.
+    details = [
+        f"Runs: `scripts/train.py experiment=<preset> seed=<s> {' '.join([*RUN_OVERRIDES, *options.requested])}`, "
+        f"{options.jobs} at a time on a machine with {os.cpu_count()} CPU cores",
+        f"Run directories: `{options.runs_dir if runs_dir.startswith('..') else runs_dir}/<preset>/seed_<s>`",
+    ]
+    with contextlib.suppress(OSError):  # The checked-out commit, unless outside a repository.
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True)
+        if commit.returncode == 0 and commit.stdout.strip():
+            details.append(f"Code: commit `{commit.stdout.strip()}` (plus any uncommitted changes in the tree)")
+    if options.quick:
+        details.append("--quick: smoke-test budgets; the figures mean little")
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    with open(options.out, "w") as file:
+        file.write(render_markdown(results, options.command, date, os.path.basename(figure), details))
+    progress(f"baselines: wrote {options.out} and {figure}")
+
+
+def result_rows(results: Sequence[PresetResult]) -> list[Row]:
+    """Per preset: successes (bound: the seeds run), the IQM final return (bound: the threshold), the medians."""
+    rows: list[Row] = []
+    for r in results:
+        n, k, stats = len(r.seeds), r.successes, r.statistics()
+        figures = [
+            ("successes", k, "seeds", n, None if k is None else k / n),
+            ("IQM final return", stats["iqm"] if stats["runs"] else None, "return", r.threshold),
+            ("median steps to threshold", median(r.values("steps_to_threshold")), "actor steps"),
+            ("median seconds to threshold", median(r.values("time_to_threshold_s")), "s"),
+        ]
+        rows += [Row("baselines", f"{r.preset} {case}", *figure) for case, *figure in figures]
+    return rows

@@ -1,0 +1,228 @@
+"""What the suites share: their names, rows, timing, the table, random steps and episodes, a replay server, runs."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Iterator, Sequence
+
+import dm_env
+import numpy as np
+
+# name -> the module (benchmarks.<module>) whose suite_<name> runs it; its docstring is the --help line. Modules
+# load what they measure (JAX, reverb, Ray) lazily, so listing the suites is cheap.
+SUITES = {"actor": "actor", "learner": "learner", "startup": "runs", "scaling": "runs", "anakin": "runs"}
+ROW_KEYS = ("suite", "case", "value", "unit", "bound", "ratio")
+POOL = 256  # Random actions and observations, drawn up front and cycled through.
+EPISODE_LENGTH = 200  # Of the synthetic episodes fed to adders.
+# Smoke-test budgets (--quick) of whole runs, and those applied only where the config has the key.
+QUICK = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=1"]
+QUICK_WHERE_PRESENT = ["agent.min_replay_size=200"]
+
+
+def get_suite(name: str) -> Callable[[Settings], list[Row]]:
+    return getattr(importlib.import_module(f"benchmarks.{SUITES[name]}"), f"suite_{name}")
+
+
+@dataclasses.dataclass
+class Row:
+    """One figure; `bound` limits it and `ratio` compares it, both measured in the same invocation."""
+
+    suite: str
+    case: str
+    value: float | None
+    unit: str
+    bound: float | None = None
+    ratio: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        row = dataclasses.asdict(self)  # In ROW_KEYS' order.
+        for key in ("value", "bound", "ratio"):
+            row[key] = None if row[key] is None or not math.isfinite(row[key]) else round(float(row[key]), 4)
+        return row
+
+
+@dataclasses.dataclass
+class Settings:
+    """How long and often to measure and what; `compose` and `has_key` come from the script (Hydra stays there)."""
+
+    repeats: int = 3
+    seconds: float = 2.0
+    quick: bool = False
+    experiments: Sequence[str] | None = None
+    compose: Callable[[Sequence[str], str], Any] | None = None
+    has_key: Callable[[str, Sequence[str]], bool] | None = None
+    train_script: str | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def note(self, message: str) -> None:
+        """A line printed under the table (a skipped case, say)."""
+        self.notes.append(message)
+        progress(message)
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)  # stdout holds only the table.
+
+
+def measure_rate(step: Callable[[], float], seconds: float, finish: Callable[[], Any] | None = None) -> float:
+    """Units/s of `step` (which returns the units it did) over about `seconds`; `finish` waits inside the span."""
+    count, start = 0.0, time.perf_counter()
+    while True:
+        count += step()
+        if time.perf_counter() >= start + seconds:
+            break
+    if finish is not None:
+        finish()
+    return count / (time.perf_counter() - start)
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    """None counts as infinitely large (never happened); None if the median is such a value or nothing."""
+    result = statistics.median([math.inf if v is None else float(v) for v in values]) if values else math.inf
+    return None if math.isinf(result) else result
+
+
+def ratio(value: float | None, reference: float | None) -> float | None:
+    return None if value is None or not reference else value / reference
+
+
+def _format(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
+def format_table(rows: Sequence[Row], notes: Sequence[str] = ()) -> str:
+    cells = [ROW_KEYS] + [
+        (r.suite, r.case, _format(r.value), r.unit, _format(r.bound), "-" if r.ratio is None else f"{r.ratio:.2f}")
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(ROW_KEYS))]
+    lines = [
+        "  ".join(cell.rjust(widths[i]) if i in (2, 4, 5) else cell.ljust(widths[i]) for i, cell in enumerate(row))
+        for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines + [f"note: {note}" for note in notes])
+
+
+def write_json(path: str, rows: Sequence[Row]) -> None:
+    with open(path, "w") as file:
+        json.dump([row.as_json() for row in rows], file, indent=1)
+        file.write("\n")
+
+
+def random_actions(action_spec: Any, batch: int | None = None) -> list[np.ndarray]:
+    """POOL random actions (each of `batch` rows when given) valid for a dm_env spec."""
+    rng, shape = np.random.default_rng(0), (POOL,) if batch is None else (POOL, batch)
+    if hasattr(action_spec, "num_values"):
+        return list(rng.integers(0, action_spec.num_values, size=shape).astype(action_spec.dtype))
+    low, high = (np.broadcast_to(bound, action_spec.shape) for bound in (action_spec.minimum, action_spec.maximum))
+    return list(rng.uniform(low, high, size=shape + action_spec.shape).astype(action_spec.dtype))
+
+
+class RandomSteps:
+    """Steps a dm_env environment, or a vector of them (`num_envs`, resets by `env_ids`), with random actions."""
+
+    def __init__(self, environment: Any):
+        self.environment, self.num_envs, self._k = environment, getattr(environment, "num_envs", None), 0
+        self._actions = random_actions(environment.action_spec(), self.num_envs)
+        self._timestep = environment.reset()
+
+    def step(self) -> int:
+        ended = np.flatnonzero(np.asarray(self._timestep.step_type) == dm_env.StepType.LAST)
+        if ended.size:
+            self.environment.reset() if self.num_envs is None else self.environment.reset(env_ids=ended)
+        self._timestep = self.environment.step(self._actions[self._k % POOL])
+        self._k += 1
+        return self.num_envs or 1
+
+
+@contextlib.contextmanager
+def replay_server(builder: Any, environment_spec: Any) -> Iterator[Any]:
+    """A client of a server here holding the agent's transition table without a rate limit (`MinSize(1)`)."""
+    import reverb
+
+    from rl.replay.server import make_server
+    from rl.replay.tables import make_transition_table
+
+    name, size = builder.config.replay_table_name, int(builder.config.max_replay_size)
+    server = make_server([make_transition_table(name, environment_spec, size, reverb.rate_limiters.MinSize(1))])
+    try:
+        yield reverb.Client(f"localhost:{server.port}")
+    finally:
+        server.stop()
+
+
+class SyntheticEpisodes:
+    """Random fixed-length episodes into the agent's adder, `num_envs` copies at once; made warm, `items` written."""
+
+    def __init__(self, builder: Any, client: Any, spec: Any, num_envs: int = 1, items: int = 0):
+        import tree
+
+        rng = np.random.default_rng(0)
+        draw = lambda s: rng.standard_normal((num_envs, *s.shape)).astype(s.dtype)
+        self._observations = [tree.map_structure(draw, spec.observations) for _ in range(POOL)]
+        self._actions = random_actions(spec.actions, num_envs)
+        self.adder, self._rows, self._t, self._k = builder.make_adder(client, spec), num_envs, 0, 0
+        while self._k < EPISODE_LENGTH or self.adder.num_items < items:
+            self.step()
+        self.finish()
+
+    def _timestep(self, step_type: dm_env.StepType) -> dm_env.TimeStep:
+        return dm_env.TimeStep(
+            step_type=np.full(self._rows, step_type, dtype=np.int8),
+            reward=np.ones(self._rows, np.float32),
+            discount=np.full(self._rows, 0.0 if step_type == dm_env.StepType.LAST else 1.0, np.float32),
+            observation=self._observations[self._k % POOL],
+        )
+
+    def step(self) -> int:
+        """One step of every copy; the items the adder created."""
+        before = self.adder.num_items
+        if self._t == 0:
+            self.adder.add_first(self._timestep(dm_env.StepType.FIRST))
+        self._t, self._k = (self._t + 1) % EPISODE_LENGTH, self._k + 1
+        step_type = dm_env.StepType.MID if self._t else dm_env.StepType.LAST
+        self.adder.add(self._actions[self._k % POOL], self._timestep(step_type))
+        return self.adder.num_items - before
+
+    def finish(self) -> None:
+        """Waits for the items in flight; the next step starts a new episode."""
+        self.adder.reset()
+        self._t = 0
+
+
+class RunFailed(RuntimeError):
+    pass
+
+
+def train(command: Sequence[str], run_dir: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Runs scripts/train.py (`command`, `env` added) into `run_dir`, emptied first, output in benchmark.log."""
+    shutil.rmtree(run_dir, ignore_errors=True)  # A run directory that holds a run would be resumed.
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, "benchmark.json"), "w") as file:
+        json.dump({"command": list(command[1:])}, file, indent=1)  # Not the interpreter: a venv may move.
+    log_path = os.path.join(run_dir, "benchmark.log")
+    environment = {**os.environ, "WANDB_MODE": "disabled", "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    with open(log_path, "w") as log:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(command[1])))
+        result = subprocess.run(list(command), cwd=root, env=environment, stdout=log, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        with open(log_path, errors="replace") as file:
+            lines = [line.strip() for line in file if line.strip()]
+        tail = f": {lines[-1]}"[:300] if lines else ""
+        raise RunFailed(f"exited with status {result.returncode} (output: {log_path}){tail}")
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as file:
+            return json.load(file)
+    except (OSError, ValueError) as error:
+        raise RunFailed(f"left no readable summary.json ({error}; output: {log_path})") from None

@@ -1,0 +1,91 @@
+"""`startup`, `scaling` and `anakin`: whole scripts/train.py processes, as a researcher starts them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Sequence
+
+from benchmarks.common import QUICK_WHERE_PRESENT, Row, Settings, median, progress, ratio, train
+
+SCALING_ACTORS = (1, 2, 4)
+ANAKIN_PRESETS = {"ppo": "ppo_gymnax_cartpole", "dqn": "dqn_gymnax_cartpole"}
+ANAKIN_QUICK = ["max_actor_steps=4096", "eval_every=2048", "eval_episodes=1"]  # Whole chunks of either preset.
+# A run that is nearly all start-up: imports, building, compiling, one short evaluation.
+STARTUP_RUN = ["max_actor_steps=500", "eval_every=500", "eval_episodes=1", "checkpoint=false", "logger=csv"]
+
+
+def run(settings: Settings, overrides: Sequence[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The summary of scripts/train.py with `overrides` in a temporary run directory, kept if the run fails."""
+    progress(f"running {' '.join(overrides)}")
+    run_dir = tempfile.mkdtemp(prefix="benchmark-")
+    command = [sys.executable, settings.train_script, *overrides, "progress=false", f"hydra.run.dir={run_dir}"]
+    summary = train(command, run_dir, env)
+    shutil.rmtree(run_dir)
+    return summary
+
+
+def suite_scaling(settings: Settings) -> list[Row]:
+    """total actor steps/s of launcher=ray with 1, 2 and 4 actors (experiment dqn_cartpole unless --experiments;
+    summary.json's acting phase). ratio: relative to 1 actor. Flat on 2 cores; a bigger machine shows the slope."""
+    rows: list[Row] = []
+    steps = 1_000 if settings.quick else 10_000
+    for name in settings.experiments or ("dqn_cartpole",):
+        reference = None
+        for actors in SCALING_ACTORS:
+            overrides = [f"experiment={name}", "launcher=ray", f"launcher.num_actors={actors}"]
+            overrides += [f"max_actor_steps={steps}", f"eval_every={steps}", "eval_episodes=1", "checkpoint=false"]
+            overrides += ["logger=csv", *(["agent.min_replay_size=200"] if settings.quick else [])]
+            value = median([run(settings, overrides).get("actor_steps_per_second") for _ in range(settings.repeats)])
+            reference = value if reference is None else reference
+            case = f"{name} launcher=ray num_actors={actors}"
+            rows.append(Row("scaling", case, value, "steps/s", ratio=ratio(value, reference) if actors > 1 else None))
+            progress(f"scaling {case}: {value} actor steps/s")
+    return rows
+
+
+def suite_startup(settings: Settings) -> list[Row]:
+    """seconds of a whole 500-step scripts/train.py process (experiment dqn_cartpole unless --experiments), mostly
+    start-up, with reverb loading only the TensorFlow modules it uses (rl/lazy_tensorflow.py) against TensorFlow's
+    full import (RL_LAZY_TENSORFLOW=0), alternating, median of --repeats; ratio = lazy / full."""
+    rows: list[Row] = []
+    for name in settings.experiments or ("dqn_cartpole",):
+        present = [o for o in QUICK_WHERE_PRESENT if settings.has_key(o.split("=")[0], [f"experiment={name}"])]
+        overrides = [f"experiment={name}", *STARTUP_RUN, *present]  # On-policy agents keep no replay.
+        seconds: dict[str, list[float]] = {"1": [], "0": []}
+        for _ in range(settings.repeats):
+            for mode in seconds:  # Alternating.
+                start = time.perf_counter()
+                run(settings, overrides, env={"RL_LAZY_TENSORFLOW": mode})
+                seconds[mode].append(time.perf_counter() - start)
+        lazy, full = median(seconds["1"]), median(seconds["0"])
+        case = f"{name} 500-step process"
+        rows.append(Row("startup", f"{case}, TensorFlow's full import", full, "s"))
+        rows.append(Row("startup", f"{case}, reverb's TensorFlow modules only", lazy, "s", full, ratio(lazy, full)))
+        progress(f"startup {name}: {lazy:.2f} s against {full:.2f} s with TensorFlow's full import")
+    return rows
+
+
+def suite_anakin(settings: Settings) -> list[Row]:
+    """whole launcher=anakin runs (one compiled JAX program) of PPO and DQN on gymnax CartPole with 1 and 8 seeds,
+    from summary.json: steps/s of all replicas after compilation, compile seconds, and one 8-seed run's seconds
+    against 8 single-seed runs' (bound; ratio = value / bound)."""
+    settings.note(f"anakin: XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} (empty: the launcher's choice)")
+    rows: list[Row] = []
+    for agent, preset in ANAKIN_PRESETS.items():
+        whole: dict[int, float] = {}  # Seconds of the whole run, compilation and evaluations included.
+        for seeds in (1, 8):
+            overrides = [f"experiment={preset}", f"launcher.num_seeds={seeds}", "logger=csv", "checkpoint=false"]
+            summary = run(settings, overrides + (ANAKIN_QUICK if settings.quick else []))
+            whole[seeds] = summary["wall_time_s"]
+            rate = summary.get("total_actor_steps_per_second") or summary.get("actor_steps_per_second")
+            case = f"{agent} CartPole {seeds} seed{'s' if seeds > 1 else ''}"
+            rows.append(Row("anakin", f"{case}: steps/s after compile", rate, "steps/s"))
+            rows.append(Row("anakin", f"{case}: compile", summary.get("compile_time_s"), "s"))
+            progress(f"anakin {case}: {rate} steps/s, compiled in {summary.get('compile_time_s')} s")
+        case, eight_runs = f"{agent} 8 seeds vs 8 runs: whole run", 8 * whole[1]
+        rows.append(Row("anakin", case, whole[8], "s", eight_runs, ratio(whole[8], eight_runs)))
+    return rows
