@@ -605,7 +605,7 @@ def _stop_after_first_chunk(monkeypatch):
 
     from rl.anakin import driver
 
-    write = driver._write_chunk_records
+    write = driver.AnakinNodes._write_chunk_records
     sent = []
 
     def write_then_stop(*args, **kwargs):
@@ -614,7 +614,7 @@ def _stop_after_first_chunk(monkeypatch):
             sent.append(True)
             os.kill(os.getpid(), signal.SIGTERM)
 
-    monkeypatch.setattr(driver, "_write_chunk_records", write_then_stop)
+    monkeypatch.setattr(driver.AnakinNodes, "_write_chunk_records", write_then_stop)
 
 
 def _launch_as_train_does(overrides: list[str], run_dir: str):

@@ -506,7 +506,7 @@ def test_ray_driver_waits_are_bounded_and_an_expired_one_names_the_node_and_call
     from rl.experiments.launchers import ray as ray_launcher
     from rl.experiments.launchers.errors import LauncherError
 
-    run = ray_launcher._RayRun.__new__(ray_launcher._RayRun)
+    run = ray_launcher.RayNodes.__new__(ray_launcher.RayNodes)
     run.launcher = ray_launcher.RayLauncher(call_timeout_s=0.25)
     timeouts = []
 
@@ -555,9 +555,11 @@ def _driver_with_evaluator(ray, evaluator, max_restarts, run_directory):
 
     from rl.experiments.launchers import ray as ray_launcher
 
-    run = ray_launcher._RayRun.__new__(ray_launcher._RayRun)
+    run = ray_launcher.RayNodes.__new__(ray_launcher.RayNodes)
     run.ray = ray
-    run.launcher = ray_launcher.RayLauncher(max_restarts=max_restarts, restart_timeout_s=60, call_timeout_s=60)
+    run.launcher = ray_launcher.RayLauncher(
+        max_restarts=max_restarts, restart_timeout_s=60, call_timeout_s=60, evaluation_timeout_s=120
+    )
     events = []
     run.experiment = types.SimpleNamespace(
         eval_episodes=3,
@@ -565,8 +567,7 @@ def _driver_with_evaluator(ray, evaluator, max_restarts, run_directory):
         logger_factory=lambda label, steps_key, instance: types.SimpleNamespace(write=events.append),
     )
     run.loggers, run.node_pids = {}, {}
-    run.evaluators, run.evaluator_restarts, run.histories = [evaluator], [0], [([], [])]
-    run.evaluations = [evaluator.evaluate.remote(3)]
+    run.evaluators, run.evaluator_restarts = [evaluator], [0]
     return run, events
 
 
@@ -593,8 +594,7 @@ def test_an_evaluator_that_dies_mid_round_is_restarted_and_plays_its_round_again
 
     evaluator = Evaluator.remote()
     run, events = _driver_with_evaluator(ray, evaluator, max_restarts=1, run_directory=str(tmp_path))
-    assert run._collect_evaluations(timeout=120) == 30.0
-    assert run.histories == [([(2500, 30.0)], [1234.5])] and run.evaluations == []
+    assert run.evaluate() == (2500, 30.0, 1234.5) and run.evaluations == []
     assert run.evaluator_restarts == [1]
     (event,) = [row["event"] for row in events]
     match = re.fullmatch(r"evaluator 0 died; restarted by Ray as pid (\d+) \(1/1\): it plays its round again", event)
@@ -611,9 +611,9 @@ def test_an_evaluator_that_dies_mid_round_is_restarted_and_plays_its_round_again
 
     run, events = _driver_with_evaluator(ray, DyingEvaluator.remote(), max_restarts=0, run_directory=str(tmp_path))
     with pytest.raises(LauncherError) as raised:
-        run._collect_evaluations(timeout=120)
+        run.evaluate()
     assert str(raised.value).startswith("evaluator 0 died more than launcher.max_restarts=0 times (")
-    assert events == [] and run.histories == [([], [])]
+    assert events == []
 
 
 def test_ray_learner_restarts_exhausted_fail_the_run_with_one_line(run_dir):

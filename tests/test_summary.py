@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import ROOT, read_summary, read_wandb_offline_run, run_train
-from rl.experiments.summary import RunSummary, first_reaching, merge_evaluations
+from rl.experiments.summary import RunSummary, first_reaching
 from rl.experiments.validation import ConfigError, check_run_settings
 
 TINY = [
@@ -26,16 +26,6 @@ LABELS = ("actor", "learner", "evaluator")
 def _rows(path):
     with open(path, newline="") as file:
         return list(csv.DictReader(file))
-
-
-def test_merge_evaluations_averages_round_by_round():
-    first = ([(500, 10.0), (1000, 20.0), (1500, 30.0)], [100.0, 200.0, 300.0])
-    second = ([(520, 14.0), (1010, 40.0)], [101.0, 205.0])  # Died before the last round.
-    curve, times = merge_evaluations([first, second])
-    assert curve == [(520, 12.0), (1010, 30.0), (1500, 30.0)]
-    assert times == [101.0, 205.0, 300.0]
-    assert merge_evaluations([first, (first[0], None)]) == (first[0], None)
-    assert merge_evaluations([]) == ([], None)
 
 
 def test_first_reaching_takes_the_first_evaluation_at_or_above_the_threshold():

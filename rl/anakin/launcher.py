@@ -13,7 +13,7 @@ class AnakinLauncher:
     (Podracer's "Anakin"): `steps_per_chunk` learner updates (with the acting that feeds
     them) per call from the host, vmapped over replicas. Needs a JAX environment
     (environment=gymnax). `steps_per_chunk: null` makes one chunk per evaluation period.
-    Checkpoints hold the whole training state of every replica (rl/anakin/checkpoints.py);
+    Checkpoints hold the whole training state of every replica (rl/anakin/driver.py);
     the same command resumes a stopped run.
     """
 
@@ -50,8 +50,7 @@ class AnakinLauncher:
         import jax
 
         from rl import checkpointing
-        from rl.anakin.checkpoints import state_template
-        from rl.anakin.driver import chunks_do_not_reach
+        from rl.anakin.driver import chunks_do_not_reach, state_template
         from rl.anakin.replicas import replica_keys
         from rl.anakin.systems import make_system
 

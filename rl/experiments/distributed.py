@@ -5,7 +5,7 @@
 
 `run_local` builds these nodes in one process, the Ray launcher each in its own process
 and scripts/evaluate.py the learner and an evaluator, all from this description: the
-same nodes with the same keys, evaluated at the same actor steps (`next_evaluation`).
+same nodes with the same keys, evaluated at the same actor steps (rl/experiments/lifecycle.py).
 """
 
 from __future__ import annotations
@@ -78,12 +78,6 @@ class DistributedProgram:
             actors=tuple(jax.random.split(actors, self.num_actors)),
             evaluators=tuple(jax.random.split(evaluators, self.evaluators)),
         )
-
-    def next_evaluation(self, actor_steps: int) -> int:
-        """The actor step of the first evaluation after `actor_steps`: every `eval_every`
-        steps, and a last one at `max_actor_steps`."""
-        every, budget = self.experiment.eval_every, self.experiment.max_actor_steps
-        return min((actor_steps // every + 1) * every, budget)
 
     def make_replay_tables(self) -> list[Any]:
         return self.experiment.builder.make_replay_tables(self.experiment.environment_spec)

@@ -15,7 +15,7 @@ log rows) is resumed by the same command (`hydra.run.dir=DIR`, or `resume=DIR`):
   `logs/superseded/`, the run's clock continues from the checkpoint's, and the W&B run
   continues under its stored id.
 
-`RunCheckpointer` writes the periodic, final and interrupt checkpoints of a run.
+The periodic, final and interrupt checkpoints are the run lifecycle's (rl/experiments/lifecycle.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import csv
 import dataclasses
 import datetime
 import json
-import math
 import os
 import secrets
 import shutil
@@ -259,7 +258,7 @@ def prepare_run(
     return plan
 
 
-def _trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session: int) -> None:
+def trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session: int) -> None:
     """Moves the log rows written after the restore point to logs/superseded/."""
 
     def after(row: dict[str, str]) -> bool:
@@ -291,7 +290,7 @@ def apply_plan(plan: RunPlan, experiment: Any) -> Any:
                 os.rename(damaged, target)
     if plan.previous:
         counts = restore.counts if restore is not None else {}
-        _trim_logs(run_directory, int(counts.get("actor_steps", 0)), int(counts.get("learner_steps", 0)), plan.session)
+        trim_logs(run_directory, int(counts.get("actor_steps", 0)), int(counts.get("learner_steps", 0)), plan.session)
     replay_root = checkpointing.replay_root(run_directory)
     if os.path.isdir(replay_root):  # Table checkpoints never moved into a step: unpaired leftovers.
         for name in os.listdir(replay_root):
@@ -318,105 +317,3 @@ def apply_plan(plan: RunPlan, experiment: Any) -> Any:
         {"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history},
     )
     return dataclasses.replace(experiment, restore=restore, session=plan.session)
-
-
-# --------------------------------------------------------------------------- saving
-
-
-def run_state(
-    experiment: Any,
-    counts: Mapping[str, Any],
-    actor_steps: int,
-    next_eval: int,
-    schedule_step: int,
-    evaluations: list[tuple[int, float]],
-    evaluation_times: list[float],
-    acting_time_s: float,
-) -> dict[str, Any]:
-    """What a checkpoint saves besides the learner state (state.json)."""
-    start = getattr(experiment.logger_factory, "start_time", None)
-    now = time.time()
-    return {
-        "agent": experiment.agent_name,
-        "environment": experiment.environment_name,
-        "seed": experiment.seed,
-        "max_actor_steps": experiment.max_actor_steps,
-        "counts": {key: (int(v) if float(v).is_integer() else float(v)) for key, v in counts.items()},
-        "actor_steps": int(actor_steps),
-        "next_eval": int(next_eval),
-        "actor_schedule_step": int(schedule_step),
-        "session": int(getattr(experiment, "session", 0)),
-        "eval_returns": [[int(s), float(v)] for s, v in evaluations],
-        # Seconds since the run started (the logger factory's clock), per evaluation.
-        "eval_times_s": [t - start for t in evaluation_times] if start is not None else None,
-        "wall_time_s": now - start if start is not None else None,
-        "acting_time_s": float(acting_time_s),
-    }
-
-
-def restore_evaluations(restore: RestorePoint, experiment: Any) -> tuple[list[tuple[int, float]], list[float]]:
-    """The saved evaluation curve and its epoch times (on the run's clock)."""
-    returns = [(int(s), float(v)) for s, v in restore.state.get("eval_returns", [])]
-    start = getattr(experiment.logger_factory, "start_time", None)
-    relative = restore.state.get("eval_times_s")
-    if relative is None or start is None:
-        times = [math.nan] * len(returns)
-    else:
-        times = [start + float(t) for t in relative]
-    return returns, times
-
-
-class RunCheckpointer:
-    """The checkpoints of one run: periodic (`due`), on stop and at the end."""
-
-    def __init__(self, experiment: Any):
-        self.settings: CheckpointSettings = experiment.checkpoint
-        self.run_directory = experiment.run_directory
-        self.last: str | None = experiment.restore.checkpoint if experiment.restore is not None else None
-        self._next = time.monotonic() + self.settings.every_seconds
-
-    @property
-    def enabled(self) -> bool:
-        return self.settings.enabled
-
-    def start(self) -> None:
-        """Starts the clock of periodic checkpoints (when acting starts, not while building)."""
-        self._next = time.monotonic() + self.settings.every_seconds
-
-    def due(self) -> bool:
-        return self.settings.enabled and time.monotonic() >= self._next
-
-    def replay_checkpointer(self, restore: RestorePoint | None) -> Any:
-        """Reverb's checkpointer for the server (None: reverb's default temporary one)."""
-        restore_replay = restore is not None and restore.restore_replay
-        if not (self.settings.replay and (self.settings.enabled or restore_replay)):
-            return None
-        import reverb
-
-        return reverb.checkpointers.DefaultCheckpointer(
-            checkpointing.replay_root(self.run_directory),
-            fallback_checkpoint_path=restore.replay_checkpoint if restore_replay else None,
-        )
-
-    def save(
-        self, learner: Any, state: Mapping[str, Any], replay_client: Any = None, process_state: Any = None
-    ) -> str | None:
-        """Checks the learner is finite, then writes a checkpoint (None when disabled);
-        `process_state`: a deterministic run's in-process state (`save_checkpoint`)."""
-        if not self.settings.enabled:
-            return None
-        check = getattr(learner, "check_finite", None)
-        if check is not None:
-            check()
-        replay = replay_client.checkpoint() if (self.settings.replay and replay_client is not None) else None
-        self.last = checkpointing.save_checkpoint(
-            self.run_directory,
-            int(state["actor_steps"]),
-            learner.save(),
-            state,
-            self.settings.keep,
-            replay,
-            process_state,
-        )
-        self._next = time.monotonic() + self.settings.every_seconds
-        return self.last

@@ -15,39 +15,173 @@ evaluators: a resumed run continues exactly as the uninterrupted one), and the l
 first record in each `DETERMINISTIC_LOG_WINDOWS`-th of the evaluation interval (in actor
 steps) rather than one a second.
 
-Checkpoints (`experiment.checkpoint`) are written every `every_seconds`, at the end and
-when SIGINT/SIGTERM asks the run to stop; the learner pauses while one is written. A run
-built with a restore point (`experiment.restore`, see rl/experiments/resume.py) continues
-from it: counts, learner state, the actor's schedules, the evaluation curve and, with
-`checkpoint.replay`, the replay tables.
+The schedule, checkpoints, signals and summary are the run lifecycle's
+(rl/experiments/lifecycle.py); the learner pauses while a checkpoint is taken.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from rl.checkpointing import read_process_state
+from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.distributed import DistributedProgram, Evaluations
-from rl.experiments.interrupts import Interrupted, RunInterrupted, install_stop_requests
-from rl.experiments.launchers.errors import LauncherError
+from rl.experiments.distributed import DistributedProgram
 from rl.experiments.learner_thread import LearnerThread, release_lock_while_sampling
 from rl.experiments.progress import ProgressDisplay
-from rl.checkpointing import read_process_state
-from rl.experiments.resume import RunCheckpointer, restore_evaluations, run_state
-from rl.experiments.summary import RunSummary, close_loggers, finish_run, merge_evaluations
+from rl.experiments.summary import RunSummary
 from rl.loggers.aggregators import StepFilter
-from rl.numerics import NumericalError
 
 log = logging.getLogger(__name__)
 
 
 # Learner records of a deterministic run: this many per evaluation interval, at most.
 DETERMINISTIC_LOG_WINDOWS = 10
+
+
+class LocalNodes(lifecycle.Nodes):
+    """The replay (a reverb server, or the seeded in-process replay), the learner (on
+    its own thread, or stepped by the actor's thread) and one actor and evaluator."""
+
+    def __init__(self, experiment: ExperimentConfig, deterministic: bool):
+        self.program = DistributedProgram(experiment, num_actors=1, num_evaluators=1)
+        self.deterministic = deterministic
+        self.server = self.learner_thread = None
+        self.learner_log: list[StepFilter] = []  # A deterministic run's filter of learner records.
+        self.pause = threading.Lock()  # Held between two learner steps: learning pauses (checkpoints).
+        self.samples = self.inserted = 0  # Batches taken and items inserted (a restored table's counts).
+
+    def start(self) -> None:
+        import reverb  # Replay pulls in TensorFlow: import it only when a run starts.
+
+        from rl.replay.seeded import SeededReplay
+        from rl.replay.server import make_server
+
+        experiment, program, restore = self.experiment, self.program, self.experiment.restore
+        if self.deterministic:
+            self.client = SeededReplay(program.make_replay_tables(), experiment.seed)
+        else:
+            checkpointer = self.checkpoints.replay_checkpointer(restore)
+            self.server = make_server(program.make_replay_tables(), checkpointer=checkpointer)
+            self.client = reverb.Client(f"localhost:{self.server.port}")
+        self.counter = program.make_counter()
+        if restore is not None:
+            self.counter.restore(restore.counts)
+        self.learner = program.make_learner(
+            self.client, self.counter, self._step_filter if self.deterministic else None
+        )
+        if restore is not None:
+            self.learner.restore(restore.learner_state(self.learner.save()))
+        schedule_step = int(restore.state["actor_schedule_step"]) if restore is not None else 0
+        self.actor_loop = program.make_actor(
+            0, self.client, self.learner, self.counter, restart=experiment.session, initial_step=schedule_step
+        )
+        self.evaluators = [program.make_evaluator(i, self.learner, self.counter) for i in range(program.evaluators)]
+        self.adder = self.actor_loop.actor.adder
+        if restore is not None and restore.restore_replay and self.server is not None:
+            table = getattr(experiment.builder.config, "replay_table_name", None) or next(
+                iter(self.client.server_info())
+            )
+            self.inserted, self.samples = _replay_counts(self.client, table)
+        if self.deterministic and restore is not None:
+            self._restore_process_state(restore.checkpoint)
+        if not self.deterministic:
+            dataset = release_lock_while_sampling(self.learner, self.pause)
+            self.learner_thread = LearnerThread(self.learner, self.pause, dataset)
+
+    def _step_filter(self, logger: Any) -> StepFilter:
+        every = max(1, self.experiment.eval_every // DETERMINISTIC_LOG_WINDOWS)
+        self.learner_log.append(StepFilter(logger, "actor_steps", every))
+        return self.learner_log[-1]
+
+    def _restore_process_state(self, checkpoint: str) -> None:
+        saved = read_process_state(checkpoint)
+        if saved is None:
+            log.warning(
+                "%s holds no deterministic state (written without launcher.deterministic=true): "
+                "the run continues, but not as it would have uninterrupted",
+                checkpoint,
+            )
+            return
+        self.client.set_state(saved["replay"])
+        self.actor_loop.set_state(saved["actor"])
+        for evaluator, evaluator_state in zip(self.evaluators, saved["evaluators"]):
+            evaluator.set_state(evaluator_state)
+        self.samples = int(saved["samples"])
+        self.learner_log[0].set_state(saved["learner_log"])
+
+    def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
+        loop, builder, step = self.actor_loop, self.experiment.builder, self.record.steps
+        while step < until:
+            # One batched step of the actor's copies, never past an evaluation point.
+            count = min(loop.num_envs, until - step)
+            records = loop.step(None if count == loop.num_envs else np.arange(count))
+            step += count
+            if self.learner_thread is not None:
+                self.learner_thread.notify()
+            else:  # Every step is counted and its items are in before the learner is asked, so that
+                loop.count_partial_episode()  # a checkpoint (at any moment) changes no count.
+                while builder.replay_ratio.can_sample(self.inserted + self.adder.num_items, self.samples):
+                    self.learner.step()
+                    self.samples += builder.samples_per_learner_step
+            if records:
+                progress.update(episode_return=records[-1]["episode_return"])
+            progress.advance(step)
+            if pause():
+                break
+        return step
+
+    def evaluate(self) -> tuple[int, float, float]:
+        self.actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
+        records = [evaluator.run_evaluation(self.experiment.eval_episodes) for evaluator in self.evaluators]
+        steps = max(int(record.get("actor_steps", 0)) for record in records)
+        mean = sum(float(record["episode_return"]) for record in records) / len(records)
+        return steps, mean, max(evaluator.round_started_at for evaluator in self.evaluators)
+
+    def end_acting(self, interrupted: bool) -> None:
+        self.actor_loop.count_partial_episode()
+        if not interrupted:  # The last inserts are flushed and the learner takes the batches they allow.
+            self.adder.reset()
+            if self.learner_thread is not None:
+                self.learner_thread.finish()
+
+    def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
+        self.actor_loop.count_partial_episode()  # The counts then hold every step taken.
+        with self.pause:
+            counts = self.counter.get_counts()
+            snapshot = lifecycle.Snapshot(self.record.steps, counts)
+            snapshot.state["actor_schedule_step"] = int(self.actor_loop.actor.step_count)
+            if not checkpoint:
+                return snapshot
+            check = getattr(self.learner, "check_finite", None)
+            if check is not None:
+                check()
+            snapshot.learner_state = self.learner.save()
+            if self.server is not None and self.checkpoints.saves_replay:
+                path = self.client.checkpoint()  # With the learner paused, as its state.
+                snapshot.replay = lambda: path
+            if self.deterministic:
+                snapshot.process_state = {
+                    "replay": self.client.get_state(),
+                    "actor": self.actor_loop.get_state(),
+                    "evaluators": [evaluator.get_state() for evaluator in self.evaluators],
+                    "samples": self.samples,
+                    "learner_log": self.learner_log[0].get_state(),
+                }
+            return snapshot
+
+    def end_learning(self) -> None:
+        if self.learner_thread is not None:
+            self.learner_thread.close()
+
+    def close(self) -> None:
+        self.end_learning()
+        if self.server is not None:
+            self.server.stop()
 
 
 def _replay_counts(client: Any, table: str) -> tuple[int, int]:
@@ -57,212 +191,4 @@ def _replay_counts(client: Any, table: str) -> tuple[int, int]:
 
 
 def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunSummary:
-    import reverb  # Replay pulls in TensorFlow: import it only when a run starts.
-
-    from rl.replay.seeded import SeededReplay
-    from rl.replay.server import make_server
-
-    start = time.perf_counter()
-    program = DistributedProgram(experiment, num_actors=1, num_evaluators=1)
-    builder = experiment.builder
-    restore = experiment.restore
-    checkpoints = RunCheckpointer(experiment)
-    server = seeded = None
-    if deterministic:
-        seeded = SeededReplay(program.make_replay_tables(), experiment.seed)
-    else:
-        server = make_server(program.make_replay_tables(), checkpointer=checkpoints.replay_checkpointer(restore))
-    stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: stop at the next step.
-    loggers_closed = False
-    learner_thread = adder = None
-    try:
-        client = seeded if seeded is not None else reverb.Client(f"localhost:{server.port}")
-        counter = program.make_counter()
-        if restore is not None:
-            counter.restore(restore.counts)
-        learner_log: list[StepFilter] = []  # A deterministic run's filter of learner records.
-
-        def step_filter(logger: Any) -> StepFilter:
-            every = max(1, experiment.eval_every // DETERMINISTIC_LOG_WINDOWS)
-            learner_log.append(StepFilter(logger, "actor_steps", every))
-            return learner_log[-1]
-
-        learner = program.make_learner(client, counter, step_filter if deterministic else None)
-        if restore is not None:
-            learner.restore(restore.learner_state(learner.save()))
-        schedule_step = int(restore.state["actor_schedule_step"]) if restore is not None else 0
-        actor_loop = program.make_actor(
-            0,
-            client,
-            learner,
-            counter,
-            restart=experiment.session,
-            initial_step=schedule_step,
-        )
-        evaluators = [program.make_evaluator(i, learner, counter) for i in range(program.evaluators)]
-        histories = [Evaluations() for _ in evaluators]
-        if restore is not None:  # The run's curve so far (the mean over its evaluators), for each.
-            for history in histories:
-                history.returns[:], history.times[:] = restore_evaluations(restore, experiment)
-
-        def evaluation_curve() -> tuple[list[tuple[int, float]], list[float]]:
-            returns, times = merge_evaluations([(h.returns, h.times) for h in histories])
-            return returns, times or []
-
-        def evaluate() -> float:
-            """A round of every evaluator; the mean of their mean returns."""
-            means = [h.evaluate(e, experiment.eval_episodes) for e, h in zip(evaluators, histories)]
-            return float(np.mean(means))
-
-        adder = actor_loop.actor.adder
-        ratio = builder.replay_ratio
-        batch = builder.samples_per_learner_step
-        samples = inserted = 0  # A restored table's counts, when the replay is restored.
-        if restore is not None and restore.restore_replay and seeded is None:
-            table = getattr(builder.config, "replay_table_name", None) or next(iter(client.server_info()))
-            inserted, samples = _replay_counts(client, table)
-
-        def process_state() -> dict[str, Any]:
-            """What a deterministic run continues from besides the learner and the counts."""
-            return {
-                "replay": seeded.get_state(),
-                "actor": actor_loop.get_state(),
-                "evaluators": [evaluator.get_state() for evaluator in evaluators],
-                "samples": samples,
-                "learner_log": learner_log[0].get_state(),
-            }
-
-        if deterministic and restore is not None:
-            saved = read_process_state(restore.checkpoint)
-            if saved is None:
-                log.warning(
-                    "%s holds no deterministic state (written without launcher.deterministic=true): "
-                    "the run continues, but not as it would have uninterrupted",
-                    restore.checkpoint,
-                )
-            else:
-                seeded.set_state(saved["replay"])
-                actor_loop.set_state(saved["actor"])
-                for evaluator, evaluator_state in zip(evaluators, saved["evaluators"]):
-                    evaluator.set_state(evaluator_state)
-                samples = int(saved["samples"])
-                learner_log[0].set_state(saved["learner_log"])
-        pause = threading.Lock()  # Held between two learner steps: learning pauses (checkpoints).
-        learner_thread = None
-        if not deterministic:
-            dataset = release_lock_while_sampling(learner, pause)
-            learner_thread = LearnerThread(learner, pause, dataset)
-        next_eval = program.next_evaluation(restore.actor_steps if restore is not None else 0)
-        acting_before = float(restore.state.get("acting_time_s", 0.0)) if restore is not None else 0.0
-        acting_start = time.perf_counter()
-
-        def acting_time() -> float:
-            return acting_before + time.perf_counter() - acting_start
-
-        def finish_learning() -> None:
-            """Flushes the last inserts and lets the learner take the batches they allow
-            (the one-thread order has taken them already), then stops it."""
-            adder.reset()
-            if learner_thread is not None:
-                learner_thread.finish()
-
-        def save() -> tuple[str | None, dict[str, Any]]:
-            """A checkpoint of this moment, the learner paused (None: checkpoints are off)."""
-            actor_loop.count_partial_episode()  # The counts then hold every step taken ...
-            sync = getattr(adder, "sync", None)
-            if sync is not None:  # ... and an adder process has made every call sent to it.
-                sync()
-            with pause:
-                state = run_state(
-                    experiment,
-                    counter.get_counts(),
-                    step,
-                    next_eval,
-                    actor_loop.actor.step_count,
-                    *evaluation_curve(),
-                    acting_time(),
-                )
-                if seeded is None:
-                    return checkpoints.save(learner, state, client), state
-                return checkpoints.save(learner, state, None, process_state() if checkpoints.enabled else None), state
-
-        with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
-            step = restore.actor_steps if restore is not None else 0
-            progress.advance(step)
-            checkpoints.start()
-            while step < experiment.max_actor_steps:
-                # One batched step of the actor's copies, never past an evaluation point.
-                count = min(actor_loop.num_envs, next_eval - step, experiment.max_actor_steps - step)
-                records = actor_loop.step(None if count == actor_loop.num_envs else np.arange(count))
-                step += count
-                if learner_thread is not None:
-                    learner_thread.notify()
-                else:  # Every step is counted and its items are in before the learner is asked, so that
-                    actor_loop.count_partial_episode()  # a checkpoint (at any moment) changes no count.
-                while learner_thread is None and ratio.can_sample(inserted + adder.num_items, samples):
-                    learner.step()
-                    samples += batch
-                if records:
-                    progress.update(episode_return=records[-1]["episode_return"])
-                if step >= next_eval:
-                    actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
-                    if step == experiment.max_actor_steps:
-                        finish_learning()  # The final evaluation sees the final parameters.
-                    progress.update(eval_return=evaluate())
-                    next_eval = program.next_evaluation(step)
-                progress.advance(step)
-                if stop.requested or checkpoints.due():  # Periodic checkpoints; a signal stops here.
-                    path, state = save()
-                    if stop.requested:
-                        break
-        if stop.requested:
-            if learner_thread is not None:
-                learner_thread.close()
-            summary = finish_run(
-                experiment,
-                state["counts"],
-                *evaluation_curve(),
-                time.perf_counter() - start,
-                acting_time(),
-                status="interrupted",
-            )
-            close_loggers(experiment, exit_code=128 + stop.signum)
-            loggers_closed = True
-            raise RunInterrupted(stop.signum, summary, path)
-        acting = acting_time()
-        _, state = save()  # The final checkpoint.
-        summary = finish_run(experiment, state["counts"], *evaluation_curve(), time.perf_counter() - start, acting)
-        close_loggers(experiment, exit_code=0)
-        loggers_closed = True
-        return summary
-    except NumericalError as error:  # The last good checkpoint stays; the summary says "failed".
-        if learner_thread is not None:
-            learner_thread.close()
-        actor_loop.count_partial_episode()
-        finish_run(
-            experiment,
-            counter.get_counts(),
-            *evaluation_curve(),
-            time.perf_counter() - start,
-            acting_time(),
-            status="failed",
-        )
-        close_loggers(experiment, exit_code=1)
-        loggers_closed = True
-        kept = f"the last good checkpoint is {checkpoints.last}" if checkpoints.last else "no checkpoint was written"
-        raise LauncherError(f"numerical fault: {error}; the learner stopped and {kept}") from None
-    except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
-        close_loggers(experiment, exit_code=error.exit_code)
-        loggers_closed = True
-        raise
-    finally:
-        if learner_thread is not None:
-            learner_thread.close()
-        if not loggers_closed:
-            close_loggers(experiment, exit_code=1)
-        close = getattr(adder, "close", None)
-        if close is not None:  # An adder process stops before its server does.
-            close()
-        if server is not None:
-            server.stop()
-        restore_signal_handlers()
+    return lifecycle.run(experiment, LocalNodes(experiment, deterministic))

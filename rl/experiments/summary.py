@@ -14,36 +14,11 @@ from rl.experiments.config import ExperimentConfig
 # A run's status: it ran to its budget, was stopped (SIGINT/SIGTERM), or failed.
 STATUSES = ("finished", "interrupted", "failed")
 
-# One evaluator's rounds: (actor steps, mean return) per round, and the epoch time
-# (time.time()) each round ended, or None when the evaluator does not record it.
-EvaluatorHistory = tuple[Sequence[tuple[int, float]], Sequence[float] | None]
-
 
 def run_start_time(experiment: ExperimentConfig) -> float | None:
     """The epoch time the run started: the logger factory's clock, which every record's
     `wall_time_s` counts from (None for a factory without one)."""
     return getattr(experiment.logger_factory, "start_time", None)
-
-
-def merge_evaluations(histories: Sequence[EvaluatorHistory]) -> tuple[list[tuple[int, float]], list[float] | None]:
-    """One evaluation curve from several evaluators that evaluate together.
-
-    Round k of every evaluator is evaluation point k: its return is the mean of the
-    evaluators' returns, its actor steps and time the largest of theirs (the point is
-    complete when the last evaluator reports). An evaluator with fewer rounds (it died)
-    is left out of the rounds it missed. Times are None unless every evaluator has them.
-    """
-    rounds = max((len(returns) for returns, _ in histories), default=0)
-    with_times = bool(histories) and all(times is not None for _, times in histories)
-    curve: list[tuple[int, float]] = []
-    curve_times: list[float] = []
-    for k in range(rounds):
-        present = [(returns[k], times) for returns, times in histories if k < len(returns)]
-        steps = max(int(point[0]) for point, _ in present)
-        curve.append((steps, float(sum(float(point[1]) for point, _ in present) / len(present))))
-        if with_times:
-            curve_times.append(max(times[k] for (_, times) in present))
-    return curve, (curve_times if with_times else None)
 
 
 def first_reaching(

@@ -22,14 +22,13 @@ import time
 from typing import Any
 
 import rl
+from rl import checkpointing
+from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.distributed import DistributedProgram
-from rl import checkpointing
-from rl.experiments.interrupts import RunInterrupted, install_stop_requests
 from rl.experiments.launchers.errors import LauncherError
 from rl.experiments.progress import ProgressDisplay
-from rl.experiments.resume import RunCheckpointer, restore_evaluations, run_state
-from rl.experiments.summary import RunSummary, close_loggers, finish_run, merge_evaluations, run_start_time
+from rl.experiments.summary import RunSummary, run_start_time
 
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
 # Environment of every node: no GPU pre-allocation fights, no TensorFlow chatter.
@@ -112,15 +111,15 @@ class RayLauncher:
         started_here = not ray.is_initialized()
         if started_here:
             self._init_ray(ray)
-        run = None
+        nodes = None
         try:
-            run = _RayRun(self, experiment)
-            return run.run()
+            nodes = RayNodes(self, experiment)
+            return lifecycle.run(experiment, nodes)
         finally:
             if started_here:
                 ray.shutdown()
-                if run is not None:
-                    _wait_for_exit(run.node_pids.values(), self.stop_timeout_s)
+                if nodes is not None:
+                    _wait_for_exit(nodes.node_pids.values(), self.stop_timeout_s)
 
     def _check_reachable(self) -> None:
         """Fails fast (no hang) when a given cluster address does not answer."""
@@ -162,31 +161,6 @@ class RayLauncher:
             raise LauncherError(f"launcher.address: cannot join Ray at {self.address} ({error})") from None
 
 
-class _SavedLearner:
-    """A learner state already read from the learner node, as `RunCheckpointer.save` takes it."""
-
-    def __init__(self, state: Any):
-        self._state = state
-
-    def save(self) -> Any:
-        return self._state
-
-
-class _ReplayCheckpoints:
-    """The replay node's `checkpoint`, as `RunCheckpointer.save` takes a replay client."""
-
-    def __init__(self, run: "_RayRun", replay: Any):
-        self._run = run
-        self._replay = replay
-
-    def checkpoint(self) -> str:
-        try:
-            return self._run._get(self._replay.checkpoint.remote(), "replay", "checkpoint")
-        except self._run.ray.exceptions.RayActorError as error:  # It died: wait for its restart.
-            self._run._replay_died(error)
-            return self._run._get(self._replay.checkpoint.remote(), "replay", "checkpoint")
-
-
 def _first_line(error: BaseException) -> str:
     """One line about a Ray error: the task's own exception when there is one."""
     cause = getattr(error, "cause", None)
@@ -196,24 +170,19 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-class _RayRun:
-    """One distributed run, from placing the nodes to writing the summary."""
+class RayNodes(lifecycle.Nodes):
+    """The nodes of one distributed run, placed by Ray and watched from this process."""
 
     def __init__(self, launcher: RayLauncher, experiment: ExperimentConfig):
         import ray
-        from ray.util.queue import Queue
+
+        from rl.experiments.launchers import ray_nodes
 
         self.ray = ray
         self.launcher = launcher
         self.experiment = experiment
-        from rl.experiments.launchers import ray_nodes
-
         self.names = ray_nodes.node_names()
         self._head_node: str | None = None
-        self.log_queue = Queue(
-            maxsize=100_000,
-            actor_options={"num_cpus": 0, "name": self.names["log_queue"], **self._on_head_node(hard=True)},
-        )
         remote_experiment = dataclasses.replace(
             experiment, logger_factory=ray_nodes.QueueLoggerFactory(self.names["log_queue"], run_start_time(experiment))
         )
@@ -225,20 +194,12 @@ class _RayRun:
         self.evaluator_restarts = [0] * self.program.evaluators
         self.handles: dict[str, Any] = {}
         self.node_pids: dict[str, int] = {}
-        self.checkpoints = RunCheckpointer(experiment)
-        restore = experiment.restore
-        # The evaluation curve so far, per evaluator (a resumed run starts with the saved one).
-        saved_curve = restore_evaluations(restore, experiment) if restore is not None else ([], [])
-        self.histories = [(list(saved_curve[0]), list(saved_curve[1])) for _ in range(self.program.evaluators)]
+        self.log_queue = None
+        self.actor_runs: dict[Any, int] = {}
         self.evaluations: list[Any] = []  # The round in flight: one call per evaluator.
-        actor_steps = restore.actor_steps if restore is not None else 0
-        self.next_eval = int(restore.state.get("next_eval", 0)) if restore is not None else 0
-        if self.next_eval <= actor_steps:
-            self.next_eval = self.program.next_evaluation(actor_steps)
-        self.acting_before = float(restore.state.get("acting_time_s", 0.0)) if restore is not None else 0.0
-        self.acting_start: float | None = None
+        self.held_at = -1
         # What a restarted learner continues from: (checkpoint name, learner state, learner steps).
-        self.saved: tuple[str | None, Any, int] = (None, None, 0)
+        self.saved_learner: tuple[str | None, Any, int] = (None, None, 0)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -266,145 +227,244 @@ class _RayRun:
         """A launcher event (restart, failure) for the terminal and logs/launcher.csv."""
         self._log(("launcher", None, None), {"event": message, "time": time.time()})
 
-    def _acting_time(self) -> float:
-        if self.acting_start is None:
-            return self.acting_before
-        return self.acting_before + time.perf_counter() - self.acting_start
-
-    def _curve(self) -> tuple[list[tuple[int, float]], list[float]]:
-        """The run's evaluation curve: every evaluator's rounds, averaged."""
-        returns, times = merge_evaluations(self.histories)
-        return returns, times or []
-
     # ------------------------------------------------------------------ the run
 
-    def run(self) -> RunSummary:
+    def start(self) -> None:
+        from ray.util.queue import Queue
+
         from rl.experiments.launchers import ray_nodes
 
-        ray, launcher, experiment = self.ray, self.launcher, self.experiment
+        launcher, experiment, names = self.launcher, self.experiment, self.names
         restore = experiment.restore
+        self.log_queue = Queue(
+            maxsize=100_000, actor_options={"num_cpus": 0, "name": names["log_queue"], **self._on_head_node(hard=True)}
+        )
         # Passed by value: the program pickles to a few kilobytes, so Ray keeps it inline in
         # each node's creation task, where a restart finds it (an object-store reference
         # would have to outlive every restart).
         program = self.program
-        start = time.perf_counter()
-        exit_code = 1
-        stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: checkpoint and stop.
-        try:
-            replay_directory, fallback = self._replay_checkpoint_paths()
-            # Nodes find the replay, the counter and the learner by name: a handle passed to
-            # a node that Ray may restart would sit in the object store (and Ray warns on
-            # every run). Every node starts at once; each waits for the replay address itself.
-            names = self.names
-            counter = ray_nodes.CounterNode.options(name=names["counter"], **self._on_head_node(hard=True)).remote(
-                experiment.max_actor_steps,
-                restore.counts if restore is not None else None,
-                self._saved_schedule_steps(),
-                experiment.session,
-                launcher.max_restarts + 1,
-            )
-            self.counter = counter
-            # Acting stops at each evaluation point until its round is played.
-            self._get(counter.hold_until.remote(self.next_eval), "counter", "hold_until")
-            replay = ray_nodes.ReplayNode.options(
-                name=names["replay"], max_restarts=launcher.max_replay_restarts, **self._on_head_node(hard=True)
-            ).remote(program, replay_directory, fallback, names["counter"])
-            self.replay = replay
-            learner = ray_nodes.LearnerNode.options(
-                num_cpus=launcher.learner_num_cpus,
-                num_gpus=launcher.learner_num_gpus,
-                max_restarts=launcher.max_learner_restarts,
-                # run, every actor's and evaluator's parameter requests, and the driver's calls.
-                max_concurrency=launcher.num_actors + self.program.evaluators + 4,
-                name=names["learner"],
-                **self._on_head_node(),
-            ).remote(program, names["replay"], names["counter"])
-            self.learner = learner
-            if restore is not None:  # Checked against the node's own state, then loaded into it.
-                template = self._get(learner.save.remote(), "learner", "save")
-                try:
-                    state = restore.learner_state(template)
-                except checkpointing.CheckpointError as error:
-                    raise LauncherError(f"cannot restore the learner: {error}") from None
-                self._get(learner.restore.remote(state), "learner", "restore")
-                self.saved = (os.path.basename(restore.checkpoint), state, int(restore.counts.get("learner_steps", 0)))
-            actor_options = {
-                "num_cpus": launcher.actor_num_cpus,
-                "resources": dict(launcher.actor_resources or {}),
-                "max_restarts": launcher.max_restarts,
-                "runtime_env": {"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
-            }
-            actors = [
-                ray_nodes.ActorNode.options(**actor_options).remote(
-                    program, i, names["replay"], names["learner"], names["counter"]
-                )
-                for i in range(launcher.num_actors)
-            ]
-            evaluators = [
-                ray_nodes.EvaluatorNode.options(
-                    max_restarts=launcher.max_restarts, **self._on_head_node(hard=True)
-                ).remote(program, i, names["learner"], names["counter"], launcher.restart_timeout_s)
-                for i in range(self.program.evaluators)
-            ]
-            self.evaluators = evaluators
-            self.replay_checkpoints = _ReplayCheckpoints(self, replay) if replay_directory is not None else None
-            self._write_node_pids(replay, counter, learner, actors, evaluators)
-            self.learner_run = learner.run.remote()
-            self.replay_serving = replay.serve.remote()
-            actor_runs = {actor.run.remote(): i for i, actor in enumerate(actors)}
-            self.acting_start = time.perf_counter()
-            self.checkpoints.start()
-            self._watch(actor_runs, actors, stop)
-            if stop.requested:
-                summary, path = self._interrupt(actor_runs, start)
-                exit_code = 128 + stop.signum
-                raise RunInterrupted(stop.signum, summary, path)
-            acting_time = self._acting_time()
-            self._check_budget(counter)
-            self._ensure_learner()  # The final round needs the learner's parameters.
-            self._evaluate_now(self.launcher.evaluation_timeout_s)  # The final round.
-            learner_run = self.learner_run
-            self.learner.stop.remote()
-            ray.wait([learner_run], timeout=launcher.stop_timeout_s)
-            _, state = self._save()  # The final checkpoint.
-            self._drain_logs()
-            summary = finish_run(experiment, state["counts"], *self._curve(), time.perf_counter() - start, acting_time)
-            exit_code = 0
-            return summary
-        except ray.exceptions.RayError as error:
-            self._failed(f"the distributed run failed: {_first_line(error)}", start)
-            raise LauncherError(f"the distributed run failed: {_first_line(error)}") from None
-        except LauncherError as error:
-            self._failed(str(error), start)
-            raise
-        finally:
-            restore_signal_handlers()
+        replay_directory, fallback = self._replay_checkpoint_paths()
+        self.replay_directory = replay_directory
+        # Nodes find the replay, the counter and the learner by name: a handle passed to
+        # a node that Ray may restart would sit in the object store (and Ray warns on
+        # every run). Every node starts at once; each waits for the replay address itself.
+        self.counter = ray_nodes.CounterNode.options(name=names["counter"], **self._on_head_node(hard=True)).remote(
+            experiment.max_actor_steps,
+            restore.counts if restore is not None else None,
+            self._saved_schedule_steps(),
+            experiment.session,
+            launcher.max_restarts + 1,
+        )
+        self._hold_until(self.record.next_eval)  # Acting stops at each evaluation point until its round is played.
+        self.replay = ray_nodes.ReplayNode.options(
+            name=names["replay"], max_restarts=launcher.max_replay_restarts, **self._on_head_node(hard=True)
+        ).remote(program, replay_directory, fallback, names["counter"])
+        self.learner = ray_nodes.LearnerNode.options(
+            num_cpus=launcher.learner_num_cpus,
+            num_gpus=launcher.learner_num_gpus,
+            max_restarts=launcher.max_learner_restarts,
+            # run, every actor's and evaluator's parameter requests, and the driver's calls.
+            max_concurrency=launcher.num_actors + self.program.evaluators + 4,
+            name=names["learner"],
+            **self._on_head_node(),
+        ).remote(program, names["replay"], names["counter"])
+        if restore is not None:  # Checked against the node's own state, then loaded into it.
+            template = self._get(self.learner.save.remote(), "learner", "save")
             try:
-                self._drain_logs()
-            except Exception:  # The queue dies with Ray on a failed start; logs are best effort.
-                pass
-            for handle in self.handles.values():
-                ray.kill(handle, no_restart=True)
-            for logger in self.loggers.values():
-                logger.close()
-            close_loggers(experiment, exit_code=exit_code)
-
-    def _failed(self, message: str, start: float) -> None:
-        """A failed run: the reason in logs/launcher.csv and a "failed" summary with the
-        counts so far (when the counter still answers). The last checkpoint stays."""
-        try:
-            self._event(f"run failed: {message}")
-            counts = self._get(self.counter.get_counts.remote(), "counter", "get_counts", timeout=5.0)
-            finish_run(
-                self.experiment,
-                counts,
-                *self._curve(),
-                time.perf_counter() - start,
-                self._acting_time(),
-                status="failed",
+                state = restore.learner_state(template)
+            except checkpointing.CheckpointError as error:
+                raise LauncherError(f"cannot restore the learner: {error}") from None
+            self._get(self.learner.restore.remote(state), "learner", "restore")
+            learner_steps = int(restore.counts.get("learner_steps", 0))
+            self.saved_learner = (os.path.basename(restore.checkpoint), state, learner_steps)
+        actor_options = {
+            "num_cpus": launcher.actor_num_cpus,
+            "resources": dict(launcher.actor_resources or {}),
+            "max_restarts": launcher.max_restarts,
+            "runtime_env": {"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
+        }
+        self.actors = [
+            ray_nodes.ActorNode.options(**actor_options).remote(
+                program, i, names["replay"], names["learner"], names["counter"]
             )
-        except Exception:  # Best effort: the reason is raised either way.
+            for i in range(launcher.num_actors)
+        ]
+        self.evaluators = [
+            ray_nodes.EvaluatorNode.options(max_restarts=launcher.max_restarts, **self._on_head_node(hard=True)).remote(
+                program, i, names["learner"], names["counter"], launcher.restart_timeout_s
+            )
+            for i in range(self.program.evaluators)
+        ]
+        self._write_node_pids()
+        self.learner_run = self.learner.run.remote()
+        self.replay_serving = self.replay.serve.remote()
+        self.actor_runs = {actor.run.remote(): i for i, actor in enumerate(self.actors)}
+
+    def _hold_until(self, step: int) -> None:
+        if step != self.held_at:
+            self._get(self.counter.hold_until.remote(step), "counter", "hold_until")
+            self.held_at = step
+
+    def act(self, until: int, pause: Any, progress: ProgressDisplay) -> int:
+        """Watches the actors until the count reaches `until` (they are held there) or, at
+        the budget, every actor is done: drains logs, shows progress, restarts the work of
+        actors Ray has restarted and restores a learner or replay node Ray has restarted."""
+        ray, final = self.ray, until >= self.experiment.max_actor_steps
+        self._hold_until(until)
+        steps = self._actor_steps()
+        while self.actor_runs and (final or steps < until):
+            done, _ = ray.wait([self.learner_run, self.replay_serving, *self.actor_runs], num_returns=1, timeout=0.5)
+            self._drain_logs()
+            steps = self._actor_steps()
+            progress.advance(steps, force=True)
+            for ref in done:
+                if ref == self.learner_run:
+                    self._learner_ended(ref)
+                elif ref == self.replay_serving:
+                    self._replay_ended(ref)
+                else:
+                    self._actor_ended(ref)
+            if pause():
+                break
+        return self._actor_steps()
+
+    def _actor_ended(self, ref: Any) -> None:
+        actor_id = self.actor_runs.pop(ref)
+        try:
+            self._get(ref, f"actor_{actor_id}", "run")
+        except self.ray.exceptions.RayActorError as error:  # Dead, or unavailable (its node going away).
+            self._restart(actor_id, self.actors[actor_id], error)
+        except self.ray.exceptions.RayTaskError as error:
+            raise LauncherError(f"actor {actor_id} failed: {_first_line(error)}") from None
+
+    def _actor_steps(self) -> int:
+        return int(self._get(self.counter.get_counts.remote(), "counter", "get_counts").get("actor_steps", 0))
+
+    def evaluate(self) -> tuple[int, float, float]:
+        """A round of every evaluator (the count stops at the point, actors held there, so
+        they report exactly its actor steps, as in a local run)."""
+        timeout = self.launcher.evaluation_timeout_s
+        self.evaluations = [e.evaluate.remote(self.experiment.eval_episodes) for e in self.evaluators]
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            ready, _ = self.ray.wait(self.evaluations, num_returns=len(self.evaluations), timeout=remaining)
+            if len(ready) < len(self.evaluations):
+                raise LauncherError(f"evaluator.evaluate did not answer within {timeout:g} s")
+            results, died = [], False
+            for instance, ref in enumerate(self.evaluations):
+                try:
+                    results.append(self._get(ref, f"evaluator_{instance}", "evaluate"))
+                except self.ray.exceptions.RayActorError as error:
+                    self._evaluator_died(instance, error)
+                    died = True
+                except self.ray.exceptions.RayError as error:
+                    raise LauncherError(f"an evaluator failed: {_first_line(error)}") from None
+            if not died:
+                break
+        self.evaluations = []
+        steps = max(int(steps) for steps, _, _ in results)
+        return steps, float(sum(mean for _, mean, _ in results) / len(results)), max(ended for _, _, ended in results)
+
+    def _evaluator_died(self, instance: int, error: Exception) -> None:
+        """Counts the death, waits until Ray has rebuilt the evaluator, then asks it for
+        its part of the round again."""
+        self.evaluator_restarts[instance] += 1
+        limit = self.launcher.max_restarts
+        if self.evaluator_restarts[instance] > limit:
+            raise LauncherError(
+                f"evaluator {instance} died more than launcher.max_restarts={limit} times ({_first_line(error)})"
+            )
+        evaluator = self.evaluators[instance]
+        pid = self._wait_until_back(evaluator, f"evaluator {instance}")
+        self._record_pid(f"evaluator_{instance}", pid)
+        self._event(
+            f"evaluator {instance} died; restarted by Ray as pid {pid} ({self.evaluator_restarts[instance]}/{limit}):"
+            " it plays its round again"
+        )
+        self.evaluations[instance] = evaluator.evaluate.remote(self.experiment.eval_episodes)
+
+    def end_acting(self, interrupted: bool) -> None:
+        """Interrupted: the actors end their leases. Finished: the budget is checked. Either
+        way a learner that died unnoticed is restored first."""
+        if interrupted:
+            self._get(self.counter.close.remote(), "counter", "close")
+            if self.actor_runs:
+                runs = list(self.actor_runs)
+                self.ray.wait(runs, num_returns=len(runs), timeout=self.launcher.stop_timeout_s)
+        else:
+            self._check_budget()
+        self._ensure_learner()
+
+    def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
+        """The learner's state between two steps, with the counts at that moment; a learner
+        that dies meanwhile is restored first."""
+        try:
+            taken = self._get(self.learner.checkpoint.remote(), "learner", "checkpoint")
+        except self.ray.exceptions.RayActorError as error:
+            self._learner_died(error)
+            taken = self._get(self.learner.checkpoint.remote(), "learner", "checkpoint")
+        except self.ray.exceptions.RayTaskError as error:  # A numerical fault, say.
+            message = f"the learner's checkpoint failed ({_first_line(error)}); {self.checkpoints.kept()}"
+            raise LauncherError(message) from None
+        counts = taken["counts"]
+        schedule_steps = {int(k): int(v) for k, v in taken["schedule_steps"].items()}
+        snapshot = lifecycle.Snapshot(int(counts.get("actor_steps", 0)), counts, taken["state"])
+        snapshot.state["actor_schedule_step"] = schedule_steps.get(0, 0)
+        snapshot.state["actor_schedule_steps"] = {str(k): v for k, v in sorted(schedule_steps.items())}
+        if checkpoint and self.checkpoints.saves_replay and self.replay_directory is not None:
+            snapshot.replay = self._replay_checkpoint
+        return snapshot
+
+    def _replay_checkpoint(self) -> str:
+        try:
+            return self._get(self.replay.checkpoint.remote(), "replay", "checkpoint")
+        except self.ray.exceptions.RayActorError as error:  # It died: wait for its restart.
+            self._replay_died(error)
+            return self._get(self.replay.checkpoint.remote(), "replay", "checkpoint")
+
+    def saved(self, path: str, snapshot: lifecycle.Snapshot) -> None:
+        learner_steps = int(snapshot.counts.get("learner_steps", 0))
+        self.saved_learner = (os.path.basename(path), snapshot.learner_state, learner_steps)
+
+    def end_learning(self) -> None:
+        learner_run = self.learner_run
+        self.learner.stop.remote()
+        self.ray.wait([learner_run], timeout=self.launcher.stop_timeout_s)
+
+    def counts(self) -> dict[str, Any]:
+        return self._get(self.counter.get_counts.remote(), "counter", "get_counts", timeout=5.0)
+
+    def failure(self, error: Exception) -> str | None:
+        if isinstance(error, self.ray.exceptions.RayError):
+            message = f"the distributed run failed: {_first_line(error)}"
+        else:
+            message = super().failure(error)
+        if message is not None:
+            try:  # The reason in logs/launcher.csv, when the log queue still answers.
+                self._event(f"run failed: {message}")
+            except Exception:  # noqa: BLE001 - best effort: the reason is raised either way.
+                pass
+        return message
+
+    def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
+        self._close_node_loggers()  # Before the run's own loggers (its W&B run) close.
+        return summary
+
+    def _close_node_loggers(self) -> None:
+        try:
+            if self.log_queue is not None:
+                self._drain_logs()
+        except Exception:  # noqa: BLE001 - the queue dies with Ray on a failed start; logs are best effort.
             pass
+        for logger in self.loggers.values():
+            logger.close()
+        self.loggers = {}
+
+    def close(self) -> None:
+        self._close_node_loggers()
+        for handle in self.handles.values():
+            self.ray.kill(handle, no_restart=True)
 
     def _replay_checkpoint_paths(self) -> tuple[str | None, str | None]:
         """Where the replay node checkpoints its tables, and the checkpoint it starts from
@@ -444,172 +504,6 @@ class _RayRun:
         if steps is None:
             return {0: int(restore.state.get("actor_schedule_step", 0))}
         return {int(actor_id): int(count) for actor_id, count in steps.items()}
-
-    def _watch(self, actor_runs: dict[Any, int], actors: list[Any], stop: Any) -> None:
-        """Until every actor is done or a stop is requested: drain logs, show progress,
-        trigger evaluations, write periodic checkpoints, restart the work of actors that
-        Ray restarted and restore a learner Ray restarted."""
-        ray, experiment = self.ray, self.experiment
-        with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
-            while actor_runs and not stop.requested:
-                done, _ = ray.wait([self.learner_run, self.replay_serving, *actor_runs], num_returns=1, timeout=0.5)
-                self._drain_logs()
-                steps = self._actor_steps()
-                progress.advance(steps, force=True)
-                if self.evaluations:
-                    eval_return = self._collect_evaluations(timeout=0)
-                    if eval_return is not None:
-                        progress.update(eval_return=eval_return)
-                        self._get(self.counter.hold_until.remote(self.next_eval), "counter", "hold_until")
-                # The count stops at the point (actors are held there), so the round's
-                # evaluators report exactly its actor steps, as in a local run.
-                if steps >= self.next_eval and not self.evaluations and steps < experiment.max_actor_steps:
-                    self.evaluations = [e.evaluate.remote(experiment.eval_episodes) for e in self.evaluators]
-                    self.next_eval = self.program.next_evaluation(steps)
-                for ref in done:
-                    if ref == self.learner_run:
-                        self._learner_ended(ref)
-                        continue
-                    if ref == self.replay_serving:
-                        self._replay_ended(ref)
-                        continue
-                    actor_id = actor_runs.pop(ref)
-                    try:
-                        self._get(ref, f"actor_{actor_id}", "run")
-                    except ray.exceptions.RayActorError as error:  # Dead, or unavailable (its node going away).
-                        self._restart(actor_id, actors[actor_id], actor_runs, error)
-                    except ray.exceptions.RayTaskError as error:
-                        raise LauncherError(f"actor {actor_id} failed: {_first_line(error)}") from None
-                # A round in flight finishes first: the checkpoint then holds it.
-                if self.checkpoints.due() and not self.evaluations and actor_runs:
-                    self._save(periodic=True)
-
-    def _actor_steps(self) -> int:
-        return int(self._get(self.counter.get_counts.remote(), "counter", "get_counts").get("actor_steps", 0))
-
-    def _collect_evaluations(self, timeout: float) -> float | None:
-        """The round in flight, once every evaluator has answered (within `timeout`):
-        added to the curve; returns its mean return (None: not done yet). An evaluator
-        that died is waited for while Ray restarts it, then plays its part again."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = max(0.0, deadline - time.monotonic())
-            ready, _ = self.ray.wait(self.evaluations, num_returns=len(self.evaluations), timeout=remaining)
-            if len(ready) < len(self.evaluations):
-                return None
-            results, died = [], False
-            for instance, ref in enumerate(self.evaluations):
-                try:
-                    results.append(self._get(ref, f"evaluator_{instance}", "evaluate"))
-                except self.ray.exceptions.RayActorError as error:
-                    self._evaluator_died(instance, error)
-                    died = True
-                except self.ray.exceptions.RayError as error:
-                    raise LauncherError(f"an evaluator failed: {_first_line(error)}") from None
-            if not died:
-                break
-            if time.monotonic() >= deadline:
-                return None
-        self.evaluations = []
-        for (returns, times), (steps, mean, ended) in zip(self.histories, results):
-            returns.append((int(steps), float(mean)))
-            times.append(float(ended))
-        return float(sum(mean for _, mean, _ in results) / len(results))
-
-    def _evaluator_died(self, instance: int, error: Exception) -> None:
-        """Counts the death, waits until Ray has rebuilt the evaluator, then asks it for
-        its part of the round again."""
-        self.evaluator_restarts[instance] += 1
-        limit = self.launcher.max_restarts
-        if self.evaluator_restarts[instance] > limit:
-            raise LauncherError(
-                f"evaluator {instance} died more than launcher.max_restarts={limit} times ({_first_line(error)})"
-            )
-        evaluator = self.evaluators[instance]
-        pid = self._wait_until_back(evaluator, f"evaluator {instance}")
-        self._record_pid(f"evaluator_{instance}", pid)
-        self._event(
-            f"evaluator {instance} died; restarted by Ray as pid {pid} ({self.evaluator_restarts[instance]}/{limit}):"
-            " it plays its round again"
-        )
-        self.evaluations[instance] = evaluator.evaluate.remote(self.experiment.eval_episodes)
-
-    def _evaluate_now(self, timeout: float) -> None:
-        """Waits for the round in flight, then runs one more round of every evaluator."""
-        if self.evaluations and self._collect_evaluations(timeout) is None:
-            raise LauncherError(f"evaluator.evaluate did not answer within {timeout:g} s")
-        self.evaluations = [e.evaluate.remote(self.experiment.eval_episodes) for e in self.evaluators]
-        if self._collect_evaluations(timeout) is None:
-            raise LauncherError(f"evaluator.evaluate did not answer within {timeout:g} s")
-
-    # ------------------------------------------------------------------ checkpoints
-
-    def _save(self, periodic: bool = False) -> tuple[str | None, dict[str, Any]]:
-        """A checkpoint of the learner between two steps, with the counts at that moment
-        (None for the path when checkpoints are off). A learner that dies meanwhile is
-        restored first. A `periodic` one is skipped (None) while the actors have not
-        stepped since the last (they wait for a learner being restored, say): it would
-        replace that checkpoint, which a restore may have named, under the same name."""
-        try:
-            snapshot = self._get(self.learner.checkpoint.remote(), "learner", "checkpoint")
-        except self.ray.exceptions.RayActorError as error:
-            self._learner_died(error)
-            snapshot = self._get(self.learner.checkpoint.remote(), "learner", "checkpoint")
-        except self.ray.exceptions.RayTaskError as error:  # A numerical fault, say.
-            kept = (
-                f"the last good checkpoint is {self.checkpoints.last}"
-                if self.checkpoints.last
-                else "no checkpoint was written"
-            )
-            raise LauncherError(f"the learner's checkpoint failed ({_first_line(error)}); {kept}") from None
-        counts = snapshot["counts"]
-        actor_steps = int(counts.get("actor_steps", 0))
-        if (
-            periodic
-            and self.checkpoints.last is not None
-            and checkpointing.step_of(self.checkpoints.last) == actor_steps
-        ):
-            self.checkpoints.start()  # The next try, a period from now.
-            return None, {}
-        schedule_steps = {int(k): int(v) for k, v in snapshot["schedule_steps"].items()}
-        state = run_state(
-            self.experiment,
-            counts,
-            actor_steps,
-            self.next_eval,
-            schedule_steps.get(0, 0),
-            *self._curve(),
-            self._acting_time(),
-        )
-        state["actor_schedule_steps"] = {str(k): v for k, v in sorted(schedule_steps.items())}
-        path = self.checkpoints.save(_SavedLearner(snapshot["state"]), state, self.replay_checkpoints)
-        if path is not None:
-            self.saved = (os.path.basename(path), snapshot["state"], int(counts.get("learner_steps", 0)))
-        return path, state
-
-    def _interrupt(self, actor_runs: dict[Any, int], start: float) -> tuple[RunSummary, str | None]:
-        """SIGINT/SIGTERM: the actors end their leases, the round in flight ends, then a
-        checkpoint and an "interrupted" summary."""
-        ray, launcher = self.ray, self.launcher
-        self._get(self.counter.close.remote(), "counter", "close")
-        if actor_runs:
-            ray.wait(list(actor_runs), num_returns=len(actor_runs), timeout=launcher.stop_timeout_s)
-        if self.evaluations and self._collect_evaluations(launcher.stop_timeout_s) is None:
-            self.evaluations = []  # Not in the checkpoint: the resumed run evaluates there again.
-        acting_time = self._acting_time()
-        self._ensure_learner()
-        path, state = self._save()
-        self.learner.stop.remote()
-        self._drain_logs()
-        summary = finish_run(
-            self.experiment,
-            state["counts"],
-            *self._curve(),
-            time.perf_counter() - start,
-            acting_time,
-            status="interrupted",
-        )
-        return summary, path
 
     # ------------------------------------------------------------------ faults
 
@@ -671,7 +565,7 @@ class _RayRun:
             )
         pid = self._wait_until_back(self.learner, "learner")
         self._record_pid("learner", pid)
-        checkpoint, state, learner_steps = self.saved
+        checkpoint, state, learner_steps = self.saved_learner
         reported = self._get(self.counter.set_learner_steps.remote(learner_steps), "counter", "set_learner_steps")
         digest = self._get(self.learner.restore.remote(state), "learner", "restore")
         origin = f"checkpoint {checkpoint}" if checkpoint is not None else "its initial state (no checkpoint yet)"
@@ -733,7 +627,7 @@ class _RayRun:
 
         return move_rows(os.path.join(logs, "learner.csv"), lost, destination)
 
-    def _restart(self, actor_id: int, actor: Any, actor_runs: dict[Any, int], error: Exception) -> None:
+    def _restart(self, actor_id: int, actor: Any, error: Exception) -> None:
         """Counts the death, waits until Ray has rebuilt the actor, then resumes its work."""
         self.restarts[actor_id] += 1
         if self.restarts[actor_id] > self.launcher.max_restarts:
@@ -750,10 +644,11 @@ class _RayRun:
             f" restart {start['restart']} with a fresh key, schedules resumed at step {start['steps']},"
             f" {start['reclaimed']} leased steps returned to the budget"
         )
-        actor_runs[actor.run.remote()] = actor_id
+        self.actor_runs[actor.run.remote()] = actor_id
 
-    def _check_budget(self, counter: Any) -> None:
+    def _check_budget(self) -> None:
         """Records how the step budget was spent; a mismatch would be a counting bug."""
+        counter = self.counter
         budget = self._get(counter.budget.remote(), "counter", "budget")
         counted = int(self._get(counter.get_counts.remote(), "counter", "get_counts").get("actor_steps", 0))
         message = (
@@ -764,12 +659,12 @@ class _RayRun:
             message += f"; MISMATCH: unleased {budget['unleased']}, leased but uncounted {budget['outstanding']}"
         self._event(message)
 
-    def _write_node_pids(self, replay: Any, counter: Any, learner: Any, actors: list, evaluators: list) -> None:
+    def _write_node_pids(self) -> None:
         """logs/nodes.json: which process hosts which node, for operators (and tests)."""
         handles = self.handles
-        handles.update({"replay": replay, "counter": counter, "learner": learner})
-        handles.update({f"actor_{i}": a for i, a in enumerate(actors)})
-        handles.update({f"evaluator_{i}": e for i, e in enumerate(evaluators)})
+        handles.update({"replay": self.replay, "counter": self.counter, "learner": self.learner})
+        handles.update({f"actor_{i}": a for i, a in enumerate(self.actors)})
+        handles.update({f"evaluator_{i}": e for i, e in enumerate(self.evaluators)})
         pids = self._get([h.pid.remote() for h in handles.values()], "every node", "pid")
         for name, pid in zip(handles, pids):
             self._record_pid(name, pid)

@@ -1,0 +1,303 @@
+"""The life of a run, written once for every launcher (local, ray, anakin).
+
+A launcher supplies its `Nodes`: how to act up to an actor step, play an evaluation
+round, snapshot what a checkpoint holds, and stop. `run` does the rest: it acts to each
+evaluation point (every `eval_every` actor steps and at `max_actor_steps`), evaluates
+there, checkpoints on a clock (`checkpoint.every_seconds`), at the end and on SIGINT/
+SIGTERM, keeps the evaluation curve (continued from a restore point), and ends the run
+`finished`, `interrupted` or `failed` with its summary.json and closed loggers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, Callable, Mapping
+
+from rl import checkpointing
+from rl.checkpointing import CheckpointSettings
+from rl.experiments.config import ExperimentConfig
+from rl.experiments.interrupts import Interrupted, RunInterrupted, install_stop_requests
+from rl.experiments.launchers.errors import LauncherError
+from rl.experiments.progress import ProgressDisplay
+from rl.experiments.summary import RunSummary, close_loggers, finish_run, run_start_time
+from rl.numerics import NumericalError
+
+
+def next_evaluation(experiment: ExperimentConfig, actor_steps: int) -> int:
+    """The actor step of the first evaluation after `actor_steps`: every `eval_every`
+    steps, and a last one at `max_actor_steps`."""
+    every, budget = experiment.eval_every, experiment.max_actor_steps
+    return min((actor_steps // every + 1) * every, budget)
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """What the run has done so far: actor steps, the next evaluation point, the
+    evaluation curve (actor steps, mean return) with each round's epoch time, and the
+    seconds spent acting. A resumed run starts from its checkpoint's."""
+
+    steps: int = 0
+    next_eval: int = 0
+    eval_returns: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+    eval_times: list[float] = dataclasses.field(default_factory=list)
+    acting_time_s: float = 0.0
+
+    @classmethod
+    def start(cls, experiment: ExperimentConfig) -> "RunRecord":
+        restore = experiment.restore
+        if restore is None:
+            return cls(next_eval=next_evaluation(experiment, 0))
+        record = cls(steps=restore.actor_steps, acting_time_s=float(restore.state.get("acting_time_s", 0.0)))
+        record.next_eval = int(restore.state.get("next_eval", 0))
+        if record.next_eval <= record.steps:
+            record.next_eval = next_evaluation(experiment, record.steps)
+        record.eval_returns = [(int(s), float(v)) for s, v in restore.state.get("eval_returns", [])]
+        start, relative = run_start_time(experiment), restore.state.get("eval_times_s")
+        if relative is None or start is None:
+            record.eval_times = [math.nan] * len(record.eval_returns)
+        else:
+            record.eval_times = [start + float(t) for t in relative]
+        return record
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """One moment of the run, taken with the learner paused: the counts, and for a
+    checkpoint the learner state, the launcher's own state.json keys, what writes the
+    replay checkpoint and returns its directory (None: not saved; called only when the
+    checkpoint is written) and a deterministic run's process state."""
+
+    actor_steps: int
+    counts: Mapping[str, Any]
+    learner_state: Any = None
+    state: dict[str, Any] = dataclasses.field(default_factory=dict)
+    replay: Callable[[], str] | None = None
+    process_state: Any = None
+
+
+def run_state(experiment: ExperimentConfig, record: RunRecord, snapshot: Snapshot) -> dict[str, Any]:
+    """What a checkpoint saves besides the learner state (state.json)."""
+    start = run_start_time(experiment)
+    state = {
+        "agent": experiment.agent_name,
+        "environment": experiment.environment_name,
+        "seed": experiment.seed,
+        "max_actor_steps": experiment.max_actor_steps,
+        "counts": {key: (int(v) if float(v).is_integer() else float(v)) for key, v in snapshot.counts.items()},
+        "actor_steps": int(snapshot.actor_steps),
+        "next_eval": int(record.next_eval),
+        "actor_schedule_step": int(snapshot.actor_steps),
+        "session": int(experiment.session),
+        "eval_returns": [[int(s), float(v)] for s, v in record.eval_returns],
+        # Seconds since the run started (the logger factory's clock), per evaluation.
+        "eval_times_s": [t - start for t in record.eval_times] if start is not None else None,
+        "wall_time_s": time.time() - start if start is not None else None,
+        "acting_time_s": float(record.acting_time_s),
+    }
+    return state | snapshot.state
+
+
+class RunCheckpointer:
+    """The checkpoints of one run: periodic (`due`), on stop and at the end."""
+
+    def __init__(self, experiment: ExperimentConfig):
+        self.settings: CheckpointSettings = experiment.checkpoint
+        self.run_directory = experiment.run_directory
+        self.last: str | None = experiment.restore.checkpoint if experiment.restore is not None else None
+        self.start()
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.enabled
+
+    @property
+    def saves_replay(self) -> bool:
+        return self.settings.enabled and self.settings.replay
+
+    def start(self) -> None:
+        """Starts the clock of periodic checkpoints (when acting starts, not while building)."""
+        self._next = time.monotonic() + self.settings.every_seconds
+
+    def due(self) -> bool:
+        return self.settings.enabled and time.monotonic() >= self._next
+
+    def kept(self) -> str:
+        return f"the last good checkpoint is {self.last}" if self.last else "no checkpoint was written"
+
+    def replay_checkpointer(self, restore: Any) -> Any:
+        """Reverb's checkpointer for a replay server (None: reverb's default temporary one)."""
+        restore_replay = restore is not None and restore.restore_replay
+        if not (self.settings.replay and (self.settings.enabled or restore_replay)):
+            return None
+        import reverb
+
+        return reverb.checkpointers.DefaultCheckpointer(
+            checkpointing.replay_root(self.run_directory),
+            fallback_checkpoint_path=restore.replay_checkpoint if restore_replay else None,
+        )
+
+    def save(self, state: Mapping[str, Any], snapshot: Snapshot) -> str:
+        self.last = checkpointing.save_checkpoint(
+            self.run_directory,
+            int(state["actor_steps"]),
+            snapshot.learner_state,
+            state,
+            self.settings.keep,
+            snapshot.replay() if snapshot.replay is not None else None,
+            snapshot.process_state,
+        )
+        self.start()
+        return self.last
+
+
+class Nodes:
+    """What a launcher runs. `run` sets `experiment`, `record` and `checkpoints` before
+    `start`; the hooks with a body here do nothing unless a launcher needs them to."""
+
+    experiment: ExperimentConfig
+    record: RunRecord
+    checkpoints: RunCheckpointer
+
+    def start(self) -> None:
+        """Builds (or places) the nodes and restores their state from the restore point."""
+
+    def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
+        """Acts until `until` actor steps (never past it, but for launchers that act in
+        fixed chunks), or sooner once `pause()` is true; returns the actor steps now."""
+        raise NotImplementedError
+
+    def evaluate(self) -> tuple[int, float, float]:
+        """A round of every evaluator: (actor steps, mean return, epoch time of the round)."""
+        raise NotImplementedError
+
+    def end_acting(self, interrupted: bool) -> None:
+        """Before the last evaluation (finished) or the last checkpoint (interrupted)."""
+
+    def snapshot(self, checkpoint: bool) -> Snapshot:
+        """The counts, and with `checkpoint` what a checkpoint of this moment holds."""
+        raise NotImplementedError
+
+    def saved(self, path: str, snapshot: Snapshot) -> None:
+        """A checkpoint of `snapshot` was written at `path`."""
+
+    def end_learning(self) -> None:
+        """After the last checkpoint: the learner stops."""
+
+    def counts(self) -> Mapping[str, Any]:
+        """The counts so far, for the summary of a failed run."""
+        return self.snapshot(checkpoint=False).counts
+
+    def failure(self, error: Exception) -> str | None:
+        """Why the run failed, when `error` is a failure of the run (None: a bug, re-raised)."""
+        if isinstance(error, NumericalError):
+            return f"numerical fault: {error}; the learner stopped and {self.checkpoints.kept()}"
+        if isinstance(error, LauncherError):
+            return str(error)
+        return None
+
+    def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
+        """After summary.json is written: a launcher's own summaries and fields."""
+        return summary
+
+    def close(self) -> None:
+        """Always, last: stops what the nodes started."""
+
+
+def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
+    """Trains `nodes` to `experiment.max_actor_steps` (see the module docstring)."""
+    start = time.perf_counter()
+    record = RunRecord.start(experiment)
+    checkpoints = RunCheckpointer(experiment)
+    nodes.experiment, nodes.record, nodes.checkpoints = experiment, record, checkpoints
+    stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: checkpoint and stop.
+    loggers_closed = False
+
+    def save(periodic: bool = False) -> tuple[str | None, Snapshot]:
+        snapshot = nodes.snapshot(checkpoint=checkpoints.enabled)
+        if not checkpoints.enabled:
+            return None, snapshot
+        if (
+            periodic
+            and checkpoints.last is not None
+            and checkpointing.step_of(checkpoints.last) == snapshot.actor_steps
+        ):
+            checkpoints.start()  # Nothing moved since the last (which a restore may have named): try later.
+            return None, snapshot
+        path = checkpoints.save(run_state(experiment, record, snapshot), snapshot)
+        nodes.saved(path, snapshot)
+        return path, snapshot
+
+    def finish(snapshot: Snapshot, status: str, exit_code: int) -> RunSummary:
+        nonlocal loggers_closed
+        wall_time_s = time.perf_counter() - start
+        curve = (record.eval_returns, record.eval_times)
+        summary = finish_run(experiment, snapshot.counts, *curve, wall_time_s, record.acting_time_s, status=status)
+        summary = nodes.finished(summary, status, exit_code)
+        close_loggers(experiment, exit_code=exit_code)
+        loggers_closed = True
+        return summary
+
+    try:
+        nodes.start()
+        with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
+            progress.advance(record.steps)
+            checkpoints.start()
+            while record.steps < experiment.max_actor_steps:
+                acting_start = time.perf_counter()
+                target = min(record.next_eval, experiment.max_actor_steps)
+                record.steps = nodes.act(target, lambda: stop.requested or checkpoints.due(), progress)
+                record.acting_time_s += time.perf_counter() - acting_start
+                if record.steps >= record.next_eval:
+                    if record.steps >= experiment.max_actor_steps:
+                        nodes.end_acting(interrupted=False)  # The final round sees the final parameters.
+                    steps, mean, ended = nodes.evaluate()
+                    record.eval_returns.append((int(steps), float(mean)))
+                    record.eval_times.append(float(ended))
+                    progress.update(eval_return=mean)
+                    record.next_eval = next_evaluation(experiment, record.steps)
+                if stop.requested:
+                    break
+                if checkpoints.due():
+                    save(periodic=True)
+        if stop.requested:
+            nodes.end_acting(interrupted=True)
+            path, snapshot = save()
+            nodes.end_learning()
+            summary = finish(snapshot, "interrupted", 128 + stop.signum)
+            raise RunInterrupted(stop.signum, summary, path)
+        _, snapshot = save()  # The final checkpoint.
+        nodes.end_learning()
+        return finish(snapshot, "finished", 0)
+    except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
+        close_loggers(experiment, exit_code=error.exit_code)
+        loggers_closed = True
+        raise
+    except Exception as error:  # noqa: BLE001 - `failure` decides what is a failure of the run.
+        message = nodes.failure(error)
+        if message is None or isinstance(error, RunInterrupted):
+            raise
+        _failed(experiment, nodes, record, time.perf_counter() - start)
+        close_loggers(experiment, exit_code=1)
+        loggers_closed = True
+        raise LauncherError(message) from None
+    finally:
+        restore_signal_handlers()
+        try:
+            nodes.close()
+        finally:
+            if not loggers_closed:
+                close_loggers(experiment, exit_code=1)
+
+
+def _failed(experiment: ExperimentConfig, nodes: Nodes, record: RunRecord, wall_time_s: float) -> None:
+    """A "failed" summary with the counts so far (when they can still be had). The last
+    checkpoint stays."""
+    try:
+        nodes.end_learning()
+        counts = nodes.counts()
+    except Exception:  # noqa: BLE001 - best effort: the failure is raised either way.
+        return
+    curve = (record.eval_returns, record.eval_times)
+    finish_run(experiment, counts, *curve, wall_time_s, record.acting_time_s, status="failed")
