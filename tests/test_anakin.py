@@ -219,7 +219,7 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
     """The same batch through the anakin PPO's (jitted) learn step and through
     PPOLearner (the reverb agent's learner, fed by an iterator) gives the same loss
     metrics and the same parameters: one update, shared code."""
-    from rl.agents.ppo.learning import PPOLearner
+    from rl.agents.learning import SGDLearner
 
     experiment, _ = compose_experiment(SMALL_PPO, str(tmp_path))
     system, _ = make_system(experiment)
@@ -236,18 +236,12 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
         16, 4
     )
     batch = to_sequences(trajectory, environment.observation, values, experiment.builder.config.discount)
-    # What the learner reads of a reverb sample (rl/agents/learning.py: `sample.data`),
-    # without importing reverb and TensorFlow for it.
-    sample = types.SimpleNamespace(data=batch)
+    # What the learner reads of a reverb sample (rl/agents/learning.py), without importing
+    # reverb and TensorFlow for it.
+    sample = types.SimpleNamespace(keys=None, probabilities=np.ones(4, np.float32), table_size=np.zeros(4), data=batch)
     records = _Records()
-    learner = PPOLearner(
-        system.network,
-        jax.random.split(key, 3)[0],
-        iter([sample]),
-        experiment.builder.config,
-        system.observation_spec,
-        logger=records,
-    )
+    learning = experiment.builder.make_learning(system.network)
+    learner = SGDLearner(learning, jax.random.split(key, 3)[0], iter([sample]), logger=records)
     np.testing.assert_array_equal(  # The same initial parameters from the same key.
         jax.tree_util.tree_leaves(learner.state.params)[0], jax.tree_util.tree_leaves(state.learner.params)[0]
     )
@@ -474,9 +468,9 @@ def test_sac_runs_the_reverb_sac_step_on_environment_scale_replay(tmp_path):
 
 def test_the_anakin_sac_steps_are_the_reverb_learners(tmp_path):
     """A batch of environment-scale transitions: two SGD steps of the anakin SAC (one
-    per half) and one step of SACLearner (2 SGD steps per learner step, its actions
-    mapped to [-1, 1] by ContinuousLearner) end with the same training state."""
-    from rl.agents.sac.learning import SACLearner
+    per half) and one step of the reverb learner (2 SGD steps fused per learner step)
+    end with the same training state."""
+    from rl.agents.learning import Batch, SGDLearner
     from rl.types import Transition
 
     experiment, _ = compose_experiment(SMALL_SAC, str(tmp_path))
@@ -490,12 +484,13 @@ def test_the_anakin_sac_steps_are_the_reverb_learners(tmp_path):
         next_observation=jax.random.normal(keys[3], (32, 3)),
     )
     key = jax.random.PRNGKey(2)
-    step = jax.jit(system.learner.sgd_step)
-    ours, _ = step(system.learner.init(key), jax.tree_util.tree_map(lambda x: x[:16], batch))
-    ours, _ = step(ours, jax.tree_util.tree_map(lambda x: x[16:], batch))
+    step = jax.jit(system.learning.sgd_step)
+    ours, _, _ = step(system.learning.init(key), Batch.uniform(jax.tree_util.tree_map(lambda x: x[:16], batch)))
+    ours, _, _ = step(ours, Batch.uniform(jax.tree_util.tree_map(lambda x: x[16:], batch)))
 
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
-    learner = SACLearner(networks, key, iter([types.SimpleNamespace(data=batch)]), experiment.builder.config)
+    sample = types.SimpleNamespace(keys=None, probabilities=np.ones(32), table_size=np.zeros(32), data=batch)
+    learner = SGDLearner(experiment.builder.make_learning(networks), key, iter([sample]))
     learner.step()
     assert int(ours.steps) == int(learner.state.steps) == 2
     for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(learner.state)):
@@ -803,7 +798,7 @@ report = {"set": prefer_fast_cpu_runtime(), "again": prefer_fast_cpu_runtime(), 
 if sys.argv[1] == "imports":
     enable_compilation_cache(sys.argv[2])
     import jax
-    import rl.anakin.dqn, rl.anakin.off_policy, rl.anakin.ppo, rl.anakin.sac  # Every compiled agent.
+    import rl.anakin.off_policy, rl.anakin.ppo, rl.agents.dqn.learning, rl.agents.sac.learning  # Every compiled agent.
     jax.jit(lambda x: x + 1)(1.0)  # The first compilation starts the persistent cache.
     from jax._src import compilation_cache
     report["cache"] = compilation_cache._cache is not None
@@ -874,7 +869,7 @@ def test_agents_without_a_compiled_system_are_refused(tmp_path):
     with pytest.raises(ConfigError) as caught:
         compose_experiment(overrides, str(tmp_path))
     assert caught.value.key == "agent"
-    assert "launcher=anakin runs agent=ppo, agent=dqn, agent=sac, not 'impala'" in str(caught.value)
+    assert "launcher=anakin does not compile agent=impala" in str(caught.value)
 
 
 def test_dqn_replay_ratio_must_be_whole_sgd_steps(tmp_path):

@@ -15,7 +15,8 @@ from dm_env import specs
 
 from rl import checkpointing
 from rl.agents.dqn.config import DQNConfig
-from rl.agents.dqn.learning import DQNLearner
+from rl.agents.dqn.learning import make_learning
+from rl.agents.learning import SGDLearner
 from rl.checkpointing import CheckpointError, CheckpointSettings
 from rl.networks.value import make_q_network
 from rl.numerics import NumericalError
@@ -47,12 +48,11 @@ def _batch(seed: int, poison: bool = False) -> ReplaySample:
     return ReplaySample(np.arange(BATCH), np.full(BATCH, 1.0 / BATCH), np.full(BATCH, 100), data)
 
 
-def _learner(seed: int = 0, hidden=(32, 32), batches=None, dueling=True) -> DQNLearner:
+def _learner(seed: int = 0, hidden=(32, 32), batches=None, dueling=True) -> SGDLearner:
     network = make_q_network(SPEC, hidden, dueling=dueling, layer_norm=True)
     batches = batches if batches is not None else (_batch(i) for i in itertools.count())
-    return DQNLearner(
-        network, jax.random.PRNGKey(seed), iter(batches), DQNConfig(batch_size=BATCH, target_update_period=3)
-    )
+    learning = make_learning(network, DQNConfig(batch_size=BATCH, target_update_period=3))
+    return SGDLearner(learning, jax.random.PRNGKey(seed), iter(batches))
 
 
 def _leaves(tree):

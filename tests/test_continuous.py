@@ -1,5 +1,7 @@
 """Unit tests of the continuous-control agents: targets, temperature, rescaling, policies, learners."""
 
+import dataclasses
+
 import dm_env
 import jax
 import jax.numpy as jnp
@@ -9,11 +11,14 @@ import pytest
 from dm_env import specs
 
 from rl.agents import continuous
-from rl.agents.d4pg import D4PGConfig, D4PGLearner, projected_target
+from rl.agents.d4pg import D4PGConfig
 from rl.agents.d4pg import make_builder as make_d4pg
-from rl.agents.sac import SACConfig, SACLearner, temperature_loss
+from rl.agents.d4pg.losses import projected_target
+from rl.agents.learning import SGDLearner
+from rl.agents.sac import SACConfig
 from rl.agents.sac import make_builder as make_sac
-from rl.agents.td3 import TD3Config, TD3Learner
+from rl.agents.sac.losses import temperature_loss
+from rl.agents.td3 import TD3Config
 from rl.agents.td3 import make_builder as make_td3
 from rl.environments import make_dm_control_environment, make_gymnasium_environment, make_mujoco_environment
 from rl.networks import GaussianParams, make_actor_critic_networks
@@ -175,24 +180,31 @@ def _fake_iterator(spec, batch_size, seed=0):
             discount=np.full(batch_size, 0.99, np.float32),
             next_observation=rng.normal(size=(batch_size, 3)).astype(np.float32),
         )
-        return ReplaySample(None, None, None, data)
+        return ReplaySample(
+            np.arange(batch_size), np.ones(batch_size, np.float32), np.zeros(batch_size, np.int32), data
+        )
 
     while True:
         yield sample()
 
 
 LEARNERS = [
-    (SACLearner, SACConfig),
-    (TD3Learner, TD3Config),
-    (D4PGLearner, lambda **kw: D4PGConfig(num_atoms=11, **kw)),
+    (make_sac, SACConfig),
+    (make_td3, TD3Config),
+    (make_d4pg, lambda **kw: D4PGConfig(num_atoms=11, **kw)),
 ]
 
 
-@pytest.mark.parametrize("learner_class,config_class", LEARNERS, ids=["sac", "td3", "d4pg"])
-def test_learner_step_runs_fused_sgd_steps(pendulum_spec, learner_class, config_class):
+def _learner(make_builder, config, networks, iterator):
+    builder = make_builder(**dataclasses.asdict(config))
+    return SGDLearner(builder.make_learning(networks), jax.random.PRNGKey(0), iterator)
+
+
+@pytest.mark.parametrize("make_builder,config_class", LEARNERS, ids=["sac", "td3", "d4pg"])
+def test_learner_step_runs_fused_sgd_steps(pendulum_spec, make_builder, config_class):
     config = config_class(batch_size=8, sgd_steps_per_learner_step=4)
     networks = make_actor_critic_networks(pendulum_spec, (16,), (16,))
-    learner = learner_class(networks, jax.random.PRNGKey(0), _fake_iterator(pendulum_spec, 32), config)
+    learner = _learner(make_builder, config, networks, _fake_iterator(pendulum_spec, 32))
     before = learner.get_variables(["policy"])[0]
     learner.step()
     learner.step()
@@ -209,7 +221,7 @@ def test_learner_step_runs_fused_sgd_steps(pendulum_spec, learner_class, config_
 def test_td3_delays_policy_and_target_updates(pendulum_spec):
     config = TD3Config(batch_size=8, policy_delay=2)
     networks = make_actor_critic_networks(pendulum_spec, (16,), (16,))
-    learner = TD3Learner(networks, jax.random.PRNGKey(0), _fake_iterator(pendulum_spec, 8), config)
+    learner = _learner(make_td3, config, networks, _fake_iterator(pendulum_spec, 8))
     initial = learner.save()
     learner.step()  # Step 1: critic only.
     first = learner.save()

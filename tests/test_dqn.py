@@ -3,7 +3,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rl.agents.dqn import DQNConfig, double_q_loss
+from rl.agents.dqn import DQNConfig
+from rl.agents.dqn.losses import double_q_loss
 from rl.agents.dqn.losses import huber
 from rl.types import Transition
 

@@ -207,7 +207,7 @@ def test_behaviour_log_probs_reach_the_learners_batch_unchanged():
         assert actor.adder.num_items == 2
         acted_with = learner.state.params  # The parameters the actor used (the learner's initial ones).
         learner.step()
-        batch = learner.batch_of(samples[0])
+        batch = samples[0].data  # What the learner trains on (rl/agents/learning.py `Batch.data`).
         expected = np.stack(stored, axis=1)  # (copies, rows): copy 0's item went in first.
         np.testing.assert_array_equal(np.asarray(batch.extras["log_prob"]), expected)
         assert np.all(expected < 0.0)
@@ -308,7 +308,8 @@ def test_fused_sgd_steps_each_take_their_own_slice_of_the_batch():
     taken in both (padding rows not counted)."""
     from types import SimpleNamespace
 
-    from rl.agents.impala import IMPALALearner
+    from rl.agents.impala.learning import make_learning
+    from rl.agents.learning import SGDLearner
     from rl.networks.policy_value import make_policy_value_network
 
     config = IMPALAConfig(
@@ -330,8 +331,9 @@ def test_fused_sgd_steps_each_take_their_own_slice_of_the_batch():
     )
     logger = _Recorder()
     network = make_policy_value_network(SPEC, (8,), (8,))
-    learner = IMPALALearner(
-        network, jax.random.PRNGKey(0), iter([SimpleNamespace(data=batch)]), config, Counter(), logger
+    sample = SimpleNamespace(keys=None, probabilities=np.ones(2), table_size=np.zeros(2), data=batch)
+    learner = SGDLearner(
+        make_learning(network, config), jax.random.PRNGKey(0), iter([sample]), counter=Counter(), logger=logger
     )
     learner.step()
     assert int(learner.state.steps) == 2 and int(learner.state.actor_steps) == 4 + 2

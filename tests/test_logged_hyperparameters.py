@@ -4,8 +4,8 @@ exploration it acts with (epsilon, the noise's sigma)."""
 
 from __future__ import annotations
 
+import importlib
 import math
-from types import SimpleNamespace
 
 import jax
 import numpy as np
@@ -13,6 +13,7 @@ import optax
 import pytest
 from dm_env import specs
 
+from rl.agents.learning import SGDLearner
 from rl.agents.q_learning import learning_rate_schedule
 from rl.counting import Counter
 from rl.loggers.base import Logger
@@ -82,7 +83,7 @@ def _schedule_counts(opt_state) -> list[int]:
 
 def test_dqn_logs_the_scheduled_learning_rate_of_each_sgd_step():
     from rl.agents.dqn import DQNConfig
-    from rl.agents.dqn.learning import DQNLearner
+    from rl.agents.dqn.learning import make_learning
     from rl.networks import make_q_network
 
     # 10 SGD steps of decay (20 actor steps past min_replay_size 4, 2 samples per insert, batch 4).
@@ -98,11 +99,10 @@ def test_dqn_logs_the_scheduled_learning_rate_of_each_sgd_step():
     schedule = learning_rate_schedule(config)
     assert config.sgd_steps_by(24) == 10
     logger = Recorder()
-    learner = DQNLearner(
-        make_q_network(DISCRETE, (8,)),
+    learner = SGDLearner(
+        make_learning(make_q_network(DISCRETE, (8,)), config),
         jax.random.PRNGKey(0),
         _transitions(DISCRETE, 4),
-        config,
         counter=Counter(),
         logger=logger,
     )
@@ -115,16 +115,15 @@ def test_dqn_logs_the_scheduled_learning_rate_of_each_sgd_step():
 
 def test_dqn_logs_a_constant_learning_rate_too():
     from rl.agents.dqn import DQNConfig
-    from rl.agents.dqn.learning import DQNLearner
+    from rl.agents.dqn.learning import make_learning
     from rl.networks import make_q_network
 
     config = DQNConfig(batch_size=4, learning_rate=3e-4, prioritized=False)
     logger = Recorder()
-    learner = DQNLearner(
-        make_q_network(DISCRETE, (8,)),
+    learner = SGDLearner(
+        make_learning(make_q_network(DISCRETE, (8,)), config),
         jax.random.PRNGKey(0),
         _transitions(DISCRETE, 4),
-        config,
         counter=Counter(),
         logger=logger,
     )
@@ -134,7 +133,7 @@ def test_dqn_logs_a_constant_learning_rate_too():
 
 def test_r2d2_logs_the_scheduled_learning_rate_of_each_sgd_step():
     from rl.agents.r2d2 import R2D2Config
-    from rl.agents.r2d2.learning import R2D2Learner
+    from rl.agents.r2d2.learning import make_learning
     from rl.networks.recurrent import make_recurrent_q_network
 
     config = R2D2Config(
@@ -168,7 +167,9 @@ def test_r2d2_logs_the_scheduled_learning_rate_of_each_sgd_step():
         )
 
     logger = Recorder()
-    learner = R2D2Learner(network, jax.random.PRNGKey(0), _samples(sequences), config, counter=Counter(), logger=logger)
+    learner = SGDLearner(
+        make_learning(network, config), jax.random.PRNGKey(0), _samples(sequences), counter=Counter(), logger=logger
+    )
     for _ in range(3):
         learner.step()
     assert [float(r["learning_rate"]) for r in logger.records] == pytest.approx([float(schedule(k)) for k in range(3)])
@@ -179,20 +180,18 @@ def test_r2d2_logs_the_scheduled_learning_rate_of_each_sgd_step():
 def test_continuous_agents_log_the_learning_rate_of_each_network(agent):
     """SAC, TD3 and D4PG train two networks (SAC a temperature too), each at its own
     constant rate: each rate is logged under its network's name."""
-    from rl.agents.d4pg import D4PGConfig, D4PGLearner
-    from rl.agents.sac import SACConfig, SACLearner
-    from rl.agents.td3 import TD3Config, TD3Learner
+    from rl.agents.d4pg import D4PGConfig
+    from rl.agents.sac import SACConfig
+    from rl.agents.td3 import TD3Config
     from rl.networks import make_actor_critic_networks
 
-    learner_class, config_class = {
-        "sac": (SACLearner, SACConfig),
-        "td3": (TD3Learner, TD3Config),
-        "d4pg": (D4PGLearner, lambda **kw: D4PGConfig(num_atoms=11, **kw)),
-    }[agent]
+    config_class = {"sac": SACConfig, "td3": TD3Config, "d4pg": lambda **kw: D4PGConfig(num_atoms=11, **kw)}[agent]
+    make_learning = importlib.import_module(f"rl.agents.{agent}.learning").make_learning
     config = config_class(batch_size=4, policy_learning_rate=2e-4, critic_learning_rate=5e-4)
     networks = make_actor_critic_networks(CONTINUOUS, (8,), (8,))
     logger = Recorder()
-    learner = learner_class(networks, jax.random.PRNGKey(0), _transitions(CONTINUOUS, 4), config, Counter(), logger)
+    learning = make_learning(networks, config)
+    learner = SGDLearner(learning, jax.random.PRNGKey(0), _transitions(CONTINUOUS, 4), counter=Counter(), logger=logger)
     learner.step()
     (record,) = logger.records
     assert float(record["policy_learning_rate"]) == pytest.approx(2e-4)
@@ -202,7 +201,8 @@ def test_continuous_agents_log_the_learning_rate_of_each_network(agent):
 
 
 def test_impala_logs_the_decayed_learning_rate():
-    from rl.agents.impala import IMPALAConfig, IMPALALearner
+    from rl.agents.impala import IMPALAConfig
+    from rl.agents.impala.learning import make_learning
     from rl.networks.policy_value import make_policy_value_network
 
     config = IMPALAConfig(unroll_length=4, batch_size=1, decay_actor_steps=8, final_learning_rate_fraction=0.0)
@@ -217,8 +217,9 @@ def test_impala_logs_the_decayed_learning_rate():
     )
     logger = Recorder()
     network = make_policy_value_network(DISCRETE, (8,), (8,))
-    learner = IMPALALearner(
-        network, jax.random.PRNGKey(0), iter([SimpleNamespace(data=batch)] * 2), config, Counter(), logger
+    samples = iter([ReplaySample(np.arange(1), np.ones(1, np.float32), np.zeros(1, np.int32), batch)] * 2)
+    learner = SGDLearner(
+        make_learning(network, config), jax.random.PRNGKey(0), samples, counter=Counter(), logger=logger
     )
     learner.step()
     learner.step()

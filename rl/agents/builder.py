@@ -26,6 +26,16 @@ class ActorLearnerBuilder(abc.ABC):
     action_kind: str = "discrete"
     # What the network factory must build (network factories carry the same attribute).
     network_kind: str = "q_values"
+    # How launcher=anakin compiles the agent: "off_policy" (n-step transitions replayed
+    # from a buffer inside the program, rl/anakin/off_policy.py), "on_policy" (rollouts,
+    # rl/anakin/ppo.py) or None (it does not).
+    anakin: str | None = None
+
+    def network_outputs(self) -> dict[str, Any]:
+        """What the agent's network must output beyond the kind's default, as keyword
+        arguments of the network factory (e.g. `outputs_per_action` for a distributional
+        head); none by default."""
+        return {}
 
     @abc.abstractmethod
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
@@ -55,6 +65,10 @@ class ActorLearnerBuilder(abc.ABC):
         """An actor acting with `policy` on parameters pulled from `variable_source`."""
 
     @abc.abstractmethod
+    def make_learning(self, networks: Any) -> Any:
+        """The agent's `Learning`: its training state, SGD step and policy parameters as
+        pure functions (rl/agents/learning.py)."""
+
     def make_learner(
         self,
         random_key: jax.Array,
@@ -65,6 +79,9 @@ class ActorLearnerBuilder(abc.ABC):
         logger: Logger,
     ) -> core.Learner:
         """The learner, consuming `dataset` and serving its parameters."""
+        from rl.agents.learning import SGDLearner
+
+        return SGDLearner(self.make_learning(networks), random_key, dataset, replay_client, counter, logger)
 
     @property
     @abc.abstractmethod

@@ -8,13 +8,13 @@
 * `ContinuousConfig`: the replay section and the optimisation settings every agent has.
 * `ContinuousBuilder`: uniform n-step transition replay with a `SampleToInsertRatio`
   limiter, float32 feed-forward actors, behaviour/evaluation policies.
-* `ContinuousLearner`: the learner scaffold (rl/agents/learning.py) on [-1, 1] actions.
+* `continuous_learning`: an agent's `Learning` (rl/agents/learning.py) on [-1, 1] actions.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -23,14 +23,10 @@ import optax
 
 from rl.agents.actors import Policy, with_exploration
 from rl.agents.builder import ReplayConfig, TransitionReplayBuilder
-from rl.agents.learning import SGDLearner
 from rl.checks import require_positive
-from rl.counting import Counter
-from rl.loggers.base import Logger
 from rl.networks.actor_critic import ActorCriticNetworks
 from rl.policies import Deterministic, GaussianNoise
 from rl.specs import EnvironmentSpec, is_discrete
-from rl.types import Transition
 
 # --------------------------------------------------------------------------- rescaling
 
@@ -180,6 +176,7 @@ class ContinuousBuilder(TransitionReplayBuilder):
 
     action_kind = "continuous"
     network_kind = "actor_critic"
+    anakin = "off_policy"
     # Whether the agent's policy network is a tanh-Gaussian (SAC) or deterministic (TD3, D4PG).
     stochastic_policy = False
 
@@ -193,26 +190,8 @@ class ContinuousBuilder(TransitionReplayBuilder):
                 f"{type(self.exploration).__name__.lower()} cannot sample; use policy=gaussian_noise"
             )
 
-    @staticmethod
-    def learner_class() -> type:
-        """The agent's ContinuousLearner subclass, built by `make_learner`; imported when
-        first asked for (see rl/agents/lazy.py)."""
-        raise NotImplementedError
-
     def default_exploration(self) -> Any:
         return GaussianNoise()
-
-    def make_learner(
-        self,
-        random_key: jax.Array,
-        networks: ActorCriticNetworks,
-        dataset: Iterator[Any],
-        replay_client: Any,
-        counter: Counter,
-        logger: Logger,
-    ) -> "ContinuousLearner":
-        del replay_client  # Uniform replay: no priorities to update.
-        return self.learner_class()(networks, random_key, dataset, self.config, counter, logger)
 
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
         action_bounds(environment_spec.actions)  # Refuse unbounded actions before anything runs.
@@ -231,32 +210,24 @@ class ContinuousBuilder(TransitionReplayBuilder):
         return with_exploration(policy, head)
 
 
-# --------------------------------------------------------------------------- learner
-
-# (state, batch of [-1, 1]-scaled transitions) -> (state, metrics)
-SGDStep = Callable[[Any, Transition], tuple[Any, dict[str, jax.Array]]]
+# --------------------------------------------------------------------------- learning
 
 
-class ContinuousLearner(SGDLearner):
-    """The scaffold (rl/agents/learning.py) with replayed actions mapped to [-1, 1]; one
-    `step()` reads `batch_size * sgd_steps_per_learner_step` items."""
+def continuous_learning(
+    init: Callable[[jax.Array], Any], sgd_step: Any, config: ContinuousConfig, action_spec: Any
+) -> Any:
+    """The `Learning` of an actor-critic agent: `sgd_step(state, transitions)` sees the
+    replayed (environment-scale) actions mapped back to [-1, 1]; the policy acts with
+    `state.policy_params`."""
+    from rl.agents.learning import Learning
 
-    def __init__(
-        self,
-        state: NamedTuple,
-        sgd_step: SGDStep,
-        iterator: Iterator[Any],
-        config: ContinuousConfig,
-        action_spec: Any,
-        counter: Counter | None = None,
-        logger: Logger | None = None,
-    ):
-        super().__init__(
-            state,
-            lambda state, batch: (*sgd_step(state, batch), None),
-            iterator,
-            config.sgd_steps_per_learner_step,
-            counter,
-            logger,
-            prepare=lambda data: data._replace(action=to_network_scale(data.action, action_spec)),
-        )
+    def step(state: Any, batch: Any) -> tuple[Any, dict[str, jax.Array], None]:
+        data = batch.data._replace(action=to_network_scale(batch.data.action, action_spec))
+        return (*sgd_step(state, data), None)
+
+    return Learning(
+        init=init,
+        sgd_step=step,
+        policy_params=lambda state: state.policy_params,
+        sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
+    )

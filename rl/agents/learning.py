@@ -1,77 +1,103 @@
-"""The learner scaffold every agent's learner is built on.
+"""An agent's learning as pure functions, and the learner every launcher runs them in.
 
-An agent supplies its training state (a NamedTuple with a `steps` count of SGD steps) and
-one SGD step; `SGDLearner` does the rest the same way for all of them: each `step()`
-takes one replayed batch of `num_sgd_steps` minibatches and runs that many SGD steps in
-one jitted `lax.scan`, each on its own slice; it counts under the learner's counter,
-logs the mean metrics, serves the policy parameters, saves and restores its state, and
-stops on a non-finite loss (checked inside the update, read every few steps).
+An agent supplies a `Learning`: `init(key)` makes its training state (a NamedTuple with
+`steps`, the SGD steps taken), `sgd_step(state, batch)` is one SGD step on a `Batch`, and
+`policy_params(state)` is what its policies act with. The reverb learner (`SGDLearner`,
+also the Ray learner node's), and launcher=anakin jit these same functions.
+
+`SGDLearner` does the rest alike for every agent: each `step()` takes one replayed batch
+of `sgd_steps_per_learner_step` minibatches and runs that many SGD steps in one jitted
+`lax.scan`, each on its own slice; it writes the steps' per-item extras back to replay as
+priorities (`priority_table`), counts under the learner's counter, logs the mean metrics,
+serves the policy parameters, saves and restores its state, and stops on a non-finite
+loss (checked inside the update, read every few steps).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rl import core
 from rl.counting import Counter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.numerics import FiniteGuard
 
-# (state, minibatch) -> (state, metrics, extras): metrics are averaged over the fused
-# steps; extras (per item, e.g. TD errors for priorities) come back concatenated.
-SGDStep = Callable[[Any, Any], tuple[Any, dict[str, jax.Array], Any]]
+# Added to every written priority, so an item whose TD errors are all 0 can still be sampled.
+PRIORITY_FLOOR = 1e-6
+
+
+class Batch(NamedTuple):
+    """A replayed minibatch: the items' data and, for importance weights, each item's
+    sampling probability and the table's size when it was sampled (`uniform`: 1 and 0)."""
+
+    data: Any
+    probabilities: Any
+    table_size: Any
+
+    @classmethod
+    def uniform(cls, data: Any) -> "Batch":
+        size = jax.tree_util.tree_leaves(data)[0].shape[0]
+        return cls(data, jnp.ones((size,), jnp.float32), jnp.zeros((size,), jnp.int32))
+
+
+# (state, batch) -> (state, metrics, extras): metrics are averaged over the fused steps;
+# extras (per item, e.g. TD errors for priorities, or None) come back concatenated.
+SGDStep = Callable[[Any, Batch], tuple[Any, dict[str, jax.Array], Any]]
+
+
+class Learning(NamedTuple):
+    """An agent's learning (module docstring)."""
+
+    init: Callable[[jax.Array], Any]
+    sgd_step: SGDStep
+    policy_params: Callable[[Any], Any]
+    # SGD steps fused into one learner step, each on its slice of the learner's batch.
+    sgd_steps_per_learner_step: int = 1
+    # The replay table whose sampled items get the SGD steps' extras as new priorities.
+    priority_table: str | None = None
+
+    def learner_steps(self, state: Any) -> jax.Array:
+        return state.steps // self.sgd_steps_per_learner_step
+
+    def update(self, state: Any, batch: Batch) -> tuple[Any, dict[str, jax.Array], Any]:
+        """`sgd_steps_per_learner_step` SGD steps in one `lax.scan`, each on its slice."""
+        steps = self.sgd_steps_per_learner_step
+
+        def scan_step(state: Any, minibatch: Batch) -> tuple[Any, tuple[Any, Any]]:
+            state, metrics, extras = self.sgd_step(state, minibatch)
+            return state, (metrics, extras)
+
+        split = lambda x: jnp.reshape(x, (steps, -1) + x.shape[1:])
+        state, (metrics, extras) = jax.lax.scan(scan_step, state, jax.tree_util.tree_map(split, batch))
+        merge = lambda x: jnp.reshape(x, (-1,) + x.shape[2:])
+        return state, jax.tree_util.tree_map(jnp.mean, metrics), jax.tree_util.tree_map(merge, extras)
 
 
 class SGDLearner(core.Learner[Any]):
-    """Runs `sgd_step` on replayed batches; serves `policy_params(state)` as "policy".
-
-    `prepare` maps the batch the update receives (`batch_of(sample)`) to the one the SGD
-    steps slice, inside the jitted update (e.g. rescaling actions).
-    """
+    """Runs an agent's `Learning` on replayed batches; serves its policy parameters as "policy"."""
 
     def __init__(
         self,
-        state: NamedTuple,
-        sgd_step: SGDStep,
-        iterator: Iterator[Any],
-        num_sgd_steps: int,
+        learning: Learning,
+        random_key: jax.Array,
+        iterator: Any,
+        replay_client: Any = None,
         counter: Counter | None = None,
         logger: Logger | None = None,
-        prepare: Callable[[Any], Any] | None = None,
     ):
-        self._state = state
+        self._learning = learning
+        self._state = learning.init(random_key)
         self._iterator = iterator
+        self._client = replay_client
         self._counter = counter or Counter()
         self._logger = logger or NoOpLogger()
-
-        def scan_step(state: Any, minibatch: Any) -> tuple[Any, tuple[Any, Any]]:
-            state, metrics, extras = sgd_step(state, minibatch)
-            return state, (metrics, extras)
-
-        def update(state: Any, batch: Any) -> tuple[Any, dict[str, jax.Array], Any]:
-            if prepare is not None:
-                batch = prepare(batch)
-            split = lambda x: jnp.reshape(x, (num_sgd_steps, -1) + x.shape[1:])
-            state, (metrics, extras) = jax.lax.scan(scan_step, state, jax.tree_util.tree_map(split, batch))
-            merge = lambda x: jnp.reshape(x, (-1,) + x.shape[2:])
-            return state, jax.tree_util.tree_map(jnp.mean, metrics), jax.tree_util.tree_map(merge, extras)
-
         # A non-finite loss stops the learner: checked inside the (jitted) update.
-        self._guard = FiniteGuard(learner_steps_of=lambda state: state.steps // num_sgd_steps)
-        self._update = self._guard.wrap(update)
-
-    def batch_of(self, sample: Any) -> Any:
-        """What the jitted update receives of a replayed sample (its data by default)."""
-        return sample.data
-
-    def after_update(self, sample: Any, extras: Any) -> None:
-        """Runs after each update, on the host (e.g. to write priorities back to replay)."""
-
-    def policy_params(self, state: Any) -> Any:
-        return state.policy_params
+        self._guard = FiniteGuard(learner_steps_of=learning.learner_steps)
+        self._update = self._guard.wrap(learning.update)
 
     @property
     def state(self) -> Any:
@@ -79,13 +105,17 @@ class SGDLearner(core.Learner[Any]):
 
     def step(self) -> None:
         sample = next(self._iterator)
-        self._state, metrics, extras = self._update(self._state, self.batch_of(sample))
-        self.after_update(sample, extras)
+        batch = Batch(sample.data, sample.probabilities, sample.table_size)
+        self._state, metrics, extras = self._update(self._state, batch)
+        table = self._learning.priority_table
+        if table is not None and self._client is not None:
+            values = np.asarray(extras, dtype=np.float64) + PRIORITY_FLOOR
+            self._client.mutate_priorities(table, updates=dict(zip(np.asarray(sample.keys).tolist(), values.tolist())))
         counts = self._counter.increment(steps=1)
         self._logger.write({**counts, **metrics})
 
     def get_variables(self, names: Sequence[str]) -> list[Any]:
-        return [self.policy_params(self._state) for _ in names]
+        return [self._learning.policy_params(self._state) for _ in names]
 
     def save(self) -> Any:
         return self._state

@@ -3,7 +3,8 @@
 Both train an online Q-network with Adam (gradients clipped by global norm, the learning
 rate optionally decayed over the run), copy it into a target network every
 `target_update_period` SGD steps, correct prioritized sampling with importance weights,
-and write the sampled items' new priorities back to replay after each update. Their
+and write the sampled items' new priorities back to replay after each update
+(`q_learning`). Their
 configs provide `learning_rate`, `learning_rate_decay_actor_steps`,
 `learning_rate_decay`, `final_learning_rate_fraction`, `sgd_steps_by`, `adam_eps`, `max_gradient_norm`,
 `target_update_period`, `sgd_steps_per_learner_step` and `replay_table_name`.
@@ -11,22 +12,11 @@ configs provide `learning_rate`, `learning_rate_decay_actor_steps`,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
-
-from rl.agents.learning import SGDLearner, SGDStep
-from rl.counting import Counter
-from rl.loggers.base import Logger
-
-if TYPE_CHECKING:  # Only a type here: importing it imports reverb (and TensorFlow).
-    from rl.replay.dataset import ReplaySample
-
-# Added to every written priority, so an item whose TD errors are all 0 can still be sampled.
-PRIORITY_FLOOR = 1e-6
 
 
 class TrainingState(NamedTuple):
@@ -108,38 +98,17 @@ def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent
     return weights / jnp.max(weights)
 
 
-class QLearner(SGDLearner):
-    """The learner scaffold for an online and a target network: each SGD step gets its
-    slice of `(data, probabilities, table_size)`, and with `prioritized` the per-item
-    extras it returns become the sampled items' priorities in the table. Serves the
-    online parameters as "policy"."""
+def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: Any, prioritized: bool) -> Any:
+    """The `Learning` of an online and a target network (DQN, R2D2): the target starts as
+    a copy, the online parameters act, and with `prioritized` the sampled items' new
+    priorities (the SGD steps' extras) go back to `config.replay_table_name`."""
+    from rl.agents.learning import Learning
 
-    def __init__(
-        self,
-        state: TrainingState,
-        sgd_step: SGDStep,
-        iterator: Iterator[ReplaySample],
-        config: Any,
-        replay_client: Any = None,
-        counter: Counter | None = None,
-        logger: Logger | None = None,
-        prioritized: bool = True,
-    ):
-        self._config = config
-        self._client = replay_client
-        self._prioritized = prioritized
-        super().__init__(state, sgd_step, iterator, config.sgd_steps_per_learner_step, counter, logger)
-
-    def batch_of(self, sample: ReplaySample) -> Any:
-        return sample.data, sample.probabilities, sample.table_size
-
-    def after_update(self, sample: ReplaySample, priorities: jax.Array) -> None:
-        if not self._prioritized or self._client is None:
-            return
-        values = np.asarray(priorities, dtype=np.float64) + PRIORITY_FLOOR
-        self._client.mutate_priorities(
-            self._config.replay_table_name, updates=dict(zip(np.asarray(sample.keys).tolist(), values.tolist()))
-        )
-
-    def policy_params(self, state: TrainingState) -> Any:
-        return state.params
+    optimizer = make_optimizer(config)
+    return Learning(
+        init=lambda key: initial_state(init_params(key), optimizer),
+        sgd_step=lambda state, batch: sgd_step(optimizer, state, batch),
+        policy_params=lambda state: state.params,
+        sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
+        priority_table=config.replay_table_name if prioritized else None,
+    )

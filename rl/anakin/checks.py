@@ -7,25 +7,23 @@ from rl.environments.gymnax_factory import is_jax_native
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.validation import ConfigError
 
-# Builders (by class name: IMPALA's shares PPO's base but is not PPO) -> agent option.
-SUPPORTED_AGENTS = {"PPOBuilder": "ppo", "DQNBuilder": "dqn", "SACBuilder": "sac"}
 
-
-def agent_of(experiment: ExperimentConfig) -> str:
-    name = type(experiment.builder).__name__
-    if name not in SUPPORTED_AGENTS:
+def anakin_kind(experiment: ExperimentConfig) -> str:
+    """How the agent compiles under launcher=anakin (its builder's `anakin`)."""
+    kind = experiment.builder.anakin
+    if kind is None:
         raise ConfigError(
             "agent",
-            f"launcher=anakin runs agent={', agent='.join(SUPPORTED_AGENTS.values())}, not "
-            f"'{experiment.agent_name}'; use launcher=local or launcher=ray for it",
+            f"launcher=anakin does not compile agent={experiment.agent_name} (its builder names no `anakin` "
+            "system); use launcher=local or launcher=ray for it",
         )
-    return SUPPORTED_AGENTS[name]
+    return kind
 
 
 def steps_per_update(experiment: ExperimentConfig) -> int:
     """Environment steps (all copies) one learner update consumes."""
     config = experiment.builder.config
-    if agent_of(experiment) == "ppo":
+    if anakin_kind(experiment) == "on_policy":
         return experiment.num_envs * config.unroll_length
     return experiment.num_envs
 
@@ -43,7 +41,7 @@ def _check_ppo(experiment: ExperimentConfig) -> None:
 
 
 def _check_off_policy(experiment: ExperimentConfig) -> None:
-    """DQN and SAC: whole SGD steps per update (rl/anakin/off_policy.py)."""
+    """Whole SGD steps per update (rl/anakin/off_policy.py)."""
     config = experiment.builder.config
     sgd_steps = experiment.num_envs * config.samples_per_insert / config.batch_size
     if sgd_steps < 1 or abs(sgd_steps - round(sgd_steps)) > 1e-9:
@@ -67,10 +65,10 @@ def check_experiment(experiment: ExperimentConfig, steps_per_chunk: int | None) 
             f"launcher=anakin compiles the environment into its program and needs a JAX environment "
             f"(environment=gymnax environment.name=...); '{experiment.environment_name}' is not one",
         )
-    agent = agent_of(experiment)
+    kind = anakin_kind(experiment)
     if experiment.observers:
         raise ConfigError("observers", "launcher=anakin runs no observers; remove them (observers=[])")
-    {"ppo": _check_ppo, "dqn": _check_off_policy, "sac": _check_off_policy}[agent](experiment)
+    (_check_ppo if kind == "on_policy" else _check_off_policy)(experiment)
     per_update = steps_per_update(experiment)
     budget = experiment.max_actor_steps
     if steps_per_chunk is None:

@@ -1,4 +1,4 @@
-"""What the off-policy agents (DQN, SAC) share under launcher=anakin: one step of every
+"""What the off-policy agents (DQN, SAC, TD3, D4PG) share under launcher=anakin: one step of every
 environment copy into a flashbax buffer, then the agent's own SGD steps on n-step
 transitions sampled from it.
 
@@ -15,18 +15,19 @@ up to and including the first episode end (or all n):
     discount = gamma^m * d_{t+m-1}          (d = 0 at a termination, 1 at a truncation)
     next     = s'_{t+m-1}
 
-An agent plugs in through `OffPolicyLearner`: its training state's init, its SGD step on
-a batch of transitions, and where the acting parameters and the step count live.
+An agent plugs in through its `Learning` (rl/agents/learning.py), the functions its reverb
+learner runs: its SGD steps see uniformly sampled batches.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Protocol
+from typing import Any, Callable, NamedTuple
 
 import flashbax
 import jax
 import jax.numpy as jnp
 
+from rl.agents.learning import Batch, Learning
 from rl.anakin.rollout import EpisodeStatistics, episode_statistics, rollout
 from rl.anakin.system import TRAINED
 from rl.environments.gymnax_vector import GymnaxVector, VectorState
@@ -51,18 +52,6 @@ class OffPolicyState(NamedTuple):
     environment: VectorState
     actor_steps: jax.Array
     key: jax.Array
-
-
-class OffPolicyLearner(Protocol):
-    """An agent's learner as pure functions (rl/anakin/dqn.py, rl/anakin/sac.py)."""
-
-    def init(self, key: jax.Array) -> Any: ...
-
-    def sgd_step(self, state: Any, transitions: Transition) -> tuple[Any, dict[str, jax.Array]]: ...
-
-    def policy_params(self, state: Any) -> Any: ...
-
-    def learner_steps(self, state: Any) -> jax.Array: ...
 
 
 def n_step_transitions(sequences: Stored, gamma: float) -> Transition:
@@ -100,7 +89,7 @@ class OffPolicySystem:
 
     def __init__(
         self,
-        learner: OffPolicyLearner,
+        learning: Learning,
         config: Any,
         behaviour_policy: Callable[..., jax.Array],
         evaluation_policy: Callable[..., jax.Array],
@@ -108,7 +97,7 @@ class OffPolicySystem:
         environment_spec: EnvironmentSpec,
         max_actor_steps: int,
     ):
-        self.learner = learner
+        self.learning = learning
         self.config = config
         self.environment = environment
         self.behaviour_policy = _without_extras(behaviour_policy)
@@ -138,7 +127,7 @@ class OffPolicySystem:
     def init(self, key: jax.Array) -> OffPolicyState:
         learner_key, environment_key, key = jax.random.split(key, 3)
         return OffPolicyState(
-            self.learner.init(learner_key),
+            self.learning.init(learner_key),
             self.buffer.init(self.example),
             self.environment.reset(environment_key),
             jnp.zeros((), jnp.int32),
@@ -146,17 +135,19 @@ class OffPolicySystem:
         )
 
     def evaluation_params(self, state: OffPolicyState) -> Any:
-        return self.learner.policy_params(state.learner)
+        return self.learning.policy_params(state.learner)
 
     def learner_steps(self, state: OffPolicyState) -> jax.Array:
-        return self.learner.learner_steps(state.learner)
+        return self.learning.learner_steps(state.learner)
 
     def learn(self, learner: Any, buffer: Any, key: jax.Array) -> tuple[Any, dict]:
         """`sgd_steps` SGD steps, each on its own sample of n-step transitions."""
 
         def one(learner: Any, key: jax.Array) -> tuple[Any, dict]:
             sequences = self.buffer.sample(buffer, key).experience
-            return self.learner.sgd_step(learner, n_step_transitions(sequences, self.config.discount))
+            transitions = n_step_transitions(sequences, self.config.discount)
+            learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(transitions))
+            return learner, metrics
 
         learner, metrics = jax.lax.scan(one, learner, jax.random.split(key, self.sgd_steps))
         return learner, jax.tree_util.tree_map(jnp.mean, metrics)
@@ -166,7 +157,7 @@ class OffPolicySystem:
         environment, trajectory = rollout(
             self.environment,
             self.behaviour_policy,
-            self.learner.policy_params(state.learner),
+            self.learning.policy_params(state.learner),
             state.environment,
             act_key,
             1,
@@ -202,17 +193,12 @@ class OffPolicySystem:
 
 
 def make_off_policy_system(
-    learner: OffPolicyLearner,
-    builder: Any,
-    networks: Any,
-    environment: GymnaxVector,
-    environment_spec: EnvironmentSpec,
-    max_actor_steps: int,
+    builder: Any, networks: Any, environment: GymnaxVector, environment_spec: EnvironmentSpec, max_actor_steps: int
 ) -> OffPolicySystem:
-    """`learner` (rl/anakin/dqn.py, rl/anakin/sac.py) acting with the reverb builder's
-    behaviour and evaluation policies, on its config's replay section."""
+    """The builder's `Learning`, acting with its behaviour and evaluation policies, on its
+    config's replay section."""
     return OffPolicySystem(
-        learner,
+        builder.make_learning(networks),
         builder.config,
         builder.make_policy(networks, environment_spec, evaluation=False),
         builder.make_policy(networks, environment_spec, evaluation=True),

@@ -23,10 +23,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rl.agents.normalization import init_statistics
 from rl.agents.on_policy import PolicyParams
 from rl.agents.ppo.builder import PPOBuilder
-from rl.agents.ppo.learning import TrainingState, make_optimizer, ppo_update
+from rl.agents.learning import Batch
+from rl.agents.ppo.learning import TrainingState
 from rl.anakin.rollout import EpisodeStatistics, Trajectory, episode_statistics, rollout
 from rl.environments.gymnax_vector import GymnaxVector, VectorState
 from rl.networks.base import FeedForwardNetwork
@@ -90,29 +90,17 @@ class PPOSystem:
         self.config = builder.config
         self.network = network
         self.environment = environment
-        self.observation_spec = environment_spec.observations
         self.behaviour_policy = builder.make_policy(network, environment_spec, evaluation=False)
         self.evaluation_policy = builder.make_policy(network, environment_spec, evaluation=True)
-        self.optimizer = make_optimizer(self.config)
+        self.learning = builder.make_learning(network)
         self.steps_per_update = environment.num_envs * self.config.unroll_length
 
     def init(self, key: jax.Array) -> PPOState:
-        """The learner's state as PPOLearner makes it from its key, and fresh episodes."""
         learner_key, environment_key, key = jax.random.split(key, 3)
-        init_key, learner_key = jax.random.split(learner_key)
-        params = self.network.init(init_key)
-        learner = TrainingState(
-            params=params,
-            opt_state=self.optimizer.init(params),
-            observation_statistics=init_statistics(self.observation_spec),
-            key=learner_key,
-            steps=jnp.zeros((), jnp.int32),
-            actor_steps=jnp.zeros((), jnp.int32),
-        )
-        return PPOState(learner, self.environment.reset(environment_key), key)
+        return PPOState(self.learning.init(learner_key), self.environment.reset(environment_key), key)
 
     def policy_params(self, learner: TrainingState) -> PolicyParams:
-        return PolicyParams(learner.params, learner.observation_statistics)
+        return self.learning.policy_params(learner)
 
     def evaluation_params(self, state: PPOState) -> PolicyParams:
         return self.policy_params(state.learner)
@@ -129,7 +117,7 @@ class PPOSystem:
         flat = jnp.reshape(final, (-1,) + final.shape[2:])
         final_values = jnp.reshape(values(flat), final.shape[:2])
         batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
-        learner, metrics, _ = ppo_update(self.network.apply, self.optimizer, self.config, learner, batch)
+        learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
         return learner, metrics
 
     def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array], EpisodeStatistics]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rl.anakin.checks import agent_of
+from rl.anakin.checks import anakin_kind
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments.config import ExperimentConfig
 
@@ -15,22 +15,17 @@ def gymnax_vector(experiment: ExperimentConfig, num_envs: int) -> GymnaxVector:
 
 
 def make_system(experiment: ExperimentConfig) -> tuple[object, GymnaxVector]:
-    """(system, evaluation environment: eval_episodes copies)."""
+    """(system, evaluation environment: eval_episodes copies), as the agent's builder says
+    it compiles (`anakin`: rl/anakin/ppo.py or rl/anakin/off_policy.py)."""
     spec = experiment.environment_spec
     network = experiment.network_factory(environment_spec=spec)
     environment = gymnax_vector(experiment, experiment.num_envs)
     evaluation = gymnax_vector(experiment, experiment.eval_episodes)
-    agent = agent_of(experiment)
-    if agent == "ppo":
+    if anakin_kind(experiment) == "on_policy":
         from rl.anakin.ppo import PPOSystem
 
         return PPOSystem(experiment.builder, network, environment, spec), evaluation
     from rl.anakin.off_policy import make_off_policy_system
 
-    if agent == "sac":
-        from rl.anakin.sac import SACFunctions as Functions
-    else:
-        from rl.anakin.dqn import DQNFunctions as Functions
-    learner = Functions(experiment.builder, network)
-    system = make_off_policy_system(learner, experiment.builder, network, environment, spec, experiment.max_actor_steps)
+    system = make_off_policy_system(experiment.builder, network, environment, spec, experiment.max_actor_steps)
     return system, evaluation

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import inspect
 import os
 from typing import Any, Callable, Mapping, Sequence
 
@@ -35,7 +36,7 @@ GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
 # Arguments the experiment passes at run time, which the YAML must not set.
 RUNTIME_ARGUMENTS = {
     "environment": ("seed",),
-    "network": ("environment_spec", "network_kind"),
+    "network": ("environment_spec", "network_kind", "outputs_per_action"),
     "logger": ("directory", "run_name", "run_config", "run_group", "run_tags"),
     "agent": ("exploration",),
     "observers": ("label", "instance", "run_directory"),
@@ -257,6 +258,17 @@ def make_experiment(
             )
     if network_kind is not None and network_kind != builder.network_kind:
         raise network_kind_error(str(choices.get("network", "network")), network_kind, builder.network_kind)
+    outputs = builder.network_outputs()
+    if outputs:  # The agent's output needs (rl/agents/builder.py `network_outputs`).
+        accepted = inspect.signature(network_factory.func).parameters
+        missing = sorted(set(outputs) - set(accepted))
+        if missing:
+            raise ConfigError(
+                "network",
+                f"agent={agent_name} needs a network that takes {', '.join(missing)}; "
+                f"network={choices.get('network', 'network')} does not",
+            )
+        network_factory = functools.partial(network_factory, **outputs)
     check_network_observations(
         str(choices.get("network", "network")),
         network_factory.func,

@@ -21,13 +21,21 @@ def make_q_network(
     hidden_sizes: Sequence[int] = (256, 256),
     dueling: bool = False,
     layer_norm: bool = False,
+    outputs_per_action: int = 1,
 ) -> FeedForwardNetwork:
-    """An MLP mapping a batch of observations to one value per action.
+    """An MLP mapping a batch of observations to one value per action, or with
+    `outputs_per_action` k > 1 (what a distributional agent asks for) k values per action:
+    (B, actions, k).
 
     The dueling variant splits the last layer into a state value and mean-centred
     advantages, which helps when many actions have similar values.
     """
     actions = num_actions(environment_spec.actions)
+    k = outputs_per_action
+
+    def head(features: jax.Array, size: int) -> jax.Array:
+        out = hk.Linear(size * k)(features)
+        return out if k == 1 else jnp.reshape(out, out.shape[:-1] + (size, k))
 
     def forward(observation: jax.Array) -> jax.Array:
         layers = []
@@ -38,10 +46,10 @@ def make_q_network(
             layers.append(jax.nn.relu)
         features = hk.Sequential(layers)(_flatten(observation))
         if not dueling:
-            return hk.Linear(actions)(features)
-        value = hk.Linear(1)(features)
-        advantages = hk.Linear(actions)(features)
-        return value + advantages - jnp.mean(advantages, axis=-1, keepdims=True)
+            return head(features, actions)
+        value, advantages = head(features, 1), head(features, actions)
+        axis = -1 if k == 1 else -2  # The actions' axis.
+        return value + advantages - jnp.mean(advantages, axis=axis, keepdims=True)
 
     transformed = hk.without_apply_rng(hk.transform(forward))
     dummy = zeros_like_spec(environment_spec.observations)

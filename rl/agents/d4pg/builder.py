@@ -11,11 +11,10 @@ from rl.policies import GaussianNoise
 
 
 class D4PGBuilder(ContinuousBuilder):
-    @staticmethod
-    def learner_class() -> type:
-        from rl.agents.d4pg.learning import D4PGLearner
+    def make_learning(self, networks: Any) -> Any:
+        from rl.agents.d4pg.learning import make_learning
 
-        return D4PGLearner
+        return make_learning(networks, self.config)
 
     def default_exploration(self) -> Any:
         return GaussianNoise(sigma=0.3)

@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any
 
 import jax
 
 from rl.agents.actors import Policy, with_exploration
 from rl.agents.builder import TransitionReplayBuilder, builder_factory
 from rl.agents.dqn.config import DQNConfig
-from rl.counting import Counter
-from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
 from rl.policies import EpsilonGreedy, Greedy
 from rl.specs import EnvironmentSpec
-
-if TYPE_CHECKING:
-    from rl.agents.dqn.learning import DQNLearner
 
 
 class DQNBuilder(TransitionReplayBuilder):
     action_kind = "discrete"
     action_dtype = "int32"
+    anakin = "off_policy"
 
     def __init__(self, config: DQNConfig, exploration: Any = None):
         super().__init__(config, exploration if exploration is not None else EpsilonGreedy())
@@ -35,18 +31,12 @@ class DQNBuilder(TransitionReplayBuilder):
 
         return with_exploration(policy, head)
 
-    def make_learner(
-        self,
-        random_key: jax.Array,
-        networks: FeedForwardNetwork,
-        dataset: Iterator[Any],
-        replay_client: Any,
-        counter: Counter,
-        logger: Logger,
-    ) -> "DQNLearner":
-        from rl.agents.dqn.learning import DQNLearner  # Loaded when first used: see rl/agents/lazy.py.
+    def make_learning(self, networks: FeedForwardNetwork) -> Any:
+        from rl.agents.dqn.learning import (
+            make_learning,
+        )  # Loaded when the learner is built: configuration checks stay fast.
 
-        return DQNLearner(networks, random_key, dataset, self.config, replay_client, counter, logger)
+        return make_learning(networks, self.config)
 
 
 make_builder = builder_factory(DQNBuilder, DQNConfig)

@@ -10,16 +10,12 @@ each on its own slice), each sequence trained on once.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
-import jax
 
-from rl import core
 from rl.agents.builder import builder_factory
 from rl.agents.impala.config import IMPALAConfig
 from rl.agents.on_policy import SequenceQueueBuilder
-from rl.counting import Counter
-from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
 
 
@@ -30,19 +26,10 @@ class IMPALABuilder(SequenceQueueBuilder):
 
     agent_name = "impala"
 
-    def make_learner(
-        self,
-        random_key: jax.Array,
-        networks: FeedForwardNetwork,
-        dataset: Iterator[Any],
-        replay_client: Any,
-        counter: Counter,
-        logger: Logger,
-    ) -> core.Learner:
-        from rl.agents.impala.learning import IMPALALearner
+    def make_learning(self, networks: FeedForwardNetwork) -> Any:
+        from rl.agents.impala.learning import make_learning
 
-        del replay_client  # A queue: nothing to write back.
-        return IMPALALearner(networks, random_key, dataset, self.config, counter, logger)
+        return make_learning(networks, self.config)
 
 
 make_builder = builder_factory(IMPALABuilder, IMPALAConfig)

@@ -10,7 +10,7 @@ RMSProp, the learning rate decayed linearly with the actor steps trained on.
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,10 +18,8 @@ import optax
 
 from rl.agents.impala import losses
 from rl.agents.impala.config import IMPALAConfig
-from rl.agents.learning import SGDLearner
+from rl.agents.learning import Learning
 from rl.agents.on_policy import PolicyParams, no_statistics, schedule_fraction, scheduled, steps_taken, stored_actions
-from rl.counting import Counter
-from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
 from rl.replay.sequences import SequenceStep
 
@@ -84,29 +82,19 @@ def impala_sgd_step(
     return TrainingState(params, opt_state, state.steps + 1, actor_steps), metrics, None
 
 
-class IMPALALearner(SGDLearner):
-    """IMPALA on the learner scaffold; serves `PolicyParams` (with no statistics: IMPALA
-    acts on raw observations), so it shares PPO's actor and policies."""
+def make_learning(network: FeedForwardNetwork, config: IMPALAConfig) -> Learning:
+    """IMPALA's learning; it serves `PolicyParams` (with no statistics: IMPALA acts on raw
+    observations), so it shares PPO's actor and policies."""
+    optimizer = make_optimizer(config)
 
-    def __init__(
-        self,
-        network: FeedForwardNetwork,
-        random_key: jax.Array,
-        iterator: Iterator[Any],
-        config: IMPALAConfig,
-        counter: Counter | None = None,
-        logger: Logger | None = None,
-    ):
-        optimizer = make_optimizer(config)
+    def init(random_key: jax.Array) -> TrainingState:
         params = network.init(random_key)
-        state = TrainingState(
-            params=params,
-            opt_state=optimizer.init(params),
-            steps=jnp.zeros((), jnp.int32),
-            actor_steps=jnp.zeros((), jnp.int32),
-        )
-        update = functools.partial(impala_sgd_step, network.apply, optimizer, config)
-        super().__init__(state, update, iterator, config.sgd_steps_per_learner_step, counter, logger)
+        zero = jnp.zeros((), jnp.int32)
+        return TrainingState(params=params, opt_state=optimizer.init(params), steps=zero, actor_steps=zero)
 
-    def policy_params(self, state: TrainingState) -> PolicyParams:
-        return PolicyParams(state.params, NO_STATISTICS)
+    return Learning(
+        init=init,
+        sgd_step=lambda state, batch: impala_sgd_step(network.apply, optimizer, config, state, batch.data),
+        policy_params=lambda state: PolicyParams(state.params, NO_STATISTICS),
+        sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
+    )

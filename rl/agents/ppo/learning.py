@@ -10,13 +10,13 @@ targets per sequence, flattens the steps, and runs `num_epochs` passes of
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.learning import SGDLearner
+from rl.agents.learning import Learning
 from rl.agents.normalization import (
     RunningStatistics,
     init_statistics,
@@ -26,8 +26,6 @@ from rl.agents.normalization import (
 from rl.agents.on_policy import PolicyParams, no_statistics, schedule_fraction, scheduled, steps_taken, stored_actions
 from rl.agents.ppo import losses
 from rl.agents.ppo.config import PPOConfig
-from rl.counting import Counter
-from rl.loggers.base import Logger
 from rl.networks.base import FeedForwardNetwork
 
 if TYPE_CHECKING:  # Only a type here: importing it imports reverb (and TensorFlow).
@@ -142,23 +140,15 @@ def ppo_update(
     return TrainingState(params, opt_state, statistics, key, state.steps + 1, actor_steps), metrics, None
 
 
-class PPOLearner(SGDLearner):
-    """PPO on the learner scaffold: each `step()` is one `ppo_update` on one batch."""
+def make_learning(network: FeedForwardNetwork, config: PPOConfig) -> Learning:
+    """PPO's learning: each learner step is one `ppo_update` on one batch of sequences."""
+    optimizer = make_optimizer(config)
+    observation_spec = getattr(network, "observation_spec", None)
 
-    def __init__(
-        self,
-        network: FeedForwardNetwork,
-        random_key: jax.Array,
-        iterator: Iterator[Any],
-        config: PPOConfig,
-        observation_spec: Any,
-        counter: Counter | None = None,
-        logger: Logger | None = None,
-    ):
+    def init(random_key: jax.Array) -> TrainingState:
         init_key, key = jax.random.split(random_key)
-        optimizer = make_optimizer(config)
         params = network.init(init_key)
-        state = TrainingState(
+        return TrainingState(
             params=params,
             opt_state=optimizer.init(params),
             observation_statistics=init_statistics(observation_spec)
@@ -168,8 +158,9 @@ class PPOLearner(SGDLearner):
             steps=jnp.zeros((), jnp.int32),
             actor_steps=jnp.zeros((), jnp.int32),
         )
-        update = functools.partial(ppo_update, network.apply, optimizer, config)
-        super().__init__(state, update, iterator, 1, counter, logger)
 
-    def policy_params(self, state: TrainingState) -> PolicyParams:
-        return PolicyParams(state.params, state.observation_statistics)
+    return Learning(
+        init=init,
+        sgd_step=lambda state, batch: ppo_update(network.apply, optimizer, config, state, batch.data),
+        policy_params=lambda state: PolicyParams(state.params, state.observation_statistics),
+    )

@@ -16,14 +16,12 @@ import jax
 from rl.agents.actors import RecurrentPolicy
 from rl.agents.builder import TransitionReplayBuilder, builder_factory, sequence_iterator
 from rl.agents.r2d2.config import R2D2Config
-from rl.counting import Counter
-from rl.loggers.base import Logger
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
 from rl.policies import EpsilonGreedy, Greedy
 from rl.specs import EnvironmentSpec
 
 if TYPE_CHECKING:
-    from rl.agents.r2d2.learning import R2D2Learner
+    pass
 
 
 class R2D2Builder(TransitionReplayBuilder):
@@ -113,19 +111,11 @@ class R2D2Builder(TransitionReplayBuilder):
 
         return RecurrentActor
 
-    def make_learner(
-        self,
-        random_key: jax.Array,
-        networks: RecurrentNetwork,
-        dataset: Iterator[Any],
-        replay_client: Any,
-        counter: Counter,
-        logger: Logger,
-    ) -> "R2D2Learner":
-        from rl.agents.r2d2.learning import R2D2Learner  # rlax, and TensorFlow with it: see rl/agents/lazy.py.
+    def make_learning(self, networks: RecurrentNetwork) -> Any:
+        from rl.agents.r2d2.learning import make_learning  # rlax (and TensorFlow): loaded when the learner is built.
 
         self._check_network(networks)
-        return R2D2Learner(networks, random_key, dataset, self.config, replay_client, counter, logger)
+        return make_learning(networks, self.config)
 
 
 make_builder = builder_factory(R2D2Builder, R2D2Config)

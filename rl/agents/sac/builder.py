@@ -11,11 +11,10 @@ from rl.policies import Stochastic
 
 
 class SACBuilder(ContinuousBuilder):
-    @staticmethod
-    def learner_class() -> type:
-        from rl.agents.sac.learning import SACLearner
+    def make_learning(self, networks: Any) -> Any:
+        from rl.agents.sac.learning import make_learning
 
-        return SACLearner
+        return make_learning(networks, self.config)
 
     stochastic_policy = True
 

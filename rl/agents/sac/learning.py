@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.continuous import ContinuousLearner, gradient_step, learning_rates, make_optimizers, polyak_update
+from rl.agents.continuous import continuous_learning, gradient_step, learning_rates, make_optimizers, polyak_update
+from rl.agents.learning import Learning
 from rl.agents.sac import losses
 from rl.agents.sac.config import SACConfig
-from rl.counting import Counter
-from rl.loggers.base import Logger
 from rl.networks.actor_critic import ActorCriticNetworks
 from rl.types import Transition
 
@@ -33,16 +32,8 @@ def target_entropy(config: SACConfig, action_size: int) -> float:
     return float(-action_size) if config.target_entropy is None else float(config.target_entropy)
 
 
-class SACFunctions(NamedTuple):
-    """SAC as pure functions, shared by `SACLearner` (reverb) and launcher=anakin:
-    `init(key)` makes the training state, `sgd_step(state, batch)` (actions in [-1, 1])
-    is one SGD step of the critics, the policy and the temperature."""
-
-    init: Callable[[jax.Array], TrainingState]
-    sgd_step: Callable[[TrainingState, Transition], tuple[TrainingState, dict[str, jax.Array]]]
-
-
-def make_sac(networks: ActorCriticNetworks, config: SACConfig) -> SACFunctions:
+def make_learning(networks: ActorCriticNetworks, config: SACConfig) -> Learning:
+    """Each SGD step updates the critics, then the policy, then the temperature."""
     policy = networks.policy_network(stochastic=True)
     critic = networks.critic_network(num_critics=2)
     policy_optimizer, critic_optimizer = make_optimizers(config)
@@ -126,20 +117,4 @@ def make_sac(networks: ActorCriticNetworks, config: SACConfig) -> SACFunctions:
         }
         return new_state, metrics
 
-    return SACFunctions(init, sgd_step)
-
-
-class SACLearner(ContinuousLearner):
-    def __init__(
-        self,
-        networks: ActorCriticNetworks,
-        random_key: jax.Array,
-        iterator: Iterator[Any],
-        config: SACConfig,
-        counter: Counter | None = None,
-        logger: Logger | None = None,
-    ):
-        sac = make_sac(networks, config)
-        super().__init__(
-            sac.init(random_key), sac.sgd_step, iterator, config, networks.environment_spec.actions, counter, logger
-        )
+    return continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
