@@ -1,11 +1,17 @@
-"""What launcher=anakin refuses, checked on the composed experiment before anything is
-compiled: every refusal is a ConfigError naming the key (exit status 2, one line)."""
+"""What launcher=anakin derives and refuses, on the composed experiment before anything is
+compiled: a value that must follow another is derived and said once in the log; every
+refusal is a ConfigError naming the key (exit status 2, one line)."""
 
 from __future__ import annotations
+
+import dataclasses
+import logging
 
 from rl.environments.gymnax_factory import is_jax_native
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.validation import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def anakin_kind(experiment: ExperimentConfig) -> str:
@@ -30,12 +36,6 @@ def steps_per_update(experiment: ExperimentConfig) -> int:
 
 def _check_ppo(experiment: ExperimentConfig) -> None:
     config = experiment.builder.config
-    if config.batch_size != experiment.num_envs:
-        raise ConfigError(
-            "agent.batch_size",
-            f"under launcher=anakin a PPO batch is one rollout of every environment copy, so batch_size must equal "
-            f"environment.num_envs={experiment.num_envs}, got {config.batch_size}",
-        )
     if config.normalize_observations:
         raise ConfigError("agent.normalize_observations", "is not supported by launcher=anakin yet; set it to false")
 
@@ -57,8 +57,55 @@ def _check_off_policy(experiment: ExperimentConfig) -> None:
         )
 
 
+def _nearest_multiple(value: int, step: int) -> int:
+    return max(step, round(value / step) * step)
+
+
+def fit_experiment(experiment: ExperimentConfig, steps_per_chunk: int | None) -> ExperimentConfig:
+    """The experiment with what must follow what under launcher=anakin derived, each
+    change logged once: an on-policy batch is one rollout of every copy (batch_size =
+    num_envs); with `steps_per_chunk` null a chunk is one evaluation period, so
+    `eval_every` is whole updates; `max_actor_steps` is whole chunks."""
+    if anakin_kind(experiment) == "on_policy" and experiment.builder.config.batch_size != experiment.num_envs:
+        builder = experiment.builder
+        log.warning(
+            "launcher=anakin: agent.batch_size=%d set to environment.num_envs=%d (a batch is one rollout of every copy)",
+            builder.config.batch_size,
+            experiment.num_envs,
+        )
+        try:
+            config = dataclasses.replace(builder.config, batch_size=experiment.num_envs)
+        except ValueError as error:
+            raise ConfigError(
+                "agent.batch_size", f"follows environment.num_envs under launcher=anakin: {error}"
+            ) from None
+        experiment = dataclasses.replace(experiment, builder=type(builder)(config, exploration=builder.exploration))
+    per_update = steps_per_update(experiment)
+    if steps_per_chunk is None and experiment.eval_every % per_update:
+        eval_every = _nearest_multiple(experiment.eval_every, per_update)
+        log.warning(
+            "launcher=anakin: eval_every=%d rounded to %d, whole updates of %d environment steps (one chunk each)",
+            experiment.eval_every,
+            eval_every,
+            per_update,
+        )
+        experiment = dataclasses.replace(experiment, eval_every=eval_every)
+    chunk = (steps_per_chunk or experiment.eval_every // per_update) * per_update
+    if experiment.max_actor_steps % chunk:
+        budget = _nearest_multiple(experiment.max_actor_steps, chunk)
+        log.warning(
+            "launcher=anakin: max_actor_steps=%d rounded to %d, whole chunks of %d environment steps",
+            experiment.max_actor_steps,
+            budget,
+            chunk,
+        )
+        experiment = dataclasses.replace(experiment, max_actor_steps=budget)
+    return experiment
+
+
 def check_experiment(experiment: ExperimentConfig, steps_per_chunk: int | None) -> int:
-    """Refuses an experiment launcher=anakin cannot run; returns the updates per chunk."""
+    """Refuses an experiment launcher=anakin cannot run (after `fit_experiment`); returns
+    the updates per chunk."""
     if not is_jax_native(experiment.environment_factory):
         raise ConfigError(
             "environment",
@@ -70,23 +117,8 @@ def check_experiment(experiment: ExperimentConfig, steps_per_chunk: int | None) 
         raise ConfigError("observers", "launcher=anakin runs no observers; remove them (observers=[])")
     (_check_ppo if kind == "on_policy" else _check_off_policy)(experiment)
     per_update = steps_per_update(experiment)
-    budget = experiment.max_actor_steps
     if steps_per_chunk is None:
-        if experiment.eval_every % per_update:
-            raise ConfigError(
-                "eval_every",
-                f"with launcher.steps_per_chunk=null a chunk is one evaluation period, so eval_every must be a multiple "
-                f"of the {per_update} environment steps of one update; got {experiment.eval_every}",
-            )
         steps_per_chunk = experiment.eval_every // per_update
-        key = "eval_every"
-    else:
-        key = "launcher.steps_per_chunk"
-    chunk = steps_per_chunk * per_update
-    if budget % chunk:
-        raise ConfigError(
-            key,
-            f"a chunk of {steps_per_chunk} updates x {per_update} environment steps = {chunk} steps does not divide "
-            f"max_actor_steps={budget}; make max_actor_steps a multiple of {chunk} (e.g. {max(chunk, budget // chunk * chunk)})",
-        )
+    if not steps_per_chunk or experiment.max_actor_steps % (steps_per_chunk * per_update):
+        raise ConfigError("max_actor_steps", "is not whole chunks of whole updates (see `fit_experiment`)")
     return steps_per_chunk

@@ -36,9 +36,17 @@ class AnakinLauncher:
 
         prefer_fast_cpu_runtime()
 
+    def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
+        """The experiment with what this launcher derives (logged), checked: refuses what
+        it cannot run (a ConfigError naming the key) before anything is compiled."""
+        from rl.anakin.checks import fit_experiment
+
+        experiment = fit_experiment(experiment, self.steps_per_chunk)
+        self.check_experiment(experiment)
+        return experiment
+
     def check_experiment(self, experiment: ExperimentConfig) -> int:
-        """Refuses what this launcher cannot run (a ConfigError naming the key), before
-        anything is compiled; returns the updates per chunk."""
+        """The updates per chunk of a fitted experiment (refusing what cannot run)."""
         from rl.anakin.checks import check_experiment
 
         return check_experiment(experiment, self.steps_per_chunk)

@@ -325,7 +325,7 @@ def make_experiment(
         environment_name=environment_name,
         _environment_spec=environment_spec,
     )
-    check = getattr(launcher, "check_experiment", None)
-    if check is not None:  # What only this launcher refuses (launcher=anakin: a non-JAX environment, ...).
-        check(experiment)
+    fit = getattr(launcher, "fit_experiment", None)
+    if fit is not None:  # What only this launcher derives or refuses (launcher=anakin: a non-JAX environment, ...).
+        experiment = fit(experiment)
     return experiment, launcher

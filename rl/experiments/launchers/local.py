@@ -20,14 +20,13 @@ class LocalLauncher:
     def __init__(self, deterministic: bool = False):
         self.deterministic = deterministic
 
-    def check_experiment(self, experiment: ExperimentConfig) -> None:
+    def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
         """Refuses settings the deterministic mode would otherwise ignore without a word.
         (`checkpoint.replay` is not one: a deterministic checkpoint always holds its
         in-process replay, which an exact resume needs.)"""
-        if not self.deterministic:
-            return
-        if experiment.checkpoint.enabled:
+        if self.deterministic and experiment.checkpoint.enabled:
             _check_environment_saves(experiment)
+        return experiment
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         from rl.experiments.run_local import run_local  # Replay (reverb, TensorFlow) loads when a run starts.
