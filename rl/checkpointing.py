@@ -1,24 +1,23 @@
-"""Checkpoints of a run: the learner's state (orbax), the run's bookkeeping and, optionally,
-the replay tables (reverb's checkpointer).
+"""Checkpoints of a run, written by orbax's `CheckpointManager` (a step directory is
+assembled under a temporary name and renamed into place, complete or absent; the newest
+`keep` are kept), with reverb's checkpoint of the replay tables moved inside.
 
 Layout under `<run dir>/checkpoints/`:
 
     step_<actor steps>/
         learner/         orbax PyTree: the learner state's leaves, in tree order
-        state.json       counts, schedules, evaluation history, clocks, and the learner
-                         state's structure (tree, shapes, dtypes) and content digest
-        replay/          reverb's checkpoint of the tables (checkpoint.replay=true only)
-        process.pkl      a deterministic run's in-process state (launcher.deterministic=true
-                         only: replay, environments, actor and evaluators), for an exact resume
-        MANIFEST.json    size and sha256 of every other file, written last
+        state/           orbax JSON: counts, schedules, evaluation history, clocks, the
+                         learner state's structure (tree, shapes, dtypes) and digest, and
+                         the sha256 of every file under files/
+        files/replay/    reverb's checkpoint of the tables (checkpoint.replay=true only)
+        files/tables.json  those tables' configuration when they were saved
+        files/process.pkl  a deterministic run's in-process state (replay, environments,
+                         actor and evaluators), for an exact resume
     replay/              reverb's checkpointer root: a table checkpoint is written here,
-                         then moved into the step directory it belongs to
+                         then moved into the step it belongs to
 
-A checkpoint is assembled in a hidden temporary directory and renamed into place, so a
-`step_*` directory is complete or absent: a run killed mid-save leaves only a temporary
-directory, which is ignored (and cleared by the next save). A checkpoint whose files no
-longer match its manifest is damaged: `find_latest` skips it, with a warning, for the
-previous one. Saving keeps the newest `keep` checkpoints.
+A checkpoint whose learner state or files no longer match their digests is damaged:
+`find_latest` skips it, with a warning, for the previous one.
 """
 
 from __future__ import annotations
@@ -31,13 +30,12 @@ import math
 import os
 import pickle
 import re
-import shutil
 import warnings
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-FORMAT = 2
+FORMAT = 3
 
 
 class RunWarning(UserWarning):
@@ -46,13 +44,10 @@ class RunWarning(UserWarning):
 
 
 CHECKPOINTS = "checkpoints"
-MANIFEST = "MANIFEST.json"
-STATE = "state.json"
-LEARNER = "learner"
 REPLAY = "replay"
 PROCESS = "process.pkl"
+TABLES = "tables.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
-_TEMPORARY_PREFIX = ".tmp-"
 
 
 class CheckpointError(Exception):
@@ -167,19 +162,63 @@ def state_digest(leaves: Sequence[Any]) -> str:
     return digest.hexdigest()
 
 
-def _orbax():
-    import orbax.checkpoint as ocp  # Imported lazily: it is slow to import.
-    from absl import logging
-
-    logging.set_verbosity(logging.WARNING)  # Orbax narrates every save at INFO.
-    return ocp.PyTreeCheckpointer()
-
-
 def _leaf_key(index: int) -> str:
     return f"{index:06d}"
 
 
-# --------------------------------------------------------------------------- files
+# --------------------------------------------------------------------------- orbax
+
+
+def _orbax() -> Any:
+    import orbax.checkpoint as ocp  # Imported lazily: it is slow to import.
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)  # Orbax narrates every save at INFO.
+    return ocp
+
+
+_FILES: tuple[Any, Any] | None = None
+
+
+def _files_args() -> tuple[Any, Any]:
+    """The `files` item: what orbax's managers save beside the learner and the state (a
+    directory moved in, small files written), in the step's temporary directory."""
+    global _FILES
+    if _FILES is not None:
+        return _FILES
+    ocp = _orbax()
+
+    class FilesHandler(ocp.CheckpointHandler):
+        def save(self, directory: Any, args: "FilesSave") -> None:
+            for name, source in args.moves.items():
+                os.rename(source, os.path.join(os.fspath(directory), name))
+            for name, data in args.writes.items():
+                with open(os.path.join(os.fspath(directory), name), "wb") as file:
+                    file.write(data)
+
+        def restore(self, directory: Any, args: Any = None) -> str:
+            return os.fspath(directory)
+
+    @ocp.args.register_with_handler(FilesHandler, for_save=True, for_restore=True)
+    @dataclasses.dataclass
+    class FilesSave(ocp.args.CheckpointArgs):
+        moves: dict = dataclasses.field(default_factory=dict)
+        writes: dict = dataclasses.field(default_factory=dict)
+
+    _FILES = (FilesHandler, FilesSave)
+    return _FILES
+
+
+def _manager(run_directory: str, keep: int | None = None) -> Any:
+    ocp = _orbax()
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep,
+        step_prefix="step",
+        enable_async_checkpointing=False,
+        create=True,
+        cleanup_tmp_directories=True,
+    )
+    return ocp.CheckpointManager(checkpoint_root(run_directory), options=options)
 
 
 def _sha256(path: str) -> str:
@@ -190,39 +229,12 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def _files(directory: str) -> list[str]:
-    found = []
-    for root, _, names in os.walk(directory):
-        for name in names:
-            found.append(os.path.relpath(os.path.join(root, name), directory))
-    return sorted(found)
-
-
-def _write_json(path: str, value: Any) -> None:
-    with open(path, "w") as file:
-        json.dump(value, file, indent=1, allow_nan=True)
-        file.flush()
-        os.fsync(file.fileno())
-
-
-def _fsync_directory(path: str) -> None:
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-def _clear_temporaries(root: str) -> None:
-    """Removes what an interrupted save left behind (only this module's temporary names)."""
-    for name in os.listdir(root):
-        if name.startswith(_TEMPORARY_PREFIX):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+def _file_digests(directory: str, prefix: str) -> dict[str, str]:
+    return {
+        os.path.join(prefix, os.path.relpath(os.path.join(root, name), directory)): _sha256(os.path.join(root, name))
+        for root, _, names in os.walk(directory)
+        for name in names
+    }
 
 
 # --------------------------------------------------------------------------- save
@@ -236,91 +248,72 @@ def save_checkpoint(
     keep: int | None = None,
     replay_checkpoint: str | None = None,
     process_state: Any = None,
+    tables: Mapping[str, Any] | None = None,
 ) -> str:
-    """Writes `<run dir>/checkpoints/step_<step>` atomically and returns its path.
+    """Writes `<run dir>/checkpoints/step_<step>` (orbax: atomically) and returns its path.
 
     `learner_state` is the learner's pytree; `state` a JSON-able dict of everything else
     (counts, schedules, evaluation history); `replay_checkpoint`, a directory reverb's
-    checkpointer just wrote, is moved inside; `process_state` (picklable) is what else a
-    deterministic run needs to continue exactly. With `keep`, only the newest `keep`
-    checkpoints remain afterwards.
+    checkpointer just wrote, is moved inside with `tables` (its tables' configuration,
+    `describe_tables`); `process_state` (picklable) is what else a deterministic run needs
+    to continue exactly. With `keep`, only the newest `keep` checkpoints remain. A step
+    saved again (a stop right after a save) replaces the earlier one.
     """
-    root = checkpoint_root(run_directory)
-    os.makedirs(root, exist_ok=True)
-    _clear_temporaries(root)
-    name = f"step_{int(step)}"
-    temporary = os.path.join(root, f"{_TEMPORARY_PREFIX}{name}-{os.getpid()}")
-    os.makedirs(temporary)
+    ocp = _orbax()
+    _, FilesSave = _files_args()
+    leaves, structure = _leaves_and_structure(learner_state)
+    writes: dict[str, bytes] = {}
+    if process_state is not None:
+        writes[PROCESS] = pickle.dumps(process_state, protocol=pickle.HIGHEST_PROTOCOL)
+    if replay_checkpoint is not None:
+        writes[TABLES] = json.dumps(tables or {}, indent=1).encode()
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in writes.items()}
+    moves = {}
+    if replay_checkpoint is not None:
+        digests.update(_file_digests(replay_checkpoint, REPLAY))
+        moves[REPLAY] = replay_checkpoint
+    manager = _manager(run_directory, keep)
     try:
-        leaves, structure = _leaves_and_structure(learner_state)
-        if leaves:
-            _orbax().save(
-                os.path.join(temporary, LEARNER), {"leaves": {_leaf_key(i): leaf for i, leaf in enumerate(leaves)}}
-            )
-        if replay_checkpoint is not None:
-            os.rename(replay_checkpoint, os.path.join(temporary, REPLAY))
-        if process_state is not None:
-            with open(os.path.join(temporary, PROCESS), "wb") as file:
-                pickle.dump(process_state, file, protocol=pickle.HIGHEST_PROTOCOL)
-        _write_json(
-            os.path.join(temporary, STATE), {**state, "format": FORMAT, "step": int(step), "learner": structure}
-        )
-        manifest = {
-            path: [os.path.getsize(os.path.join(temporary, path)), _sha256(os.path.join(temporary, path))]
-            for path in _files(temporary)
+        if int(step) in manager.all_steps():
+            manager.delete(int(step))
+        items = {
+            "state": ocp.args.JsonSave(
+                {**state, "format": FORMAT, "step": int(step), "learner": structure, "files": digests}
+            ),
+            "files": FilesSave(moves=moves, writes=writes),
         }
-        _write_json(os.path.join(temporary, MANIFEST), manifest)
-        _fsync_directory(temporary)
-        final = os.path.join(root, name)
-        replaced = None
-        if os.path.exists(final):  # The same actor step saved twice (a stop right after a save).
-            replaced = os.path.join(root, f"{_TEMPORARY_PREFIX}replaced-{name}-{os.getpid()}")
-            os.rename(final, replaced)
-        os.rename(temporary, final)
-        _fsync_directory(root)
-        if replaced is not None:
-            shutil.rmtree(replaced, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    if keep is not None:
-        for old in list_checkpoints(run_directory)[keep:]:
-            shutil.rmtree(old, ignore_errors=True)
-    return final
+        if leaves:
+            items["learner"] = ocp.args.StandardSave({_leaf_key(i): leaf for i, leaf in enumerate(leaves)})
+        manager.save(int(step), args=ocp.args.Composite(**items), force=True)
+        manager.wait_until_finished()
+    finally:
+        manager.close()
+    return os.path.join(checkpoint_root(run_directory), f"step_{int(step)}")
 
 
 # --------------------------------------------------------------------------- verify and restore
 
 
 def damage(path: str) -> str | None:
-    """Why the checkpoint at `path` cannot be used (None when its files match its manifest)."""
-    manifest_path = os.path.join(path, MANIFEST)
-    if not os.path.isfile(manifest_path):
-        return f"no {MANIFEST} (not a complete checkpoint of this format)"
+    """Why the checkpoint at `path` cannot be used (None when its learner state and files
+    match the digests they were saved with)."""
     try:
-        with open(manifest_path) as file:
-            manifest = json.load(file)
-        if not isinstance(manifest, dict):
-            raise ValueError("not an object")
-    except (OSError, ValueError) as error:
-        return f"unreadable {MANIFEST} ({error})"
-    present = set(_files(path)) - {MANIFEST}
-    missing = sorted(set(manifest) - present)
-    if missing:
-        return f"missing file {missing[0]}"
-    extra = sorted(present - set(manifest))
-    if extra:
-        return f"unexpected file {extra[0]}"
-    for relative, (size, digest) in sorted(manifest.items()):
-        full = os.path.join(path, relative)
-        if os.path.getsize(full) != size:
-            return f"{relative} has {os.path.getsize(full)} bytes, {size} were written"
-        if _sha256(full) != digest:
-            return f"{relative} does not match its checksum"
-    try:
-        read_state(path)
+        state = read_state(path)
     except CheckpointError as error:
         return str(error)
+    files = os.path.join(path, "files")
+    present = _file_digests(files, "") if os.path.isdir(files) else {}
+    for relative, digest in sorted(state.get("files", {}).items()):
+        if relative not in present:
+            return f"missing file files/{relative}"
+        if present[relative] != digest:
+            return f"files/{relative} does not match its checksum"
+    try:
+        leaves = _restore_leaves(path, state["learner"])
+    except CheckpointError as error:
+        return str(error)
+    if state_digest(leaves) != state["learner"]["digest"]:
+        return "its learner state does not match its checksum"
     return None
 
 
@@ -343,20 +336,26 @@ def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list
 
 
 def read_state(path: str) -> dict[str, Any]:
+    """A checkpoint's state item (counts, schedules, curve, the learner's structure)."""
+    ocp = _orbax()
     try:
-        with open(os.path.join(path, STATE)) as file:
-            state = json.load(file)
-    except (OSError, ValueError) as error:
-        raise CheckpointError(f"cannot read {os.path.join(path, STATE)} ({error})") from None
+        state = ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(os.path.join(path, "state"))
+    except Exception as error:  # noqa: BLE001 - orbax's errors for a missing or broken item vary.
+        raise CheckpointError(f"cannot read the state of {path} ({type(error).__name__})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT or "learner" not in state:
         raise CheckpointError(f"{path} is not a checkpoint of format {FORMAT}")
     return state
 
 
+def replay_of(path: str) -> str:
+    """Where a checkpoint keeps reverb's checkpoint of its tables."""
+    return os.path.join(path, "files", REPLAY)
+
+
 def read_process_state(path: str) -> Any:
     """A checkpoint's deterministic process state (None: it has none). The file is the
-    run's own, verified against the manifest by `find_latest` before any resume."""
-    file_path = os.path.join(path, PROCESS)
+    run's own, verified against its digest by `find_latest` before any resume."""
+    file_path = os.path.join(path, "files", PROCESS)
     if not os.path.isfile(file_path):
         return None
     with open(file_path, "rb") as file:
@@ -371,7 +370,7 @@ def check_learner_structure(path: str, template: Any) -> None:
     saved = read_state(path)["learner"]
     leaves, treedef = jax.tree_util.tree_flatten(template)
     shapes = [list(np.shape(leaf)) for leaf in leaves]
-    dtypes = [str(np.dtype(leaf.dtype)) if hasattr(leaf, "dtype") else str(np.asarray(leaf).dtype) for leaf in leaves]
+    dtypes = [str(np.dtype(leaf.dtype)) for leaf in leaves]
     where = f"checkpoint {path} was written by a different learner"
     if saved["tree"] != str(treedef) or len(saved["shapes"]) != len(shapes):
         raise CheckpointError(
@@ -388,6 +387,26 @@ def check_learner_structure(path: str, template: Any) -> None:
             )
 
 
+def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
+    count = len(saved["shapes"])
+    if not count:
+        return []
+    import jax
+
+    ocp = _orbax()
+    target = {
+        _leaf_key(i): jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
+        for i, (shape, dtype) in enumerate(zip(saved["shapes"], saved["dtypes"]))
+    }
+    try:
+        checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())
+        restored = checkpointer.restore(os.path.join(path, "learner"), args=ocp.args.StandardRestore(target))
+        leaves = [np.asarray(restored[_leaf_key(i)]) for i in range(count)]
+    except Exception as error:  # noqa: BLE001 - orbax/tensorstore errors vary: say it plainly.
+        raise CheckpointError(f"cannot read the learner state in {path} ({type(error).__name__})") from None
+    return [leaf.astype(dtype, copy=False) for leaf, dtype in zip(leaves, saved["dtypes"])]
+
+
 def restore_learner_state(path: str, template: Any) -> Any:
     """The learner state saved at `path`, in `template`'s structure (numpy leaves, bit for
     bit as saved: the content digest is checked)."""
@@ -395,21 +414,10 @@ def restore_learner_state(path: str, template: Any) -> Any:
 
     check_learner_structure(path, template)
     saved = read_state(path)["learner"]
-    _, treedef = jax.tree_util.tree_flatten(template)
-    count = len(saved["shapes"])
-    leaves: list[np.ndarray] = []
-    if count:
-        try:
-            restored = _orbax().restore(os.path.join(path, LEARNER))
-            leaves = [np.asarray(restored["leaves"][_leaf_key(i)]) for i in range(count)]
-        except Exception as error:  # noqa: BLE001 - orbax/tensorstore errors vary: say it plainly.
-            raise CheckpointError(
-                f"cannot read the learner state in {path} ({type(error).__name__}: {error})"
-            ) from None
-    leaves = [leaf.astype(dtype, copy=False) for leaf, dtype in zip(leaves, saved["dtypes"])]
+    leaves = _restore_leaves(path, saved)
     if state_digest(leaves) != saved["digest"]:
         raise CheckpointError(f"the learner state in {path} does not match the digest it was saved with")
-    return jax.tree_util.tree_unflatten(treedef, leaves)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), leaves)
 
 
 # --------------------------------------------------------------------------- replay tables
@@ -452,56 +460,6 @@ def describe_tables(tables: Sequence[Any]) -> dict[str, dict[str, Any]]:
     return described
 
 
-def _tfrecords(path: str) -> list[bytes]:
-    """The records of a (zlib-compressed or plain) TFRecord file."""
-    import struct
-    import zlib
-
-    with open(path, "rb") as file:
-        data = file.read()
-    try:
-        data = zlib.decompress(data)
-    except zlib.error:
-        pass
-    records, offset = [], 0
-    while offset < len(data):
-        if offset + 12 > len(data):
-            raise ValueError("truncated record header")
-        (length,) = struct.unpack("<Q", data[offset : offset + 8])
-        offset += 12
-        if offset + length + 4 > len(data):
-            raise ValueError("truncated record")
-        records.append(data[offset : offset + length])
-        offset += length + 4
-    return records
-
-
-def read_replay_tables(replay_checkpoint: str) -> dict[str, dict[str, Any]]:
-    """The configuration of the tables in a reverb checkpoint directory."""
-    from reverb.cc.checkpointing import checkpoint_pb2
-    from tensorflow.python.saved_model import nested_structure_coder
-
-    path = os.path.join(replay_checkpoint, "tables.tfrecord")
-    try:
-        records = _tfrecords(path)
-        tables = [checkpoint_pb2.PriorityTableCheckpoint.FromString(record) for record in records]
-    except (OSError, ValueError, Exception) as error:  # noqa: BLE001 - a protobuf DecodeError included.
-        raise CheckpointError(f"cannot read the replay checkpoint's tables in {path} ({error})") from None
-    described = {}
-    for table in tables:
-        signature = nested_structure_coder.decode_proto(table.signature) if table.HasField("signature") else None
-        described[table.table_name] = describe_table(
-            table.table_name,
-            table.max_size,
-            table.max_times_sampled,
-            table.sampler,
-            table.remover,
-            table.rate_limiter,
-            signature,
-        )
-    return described
-
-
 def table_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """How a checkpoint's tables differ from the ones the current config builds."""
     differences = []
@@ -525,10 +483,17 @@ def table_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> l
     return differences
 
 
-def check_replay_tables(replay_checkpoint: str, tables: Sequence[Any]) -> None:
-    """Raises a `CheckpointError` naming every difference between a reverb checkpoint's
-    tables and `tables` (reverb 0.14 would silently keep the checkpoint's settings)."""
-    differences = table_differences(read_replay_tables(replay_checkpoint), describe_tables(tables))
+def check_replay_tables(checkpoint: str, tables: Sequence[Any]) -> None:
+    """Raises a `CheckpointError` naming every difference between the tables a checkpoint's
+    replay was saved with (files/tables.json) and `tables` (reverb 0.14 would silently
+    keep the checkpoint's settings)."""
+    path = os.path.join(checkpoint, "files", TABLES)
+    try:
+        with open(path) as file:
+            saved = json.load(file)
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"cannot read the replay checkpoint's tables in {path} ({error})") from None
+    differences = table_differences(saved, describe_tables(tables))
     if differences:
         raise CheckpointError(
             "the replay checkpoint does not match this config's replay table ("

@@ -104,14 +104,10 @@ def _csv_rows(path: str) -> list[dict[str, str]]:
 
 
 def _newest_digest(run_directory: str) -> str | None:
-    states = glob.glob(os.path.join(run_directory, "checkpoints", "step_*", "state.json"))
-    if not states:
-        return None
-    newest = max(states, key=lambda path: int(path.split(os.sep)[-2].split("_")[1]))
-    with open(newest) as file:
-        state = json.load(file)
-    learner = state.get("learner")
-    return learner.get("digest") if isinstance(learner, dict) else None
+    from rl import checkpointing
+
+    checkpoints = checkpointing.list_checkpoints(run_directory)
+    return checkpointing.read_state(checkpoints[0])["learner"]["digest"] if checkpoints else None
 
 
 def record(run_directory: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 
 import dm_env
 import jax
@@ -94,7 +95,7 @@ def test_saves_are_atomic_and_keep_the_newest(tmp_path):
     run = str(tmp_path)
     state = _learner().save()
     root = checkpointing.checkpoint_root(run)
-    os.makedirs(os.path.join(root, ".tmp-step_99-1234", "learner"))  # A save killed half-way.
+    os.makedirs(os.path.join(root, "step_99.orbax-checkpoint-tmp-1234", "learner"))  # A save killed half-way.
     with pytest.raises(Exception):  # noqa: B017 - any failure; a save that fails leaves nothing behind.
         checkpointing.save_checkpoint(run, 5, {"bad": np.array([object()])}, {"actor_steps": 5})
     assert checkpointing.list_checkpoints(run) == []
@@ -127,9 +128,9 @@ def test_a_damaged_checkpoint_is_skipped_for_the_previous_one(tmp_path):
     _corrupt(newer)
     with pytest.warns(UserWarning, match="step_20 is damaged"):
         found, skipped = checkpointing.find_latest(run)
-    assert found == older and [p for p, _ in skipped] == [newer] and "checksum" in skipped[0][1]
-    os.remove(os.path.join(older, "state.json"))
-    with pytest.raises(CheckpointError, match=r"no usable checkpoint .*step_20: .*step_10: missing file state.json"):
+    assert found == older and [p for p, _ in skipped] == [newer] and "learner state" in skipped[0][1]
+    shutil.rmtree(os.path.join(older, "state"))
+    with pytest.raises(CheckpointError, match=r"no usable checkpoint .*step_20: .*step_10: cannot read the state"):
         checkpointing.find_latest(run, warn=False)
     assert checkpointing.find_latest(str(tmp_path / "elsewhere")) == (None, [])
 
@@ -195,13 +196,17 @@ def test_replay_checkpoint_tables_are_compared_with_the_config(tmp_path):
         replay = client.checkpoint()
     finally:
         server.stop()
-    checkpointing.check_replay_tables(replay, tables())  # The run's own settings: accepted.
+    # The tables' configuration is written beside them when the checkpoint is saved.
+    described = checkpointing.describe_tables(tables())
+    path = checkpointing.save_checkpoint(str(tmp_path), 12, {}, {"actor_steps": 12}, 2, replay, tables=described)
+    assert os.path.isfile(os.path.join(checkpointing.replay_of(path), "items.tfrecord"))
+    checkpointing.check_replay_tables(path, tables())  # The run's own settings: accepted.
     with pytest.raises(CheckpointError, match=r"max_size: 1000 in the checkpoint, 500 now"):
-        checkpointing.check_replay_tables(replay, tables(max_replay_size=500))
+        checkpointing.check_replay_tables(path, tables(max_replay_size=500))
     with pytest.raises(CheckpointError, match=r"rate_limiter.samples_per_insert: 64.0 in the checkpoint, 8.0 now"):
-        checkpointing.check_replay_tables(replay, tables(samples_per_insert=8.0))
+        checkpointing.check_replay_tables(path, tables(samples_per_insert=8.0))
     with pytest.raises(CheckpointError, match="sampler"):
-        checkpointing.check_replay_tables(replay, tables(prioritized=True))
+        checkpointing.check_replay_tables(path, tables(prioritized=True))
 
 
 def test_a_non_finite_loss_or_parameter_is_named_with_its_step():

@@ -241,7 +241,7 @@ FAULT_COMMAND = [
 ]
 _REPLAY_RESTART = re.compile(
     r"replay died; restarted by Ray as pid (\d+) \(1/3\) at ([\d.]+:\d+), restored from"
-    r" checkpoints/(step_\d+)/replay, holding (\d+) items$"
+    r" checkpoints/(step_\d+)/files/replay, holding (\d+) items$"
 )
 _LEARNER_RESTART = re.compile(
     r"learner died; restarted by Ray as pid (\d+) \(1/3\): restored from checkpoint (step_\d+)"
@@ -251,14 +251,10 @@ _LEARNER_RESTART = re.compile(
 
 
 def _checkpoint_states(run_dir):
-    """{checkpoint name: its state.json} of every checkpoint of the run."""
-    root = os.path.join(run_dir, "checkpoints")
-    states = {}
-    for name in os.listdir(root) if os.path.isdir(root) else []:
-        if name.startswith("step_"):
-            with open(os.path.join(root, name, "state.json")) as file:
-                states[name] = json.load(file)
-    return states
+    """{checkpoint name: its state} of every checkpoint of the run."""
+    from rl import checkpointing
+
+    return {os.path.basename(p): checkpointing.read_state(p) for p in checkpointing.list_checkpoints(run_dir)}
 
 
 def _own_ray_processes(driver_pid, pids=(), seconds=15):
@@ -348,10 +344,23 @@ def faulted_ray_run(tmp_path_factory):
 
 
 def _replay_items(replay_checkpoint):
-    """Items a reverb checkpoint holds, over all its tables (one record each)."""
-    from rl.checkpointing import _tfrecords
+    """Items a reverb checkpoint holds, over all its tables: the records of its (zlib
+    compressed) items.tfrecord, each a 12-byte header, the record and a 4-byte CRC."""
+    import struct
+    import zlib
 
-    return len(_tfrecords(os.path.join(replay_checkpoint, "items.tfrecord")))
+    with open(os.path.join(replay_checkpoint, "items.tfrecord"), "rb") as file:
+        data = file.read()
+    try:
+        data = zlib.decompress(data)
+    except zlib.error:
+        pass
+    count = offset = 0
+    while offset < len(data):
+        (length,) = struct.unpack("<Q", data[offset : offset + 8])
+        offset += 12 + length + 4
+        count += 1
+    return count
 
 
 def test_ray_replay_node_killed_comes_back_on_its_address_with_its_last_checkpoint(faulted_ray_run):
@@ -373,10 +382,10 @@ def test_ray_replay_node_killed_comes_back_on_its_address_with_its_last_checkpoi
     states = run["sigterm_checkpoints"]
     # The newest checkpoint on disk when it restarted (one being written then, waiting
     # for the replay node to checkpoint, is finished after it).
-    written = {name: os.path.getmtime(os.path.join(run_dir, "checkpoints", name, "state.json")) for name in states}
+    written = {name: os.path.getmtime(os.path.join(run_dir, "checkpoints", name, "state")) for name in states}
     earlier = [name for name in states if written[name] < float(event["time"])]
     assert checkpoint == max(earlier, key=written.get), (checkpoint, written, event)
-    assert items == _replay_items(os.path.join(run_dir, "checkpoints", checkpoint, "replay")) > 0
+    assert items == _replay_items(os.path.join(run_dir, "checkpoints", checkpoint, "files", "replay")) > 0
     # Both sides reconnected: learner steps and actor steps went on after the restart.
     learner_rows = _rows(os.path.join(run_dir, "logs", "learner.csv"))
     before = max(int(row["learner_steps"]) for row in learner_rows if float(row["wall_time_s"]) <= event_time)

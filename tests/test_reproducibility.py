@@ -11,14 +11,14 @@ unseeded samplers and thread timing make them differ.
 from __future__ import annotations
 
 import csv
-import glob
-import json
 import os
 import signal
 
 import pytest
 
 import golden_runs
+
+from rl import checkpointing
 from conftest import read_summary, run_train
 
 COMMAND = [
@@ -68,10 +68,10 @@ def test_checkpoints_of_two_deterministic_runs_at_the_same_step_hold_the_same_le
     final one (at the budget) they share, and with it the learner state."""
     digests = []
     for run_dir in deterministic_runs:
-        states = {}
-        for path in glob.glob(os.path.join(run_dir, "checkpoints", "step_*", "state.json")):
-            with open(path) as file:
-                states[int(path.split(os.sep)[-2].split("_")[1])] = json.load(file)["learner"]["digest"]
+        states = {
+            checkpointing.step_of(path): checkpointing.read_state(path)["learner"]["digest"]
+            for path in checkpointing.list_checkpoints(run_dir)
+        }
         assert 1500 in states
         digests.append(states)
     assert digests[0][1500] == digests[1][1500]

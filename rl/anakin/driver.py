@@ -158,7 +158,7 @@ class AnakinNodes(lifecycle.Nodes):
     """`num_seeds` replicas of `system` in one compiled program, acting and learning in
     chunks of `steps_per_chunk` updates. A checkpoint's "learner state" is the whole
     stacked training state (parameters, optimiser states, replay buffers, environments,
-    keys); state.json adds each replica's episodes and curve. Restored, the chunks
+    keys); the state item adds each replica's episodes and curve. Restored, the chunks
     continue with bit-identical inputs: a resumed run computes what an uninterrupted one does."""
 
     def __init__(self, system: System, evaluation_environment: GymnaxVector, num_seeds: int, steps_per_chunk: int):

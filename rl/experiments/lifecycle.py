@@ -65,7 +65,7 @@ class RunRecord:
 @dataclasses.dataclass
 class Snapshot:
     """One moment of the run, taken with the learner paused: the counts, and for a
-    checkpoint the learner state, the launcher's own state.json keys, what writes the
+    checkpoint the learner state, the launcher's own state keys, what writes the
     replay checkpoint and returns its directory (None: not saved; called only when the
     checkpoint is written) and a deterministic run's process state."""
 
@@ -78,7 +78,7 @@ class Snapshot:
 
 
 def run_state(experiment: ExperimentConfig, record: RunRecord, snapshot: Snapshot) -> dict[str, Any]:
-    """What a checkpoint saves besides the learner state (state.json)."""
+    """What a checkpoint saves besides the learner state (the checkpoint's state item)."""
     start = run_start_time(experiment)
     state = {
         "agent": experiment.agent_name,
@@ -103,6 +103,7 @@ class RunCheckpointer:
     """The checkpoints of one run: periodic (`due`), on stop and at the end."""
 
     def __init__(self, experiment: ExperimentConfig):
+        self.experiment = experiment
         self.settings: CheckpointSettings = experiment.checkpoint
         self.run_directory = experiment.run_directory
         self.last: str | None = experiment.restore.checkpoint if experiment.restore is not None else None
@@ -139,14 +140,20 @@ class RunCheckpointer:
         )
 
     def save(self, state: Mapping[str, Any], snapshot: Snapshot) -> str:
+        replay = tables = None
+        if snapshot.replay is not None:  # The tables' configuration goes beside them, as JSON.
+            replay = snapshot.replay()
+            builder, spec = self.experiment.builder, self.experiment.environment_spec
+            tables = checkpointing.describe_tables(builder.make_replay_tables(spec))
         self.last = checkpointing.save_checkpoint(
             self.run_directory,
             int(state["actor_steps"]),
             snapshot.learner_state,
             state,
             self.settings.keep,
-            snapshot.replay() if snapshot.replay is not None else None,
+            replay,
             snapshot.process_state,
+            tables,
         )
         self.start()
         return self.last

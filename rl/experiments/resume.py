@@ -42,7 +42,7 @@ MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cac
 
 @dataclasses.dataclass
 class RestorePoint:
-    """The checkpoint a run continues from and its saved bookkeeping (state.json)."""
+    """The checkpoint a run continues from and its saved bookkeeping (the checkpoint's state item)."""
 
     checkpoint: str
     state: dict[str, Any]
@@ -60,7 +60,7 @@ class RestorePoint:
 
     @property
     def replay_checkpoint(self) -> str:
-        return os.path.join(self.checkpoint, checkpointing.REPLAY)
+        return checkpointing.replay_of(self.checkpoint)
 
     @property
     def has_replay(self) -> bool:
@@ -242,9 +242,7 @@ def prepare_run(
     if restore.has_replay and settings.replay:
         from rl.experiments.distributed import DistributedProgram
 
-        checkpointing.check_replay_tables(
-            restore.replay_checkpoint, DistributedProgram(experiment).make_replay_tables()
-        )
+        checkpointing.check_replay_tables(restore.checkpoint, DistributedProgram(experiment).make_replay_tables())
         restore.restore_replay = True
     elif restore.has_replay:
         message = "the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it"

@@ -330,9 +330,9 @@ class ReplayNode:
 
 def _newest_replay_checkpoint(run_directory: str) -> str | None:
     """The replay tables of the run's newest checkpoint that holds them (each checkpoint
-    keeps reverb's at `<run dir>/checkpoints/step_<n>/replay`)."""
+    keeps reverb's at `<run dir>/checkpoints/step_<n>/files/replay`)."""
     for path in checkpointing.list_checkpoints(run_directory):
-        replay = os.path.join(path, checkpointing.REPLAY)
+        replay = checkpointing.replay_of(path)
         if os.path.isdir(replay):
             return replay
     return None
