@@ -227,17 +227,17 @@ def test_wandb_keeps_the_steps_key_in_its_namespace_and_plots_every_node_against
 def test_a_sweep_quiets_the_libraries_its_sweeper_pulls_in(tmp_path):
     from omegaconf import OmegaConf
 
-    from rl.loggers.quiet import QuietLibraries
+    from rl.quiet import quiet_libraries
 
     config = OmegaConf.create(
         {"hydra": {"sweeper": {"_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"}}}
     )
-    QuietLibraries().on_multirun_start(config)
+    quiet_libraries().on_multirun_start(config)
     import optuna
 
     assert logging.getLogger("alembic").level == logging.WARNING
     assert optuna.logging.get_verbosity() == optuna.logging.WARNING
     # The job logging registers the callback (it is packaged at `hydra`).
     hydra_config, _ = _hydra_config(str(tmp_path / "sweep"), ["seed=1"])
-    assert hydra_config.callbacks.quiet_libraries._target_ == "rl.loggers.quiet.QuietLibraries"
+    assert hydra_config.callbacks.quiet_libraries._target_ == "rl.quiet.quiet_libraries"
     assert hydra_config.job_logging.loggers["rl.transcript"].handlers == ["transcript"]

@@ -8,7 +8,7 @@ import dm_env
 import numpy as np
 from dm_env import specs
 
-from rl.environments.mujoco_warnings import known_warnings_dropped
+from rl.quiet import known_warnings_dropped
 from rl.environments.rendering import RenderingError, choose_mujoco_gl, missing_backend_message
 from rl.environments.wrappers import EnvironmentWrapper
 

@@ -12,7 +12,7 @@ import dm_env
 import gymnasium
 
 from rl.environments.gymnasium_adapter import GymnasiumToDmEnv
-from rl.environments.mujoco_warnings import known_warnings_dropped
+from rl.quiet import known_warnings_dropped
 from rl.environments.wrappers import SinglePrecisionWrapper
 
 # Packages whose gymnasium environments exist only once they are imported (ale_py's
@@ -104,7 +104,7 @@ def make_gymnasium_environment(
 ) -> dm_env.Environment:
     """Makes gymnasium environment `name` as a float32 dm_env, seeded with a uint32.
 
-    MuJoCo tasks load without MuJoCo's known deprecation warnings (rl/environments/mujoco_warnings.py).
+    MuJoCo tasks load without MuJoCo's known deprecation warnings (rl/quiet.py).
     """
     validate_gymnasium_id(name)
     mujoco_task = environment_family(name) == "gymnasium.envs.mujoco"

@@ -30,7 +30,7 @@ class LocalLauncher:
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         from rl.experiments.run_local import run_local  # Replay (reverb, TensorFlow) loads when a run starts.
-        from rl.replay.quiet import reverb_info_filtered
+        from rl.quiet import reverb_info_filtered
 
         with reverb_info_filtered():  # Only our own lines: reverb's INFO lines are dropped.
             return run_local(experiment, deterministic=self.deterministic)

@@ -1,0 +1,123 @@
+"""Output a researcher cannot act on, dropped where it is made; everything else passes.
+
+* reverb 0.14's INFO lines, written from C++ to fd 2 with no flag to turn them off:
+  `reverb_info_filtered()` routes fd 2 through `grep -v` for a run (grep is its own
+  process, so what a dying run wrote still reaches the terminal).
+* MuJoCo's deprecation warnings inside third-party model files, printed on every load:
+  `known_warnings_dropped()` wraps a load and passes every other warning on.
+* A sweep's libraries narrating at INFO before any job starts (alembic, optuna's study):
+  `quiet_libraries()`, a Hydra callback (conf/hydra/job_logging/rl.yaml).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from typing import Any, Callable, Iterator
+
+# reverb's informational lines (`[reverb/cc/<file>:<line>] <message>`), as grep -E patterns.
+REVERB_INFO_LINES = (
+    r"^\[reverb/cc/platform/default/server\.cc:[0-9]+\] (Started replay server on port [0-9]+|Shutting down replay server)$",
+    r"^\[reverb/cc/client\.cc:[0-9]+\] Sampler and server are owned by the same process \([0-9]+\) so Table .+"
+    r" is accessed directly without gRPC\.$",
+    r"^\[reverb/cc/platform/tfrecord_checkpointer\.cc:[0-9]+\] +(Initializing TFRecordCheckpointer in |Loading latest"
+    r" checkpoint from |No checkpoint found in |Saving checkpoint to |Writing checkpoint to )",
+    r"^\[reverb/cc/reverb_service_impl\.cc:[0-9]+\] Stored checkpoint to ",
+)
+# Prefixes of MuJoCo warnings dropped (e.g. the cheetah models' 'settotalmass').
+MUJOCO_KNOWN_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
+# Loggers whose INFO lines say nothing a researcher needs.
+CHATTY_LOGGERS = ("alembic",)
+
+_MUJOCO_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
+    """Within the block, lines written to fd 2 that match `REVERB_INFO_LINES` are dropped;
+    nothing changes when `enabled` is False, grep is missing or fd 2 cannot be replaced."""
+    grep = shutil.which("grep")
+    if not enabled or grep is None:
+        yield
+        return
+    try:
+        original = os.dup(2)
+    except OSError:
+        yield
+        return
+    arguments = [grep, "--line-buffered", "-v", "-E"]
+    for pattern in REVERB_INFO_LINES:
+        arguments += ["-e", pattern]
+    try:
+        filter_process = subprocess.Popen(arguments, stdin=subprocess.PIPE, stdout=original, stderr=subprocess.DEVNULL)
+    except OSError:
+        os.close(original)
+        yield
+        return
+    assert filter_process.stdin is not None
+    sys.stderr.flush()
+    os.dup2(filter_process.stdin.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(original, 2)
+        os.close(original)
+        # grep writes the rest and exits once every writer has closed the pipe: this
+        # process now, a child started meanwhile (W&B's service) when it exits.
+        filter_process.stdin.close()
+        try:
+            filter_process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _mujoco_hook(previous: Callable[[str], None] | None) -> Callable[[str], None]:
+    def hook(message: str) -> None:
+        if message.startswith(MUJOCO_KNOWN_WARNINGS):
+            return
+        if previous is not None:
+            previous(message)
+        else:
+            print(f"WARNING: {message}", file=sys.stderr, flush=True)
+
+    return hook
+
+
+@contextlib.contextmanager
+def known_warnings_dropped() -> Iterator[None]:
+    """Within the block (a model load), MuJoCo's `MUJOCO_KNOWN_WARNINGS` are dropped and the
+    others passed to the hook installed before (dm_control's), or to stderr as MuJoCo's
+    own `WARNING: ...` line; that hook is put back afterwards."""
+    import mujoco
+
+    with _MUJOCO_LOCK:  # One hook per process: loads on several threads take turns.
+        previous = mujoco.get_mju_user_warning()
+        mujoco.set_mju_user_warning(_mujoco_hook(previous))
+        try:
+            yield
+        finally:
+            mujoco.set_mju_user_warning(previous)
+
+
+def quiet_libraries() -> Any:
+    """A Hydra callback that sets `CHATTY_LOGGERS` (and optuna, under its sweeper) to
+    WARNING when a multirun starts: their warnings and errors still show, and Hydra's
+    own lines (jobs launched, overrides, best parameters) stay."""
+    from hydra.experimental.callback import Callback  # Hydra loads it only for a multirun.
+
+    class QuietLibraries(Callback):
+        def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+            for name in CHATTY_LOGGERS:
+                logging.getLogger(name).setLevel(logging.WARNING)
+            if "optuna" in str(config.hydra.sweeper.get("_target_", "")).lower():
+                import optuna  # The sweeper imports it next anyway.
+
+                optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    return QuietLibraries()
