@@ -112,12 +112,47 @@ def _prepare(config: DictConfig, output_dir: str) -> tuple:
     return experiment, launch, plan
 
 
+# Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`;
+# unset again once a job runs, so a job's own errors are reported as Hydra reports them.
+_FULL_ERROR_OURS = False
+
+
+def composition_error(error: Exception, argv: list[str]) -> str:
+    """One line for a command line Hydra cannot compose. An unknown key under a group
+    (`agent.lr=1e-3`) names the option it most likely meant (`agent.learning_rate`)."""
+    from omegaconf import OmegaConf
+
+    from rl.experiments.validation import nearest_option
+
+    cause = error.__cause__
+    key = str(getattr(cause, "full_key", "") or "")
+    if key and "not in struct" in str(cause):
+        group, _, name = key.rpartition(".")
+        others = [a for a in argv if "=" in a and not a.startswith((f"{key}=", "hydra.", "+", "~")) and "," not in a]
+        try:
+            from hydra import compose, initialize_config_dir
+
+            with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+                node = OmegaConf.select(compose(config_name="config", overrides=others), group)
+            options = [option for option in node.keys() if not str(option).startswith("_")]
+        except Exception:  # noqa: BLE001 - no suggestion then; the line still names the key.
+            options = []
+        nearest = nearest_option(name, [str(option) for option in options])
+        hint = f"did you mean {group}.{nearest}? " if nearest else ""
+        return f"{key}: unknown option; {hint}(+{key}=... adds it anyway)"
+    text = f"{error}\n{cause or ''}".split("Config search path:")[0]  # Hydra's search path: not the user's error.
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " ".join(line + ("" if line.endswith(":") or i + 1 == len(lines) else ";") for i, line in enumerate(lines))
+
+
 def train(config: DictConfig) -> float:
     from rl.experiments.interrupts import RunInterrupted, signal_name
     from rl.experiments.launchers.errors import LauncherError
     from rl.experiments.resume import apply_plan
     from rl.experiments.summary import close_loggers
 
+    if _FULL_ERROR_OURS:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
     output_dir = HydraConfig.get().runtime.output_dir
     experiment, launch, plan = _prepare(config, output_dir)
     if plan.finished is not None:
@@ -135,11 +170,8 @@ def train(config: DictConfig) -> float:
             f"Resuming {output_dir} from {os.path.basename(plan.restore.checkpoint)} "
             f"({counts.get('actor_steps', 0)} actor steps, {counts.get('learner_steps', 0)} learner steps)"
         )
-    factory = experiment.logger_factory
     try:
-        start = getattr(factory, "start", None)
-        if start is not None:
-            start()  # The W&B run exists (with its config) before the first step.
+        experiment.logger_factory.start()  # The W&B run exists (with its config) before the first step.
         summary = launch(experiment=experiment)
     except RunInterrupted as stop:  # Checkpoint and summary written, loggers closed.
         hint = "the same command resumes it" if stop.checkpoint else "the same command starts it over"
@@ -227,7 +259,19 @@ def cli() -> None:
     if error is not None:
         print(error, file=sys.stderr)
         sys.exit(1)
-    main()
+    from hydra.errors import CompactHydraException
+
+    global _FULL_ERROR_OURS
+    _FULL_ERROR_OURS = "HYDRA_FULL_ERROR" not in os.environ
+    if _FULL_ERROR_OURS:
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main()
+    except CompactHydraException as error:
+        if not _FULL_ERROR_OURS:
+            raise
+        print(f"Invalid configuration: {composition_error(error, sys.argv[1:])}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -144,3 +144,42 @@ def test_bad_override_exits_with_a_clear_message(overrides, key, tmp_path):
     assert len(output.strip().splitlines()) < 25, output
     assert not os.path.exists(tmp_path / "summary.json")
     assert not os.path.exists(tmp_path / "logs")
+
+
+def test_an_integer_valued_float_is_accepted_as_the_integer(tmp_path):
+    """`max_actor_steps=1e5` on the command line is 100000, as is an agent's integer option
+    (and what interpolates it: DQN's learning-rate decay follows max_actor_steps)."""
+    experiment, _ = build(
+        ["experiment=dqn_cartpole", "max_actor_steps=1e5", "agent.target_update_period=2.5e2"], tmp_path
+    )
+    assert experiment.max_actor_steps == 100_000 and type(experiment.max_actor_steps) is int
+    config = experiment.builder.config
+    assert config.target_update_period == 250 and type(config.target_update_period) is int
+    assert config.learning_rate_decay_actor_steps == 100_000
+    with pytest.raises(ConfigError, match=r"max_actor_steps: expected int, got 1000.5"):
+        build(["max_actor_steps=1000.5"], tmp_path)
+
+
+def test_an_unknown_key_names_the_option_it_most_likely_meant(tmp_path):
+    from rl.experiments.validation import nearest_option
+
+    options = ["learning_rate", "batch_size", "target_update_period"]
+    assert [nearest_option(name, options) for name in ("lr", "lerning_rate", "batch", "tup", "zzz")] == [
+        "learning_rate",
+        "learning_rate",
+        "batch_size",
+        "target_update_period",
+        None,
+    ]
+    result = run_train(["agent.lr=1e-3", f"hydra.run.dir={tmp_path}"], timeout=120)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "Invalid configuration: agent.lr: unknown option; did you mean agent.learning_rate? (+agent.lr=... adds it anyway)"
+    ]
+    assert not os.path.exists(tmp_path / "logs")
+
+
+def test_a_preset_with_another_agent_says_whose_preset_it_is(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        build(["experiment=dqn_cartpole", "agent=ppo"], tmp_path)
+    assert caught.value.key == "agent"
+    assert "experiment=dqn_cartpole is a preset for agent=dqn" in str(caught.value)

@@ -169,9 +169,8 @@ class AnakinNodes(lifecycle.Nodes):
 
     def start(self) -> None:
         experiment, num_seeds = self.experiment, self.num_seeds
-        begin = getattr(experiment.logger_factory, "start", None)
-        if begin is not None and num_seeds > 1:
-            begin()  # The run's own W&B run before its replicas' (WandbRun.replica).
+        if num_seeds > 1:
+            experiment.logger_factory.start()  # The run's own W&B run before its replicas' (WandbRun.replica).
         self.replica_experiments = replica_experiments(experiment, num_seeds)
         _trim_replica_logs(experiment, [replica.run_directory for replica in self.replica_experiments])
         keys = replica_keys(experiment.seed, num_seeds)

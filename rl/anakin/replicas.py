@@ -10,7 +10,6 @@ replica's first, best and final evaluation return, flagging those that did not i
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 
@@ -34,22 +33,6 @@ def replica_directory(run_directory: str, index: int) -> str:
     return os.path.join(run_directory, f"seed_{index}")
 
 
-def replica_logger_factory(factory: object, directory: str, index: int, seed: int) -> object:
-    """The run's logger factory writing CSV logs under `directory`/logs, on the run's
-    clock, without a terminal (the run's own lines show the mean over replicas), and,
-    when the run logs to W&B, to a W&B run of the replica's own in the run's group
-    (`WandbRun.replica`). A factory of another kind is used as it is."""
-    if not hasattr(factory, "directory") or not hasattr(factory, "_loggers"):
-        return factory
-    replica = copy.copy(factory)
-    replica.directory = os.path.join(directory, "logs")
-    replica.terminal = False
-    wandb_run = getattr(factory, "wandb_run", None)
-    replica.wandb_run = wandb_run.replica(index, seed, directory) if wandb_run is not None else None
-    replica._loggers = []
-    return replica
-
-
 def replica_experiments(experiment: ExperimentConfig, num_seeds: int) -> list[ExperimentConfig]:
     """One experiment per replica (its seed, run directory and logger factory); a single
     replica is the experiment itself."""
@@ -64,7 +47,7 @@ def replica_experiments(experiment: ExperimentConfig, num_seeds: int) -> list[Ex
                 experiment,
                 seed=seed,
                 run_directory=directory,
-                logger_factory=replica_logger_factory(experiment.logger_factory, directory, index, seed),
+                logger_factory=experiment.logger_factory.replica(directory, index, seed),
             )
         )
     return replicas

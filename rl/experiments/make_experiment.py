@@ -8,6 +8,7 @@ commonest mistakes are answered in about a second.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import inspect
@@ -24,10 +25,12 @@ from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.validation import (
     ConfigError,
+    RunSettings,
     check_factory,
     check_network_observations,
     check_replay_settings,
     check_run_settings,
+    integral_float,
     network_kind_error,
 )
 from rl.specs import is_discrete, make_environment_spec
@@ -104,6 +107,33 @@ def _user_error(key: str, function: Callable[..., Any], *args: Any, **kwargs: An
 
 def _instantiate(key: str, node: DictConfig, **kwargs: Any) -> Any:
     return _user_error(key, instantiate, node, _convert_="all", **kwargs)
+
+
+def _preset_agent(experiment: str) -> str | None:
+    """The agent a preset (conf/experiment/<name>.yaml) is for: its `override /agent` default."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
+    path = os.path.join(path, "experiment", f"{experiment}.yaml")
+    if not os.path.isfile(path):
+        return None
+    for entry in OmegaConf.to_container(OmegaConf.load(path)).get("defaults", []):
+        if isinstance(entry, dict) and "override /agent" in entry:
+            return str(entry["override /agent"])
+    return None
+
+
+def preset_error(error: ConfigError, group: str, choices: Mapping[str, Any]) -> None:
+    """Raises, for an agent option a preset set for another agent (`experiment=dqn_cartpole
+    agent=ppo`), the error that says so; returns otherwise."""
+    experiment, agent = choices.get("experiment"), choices.get("agent")
+    if group != "agent" or not experiment or "unknown option" not in str(error):
+        return
+    preset = _preset_agent(str(experiment))
+    if preset is not None and preset != agent:
+        raise ConfigError(
+            "agent",
+            f"experiment={experiment} is a preset for agent={preset}: its agent settings ({error.key}, ...) are "
+            f"{preset}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults",
+        ) from None
 
 
 def resolved_container(config: DictConfig) -> dict[str, Any]:
@@ -197,6 +227,10 @@ def make_experiment(
     """
     choices = dict(choices or {})
     container = resolved_container(config)
+    for field in dataclasses.fields(RunSettings):  # `max_actor_steps=1e5` is 100000 (interpolations follow).
+        if integral_float(container.get(field.name), int):
+            config[field.name] = int(container[field.name])
+    container = resolved_container(config)
     settings = check_run_settings(container)
     for group in GROUPS:
         if group not in container:
@@ -208,7 +242,7 @@ def make_experiment(
     backend = _pop_backend(environment_options)
     # The environment first: a wrong name or option is answered before the other groups'
     # code (networks, agents, launchers: JAX, TensorFlow, reverb) is even imported.
-    check_factory("environment", environment_options, RUNTIME_ARGUMENTS["environment"])
+    check_factory("environment", environment_options, RUNTIME_ARGUMENTS["environment"], config.environment)
     environment_factory = _instantiate("environment", environment_options, _partial_=True)
     probe = _user_error("environment.name", environment_factory, seed=settings.seed)
     environment_spec = make_environment_spec(probe)
@@ -231,7 +265,11 @@ def make_experiment(
             "environment", {**environment_options, "reward_clip": False, "episodic_life": False}, _partial_=True
         )
     for group in ("launcher", *(g for g in GROUPS if g not in ("environment", "launcher"))):
-        check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
+        try:
+            check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()), config[group])
+        except ConfigError as error:
+            preset_error(error, group, choices)
+            raise
     environment_kind = _action_kind(environment_spec.actions)
     environment_name = environment_label(environment_options, choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))

@@ -294,9 +294,9 @@ def apply_plan(plan: RunPlan, experiment: Any) -> Any:
         for name in os.listdir(replay_root):
             shutil.rmtree(os.path.join(replay_root, name), ignore_errors=True)
     factory = experiment.logger_factory
-    if restore is not None and restore.state.get("wall_time_s") is not None and hasattr(factory, "start_time"):
+    if restore is not None and restore.state.get("wall_time_s") is not None and factory.start_time is not None:
         factory.start_time = time.time() - float(restore.state["wall_time_s"])
-    wandb_run = getattr(factory, "wandb_run", None)
+    wandb_run = factory.wandb_run
     run_id = plan.wandb_run_id or new_run_id()
     if wandb_run is not None:
         wandb_run.use_run_id(run_id, resume=plan.previous)

@@ -18,7 +18,7 @@ STATUSES = ("finished", "interrupted", "failed")
 def run_start_time(experiment: ExperimentConfig) -> float | None:
     """The epoch time the run started: the logger factory's clock, which every record's
     `wall_time_s` counts from (None for a factory without one)."""
-    return getattr(experiment.logger_factory, "start_time", None)
+    return experiment.logger_factory.start_time
 
 
 def first_reaching(
@@ -122,16 +122,12 @@ def finish_run(
         experiment, counts, eval_returns, wall_time_s, acting_time_s, eval_times_s, status=status
     )
     write_summary(experiment.run_directory, summary)
-    record = getattr(experiment.logger_factory, "record_summary", None)
-    if record is not None:  # W&B's summary metrics (final and best return, steps/s, ...).
-        record(dataclasses.asdict(summary))
+    experiment.logger_factory.record_summary(dataclasses.asdict(summary))  # W&B's summary metrics.
     return summary
 
 
 def close_loggers(experiment: ExperimentConfig, exit_code: int) -> None:
-    close = getattr(experiment.logger_factory, "close", None)
-    if close is not None:
-        close(exit_code=exit_code)
+    experiment.logger_factory.close(exit_code=exit_code)
 
 
 def write_summary(directory: str, summary: RunSummary) -> str:

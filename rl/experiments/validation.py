@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import difflib
 import importlib
 import inspect
 import math
@@ -82,6 +83,27 @@ def matches(value: Any, hint: Any) -> bool:
     return True  # Types a command line cannot express are left to the factory.
 
 
+def integral_float(value: Any, hint: Any) -> bool:
+    """A float with an integer value where an integer is expected (`1e5` on the command
+    line): accepted as that integer."""
+    if not (isinstance(value, float) and value.is_integer()):
+        return False
+    return hint is int or (typing.get_origin(hint) in (typing.Union, types.UnionType) and int in typing.get_args(hint))
+
+
+def nearest_option(name: str, options: list[str]) -> str | None:
+    """The option a mistyped or abbreviated key most likely meant: one whose words'
+    initials spell it (lr -> learning_rate), one it begins, or the closest spelling."""
+    for option in options:
+        if "".join(word[0] for word in option.split("_") if word) == name:
+            return option
+    for option in options:
+        if option.startswith(name):
+            return option
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def _signature_schema(target: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
     """Parameter names with their type hints, and whether extra keywords are accepted."""
     config_class = getattr(target, "config_class", None)
@@ -100,8 +122,12 @@ def _signature_schema(target: Callable[..., Any]) -> tuple[dict[str, Any], bool]
     return schema, accepts_any
 
 
-def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) -> Callable[..., Any]:
-    """Checks one `_target_` node's keys and value types; returns the resolved target."""
+def check_factory(
+    key: str, node: Any, runtime_arguments: tuple[str, ...] = (), config_node: Any = None
+) -> Callable[..., Any]:
+    """Checks one `_target_` node's keys and value types; returns the resolved target. An
+    integer-valued float for an integer (`integral_float`) becomes that integer, in `node`
+    and in `config_node` (the config the factory is instantiated from)."""
     if not isinstance(node, Mapping) or "_target_" not in node:
         raise ConfigError(key, "must be a config group option with a _target_ (see conf/)")
     target = resolve_target(key, node["_target_"])
@@ -114,8 +140,16 @@ def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) 
         if name not in schema:
             if accepts_any:
                 continue
-            allowed = ", ".join(n for n in schema if n not in runtime_arguments)
-            raise ConfigError(f"{key}.{name}", f"unknown option for {node['_target_']}; allowed: {allowed}")
+            options = [n for n in schema if n not in runtime_arguments]
+            nearest = nearest_option(name, options)
+            hint = f"did you mean {key}.{nearest}? " if nearest else ""
+            raise ConfigError(
+                f"{key}.{name}", f"unknown option for {node['_target_']}; {hint}allowed: {', '.join(options)}"
+            )
+        if integral_float(value, schema[name]):
+            value = node[name] = int(value)
+            if config_node is not None:
+                config_node[name] = value
         if not matches(value, schema[name]):
             raise ConfigError(
                 f"{key}.{name}", f"expected {describe(schema[name])}, got {value!r} ({type(value).__name__})"
@@ -206,6 +240,8 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
                 continue
             raise ConfigError(field.name, "is missing from the configuration")
         value = config[field.name]
+        if integral_float(value, hints[field.name]):
+            value = int(value)
         if not matches(value, hints[field.name]):
             raise ConfigError(
                 field.name, f"expected {describe(hints[field.name])}, got {value!r} ({type(value).__name__})"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import numbers
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -20,8 +20,29 @@ class Logger(abc.ABC):
         """Flushes and releases whatever the logger holds."""
 
 
-class LoggerFactory(Protocol):
-    def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger: ...
+class LoggerFactory:
+    """Makes a node's logger (`factory(label, steps_key, instance)`) and holds the run's
+    clock (`start_time`, epoch seconds; None: none), its W&B run (None: none) and its end.
+    A factory subclasses this and overrides what it has; the rest does nothing."""
+
+    start_time: float | None = None
+    wandb_run: Any = None
+
+    def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Before the first step: the W&B run exists, with its config, even if the run fails."""
+
+    def record_summary(self, summary: Mapping[str, Any]) -> None:
+        """The run's results (summary.json's fields), for the trackers."""
+
+    def close(self, exit_code: int = 0) -> None:
+        """Closes every sink (W&B marks the run finished, or failed for a non-zero code)."""
+
+    def replica(self, directory: str, index: int, seed: int) -> "LoggerFactory":
+        """The factory of replica `index` (launcher=anakin) writing under `directory`."""
+        return self
 
 
 class NoOpLogger(Logger):

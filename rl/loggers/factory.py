@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from typing import Any, Mapping, Sequence
 
 from rl.loggers.aggregators import ConstantFields, Dispatcher, TimeFilter, WallTime
-from rl.loggers.base import Logger, NoOpLogger
+from rl.loggers.base import Logger, LoggerFactory, NoOpLogger
 from rl.loggers.csv import CSVLogger
 from rl.loggers.terminal import TerminalLogger
 from rl.loggers.wandb import WandbLogger, WandbRun
@@ -17,7 +18,7 @@ from rl.loggers.wandb import WandbLogger, WandbRun
 UNFILTERED_TERMINAL_LABELS = frozenset({"evaluator"})
 
 
-class DefaultLoggerFactory:
+class DefaultLoggerFactory(LoggerFactory):
     """Makes one logger per node label, writing to the sinks switched on in the config.
 
     `directory`, `run_name`, `run_config`, `run_group` and `run_tags` are filled in by
@@ -113,6 +114,17 @@ class DefaultLoggerFactory:
         """The run's results (summary.json's fields) become the W&B run's summary metrics."""
         if self.wandb_run is not None:
             self.wandb_run.summarize(summary)
+
+    def replica(self, directory: str, index: int, seed: int) -> "DefaultLoggerFactory":
+        """CSV logs under `directory`/logs on the run's clock, no terminal (the run's own
+        lines show the mean over replicas) and, when the run logs to W&B, a W&B run of the
+        replica's own in the run's group (`WandbRun.replica`)."""
+        replica = copy.copy(self)
+        replica.directory = os.path.join(directory, "logs")
+        replica.terminal = False
+        replica.wandb_run = self.wandb_run.replica(index, seed, directory) if self.wandb_run is not None else None
+        replica._loggers = []
+        return replica
 
     def close(self, exit_code: int = 0) -> None:
         """Closes every sink; W&B marks the run finished (exit code 0) or failed. Idempotent."""

@@ -24,7 +24,7 @@ from rl.checkpointing import state_digest
 from rl.counting import Counter, StepBudget
 from rl.experiments.distributed import DistributedProgram, Evaluations
 from rl.experiments.learner_thread import release_lock_while_sampling
-from rl.loggers.base import Logger, LoggingData, to_python_scalar
+from rl.loggers.base import Logger, LoggerFactory, LoggingData, to_python_scalar
 from rl.replay.adders import ReplayTimeoutError
 
 # Steps an actor leases from the counter at once: bounds counter traffic, and the total
@@ -182,17 +182,17 @@ class QueueLogger(Logger):
         ray.get(self._queue.put_nowait.remote((self._key, row)))  # Raises when the queue is full.
 
 
-class QueueLoggerFactory:
+class QueueLoggerFactory(LoggerFactory):
     """Loggers that send to the driver's queue (a `ray.util.queue.Queue` named
     `queue_name`), found by name in the node that makes them: the factory travels inside
     the program, where a handle would make Ray keep node arguments in the object store."""
 
     def __init__(self, queue_name: str, start_time: float | None = None):
         self._queue_name = queue_name
-        self._start_time = start_time
+        self.start_time = start_time
 
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
-        return QueueLogger(node_handle(self._queue_name), label, steps_key, instance, self._start_time)
+        return QueueLogger(node_handle(self._queue_name), label, steps_key, instance, self.start_time)
 
 
 # New replay connections an actor makes in one lease before a write that keeps timing
