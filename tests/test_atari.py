@@ -380,9 +380,10 @@ def pong_run(run_dir, agent: str, *overrides: str, base: list[str] | None = None
     result = run_train(arguments, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(str(run_dir))
-    checkpoints = glob.glob(os.path.join(run_dir, "checkpoints", "step_*"))
-    newest = max(checkpoints, key=lambda path: int(path.rpartition("_")[2]))  # The end of the run.
-    files = glob.glob(os.path.join(newest, "replay", "**"), recursive=True)
+    from rl import checkpointing
+
+    newest = checkpointing.list_checkpoints(str(run_dir))[0]  # The end of the run.
+    files = glob.glob(os.path.join(checkpointing.replay_of(newest), "**"), recursive=True)
     summary["replay_bytes"] = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
     with open(os.path.join(run_dir, ".hydra", "config.yaml")) as file:
         summary["replay_bound"] = replay_bound(agent, yaml.safe_load(file))

@@ -190,7 +190,7 @@ class Nodes:
         """A checkpoint of `snapshot` was written at `path`."""
 
     def end_learning(self) -> None:
-        """After the last checkpoint: the learner stops."""
+        """Before the last checkpoint: the learner stops (it still answers `snapshot`)."""
 
     def counts(self) -> Mapping[str, Any]:
         """The counts so far, for the summary of a failed run."""
@@ -270,12 +270,11 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
                     save(periodic=True)
         if stop.requested:
             nodes.end_acting(interrupted=True)
-            path, snapshot = save()
-            nodes.end_learning()
+        nodes.end_learning()  # The last checkpoint's counts are the learner's last.
+        path, snapshot = save()  # The final (or interrupt) checkpoint.
+        if stop.requested:
             summary = finish(snapshot, "interrupted", 128 + stop.signum)
             raise RunInterrupted(stop.signum, summary, path)
-        _, snapshot = save()  # The final checkpoint.
-        nodes.end_learning()
         return finish(snapshot, "finished", 0)
     except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
         close_loggers(experiment, exit_code=error.exit_code)
