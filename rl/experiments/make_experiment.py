@@ -111,8 +111,9 @@ def _instantiate(key: str, node: DictConfig, **kwargs: Any) -> Any:
 
 def _preset_agent(experiment: str) -> str | None:
     """The agent a preset (conf/experiment/<name>.yaml) is for: its `override /agent` default."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
-    path = os.path.join(path, "experiment", f"{experiment}.yaml")
+    from rl.train import CONFIG_DIR
+
+    path = os.path.join(CONFIG_DIR, "experiment", f"{experiment}.yaml")
     if not os.path.isfile(path):
         return None
     for entry in OmegaConf.to_container(OmegaConf.load(path)).get("defaults", []):
