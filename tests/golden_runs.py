@@ -7,8 +7,15 @@ without the wall-clock fields (seconds and rates), and the digest of the learner
 each run's newest checkpoint (sha256 over its arrays, `rl.checkpointing.state_digest`).
 tests/test_golden.py compares a fresh run with the stored record exactly.
 
+XLA's CPU code differs between processor models (vector widths, fused multiply-adds), so
+the same run's last float bits differ from machine to machine: a record is stored per
+machine (`machine()`: the processor model and the instruction sets XLA can use). On a
+machine with a record the comparison is exact; on another, a fresh run must equal some
+machine's record, or else run identically twice with the same files, rows and columns
+as the stored records (tests/test_golden.py).
+
 A change that alters results updates the records on purpose, in its own commit that says
-why:
+why; this stores the records of the machine it runs on (and keeps other machines'):
 
     python tests/golden_runs.py            # every golden run
     python tests/golden_runs.py dqn sac    # some of them
@@ -18,8 +25,10 @@ from __future__ import annotations
 
 import csv
 import glob
+import hashlib
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -134,24 +143,47 @@ def run(name: str, run_directory: str, timeout: float = 900) -> dict[str, Any]:
     return record(run_directory)
 
 
+def machine() -> tuple[str, str]:
+    """(key, description) of what XLA's CPU code depends on here: the architecture, the
+    processor model and its vector instruction sets."""
+    model, flags = platform.processor(), set()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as file:
+            for line in file:
+                name, _, value = line.partition(":")
+                if name.strip() == "model name":
+                    model = value.strip()
+                elif name.strip() == "flags":
+                    flags = set(value.split())
+    vector = sorted(flag for flag in flags if flag.startswith(("avx", "fma", "f16c", "amx", "sse4")))
+    description = f"{platform.machine()} {model}: {' '.join(vector)}"
+    return hashlib.sha256(description.encode()).hexdigest()[:12], description
+
+
 def path_of(name: str) -> str:
     return os.path.join(GOLDEN, f"{name}.json")
 
 
 def load(name: str) -> dict[str, Any]:
+    """{"command": [...], "records": {machine key: record with its "machine" description}}."""
     with open(path_of(name)) as file:
         return json.load(file)
 
 
 def main(names: list[str]) -> None:
     os.makedirs(GOLDEN, exist_ok=True)
+    key, description = machine()
     for name in names or list(RUNS):
+        stored = load(name) if os.path.exists(path_of(name)) else {"records": {}}
+        if stored.get("command") != RUNS[name]:
+            stored["records"] = {}  # Another command's records compare with nothing.
         with tempfile.TemporaryDirectory() as directory:
-            stored = {"command": RUNS[name], **run(name, os.path.join(directory, "run"))}
+            stored["records"][key] = {"machine": description, **run(name, os.path.join(directory, "run"))}
+        stored["command"] = RUNS[name]
         with open(path_of(name), "w") as file:
             json.dump(stored, file, indent=1, sort_keys=True)
             file.write("\n")
-        print(f"{name}: {path_of(name)}")
+        print(f"{name}: {path_of(name)} ({description})")
 
 
 if __name__ == "__main__":

@@ -391,7 +391,8 @@ def test_ray_replay_node_killed_comes_back_on_its_address_with_its_last_checkpoi
     before = max(int(row["learner_steps"]) for row in learner_rows if float(row["wall_time_s"]) <= event_time)
     later = [row for row in learner_rows if float(row["wall_time_s"]) > event_time]
     assert later and int(later[-1]["learner_steps"]) > before
-    assert int(later[-1]["actor_steps"]) > int(states[checkpoint]["counts"]["actor_steps"])
+    # (The checkpoint written as the run starts has counted no actor steps yet.)
+    assert int(later[-1]["actor_steps"]) > int(states[checkpoint]["counts"].get("actor_steps", 0))
 
 
 def test_ray_learner_killed_is_restored_from_its_last_checkpoint(faulted_ray_run):
