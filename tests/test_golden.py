@@ -55,3 +55,18 @@ def test_golden_run_reproduces_its_stored_record(name, tmp_path):
     assert again == fresh, f"golden run {name} is not reproducible on {description}: {_first_difference(fresh, again)}"
     for record in records.values():
         assert _shape(record) == _shape(fresh), f"golden run {name}: {_first_difference(_shape(record), _shape(fresh))}"
+
+
+def test_records_hold_every_log_row_and_a_learner_digest():
+    """What the comparison covers: a golden record that lost its rows would pass trivially."""
+    for name in golden_runs.RUNS:
+        stored = golden_runs.load(name)
+        for record in stored["records"].values():
+            assert record["summaries"], name
+            for path, rows in record["logs"].items():
+                assert rows, (name, path)
+                assert not any(golden_runs.is_wall_clock(key) for row in rows for key in row), (name, path)
+            assert [path for path in record["logs"] if path.endswith("evaluator.csv")], name
+            for summary_path, summary in record["summaries"].items():
+                assert summary["status"] == "finished", (name, summary_path)
+            assert record["learner_digests"]["summary.json"], name  # The run's checkpoint (all replicas).
