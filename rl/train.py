@@ -13,8 +13,10 @@ SIGTERM stops a run cleanly (checkpoint, "interrupted" summary; exit status 130 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -119,30 +121,67 @@ _FULL_ERROR_OURS = False
 
 def composition_error(error: Exception, argv: list[str]) -> str:
     """One line for a command line Hydra cannot compose. An unknown key under a group
-    (`agent.lr=1e-3`) names the option it most likely meant (`agent.learning_rate`)."""
+    (`agent.lr=1e-3`) names the option it most likely meant (`agent.learning_rate`), or
+    says that the preset on the command line is another agent's."""
     from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError
 
+    from rl.experiments.make_experiment import preset_message
     from rl.experiments.validation import nearest_option
 
-    cause = error.__cause__
+    cause = error.__cause__ or error.__context__
+    while cause is not None and not getattr(cause, "full_key", None) and (cause.__cause__ or cause.__context__):
+        cause = cause.__cause__ or cause.__context__  # A preset's error comes wrapped in Hydra's.
     key = str(getattr(cause, "full_key", "") or "")
-    if key and "not in struct" in str(cause):
+    if key and (isinstance(cause, (ConfigKeyError, AttributeError)) or "not in struct" in str(cause)):
         group, _, name = key.rpartition(".")
-        others = [a for a in argv if "=" in a and not a.startswith((f"{key}=", "hydra.", "+", "~")) and "," not in a]
-        try:
-            from hydra import compose, initialize_config_dir
+        choices = dict(arg.split("=", 1) for arg in argv if arg.startswith(("experiment=", "agent=")))
+        message = preset_message(choices.get("experiment"), choices.get("agent"), key) if group == "agent" else None
+        if message is not None:
+            return f"agent: {message}"
+        schema = getattr(cause, "object_type", None)
+        if dataclasses.is_dataclass(schema):
+            options = [field.name for field in dataclasses.fields(schema)]
+        else:
+            others = [
+                a for a in argv if "=" in a and not a.startswith((f"{key}=", "hydra.", "+", "~")) and "," not in a
+            ]
+            try:
+                from hydra import compose, initialize_config_dir
 
-            with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-                node = OmegaConf.select(compose(config_name="config", overrides=others), group)
-            options = [option for option in node.keys() if not str(option).startswith("_")]
-        except Exception:  # noqa: BLE001 - no suggestion then; the line still names the key.
-            options = []
-        nearest = nearest_option(name, [str(option) for option in options])
-        hint = f"did you mean {group}.{nearest}? " if nearest else ""
-        return f"{key}: unknown option; {hint}(+{key}=... adds it anyway)"
+                with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+                    options = list(OmegaConf.select(compose(config_name="config", overrides=others), group).keys())
+            except Exception:  # noqa: BLE001 - no suggestion then; the line still names the key.
+                options = []
+        nearest = nearest_option(name, [str(option) for option in options if not str(option).startswith("_")])
+        return f"{key}: unknown option" + (f"; did you mean {group}.{nearest}?" if nearest else "")
+    if key and cause is not None and hasattr(cause, "msg"):  # OmegaConf's type check of an override.
+        return f"{key}: {cause.msg}"
     text = f"{error}\n{cause or ''}".split("Config search path:")[0]  # Hydra's search path: not the user's error.
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return " ".join(line + ("" if line.endswith(":") or i + 1 == len(lines) else ";") for i, line in enumerate(lines))
+
+
+# A number written as a float (1e5, 2.5e2, 100000.0).
+_FLOAT_LITERAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+
+
+def integral_overrides(argv: list[str]) -> list[str]:
+    """An integer written as a float on the command line is that integer: `max_actor_steps=1e5`
+    is 100000 (a float option reads it unchanged), in single values and comma sweeps."""
+
+    def integral(value: str) -> str:
+        if _FLOAT_LITERAL.fullmatch(value) and not value.lstrip("+-").isdigit() and float(value).is_integer():
+            return str(int(float(value)))
+        return value
+
+    rewritten = []
+    for arg in argv:
+        key, separator, value = arg.partition("=")
+        if separator and not key.startswith(("-", "hydra.")):
+            arg = f"{key}={','.join(integral(item) for item in value.split(','))}"
+        rewritten.append(arg)
+    return rewritten
 
 
 def train(config: DictConfig) -> float:
@@ -254,7 +293,7 @@ def cli() -> None:
     from rl.allocator import reexec_with_jemalloc
 
     reexec_with_jemalloc()  # `python -m rl.train` and `rl-train`: sys.orig_argv keeps `-m rl.train` and the arguments.
-    sys.argv[1:] = resume_arguments(sys.argv[1:])
+    sys.argv[1:] = resume_arguments(integral_overrides(sys.argv[1:]))
     error = run_directory_error(sys.argv[1:])
     if error is not None:
         print(error, file=sys.stderr)

@@ -236,7 +236,7 @@ def test_checkpoint_settings_are_validated():
         ({"keep": 0}, "checkpoint.keep"),
         ({"every_seconds": -1}, "checkpoint.every_seconds"),
         ({"evry_seconds": 1}, "checkpoint.evry_seconds"),
-        ({"replay": "yes"}, "checkpoint.replay"),
+        ({"replay": "maybe"}, "checkpoint.replay"),  # (OmegaConf reads yes/no as booleans.)
         ("often", "checkpoint"),
     ):
         with pytest.raises(ConfigError) as error:

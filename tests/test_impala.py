@@ -20,7 +20,8 @@ import reverb
 from dm_env import specs
 
 from conftest import read_summary, run_train
-from rl.agents.impala import IMPALABuilder, IMPALAConfig
+from rl.agents.impala import IMPALAConfig
+from rl.agents.impala.builder import IMPALABuilder
 from rl.agents.impala.losses import impala_loss, vtrace_targets
 from rl.counting import Counter
 from rl.replay.sequences import SequenceStep

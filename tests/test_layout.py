@@ -15,7 +15,8 @@ import pytest
 import reverb
 
 from rl import core
-from rl.agents.dqn import DQNBuilder, DQNConfig
+from rl.agents.dqn import DQNConfig
+from rl.agents.dqn.builder import DQNBuilder
 from rl.agents.dqn.learning import make_learning
 from rl.agents.dqn.losses import double_q_loss
 from rl.agents.learning import SGDLearner

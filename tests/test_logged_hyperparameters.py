@@ -264,7 +264,8 @@ def _cartpole_spec() -> EnvironmentSpec:
 
 
 def test_an_epsilon_greedy_actor_logs_the_epsilon_it_acts_with():
-    from rl.agents.dqn import DQNBuilder, DQNConfig
+    from rl.agents.dqn import DQNConfig
+    from rl.agents.dqn.builder import DQNBuilder
     from rl.networks import make_q_network
     from rl.policies import EpsilonGreedy
 
@@ -293,7 +294,8 @@ def test_epsilon_on_the_host_follows_the_jitted_schedule():
 def test_gaussian_noise_and_ape_x_policies_name_their_exploration():
     """The continuous builders' noisy policy names its sigma, R2D2's per-actor policies
     their fixed epsilon; evaluation policies name nothing."""
-    from rl.agents.r2d2 import R2D2Builder, R2D2Config
+    from rl.agents.r2d2 import R2D2Config
+    from rl.agents.r2d2.builder import R2D2Builder
     from rl.agents.td3 import make_builder as make_td3
     from rl.networks import make_actor_critic_networks
     from rl.networks.recurrent import make_recurrent_q_network

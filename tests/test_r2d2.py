@@ -138,7 +138,8 @@ def small_network(spec=COUNTER_SPEC, size: int = 4):
 
 
 def r2d2_builder(**overrides):
-    from rl.agents.r2d2 import R2D2Builder, R2D2Config
+    from rl.agents.r2d2 import R2D2Config
+    from rl.agents.r2d2.builder import R2D2Builder
 
     settings = dict(
         burn_in_length=2,

@@ -12,7 +12,8 @@ import reverb
 from dm_env import specs
 
 from rl import core
-from rl.agents.dqn import DQNBuilder, DQNConfig
+from rl.agents.dqn import DQNConfig
+from rl.agents.dqn.builder import DQNBuilder
 from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment, vector_seeds

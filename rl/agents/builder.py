@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import abc
-import dataclasses
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import jax
 
 from rl import core
 from rl.agents.actors import Policy
-from rl.checks import require_positive
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.specs import EnvironmentSpec
@@ -92,44 +90,6 @@ class ActorLearnerBuilder(abc.ABC):
     @abc.abstractmethod
     def samples_per_learner_step(self) -> int:
         """Items one `learner.step()` consumes."""
-
-
-@dataclasses.dataclass
-class ReplayConfig:
-    """The replay section every agent config starts with (`agent.*`): what the transition
-    replay builder reads. Agents change the defaults, not the meaning."""
-
-    discount: float = 0.99
-    n_step: int = 1
-    batch_size: int = 256
-    # Items sampled per item inserted: with samples_per_insert == batch_size one SGD step
-    # runs per actor step (an update-to-data ratio of 1).
-    samples_per_insert: float = 256.0
-    min_replay_size: int = 1_000
-    max_replay_size: int = 1_000_000
-    # SGD steps fused (lax.scan) into one learner step, each on its own batch.
-    sgd_steps_per_learner_step: int = 1
-    # Actor steps between two fetches of the learner's parameters.
-    variable_update_period: int = 50
-    replay_table_name: str = "replay_table"
-
-    def __post_init__(self) -> None:
-        require_positive(
-            self,
-            "batch_size",
-            "samples_per_insert",
-            "n_step",
-            "min_replay_size",
-            "max_replay_size",
-            "sgd_steps_per_learner_step",
-            "variable_update_period",
-        )
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"discount must be in [0, 1], got {self.discount}")
-        if self.min_replay_size > self.max_replay_size:
-            raise ValueError(
-                f"min_replay_size ({self.min_replay_size}) must be <= max_replay_size ({self.max_replay_size})"
-            )
 
 
 class TransitionReplayBuilder(ActorLearnerBuilder):
@@ -223,18 +183,3 @@ def sequence_iterator(replay_client: Any, table_name: str, batch_size: int) -> I
     from rl.replay.sequences import decode_sequences
 
     return learner_iterator(replay_client, table_name, batch_size, decode=decode_sequences)
-
-
-def builder_factory(builder_class: type, config_class: type) -> Callable[..., ActorLearnerBuilder]:
-    """The `make_builder` an agent's YAML names: its keys become `config_class` fields.
-
-    The returned factory carries `config_class` so configuration checks can read the
-    agent's keys and types before anything is built.
-    """
-
-    def make_builder(exploration: Any = None, **config: Any) -> ActorLearnerBuilder:
-        return builder_class(config_class(**config), exploration=exploration)
-
-    make_builder.config_class = config_class
-    make_builder.__doc__ = f"Builds a {builder_class.__name__} from `agent.*` ({config_class.__name__} fields)."
-    return make_builder

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable
 
 import jax
@@ -22,8 +21,8 @@ import numpy as np
 import optax
 
 from rl.agents.actors import Policy, with_exploration
-from rl.agents.builder import ReplayConfig, TransitionReplayBuilder
-from rl.checks import require_positive
+from rl.agents.builder import TransitionReplayBuilder
+from rl.agents.configs import ContinuousConfig
 from rl.networks.actor_critic import ActorCriticNetworks
 from rl.policies import Deterministic, GaussianNoise
 from rl.specs import EnvironmentSpec, is_discrete
@@ -145,27 +144,6 @@ def learning_rates(config: ContinuousConfig) -> dict[str, jax.Array]:
 
 
 # --------------------------------------------------------------------------- config
-
-
-@dataclasses.dataclass
-class ContinuousConfig(ReplayConfig):
-    """The replay section (uniform n-step replay) and the optimisation settings shared by
-    SAC, TD3 and D4PG (`agent.*`)."""
-
-    policy_learning_rate: float = 3e-4
-    critic_learning_rate: float = 3e-4
-    # Global-norm gradient clipping for both networks (null: none).
-    max_gradient_norm: float | None = None
-    # Polyak averaging rate of the target networks.
-    tau: float = 0.005
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require_positive(self, "policy_learning_rate", "critic_learning_rate")
-        if self.max_gradient_norm is not None and self.max_gradient_norm <= 0:
-            raise ValueError(f"max_gradient_norm must be > 0 or null, got {self.max_gradient_norm}")
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
 
 
 # --------------------------------------------------------------------------- builder

@@ -15,8 +15,7 @@ Nothing here imports rlax, so configuration checks that only read a builder stay
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +26,7 @@ from rl import core
 from rl.agents.actors import Policy
 from rl.agents.builder import ActorLearnerBuilder, sequence_iterator
 from rl.agents.normalization import RunningStatistics, normalize_observations
-from rl.checks import require_positive
+from rl.agents.configs import OnPolicyConfig
 from rl.networks.base import FeedForwardNetwork
 from rl.networks.policy_value import log_prob, policy_mode
 from rl.policies import Sample
@@ -37,74 +36,6 @@ if TYPE_CHECKING:  # Only a type here: importing it imports reverb (and TensorFl
     from rl.replay.sequences import SequenceStep
 
 # --------------------------------------------------------------------------- config
-
-
-def require_unit_interval(config: Any, *names: str) -> None:
-    """Raises a ValueError naming the first field among `names` outside [0, 1]."""
-    for name in names:
-        if not 0.0 <= getattr(config, name) <= 1.0:
-            raise ValueError(f"{name} must be in [0, 1], got {getattr(config, name)}")
-
-
-@dataclasses.dataclass
-class OnPolicyConfig:
-    """The settings PPO and IMPALA share (`agent.*`); each agent changes the defaults,
-    not the meaning."""
-
-    # How messages name `sequences_per_learner_step` (not a field).
-    LEARNER_STEP_SEQUENCES: ClassVar[str] = "batch_size"
-
-    # Steps per stored sequence: an item holds unroll_length + 1 rows, the last one only
-    # bootstrapping the targets (consecutive items share it).
-    unroll_length: int = 20
-    # Sequences per batch the learner trains on.
-    batch_size: int = 8
-    # Items the queue holds before actors wait (null: two learner steps' worth). Each item
-    # is trained on once; the bound is how far actors may run ahead of the learner.
-    max_queue_size: int | None = None
-
-    discount: float = 0.99
-    learning_rate: float = 3e-4
-    # Linear decay of the learning rate to final_learning_rate_fraction of it by this many
-    # actor steps (counted as the steps the learner has trained on); conf/agent/<name>.yaml
-    # sets it to the run's max_actor_steps. 0 keeps it constant.
-    decay_actor_steps: int = 0
-    final_learning_rate_fraction: float = 1.0
-    max_gradient_norm: float = 0.5
-    value_cost: float = 0.5
-    entropy_cost: float = 0.0
-    # Actor steps between two fetches of the learner's parameters.
-    variable_update_period: int = 1
-    replay_table_name: str = "queue"
-
-    def __post_init__(self) -> None:
-        require_positive(
-            self, "unroll_length", "batch_size", "learning_rate", "max_gradient_norm", "variable_update_period"
-        )
-        require_unit_interval(self, "discount", "final_learning_rate_fraction")
-        for name in ("value_cost", "entropy_cost"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.decay_actor_steps < 0:
-            raise ValueError(f"decay_actor_steps must be >= 0, got {self.decay_actor_steps}")
-        if self.max_queue_size is not None and self.max_queue_size < self.sequences_per_learner_step:
-            raise ValueError(
-                f"max_queue_size ({self.max_queue_size}) must be >= {self.LEARNER_STEP_SEQUENCES} "
-                f"({self.sequences_per_learner_step}): the learner could never sample a batch"
-            )
-
-    @property
-    def sequences_per_learner_step(self) -> int:
-        """Sequences one learner step takes from the queue."""
-        return self.batch_size
-
-    @property
-    def queue_size(self) -> int:
-        return self.max_queue_size if self.max_queue_size is not None else 2 * self.sequences_per_learner_step
-
-    @property
-    def sequence_length(self) -> int:
-        return self.unroll_length + 1
 
 
 # --------------------------------------------------------------------------- builder

@@ -27,9 +27,6 @@ class TrainingState(NamedTuple):
     steps: jax.Array
 
 
-LEARNING_RATE_DECAYS = ("linear", "cosine")
-
-
 def learning_rate_schedule(config: Any) -> float | optax.Schedule:
     """The learning rate per SGD step: constant, or decayed to `final_learning_rate_fraction`
     of it by `learning_rate_decay_actor_steps`, linearly or along a half cosine.
@@ -56,14 +53,6 @@ def learning_rate_at(config: Any, steps: jax.Array) -> jax.Array:
     the step, the count optax's schedule reads (both start at 0 and grow together)."""
     schedule = learning_rate_schedule(config)
     return jnp.asarray(schedule(steps) if callable(schedule) else schedule, jnp.float32)
-
-
-def check_learning_rate_decay(config: Any) -> None:
-    """A clear error for a decay shape `learning_rate_schedule` does not know."""
-    if config.learning_rate_decay not in LEARNING_RATE_DECAYS:
-        raise ValueError(
-            f"learning_rate_decay must be one of {', '.join(LEARNING_RATE_DECAYS)}, got {config.learning_rate_decay!r}"
-        )
 
 
 def make_optimizer(config: Any) -> optax.GradientTransformation:

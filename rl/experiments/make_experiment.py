@@ -30,7 +30,6 @@ from rl.experiments.validation import (
     check_network_observations,
     check_replay_settings,
     check_run_settings,
-    integral_float,
     network_kind_error,
 )
 from rl.specs import is_discrete, make_environment_spec
@@ -122,19 +121,24 @@ def _preset_agent(experiment: str) -> str | None:
     return None
 
 
+def preset_message(experiment: Any, agent: Any, key: str) -> str | None:
+    """For an agent option that preset `experiment` set for another agent than `agent`
+    (`experiment=dqn_cartpole agent=ppo`), the message that says so; None otherwise."""
+    preset = _preset_agent(str(experiment)) if experiment and agent else None
+    if preset is None or preset == agent:
+        return None
+    return (
+        f"experiment={experiment} is a preset for agent={preset}: its agent settings ({key}, ...) are "
+        f"{preset}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults"
+    )
+
+
 def preset_error(error: ConfigError, group: str, choices: Mapping[str, Any]) -> None:
-    """Raises, for an agent option a preset set for another agent (`experiment=dqn_cartpole
-    agent=ppo`), the error that says so; returns otherwise."""
-    experiment, agent = choices.get("experiment"), choices.get("agent")
-    if group != "agent" or not experiment or "unknown option" not in str(error):
-        return
-    preset = _preset_agent(str(experiment))
-    if preset is not None and preset != agent:
-        raise ConfigError(
-            "agent",
-            f"experiment={experiment} is a preset for agent={preset}: its agent settings ({error.key}, ...) are "
-            f"{preset}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults",
-        ) from None
+    """Raises the `preset_message` error for an unknown agent option; returns otherwise."""
+    if group == "agent" and "unknown option" in str(error):
+        message = preset_message(choices.get("experiment"), choices.get("agent"), error.key)
+        if message is not None:
+            raise ConfigError("agent", message) from None
 
 
 def resolved_container(config: DictConfig) -> dict[str, Any]:
@@ -143,7 +147,7 @@ def resolved_container(config: DictConfig) -> dict[str, Any]:
     except MissingMandatoryValue as error:
         raise ConfigError(error.full_key, "is required; set it on the command line") from None
     except InterpolationResolutionError as error:
-        raise ConfigError(error.full_key, f"cannot be resolved ({error.msg})") from None
+        raise ConfigError(error.full_key, f"cannot be resolved ({error.msg.splitlines()[0]})") from None
 
 
 def run_name(environment: str, agent: str, seed: int) -> str:
@@ -227,12 +231,10 @@ def make_experiment(
     `tracking_settings` makes both from Hydra's config.
     """
     choices = dict(choices or {})
+    # The run's settings first: an agent option interpolating a bad max_actor_steps is named as max_actor_steps.
+    top_level = [field.name for field in dataclasses.fields(RunSettings) if field.name in config]
+    settings = check_run_settings(resolved_container(OmegaConf.masked_copy(config, top_level)))
     container = resolved_container(config)
-    for field in dataclasses.fields(RunSettings):  # `max_actor_steps=1e5` is 100000 (interpolations follow).
-        if integral_float(container.get(field.name), int):
-            config[field.name] = int(container[field.name])
-    container = resolved_container(config)
-    settings = check_run_settings(container)
     for group in GROUPS:
         if group not in container:
             raise ConfigError(group, "no option selected for this config group")
@@ -243,7 +245,7 @@ def make_experiment(
     backend = _pop_backend(environment_options)
     # The environment first: a wrong name or option is answered before the other groups'
     # code (networks, agents, launchers: JAX, TensorFlow, reverb) is even imported.
-    check_factory("environment", environment_options, RUNTIME_ARGUMENTS["environment"], config.environment)
+    check_factory("environment", environment_options, RUNTIME_ARGUMENTS["environment"])
     environment_factory = _instantiate("environment", environment_options, _partial_=True)
     probe = _user_error("environment.name", environment_factory, seed=settings.seed)
     environment_spec = make_environment_spec(probe)
@@ -267,7 +269,7 @@ def make_experiment(
         )
     for group in ("launcher", *(g for g in GROUPS if g not in ("environment", "launcher"))):
         try:
-            check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()), config[group])
+            check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
         except ConfigError as error:
             preset_error(error, group, choices)
             raise

@@ -18,6 +18,9 @@ import types
 import typing
 from typing import Any, Callable, Mapping
 
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import ValidationError
+
 HYDRA_KEYS = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
 
 
@@ -42,55 +45,6 @@ def resolve_target(key: str, path: Any) -> Callable[..., Any]:
     return target
 
 
-def describe(hint: Any) -> str:
-    if hint is type(None):
-        return "null"
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(describe(arg) for arg in typing.get_args(hint))
-    if origin is not None:
-        args = ", ".join(describe(arg) for arg in typing.get_args(hint) if arg is not Ellipsis)
-        name = getattr(origin, "__name__", str(origin))
-        return f"{name}[{args}]" if args else name
-    return getattr(hint, "__name__", str(hint))
-
-
-def matches(value: Any, hint: Any) -> bool:
-    """Whether a plain config value (from YAML or the command line) fits a type hint."""
-    if hint is Any or hint is inspect.Parameter.empty:
-        return True
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(matches(value, arg) for arg in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    sequence_types = (list, tuple, collections.abc.Sequence)
-    if origin in sequence_types or hint in sequence_types:
-        if not isinstance(value, (list, tuple)):
-            return False
-        args = [arg for arg in typing.get_args(hint) if arg is not Ellipsis]
-        return all(matches(item, args[0]) for item in value) if args else True
-    if origin in (dict, collections.abc.Mapping) or hint in (dict, collections.abc.Mapping):
-        return isinstance(value, dict)
-    return True  # Types a command line cannot express are left to the factory.
-
-
-def integral_float(value: Any, hint: Any) -> bool:
-    """A float with an integer value where an integer is expected (`1e5` on the command
-    line): accepted as that integer."""
-    if not (isinstance(value, float) and value.is_integer()):
-        return False
-    return hint is int or (typing.get_origin(hint) in (typing.Union, types.UnionType) and int in typing.get_args(hint))
-
-
 def nearest_option(name: str, options: list[str]) -> str | None:
     """The option a mistyped or abbreviated key most likely meant: one whose words'
     initials spell it (lr -> learning_rate), one it begins, or the closest spelling."""
@@ -104,56 +58,81 @@ def nearest_option(name: str, options: list[str]) -> str | None:
     return close[0] if close else None
 
 
-def _signature_schema(target: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
-    """Parameter names with their type hints, and whether extra keywords are accepted."""
+def omegaconf_type(hint: Any) -> Any:
+    """A factory parameter's type hint as a type OmegaConf checks (Any where it has none)."""
+    if hint in (int, float, bool, str):
+        return hint
+    origin = typing.get_origin(hint)
+    args = [arg for arg in typing.get_args(hint) if arg is not Ellipsis]
+    if origin in (typing.Union, types.UnionType):
+        kinds = [arg for arg in args if arg is not type(None)]
+        inner = omegaconf_type(kinds[0]) if len(kinds) == 1 else Any
+        return typing.Optional[inner] if len(kinds) < len(args) else inner
+    if origin in (list, tuple, collections.abc.Sequence) and len(args) == 1:
+        return typing.List[omegaconf_type(args[0])]  # noqa: UP006 - OmegaConf's spelling.
+    if origin in (list, tuple, collections.abc.Sequence):
+        return typing.List[Any]  # noqa: UP006
+    if origin in (dict, collections.abc.Mapping):
+        return typing.Dict[str, Any]  # noqa: UP006
+    return Any
+
+
+def options_schema(target: Callable[..., Any]) -> tuple[type, bool]:
+    """The dataclass an option's keys and values are checked against, and whether the
+    factory takes other keywords too: an agent's config class (`make_builder.config_class`),
+    else one made from the factory's signature."""
     config_class = getattr(target, "config_class", None)
-    if config_class is not None and dataclasses.is_dataclass(config_class):
-        hints = typing.get_type_hints(config_class)
-        schema = {f.name: hints.get(f.name, Any) for f in dataclasses.fields(config_class)}
-        return schema, False
-    function = target.__init__ if inspect.isclass(target) else target
+    if config_class is not None:
+        return config_class, False
     try:
-        hints = typing.get_type_hints(function)
+        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
     except Exception:  # Unresolvable annotations: check names only.
         hints = {}
     parameters = inspect.signature(target).parameters.values()
-    schema = {p.name: hints.get(p.name, Any) for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    accepts_any = any(p.kind == p.VAR_KEYWORD for p in parameters)
-    return schema, accepts_any
+    fields = [
+        (p.name, omegaconf_type(hints.get(p.name, Any)), dataclasses.field(default=MISSING))
+        for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    schema = dataclasses.make_dataclass(f"{getattr(target, '__name__', 'factory')}_options", fields)
+    return schema, any(p.kind == p.VAR_KEYWORD for p in parameters)
 
 
-def check_factory(
-    key: str, node: Any, runtime_arguments: tuple[str, ...] = (), config_node: Any = None
-) -> Callable[..., Any]:
-    """Checks one `_target_` node's keys and value types; returns the resolved target. An
-    integer-valued float for an integer (`integral_float`) becomes that integer, in `node`
-    and in `config_node` (the config the factory is instantiated from)."""
+def check_values(key: str, schema: type, values: Mapping[str, Any]) -> None:
+    """OmegaConf's type check of `values` against `schema`, as a ConfigError on the key."""
+    try:
+        OmegaConf.merge(OmegaConf.structured(schema), dict(values))
+    except ValidationError as error:
+        message = str(error.msg).splitlines()[0]
+        if "could not be converted" not in message:  # OmegaConf's other messages name its node classes.
+            hint = {field.name: field.type for field in dataclasses.fields(schema)}.get(str(error.full_key), Any)
+            expected = str(hint).replace("typing.", "") if not isinstance(hint, type) else hint.__name__
+            message = f"expected {expected}, got {values.get(str(error.full_key))!r}"
+        raise ConfigError(f"{key}.{error.full_key}" if key else str(error.full_key), message) from None
+
+
+def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """Checks one `_target_` node's keys and value types; returns the resolved target."""
     if not isinstance(node, Mapping) or "_target_" not in node:
         raise ConfigError(key, "must be a config group option with a _target_ (see conf/)")
     target = resolve_target(key, node["_target_"])
-    schema, accepts_any = _signature_schema(target)
+    schema, accepts_any = options_schema(target)
+    names = [field.name for field in dataclasses.fields(schema) if field.name not in runtime_arguments]
+    values = {}
     for name, value in node.items():
         if name in HYDRA_KEYS:
             continue
         if name in runtime_arguments:
             raise ConfigError(f"{key}.{name}", "is set by the experiment and cannot be configured")
-        if name not in schema:
-            if accepts_any:
-                continue
-            options = [n for n in schema if n not in runtime_arguments]
-            nearest = nearest_option(name, options)
+        if name in names:
+            values[name] = value
+        elif not accepts_any:
+            nearest = nearest_option(name, names)
             hint = f"did you mean {key}.{nearest}? " if nearest else ""
             raise ConfigError(
-                f"{key}.{name}", f"unknown option for {node['_target_']}; {hint}allowed: {', '.join(options)}"
+                f"{key}.{name}", f"unknown option for {node['_target_']}; {hint}allowed: {', '.join(names)}"
             )
-        if integral_float(value, schema[name]):
-            value = node[name] = int(value)
-            if config_node is not None:
-                config_node[name] = value
-        if not matches(value, schema[name]):
-            raise ConfigError(
-                f"{key}.{name}", f"expected {describe(schema[name])}, got {value!r} ({type(value).__name__})"
-            )
+    check_values(key, schema, values)
     return target
 
 
@@ -190,14 +169,10 @@ def check_checkpoint_settings(value: Any) -> Any:
         raise ConfigError(
             "checkpoint", f"expected true, false or a mapping of {', '.join(CHECKPOINT_KEYS)}, got {value!r}"
         )
-    hints = typing.get_type_hints(CheckpointSettings)
-    for key, item in value.items():
+    for key in value:
         if key not in CHECKPOINT_KEYS:
             raise ConfigError(f"checkpoint.{key}", f"unknown option; allowed: {', '.join(CHECKPOINT_KEYS)}")
-        if not matches(item, hints[key]):
-            raise ConfigError(
-                f"checkpoint.{key}", f"expected {describe(hints[key])}, got {item!r} ({type(item).__name__})"
-            )
+    check_values("checkpoint", CheckpointSettings, value)
     if "every_seconds" in value and not (math.isfinite(value["every_seconds"]) and value["every_seconds"] > 0):
         raise ConfigError(
             "checkpoint.every_seconds", f"must be a positive number of seconds, got {value['every_seconds']}"
@@ -232,21 +207,12 @@ def check_replay_settings(builder: Any, max_actor_steps: int) -> None:
 
 
 def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
-    values = {}
-    hints = typing.get_type_hints(RunSettings)
-    for field in dataclasses.fields(RunSettings):
-        if field.name not in config:
-            if field.default is not dataclasses.MISSING:
-                continue
+    fields = dataclasses.fields(RunSettings)
+    for field in fields:
+        if field.name not in config and field.default is dataclasses.MISSING:
             raise ConfigError(field.name, "is missing from the configuration")
-        value = config[field.name]
-        if integral_float(value, hints[field.name]):
-            value = int(value)
-        if not matches(value, hints[field.name]):
-            raise ConfigError(
-                field.name, f"expected {describe(hints[field.name])}, got {value!r} ({type(value).__name__})"
-            )
-        values[field.name] = value
+    values = {field.name: config[field.name] for field in fields if field.name in config}
+    check_values("", RunSettings, values)
     settings = RunSettings(**values)
     settings.checkpoint = check_checkpoint_settings(settings.checkpoint)
     for name in ("max_actor_steps", "eval_every", "eval_episodes"):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.agents.actors import with_exploration
-from rl.agents.builder import builder_factory
+from rl.agents.configs import builder_factory
 from rl.agents.dqn.builder import DQNBuilder
 from rl.agents.dqn.config import DQNConfig
 from rl.agents.learning import Batch, Learning

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rl.agents.builder import builder_factory
 from rl.agents.continuous import ContinuousBuilder
-from rl.agents.d4pg.config import D4PGConfig
 from rl.policies import GaussianNoise
 
 
@@ -18,6 +16,3 @@ class D4PGBuilder(ContinuousBuilder):
 
     def default_exploration(self) -> Any:
         return GaussianNoise(sigma=0.3)
-
-
-make_builder = builder_factory(D4PGBuilder, D4PGConfig)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.continuous import ContinuousConfig
+from rl.agents.configs import ContinuousConfig
 
 
 @dataclasses.dataclass

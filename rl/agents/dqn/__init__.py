@@ -1,6 +1,8 @@
 """Deep Q-Networks: double DQN with n-step returns, target network and optional PER."""
 
-from rl.agents.dqn.builder import DQNBuilder, make_builder
+from rl.agents.configs import builder_factory
 from rl.agents.dqn.config import DQNConfig
 
-__all__ = ["DQNBuilder", "DQNConfig", "make_builder"]
+make_builder = builder_factory("rl.agents.dqn.builder:DQNBuilder", DQNConfig)
+
+__all__ = ["DQNConfig", "make_builder"]

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 
 from rl.agents.actors import Policy, with_exploration
-from rl.agents.builder import TransitionReplayBuilder, builder_factory
+from rl.agents.builder import TransitionReplayBuilder
 from rl.agents.dqn.config import DQNConfig
 from rl.networks.base import FeedForwardNetwork
 from rl.policies import EpsilonGreedy, Greedy
@@ -37,6 +37,3 @@ class DQNBuilder(TransitionReplayBuilder):
         )  # Loaded when the learner is built: configuration checks stay fast.
 
         return make_learning(networks, self.config)
-
-
-make_builder = builder_factory(DQNBuilder, DQNConfig)

@@ -1,7 +1,9 @@
 """IMPALA: an actor-critic learning from a queue of sequences that asynchronous actors
 fill, off-policy corrected by V-trace (Espeholt et al., 2018)."""
 
-from rl.agents.impala.builder import IMPALABuilder, make_builder
+from rl.agents.configs import builder_factory
 from rl.agents.impala.config import IMPALAConfig
 
-__all__ = ["IMPALABuilder", "IMPALAConfig", "make_builder"]
+make_builder = builder_factory("rl.agents.impala.builder:IMPALABuilder", IMPALAConfig)
+
+__all__ = ["IMPALAConfig", "make_builder"]

@@ -13,8 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 
-from rl.agents.builder import builder_factory
-from rl.agents.impala.config import IMPALAConfig
 from rl.agents.on_policy import SequenceQueueBuilder
 from rl.networks.base import FeedForwardNetwork
 
@@ -30,6 +28,3 @@ class IMPALABuilder(SequenceQueueBuilder):
         from rl.agents.impala.learning import make_learning
 
         return make_learning(networks, self.config)
-
-
-make_builder = builder_factory(IMPALABuilder, IMPALAConfig)

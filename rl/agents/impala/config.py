@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.on_policy import OnPolicyConfig, require_unit_interval
-from rl.checks import require_positive
+from rl.agents.configs import OnPolicyConfig, require_positive, require_unit_interval
 
 OPTIMIZERS = ("adam", "rmsprop")
 
@@ -19,6 +18,7 @@ class IMPALAConfig(OnPolicyConfig):
     LEARNER_STEP_SEQUENCES = "batch_size * sgd_steps_per_learner_step"
 
     learning_rate: float = 6e-4
+    final_learning_rate_fraction: float = 0.0
     max_gradient_norm: float = 40.0
     entropy_cost: float = 0.01
     replay_table_name: str = "impala_queue"

@@ -1,7 +1,9 @@
 """Proximal Policy Optimisation: clipped surrogate, GAE, entropy bonus, from a reverb queue
 of sequences."""
 
-from rl.agents.ppo.builder import PPOBuilder, make_builder
+from rl.agents.configs import builder_factory
 from rl.agents.ppo.config import PPOConfig
 
-__all__ = ["PPOBuilder", "PPOConfig", "make_builder"]
+make_builder = builder_factory("rl.agents.ppo.builder:PPOBuilder", PPOConfig)
+
+__all__ = ["PPOConfig", "make_builder"]

@@ -6,9 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 
-from rl.agents.builder import builder_factory
 from rl.agents.on_policy import SequenceQueueBuilder
-from rl.agents.ppo.config import PPOConfig
 from rl.networks.base import FeedForwardNetwork
 
 
@@ -27,6 +25,3 @@ class PPOBuilder(SequenceQueueBuilder):
                 "normalize_observations needs a network that names its observation spec (policy_value_mlp)"
             )
         return make_learning(networks, self.config)
-
-
-make_builder = builder_factory(PPOBuilder, PPOConfig)

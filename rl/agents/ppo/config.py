@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.on_policy import OnPolicyConfig, require_unit_interval
-from rl.checks import require_positive
+from rl.agents.configs import OnPolicyConfig, require_positive, require_unit_interval
 
 
 @dataclasses.dataclass

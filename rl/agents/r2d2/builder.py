@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import jax
 
 from rl.agents.actors import RecurrentPolicy
-from rl.agents.builder import TransitionReplayBuilder, builder_factory, sequence_iterator
+from rl.agents.builder import TransitionReplayBuilder, sequence_iterator
 from rl.agents.r2d2.config import R2D2Config
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
 from rl.policies import EpsilonGreedy, Greedy
@@ -116,6 +116,3 @@ class R2D2Builder(TransitionReplayBuilder):
 
         self._check_network(networks)
         return make_learning(networks, self.config)
-
-
-make_builder = builder_factory(R2D2Builder, R2D2Config)

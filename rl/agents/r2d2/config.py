@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.builder import ReplayConfig
-from rl.agents.q_learning import check_learning_rate_decay
-from rl.checks import require_positive
+from rl.agents.configs import (
+    ReplayConfig,
+    check_learning_rate_decay,
+    require_non_negative,
+    require_positive,
+    require_unit_interval,
+)
 
 
 @dataclasses.dataclass
@@ -85,8 +89,6 @@ class R2D2Config(ReplayConfig):
             "rescaling_epsilon",
             "num_actors",
         )
-        if self.burn_in_length < 0:
-            raise ValueError(f"burn_in_length must be >= 0, got {self.burn_in_length}")
         if self.trace_length < 2:
             raise ValueError(f"trace_length must be >= 2 (a trained row and its bootstrap), got {self.trace_length}")
         if self.sequence_period > self.trace_length - 1:
@@ -95,18 +97,10 @@ class R2D2Config(ReplayConfig):
                 "or some steps are never a trained row of any item"
             )
         check_learning_rate_decay(self)
-        if self.learning_rate_decay_actor_steps < 0:
-            raise ValueError(
-                f"learning_rate_decay_actor_steps must be >= 0, got {self.learning_rate_decay_actor_steps}"
-            )
         if self.core_state_size is not None and self.core_state_size <= 0:
             raise ValueError(f"core_state_size must be > 0, got {self.core_state_size}")
-        for name in ("priority_eta", "importance_sampling_exponent", "actor_epsilon", "final_learning_rate_fraction"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        for name in ("priority_exponent", "actor_epsilon_alpha"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        require_unit_interval(self, "priority_eta", "importance_sampling_exponent", "actor_epsilon")
+        require_non_negative(self, "priority_exponent", "actor_epsilon_alpha", "burn_in_length")
 
     @property
     def sequence_length(self) -> int:

@@ -1,6 +1,8 @@
 """Soft Actor-Critic: twin critics, tanh-Gaussian policy, automatic entropy temperature."""
 
-from rl.agents.sac.builder import SACBuilder, make_builder
+from rl.agents.configs import builder_factory
 from rl.agents.sac.config import SACConfig
 
-__all__ = ["SACBuilder", "SACConfig", "make_builder"]
+make_builder = builder_factory("rl.agents.sac.builder:SACBuilder", SACConfig)
+
+__all__ = ["SACConfig", "make_builder"]

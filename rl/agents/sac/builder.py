@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rl.agents.builder import builder_factory
 from rl.agents.continuous import ContinuousBuilder
-from rl.agents.sac.config import SACConfig
 from rl.policies import Stochastic
 
 
@@ -20,6 +18,3 @@ class SACBuilder(ContinuousBuilder):
 
     def default_exploration(self) -> Any:
         return Stochastic()
-
-
-make_builder = builder_factory(SACBuilder, SACConfig)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.continuous import ContinuousConfig
-from rl.checks import require_positive
+from rl.agents.configs import ContinuousConfig, require_positive
 
 
 @dataclasses.dataclass

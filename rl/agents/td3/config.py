@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.continuous import ContinuousConfig
+from rl.agents.configs import ContinuousConfig, require_non_negative, require_positive
 
 
 @dataclasses.dataclass
@@ -21,8 +21,5 @@ class TD3Config(ContinuousConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.policy_delay <= 0:
-            raise ValueError(f"policy_delay must be > 0, got {self.policy_delay}")
-        for name in ("target_policy_sigma", "target_noise_clip"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        require_positive(self, "policy_delay")
+        require_non_negative(self, "target_policy_sigma", "target_noise_clip")

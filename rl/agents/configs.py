@@ -1,0 +1,206 @@
+"""The config sections agents share, their range checks, and how an agent's config
+becomes its Hydra schema.
+
+Nothing here imports JAX: `--help`, `--cfg` and every configuration check read agent
+configs without the numerical libraries. Each agent's config dataclass holds its
+defaults (the one place they live); `register_schemas` (run by hydra_plugins/rl_agent_schemas.py
+when Hydra starts) stores it in Hydra's ConfigStore as `schema/agent/<name>`, which
+`conf/agent/<name>.yaml` extends with its choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from typing import Any, Callable, ClassVar
+
+# The learning-rate decay shapes rl/agents/q_learning.py implements.
+LEARNING_RATE_DECAYS = ("linear", "cosine")
+
+
+def require_positive(config: Any, *names: str) -> None:
+    """Raises a ValueError naming the first field among `names` that is not > 0."""
+    for name in names:
+        if getattr(config, name) <= 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(config, name)}")
+
+
+def require_unit_interval(config: Any, *names: str) -> None:
+    """Raises a ValueError naming the first field among `names` outside [0, 1]."""
+    for name in names:
+        if not 0.0 <= getattr(config, name) <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {getattr(config, name)}")
+
+
+def require_non_negative(config: Any, *names: str) -> None:
+    """Raises a ValueError naming the first field among `names` that is < 0."""
+    for name in names:
+        if getattr(config, name) < 0:
+            raise ValueError(f"{name} must be >= 0, got {getattr(config, name)}")
+
+
+def check_learning_rate_decay(config: Any) -> None:
+    """A clear error for a decay shape the schedules do not know, or a decay out of range."""
+    if config.learning_rate_decay not in LEARNING_RATE_DECAYS:
+        raise ValueError(
+            f"learning_rate_decay must be one of {', '.join(LEARNING_RATE_DECAYS)}, got {config.learning_rate_decay!r}"
+        )
+    require_non_negative(config, "learning_rate_decay_actor_steps")
+    require_unit_interval(config, "final_learning_rate_fraction")
+
+
+@dataclasses.dataclass
+class ReplayConfig:
+    """The replay section every replay agent's config starts with (`agent.*`): what the
+    transition replay builder reads. Agents change the defaults, not the meaning."""
+
+    discount: float = 0.99
+    n_step: int = 1
+    batch_size: int = 256
+    # Items sampled per item inserted: with samples_per_insert == batch_size one SGD step
+    # runs per actor step (an update-to-data ratio of 1).
+    samples_per_insert: float = 256.0
+    min_replay_size: int = 1_000
+    max_replay_size: int = 1_000_000
+    # SGD steps fused (lax.scan) into one learner step, each on its own batch.
+    sgd_steps_per_learner_step: int = 1
+    # Actor steps between two fetches of the learner's parameters.
+    variable_update_period: int = 50
+    replay_table_name: str = "replay_table"
+
+    def __post_init__(self) -> None:
+        require_positive(
+            self,
+            "batch_size",
+            "samples_per_insert",
+            "n_step",
+            "min_replay_size",
+            "max_replay_size",
+            "sgd_steps_per_learner_step",
+            "variable_update_period",
+        )
+        require_unit_interval(self, "discount")
+        if self.min_replay_size > self.max_replay_size:
+            raise ValueError(
+                f"min_replay_size ({self.min_replay_size}) must be <= max_replay_size ({self.max_replay_size})"
+            )
+
+
+@dataclasses.dataclass
+class ContinuousConfig(ReplayConfig):
+    """The replay section (uniform n-step replay) and the optimisation settings shared by
+    SAC, TD3 and D4PG (`agent.*`)."""
+
+    policy_learning_rate: float = 3e-4
+    critic_learning_rate: float = 3e-4
+    # Global-norm gradient clipping for both networks (null: none).
+    max_gradient_norm: float | None = None
+    # Polyak averaging rate of the target networks.
+    tau: float = 0.005
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_positive(self, "policy_learning_rate", "critic_learning_rate")
+        if self.max_gradient_norm is not None and self.max_gradient_norm <= 0:
+            raise ValueError(f"max_gradient_norm must be > 0 or null, got {self.max_gradient_norm}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
+
+
+@dataclasses.dataclass
+class OnPolicyConfig:
+    """The settings PPO and IMPALA share (`agent.*`); each agent changes the defaults,
+    not the meaning."""
+
+    # How messages name `sequences_per_learner_step` (not a field).
+    LEARNER_STEP_SEQUENCES: ClassVar[str] = "batch_size"
+
+    # Steps per stored sequence: an item holds unroll_length + 1 rows, the last one only
+    # bootstrapping the targets (consecutive items share it).
+    unroll_length: int = 20
+    # Sequences per batch the learner trains on.
+    batch_size: int = 8
+    # Items the queue holds before actors wait (null: two learner steps' worth). Each item
+    # is trained on once; the bound is how far actors may run ahead of the learner.
+    max_queue_size: int | None = None
+
+    discount: float = 0.99
+    learning_rate: float = 3e-4
+    # Linear decay of the learning rate to final_learning_rate_fraction of it by this many
+    # actor steps (counted as the steps the learner has trained on); conf/agent/<name>.yaml
+    # sets it to the run's max_actor_steps. 0 keeps it constant.
+    decay_actor_steps: int = 0
+    final_learning_rate_fraction: float = 1.0
+    max_gradient_norm: float = 0.5
+    value_cost: float = 0.5
+    entropy_cost: float = 0.0
+    # Actor steps between two fetches of the learner's parameters.
+    variable_update_period: int = 1
+    replay_table_name: str = "queue"
+
+    def __post_init__(self) -> None:
+        require_positive(
+            self, "unroll_length", "batch_size", "learning_rate", "max_gradient_norm", "variable_update_period"
+        )
+        require_unit_interval(self, "discount", "final_learning_rate_fraction")
+        require_non_negative(self, "value_cost", "entropy_cost", "decay_actor_steps")
+        if self.max_queue_size is not None and self.max_queue_size < self.sequences_per_learner_step:
+            raise ValueError(
+                f"max_queue_size ({self.max_queue_size}) must be >= {self.LEARNER_STEP_SEQUENCES} "
+                f"({self.sequences_per_learner_step}): the learner could never sample a batch"
+            )
+
+    @property
+    def sequences_per_learner_step(self) -> int:
+        """Sequences one learner step takes from the queue."""
+        return self.batch_size
+
+    @property
+    def queue_size(self) -> int:
+        return self.max_queue_size if self.max_queue_size is not None else 2 * self.sequences_per_learner_step
+
+    @property
+    def sequence_length(self) -> int:
+        return self.unroll_length + 1
+
+
+def builder_factory(builder: type | str, config_class: type) -> Callable[..., Any]:
+    """The `make_builder` an agent's YAML names: its keys become `config_class` fields.
+    `builder` is the builder class or `"module:Class"`, imported when a builder is made
+    (the project's agents: reading their configs imports no JAX); `config_class` is the
+    agent's schema."""
+
+    def make_builder(exploration: Any = None, **config: Any) -> Any:
+        builder_class = builder
+        if isinstance(builder, str):
+            module_name, class_name = builder.split(":")
+            builder_class = getattr(importlib.import_module(module_name), class_name)
+        return builder_class(config_class(**config), exploration=exploration)
+
+    make_builder.config_class = config_class
+    make_builder.__doc__ = f"Builds an agent's builder from `agent.*` ({config_class.__name__} fields)."
+    return make_builder
+
+
+def agent_schema(config_class: type, target: str) -> type:
+    """The Hydra schema of an agent option: its config's fields and defaults, plus the
+    `_target_` that builds it."""
+    target_field = ("_target_", str, dataclasses.field(default=target))
+    return dataclasses.make_dataclass(f"{config_class.__name__}Schema", [target_field], bases=(config_class,))
+
+
+def register_schemas() -> None:
+    """Stores every agent package's schema (`rl.agents.<name>.make_builder.config_class`)
+    in Hydra's ConfigStore as `schema/agent/<name>`. Idempotent."""
+    from hydra.core.config_store import ConfigStore
+
+    import rl.agents
+
+    store = ConfigStore.instance()
+    for module in pkgutil.iter_modules(rl.agents.__path__):
+        if not module.ispkg:
+            continue
+        config_class = importlib.import_module(f"rl.agents.{module.name}").make_builder.config_class
+        schema = agent_schema(config_class, f"rl.agents.{module.name}.make_builder")
+        store.store(group="schema/agent", name=module.name, node=schema)
