@@ -10,7 +10,7 @@ import reverb
 import tensorflow as tf
 
 from rl import core
-from rl.experiments.learner_thread import LearnerThread, release_lock_while_sampling
+from rl.experiments.learner_thread import LearnerThread, StepLockReleasingIterator
 from rl.replay.dataset import make_replay_iterator
 from rl.replay.server import make_server
 from rl.replay.tables import ReplayRatio, make_error_buffer
@@ -74,8 +74,8 @@ def _insert(client, count):
 
 def _threaded_learner(client, fail_at=None):
     lock = threading.Lock()
-    learner = CountingLearner(make_replay_iterator(client.server_address, "t", BATCH), fail_at)
-    dataset = release_lock_while_sampling(learner, lock)
+    dataset = StepLockReleasingIterator(make_replay_iterator(client.server_address, "t", BATCH), lock)
+    learner = CountingLearner(dataset, fail_at)
     return learner, lock, LearnerThread(learner, lock, dataset)
 
 

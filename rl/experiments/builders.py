@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import jax
 import numpy as np
@@ -91,19 +91,23 @@ def build_learner(
     replay_client: Any,
     counter: Counter,
     log_filter: Callable[[Logger], Logger] | None = None,
+    wrap_dataset: Callable[[Iterator[Any]], Iterator[Any]] | None = None,
 ) -> core.Learner:
     """The learner reading from replay, counting under the prefix `learner`. Without a
     replay client it only serves (restored) parameters: it has nothing to learn from.
 
     Its records go to the log at most once every `experiment.learner_log_interval_s`
     seconds, or through `log_filter` (a deterministic run's `StepFilter`: its rows must not
-    depend on timing)."""
+    depend on timing). `wrap_dataset` wraps its replay iterator (a learner stepped on its own
+    thread releases its step lock while it waits for a batch)."""
     enable_compilation_cache(experiment.compilation_cache)
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     if replay_client is None:
         dataset = iter(())
     else:
         dataset = experiment.builder.make_dataset_iterator(replay_client, experiment.environment_spec)
+        if wrap_dataset is not None:
+            dataset = wrap_dataset(dataset)
     logger = experiment.logger_factory("learner", "learner_steps")
     logger = TimeFilter(logger, experiment.learner_log_interval_s) if log_filter is None else log_filter(logger)
     learner_counter = Counter(counter, "learner", time_delta=0.0)

@@ -85,8 +85,10 @@ class DistributedProgram:
     def make_counter(self) -> Counter:
         return Counter()
 
-    def make_learner(self, replay_client: Any, counter: Any, log_filter: Any = None) -> core.Learner:
-        return build_learner(self.experiment, self.keys.learner, replay_client, counter, log_filter)
+    def make_learner(
+        self, replay_client: Any, counter: Any, log_filter: Any = None, wrap_dataset: Any = None
+    ) -> core.Learner:
+        return build_learner(self.experiment, self.keys.learner, replay_client, counter, log_filter, wrap_dataset)
 
     def actor_key(self, actor_id: int, restart: int = 0) -> jax.Array:
         """Actor `actor_id`'s key after `restart` restarts.

@@ -48,16 +48,6 @@ class StepLockReleasingIterator:
         return getattr(self._iterator, name)
 
 
-def release_lock_while_sampling(learner: core.Learner, lock: threading.Lock) -> Any:
-    """Wraps the learner's replay iterator (`_iterator`, as `SGDLearner` keeps it) in a
-    `StepLockReleasingIterator`; returns the wrapper (None: the learner has none)."""
-    iterator = getattr(learner, "_iterator", None)
-    if iterator is None:
-        return None
-    learner._iterator = StepLockReleasingIterator(iterator, lock)  # noqa: SLF001 - see docstring.
-    return learner._iterator  # noqa: SLF001
-
-
 # After the actor's last inserts, the learner takes batches until it has waited this
 # long for the next one: reverb's rate limiter refuses it (a batch reverb has sampled
 # reaches the learner within milliseconds).

@@ -31,7 +31,7 @@ from rl.checkpointing import read_process_state
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.distributed import DistributedProgram
-from rl.experiments.learner_thread import LearnerThread, release_lock_while_sampling
+from rl.experiments.learner_thread import LearnerThread, StepLockReleasingIterator
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary
 from rl.loggers.aggregators import StepFilter
@@ -71,8 +71,13 @@ class LocalNodes(lifecycle.Nodes):
         self.counter = program.make_counter()
         if restore is not None:
             self.counter.restore(restore.counts)
+        # Stepped on its own thread (the default mode), the learner releases `pause` while it waits for replay.
+        self.dataset: StepLockReleasingIterator | None = None
         self.learner = program.make_learner(
-            self.client, self.counter, self._step_filter if self.deterministic else None
+            self.client,
+            self.counter,
+            self._step_filter if self.deterministic else None,
+            None if self.deterministic else self._release_pause_while_sampling,
         )
         if restore is not None:
             self.learner.restore(restore.learner_state(self.learner.save()))
@@ -90,8 +95,11 @@ class LocalNodes(lifecycle.Nodes):
         if self.deterministic and restore is not None:
             self._restore_process_state(restore.checkpoint)
         if not self.deterministic:
-            dataset = release_lock_while_sampling(self.learner, self.pause)
-            self.learner_thread = LearnerThread(self.learner, self.pause, dataset)
+            self.learner_thread = LearnerThread(self.learner, self.pause, self.dataset)
+
+    def _release_pause_while_sampling(self, dataset: Any) -> StepLockReleasingIterator:
+        self.dataset = StepLockReleasingIterator(dataset, self.pause)
+        return self.dataset
 
     def _step_filter(self, logger: Any) -> StepFilter:
         every = max(1, self.experiment.eval_every // DETERMINISTIC_LOG_WINDOWS)

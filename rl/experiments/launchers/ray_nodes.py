@@ -23,7 +23,7 @@ from rl import checkpointing
 from rl.checkpointing import state_digest
 from rl.counting import Counter, StepBudget
 from rl.experiments.distributed import DistributedProgram, Evaluations
-from rl.experiments.learner_thread import release_lock_while_sampling
+from rl.experiments.learner_thread import StepLockReleasingIterator
 from rl.loggers.base import Logger, LoggerFactory, LoggingData, to_python_scalar
 from rl.replay.adders import ReplayTimeoutError
 
@@ -452,9 +452,12 @@ class LearnerNode:
         counter_handle = node_handle(counter_handle)
         self._counter_handle = counter_handle
         self._counter = RemoteCounter(counter_handle)
-        self._learner = program.make_learner(replay_client(replay_node), self._counter)
         self._step_lock = threading.Lock()
-        release_lock_while_sampling(self._learner, self._step_lock)
+        self._learner = program.make_learner(
+            replay_client(replay_node),
+            self._counter,
+            wrap_dataset=lambda dataset: StepLockReleasingIterator(dataset, self._step_lock),
+        )
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._params: dict[str, Any] = {}
