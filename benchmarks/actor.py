@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from typing import Any
+from typing import Any, Callable
 
 from benchmarks.common import RandomSteps, Row, Settings, SyntheticEpisodes, measure_rate, median, progress
 from benchmarks.common import replay_server
@@ -48,6 +48,51 @@ def actor_rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[flo
     return tuple(median([r[k] for r in rounds]) for k in range(4))
 
 
+def insert_paths(settings: Settings) -> tuple[float, float]:
+    """Items/s writing one 4-column step and one item referencing it, through `item_inserter`
+    (reverb's C++ writer: what the adders use) and through reverb 0.14's public
+    TrajectoryWriter calls, alternating, with a flush every 32 items in both."""
+    import numpy as np
+    import reverb
+
+    from rl.replay.adders import item_inserter
+    from rl.replay.server import make_server
+
+    table = reverb.Table(
+        "t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 100_000, reverb.rate_limiters.MinSize(1)
+    )
+    server = make_server([table])
+    columns = [np.zeros(4, np.float32), np.int32(0), np.float32(0.0), np.float32(1.0)]
+    try:
+        writer = reverb.Client(f"localhost:{server.port}").trajectory_writer(num_keep_alive_refs=1)
+        native = item_inserter(writer)
+
+        def public() -> None:
+            writer.append(columns)
+            writer.create_item("t", 1.0, [column[-1] for column in writer.history])
+
+        def step(insert: Callable[[], None]) -> Callable[[], int]:
+            def write() -> int:
+                for _ in range(32):
+                    insert()
+                writer.flush()
+                return 32
+
+            return write
+
+        rounds = [
+            (
+                measure_rate(step(lambda: native("t", 1.0, columns)), settings.seconds),
+                measure_rate(step(public), settings.seconds),
+            )
+            for _ in range(settings.repeats)
+        ]
+        writer.close()
+    finally:
+        server.stop()
+    return median([r[0] for r in rounds]), median([r[1] for r in rounds])
+
+
 def suite_actor(settings: Settings) -> list[Row]:
     """actor steps/s through the real EnvironmentLoop + jitted policy + adder into a reverb server, for
     environment.num_envs 1, 8 and 32 and the envpool backend (experiment dqn_cartpole unless --experiments; dqn_pong
@@ -82,4 +127,10 @@ def suite_actor(settings: Settings) -> list[Row]:
                 Row("actor", f"{case}: serial ceiling", serial, "steps/s", ratio=actor / serial),
             ]
             progress(f"actor {case}: {actor:,.0f} steps/s, environment {environment:,.0f}, adder {inserts:,.0f}/s")
+    native, public = insert_paths(settings)  # What rl/replay/adders.py item_inserter's private call buys.
+    rows += [
+        Row("actor", "insert path: reverb's C++ writer (item_inserter)", native, "items/s", public, native / public),
+        Row("actor", "insert path: reverb's public TrajectoryWriter", public, "items/s"),
+    ]
+    progress(f"actor insert paths: {native:,.0f} items/s through the C++ writer, {public:,.0f} through the public API")
     return rows

@@ -79,6 +79,14 @@ def test_actor_suite_writes_valid_rows(tmp_path):
         expected = 1 / (1 / environment["value"] + 1 / inserts["value"])
         assert serial["value"] == pytest.approx(expected, rel=1e-3) and serial["unit"] == "steps/s"
         assert serial["ratio"] == pytest.approx(actor["value"] / serial["value"], rel=1e-3)
+    native, public = (
+        rows["insert path: reverb's C++ writer (item_inserter)"],
+        rows["insert path: reverb's public TrajectoryWriter"],
+    )
+    assert native["value"] > 0 and public["value"] > 0 and native["unit"] == public["unit"] == "items/s"
+    assert native["bound"] == public["value"] and native["ratio"] == pytest.approx(
+        native["value"] / public["value"], rel=1e-3
+    )
     if not vectorised:
         assert "num_envs=8 skipped" in result.stdout and "num_envs=32 skipped" in result.stdout
     else:

@@ -98,7 +98,8 @@ def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], N
     A writer of this project's (`rl.replay.seeded.SeededWriter`) inserts directly. For
     reverb's trajectory writer this is the one place that calls its C++ writer: reverb
     0.14's Python wrapper re-validates the structure on every call and costs about twice
-    as much per item (`scripts/benchmark.py replay`); tests/test_replay.py pins it to 0.14.
+    as much per item (`scripts/benchmark.py actor`, rows `insert path: ...`); tests/test_replay.py
+    pins it to 0.14.
     """
     own = getattr(writer, "insert_item", None)
     if own is not None:
