@@ -456,7 +456,7 @@ def test_learner_writes_priorities_back_to_the_table():
     import reverb
 
     from rl.agents.learning import PRIORITY_FLOOR
-    from rl.agents.q_learning import importance_weights
+    from rl.agents.learning import importance_weights, normalized_weights
     from rl.agents.r2d2.losses import r2d2_loss
     from rl.environment_loop import EnvironmentLoop
     from rl.replay.server import make_server
@@ -480,7 +480,9 @@ def test_learner_writes_priorities_back_to_the_table():
     finally:
         server.stop()
     (sample,) = dataset.samples
-    weights = importance_weights(jnp.asarray(sample.probabilities), jnp.asarray(sample.table_size), 0.6)
+    weights = normalized_weights(
+        importance_weights(jnp.asarray(sample.probabilities), jnp.asarray(sample.table_size), 0.6)
+    )
     _, extras = r2d2_loss(
         before.params, before.target_params, network.unroll, sample.data, weights, 2, 0.9, 2, 0.9, 1e-3
     )

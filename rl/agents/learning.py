@@ -31,17 +31,28 @@ PRIORITY_FLOOR = 1e-6
 
 
 class Batch(NamedTuple):
-    """A replayed minibatch: the items' data and, for importance weights, each item's
-    sampling probability and the table's size when it was sampled (`uniform`: 1 and 0)."""
+    """A replayed minibatch: the items' data and their importance weights, (N * P(i)) ** -beta
+    for an item sampled with probability P(i) from N items (1 for uniform sampling). Agents
+    normalise them within their minibatch (`normalized_weights`)."""
 
     data: Any
-    probabilities: Any
-    table_size: Any
+    importance_weights: Any
 
     @classmethod
     def uniform(cls, data: Any) -> "Batch":
         size = jax.tree_util.tree_leaves(data)[0].shape[0]
-        return cls(data, jnp.ones((size,), jnp.float32), jnp.zeros((size,), jnp.int32))
+        return cls(data, jnp.ones((size,), jnp.float32))
+
+
+def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent: float) -> jax.Array:
+    """w_i = (N * P(i)) ** -exponent: corrects the bias of sampling items with probability
+    P(i) from a table of N items (prioritized replay) instead of uniformly."""
+    return (1.0 / (table_size.astype(jnp.float32) * probabilities.astype(jnp.float32))) ** exponent
+
+
+def normalized_weights(weights: jax.Array) -> jax.Array:
+    """Importance weights divided by the minibatch's largest, so no weight exceeds 1."""
+    return weights / jnp.max(weights)
 
 
 # (state, batch) -> (state, metrics, extras): metrics are averaged over the fused steps;
@@ -59,6 +70,8 @@ class Learning(NamedTuple):
     sgd_steps_per_learner_step: int = 1
     # The replay table whose sampled items get the SGD steps' extras as new priorities.
     priority_table: str | None = None
+    # beta of the batches' importance weights (None: sampled uniformly, every weight 1).
+    importance_sampling_exponent: float | None = None
 
     def learner_steps(self, state: Any) -> jax.Array:
         return state.steps // self.sgd_steps_per_learner_step
@@ -98,14 +111,20 @@ class SGDLearner(core.Learner[Any]):
         # A non-finite loss stops the learner: checked inside the (jitted) update.
         self._guard = FiniteGuard(learner_steps_of=learning.learner_steps)
         self._update = self._guard.wrap(learning.update)
+        exponent = learning.importance_sampling_exponent
+        self._weights = None if exponent is None else jax.jit(lambda p, n: importance_weights(p, n, exponent))
 
     @property
     def state(self) -> Any:
         return self._state
 
     def step(self) -> None:
-        sample = next(self._iterator)
-        batch = Batch(sample.data, sample.probabilities, sample.table_size)
+        sample = next(self._iterator)  # Reverb's sample info becomes importance weights here.
+        if self._weights is None:
+            weights = np.ones(np.shape(sample.probabilities), np.float32)
+        else:
+            weights = self._weights(sample.probabilities, sample.table_size)
+        batch = Batch(sample.data, weights)
         self._state, metrics, extras = self._update(self._state, batch)
         table = self._learning.priority_table
         if table is not None and self._client is not None:

@@ -80,13 +80,6 @@ def apply_gradients(
     return TrainingState(params, target_params, opt_state, steps)
 
 
-def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent: float) -> jax.Array:
-    """w_i = (N * P(i)) ** -exponent, divided by the batch's largest so no weight exceeds
-    1: corrects the bias of prioritized sampling."""
-    weights = (1.0 / (table_size.astype(jnp.float32) * probabilities.astype(jnp.float32))) ** exponent
-    return weights / jnp.max(weights)
-
-
 def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: Any, prioritized: bool) -> Any:
     """The `Learning` of an online and a target network (DQN, R2D2): the target starts as
     a copy, the online parameters act, and with `prioritized` the sampled items' new
@@ -100,4 +93,5 @@ def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: A
         policy_params=lambda state: state.params,
         sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
         priority_table=config.replay_table_name if prioritized else None,
+        importance_sampling_exponent=config.importance_sampling_exponent if prioritized else None,
     )

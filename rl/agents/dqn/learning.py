@@ -9,11 +9,10 @@ import optax
 
 from rl.agents.dqn.config import DQNConfig
 from rl.agents.dqn.losses import double_q_loss
-from rl.agents.learning import Batch, Learning
+from rl.agents.learning import Batch, Learning, normalized_weights
 from rl.agents.q_learning import (
     TrainingState,
     apply_gradients,
-    importance_weights,
     learning_rate_at,
     learning_rate_schedule,  # noqa: F401 (read from here by tests/test_schedules.py)
     q_learning,
@@ -29,10 +28,7 @@ def make_learning(network: FeedForwardNetwork, config: DQNConfig) -> Learning:
     def sgd_step(
         optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch
     ) -> tuple[TrainingState, dict[str, jax.Array], jax.Array]:
-        if config.prioritized:
-            weights = importance_weights(batch.probabilities, batch.table_size, config.importance_sampling_exponent)
-        else:
-            weights = jnp.ones_like(batch.probabilities, dtype=jnp.float32)
+        weights = normalized_weights(batch.importance_weights)  # All 1 unless prioritized.
         grad_fn = jax.grad(double_q_loss, has_aux=True)
         gradients, extras = grad_fn(
             state.params, state.target_params, network.apply, batch.data, weights, config.huber_loss_delta

@@ -14,8 +14,8 @@ import functools
 import jax
 import optax
 
-from rl.agents.learning import Batch, Learning
-from rl.agents.q_learning import TrainingState, apply_gradients, importance_weights, learning_rate_at, q_learning
+from rl.agents.learning import Batch, Learning, normalized_weights
+from rl.agents.q_learning import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.agents.r2d2.config import R2D2Config
 from rl.agents.r2d2.losses import r2d2_loss
 from rl.networks.recurrent import RecurrentNetwork
@@ -27,7 +27,7 @@ def make_learning(network: RecurrentNetwork, config: R2D2Config) -> Learning:
     def sgd_step(
         optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch
     ) -> tuple[TrainingState, dict[str, jax.Array], jax.Array]:
-        weights = importance_weights(batch.probabilities, batch.table_size, config.importance_sampling_exponent)
+        weights = normalized_weights(batch.importance_weights)
         loss_fn = functools.partial(
             r2d2_loss,
             unroll=network.unroll,
