@@ -33,6 +33,7 @@ the same game; its episodes still differ from gymnasium's at the same seed.
 from __future__ import annotations
 
 import difflib
+import inspect
 import functools
 import os
 from typing import Any, Sequence
@@ -211,30 +212,27 @@ def check_settings(
 # --------------------------------------------------------------------------- envpool
 
 
-def envpool_options(
-    name: str = "Pong",
-    noop_max: int = 30,
-    frame_skip: int = 4,
-    screen_size: int = 84,
-    frame_stack: int = 4,
-    repeat_action_probability: float = 0.25,
-    episodic_life: bool = False,
-    reward_clip: bool = False,
-    full_action_space: bool = False,
-    max_episode_steps: int | None = DEFAULT_MAX_EPISODE_STEPS,
-) -> tuple[str, dict[str, Any]]:
-    """envpool's task id and `envpool.make` options for the same preprocessing."""
+def envpool_options(**settings: Any) -> tuple[str, dict[str, Any]]:
+    """envpool's task id and `envpool.make` options for the same preprocessing as
+    `make_atari_environment` with `settings` (its defaults, read from its signature, for
+    the rest)."""
+    parameters = inspect.signature(make_atari_environment).parameters
+    unknown = set(settings) - set(parameters)
+    if unknown:
+        raise TypeError(f"unknown Atari options: {', '.join(sorted(unknown))}")
+    chosen = {name: p.default for name, p in parameters.items() if p.default is not p.empty} | settings
+    name, screen_size, max_episode_steps = chosen["name"], chosen["screen_size"], chosen["max_episode_steps"]
     options = {
-        "noop_max": int(noop_max),
-        "frame_skip": int(frame_skip),
+        "noop_max": int(chosen["noop_max"]),
+        "frame_skip": int(chosen["frame_skip"]),
         "img_height": int(screen_size),
         "img_width": int(screen_size),
-        "stack_num": int(frame_stack),
+        "stack_num": int(chosen["frame_stack"]),
         "gray_scale": True,
-        "repeat_action_probability": float(repeat_action_probability),
-        "episodic_life": bool(episodic_life),
-        "reward_clip": bool(reward_clip),
-        "full_action_space": bool(full_action_space),
+        "repeat_action_probability": float(chosen["repeat_action_probability"]),
+        "episodic_life": bool(chosen["episodic_life"]),
+        "reward_clip": bool(chosen["reward_clip"]),
+        "full_action_space": bool(chosen["full_action_space"]),
         "use_fire_reset": False,
         "use_inter_area_resize": True,
         "max_episode_steps": int(max_episode_steps if max_episode_steps is not None else 10**9),
