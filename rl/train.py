@@ -97,8 +97,7 @@ def _prepare(config: DictConfig, output_dir: str) -> tuple:
                 config,
                 output_dir,
                 explicit=config.get("resume") is not None,
-                supports_resume=getattr(launch, "supports_resume", False),
-                learner_template=getattr(launch, "checkpoint_template", None),
+                learner_template=launch.checkpoint_template,
             )
         for warning in caught:
             if issubclass(warning.category, RunWarning):
@@ -186,7 +185,7 @@ def integral_overrides(argv: list[str]) -> list[str]:
 
 def train(config: DictConfig) -> float:
     from rl.experiments.interrupts import RunInterrupted, signal_name
-    from rl.experiments.launchers.errors import LauncherError
+    from rl.experiments.launchers.base import LauncherError
     from rl.experiments.resume import apply_plan
     from rl.experiments.summary import close_loggers
 

@@ -36,7 +36,7 @@ from rl.anakin.system import System, make_chunk
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.launchers.errors import LauncherError
+from rl.experiments.launchers.base import LauncherError
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary, close_loggers, finish_run
 from rl.loggers.base import Logger

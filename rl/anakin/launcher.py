@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from rl.experiments.config import ExperimentConfig
+from rl.experiments.launchers.base import Launcher
 from rl.experiments.summary import RunSummary
 
 
-class AnakinLauncher:
+class AnakinLauncher(Launcher):
     """Acting, replay and learning of `num_seeds` replicas in one compiled program
     (Podracer's "Anakin"): `steps_per_chunk` learner updates (with the acting that feeds
     them) per call from the host, vmapped over replicas. Needs a JAX environment
@@ -16,8 +17,6 @@ class AnakinLauncher:
     Checkpoints hold the whole training state of every replica (rl/anakin/driver.py);
     the same command resumes a stopped run.
     """
-
-    supports_resume = True
 
     def __init__(self, num_seeds: int = 1, steps_per_chunk: int | None = None):
         from rl.experiments.validation import ConfigError

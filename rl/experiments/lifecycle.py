@@ -19,7 +19,7 @@ from rl import checkpointing
 from rl.checkpointing import CheckpointSettings
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.interrupts import Interrupted, RunInterrupted, install_stop_requests
-from rl.experiments.launchers.errors import LauncherError
+from rl.experiments.launchers.base import LauncherError
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary, close_loggers, finish_run, run_start_time
 from rl.numerics import NumericalError

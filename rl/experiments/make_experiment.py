@@ -366,7 +366,6 @@ def make_experiment(
         environment_name=environment_name,
         _environment_spec=environment_spec,
     )
-    fit = getattr(launcher, "fit_experiment", None)
-    if fit is not None:  # What only this launcher derives or refuses (launcher=anakin: a non-JAX environment, ...).
-        experiment = fit(experiment)
+    # What only this launcher derives or refuses (launcher=anakin: a non-JAX environment, ...).
+    experiment = launcher.fit_experiment(experiment)
     return experiment, launcher

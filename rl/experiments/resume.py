@@ -145,24 +145,11 @@ def _saved_config(run_directory: str) -> dict[str, Any] | None:
         raise CheckpointError(f"cannot read the run's configuration {path} ({error})") from None
 
 
-def _learner_template(experiment: Any) -> Any:
-    """The state a freshly built learner of this config has (for structure checks)."""
-    import jax
-
-    from rl.counting import Counter
-    from rl.loggers.base import NoOpLogger
-
-    networks = experiment.network_factory(environment_spec=experiment.environment_spec)
-    learner = experiment.builder.make_learner(jax.random.PRNGKey(0), networks, iter(()), None, Counter(), NoOpLogger())
-    return learner.save()
-
-
 def prepare_run(
     experiment: Any,
     config: Any,
     run_directory: str,
     explicit: bool = False,
-    supports_resume: bool = True,
     learner_template: Callable[[Any], Any] | None = None,
 ) -> RunPlan:
     """Decides whether the run in `run_directory` is new, finished or to be resumed, and
@@ -225,13 +212,13 @@ def prepare_run(
             stacklevel=2,
         )
         return plan
-    if not supports_resume:
-        raise ConfigError("launcher", "only launcher=local can resume a run so far; resume it with launcher=local")
     state = checkpointing.read_state(path)
     for key, value in (("agent", experiment.agent_name), ("environment", experiment.environment_name)):
         if state.get(key) != value:
             raise CheckpointError(f"checkpoint {path} is of {key} {state.get(key)!r}, this config's is {value!r}")
-    template = learner_template(experiment) if learner_template is not None else _learner_template(experiment)
+    from rl.experiments.launchers.base import Launcher
+
+    template = (learner_template or Launcher().checkpoint_template)(experiment)
     checkpointing.check_learner_structure(path, template)
     if state["actor_steps"] > experiment.max_actor_steps:
         raise CheckpointError(

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from rl.experiments.config import ExperimentConfig
+from rl.experiments.launchers.base import Launcher
 from rl.experiments.summary import RunSummary
 
 
-class LocalLauncher:
+class LocalLauncher(Launcher):
     """Runs every node in this process.
 
     `deterministic=False` (the default) steps the learner on its own thread beside the
     actor; `True` makes the run a function of its command (rl/experiments/run_local.py):
     one thread in a fixed order and in-process replay with a seeded choice of items.
     """
-
-    # It restores a run's checkpoint (rl/experiments/resume.py) when the experiment has one.
-    supports_resume = True
 
     def __init__(self, deterministic: bool = False):
         self.deterministic = deterministic

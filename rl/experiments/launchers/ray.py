@@ -26,7 +26,7 @@ from rl import checkpointing
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.distributed import DistributedProgram
-from rl.experiments.launchers.errors import LauncherError
+from rl.experiments.launchers.base import Launcher, LauncherError
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary, run_start_time
 
@@ -50,10 +50,7 @@ NODE_ENVIRONMENT = {
 
 
 @dataclasses.dataclass
-class RayLauncher:
-    # It restores a run's checkpoint (rl/experiments/resume.py) when the experiment has one.
-    supports_resume = True
-
+class RayLauncher(Launcher):
     num_actors: int = 2
     num_evaluators: int = 1
     address: str | None = None
