@@ -51,6 +51,11 @@ class ActorLearnerBuilder(abc.ABC):
     def make_policy(self, networks: Any, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
         """The behaviour policy, or with `evaluation=True` the policy to evaluate."""
 
+    def make_actor_policy(self, networks: Any, environment_spec: EnvironmentSpec, actor_id: int) -> Policy:
+        """Actor `actor_id`'s behaviour policy: the same for every actor unless an agent
+        gives each its own (R2D2's Ape-X epsilons)."""
+        return self.make_policy(networks, environment_spec, evaluation=False)
+
     @abc.abstractmethod
     def make_actor(
         self,

@@ -115,12 +115,9 @@ def build_learner(
 
 
 def behaviour_policy(builder: Any, networks: Any, environment_spec: Any, actor_id: int) -> Any:
-    """Actor `actor_id`'s behaviour policy: a builder that gives each actor its own
-    (`make_actor_policy`, e.g. R2D2's Ape-X epsilons) is told which actor it builds for."""
-    make_actor_policy = getattr(builder, "make_actor_policy", None)
-    if make_actor_policy is not None:
-        return make_actor_policy(networks, environment_spec, actor_id)
-    return builder.make_policy(networks, environment_spec, evaluation=False)
+    """Actor `actor_id`'s behaviour policy (`make_actor_policy`: R2D2 gives each actor its
+    own Ape-X epsilon)."""
+    return builder.make_actor_policy(networks, environment_spec, actor_id)
 
 
 def build_actor(

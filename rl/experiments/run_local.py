@@ -88,10 +88,7 @@ class LocalNodes(lifecycle.Nodes):
         self.evaluators = [program.make_evaluator(i, self.learner, self.counter) for i in range(program.evaluators)]
         self.adder = self.actor_loop.actor.adder
         if restore is not None and restore.restore_replay and self.server is not None:
-            table = getattr(experiment.builder.config, "replay_table_name", None) or next(
-                iter(self.client.server_info())
-            )
-            self.inserted, self.samples = _replay_counts(self.client, table)
+            self.inserted, self.samples = _replay_counts(self.client, experiment.builder.config.replay_table_name)
         if self.deterministic and restore is not None:
             self._restore_process_state(restore.checkpoint)
         if not self.deterministic:
@@ -165,9 +162,7 @@ class LocalNodes(lifecycle.Nodes):
             snapshot.state["actor_schedule_step"] = int(self.actor_loop.actor.step_count)
             if not checkpoint:
                 return snapshot
-            check = getattr(self.learner, "check_finite", None)
-            if check is not None:
-                check()
+            self.learner.check_finite()
             snapshot.learner_state = self.learner.save()
             if self.server is not None and self.checkpoints.saves_replay:
                 path = self.client.checkpoint()  # With the learner paused, as its state.

@@ -502,9 +502,7 @@ class LearnerNode:
         """Between two steps: the learner's `state` (numpy), checked finite, the root's
         `counts` (with every learner step sent) and the actors' `schedule_steps`."""
         with self._step_lock:
-            check = getattr(self._learner, "check_finite", None)
-            if check is not None:
-                check()
+            self._learner.check_finite()
             pending = self._counter.take_pending()
             snapshot = ray.get(self._counter_handle.snapshot.remote(pending), timeout=60)
             self._counter.received(snapshot["counts"])
