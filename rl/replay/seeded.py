@@ -12,7 +12,7 @@ Semantics kept from reverb: uniform sampling with replacement over the items pre
 prioritized sampling with P(i) = p_i^a / sum_j p_j^a and priority updates by key, FIFO
 removal once a table holds `max_size` items, and queues (FIFO sampler, every item sampled
 once). Not kept: waiting. Nothing here blocks; the deterministic loop (rl/experiments/
-run_local.py) steps the learner only when the replay ratio allows a batch, so a queue
+launchers/local.py) steps the learner only when the replay ratio allows a batch, so a queue
 never holds more than a batch plus one actor step, and a sample from a table below its
 minimum size is a bug that raises.
 """

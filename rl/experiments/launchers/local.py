@@ -1,17 +1,209 @@
-"""conf/launcher/local.yaml: every node in this process."""
+"""launcher=local (conf/launcher/local.yaml): a whole experiment in one process, replay
+server, learner, actor and evaluator.
+
+By default the learner steps on its own thread beside the actor (`LearnerThread`), so
+acting and learning overlap on two cores, and takes a batch whenever reverb's rate
+limiter lets its dataset sample one: the replay ratio is enforced by the table, as in a
+distributed run.
+
+With `deterministic=True` the run is a function of its command: both run on one thread
+in a fixed order (after each actor step the learner takes every batch the ratio's
+schedule allows, `ReplayRatio.can_sample`), the replay is in process with a seeded
+choice of items (rl/replay/seeded.py) instead of a reverb server whose samplers take no
+seed, every actor step is counted (and its deferred adder calls made) before the learner
+is asked, checkpoints hold the whole in-process state (replay, environments, actor and
+evaluators: a resumed run continues exactly as the uninterrupted one), and the learner logs its
+first record in each `DETERMINISTIC_LOG_WINDOWS`-th of the evaluation interval (in actor
+steps) rather than one a second.
+
+The schedule, checkpoints, signals and summary are the run lifecycle's
+(rl/experiments/lifecycle.py); the learner pauses while a checkpoint is taken.
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from rl.checkpointing import read_process_state
+from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
+from rl.experiments.distributed import DistributedProgram
 from rl.experiments.launchers.base import Launcher
+from rl.experiments.learner_thread import LearnerThread, StepLockReleasingIterator
+from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary
+from rl.loggers.aggregators import StepFilter
+
+log = logging.getLogger(__name__)
+
+
+# Learner records of a deterministic run: this many per evaluation interval, at most.
+DETERMINISTIC_LOG_WINDOWS = 10
+
+
+class LocalNodes(lifecycle.Nodes):
+    """The replay (a reverb server, or the seeded in-process replay), the learner (on
+    its own thread, or stepped by the actor's thread) and one actor and evaluator."""
+
+    def __init__(self, experiment: ExperimentConfig, deterministic: bool):
+        self.program = DistributedProgram(experiment, num_actors=1, num_evaluators=1)
+        self.deterministic = deterministic
+        self.server = self.learner_thread = None
+        self.learner_log: list[StepFilter] = []  # A deterministic run's filter of learner records.
+        self.pause = threading.Lock()  # Held between two learner steps: learning pauses (checkpoints).
+        self.samples = self.inserted = 0  # Batches taken and items inserted (a restored table's counts).
+
+    def start(self) -> None:
+        import reverb  # Replay pulls in TensorFlow: import it only when a run starts.
+
+        from rl.replay.seeded import SeededReplay
+        from rl.replay.server import make_server
+
+        experiment, program, restore = self.experiment, self.program, self.experiment.restore
+        if self.deterministic:
+            self.client = SeededReplay(program.make_replay_tables(), experiment.seed)
+        else:
+            checkpointer = self.checkpoints.replay_checkpointer(restore)
+            self.server = make_server(program.make_replay_tables(), checkpointer=checkpointer)
+            self.client = reverb.Client(f"localhost:{self.server.port}")
+        self.counter = program.make_counter()
+        if restore is not None:
+            self.counter.restore(restore.counts)
+        # Stepped on its own thread (the default mode), the learner releases `pause` while it waits for replay.
+        self.dataset: StepLockReleasingIterator | None = None
+        self.learner = program.make_learner(
+            self.client,
+            self.counter,
+            self._step_filter if self.deterministic else None,
+            None if self.deterministic else self._release_pause_while_sampling,
+        )
+        if restore is not None:
+            self.learner.restore(restore.learner_state(self.learner.save()))
+        schedule_step = int(restore.state["actor_schedule_step"]) if restore is not None else 0
+        self.actor_loop = program.make_actor(
+            0, self.client, self.learner, self.counter, restart=experiment.session, initial_step=schedule_step
+        )
+        self.evaluators = [program.make_evaluator(i, self.learner, self.counter) for i in range(program.evaluators)]
+        self.adder = self.actor_loop.actor.adder
+        if restore is not None and restore.restore_replay and self.server is not None:
+            self.inserted, self.samples = _replay_counts(self.client, experiment.builder.config.replay_table_name)
+        if self.deterministic and restore is not None:
+            self._restore_process_state(restore.checkpoint)
+        if not self.deterministic:
+            self.learner_thread = LearnerThread(self.learner, self.pause, self.dataset)
+
+    def _release_pause_while_sampling(self, dataset: Any) -> StepLockReleasingIterator:
+        self.dataset = StepLockReleasingIterator(dataset, self.pause)
+        return self.dataset
+
+    def _step_filter(self, logger: Any) -> StepFilter:
+        every = max(1, self.experiment.eval_every // DETERMINISTIC_LOG_WINDOWS)
+        self.learner_log.append(StepFilter(logger, "actor_steps", every))
+        return self.learner_log[-1]
+
+    def _restore_process_state(self, checkpoint: str) -> None:
+        saved = read_process_state(checkpoint)
+        if saved is None:
+            log.warning(
+                "%s holds no deterministic state (written without launcher.deterministic=true): "
+                "the run continues, but not as it would have uninterrupted",
+                checkpoint,
+            )
+            return
+        self.client.set_state(saved["replay"])
+        self.actor_loop.set_state(saved["actor"])
+        for evaluator, evaluator_state in zip(self.evaluators, saved["evaluators"]):
+            evaluator.set_state(evaluator_state)
+        self.samples = int(saved["samples"])
+        self.learner_log[0].set_state(saved["learner_log"])
+
+    def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
+        loop, builder, step = self.actor_loop, self.experiment.builder, self.record.steps
+        while step < until:
+            # One batched step of the actor's copies, never past an evaluation point.
+            count = min(loop.num_envs, until - step)
+            records = loop.step(None if count == loop.num_envs else np.arange(count))
+            step += count
+            if self.learner_thread is not None:
+                self.learner_thread.notify()
+            else:  # Every step is counted and its items are in before the learner is asked, so that
+                loop.count_partial_episode()  # a checkpoint (at any moment) changes no count.
+                while builder.replay_ratio.can_sample(self.inserted + self.adder.num_items, self.samples):
+                    self.learner.step()
+                    self.samples += builder.samples_per_learner_step
+            if records:
+                progress.update(episode_return=records[-1]["episode_return"])
+            progress.advance(step)
+            if pause():
+                break
+        return step
+
+    def evaluate(self) -> tuple[int, float, float]:
+        self.actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
+        records = [evaluator.run_evaluation(self.experiment.eval_episodes) for evaluator in self.evaluators]
+        steps = max(int(record.get("actor_steps", 0)) for record in records)
+        mean = sum(float(record["episode_return"]) for record in records) / len(records)
+        return steps, mean, max(evaluator.round_started_at for evaluator in self.evaluators)
+
+    def end_acting(self, interrupted: bool) -> None:
+        self.actor_loop.count_partial_episode()
+        if not interrupted:  # The last inserts are flushed and the learner takes the batches they allow.
+            self.adder.reset()
+            if self.learner_thread is not None:
+                self.learner_thread.finish()
+
+    def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
+        self.actor_loop.count_partial_episode()  # The counts then hold every step taken.
+        with self.pause:
+            counts = self.counter.get_counts()
+            snapshot = lifecycle.Snapshot(self.record.steps, counts)
+            snapshot.state["actor_schedule_step"] = int(self.actor_loop.actor.step_count)
+            if not checkpoint:
+                return snapshot
+            self.learner.check_finite()
+            snapshot.learner_state = self.learner.save()
+            if self.server is not None and self.checkpoints.saves_replay:
+                path = self.client.checkpoint()  # With the learner paused, as its state.
+                snapshot.replay = lambda: path
+            if self.deterministic:
+                snapshot.process_state = {
+                    "replay": self.client.get_state(),
+                    "actor": self.actor_loop.get_state(),
+                    "evaluators": [evaluator.get_state() for evaluator in self.evaluators],
+                    "samples": self.samples,
+                    "learner_log": self.learner_log[0].get_state(),
+                }
+            return snapshot
+
+    def end_learning(self) -> None:
+        if self.learner_thread is not None:
+            self.learner_thread.close()
+
+    def close(self) -> None:
+        self.end_learning()
+        if self.server is not None:
+            self.server.stop()
+
+
+def _replay_counts(client: Any, table: str) -> tuple[int, int]:
+    """(inserts, samples) of a restored table's rate limiter."""
+    info = client.server_info()[table].rate_limiter_info
+    return int(info.insert_stats.completed), int(info.sample_stats.completed)
+
+
+def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunSummary:
+    return lifecycle.run(experiment, LocalNodes(experiment, deterministic))
 
 
 class LocalLauncher(Launcher):
     """Runs every node in this process.
 
     `deterministic=False` (the default) steps the learner on its own thread beside the
-    actor; `True` makes the run a function of its command (rl/experiments/run_local.py):
+    actor; `True` makes the run a function of its command (module docstring):
     one thread in a fixed order and in-process replay with a seeded choice of items.
     """
 
@@ -27,7 +219,6 @@ class LocalLauncher(Launcher):
         return experiment
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
-        from rl.experiments.run_local import run_local  # Replay (reverb, TensorFlow) loads when a run starts.
         from rl.quiet import reverb_info_filtered
 
         with reverb_info_filtered():  # Only our own lines: reverb's INFO lines are dropped.
