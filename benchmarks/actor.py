@@ -19,7 +19,7 @@ def actor_rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[flo
     import jax
 
     from rl.counting import Counter
-    from rl.experiments.distributed import DistributedProgram
+    from rl.experiments.builders import DistributedProgram
     from rl.loggers.base import NoOpLogger
 
     builder, spec = experiment.builder, experiment.environment_spec

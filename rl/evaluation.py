@@ -162,7 +162,7 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
     from rl.checkpointing import CheckpointError, read_state, restore_learner_state
     from rl.counting import Counter
     from rl.environments.rendering import RenderingError
-    from rl.experiments.distributed import DistributedProgram
+    from rl.experiments.builders import DistributedProgram
     from rl.observers import VideoRecorder
 
     experiment, wandb_config = restored_experiment(run_dir, options["seed"])

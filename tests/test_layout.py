@@ -25,7 +25,7 @@ from rl.environments.factories import make_gymnasium_environment
 from rl.environment_loop import EnvironmentLoop
 from rl.experiments.builders import build_actor, build_evaluator, build_learner, environment_seed
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.distributed import DistributedProgram, Evaluations
+from rl.experiments.builders import DistributedProgram, Evaluations
 from rl.loggers.base import Logger, NoOpLogger
 from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy

@@ -227,7 +227,7 @@ def prepare_run(
     restore = RestorePoint(path, state, skipped)
     settings: CheckpointSettings = experiment.checkpoint
     if restore.has_replay and settings.replay:
-        from rl.experiments.distributed import DistributedProgram
+        from rl.experiments.builders import DistributedProgram
 
         checkpointing.check_replay_tables(restore.checkpoint, DistributedProgram(experiment).make_replay_tables())
         restore.restore_replay = True

@@ -31,7 +31,7 @@ import numpy as np
 from rl.checkpointing import read_process_state
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.distributed import DistributedProgram
+from rl.experiments.builders import DistributedProgram
 from rl.experiments.launchers.base import Launcher
 from rl.experiments.learner_thread import LearnerThread, StepLockReleasingIterator
 from rl.experiments.progress import ProgressDisplay

@@ -25,7 +25,7 @@ import rl
 from rl import checkpointing
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.distributed import DistributedProgram
+from rl.experiments.builders import DistributedProgram
 from rl.experiments.launchers.base import Launcher, LauncherError
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary, run_start_time

@@ -22,7 +22,7 @@ from rl import core
 from rl import checkpointing
 from rl.checkpointing import state_digest
 from rl.counting import Counter, StepBudget
-from rl.experiments.distributed import DistributedProgram, Evaluations
+from rl.experiments.builders import DistributedProgram, Evaluations
 from rl.experiments.learner_thread import StepLockReleasingIterator
 from rl.loggers.base import Logger, LoggerFactory, LoggingData, to_python_scalar
 from rl.replay.adders import ReplayTimeoutError
