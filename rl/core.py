@@ -54,6 +54,14 @@ class Actor(abc.ABC):
     def update(self, wait: bool = False) -> None:
         """Refreshes the actor's parameters from its variable source."""
 
+    def flush(self) -> None:
+        """Makes any replay writes the actor has queued (none by default)."""
+
+    def exploration_metrics(self) -> dict[str, float]:
+        """The exploration the actor acts with now (epsilon, noise scale) for its episode
+        records; none by default."""
+        return {}
+
 
 class Learner(VariableSource, Worker, Generic[State]):
     """Consumes replayed experience and improves the parameters it serves."""

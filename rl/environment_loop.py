@@ -145,10 +145,7 @@ class EnvironmentLoop(core.Worker):
             "steps_per_second": self._rate_steps / max(now - self._rate_start, 1e-9),
         }
         self._rate_steps, self._rate_start = 0, now
-        # The exploration the actor acts with now (epsilon, noise scale), when it names one.
-        exploration = getattr(self.actor, "exploration_metrics", None)
-        if exploration is not None:
-            record.update(exploration())
+        record.update(self.actor.exploration_metrics())  # Epsilon, noise scale: what it explores with now.
         for observer in self.observers:
             record.update(observer.get_metrics(env_id))
         if not self.evaluation:
@@ -183,9 +180,7 @@ class EnvironmentLoop(core.Worker):
     def flush(self) -> None:
         """Makes the adder calls the actor has queued (`FeedForwardActor`'s deferred
         adder): every step taken so far is then with the adder."""
-        flush = getattr(self.actor, "flush", None)
-        if flush is not None:
-            flush()
+        self.actor.flush()
 
     def count_partial_episode(self) -> None:
         """Counts the steps taken since the last count (those of unfinished episodes, at
