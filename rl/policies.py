@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from rl.checks import require_at_least, require_unit_interval
+
 
 @dataclasses.dataclass(frozen=True)
 class Greedy:
@@ -51,13 +53,8 @@ class EpsilonGreedy:
     action_kind = "discrete"
 
     def __post_init__(self) -> None:
-        for name in ("epsilon_start", "epsilon_end", "decay_fraction"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.run_steps < 1:
-            raise ValueError(f"run_steps must be >= 1, got {self.run_steps}")
-        if self.num_actors < 1:
-            raise ValueError(f"num_actors must be >= 1, got {self.num_actors}")
+        require_unit_interval(self, "epsilon_start", "epsilon_end", "decay_fraction")
+        require_at_least(self, 1, "run_steps", "num_actors")
 
     @property
     def decay_steps(self) -> int:

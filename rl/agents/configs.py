@@ -15,29 +15,10 @@ import importlib
 import pkgutil
 from typing import Any, Callable, ClassVar
 
+from rl.checks import require_non_negative, require_positive, require_unit_interval
+
 # The learning-rate decay shapes rl/agents/q_learning.py implements.
 LEARNING_RATE_DECAYS = ("linear", "cosine")
-
-
-def require_positive(config: Any, *names: str) -> None:
-    """Raises a ValueError naming the first field among `names` that is not > 0."""
-    for name in names:
-        if getattr(config, name) <= 0:
-            raise ValueError(f"{name} must be > 0, got {getattr(config, name)}")
-
-
-def require_unit_interval(config: Any, *names: str) -> None:
-    """Raises a ValueError naming the first field among `names` outside [0, 1]."""
-    for name in names:
-        if not 0.0 <= getattr(config, name) <= 1.0:
-            raise ValueError(f"{name} must be in [0, 1], got {getattr(config, name)}")
-
-
-def require_non_negative(config: Any, *names: str) -> None:
-    """Raises a ValueError naming the first field among `names` that is < 0."""
-    for name in names:
-        if getattr(config, name) < 0:
-            raise ValueError(f"{name} must be >= 0, got {getattr(config, name)}")
 
 
 def check_learning_rate_decay(config: Any) -> None:

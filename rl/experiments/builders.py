@@ -19,6 +19,7 @@ import jax
 import numpy as np
 
 from rl import core
+from rl.checks import require_at_least
 from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment
@@ -224,10 +225,7 @@ class DistributedProgram:
     num_evaluators: int = 1
 
     def __post_init__(self) -> None:
-        if self.num_actors < 1:
-            raise ValueError(f"num_actors must be >= 1, got {self.num_actors}")
-        if self.num_evaluators < 1:
-            raise ValueError(f"num_evaluators must be >= 1, got {self.num_evaluators}")
+        require_at_least(self, 1, "num_actors", "num_evaluators")
 
     @property
     def evaluators(self) -> int:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import dm_env
 
 from rl.checkpointing import CheckpointSettings
-from rl.agents.configs import require_positive
+from rl.checks import require_positive
 from rl.loggers.base import LoggerFactory
 from rl.specs import EnvironmentSpec, make_environment_spec
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.configs import ReplayConfig, check_learning_rate_decay, require_positive
+from rl.agents.configs import ReplayConfig, check_learning_rate_decay
+from rl.checks import require_positive
 
 
 @dataclasses.dataclass

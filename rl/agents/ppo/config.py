@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.configs import OnPolicyConfig, require_positive, require_unit_interval
+from rl.agents.configs import OnPolicyConfig
+from rl.checks import require_positive, require_unit_interval
 
 
 @dataclasses.dataclass

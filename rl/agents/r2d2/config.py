@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.configs import (
-    ReplayConfig,
-    check_learning_rate_decay,
-    require_non_negative,
-    require_positive,
-    require_unit_interval,
-)
+from rl.agents.configs import ReplayConfig, check_learning_rate_decay
+from rl.checks import require_non_negative, require_positive, require_unit_interval
 
 
 @dataclasses.dataclass

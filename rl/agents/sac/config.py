@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.configs import ContinuousConfig, require_positive
+from rl.agents.configs import ContinuousConfig
+from rl.checks import require_positive
 
 
 @dataclasses.dataclass

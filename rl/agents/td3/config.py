@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.configs import ContinuousConfig, require_non_negative, require_positive
+from rl.agents.configs import ContinuousConfig
+from rl.checks import require_non_negative, require_positive
 
 
 @dataclasses.dataclass

@@ -23,6 +23,7 @@ from typing import Any
 
 import rl
 from rl import checkpointing
+from rl.checks import require_at_least, require_non_negative, require_positive
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.builders import DistributedProgram
@@ -70,29 +71,11 @@ class RayLauncher(Launcher):
     evaluation_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
-        if self.num_actors < 1:
-            raise ValueError(f"num_actors must be >= 1, got {self.num_actors}")
-        if self.num_evaluators < 1:
-            raise ValueError(f"num_evaluators must be >= 1, got {self.num_evaluators}")
-        for name in (
-            "learner_num_cpus",
-            "learner_num_gpus",
-            "actor_num_cpus",
-            "max_restarts",
-            "max_learner_restarts",
-            "max_replay_restarts",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in (
-            "restart_timeout_s",
-            "connect_timeout_s",
-            "stop_timeout_s",
-            "call_timeout_s",
-            "evaluation_timeout_s",
-        ):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        require_at_least(self, 1, "num_actors", "num_evaluators")
+        resources = ("learner_num_cpus", "learner_num_gpus", "actor_num_cpus")
+        require_non_negative(self, *resources, "max_restarts", "max_learner_restarts", "max_replay_restarts")
+        timeouts = ("restart_timeout_s", "connect_timeout_s", "stop_timeout_s", "call_timeout_s")
+        require_positive(self, *timeouts, "evaluation_timeout_s")
         for name, amount in (self.actor_resources or {}).items():
             if not (isinstance(amount, (int, float)) and amount > 0):
                 raise ValueError(f"actor_resources.{name} must be a number > 0, got {amount!r}")
