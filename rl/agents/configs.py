@@ -1,5 +1,5 @@
-"""The config sections agents share, their range checks, and how an agent's config
-becomes its Hydra schema.
+"""The config sections agents share, the learning-rate decay check, and how an agent's
+config becomes its Hydra schema (range checks: rl/checks.py).
 
 Nothing here imports JAX: `--help`, `--cfg` and every configuration check read agent
 configs without the numerical libraries. Each agent's config dataclass holds its
