@@ -1,36 +1,11 @@
-"""Runs the entry points under jemalloc instead of glibc's malloc.
+"""Runs the entry points under jemalloc instead of glibc's malloc, which dominated reverb's
+sampling path (docs/performance.md, "Allocator").
 
-Why: glibc's allocator dominates reverb's sampling path. In the learner's
-tf.data/reverb sampling pipeline, perf put about 25% of the samples in glibc's
-`_int_free`, `malloc`, `_int_malloc`, `malloc_consolidate` and `unlink_chunk`.
-Preloading jemalloc raised sampling throughput by about 40% and the `learner`
-benchmark ratio for SAC from 0.75 to 0.91 (`scripts/benchmark.py learner`). Measured
-again side by side on 2 cores: SAC's ratio 0.69 -> 0.84, in-process sampling
-(`replay` suite) +50-60%, `dqn_cartpole` runs 53 s -> 48 s, peak RSS 1% lower
-(docs/performance.md, "Allocator").
-
-How: the allocator is chosen by the dynamic loader when a process starts, so
-`LD_PRELOAD` must be set before the interpreter runs. `reexec_with_jemalloc()`, called
-first thing by scripts/train.py, `python -m rl.train` / `rl-train` and
-scripts/benchmark.py (before TensorFlow, JAX or reverb are imported), sets `LD_PRELOAD`
-and replaces the process with the same interpreter and the same command line
-(`os.execv`, `sys.orig_argv`) once. Processes started from there (Hydra's joblib
-workers, Ray's actors, benchmark subprocesses) inherit `LD_PRELOAD` and need no re-exec.
-
-The library: Ray (a pinned dependency) ships `ray/core/libjemalloc.so` in its wheel;
-found without importing Ray. Otherwise the system's `libjemalloc.so.2`
-(`apt-get install libjemalloc2`).
-
-`RL_ALLOCATOR` (environment variable) chooses:
-  auto (default)  jemalloc when found, else the system allocator, silently;
-  jemalloc        jemalloc or a one-line error (exit status 1);
-  system          glibc's malloc: no re-exec, nothing preloaded.
-A jemalloc already in `LD_PRELOAD` (set by the caller) is left alone in every mode.
-`RL_ALLOCATOR_REEXEC` marks a process that has been re-executed (its value is the
-library), so a process never re-executes twice even if `LD_PRELOAD` is lost on the way.
-
-`python -m rl.allocator` prints the `LD_PRELOAD` value a process should start with
-(scripts/test.sh exports it for the test suite), or nothing when none is needed.
+The loader picks the allocator at process start, so `reexec_with_jemalloc()` (first thing
+in every entry point) sets `LD_PRELOAD` and re-executes the same command once; child
+processes inherit it. The library is Ray's bundled `libjemalloc.so`, else the system's.
+`RL_ALLOCATOR`: `auto` (default: jemalloc when found), `jemalloc` (or a one-line error),
+`system` (glibc). `python -m rl.allocator` prints the `LD_PRELOAD` a process should start with.
 """
 
 from __future__ import annotations

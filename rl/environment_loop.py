@@ -1,21 +1,13 @@
-"""Runs an actor in an environment, episode after episode, and logs each episode.
-
-The loop always drives a `VectorEnvironment` (a plain environment becomes a vector of one):
-one batched policy call per step chooses the actions of every copy, and each copy's
-episodes are counted and logged on their own. Observers (rl/observers) watch every step
-and add their metrics to the episode records, as does an actor whose policy names its
-exploration (`exploration_metrics`: epsilon, noise scale).
-
-An evaluation loop (`evaluation=True`, what `build_evaluator` makes) refreshes its
-parameters once per round rather than every step and logs one record per round
-(`run_evaluation`): the mean return of the round's episodes and their spread.
-"""
+"""Runs an actor in a `VectorEnvironment`: one batched policy call per step for every
+copy, each copy's episodes counted and logged on their own, observers' and the actor's
+exploration metrics added to the records. An evaluation loop refreshes its parameters once
+per round and logs one record per round (`run_evaluation`)."""
 
 from __future__ import annotations
 
 import pickle
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import dm_env
 import numpy as np
@@ -34,8 +26,7 @@ LAST = int(dm_env.StepType.LAST)
 
 
 def _replace_rows(batch: Any, rows: np.ndarray, values: Any) -> Any:
-    """A copy of `batch` with `rows` replaced by `values` (the original stays intact:
-    adders may still hold views of it)."""
+    """A copy of `batch` with `rows` replaced (adders may still hold views of the original)."""
 
     def replace(old: np.ndarray, new: np.ndarray) -> np.ndarray:
         updated = old.copy()
@@ -95,10 +86,7 @@ class EnvironmentLoop(core.Worker):
 
     def step(self, env_ids: np.ndarray | None = None, restart: bool = True) -> list[dict[str, Any]]:
         """Steps the copies named (all by default) once; returns the records of the
-        episodes that ended. Copies whose episode ended start a new one unless `restart`
-        is False. Exposing single steps lets a single-process runner interleave acting
-        and learning.
-        """
+        episodes that ended, whose copies start anew unless `restart` is False."""
         if self._observation is None:
             self._begin_episodes()
         actions = self.actor.select_action(self._observation)
@@ -153,10 +141,8 @@ class EnvironmentLoop(core.Worker):
         return record
 
     def get_state(self) -> dict[str, Any]:
-        """Everything this loop continues from: the environments (pickled as they are,
-        mid-episode), the episodes' returns and lengths so far, the steps not yet counted
-        and the actor's state. A deterministic run saves it to resume exactly; observers'
-        per-episode statistics are not part of it."""
+        """What an exact resume continues from: the environments pickled mid-episode, the
+        episodes so far, the uncounted steps and the actor (observers' statistics are not kept)."""
         return {
             "environment": pickle.dumps(self.environment, protocol=pickle.HIGHEST_PROTOCOL),
             "observation": self._observation,
@@ -178,23 +164,19 @@ class EnvironmentLoop(core.Worker):
         self.actor.set_state(state["actor"])
 
     def flush(self) -> None:
-        """Makes the adder calls the actor has queued (`FeedForwardActor`'s deferred
-        adder): every step taken so far is then with the adder."""
+        """Makes the adder calls the actor has queued: every step taken is then with the adder."""
         self.actor.flush()
 
     def count_partial_episode(self) -> None:
-        """Counts the steps taken since the last count (those of unfinished episodes, at
-        a step budget or an evaluation point), once, and hands every step taken to the
-        actor's adder (`flush`)."""
+        """Counts the steps of unfinished episodes (at a budget or an evaluation point) and `flush`es."""
         self.flush()
         if self._uncounted_steps:
             self.counter.increment(steps=self._uncounted_steps)
             self._uncounted_steps = 0
 
     def drop_episodes(self) -> None:
-        """Abandons every copy's episode (counting its steps): the next step starts new
-        ones, which the actor's adder sees from their first step. For an actor whose
-        replay connection was rebuilt mid-episode."""
+        """Abandons every copy's episode (counting its steps), for an actor whose replay
+        connection was rebuilt: the adder sees the next episodes from their first step."""
         self.count_partial_episode()
         self._observation = None
 
@@ -210,8 +192,7 @@ class EnvironmentLoop(core.Worker):
         return records
 
     def run_episodes(self, num_episodes: int) -> list[dict[str, Any]]:
-        """Plays exactly `num_episodes` fresh episodes, on all copies at once, and returns
-        their records (in the order they ended)."""
+        """Plays exactly `num_episodes` fresh episodes on all copies at once; their records in ending order."""
         started = min(self.num_envs, num_episodes)
         self._begin_episodes(None if self._observation is None else np.arange(started))
         active = list(range(started))
@@ -231,10 +212,8 @@ class EnvironmentLoop(core.Worker):
         return records
 
     def run_evaluation(self, num_episodes: int) -> dict[str, Any]:
-        """One evaluation round: the newest parameters, `num_episodes` fresh episodes side
-        by side, and one record, logged and returned: the counts, the mean return with
-        its spread, the mean length and the observers' metrics (numbers averaged over
-        the episodes, anything else, such as a video, as reported)."""
+        """One round with the newest parameters: one record of the counts, the return's mean
+        and spread, the mean length and the observers' metrics (numbers averaged)."""
         self.actor.update(wait=True)
         self.round_started_at = time.time()  # When the evaluated parameters were taken.
         records = self.run_episodes(num_episodes)
@@ -257,22 +236,3 @@ class EnvironmentLoop(core.Worker):
             record[key] = float(np.mean(values)) if numeric else values[0]
         self.logger.write(record)
         return record
-
-    def run(
-        self,
-        num_episodes: int | None = None,
-        num_steps: int | None = None,
-        should_stop: Callable[[], bool] | None = None,
-    ) -> list[dict[str, Any]]:
-        """Acts until a limit is reached (or forever with none)."""
-        records: list[dict[str, Any]] = []
-        steps = 0
-        while not (
-            (num_episodes is not None and len(records) >= num_episodes)
-            or (num_steps is not None and steps >= num_steps)
-            or (should_stop is not None and should_stop())
-        ):
-            records += self.step()
-            steps += self.num_envs
-        self.flush()
-        return records

@@ -1,23 +1,12 @@
-"""TensorFlow for reverb, without importing all of TensorFlow.
+"""TensorFlow for reverb without importing all of TensorFlow (about 5 s per process).
 
-reverb 0.14 imports the `tensorflow` package, whose `__init__` builds the whole public
-API (compat.v1, keras, tf.lite, distribute, ...): about 5 s of CPU on every process that
-touches replay. What reverb's server, client, writers and datasets use, and what our
-replay code uses, is a handful of names from modules under `tensorflow.python`.
-
-`install()` (run by `import rl`, before anything can import reverb) puts a stand-in
-`tensorflow` module into `sys.modules`: it has TensorFlow's package path, so imports of
-`tensorflow.python.*` load the real modules, and it answers the names in `_LIGHT` from
-them. Any other attribute runs TensorFlow's own `__init__` into the same module object
-first, so code that needs more of TensorFlow (TensorFlow Probability's TF part, a user's
-`tf.keras`) gets all of it, once, at the moment it asks. tf.data's two packages
-(`tensorflow.python.data` and its `experimental`) wait the same way: reverb's datasets
-need the modules under them, not the names their `__init__`s gather. Nothing changes if
-TensorFlow was imported before `rl`, is not installed, or `RL_LAZY_TENSORFLOW=0`. The
-same switch covers reverb's other import-time cost, setuptools' `distutils` (below).
-
-Pinned to the TensorFlow 2.15 layout (tests/test_lazy_tensorflow.py checks every name
-against the real package).
+reverb and our replay code use a handful of names from modules under `tensorflow.python`.
+`install()` (run by `import rl`) puts a stand-in `tensorflow` module with TensorFlow's
+package path into `sys.modules`: it answers the names in `_LIGHT` from those modules, and
+any other attribute runs TensorFlow's own `__init__` into the same module first, so code
+that needs all of TensorFlow gets it, once, when it asks. tf.data's two packages wait the
+same way. `RL_LAZY_TENSORFLOW=0` turns it off. Pinned to TensorFlow 2.15's layout
+(tests/test_lazy_tensorflow.py checks every name).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Numerical faults: a learner whose losses or parameters stop being finite is stopped.
-
-Checking every update from Python would sync the device each step. Instead the check is
-fused into the learner's jitted update: it keeps, on the device, the first learner step
-whose metrics (losses) were not finite and which one it was. The host reads that record
-every `check_every` updates, and the whole state (parameters, targets, optimiser state)
-is checked whenever a checkpoint is about to be written, so a checkpoint is never of a
-broken learner.
+"""Stops a learner whose losses or parameters stop being finite, without a device sync per
+step: the jitted update records the first non-finite step on the device, the host reads
+it every `check_every` updates, and the whole state is checked before every checkpoint.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""Trains an agent: `python -m rl.train [group=option ...] [key=value ...]` (or
-`python scripts/train.py ...`, or the `rl-train` command of an installed package).
-
-`--help` lists the config groups and their options, `--cfg job` prints the composed
-config, `-m` runs a sweep (comma lists, `hydra/launcher=joblib` for parallel jobs,
-`hydra/sweeper=dqn_optuna` for an Optuna search). Returns the final evaluation return,
-for sweepers.
-
-The same command with `hydra.run.dir=<run dir>` (or `resume=<run dir>`) resumes that
-run from its newest checkpoint; a finished run is reported and left alone. Ctrl-C or
-SIGTERM stops a run cleanly (checkpoint, "interrupted" summary; exit status 130 / 143).
+"""Trains an agent: `python -m rl.train [group=option ...] [key=value ...]` (also
+`scripts/train.py` and `rl-train`); returns the final evaluation return, for sweepers.
+`hydra.run.dir=DIR` or `resume=DIR` resumes a run from its newest checkpoint; Ctrl-C or
+SIGTERM stops it cleanly (checkpoint, "interrupted" summary, exit status 130 / 143).
 """
 
 from __future__ import annotations

@@ -258,7 +258,7 @@ def test_nodes_count_under_their_prefix_into_one_root(experiment):
         root = Counter()
         _, params = network_and_params(experiment)
         loop = build_actor(experiment, jax.random.PRNGKey(0), client, FixedParams(params), root, actor_id=0)
-        records = loop.run(num_episodes=2)
+        records = loop.run_episodes(2)
         steps = sum(r["episode_length"] for r in records)
         assert root.get_counts() == {"actor_steps": steps, "actor_episodes": 2}
         assert records[-1]["actor_steps"] == steps and records[-1]["actor_episodes"] == 2
@@ -296,10 +296,10 @@ def test_only_actor_0_writes_episode_records_and_every_actor_counts(experiment, 
     loops = [
         build_actor(experiment, jax.random.PRNGKey(i), replay, FixedParams(params), root, actor_id=i) for i in range(3)
     ]
-    records = loops[0].run(num_episodes=3)
+    records = loops[0].run_episodes(3)
     assert factory.loggers[("actor", "actor_steps", 0)].rows == records
     assert loops[0].logger is factory.loggers[("actor", "actor_steps", 0)]
-    others = [loops[i].run(num_episodes=2) for i in (1, 2)]
+    others = [loops[i].run_episodes(2) for i in (1, 2)]
     assert all(type(loops[i].logger) is NoOpLogger for i in (1, 2))
     assert set(factory.loggers) == {("actor", "actor_steps", 0)}  # Nothing asked for actors 1 and 2.
     steps = sum(r["episode_length"] for r in records + others[0] + others[1])

@@ -1,19 +1,12 @@
-"""Builds the nodes of an experiment: learner, actors and evaluators (as Acme does).
-
-Launchers bind `experiment` (with functools.partial) and call these with the other
-arguments, so a single-process run and a distributed one build identical nodes. Actors
-and evaluators are `EnvironmentLoop`s with the experiment's observers; loggers come from
-the experiment's logger factory by Acme's rule: `('actor', 'actor_steps', actor_id)` for
-actor 0 only (other actors count their steps but write no episode records),
-`('evaluator', 'actor_steps', instance)` and `('learner', 'learner_steps')`.
-"""
+"""Builds the nodes of an experiment (learner, actors, evaluators) the same way for every
+launcher. Only actor 0 writes episode records; evaluators log one record per round."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import logging
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import numpy as np
@@ -35,17 +28,8 @@ log = logging.getLogger(__name__)
 MakeActor = Callable[..., core.Actor]
 
 
-class EvaluatorFactory(Protocol):
-    """Makes evaluator `instance`: an evaluation loop (see `build_evaluator`)."""
-
-    def __call__(
-        self,
-        random_key: jax.Array,
-        variable_source: core.VariableSource,
-        counter: Counter,
-        make_actor: MakeActor,
-        instance: int = 0,
-    ) -> EnvironmentLoop: ...
+# (random_key, variable_source, counter, make_actor, instance=) -> evaluation loop: `build_evaluator`.
+EvaluatorFactory = Callable[..., EnvironmentLoop]
 
 
 def environment_seed(key: jax.Array) -> int:
@@ -69,21 +53,18 @@ def make_environment(
     observers: Sequence[Observer],
     evaluation: bool = False,
 ) -> Any:
-    """`num_envs` copies seeded from `random_key` (`VectorEnvironment`'s interface), made
-    to render when an observer asks (always with the gymnasium backend: envpool does not
-    render). With `evaluation`, the experiment's evaluation environment where it has one
-    (the game's own score: no reward clipping, whole games), one copy per episode."""
+    """`num_envs` copies seeded from `random_key`, rendering when an observer asks (always
+    gymnasium: envpool does not render). Evaluators play the evaluation environment where
+    the experiment has one (the game's own score), one copy per episode."""
     factory = experiment.environment_factory
     seed = environment_seed(random_key)
+    render = any(observer.render for observer in observers)
     if evaluation and experiment.evaluation_environment_factory is not None:
         factory = experiment.evaluation_environment_factory
-        if any(observer.render for observer in observers):
-            factory = functools.partial(factory, render_mode="rgb_array")
-        return VectorEnvironment.make(factory, seed, num_envs)
-    if any(observer.render for observer in observers):
-        factory = functools.partial(factory, render_mode="rgb_array")
-    elif experiment.vector_environment_factory is not None:
+    elif experiment.vector_environment_factory is not None and not render:
         return experiment.vector_environment_factory(seed=seed, num_envs=num_envs)
+    if render:
+        factory = functools.partial(factory, render_mode="rgb_array")
     return VectorEnvironment.make(factory, seed, num_envs)
 
 
@@ -95,13 +76,10 @@ def build_learner(
     log_filter: Callable[[Logger], Logger] | None = None,
     wrap_dataset: Callable[[Iterator[Any]], Iterator[Any]] | None = None,
 ) -> core.Learner:
-    """The learner reading from replay, counting under the prefix `learner`. Without a
-    replay client it only serves (restored) parameters: it has nothing to learn from.
-
-    Its records go to the log at most once every `experiment.learner_log_interval_s`
-    seconds, or through `log_filter` (a deterministic run's `StepFilter`: its rows must not
-    depend on timing). `wrap_dataset` wraps its replay iterator (a learner stepped on its own
-    thread releases its step lock while it waits for a batch)."""
+    """The learner reading from replay (without a client it only serves restored
+    parameters). It logs once every `learner_log_interval_s` seconds, or through
+    `log_filter` (a deterministic run's rows must not depend on timing); `wrap_dataset`
+    wraps its replay iterator."""
     enable_compilation_cache(experiment.compilation_cache)
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     if replay_client is None:
@@ -153,10 +131,8 @@ def build_evaluator(
     make_actor: MakeActor | None = None,
     instance: int = 0,
 ) -> EnvironmentLoop:
-    """The default evaluator: an evaluation loop acting with the evaluation policy and no
-    adder, counting under `evaluator`, logging one record per round keyed by actor_steps
-    (with `evaluator_id`). A round plays its episodes side by side, one per environment
-    copy (`eval_episodes` copies)."""
+    """An evaluation loop with the evaluation policy and no adder; a round plays its
+    `eval_episodes` episodes side by side, one per environment copy."""
     enable_compilation_cache(experiment.compilation_cache)
     environment_key, actor_key = jax.random.split(random_key)
     observers = make_observers(experiment, "evaluator", instance)
@@ -176,17 +152,6 @@ def evaluator_factories(experiment: ExperimentConfig) -> list[EvaluatorFactory]:
     if experiment.evaluator_factories is not None:
         return list(experiment.evaluator_factories)
     return [functools.partial(build_evaluator, experiment)]
-
-
-# --------------------------------------------------------------------------- the program
-# The nodes of an experiment and how they are wired, independent of any launcher:
-#
-#     replay <-inserts-- actor_i --params?--> learner --samples--> replay
-#     counter <-counts-- every node;   evaluator_j --params?--> learner
-#
-# launcher=local builds them in one process, launcher=ray each in its own process and
-# scripts/evaluate.py the learner and an evaluator, all from a DistributedProgram: the same
-# nodes with the same keys, evaluated at the same actor steps (rl/experiments/lifecycle.py).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,8 +182,8 @@ class Evaluations:
 
 @dataclasses.dataclass
 class DistributedProgram:
-    """`num_actors` actors and `num_evaluators` evaluators of each evaluator factory
-    (`evaluators` in all), numbered factory by factory."""
+    """The nodes of an experiment with their keys, whatever launches them: `num_actors`
+    actors and `num_evaluators` evaluators per evaluator factory, numbered factory by factory."""
 
     experiment: ExperimentConfig
     num_actors: int = 1
@@ -254,12 +219,8 @@ class DistributedProgram:
         return build_learner(self.experiment, self.keys.learner, replay_client, counter, log_filter, wrap_dataset)
 
     def actor_key(self, actor_id: int, restart: int = 0) -> jax.Array:
-        """Actor `actor_id`'s key after `restart` restarts.
-
-        The first start uses the actor's own key; each restart folds the restart count
-        into it, so a rebuilt actor neither replays its exploration nor reuses its
-        environment seed, and the run stays determined by seed, actor id and restarts.
-        """
+        """Actor `actor_id`'s key after `restart` restarts: a rebuilt actor neither replays
+        its exploration nor reuses its environment seed."""
         if restart < 0:
             raise ValueError(f"restart must be >= 0, got {restart}")
         key = self.keys.actors[actor_id]

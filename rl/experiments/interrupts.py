@@ -1,11 +1,7 @@
-"""Ctrl-C (SIGINT) and SIGTERM: stop a run cleanly instead of dying mid-step.
-
-`stop_requests()` (what `run_local` uses while it trains) turns the first signal into a
-request the training loop polls: it finishes its step, writes a checkpoint and an
-"interrupted" summary, and raises `RunInterrupted`. A second signal does not wait: it
-raises `Interrupted` at once. `raise_on_signals()` (what the entry point uses around
-everything else) raises `Interrupted` for SIGTERM as Python does for SIGINT, so every
-`finally` runs and the exit code says which signal it was (128 + its number: 130, 143).
+"""SIGINT and SIGTERM stop a run cleanly. `install_stop_requests()` turns the first signal
+into a request the lifecycle polls (checkpoint, "interrupted" summary, `RunInterrupted`); a
+second raises `Interrupted` at once. `raise_on_signals()` raises `Interrupted` for SIGTERM as
+Python does for SIGINT, so every `finally` runs; the exit code is 128 + the signal.
 """
 
 from __future__ import annotations

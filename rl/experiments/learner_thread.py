@@ -1,12 +1,6 @@
-"""Steps a learner on its own thread beside a single-process actor, gated by reverb.
-
-In one process the actor and the learner can still run side by side: the learner's
-update (XLA) and reverb's sampling release the GIL, so on two cores acting overlaps
-learning. The learner thread steps as fast as its dataset yields batches, and the
-dataset samples only what the table's rate limiter allows (the replay ratio of
-`rl.replay.tables.ReplayRatio`, or a queue's `QueueRatio`): reverb alone decides when
-the learner may learn, as it does for a distributed learner. Nothing here counts
-inserts or samples.
+"""Steps a learner on its own thread beside a single-process actor. XLA and reverb's
+sampling release the GIL, so acting overlaps learning; the table's rate limiter alone
+decides when the learner may learn, as for a distributed learner.
 """
 
 from __future__ import annotations

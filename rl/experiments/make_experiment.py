@@ -1,9 +1,5 @@
-"""Turns a composed (Hydra) configuration into an ExperimentConfig and a launcher.
-
-Only instantiate helpers from Hydra are used here; the global Hydra state stays in the
-entry point. Everything is checked before anything is started: the top-level settings
-and the environment before any agent, network or launcher code is imported, so the
-commonest mistakes are answered in about a second.
+"""Turns a composed Hydra configuration into an ExperimentConfig and a launcher, checking
+the run settings and the environment before any agent, network or launcher code is imported.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""A live progress bar for training runs; silent when output is not a terminal.
-
-    steps ━━━━━━━━━━━━━━━━━━━━━━━━━━━ 12000/50000   1510/s  return   87.0  eval  143.5 0:00:25
-
-Actor steps out of `max_actor_steps`, steps per second, the latest episode and
-evaluation returns (`-` until there is one) and the time left, on one line that fits an
-80-column terminal (the bar takes whatever width is left). Log lines printed through
-rich's console (the terminal logger) scroll above the bar. When output is redirected (a
-file, a pipe, a multirun job under joblib) nothing is drawn.
+"""A one-line live progress bar (actor steps, rate, latest returns, time left) that fits
+80 columns; log lines printed through rich scroll above it. Silent when output is not a terminal.
 """
 
 from __future__ import annotations

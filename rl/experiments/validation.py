@@ -1,10 +1,5 @@
-"""Checks a composed configuration before anything is started.
-
-Every factory named by `_target_` is checked against its own signature (or, for agents,
-its config dataclass): unknown keys, wrong types and out-of-range values become a
-`ConfigError` naming the key and what is allowed, which the entry point prints without a
-traceback.
-"""
+"""Checks a composed configuration before anything starts: each `_target_` factory's
+keys and types against its config dataclass or signature, as a one-line `ConfigError`."""
 
 from __future__ import annotations
 

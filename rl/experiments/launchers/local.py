@@ -1,23 +1,10 @@
-"""launcher=local (conf/launcher/local.yaml): a whole experiment in one process, replay
-server, learner, actor and evaluator.
+"""launcher=local: replay, learner, one actor and one evaluator in this process.
 
-By default the learner steps on its own thread beside the actor (`LearnerThread`), so
-acting and learning overlap on two cores, and takes a batch whenever reverb's rate
-limiter lets its dataset sample one: the replay ratio is enforced by the table, as in a
-distributed run.
-
-With `deterministic=True` the run is a function of its command: both run on one thread
-in a fixed order (after each actor step the learner takes every batch the ratio's
-schedule allows, `ReplayRatio.can_sample`), the replay is in process with a seeded
-choice of items (rl/replay/seeded.py) instead of a reverb server whose samplers take no
-seed, every actor step is counted (and its deferred adder calls made) before the learner
-is asked, checkpoints hold the whole in-process state (replay, environments, actor and
-evaluators: a resumed run continues exactly as the uninterrupted one), and the learner logs its
-first record in each `DETERMINISTIC_LOG_WINDOWS`-th of the evaluation interval (in actor
-steps) rather than one a second.
-
-The schedule, checkpoints, signals and summary are the run lifecycle's
-(rl/experiments/lifecycle.py); the learner pauses while a checkpoint is taken.
+By default the learner steps on its own thread and reverb's rate limiter enforces the
+replay ratio, as in a distributed run. With `deterministic=True` the run is a function of
+its command: one thread in a fixed order (`ReplayRatio.can_sample` after each actor step),
+in-process replay with a seeded choice of items (rl/replay/seeded.py), checkpoints holding
+the whole process state (an exact resume), and learner rows logged by actor steps.
 """
 
 from __future__ import annotations
