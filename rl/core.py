@@ -23,14 +23,6 @@ class VariableSource(abc.ABC):
         """Returns the current value of each named variable, in order."""
 
 
-class Worker(abc.ABC):
-    """A long-running node of an experiment (learner, actor loop, evaluator)."""
-
-    @abc.abstractmethod
-    def run(self) -> None:
-        """Runs until the experiment tells it to stop."""
-
-
 class Actor(abc.ABC):
     """Chooses actions and feeds the experience it sees to replay.
 
@@ -63,18 +55,12 @@ class Actor(abc.ABC):
         return {}
 
 
-class Learner(VariableSource, Worker, Generic[State]):
+class Learner(VariableSource, Generic[State]):
     """Consumes replayed experience and improves the parameters it serves."""
 
     @abc.abstractmethod
     def step(self) -> None:
         """Performs one update (possibly several fused SGD steps)."""
-
-    def run(self, num_steps: int | None = None) -> None:
-        steps = 0
-        while num_steps is None or steps < num_steps:
-            self.step()
-            steps += 1
 
     @abc.abstractmethod
     def save(self) -> State:

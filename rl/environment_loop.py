@@ -38,7 +38,7 @@ def _replace_rows(batch: Any, rows: np.ndarray, values: Any) -> Any:
     return tree.map_structure(replace, batch, values)
 
 
-class EnvironmentLoop(core.Worker):
+class EnvironmentLoop:
     def __init__(
         self,
         environment: VectorEnvironment | dm_env.Environment,

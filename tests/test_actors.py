@@ -111,8 +111,8 @@ def test_loop_budgets_and_evaluation_points_leave_nothing_queued():
     immediate.step()
     deferred.count_partial_episode()
     assert deferred_adder.calls == immediate_adder.calls
-    immediate.run(num_steps=9)
-    deferred.run(num_steps=9)
+    immediate.run_steps(9)
+    deferred.run_steps(9)
     assert deferred_adder.calls == immediate_adder.calls
 
 

@@ -90,7 +90,7 @@ def test_loops_get_their_own_configured_observers_and_merge_their_metrics(tmp_pa
         assert all((o.label, o.instance, o.run_directory) == (label, instance, str(tmp_path)) for o in loop.observers)
     assert not set(map(id, actor.observers)) & set(map(id, evaluator.observers))  # Each loop its own.
 
-    (record,) = actor.run(num_episodes=1)
+    (record,) = actor.run_episodes(1)
     server.stop()
     assert record["observed_steps"] == record["episode_length"] and 0.0 <= record["action_mean"] <= 1.0
     round_record = evaluator.run_evaluation(3)

@@ -151,7 +151,7 @@ def test_episode_returns_per_copy_match_single_environment_runs():
     assert sorted(by_copy) == [0, 1, 2, 3]
     for env_id, returns in by_copy.items():
         single = EnvironmentLoop(Counting(11 + env_id), RandomActor(2))
-        alone = single.run(num_episodes=len(returns))
+        alone = single.run_episodes(len(returns))
         assert [record["episode_return"] for record in alone] == returns
 
 
@@ -163,7 +163,7 @@ def test_evaluation_rounds_play_exactly_the_episodes_asked_for():
     assert loop.counter.get_counts()["steps"] == sum(r["episode_length"] for r in records)
     # Which episodes: copies restart as they finish until 7 have started. Replay that
     # schedule from each copy's episodes played alone.
-    alone = {i: EnvironmentLoop(Counting(5 + i), RandomActor(2)).run(num_episodes=7) for i in range(3)}
+    alone = {i: EnvironmentLoop(Counting(5 + i), RandomActor(2)).run_episodes(7) for i in range(3)}
     ends = {i: np.cumsum([r["episode_length"] for r in alone[i]]).tolist() for i in range(3)}
     played, started, events = [], 3, sorted((ends[i][0], i, 0) for i in range(3))
     while events:
