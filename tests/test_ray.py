@@ -1,7 +1,6 @@
 """launcher=ray: real Ray processes for replay, counter, learner, actors and evaluator."""
 
 import ast
-import collections
 import csv
 import json
 import os
@@ -578,7 +577,7 @@ def _driver_with_evaluator(ray, evaluator, max_restarts, run_directory):
         logger_factory=lambda label, steps_key, instance: types.SimpleNamespace(write=events.append),
     )
     run.loggers, run.node_pids = {}, {}
-    run.evaluators, run.deaths = [evaluator], collections.Counter()
+    run.evaluators, run.deaths = [evaluator], {}
     return run, events
 
 

@@ -1,15 +1,13 @@
 """conf/launcher/ray.yaml: every node of the experiment in its own Ray process.
 
 The driver (this process) starts or joins Ray, places the nodes, owns the loggers (nodes
-send their records through a Ray queue), resumes the work of nodes Ray has restarted (a
-learner from the last checkpoint) and shuts down what it started; rl/experiments/
-lifecycle.py runs the rest. Every wait on a node is bounded: an answer that does not
-come is a `LauncherError` naming the node and the call.
+send records through a Ray queue), resumes the work of nodes Ray restarted and shuts down
+what it started; rl/experiments/lifecycle.py runs the rest. Every wait on a node is
+bounded: an answer that does not come is a `LauncherError` naming the node and the call.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import json
@@ -18,6 +16,7 @@ import os
 import re
 import socket
 import time
+import uuid
 from typing import Any
 
 import rl
@@ -154,19 +153,18 @@ class RayNodes(lifecycle.Nodes):
         self.ray = ray
         self.launcher = launcher
         self.experiment = experiment
-        self.names = ray_nodes.node_names()
-        self._head_node: str | None = None
+        token = uuid.uuid4().hex[:12]  # Names unique to the run, by which nodes find each other.
+        self.names = {
+            node: f"rl-{node.replace('_', '-')}-{token}" for node in ("replay", "counter", "learner", "log_queue")
+        }
         factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], run_start_time(experiment))
         remote_experiment = dataclasses.replace(experiment, logger_factory=factory)
         self.program = DistributedProgram(remote_experiment, launcher.num_actors, launcher.num_evaluators)
         self.loggers: dict[tuple, Any] = {}
-        self.deaths: collections.Counter = collections.Counter()  # Per node, named as in nodes.json.
+        self.deaths: dict[str, int] = {}  # Per node, named as in nodes.json.
         self.node_pids: dict[str, int] = {}
         self.handles: dict[str, Any] = {}
         self.log_queue = None
-        self.actor_runs: dict[Any, int] = {}
-        self.evaluations: list[Any] = []  # The round in flight: one call per evaluator.
-        self.held_at = -1
         # What a restarted learner continues from: (checkpoint name, learner state, learner steps).
         self.saved_learner: tuple[str | None, Any, int] = (None, None, 0)
 
@@ -195,27 +193,43 @@ class RayNodes(lifecycle.Nodes):
 
     def start(self) -> None:
         from ray.util.queue import Queue
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from rl.experiments.launchers import ray_nodes
 
         launcher, experiment, names, restore = self.launcher, self.experiment, self.names, self.experiment.restore
-        head = self._on_head_node(hard=True)
+        # The nodes that hold no CPU while they run go to the head node (Ray would place
+        # them anywhere under a soft preference); the learner prefers it (one asking for
+        # GPUs the head lacks goes where they are); actors go where their resources are.
+        alive = [node for node in self.ray.nodes() if node.get("Alive")]
+        heads = [node["NodeID"] for node in alive if "node:__internal_head__" in node.get("Resources", {})]
+        head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=False)} if heads else {}
+        near_head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=True)} if heads else {}
         self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0, "name": names["log_queue"], **head})
+        schedule_steps = {}  # Each actor's at the restore point (a local run's is actor 0's).
+        if restore is not None:
+            schedule_steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
+        self.counter = ray_nodes.CounterNode.options(name=names["counter"], **head).remote(
+            experiment.max_actor_steps,
+            restore.counts if restore is not None else {},
+            {int(actor_id): int(steps) for actor_id, steps in schedule_steps.items()},
+            experiment.session,
+            launcher.max_restarts + 1,
+        )
+        # Acting stops at each evaluation point until its round is played.
+        self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
+        # The replay node's tables, as RunCheckpointer.replay_checkpointer (it shares this file system).
+        settings, restore_replay = self.checkpoints.settings, restore is not None and restore.restore_replay
+        directory = fallback = None
+        if settings.replay and (settings.enabled or restore_replay):
+            directory = checkpointing.replay_root(experiment.run_directory)
+            fallback = restore.replay_checkpoint if restore_replay else None
         # The program goes by value (a few kilobytes): Ray keeps it inline in each node's
         # creation task, where a restart finds it. Every node starts at once; each waits
         # for the replay node's address itself.
         program = self.program
-        self.replay_directory, fallback = self._replay_checkpoint_paths()
-        self.counter = ray_nodes.CounterNode.options(name=names["counter"], **head).remote(
-            experiment.max_actor_steps,
-            restore.counts if restore is not None else {},
-            self._saved_schedule_steps(),
-            experiment.session,
-            launcher.max_restarts + 1,
-        )
-        self._hold_until(self.record.next_eval)  # Acting stops at each evaluation point until its round is played.
         replay = ray_nodes.ReplayNode.options(name=names["replay"], max_restarts=launcher.max_replay_restarts, **head)
-        self.replay = replay.remote(program, self.replay_directory, fallback, names["counter"])
+        self.replay = replay.remote(program, directory, fallback, names["counter"])
         self.learner = ray_nodes.LearnerNode.options(
             num_cpus=launcher.learner_num_cpus,
             num_gpus=launcher.learner_num_gpus,
@@ -223,7 +237,7 @@ class RayNodes(lifecycle.Nodes):
             # run, every actor's and evaluator's parameter requests, and the driver's calls.
             max_concurrency=launcher.num_actors + program.evaluators + 4,
             name=names["learner"],
-            **self._on_head_node(),
+            **near_head,
         ).remote(program, names["replay"], names["counter"])
         if restore is not None:  # Checked against the node's own state, then loaded into it.
             template = self._get(self.learner.save.remote(), "learner", "save")
@@ -253,17 +267,11 @@ class RayNodes(lifecycle.Nodes):
         self.replay_serving = self.replay.serve.remote()
         self.actor_runs = {actor.run.remote(): i for i, actor in enumerate(self.actors)}
 
-    def _hold_until(self, step: int) -> None:
-        if step != self.held_at:
-            self._get(self.counter.hold_until.remote(step), "counter", "hold_until")
-            self.held_at = step
-
     def act(self, until: int, pause: Any, progress: ProgressDisplay) -> int:
         """Watches the actors until the count reaches `until` (they are held there) or, at
-        the budget, every actor is done: drains logs, shows progress, and resumes the work
-        of nodes Ray has restarted."""
+        the budget, every actor is done; drains logs, resumes nodes Ray restarted."""
         final = until >= self.experiment.max_actor_steps
-        self._hold_until(until)
+        self._get(self.counter.hold_until.remote(until), "counter", "hold_until")
         steps = self._actor_steps()
         while self.actor_runs and (final or steps < until):
             watched = [self.learner_run, self.replay_serving, *self.actor_runs]
@@ -273,9 +281,9 @@ class RayNodes(lifecycle.Nodes):
             progress.advance(steps, force=True)
             for ref in done:
                 if ref == self.learner_run:
-                    self._learner_ended()
+                    self._ended(ref, "the learner", self._learner_died)
                 elif ref == self.replay_serving:
-                    self._replay_ended()
+                    self._ended(ref, "the replay node", self._replay_died)
                 else:
                     self._actor_ended(ref)
             if pause():
@@ -286,9 +294,9 @@ class RayNodes(lifecycle.Nodes):
         return int(self._get(self.counter.get_counts.remote(), "counter", "get_counts").get("actor_steps", 0))
 
     def evaluate(self) -> tuple[int, float, float]:
-        """A round of every evaluator (the count stops at the point, actors held there, so
-        they report exactly its actor steps, as in a local run)."""
+        """A round of every evaluator, at exactly the point's actor steps (actors held there)."""
         timeout = self.launcher.evaluation_timeout_s
+        # The round in flight, one call per evaluator (asked again of one Ray has rebuilt).
         self.evaluations = [e.evaluate.remote(self.experiment.eval_episodes) for e in self.evaluators]
         deadline = time.monotonic() + timeout
         while True:
@@ -296,33 +304,40 @@ class RayNodes(lifecycle.Nodes):
             ready, _ = self.ray.wait(self.evaluations, num_returns=len(self.evaluations), timeout=remaining)
             if len(ready) < len(self.evaluations):
                 raise LauncherError(f"evaluator.evaluate did not answer within {timeout:g} s")
-            results, died = [], False
+            results = []
             for instance, ref in enumerate(self.evaluations):
                 try:
                     results.append(self._get(ref, f"evaluator_{instance}", "evaluate"))
                 except self.ray.exceptions.RayActorError as error:
                     self._evaluator_died(instance, error)
-                    died = True
                 except self.ray.exceptions.RayError as error:
                     raise LauncherError(f"an evaluator failed: {_first_line(error)}") from None
-            if not died:
+            if len(results) == len(self.evaluations):
                 break
         self.evaluations = []
         steps = max(int(steps) for steps, _, _ in results)
         return steps, float(sum(mean for _, mean, _ in results) / len(results)), max(ended for _, _, ended in results)
 
     def end_acting(self, interrupted: bool) -> None:
-        """Interrupted: the actors end their leases. Finished: the budget is checked. Either
-        way a learner that died unnoticed is restored first."""
+        """Interrupted: the actors end their leases. Finished: the budget is checked (a
+        mismatch would be a counting bug). A learner that died unnoticed is restored."""
         if interrupted:
             self._get(self.counter.close.remote(), "counter", "close")
             if self.actor_runs:
                 runs = list(self.actor_runs)
                 self.ray.wait(runs, num_returns=len(runs), timeout=self.launcher.stop_timeout_s)
         else:
-            self._check_budget()
+            budget, counted = self._get(self.counter.budget.remote(), "counter", "budget"), self._actor_steps()
+            wanted = self.experiment.max_actor_steps
+            message = (
+                f"step budget: {counted} actor steps counted of {wanted};"
+                f" per actor {budget['counted']}; restarts {budget['restarts']}"
+            )
+            if counted != wanted or budget["unleased"] or any(budget["outstanding"].values()):
+                message += f"; MISMATCH: unleased {budget['unleased']}, leased but uncounted {budget['outstanding']}"
+            self._event(message)
         if self.ray.wait([self.learner_run], timeout=0)[0]:
-            self._learner_ended()
+            self._ended(self.learner_run, "the learner", self._learner_died)
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
         """The learner's state between two steps, with the counts at that moment."""
@@ -335,7 +350,7 @@ class RayNodes(lifecycle.Nodes):
         snapshot = lifecycle.Snapshot(int(counts.get("actor_steps", 0)), counts, taken["state"])
         snapshot.state["actor_schedule_step"] = schedule_steps.get(0, 0)
         snapshot.state["actor_schedule_steps"] = {str(k): v for k, v in sorted(schedule_steps.items())}
-        if checkpoint and self.checkpoints.saves_replay and self.replay_directory is not None:
+        if checkpoint and self.checkpoints.saves_replay:
             snapshot.replay = lambda: self._get_or_revive(self.replay, "replay", "checkpoint", self._replay_died)
         return snapshot
 
@@ -344,18 +359,15 @@ class RayNodes(lifecycle.Nodes):
         self.saved_learner = (os.path.basename(path), snapshot.learner_state, learner_steps)
 
     def end_learning(self) -> None:
-        learner_run = self.learner_run
         self.learner.stop.remote()
-        self.ray.wait([learner_run], timeout=self.launcher.stop_timeout_s)
+        self.ray.wait([self.learner_run], timeout=self.launcher.stop_timeout_s)
 
     def counts(self) -> dict[str, Any]:
         return self._get(self.counter.get_counts.remote(), "counter", "get_counts", timeout=5.0)
 
     def failure(self, error: Exception) -> str | None:
-        if isinstance(error, self.ray.exceptions.RayError):
-            message = f"the distributed run failed: {_first_line(error)}"
-        else:
-            message = super().failure(error)
+        ray_error = isinstance(error, self.ray.exceptions.RayError)
+        message = f"the distributed run failed: {_first_line(error)}" if ray_error else super().failure(error)
         if message is not None:
             with contextlib.suppress(Exception):  # The reason in logs/launcher.csv, if the queue still answers.
                 self._event(f"run failed: {message}")
@@ -378,54 +390,14 @@ class RayNodes(lifecycle.Nodes):
         for handle in self.handles.values():
             self.ray.kill(handle, no_restart=True)
 
-    def _replay_checkpoint_paths(self) -> tuple[str | None, str | None]:
-        """Where the replay node checkpoints its tables, and the checkpoint it starts from
-        (as `RunCheckpointer.replay_checkpointer`; the replay node shares this file system)."""
-        settings, restore = self.checkpoints.settings, self.experiment.restore
-        restore_replay = restore is not None and restore.restore_replay
-        if not (settings.replay and (settings.enabled or restore_replay)):
-            return None, None
-        directory = checkpointing.replay_root(self.experiment.run_directory)
-        return directory, (restore.replay_checkpoint if restore_replay else None)
-
-    def _on_head_node(self, hard: bool = False) -> dict[str, Any]:
-        """Ray options placing a node on the head node: `hard` for the nodes that hold no
-        CPU while they run (Ray would place them anywhere under a soft preference), softly
-        for the learner (one asking for GPUs the head lacks goes where they are)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        if self._head_node is None:
-            heads = [
-                node["NodeID"]
-                for node in self.ray.nodes()
-                if node.get("Alive") and "node:__internal_head__" in node.get("Resources", {})
-            ]
-            self._head_node = heads[0] if heads else ""
-        if not self._head_node:
-            return {}
-        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=self._head_node, soft=not hard)}
-
-    def _saved_schedule_steps(self) -> dict[int, int]:
-        """Each actor's schedule step in the checkpoint resumed from (a local run's is actor 0's)."""
-        restore = self.experiment.restore
-        if restore is None:
-            return {}
-        steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
-        return {int(actor_id): int(count) for actor_id, count in steps.items()}
-
-    # ------------------------------------------------------------------ faults
-
     def _call_when_back(self, handle: Any, name: str, method: str) -> Any:
-        """`handle.method()` on a node Ray is restarting, asked again while the node is
-        unavailable (its process or machine going away, its new one starting) until
-        restart_timeout_s has passed."""
+        """`handle.method()` of a node Ray is restarting, asked until restart_timeout_s."""
         exceptions = self.ray.exceptions
         timeout = self.launcher.restart_timeout_s
         deadline = time.monotonic() + timeout
         while True:
             try:
-                call = getattr(handle, method).remote()
-                return self.ray.get(call, timeout=max(0.1, deadline - time.monotonic()))
+                return self.ray.get(getattr(handle, method).remote(), timeout=max(0.1, deadline - time.monotonic()))
             except (exceptions.ActorUnavailableError, exceptions.GetTimeoutError):  # Still being rebuilt.
                 pass
             except exceptions.RayActorError as error:
@@ -435,10 +407,9 @@ class RayNodes(lifecycle.Nodes):
             time.sleep(0.5)
 
     def _revive(self, handle: Any, node: str, name: str, setting: str, error: Exception) -> str:
-        """Counts a death of `node` (its nodes.json key; `name` in messages), fails the run
-        past `launcher.<setting>` of them, and waits until Ray has rebuilt the node;
-        returns the start of the event that says so."""
-        self.deaths[node] += 1
+        """Counts a death of `node` (`name` in messages) against `launcher.<setting>`, waits
+        until Ray has rebuilt it, and returns the start of the event that says so."""
+        self.deaths[node] = self.deaths.get(node, 0) + 1
         limit = getattr(self.launcher, setting)
         if self.deaths[node] > limit:
             raise LauncherError(f"{name} died more than launcher.{setting}={limit} times ({_first_line(error)})")
@@ -454,26 +425,35 @@ class RayNodes(lifecycle.Nodes):
             died(error)
             return self._get(getattr(handle, call).remote(), node, call)
 
-    def _learner_ended(self) -> None:
-        """The learner's run ended before the actors did: a death (restore it) or a failure."""
+    def _ended(self, ref: Any, name: str, died: Any) -> None:
+        """The learner's `run` or the replay's `serve` returned: a death (`died`) or a failure."""
         try:
-            self._get(self.learner_run, "learner", "run")
+            self._get(ref, name, "run")
         except self.ray.exceptions.RayActorError as error:
-            self._learner_died(error)
+            died(error)
         except self.ray.exceptions.RayTaskError as error:
-            raise LauncherError(f"the learner failed: {_first_line(error)}") from None
+            raise LauncherError(f"{name} failed: {_first_line(error)}") from None
         else:
-            raise LauncherError("the learner stopped before the actors finished")
+            raise LauncherError(f"{name} stopped before the actors finished")
 
     def _learner_died(self, error: Exception) -> None:
-        """Waits until Ray has rebuilt the learner, sets it to the last checkpoint (its
-        state and learner steps) and starts it again."""
+        """Sets the rebuilt learner to the last checkpoint and starts it again; its rows past
+        those learner steps move to logs/superseded/, so logs/learner.csv stays one curve."""
+        from rl.loggers.csv import move_rows
+
         revived = self._revive(self.learner, "learner", "the learner", "max_learner_restarts", error)
         checkpoint, state, learner_steps = self.saved_learner
         reported = self._get(self.counter.set_learner_steps.remote(learner_steps), "counter", "set_learner_steps")
         digest = self._get(self.learner.restore.remote(state), "learner", "restore")
         origin = f"checkpoint {checkpoint}" if checkpoint is not None else "its initial state (no checkpoint yet)"
-        superseded = self._supersede_learner_rows(learner_steps)
+        self._drain_logs()  # The dead learner's last records, before they are sorted out.
+        logs = os.path.join(self.experiment.run_directory, "logs")
+        destination = os.path.join(logs, "superseded", f"learner.restart{self.deaths['learner']}.csv")
+
+        def lost(row: dict[str, str]) -> bool:
+            return (row.get("learner_steps") or "").isdigit() and int(row["learner_steps"]) > learner_steps
+
+        superseded = move_rows(os.path.join(logs, "learner.csv"), lost, destination)
         # The dead learner sent its counts every half second: `reported` may miss its last steps.
         self._event(
             f"{revived}: restored from {origin} (state sha256 {digest[:12]}) at {learner_steps} learner steps;"
@@ -482,33 +462,8 @@ class RayNodes(lifecycle.Nodes):
         )
         self.learner_run = self.learner.run.remote()
 
-    def _supersede_learner_rows(self, learner_steps: int) -> int:
-        """Moves the dead learner's records past the restored `learner_steps` from
-        logs/learner.csv to logs/superseded/, so the restored learner's steps make one
-        curve. Returns how many rows moved."""
-        from rl.loggers.csv import move_rows
-
-        self._drain_logs()  # The dead learner's last records, before they are sorted out.
-        logs = os.path.join(self.experiment.run_directory, "logs")
-        destination = os.path.join(logs, "superseded", f"learner.restart{self.deaths['learner']}.csv")
-
-        def lost(row: dict[str, str]) -> bool:
-            return (row.get("learner_steps") or "").isdigit() and int(row["learner_steps"]) > learner_steps
-
-        return move_rows(os.path.join(logs, "learner.csv"), lost, destination)
-
-    def _replay_ended(self) -> None:
-        """The replay node's `serve` returned during acting: a death (it is restarting) or a bug."""
-        try:
-            self._get(self.replay_serving, "replay", "serve")
-        except self.ray.exceptions.RayActorError as error:
-            self._replay_died(error)
-        else:
-            raise LauncherError("the replay node stopped serving before the actors finished")
-
     def _replay_died(self, error: Exception) -> None:
-        """Waits until Ray has rebuilt the replay node on its address (restored from the
-        newest replay checkpoint, or empty); its clients reconnect by themselves."""
+        """Waits for the replay node on its address (its clients reconnect by themselves)."""
         revived = self._revive(self.replay, "replay", "the replay node", "max_replay_restarts", error)
         start = self._call_when_back(self.replay, "the replay node", "start_info")
         origin = (
@@ -520,8 +475,7 @@ class RayNodes(lifecycle.Nodes):
         self.replay_serving = self.replay.serve.remote()
 
     def _actor_ended(self, ref: Any) -> None:
-        """An actor's run ended: its work is done, or it died (it resumes once Ray has
-        rebuilt it), or it failed."""
+        """An actor's run ended: done, died (resumed once Ray rebuilt it) or failed."""
         actor_id = self.actor_runs.pop(ref)
         actor, name = self.actors[actor_id], f"actor {actor_id}"
         try:
@@ -539,23 +493,11 @@ class RayNodes(lifecycle.Nodes):
         self.actor_runs[actor.run.remote()] = actor_id
 
     def _evaluator_died(self, instance: int, error: Exception) -> None:
-        """Waits until Ray has rebuilt the evaluator, then asks it for its part of the round again."""
+        """Asks the evaluator Ray rebuilt for its part of the round again."""
         evaluator = self.evaluators[instance]
         revived = self._revive(evaluator, f"evaluator_{instance}", f"evaluator {instance}", "max_restarts", error)
         self._event(f"{revived}: it plays its round again")
         self.evaluations[instance] = evaluator.evaluate.remote(self.experiment.eval_episodes)
-
-    def _check_budget(self) -> None:
-        """Records how the step budget was spent; a mismatch would be a counting bug."""
-        budget = self._get(self.counter.budget.remote(), "counter", "budget")
-        counted = self._actor_steps()
-        message = (
-            f"step budget: {counted} actor steps counted of {self.experiment.max_actor_steps};"
-            f" per actor {budget['counted']}; restarts {budget['restarts']}"
-        )
-        if counted != self.experiment.max_actor_steps or budget["unleased"] or any(budget["outstanding"].values()):
-            message += f"; MISMATCH: unleased {budget['unleased']}, leased but uncounted {budget['outstanding']}"
-        self._event(message)
 
     def _record_pids(self, pids: dict[str, int]) -> None:
         """logs/nodes.json: which process hosts which node, for operators (and tests)."""

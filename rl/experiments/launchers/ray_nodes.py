@@ -1,20 +1,18 @@
 """The Ray actors that host an experiment's nodes, and the proxies nodes talk through.
 
 Each node builds its part from the shared `DistributedProgram`, so the agents know
-nothing about Ray: the learner looks like a `VariableSource`, the counter node like a
-`Counter` parent and the driver's loggers like a logger factory. Nodes find each other
-by name: a plain string stays in a node's creation task, where a restart finds it (a
-handle would sit in the object store, and Ray warns on every run).
+nothing about Ray. Nodes find each other by name: a string stays in a node's creation
+task, where a restart finds it (a handle would sit in the object store; Ray warns).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import socket
 import threading
 import time
-import uuid
 from typing import Any, Sequence
 
 import jax
@@ -35,15 +33,17 @@ HELD_POLL_S = 0.02  # How often an actor held at an evaluation point asks whethe
 REPLAY_RECONNECTS = 2  # New replay connections per lease before a write that keeps timing out fails.
 REPLAY_ADDRESS_TIMEOUT_S = 300.0  # The replay node imports reverb and starts its server first.
 REPLAY_PROBE_TIMEOUT_S = 1.0  # A probe of the replay node's incarnation between two write slices.
+RETRY_S = 1.0  # How often a node asks again for the parameters of a learner Ray is restarting.
 
 
 class RemoteCounter:
-    """A `Counter` parent living in the counter node. Increments are sent at most every
-    `flush_interval_s` (and on `flush`): the learner does not pay a round trip per step."""
+    """A `Counter` parent in the counter node, sent increments at most every `flush_interval_s`
+    (the learner pays no round trip per step); an `actor`'s (id, incarnation) go to its lease."""
 
-    def __init__(self, handle: Any, flush_interval_s: float = 0.5):
+    def __init__(self, handle: Any, flush_interval_s: float = 0.5, actor: tuple[int, int] | tuple[()] = ()):
         self._handle = handle
         self._flush_interval_s = flush_interval_s
+        self._actor = actor
         self._pending: collections.Counter = collections.Counter()
         self._counts: dict[str, float] = {}
         self._last_flush = 0.0
@@ -62,47 +62,22 @@ class RemoteCounter:
     def flush(self) -> dict[str, float]:
         with self._lock:
             pending, self._pending = self._pending, collections.Counter()
-        self._counts = self._send(dict(pending))
+        self._counts = ray.get(self._handle.increment.remote(dict(pending), *self._actor))
         self._last_flush = time.monotonic()
         return dict(self._counts)
 
-    def _send(self, pending: dict[str, float]) -> dict[str, float]:
-        return ray.get(self._handle.increment.remote(**pending))
-
-    def get_counts(self) -> dict[str, float]:
-        return self.flush()
-
-
-class ActorStepCounter(RemoteCounter):
-    """An actor incarnation's counts, charged to its lease: the counter node drops them
-    once this incarnation has been replaced (it died and was restarted)."""
-
-    def __init__(self, handle: Any, actor_id: int, incarnation: int):
-        super().__init__(handle, flush_interval_s=0.0)
-        self._actor_id = actor_id
-        self._incarnation = incarnation
-
-    def _send(self, pending: dict[str, float]) -> dict[str, float]:
-        return ray.get(self._handle.increment_actor.remote(self._actor_id, self._incarnation, pending))
+    get_counts = flush
 
 
 class RemoteVariableSource(core.VariableSource):
-    """The learner's parameters, seen from another process.
+    """The learner's parameters from another process: asynchronous (actors), the newest
+    received while fresher ones are fetched, so only the first call blocks; else (evaluators)
+    the current ones. A blocking call waits out a learner restart for `timeout_s`."""
 
-    Asynchronous (actors): the newest parameters already received, fresher ones asked
-    for in the background, so only the first call blocks. Synchronous (evaluators): the
-    current parameters. A learner Ray is restarting is waited for: an asynchronous
-    source acts on what it has and asks again every `retry_interval_s`; a blocking call
-    retries until `timeout_s`, then raises a `TimeoutError` naming the learner and call.
-    """
-
-    def __init__(
-        self, learner: Any, asynchronous: bool = True, timeout_s: float = 300.0, retry_interval_s: float = 1.0
-    ):
+    def __init__(self, learner: Any, asynchronous: bool = True, timeout_s: float = 300.0):
         self._learner = learner
         self._asynchronous = asynchronous
         self._timeout_s = timeout_s
-        self._retry_interval_s = retry_interval_s
         self._latest: list[Any] | None = None
         self._pending: Any = None
         self._retry_at = 0.0
@@ -116,7 +91,7 @@ class RemoteVariableSource(core.VariableSource):
                 pass  # Dead, restarting, or restarted and not yet restored: ask again.
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"learner.get_variables did not answer within {self._timeout_s:g} s")
-            time.sleep(self._retry_interval_s)
+            time.sleep(RETRY_S)
 
     def get_variables(self, names: Sequence[str]) -> list[Any]:
         names = list(names)
@@ -127,7 +102,7 @@ class RemoteVariableSource(core.VariableSource):
             try:
                 self._latest = ray.get(self._pending)
             except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
-                self._retry_at = time.monotonic() + self._retry_interval_s  # Keep acting on what we have.
+                self._retry_at = time.monotonic() + RETRY_S  # Keep acting on what we have.
             self._pending = None
         if self._pending is None and time.monotonic() >= self._retry_at:
             self._pending = self._learner.get_variables.remote(names)
@@ -135,8 +110,7 @@ class RemoteVariableSource(core.VariableSource):
 
 
 class QueueLogger(Logger):
-    """Sends records to the driver, which owns the CSV files and the W&B run. With the
-    run's `start_time` (epoch seconds) a record's `wall_time_s` is stamped when it is made."""
+    """Sends records to the driver, stamped with `wall_time_s` when made (given `start_time`)."""
 
     def __init__(self, queue: Any, key: tuple, start_time: float | None):
         self._queue = queue
@@ -161,16 +135,8 @@ class QueueLoggerFactory(LoggerFactory):
         return QueueLogger(ray.get_actor(self._queue_name), (label, steps_key, instance), self.start_time)
 
 
-def node_names() -> dict[str, str]:
-    """Names of this run's replay, counter, learner and log queue, unique to the run."""
-    token = uuid.uuid4().hex[:12]
-    return {node: f"rl-{node.replace('_', '-')}-{token}" for node in ("replay", "counter", "learner", "log_queue")}
-
-
 def watched_replay_client(replay: str) -> Any:
-    """A reverb client of the replay node that knows the incarnation (pid) it connected
-    to: a writer waiting on it learns within seconds that Ray restarted the node, rather
-    than waiting out its bound for items the dead server never confirmed."""
+    """A client that knows the replay incarnation (pid) it joined: a writer learns at once of a restart."""
     from rl.replay.server import WatchedClient
 
     handle = ray.get_actor(replay)
@@ -188,17 +154,20 @@ def watched_replay_client(replay: str) -> Any:
 
 
 class _Node:
+    _start: dict[str, Any] = {}  # What this incarnation started from, for the driver's events.
+
     def pid(self) -> int:
         return os.getpid()
+
+    def start_info(self) -> dict[str, Any]:
+        return dict(self._start)
 
 
 @ray.remote(num_cpus=0, max_concurrency=4)
 class ReplayNode(_Node):
-    """The reverb server; with `checkpoint_directory` it checkpoints its tables there,
-    starting from `fallback_checkpoint`. Its port is the first one the counter node was
-    offered, so an incarnation Ray rebuilt after a fault listens on the same address
-    (writers and the learner's dataset reconnect by themselves), with the tables of the
-    run's newest checkpoint that holds them, or empty."""
+    """The reverb server, checkpointing to `directory` (None: not at all) from `fallback`.
+    Rebuilt by Ray it listens on the same port (kept by the counter; clients reconnect by
+    themselves) with the tables of the run's newest checkpoint that holds them, or empty."""
 
     def __init__(self, program: DistributedProgram, directory: str | None, fallback: str | None, counter: str):
         import reverb
@@ -217,17 +186,12 @@ class ReplayNode(_Node):
             checkpointer = reverb.checkpointers.DefaultCheckpointer(directory, fallback_checkpoint_path=fallback)
         self._server = make_server(program.make_replay_tables(), port=port, checkpointer=checkpointer)
         self._client = reverb.Client(f"localhost:{self._server.port}")
-        self._start = {
+        self._start = {  # The replay checkpoint it `restored` (None: none) and the `items` it holds.
             "pid": os.getpid(),
             "address": f"{ray.util.get_node_ip_address()}:{self._server.port}",
             "restored": fallback if directory is not None else None,
             "items": int(sum(info.current_size for info in self._client.server_info(timeout=60).values())),
         }
-
-    def start_info(self) -> dict[str, Any]:
-        """This incarnation's `pid`, `address`, the replay checkpoint it `restored`
-        (None: none) and the `items` its tables held when it started."""
-        return dict(self._start)
 
     def serve(self) -> None:
         """Never returns: the driver keeps it in flight to learn of a death."""
@@ -240,10 +204,9 @@ class ReplayNode(_Node):
 
 @ray.remote(num_cpus=0)
 class CounterNode(_Node):
-    """The root counter, and the keeper of the actor-step budget (`StepBudget`): what the
-    restored `counts` leave of `max_actor_steps`. Each actor's `schedule_steps` from the
-    checkpoint are added to what it counts in this session (where its schedules resume);
-    actor keys of session `s` start at `s * key_stride`, so no session replays another's."""
+    """The root counter and the actor-step budget (what restored `counts` leave of the
+    steps). Actors' `schedule_steps` from the checkpoint add to what they count now;
+    actor keys of session `s` start at `s * stride`, so no session replays another's."""
 
     def __init__(self, max_actor_steps: int, counts: dict, schedule_steps: dict[int, int], session: int, stride: int):
         self._counter = Counter()
@@ -255,8 +218,11 @@ class CounterNode(_Node):
         self._closed = False
         self._replay_port: int | None = None
 
-    def increment(self, **counts: float) -> dict[str, float]:
-        return self._counter.increment(**counts)
+    def increment(self, counts: dict[str, float], actor_id: int | None = None, incarnation: int = 0) -> dict:
+        """Adds `counts`, an actor's to its lease (dropped if `incarnation` was replaced)."""
+        if actor_id is None or self._budget.count(actor_id, incarnation, int(counts.get("actor_steps", 0))):
+            return self._counter.increment(**counts)
+        return self._counter.get_counts()
 
     def get_counts(self) -> dict[str, float]:
         return self._counter.get_counts()
@@ -268,27 +234,19 @@ class CounterNode(_Node):
         return start
 
     def lease_steps(self, actor_id: int, incarnation: int, wanted: int) -> int:
-        """Up to `wanted` steps; 0: the budget is spent (or the run stops); -1: wait for
-        the evaluation at the current point (`hold_until`)."""
+        """Up to `wanted` steps; 0: the budget is spent (or closed); -1: held (`hold_until`)."""
         return 0 if self._closed else self._budget.lease(actor_id, incarnation, wanted)
 
     def hold_until(self, actor_steps: int) -> None:
-        """Actors step only until the count reaches `actor_steps` (the next evaluation
-        point), so evaluations sit at the same steps as a local run's."""
+        """Actors step only up to `actor_steps` (the next evaluation point, as in a local run)."""
         self._budget.hold_at(int(actor_steps) - self._done)
 
-    def increment_actor(self, actor_id: int, incarnation: int, counts: dict[str, float]) -> dict[str, float]:
-        """An actor's counts; a replaced incarnation's are dropped (its lease was reclaimed)."""
-        if self._budget.count(actor_id, incarnation, int(counts.get("actor_steps", 0))):
-            return self._counter.increment(**counts)
-        return self._counter.get_counts()
-
     def close(self) -> None:
-        """Grants no more leases: each actor ends after the lease it holds (a clean stop)."""
+        """No more leases: each actor ends after the one it holds."""
         self._closed = True
 
     def budget(self) -> dict[str, Any]:
-        """`StepBudget.state`, `counted` holding each actor's steps of every session."""
+        """`StepBudget.state`, `counted` including earlier sessions'."""
         state = self._budget.state()
         counted = collections.Counter(self._schedule_steps)
         counted.update(state["counted"])
@@ -314,10 +272,8 @@ class CounterNode(_Node):
 
 @ray.remote(max_concurrency=4)
 class LearnerNode(_Node):
-    """Steps the learner on its own thread and serves parameters as numpy arrays. Each
-    step holds a lock, released while it waits for replay, so `checkpoint` reads state
-    and counts between two steps. Rebuilt by Ray after a fault, it serves nothing
-    (callers wait) until the driver has `restore`d the last checkpoint's state into it."""
+    """Steps the learner on its own thread (a step holds a lock, released while it waits
+    for replay) and serves numpy parameters; rebuilt by Ray, it waits to be `restore`d."""
 
     def __init__(self, program: DistributedProgram, replay: str, counter: str):
         import reverb
@@ -333,16 +289,14 @@ class LearnerNode(_Node):
         )
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._params: dict[str, Any] = {}
+        self._params: dict[str, tuple[int, Any]] = {}  # Per name: (learner version, numpy value).
         self._version = 0
-        self._served_version = -1
         self._ready = threading.Event()
         if not ray.get_runtime_context().was_current_actor_reconstructed:
             self._ready.set()
 
     def run(self) -> int:
-        """Steps until `stop`; returns the steps taken. (Once the actors stop inserting, a
-        step can block on the rate limiter for good: the driver stops waiting for it.)"""
+        """Steps until `stop` (or for good on the rate limiter, once actors stop inserting)."""
         self._ready.wait()
         steps = 0
         while not self._stop.is_set():
@@ -357,20 +311,16 @@ class LearnerNode(_Node):
         if not self._ready.wait(timeout=10.0):
             raise RuntimeError("the learner is being restored")
         with self._lock:
-            if self._served_version != self._version:
-                self._params = {}
-                self._served_version = self._version
             for name in names:
-                if name not in self._params:
-                    self._params[name] = jax.device_get(self._learner.get_variables([name])[0])
-            return [self._params[name] for name in names]
+                if self._params.get(name, (None,))[0] != self._version:
+                    self._params[name] = (self._version, jax.device_get(self._learner.get_variables([name])[0]))
+            return [self._params[name][1] for name in names]
 
     def save(self) -> Any:
         return jax.tree_util.tree_map(np.asarray, self._learner.save())
 
     def checkpoint(self) -> dict[str, Any]:
-        """Between two steps: the learner's `state` (numpy), checked finite, the root's
-        `counts` (every learner step sent) and the actors' `schedule_steps`."""
+        """Between two steps: the `state` (checked finite), `counts` and `schedule_steps`."""
         with self._step_lock:
             self._learner.check_finite()
             self._counter.flush()
@@ -378,8 +328,7 @@ class LearnerNode(_Node):
             return snapshot | {"state": self.save()}
 
     def restore(self, state: Any) -> str:
-        """Continues from `state` (None: the initial state), then serves again; returns
-        the sha256 of the state it now holds (`checkpointing.state_digest`)."""
+        """Continues from `state` (None: the initial one) and serves again; returns its sha256."""
         with self._step_lock:
             if state is not None:
                 self._learner.restore(state)
@@ -394,28 +343,25 @@ class LearnerNode(_Node):
 
 @ray.remote
 class ActorNode(_Node):
-    """Acts until the counter's step budget is spent. Rebuilt by Ray after a fault, it
-    registers again: the dead incarnation's lease returns to the budget, and the counter
-    gives the restart count, a fresh key and the steps counted so far (where schedules
-    resume)."""
+    """Acts until the step budget is spent; rebuilt by Ray, it registers again (a fresh key)."""
 
     def __init__(self, program: DistributedProgram, actor_id: int, replay: str, learner: str, counter: str):
         self._program = program
         self._replay = replay
         self._actor_id = actor_id
         self._counter = ray.get_actor(counter)
+        # Its `restart` count, `key`, the `steps` counted before and lease steps `reclaimed`.
         self._start = ray.get(self._counter.register_actor.remote(actor_id))
         self._loop = program.make_actor(
             actor_id,
             watched_replay_client(replay),
             RemoteVariableSource(ray.get_actor(learner)),
-            ActorStepCounter(self._counter, actor_id, self._start["restart"]),
+            RemoteCounter(self._counter, 0.0, (actor_id, self._start["restart"])),
             restart=self._start["key"],
             initial_step=self._start["steps"],
         )
 
     def run(self) -> int:
-        """Acts lease by lease until the budget is spent; returns the steps taken."""
         steps = 0
         while True:
             self._loop.count_partial_episode()  # The spent lease's steps counted before the next.
@@ -432,9 +378,7 @@ class ActorNode(_Node):
         return steps
 
     def _act(self, lease: int) -> None:
-        """Exactly `lease` environment steps, all copies together. A replay write that
-        times out (the replay node died, its unconfirmed items gone) gets a new connection
-        to the restarted node and the rest of the lease; the episodes in flight start over."""
+        """Exactly `lease` steps, reconnecting to a restarted replay node (episodes restart)."""
         start = self._loop.steps_taken
         for attempt in range(REPLAY_RECONNECTS + 1):
             try:
@@ -447,15 +391,8 @@ class ActorNode(_Node):
                 client = watched_replay_client(self._replay)
                 self._loop.actor.adder = experiment.builder.make_adder(client, experiment.environment_spec)
                 self._loop.drop_episodes()
-                try:
+                with contextlib.suppress(Exception):  # The old connection is gone; nothing to keep.
                     stale.close()
-                except Exception:  # noqa: BLE001 - the old connection is gone; nothing to keep.
-                    pass
-
-    def start_info(self) -> dict[str, int]:
-        """This incarnation's `restart` count, the `steps` its schedules resumed at and
-        the steps `reclaimed` from its predecessor's lease."""
-        return dict(self._start)
 
 
 @ray.remote(num_cpus=0)
@@ -471,6 +408,5 @@ class EvaluatorNode(_Node):
         self._evaluations = Evaluations()
 
     def evaluate(self, eval_episodes: int) -> tuple[int, float, float]:
-        """A round: its (actor steps, mean return, epoch time it ended)."""
         self._evaluations.evaluate(self._loop, eval_episodes)
         return (*self._evaluations.returns[-1], self._evaluations.times[-1])
