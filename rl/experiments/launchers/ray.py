@@ -105,8 +105,7 @@ class RayLauncher(Launcher):
         if match is None:
             return
         try:
-            with socket.create_connection((match.group("host"), int(match.group("port"))), self.connect_timeout_s):
-                pass
+            socket.create_connection((match.group("host"), int(match.group("port"))), self.connect_timeout_s).close()
         except OSError as error:
             raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
 
@@ -154,9 +153,7 @@ class RayNodes(lifecycle.Nodes):
         self.launcher = launcher
         self.experiment = experiment
         token = uuid.uuid4().hex[:12]  # Names unique to the run, by which nodes find each other.
-        self.names = {
-            node: f"rl-{node.replace('_', '-')}-{token}" for node in ("replay", "counter", "learner", "log_queue")
-        }
+        self.names = {n: f"rl-{n}-{token}".replace("_", "-") for n in ("replay", "counter", "learner", "log_queue")}
         factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], run_start_time(experiment))
         remote_experiment = dataclasses.replace(experiment, logger_factory=factory)
         self.program = DistributedProgram(remote_experiment, launcher.num_actors, launcher.num_evaluators)
@@ -206,16 +203,14 @@ class RayNodes(lifecycle.Nodes):
         head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=False)} if heads else {}
         near_head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=True)} if heads else {}
         self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0, "name": names["log_queue"], **head})
-        schedule_steps = {}  # Each actor's at the restore point (a local run's is actor 0's).
+        counts, schedule_steps = {}, {}  # At the restore point (a local run's schedule step is actor 0's).
         if restore is not None:
+            counts = restore.counts
             schedule_steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
-        self.counter = ray_nodes.CounterNode.options(name=names["counter"], **head).remote(
-            experiment.max_actor_steps,
-            restore.counts if restore is not None else {},
-            {int(actor_id): int(steps) for actor_id, steps in schedule_steps.items()},
-            experiment.session,
-            launcher.max_restarts + 1,
-        )
+        schedule_steps = {int(actor_id): int(steps) for actor_id, steps in schedule_steps.items()}
+        key_offset = experiment.session * (launcher.max_restarts + 1)  # No session replays another's keys.
+        counter = ray_nodes.CounterNode.options(name=names["counter"], **head)
+        self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps, key_offset)
         # Acting stops at each evaluation point until its round is played.
         self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
         # The replay node's tables, as RunCheckpointer.replay_checkpointer (it shares this file system).

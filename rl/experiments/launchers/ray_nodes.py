@@ -205,16 +205,16 @@ class ReplayNode(_Node):
 @ray.remote(num_cpus=0)
 class CounterNode(_Node):
     """The root counter and the actor-step budget (what restored `counts` leave of the
-    steps). Actors' `schedule_steps` from the checkpoint add to what they count now;
-    actor keys of session `s` start at `s * stride`, so no session replays another's."""
+    steps). Actors' `schedule_steps` from the checkpoint add to what they count now, and
+    their keys count restarts from `key_offset`."""
 
-    def __init__(self, max_actor_steps: int, counts: dict, schedule_steps: dict[int, int], session: int, stride: int):
+    def __init__(self, max_actor_steps: int, counts: dict, schedule_steps: dict[int, int], key_offset: int):
         self._counter = Counter()
         self._counter.restore(counts)
         self._done = int(counts.get("actor_steps", 0))
         self._budget = StepBudget(max(0, max_actor_steps - self._done))
         self._schedule_steps = schedule_steps
-        self._key_offset = session * stride
+        self._key_offset = key_offset
         self._closed = False
         self._replay_port: int | None = None
 
