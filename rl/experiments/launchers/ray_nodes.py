@@ -276,14 +276,11 @@ class LearnerNode(_Node):
     for replay) and serves numpy parameters; rebuilt by Ray, it waits to be `restore`d."""
 
     def __init__(self, program: DistributedProgram, replay: str, counter: str):
-        import reverb
-
-        start = ray.get(ray.get_actor(replay).start_info.remote(), timeout=REPLAY_ADDRESS_TIMEOUT_S)
         self._counter_handle = ray.get_actor(counter)
         self._counter = RemoteCounter(self._counter_handle)
         self._step_lock = threading.Lock()
         self._learner = program.make_learner(
-            reverb.Client(start["address"]),
+            watched_replay_client(replay),
             self._counter,
             wrap_dataset=lambda dataset: StepLockReleasingIterator(dataset, self._step_lock),
         )
