@@ -577,7 +577,7 @@ def _driver_with_evaluator(ray, evaluator, max_restarts, run_directory):
         logger_factory=lambda label, steps_key, instance: types.SimpleNamespace(write=events.append),
     )
     run.loggers, run.node_pids = {}, {}
-    run.evaluators, run.evaluator_restarts = [evaluator], [0]
+    run.evaluators, run.deaths = [evaluator], {}
     return run, events
 
 
@@ -605,7 +605,7 @@ def test_an_evaluator_that_dies_mid_round_is_restarted_and_plays_its_round_again
     evaluator = Evaluator.remote()
     run, events = _driver_with_evaluator(ray, evaluator, max_restarts=1, run_directory=str(tmp_path))
     assert run.evaluate() == (2500, 30.0, 1234.5) and run.evaluations == []
-    assert run.evaluator_restarts == [1]
+    assert run.deaths == {"evaluator_0": 1}
     (event,) = [row["event"] for row in events]
     match = re.fullmatch(r"evaluator 0 died; restarted by Ray as pid (\d+) \(1/1\): it plays its round again", event)
     assert match, event

@@ -1,41 +1,38 @@
 """conf/launcher/ray.yaml: every node of the experiment in its own Ray process.
 
-The driver (this process) starts or joins Ray, places the nodes, owns the loggers
-(nodes send their records through a Ray queue) and watches the run: it restarts the
-work of actors Ray has restarted, restores a learner Ray has restarted from the last
-checkpoint, stops everything when the step budget is spent, writes checkpoints (every
-`checkpoint.every_seconds`, at the end, and on SIGINT/SIGTERM) and summary.json, and
-shuts down what it started. The same command on the same run directory resumes a run
-(rl/experiments/resume.py). Every wait on a node is bounded: an answer that does not
-come is a `LauncherError` naming the node and the call.
+The driver (this process) starts or joins Ray, places the nodes, owns the loggers (nodes
+send records through a Ray queue), resumes the work of nodes Ray restarted and shuts down
+what it started; rl/experiments/lifecycle.py runs the rest. Every wait on a node is
+bounded: an answer that does not come is a `LauncherError` naming the node and the call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import logging
 import json
+import logging
 import os
 import re
 import socket
 import time
+import uuid
 from typing import Any
 
 import rl
 from rl import checkpointing
 from rl.checks import require_at_least, require_non_negative, require_positive
 from rl.experiments import lifecycle
-from rl.experiments.config import ExperimentConfig
 from rl.experiments.builders import DistributedProgram
+from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher, LauncherError
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary, run_start_time
 
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
-# Environment of every node: no GPU pre-allocation fights, no TensorFlow chatter.
 # Ray announces on every start that token authentication is on (its default for a local
-# instance, documented in the README's security section). That notice is dropped; the
-# warning that authentication is off still shows.
+# instance, see the README's security section): that notice is dropped, a warning that
+# it is off still shows.
 TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 
@@ -43,6 +40,7 @@ def _drop_token_auth_notice(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("Token authentication is enabled")
 
 
+# Environment of every node: no GPU pre-allocation fights, no TensorFlow chatter.
 NODE_ENVIRONMENT = {
     "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
     "TF_FORCE_GPU_ALLOW_GROWTH": "true",
@@ -106,10 +104,8 @@ class RayLauncher(Launcher):
         match = _HOST_PORT.match(self.address or "")
         if match is None:
             return
-        host, port = match.group("host"), int(match.group("port"))
         try:
-            with socket.create_connection((host, port), timeout=self.connect_timeout_s):
-                pass
+            socket.create_connection((match.group("host"), int(match.group("port"))), self.connect_timeout_s).close()
         except OSError as error:
             raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
 
@@ -117,28 +113,23 @@ class RayLauncher(Launcher):
         logging.getLogger(TOKEN_AUTH_LOGGER).addFilter(_drop_token_auth_notice)
         # The installed `rl` package travels to every node (a remote cluster has no copy).
         runtime_env: dict[str, Any] = {"env_vars": dict(NODE_ENVIRONMENT), "py_modules": [rl]}
-        if self.address is None:
-            # A local instance sized to this machine, but large enough for the nodes asked for.
-            needed = self.learner_num_cpus + self.num_actors * self.actor_num_cpus
-            for attempt in (1, 2):  # A busy machine can miss Ray's start-up deadline once.
-                try:
-                    ray.init(
-                        num_cpus=max(os.cpu_count() or 1, int(needed + 0.999)),
-                        num_gpus=None,
-                        include_dashboard=False,
-                        log_to_driver=False,
-                        logging_level=logging.WARNING,  # Not Ray's INFO lines on every run.
-                        runtime_env=runtime_env,
-                    )
-                    return
-                except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception on a start-up timeout.
-                    ray.shutdown()
-                    if attempt == 2:
-                        raise LauncherError(f"cannot start Ray on this machine ({_first_line(error)})") from None
-        try:
-            ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING, runtime_env=runtime_env)
-        except (ConnectionError, RuntimeError, TimeoutError) as error:
-            raise LauncherError(f"launcher.address: cannot join Ray at {self.address} ({error})") from None
+        quiet = {"log_to_driver": False, "logging_level": logging.WARNING}  # Not Ray's INFO lines on every run.
+        if self.address is not None:
+            try:
+                ray.init(address=self.address, runtime_env=runtime_env, **quiet)
+            except (ConnectionError, RuntimeError, TimeoutError) as error:
+                raise LauncherError(f"launcher.address: cannot join Ray at {self.address} ({error})") from None
+            return
+        # A local instance sized to this machine, but large enough for the nodes asked for.
+        num_cpus = max(os.cpu_count() or 1, int(self.learner_num_cpus + self.num_actors * self.actor_num_cpus + 0.999))
+        for attempt in (1, 2):  # A busy machine can miss Ray's start-up deadline once.
+            try:
+                ray.init(num_cpus=num_cpus, num_gpus=None, include_dashboard=False, runtime_env=runtime_env, **quiet)
+                return
+            except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception on a start-up timeout.
+                ray.shutdown()
+                if attempt == 2:
+                    raise LauncherError(f"cannot start Ray on this machine ({_first_line(error)})") from None
 
 
 def _first_line(error: BaseException) -> str:
@@ -161,27 +152,18 @@ class RayNodes(lifecycle.Nodes):
         self.ray = ray
         self.launcher = launcher
         self.experiment = experiment
-        self.names = ray_nodes.node_names()
-        self._head_node: str | None = None
-        remote_experiment = dataclasses.replace(
-            experiment, logger_factory=ray_nodes.QueueLoggerFactory(self.names["log_queue"], run_start_time(experiment))
-        )
+        token = uuid.uuid4().hex[:12]  # Names unique to the run, by which nodes find each other.
+        self.names = {n: f"rl-{n}-{token}".replace("_", "-") for n in ("replay", "counter", "learner", "log_queue")}
+        factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], run_start_time(experiment))
+        remote_experiment = dataclasses.replace(experiment, logger_factory=factory)
         self.program = DistributedProgram(remote_experiment, launcher.num_actors, launcher.num_evaluators)
         self.loggers: dict[tuple, Any] = {}
-        self.restarts = [0] * launcher.num_actors
-        self.learner_restarts = 0
-        self.replay_restarts = 0
-        self.evaluator_restarts = [0] * self.program.evaluators
-        self.handles: dict[str, Any] = {}
+        self.deaths: dict[str, int] = {}  # Per node, named as in nodes.json.
         self.node_pids: dict[str, int] = {}
+        self.handles: dict[str, Any] = {}
         self.log_queue = None
-        self.actor_runs: dict[Any, int] = {}
-        self.evaluations: list[Any] = []  # The round in flight: one call per evaluator.
-        self.held_at = -1
         # What a restarted learner continues from: (checkpoint name, learner state, learner steps).
         self.saved_learner: tuple[str | None, Any, int] = (None, None, 0)
-
-    # ------------------------------------------------------------------ plumbing
 
     def _get(self, refs: Any, node: str, call: str, timeout: float | None = None) -> Any:
         """`ray.get` with a bound: an answer that does not come names the node and the call."""
@@ -193,8 +175,7 @@ class RayNodes(lifecycle.Nodes):
 
     def _log(self, key: tuple, row: dict) -> None:
         if key not in self.loggers:
-            label, steps_key, instance = key
-            self.loggers[key] = self.experiment.logger_factory(label, steps_key, instance)
+            self.loggers[key] = self.experiment.logger_factory(*key)
         self.loggers[key].write(row)
 
     def _drain_logs(self) -> None:
@@ -207,46 +188,51 @@ class RayNodes(lifecycle.Nodes):
         """A launcher event (restart, failure) for the terminal and logs/launcher.csv."""
         self._log(("launcher", None, None), {"event": message, "time": time.time()})
 
-    # ------------------------------------------------------------------ the run
-
     def start(self) -> None:
         from ray.util.queue import Queue
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from rl.experiments.launchers import ray_nodes
 
-        launcher, experiment, names = self.launcher, self.experiment, self.names
-        restore = experiment.restore
-        self.log_queue = Queue(
-            maxsize=100_000, actor_options={"num_cpus": 0, "name": names["log_queue"], **self._on_head_node(hard=True)}
-        )
-        # Passed by value: the program pickles to a few kilobytes, so Ray keeps it inline in
-        # each node's creation task, where a restart finds it (an object-store reference
-        # would have to outlive every restart).
+        launcher, experiment, names, restore = self.launcher, self.experiment, self.names, self.experiment.restore
+        # The nodes that hold no CPU while they run go to the head node (Ray would place
+        # them anywhere under a soft preference); the learner prefers it (one asking for
+        # GPUs the head lacks goes where they are); actors go where their resources are.
+        alive = [node for node in self.ray.nodes() if node.get("Alive")]
+        heads = [node["NodeID"] for node in alive if "node:__internal_head__" in node.get("Resources", {})]
+        head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=False)} if heads else {}
+        near_head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=True)} if heads else {}
+        self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0, "name": names["log_queue"], **head})
+        counts, schedule_steps = {}, {}  # At the restore point (a local run's schedule step is actor 0's).
+        if restore is not None:
+            counts = restore.counts
+            schedule_steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
+        schedule_steps = {int(actor_id): int(steps) for actor_id, steps in schedule_steps.items()}
+        key_offset = experiment.session * (launcher.max_restarts + 1)  # No session replays another's keys.
+        counter = ray_nodes.CounterNode.options(name=names["counter"], **head)
+        self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps, key_offset)
+        # Acting stops at each evaluation point until its round is played.
+        self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
+        # The replay node's tables, as RunCheckpointer.replay_checkpointer (it shares this file system).
+        settings, restore_replay = self.checkpoints.settings, restore is not None and restore.restore_replay
+        directory = fallback = None
+        if settings.replay and (settings.enabled or restore_replay):
+            directory = checkpointing.replay_root(experiment.run_directory)
+            fallback = restore.replay_checkpoint if restore_replay else None
+        # The program goes by value (a few kilobytes): Ray keeps it inline in each node's
+        # creation task, where a restart finds it. Every node starts at once; each waits
+        # for the replay node's address itself.
         program = self.program
-        replay_directory, fallback = self._replay_checkpoint_paths()
-        self.replay_directory = replay_directory
-        # Nodes find the replay, the counter and the learner by name: a handle passed to
-        # a node that Ray may restart would sit in the object store (and Ray warns on
-        # every run). Every node starts at once; each waits for the replay address itself.
-        self.counter = ray_nodes.CounterNode.options(name=names["counter"], **self._on_head_node(hard=True)).remote(
-            experiment.max_actor_steps,
-            restore.counts if restore is not None else None,
-            self._saved_schedule_steps(),
-            experiment.session,
-            launcher.max_restarts + 1,
-        )
-        self._hold_until(self.record.next_eval)  # Acting stops at each evaluation point until its round is played.
-        self.replay = ray_nodes.ReplayNode.options(
-            name=names["replay"], max_restarts=launcher.max_replay_restarts, **self._on_head_node(hard=True)
-        ).remote(program, replay_directory, fallback, names["counter"])
+        replay = ray_nodes.ReplayNode.options(name=names["replay"], max_restarts=launcher.max_replay_restarts, **head)
+        self.replay = replay.remote(program, directory, fallback, names["counter"])
         self.learner = ray_nodes.LearnerNode.options(
             num_cpus=launcher.learner_num_cpus,
             num_gpus=launcher.learner_num_gpus,
             max_restarts=launcher.max_learner_restarts,
             # run, every actor's and evaluator's parameter requests, and the driver's calls.
-            max_concurrency=launcher.num_actors + self.program.evaluators + 4,
+            max_concurrency=launcher.num_actors + program.evaluators + 4,
             name=names["learner"],
-            **self._on_head_node(),
+            **near_head,
         ).remote(program, names["replay"], names["counter"])
         if restore is not None:  # Checked against the node's own state, then loaded into it.
             template = self._get(self.learner.save.remote(), "learner", "save")
@@ -255,75 +241,57 @@ class RayNodes(lifecycle.Nodes):
             except checkpointing.CheckpointError as error:
                 raise LauncherError(f"cannot restore the learner: {error}") from None
             self._get(self.learner.restore.remote(state), "learner", "restore")
-            learner_steps = int(restore.counts.get("learner_steps", 0))
-            self.saved_learner = (os.path.basename(restore.checkpoint), state, learner_steps)
-        actor_options = {
-            "num_cpus": launcher.actor_num_cpus,
-            "resources": dict(launcher.actor_resources or {}),
-            "max_restarts": launcher.max_restarts,
-            "runtime_env": {"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
-        }
-        self.actors = [
-            ray_nodes.ActorNode.options(**actor_options).remote(
-                program, i, names["replay"], names["learner"], names["counter"]
-            )
-            for i in range(launcher.num_actors)
-        ]
-        self.evaluators = [
-            ray_nodes.EvaluatorNode.options(max_restarts=launcher.max_restarts, **self._on_head_node(hard=True)).remote(
-                program, i, names["learner"], names["counter"], launcher.restart_timeout_s
-            )
-            for i in range(self.program.evaluators)
-        ]
-        self._write_node_pids()
+            self.saved(restore.checkpoint, lifecycle.Snapshot(restore.actor_steps, restore.counts, state))
+        actor = ray_nodes.ActorNode.options(
+            num_cpus=launcher.actor_num_cpus,
+            resources=dict(launcher.actor_resources or {}),
+            max_restarts=launcher.max_restarts,
+            runtime_env={"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
+        )
+        nodes = (names["replay"], names["learner"], names["counter"])
+        self.actors = [actor.remote(program, i, *nodes) for i in range(launcher.num_actors)]
+        evaluator = ray_nodes.EvaluatorNode.options(max_restarts=launcher.max_restarts, **head)
+        nodes = (names["learner"], names["counter"], launcher.restart_timeout_s)
+        self.evaluators = [evaluator.remote(program, i, *nodes) for i in range(program.evaluators)]
+        self.handles = {"replay": self.replay, "counter": self.counter, "learner": self.learner}
+        self.handles |= {f"actor_{i}": handle for i, handle in enumerate(self.actors)}
+        self.handles |= {f"evaluator_{i}": handle for i, handle in enumerate(self.evaluators)}
+        pids = self._get([handle.pid.remote() for handle in self.handles.values()], "every node", "pid")
+        self._record_pids(dict(zip(self.handles, pids)))
         self.learner_run = self.learner.run.remote()
         self.replay_serving = self.replay.serve.remote()
         self.actor_runs = {actor.run.remote(): i for i, actor in enumerate(self.actors)}
 
-    def _hold_until(self, step: int) -> None:
-        if step != self.held_at:
-            self._get(self.counter.hold_until.remote(step), "counter", "hold_until")
-            self.held_at = step
-
     def act(self, until: int, pause: Any, progress: ProgressDisplay) -> int:
         """Watches the actors until the count reaches `until` (they are held there) or, at
-        the budget, every actor is done: drains logs, shows progress, restarts the work of
-        actors Ray has restarted and restores a learner or replay node Ray has restarted."""
-        ray, final = self.ray, until >= self.experiment.max_actor_steps
-        self._hold_until(until)
+        the budget, every actor is done; drains logs, resumes nodes Ray restarted."""
+        final = until >= self.experiment.max_actor_steps
+        self._get(self.counter.hold_until.remote(until), "counter", "hold_until")
         steps = self._actor_steps()
         while self.actor_runs and (final or steps < until):
-            done, _ = ray.wait([self.learner_run, self.replay_serving, *self.actor_runs], num_returns=1, timeout=0.5)
+            watched = [self.learner_run, self.replay_serving, *self.actor_runs]
+            done, _ = self.ray.wait(watched, num_returns=1, timeout=0.5)
             self._drain_logs()
             steps = self._actor_steps()
             progress.advance(steps, force=True)
             for ref in done:
                 if ref == self.learner_run:
-                    self._learner_ended(ref)
+                    self._ended(ref, "the learner", self._learner_died)
                 elif ref == self.replay_serving:
-                    self._replay_ended(ref)
+                    self._ended(ref, "the replay node", self._replay_died)
                 else:
                     self._actor_ended(ref)
             if pause():
                 break
         return self._actor_steps()
 
-    def _actor_ended(self, ref: Any) -> None:
-        actor_id = self.actor_runs.pop(ref)
-        try:
-            self._get(ref, f"actor_{actor_id}", "run")
-        except self.ray.exceptions.RayActorError as error:  # Dead, or unavailable (its node going away).
-            self._restart(actor_id, self.actors[actor_id], error)
-        except self.ray.exceptions.RayTaskError as error:
-            raise LauncherError(f"actor {actor_id} failed: {_first_line(error)}") from None
-
     def _actor_steps(self) -> int:
         return int(self._get(self.counter.get_counts.remote(), "counter", "get_counts").get("actor_steps", 0))
 
     def evaluate(self) -> tuple[int, float, float]:
-        """A round of every evaluator (the count stops at the point, actors held there, so
-        they report exactly its actor steps, as in a local run)."""
+        """A round of every evaluator, at exactly the point's actor steps (actors held there)."""
         timeout = self.launcher.evaluation_timeout_s
+        # The round in flight, one call per evaluator (asked again of one Ray has rebuilt).
         self.evaluations = [e.evaluate.remote(self.experiment.eval_episodes) for e in self.evaluators]
         deadline = time.monotonic() + timeout
         while True:
@@ -331,100 +299,73 @@ class RayNodes(lifecycle.Nodes):
             ready, _ = self.ray.wait(self.evaluations, num_returns=len(self.evaluations), timeout=remaining)
             if len(ready) < len(self.evaluations):
                 raise LauncherError(f"evaluator.evaluate did not answer within {timeout:g} s")
-            results, died = [], False
+            results = []
             for instance, ref in enumerate(self.evaluations):
                 try:
                     results.append(self._get(ref, f"evaluator_{instance}", "evaluate"))
                 except self.ray.exceptions.RayActorError as error:
                     self._evaluator_died(instance, error)
-                    died = True
                 except self.ray.exceptions.RayError as error:
                     raise LauncherError(f"an evaluator failed: {_first_line(error)}") from None
-            if not died:
+            if len(results) == len(self.evaluations):
                 break
         self.evaluations = []
         steps = max(int(steps) for steps, _, _ in results)
         return steps, float(sum(mean for _, mean, _ in results) / len(results)), max(ended for _, _, ended in results)
 
-    def _evaluator_died(self, instance: int, error: Exception) -> None:
-        """Counts the death, waits until Ray has rebuilt the evaluator, then asks it for
-        its part of the round again."""
-        self.evaluator_restarts[instance] += 1
-        limit = self.launcher.max_restarts
-        if self.evaluator_restarts[instance] > limit:
-            raise LauncherError(
-                f"evaluator {instance} died more than launcher.max_restarts={limit} times ({_first_line(error)})"
-            )
-        evaluator = self.evaluators[instance]
-        pid = self._wait_until_back(evaluator, f"evaluator {instance}")
-        self._record_pid(f"evaluator_{instance}", pid)
-        self._event(
-            f"evaluator {instance} died; restarted by Ray as pid {pid} ({self.evaluator_restarts[instance]}/{limit}):"
-            " it plays its round again"
-        )
-        self.evaluations[instance] = evaluator.evaluate.remote(self.experiment.eval_episodes)
-
     def end_acting(self, interrupted: bool) -> None:
-        """Interrupted: the actors end their leases. Finished: the budget is checked. Either
-        way a learner that died unnoticed is restored first."""
+        """Interrupted: the actors end their leases. Finished: the budget is checked (a
+        mismatch would be a counting bug). A learner that died unnoticed is restored."""
         if interrupted:
             self._get(self.counter.close.remote(), "counter", "close")
             if self.actor_runs:
                 runs = list(self.actor_runs)
                 self.ray.wait(runs, num_returns=len(runs), timeout=self.launcher.stop_timeout_s)
         else:
-            self._check_budget()
-        self._ensure_learner()
+            budget, counted = self._get(self.counter.budget.remote(), "counter", "budget"), self._actor_steps()
+            wanted = self.experiment.max_actor_steps
+            message = (
+                f"step budget: {counted} actor steps counted of {wanted};"
+                f" per actor {budget['counted']}; restarts {budget['restarts']}"
+            )
+            if counted != wanted or budget["unleased"] or any(budget["outstanding"].values()):
+                message += f"; MISMATCH: unleased {budget['unleased']}, leased but uncounted {budget['outstanding']}"
+            self._event(message)
+        if self.ray.wait([self.learner_run], timeout=0)[0]:
+            self._ended(self.learner_run, "the learner", self._learner_died)
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
-        """The learner's state between two steps, with the counts at that moment; a learner
-        that dies meanwhile is restored first."""
+        """The learner's state between two steps, with the counts at that moment."""
         try:
-            taken = self._get(self.learner.checkpoint.remote(), "learner", "checkpoint")
-        except self.ray.exceptions.RayActorError as error:
-            self._learner_died(error)
-            taken = self._get(self.learner.checkpoint.remote(), "learner", "checkpoint")
+            taken = self._get_or_revive(self.learner, "learner", "checkpoint", self._learner_died)
         except self.ray.exceptions.RayTaskError as error:  # A numerical fault, say.
             message = f"the learner's checkpoint failed ({_first_line(error)}); {self.checkpoints.kept()}"
             raise LauncherError(message) from None
-        counts = taken["counts"]
-        schedule_steps = {int(k): int(v) for k, v in taken["schedule_steps"].items()}
+        counts, schedule_steps = taken["counts"], taken["schedule_steps"]
         snapshot = lifecycle.Snapshot(int(counts.get("actor_steps", 0)), counts, taken["state"])
         snapshot.state["actor_schedule_step"] = schedule_steps.get(0, 0)
         snapshot.state["actor_schedule_steps"] = {str(k): v for k, v in sorted(schedule_steps.items())}
-        if checkpoint and self.checkpoints.saves_replay and self.replay_directory is not None:
-            snapshot.replay = self._replay_checkpoint
+        if checkpoint and self.checkpoints.saves_replay:
+            snapshot.replay = lambda: self._get_or_revive(self.replay, "replay", "checkpoint", self._replay_died)
         return snapshot
-
-    def _replay_checkpoint(self) -> str:
-        try:
-            return self._get(self.replay.checkpoint.remote(), "replay", "checkpoint")
-        except self.ray.exceptions.RayActorError as error:  # It died: wait for its restart.
-            self._replay_died(error)
-            return self._get(self.replay.checkpoint.remote(), "replay", "checkpoint")
 
     def saved(self, path: str, snapshot: lifecycle.Snapshot) -> None:
         learner_steps = int(snapshot.counts.get("learner_steps", 0))
         self.saved_learner = (os.path.basename(path), snapshot.learner_state, learner_steps)
 
     def end_learning(self) -> None:
-        learner_run = self.learner_run
         self.learner.stop.remote()
-        self.ray.wait([learner_run], timeout=self.launcher.stop_timeout_s)
+        self.ray.wait([self.learner_run], timeout=self.launcher.stop_timeout_s)
 
     def counts(self) -> dict[str, Any]:
         return self._get(self.counter.get_counts.remote(), "counter", "get_counts", timeout=5.0)
 
     def failure(self, error: Exception) -> str | None:
-        if isinstance(error, self.ray.exceptions.RayError):
-            message = f"the distributed run failed: {_first_line(error)}"
-        else:
-            message = super().failure(error)
+        ray_error = isinstance(error, self.ray.exceptions.RayError)
+        message = f"the distributed run failed: {_first_line(error)}" if ray_error else super().failure(error)
         if message is not None:
-            try:  # The reason in logs/launcher.csv, when the log queue still answers.
+            with contextlib.suppress(Exception):  # The reason in logs/launcher.csv, if the queue still answers.
                 self._event(f"run failed: {message}")
-            except Exception:  # noqa: BLE001 - best effort: the reason is raised either way.
-                pass
         return message
 
     def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
@@ -432,11 +373,9 @@ class RayNodes(lifecycle.Nodes):
         return summary
 
     def _close_node_loggers(self) -> None:
-        try:
-            if self.log_queue is not None:
+        if self.log_queue is not None:
+            with contextlib.suppress(Exception):  # The queue dies with Ray on a failed start: best effort.
                 self._drain_logs()
-        except Exception:  # noqa: BLE001 - the queue dies with Ray on a failed start; logs are best effort.
-            pass
         for logger in self.loggers.values():
             logger.close()
         self.loggers = {}
@@ -446,65 +385,15 @@ class RayNodes(lifecycle.Nodes):
         for handle in self.handles.values():
             self.ray.kill(handle, no_restart=True)
 
-    def _replay_checkpoint_paths(self) -> tuple[str | None, str | None]:
-        """Where the replay node checkpoints its tables, and the checkpoint it starts from
-        (`checkpoint.replay=true`; the replay node shares this machine's file system)."""
-        settings, restore = self.checkpoints.settings, self.experiment.restore
-        restore_replay = restore is not None and restore.restore_replay
-        if not (settings.replay and (settings.enabled or restore_replay)):
-            return None, None
-        directory = checkpointing.replay_root(self.experiment.run_directory)
-        return directory, (restore.replay_checkpoint if restore_replay else None)
-
-    def _on_head_node(self, hard: bool = False) -> dict[str, Any]:
-        """Ray options that place a node on the head node: `hard` for the nodes that hold
-        no CPU while they run (replay, counter, log queue, evaluators: Ray places such
-        actors anywhere under a soft preference), softly for the learner (one asking for
-        GPUs the head lacks goes to a node that has them). Actors go wherever their
-        resources are (`actor_resources`)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        if self._head_node is None:
-            heads = [
-                node["NodeID"]
-                for node in self.ray.nodes()
-                if node.get("Alive") and "node:__internal_head__" in node.get("Resources", {})
-            ]
-            self._head_node = heads[0] if heads else ""
-        if not self._head_node:
-            return {}
-        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=self._head_node, soft=not hard)}
-
-    def _saved_schedule_steps(self) -> dict[int, int]:
-        """Each actor's schedule step in the checkpoint resumed from (a local run's is actor 0's)."""
-        restore = self.experiment.restore
-        if restore is None:
-            return {}
-        steps = restore.state.get("actor_schedule_steps")
-        if steps is None:
-            return {0: int(restore.state.get("actor_schedule_step", 0))}
-        return {int(actor_id): int(count) for actor_id, count in steps.items()}
-
-    # ------------------------------------------------------------------ faults
-
-    def _wait_until_back(self, handle: Any, name: str) -> int:
-        """The pid of a node Ray is restarting, once it answers (within restart_timeout_s)."""
-        return self._call_when_back(handle, name, "pid")
-
-    def _call_when_back(self, handle: Any, name: str, method: str, *args: Any) -> Any:
-        """`handle.method(*args)` on a node Ray is restarting, asked again while the node
-        is unavailable (its process or machine going away, its new one starting) until
-        restart_timeout_s has passed."""
+    def _call_when_back(self, handle: Any, name: str, method: str) -> Any:
+        """`handle.method()` of a node Ray is restarting, asked until restart_timeout_s."""
         exceptions = self.ray.exceptions
         timeout = self.launcher.restart_timeout_s
         deadline = time.monotonic() + timeout
         while True:
             try:
-                call = getattr(handle, method).remote(*args)
-                return self.ray.get(call, timeout=max(0.1, deadline - time.monotonic()))
-            except exceptions.ActorUnavailableError:  # Still being rebuilt.
-                pass
-            except exceptions.GetTimeoutError:
+                return self.ray.get(getattr(handle, method).remote(), timeout=max(0.1, deadline - time.monotonic()))
+            except (exceptions.ActorUnavailableError, exceptions.GetTimeoutError):  # Still being rebuilt.
                 pass
             except exceptions.RayActorError as error:
                 raise LauncherError(f"{name} died and Ray did not restart it ({_first_line(error)})") from None
@@ -512,145 +401,102 @@ class RayNodes(lifecycle.Nodes):
                 raise LauncherError(f"{name} did not come back within launcher.restart_timeout_s={timeout:g} s")
             time.sleep(0.5)
 
-    def _learner_ended(self, ref: Any) -> None:
-        """The learner's run ended during acting: a fault (restore it) or a failure."""
-        try:
-            self._get(ref, "learner", "run")
-        except self.ray.exceptions.RayActorError as error:
-            self._learner_died(error)
-            return
-        except self.ray.exceptions.RayTaskError as error:
-            raise LauncherError(f"the learner failed: {_first_line(error)}") from None
-        raise LauncherError("the learner stopped before the actors finished")
+    def _revive(self, handle: Any, node: str, name: str, setting: str, error: Exception) -> str:
+        """Counts a death of `node` (`name` in messages) against `launcher.<setting>`, waits
+        until Ray has rebuilt it, and returns the start of the event that says so."""
+        self.deaths[node] = self.deaths.get(node, 0) + 1
+        limit = getattr(self.launcher, setting)
+        if self.deaths[node] > limit:
+            raise LauncherError(f"{name} died more than launcher.{setting}={limit} times ({_first_line(error)})")
+        pid = self._call_when_back(handle, name, "pid")
+        self._record_pids({node: pid})
+        return f"{node.replace('_', ' ')} died; restarted by Ray as pid {pid} ({self.deaths[node]}/{limit})"
 
-    def _ensure_learner(self) -> None:
-        """Restores the learner first if it died and nothing has noticed yet."""
-        ready, _ = self.ray.wait([self.learner_run], timeout=0)
-        if ready:
-            try:
-                self._get(self.learner_run, "learner", "run")
-            except self.ray.exceptions.RayActorError as error:
-                self._learner_died(error)
-            except self.ray.exceptions.RayTaskError as error:
-                raise LauncherError(f"the learner failed: {_first_line(error)}") from None
+    def _get_or_revive(self, handle: Any, node: str, call: str, died: Any) -> Any:
+        """`handle.call()`, asked again once `died` has waited for a node that died meanwhile."""
+        try:
+            return self._get(getattr(handle, call).remote(), node, call)
+        except self.ray.exceptions.RayActorError as error:
+            died(error)
+            return self._get(getattr(handle, call).remote(), node, call)
+
+    def _ended(self, ref: Any, name: str, died: Any) -> None:
+        """The learner's `run` or the replay's `serve` returned: a death (`died`) or a failure."""
+        try:
+            self._get(ref, name, "run")
+        except self.ray.exceptions.RayActorError as error:
+            died(error)
+        except self.ray.exceptions.RayTaskError as error:
+            raise LauncherError(f"{name} failed: {_first_line(error)}") from None
+        else:
+            raise LauncherError(f"{name} stopped before the actors finished")
 
     def _learner_died(self, error: Exception) -> None:
-        """Counts the death, waits until Ray has rebuilt the learner, sets it to the last
-        checkpoint (its state and learner steps) and starts it again."""
-        self.learner_restarts += 1
-        limit = self.launcher.max_learner_restarts
-        if self.learner_restarts > limit:
-            raise LauncherError(
-                f"the learner died more than launcher.max_learner_restarts={limit} times ({_first_line(error)})"
-            )
-        pid = self._wait_until_back(self.learner, "learner")
-        self._record_pid("learner", pid)
+        """Sets the rebuilt learner to the last checkpoint and starts it again; its rows past
+        those learner steps move to logs/superseded/, so logs/learner.csv stays one curve."""
+        from rl.loggers.csv import move_rows
+
+        revived = self._revive(self.learner, "learner", "the learner", "max_learner_restarts", error)
         checkpoint, state, learner_steps = self.saved_learner
         reported = self._get(self.counter.set_learner_steps.remote(learner_steps), "counter", "set_learner_steps")
         digest = self._get(self.learner.restore.remote(state), "learner", "restore")
         origin = f"checkpoint {checkpoint}" if checkpoint is not None else "its initial state (no checkpoint yet)"
-        superseded = self._supersede_learner_rows(learner_steps)
+        self._drain_logs()  # The dead learner's last records, before they are sorted out.
+        logs = os.path.join(self.experiment.run_directory, "logs")
+        destination = os.path.join(logs, "superseded", f"learner.restart{self.deaths['learner']}.csv")
+
+        def lost(row: dict[str, str]) -> bool:
+            return (row.get("learner_steps") or "").isdigit() and int(row["learner_steps"]) > learner_steps
+
+        superseded = move_rows(os.path.join(logs, "learner.csv"), lost, destination)
         # The dead learner sent its counts every half second: `reported` may miss its last steps.
         self._event(
-            f"learner died; restarted by Ray as pid {pid} ({self.learner_restarts}/{limit}):"
-            f" restored from {origin} (state sha256 {digest[:12]}) at {learner_steps} learner steps;"
+            f"{revived}: restored from {origin} (state sha256 {digest[:12]}) at {learner_steps} learner steps;"
             f" it had reported {reported}, so {reported - learner_steps} learner steps were lost"
             f" ({superseded} of its log rows past them moved to logs/superseded/)"
         )
         self.learner_run = self.learner.run.remote()
 
-    def _replay_ended(self, ref: Any) -> None:
-        """The replay node's watch returned during acting: a fault (it is restarting) or a bug."""
-        try:
-            self._get(ref, "replay", "serve")
-        except self.ray.exceptions.RayActorError as error:
-            self._replay_died(error)
-            return
-        raise LauncherError("the replay node stopped serving before the actors finished")
-
     def _replay_died(self, error: Exception) -> None:
-        """Counts the death and waits until Ray has rebuilt the replay node on its address
-        (restored from the newest replay checkpoint, or empty); writers and the learner's
-        dataset reconnect to it by themselves."""
-        self.replay_restarts += 1
-        limit = self.launcher.max_replay_restarts
-        if self.replay_restarts > limit:
-            raise LauncherError(
-                f"the replay node died more than launcher.max_replay_restarts={limit} times ({_first_line(error)})"
-            )
+        """Waits for the replay node on its address (its clients reconnect by themselves)."""
+        revived = self._revive(self.replay, "replay", "the replay node", "max_replay_restarts", error)
         start = self._call_when_back(self.replay, "the replay node", "start_info")
-        pid = start["pid"]
-        self._record_pid("replay", pid)
         origin = (
             f"restored from {os.path.relpath(start['restored'], self.experiment.run_directory)}"
             if start["restored"]
             else "with empty tables (no replay checkpoint: checkpoint.replay=false, or none yet)"
         )
-        self._event(
-            f"replay died; restarted by Ray as pid {pid} ({self.replay_restarts}/{limit}) at {start['address']},"
-            f" {origin}, holding {start['items']} items"
-        )
+        self._event(f"{revived} at {start['address']}, {origin}, holding {start['items']} items")
         self.replay_serving = self.replay.serve.remote()
 
-    def _supersede_learner_rows(self, learner_steps: int) -> int:
-        """Moves the dead learner's records past the restored `learner_steps` out of
-        logs/learner.csv (to logs/superseded/), so the restored learner's steps, which
-        count from there again, make one curve. Returns how many rows moved."""
-        from rl.loggers.csv import move_rows
-
-        self._drain_logs()  # The dead learner's last records, before they are sorted out.
-        logs = os.path.join(self.experiment.run_directory, "logs")
-        destination = os.path.join(logs, "superseded", f"learner.restart{self.learner_restarts}.csv")
-
-        def lost(row: dict[str, str]) -> bool:
-            return (row.get("learner_steps") or "").isdigit() and int(row["learner_steps"]) > learner_steps
-
-        return move_rows(os.path.join(logs, "learner.csv"), lost, destination)
-
-    def _restart(self, actor_id: int, actor: Any, error: Exception) -> None:
-        """Counts the death, waits until Ray has rebuilt the actor, then resumes its work."""
-        self.restarts[actor_id] += 1
-        if self.restarts[actor_id] > self.launcher.max_restarts:
-            raise LauncherError(
-                f"actor {actor_id} died more than launcher.max_restarts={self.launcher.max_restarts} times"
-                f" ({_first_line(error)})"
-            )
-        pid = self._wait_until_back(actor, f"actor {actor_id}")
-        self._record_pid(f"actor_{actor_id}", pid)
-        start = self._call_when_back(actor, f"actor {actor_id}", "start_info")
-        restarts = f"{self.restarts[actor_id]}/{self.launcher.max_restarts}"
+    def _actor_ended(self, ref: Any) -> None:
+        """An actor's run ended: done, died (resumed once Ray rebuilt it) or failed."""
+        actor_id = self.actor_runs.pop(ref)
+        actor, name = self.actors[actor_id], f"actor {actor_id}"
+        try:
+            self._get(ref, f"actor_{actor_id}", "run")
+            return
+        except self.ray.exceptions.RayActorError as error:  # Dead, or unavailable (its node going away).
+            revived = self._revive(actor, f"actor_{actor_id}", name, "max_restarts", error)
+        except self.ray.exceptions.RayTaskError as error:
+            raise LauncherError(f"{name} failed: {_first_line(error)}") from None
+        start = self._call_when_back(actor, name, "start_info")
         self._event(
-            f"actor {actor_id} died; restarted by Ray as pid {pid} ({restarts}):"
-            f" restart {start['restart']} with a fresh key, schedules resumed at step {start['steps']},"
+            f"{revived}: restart {start['restart']} with a fresh key, schedules resumed at step {start['steps']},"
             f" {start['reclaimed']} leased steps returned to the budget"
         )
         self.actor_runs[actor.run.remote()] = actor_id
 
-    def _check_budget(self) -> None:
-        """Records how the step budget was spent; a mismatch would be a counting bug."""
-        counter = self.counter
-        budget = self._get(counter.budget.remote(), "counter", "budget")
-        counted = int(self._get(counter.get_counts.remote(), "counter", "get_counts").get("actor_steps", 0))
-        message = (
-            f"step budget: {counted} actor steps counted of {self.experiment.max_actor_steps};"
-            f" per actor {budget['counted']}; restarts {budget['restarts']}"
-        )
-        if counted != self.experiment.max_actor_steps or budget["unleased"] or any(budget["outstanding"].values()):
-            message += f"; MISMATCH: unleased {budget['unleased']}, leased but uncounted {budget['outstanding']}"
-        self._event(message)
+    def _evaluator_died(self, instance: int, error: Exception) -> None:
+        """Asks the evaluator Ray rebuilt for its part of the round again."""
+        evaluator = self.evaluators[instance]
+        revived = self._revive(evaluator, f"evaluator_{instance}", f"evaluator {instance}", "max_restarts", error)
+        self._event(f"{revived}: it plays its round again")
+        self.evaluations[instance] = evaluator.evaluate.remote(self.experiment.eval_episodes)
 
-    def _write_node_pids(self) -> None:
+    def _record_pids(self, pids: dict[str, int]) -> None:
         """logs/nodes.json: which process hosts which node, for operators (and tests)."""
-        handles = self.handles
-        handles.update({"replay": self.replay, "counter": self.counter, "learner": self.learner})
-        handles.update({f"actor_{i}": a for i, a in enumerate(self.actors)})
-        handles.update({f"evaluator_{i}": e for i, e in enumerate(self.evaluators)})
-        pids = self._get([h.pid.remote() for h in handles.values()], "every node", "pid")
-        for name, pid in zip(handles, pids):
-            self._record_pid(name, pid)
-
-    def _record_pid(self, name: str, pid: int) -> None:
-        self.node_pids[name] = pid
+        self.node_pids.update(pids)
         directory = os.path.join(self.experiment.run_directory, "logs")
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "nodes.json"), "w") as file:
@@ -663,10 +509,8 @@ def _wait_for_exit(pids: Any, timeout_s: float) -> None:
 
     processes = []
     for pid in pids:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             processes.append(psutil.Process(pid))
-        except psutil.NoSuchProcess:
-            continue
     _, alive = psutil.wait_procs(processes, timeout=timeout_s)
     for process in alive:
         process.kill()
