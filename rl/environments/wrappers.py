@@ -1,14 +1,91 @@
-"""dm_env wrappers applied to every environment the experiments build."""
+"""The gymnasium -> dm_env adapter and the dm_env wrappers every experiment's environments go through."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import dm_env
+import gymnasium
 import numpy as np
 import tree
 from dm_env import specs
+
+
+class Float32Specs:
+    """Specs from `_observation_spec` and `_action_spec`; float32 rewards and discounts in [0, 1]."""
+
+    def observation_spec(self) -> Any:
+        return self._observation_spec
+
+    def action_spec(self) -> Any:
+        return self._action_spec
+
+    def reward_spec(self) -> specs.Array:
+        return specs.Array((), np.float32, "reward")
+
+    def discount_spec(self) -> specs.BoundedArray:
+        return specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
+
+
+def space_to_spec(space: gymnasium.Space, name: str) -> Any:
+    """The dm_env spec of a gymnasium space (nested for Dict/Tuple)."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        if space.start != 0:
+            raise ValueError(f"{name}: Discrete spaces must start at 0, got start={space.start}")
+        return specs.DiscreteArray(num_values=int(space.n), dtype=np.int32, name=name)
+    if isinstance(space, gymnasium.spaces.Box):
+        return specs.BoundedArray(space.shape, space.dtype, space.low, space.high, name)
+    if isinstance(space, gymnasium.spaces.MultiBinary):
+        return specs.BoundedArray(space.shape, space.dtype, 0, 1, name)
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        return specs.BoundedArray(space.shape, space.dtype, 0, space.nvec - 1, name)
+    if isinstance(space, gymnasium.spaces.Dict):
+        return {key: space_to_spec(sub, f"{name}/{key}") for key, sub in space.spaces.items()}
+    if isinstance(space, gymnasium.spaces.Tuple):
+        return tuple(space_to_spec(sub, f"{name}/{i}") for i, sub in enumerate(space.spaces))
+    raise TypeError(f"{name}: unsupported gymnasium space {space!r}")
+
+
+class GymnasiumToDmEnv(Float32Specs, dm_env.Environment):
+    """A dm_env view of a gymnasium environment: termination ends the episode with
+    discount 0, truncation (a time limit) with discount 1, so learners bootstrap through
+    time limits. Only the first reset is seeded; later ones continue its generator."""
+
+    def __init__(self, environment: gymnasium.Env, seed: int | None = None):
+        self.gymnasium_environment = self._environment = environment
+        self._seed = seed
+        self._reset_next = True
+        # The game's own score when the last step ended a game (Atari's `info["game_score"]`).
+        self.game_score: float | None = None
+        self._observation_spec = space_to_spec(environment.observation_space, "observation")
+        self._action_spec = space_to_spec(environment.action_space, "action")
+
+    def reset(self) -> dm_env.TimeStep:
+        observation, _ = self._environment.reset(seed=self._seed)
+        self.game_score = self._seed = None
+        self._reset_next = False
+        return dm_env.restart(observation)
+
+    def step(self, action: Any) -> dm_env.TimeStep:
+        if self._reset_next:
+            return self.reset()
+        if isinstance(self._action_spec, specs.DiscreteArray):
+            action = int(action)
+        observation, reward, terminated, truncated, info = self._environment.step(action)
+        self.game_score = info.get("game_score")
+        reward = np.asarray(reward, dtype=np.float32)
+        self._reset_next = terminated or truncated
+        if terminated:
+            return dm_env.termination(reward, observation)
+        if truncated:
+            return dm_env.truncation(reward, observation)
+        return dm_env.transition(reward, observation)
+
+    def render(self) -> Any:
+        return self._environment.render()
+
+    def close(self) -> None:
+        self._environment.close()
 
 
 class EnvironmentWrapper(dm_env.Environment):
@@ -48,13 +125,8 @@ def float32_spec(spec: Any) -> Any:
     if not np.issubdtype(spec.dtype, np.floating) or spec.dtype == np.float32:
         return spec
     if isinstance(spec, specs.BoundedArray):
-        return specs.BoundedArray(
-            spec.shape,
-            np.float32,
-            np.asarray(spec.minimum, np.float32),
-            np.asarray(spec.maximum, np.float32),
-            spec.name,
-        )
+        minimum, maximum = np.asarray(spec.minimum, np.float32), np.asarray(spec.maximum, np.float32)
+        return specs.BoundedArray(spec.shape, np.float32, minimum, maximum, spec.name)
     return specs.Array(spec.shape, np.float32, spec.name)
 
 
@@ -86,42 +158,3 @@ class SinglePrecisionWrapper(EnvironmentWrapper):
 
     def observation_spec(self) -> Any:
         return self._observation_spec
-
-    def reward_spec(self) -> Any:
-        return float32_spec(self._environment.reward_spec())
-
-    def discount_spec(self) -> Any:
-        return specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
-
-
-class EpisodeStatisticsWrapper(EnvironmentWrapper):
-    """Tracks the return, length and duration of the current and last finished episode."""
-
-    def __init__(self, environment: dm_env.Environment):
-        super().__init__(environment)
-        self.episode_return = 0.0
-        self.episode_length = 0
-        self.last_episode: dict[str, float] | None = None
-        self._start = time.perf_counter()
-
-    def reset(self) -> dm_env.TimeStep:
-        self.episode_return = 0.0
-        self.episode_length = 0
-        self._start = time.perf_counter()
-        return self._environment.reset()
-
-    def step(self, action: Any) -> dm_env.TimeStep:
-        timestep = self._environment.step(action)
-        if timestep.first():  # The wrapped environment reset itself.
-            self.episode_return, self.episode_length = 0.0, 0
-            return timestep
-        self.episode_return += float(np.sum(timestep.reward))
-        self.episode_length += 1
-        if timestep.last():
-            duration = time.perf_counter() - self._start
-            self.last_episode = {
-                "episode_return": self.episode_return,
-                "episode_length": self.episode_length,
-                "episode_duration_s": duration,
-            }
-        return timestep

@@ -1,12 +1,6 @@
-"""The game's own score in training records, where training preprocesses it away.
-
-Atari training clips rewards and ends an episode at each lost life (`environment.reward_clip`,
-`episodic_life`), so an actor's `episode_return` is a clipped return of one life. The
-environment sums the unclipped rewards of each whole game (rl/environments/atari.py); this
-observer puts that total, `game_score`, into the record of the episode that ended the game.
-make_experiment adds it to the actors of every run with that preprocessing; evaluators play
-unprocessed games, so their `episode_return` is the game score already.
-"""
+"""The game's own score in Atari training records: with `reward_clip` and `episodic_life`
+an actor's `episode_return` is a clipped return of one life, so make_experiment adds this
+observer to those actors (evaluators play unprocessed games)."""
 
 from __future__ import annotations
 
@@ -19,8 +13,8 @@ from rl.observers.base import Observer
 
 
 class GameScore(Observer):
-    """`game_score`: in the record of an episode whose last step ended a whole game, the
-    game's unclipped score; records of episodes that ended only a life have none."""
+    """`game_score`, the unclipped score (rl/environments/atari.py), in the record of an
+    episode whose last step ended a whole game; episodes that ended only a life have none."""
 
     labels = ("actor",)
 
