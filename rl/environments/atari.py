@@ -72,26 +72,6 @@ class EpisodicLife(gymnasium.Wrapper):
         return observation, info
 
 
-class GameScore(gymnasium.Wrapper):
-    """`info["game_score"]`, the sum of the game's own rewards, at the step that ends the
-    game; inside `EpisodicLife` and reward clipping, so it sees whole, unclipped games."""
-
-    def __init__(self, env: gymnasium.Env):
-        super().__init__(env)
-        self._score = 0.0
-
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
-        observation, reward, terminated, truncated, info = self.env.step(action)
-        self._score += float(reward)
-        if terminated or truncated:
-            info = {**info, "game_score": self._score}
-        return observation, reward, terminated, truncated, info
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        self._score = 0.0
-        return self.env.reset(seed=seed, options=options)
-
-
 def make_atari_environment(
     seed: int,
     name: str = "Pong",
@@ -133,7 +113,9 @@ def make_atari_environment(
     environment = gymnasium.wrappers.AtariPreprocessing(
         environment, noop_max=int(noop_max), frame_skip=int(frame_skip), screen_size=int(screen_size), scale_obs=False
     )
-    environment = GameScore(environment)
+    # The game's own score, `info["game_score"]["r"]`, where a game ends: inside
+    # `EpisodicLife` and reward clipping, it sees whole, unclipped games.
+    environment = gymnasium.wrappers.RecordEpisodeStatistics(environment, stats_key="game_score")
     if episodic_life:
         environment = EpisodicLife(environment)
     if reward_clip:

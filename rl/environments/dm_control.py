@@ -9,7 +9,7 @@ import numpy as np
 from dm_env import specs
 
 from rl.environments.rendering import RenderingError, choose_mujoco_gl, missing_backend_message
-from rl.environments.wrappers import EnvironmentWrapper, Float32Specs
+from rl.environments.wrappers import Float32Specs
 from rl.quiet import known_warnings_dropped
 
 
@@ -26,13 +26,13 @@ def _suite(rendering: bool = False) -> Any:
     return suite
 
 
-class FlatDmControlWrapper(Float32Specs, EnvironmentWrapper):
+class FlatDmControlWrapper(Float32Specs, dm_env.Environment):
     """The observation dict flattened into one float32 vector (in the spec's key order),
     float32 actions and rewards; episodes end at dm_control's time limit or after
     `max_episode_steps`, both with discount 1 (a truncation)."""
 
     def __init__(self, environment: dm_env.Environment, max_episode_steps: int | None, render_mode: str | None):
-        super().__init__(environment)
+        self._environment = environment
         self._render_mode = render_mode
         self._keys = list(environment.observation_spec().keys())
         size = sum(int(np.prod(spec.shape)) for spec in environment.observation_spec().values())
@@ -66,6 +66,14 @@ class FlatDmControlWrapper(Float32Specs, EnvironmentWrapper):
             timestep = dm_env.truncation(timestep.reward, timestep.observation, timestep.discount)
         self._reset_next = timestep.last()
         return self._convert(timestep)
+
+    def __getattr__(self, name: str) -> Any:  # physics, control_timestep, ...
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._environment, name)
+
+    def close(self) -> None:
+        self._environment.close()
 
     def render(self) -> np.ndarray:
         """An RGB frame of camera 0, 480 x 640 (made with `render_mode="rgb_array"`)."""

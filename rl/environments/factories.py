@@ -13,7 +13,7 @@ import dm_env
 import gymnasium
 
 from rl.environments.rendering import choose_mujoco_gl
-from rl.environments.wrappers import GymnasiumToDmEnv, SinglePrecisionWrapper
+from rl.environments.wrappers import GymnasiumToDmEnv
 from rl.quiet import known_warnings_dropped
 
 # Packages whose gymnasium ids exist once imported (ale_py's `ALE/Pong-v5`, ...);
@@ -92,15 +92,15 @@ def validate_gymnasium_id(name: str) -> None:
         raise ValueError(f"'{name}' is not a registered gymnasium environment; {_suggestion(name)}")
 
 
-def make_gymnasium_environment(
+def make_gymnasium(
     name: str,
     seed: int,
     render_mode: str | None = None,
     max_episode_steps: int | None = None,
     kwargs: dict[str, Any] | None = None,
-) -> dm_env.Environment:
-    """Gymnasium environment `name` as a float32 dm_env seeded with a uint32 (MuJoCo
-    tasks load without MuJoCo's known deprecation warnings, rl/quiet.py)."""
+) -> gymnasium.Env:
+    """Gymnasium environment `name`, its action space seeded (MuJoCo tasks load without
+    MuJoCo's known deprecation warnings, rl/quiet.py)."""
     validate_gymnasium_id(name)
     mujoco_task = environment_family(name) == "gymnasium.envs.mujoco"
     with known_warnings_dropped() if mujoco_task else contextlib.nullcontext():
@@ -108,7 +108,19 @@ def make_gymnasium_environment(
             name, render_mode=render_mode, max_episode_steps=max_episode_steps, **(kwargs or {})
         )
     environment.action_space.seed(int(seed))
-    return SinglePrecisionWrapper(GymnasiumToDmEnv(environment, seed=int(seed)))
+    return environment
+
+
+def make_gymnasium_environment(
+    name: str,
+    seed: int,
+    render_mode: str | None = None,
+    max_episode_steps: int | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> dm_env.Environment:
+    """Gymnasium environment `name` as a float32 dm_env seeded with a uint32."""
+    environment = make_gymnasium(name, seed, render_mode, max_episode_steps, kwargs)
+    return GymnasiumToDmEnv(environment, seed=int(seed))
 
 
 def make_mujoco_environment(

@@ -1,13 +1,10 @@
-"""gymnax environments: `GymnaxVector`, a batch of copies as pure functions for compiled
-runs (launcher=anakin), and `GymnaxToDmEnv`, one copy as a dm_env for launcher=local/ray
-(one jitted call per step: slow, for checking that both see the same task).
+"""gymnax environments: `GymnaxVector`, copies as pure functions of (state, action, key)
+for compiled runs (launcher=anakin: inside `lax.scan`, `vmap` over seeds, `jit`), and
+`GymnaxToDmEnv`, one copy as a dm_env for launcher=local/ray (slow, for checking).
 
-`GymnaxVector(name, num_envs)` steps its copies with `jax.vmap`; each copy resets itself
-when its episode ends and keeps its running return and length in the state, so episode
-statistics stay on the device. Everything is a pure function of (state, action, key), for
-`jax.lax.scan`, `jax.vmap` (over seeds) and `jax.jit`. Unlike gymnax's own `step`, a step
-tells termination (discount 0) from the time limit (`truncated`: the return may bootstrap
-from `final_observation`, the observation before the automatic reset).
+Each copy resets itself when its episode ends and keeps its running return and length
+on the device. Unlike gymnax's `step`, a step tells termination (discount 0) from the
+time limit (`truncated`: bootstrap from `final_observation`, before the reset).
 """
 
 from __future__ import annotations
@@ -30,13 +27,9 @@ warnings.filterwarnings("ignore", message="scatter inputs have incompatible type
 
 def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, Any, specs.Array, specs.Array]:
     """(environment, default parameters, observation spec, action spec) of gymnax id
-    `name`, or a ValueError naming the registered ids.
-
-    Observations are float32 whatever gymnax's dtype (MinAtar's are booleans); their shape
-    comes from tracing a reset, not from gymnax's `observation_space`, which compiles JAX
-    operations: an experiment reads the spec before it switches the compilation cache on,
-    and JAX decides at its first compilation, once per process, whether the cache is used.
-    Discrete actions are int32, continuous ones float32."""
+    `name`, or a ValueError naming the registered ids. Observations are float32 (MinAtar's
+    are booleans), their shape traced from a reset: gymnax's `observation_space` compiles,
+    and JAX decides at its first compilation whether the cache (switched on later) is used."""
     import gymnax
 
     if name not in gymnax.registered_envs:

@@ -4,44 +4,16 @@ poorly, a recurrent one (R2D2) can learn it."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import functools
+from typing import Sequence
 
 import dm_env
+import gymnasium
 import numpy as np
 from dm_env import specs
 
-from rl.environments.factories import make_gymnasium_environment
-from rl.environments.wrappers import EnvironmentWrapper
-
-
-class MaskedObservationWrapper(EnvironmentWrapper):
-    """Keeps the components `keep` (indices into a flat observation vector), in that order."""
-
-    def __init__(self, environment: dm_env.Environment, keep: Sequence[int]):
-        super().__init__(environment)
-        spec = environment.observation_spec()
-        if not isinstance(spec, specs.Array) or len(spec.shape) != 1:
-            raise ValueError(f"masking needs a flat vector observation, got {spec}")
-        keep = tuple(int(index) for index in keep)
-        if not keep or any(not 0 <= index < spec.shape[0] for index in keep):
-            raise ValueError(f"keep must name components in [0, {spec.shape[0]}), got {list(keep)}")
-        self._keep = np.asarray(keep, np.int64)
-        self._spec = specs.Array((len(keep),), spec.dtype, spec.name)
-        if isinstance(spec, specs.BoundedArray):
-            bounds = [np.broadcast_to(bound, spec.shape)[self._keep] for bound in (spec.minimum, spec.maximum)]
-            self._spec = specs.BoundedArray((len(keep),), spec.dtype, *bounds, spec.name)
-
-    def _mask(self, timestep: dm_env.TimeStep) -> dm_env.TimeStep:
-        return timestep._replace(observation=np.asarray(timestep.observation)[self._keep])
-
-    def reset(self) -> dm_env.TimeStep:
-        return self._mask(self._environment.reset())
-
-    def step(self, action: Any) -> dm_env.TimeStep:
-        return self._mask(self._environment.step(action))
-
-    def observation_spec(self) -> specs.Array:
-        return self._spec
+from rl.environments.factories import make_gymnasium
+from rl.environments.wrappers import GymnasiumToDmEnv, space_to_spec
 
 
 def make_masked_environment(
@@ -52,6 +24,16 @@ def make_masked_environment(
     max_episode_steps: int | None = None,
 ) -> dm_env.Environment:
     """Gymnasium task `task` (as `make_gymnasium_environment` makes it) showing only the
-    observation components `keep`: by default CartPole-v1's cart position and pole angle."""
-    environment = make_gymnasium_environment(task, seed, render_mode=render_mode, max_episode_steps=max_episode_steps)
-    return MaskedObservationWrapper(environment, keep)
+    components `keep` of its flat observation vector, in that order: by default
+    CartPole-v1's cart position and pole angle."""
+    environment = make_gymnasium(task, seed, render_mode, max_episode_steps)
+    spec = space_to_spec(environment.observation_space, "observation")
+    if not isinstance(spec, specs.BoundedArray) or len(spec.shape) != 1:
+        raise ValueError(f"masking needs a flat vector observation, got {spec}")
+    keep = np.asarray([int(index) for index in keep], np.int64)
+    if not len(keep) or any(not 0 <= index < spec.shape[0] for index in keep):
+        raise ValueError(f"keep must name components in [0, {spec.shape[0]}), got {keep.tolist()}")
+    low, high = (np.broadcast_to(bound, spec.shape)[keep] for bound in (spec.minimum, spec.maximum))
+    masked = gymnasium.spaces.Box(low, high, dtype=spec.dtype)
+    environment = gymnasium.wrappers.TransformObservation(environment, functools.partial(np.take, indices=keep), masked)
+    return GymnasiumToDmEnv(environment, seed=int(seed))

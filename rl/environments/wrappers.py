@@ -1,4 +1,4 @@
-"""The gymnasium -> dm_env adapter and the dm_env wrappers every experiment's environments go through."""
+"""The gymnasium -> dm_env adapter and the spec helpers the other environments share."""
 
 from __future__ import annotations
 
@@ -47,24 +47,37 @@ def space_to_spec(space: gymnasium.Space, name: str) -> Any:
 
 
 class GymnasiumToDmEnv(Float32Specs, dm_env.Environment):
-    """A dm_env view of a gymnasium environment: termination ends the episode with
-    discount 0, truncation (a time limit) with discount 1, so learners bootstrap through
-    time limits. Only the first reset is seeded; later ones continue its generator."""
+    """A float32 dm_env view of a gymnasium environment (float64 observations and rewards
+    cast): termination ends the episode with discount 0, truncation (a time limit) with
+    discount 1, so learners bootstrap through time limits. Only the first reset is seeded;
+    later ones continue its generator."""
 
     def __init__(self, environment: gymnasium.Env, seed: int | None = None):
         self.gymnasium_environment = self._environment = environment
         self._seed = seed
         self._reset_next = True
-        # The game's own score when the last step ended a game (Atari's `info["game_score"]`).
+        # The game's own score when the last step ended a game (rl/environments/atari.py).
         self.game_score: float | None = None
-        self._observation_spec = space_to_spec(environment.observation_space, "observation")
+        spec = space_to_spec(environment.observation_space, "observation")
+        self._observation_spec = tree.map_structure(float32_spec, spec)
+        # A single array (the common case) skips the structure walk on every step.
+        self._single_dtype = None if tree.is_nested(spec) else self._observation_spec.dtype
         self._action_spec = space_to_spec(environment.action_space, "action")
+
+    def _timestep(self, step_type: dm_env.StepType, reward: Any, discount: Any, observation: Any) -> dm_env.TimeStep:
+        if self._single_dtype is not None:
+            observation = np.asarray(observation, dtype=self._single_dtype)
+        else:
+            observation = tree.map_structure(
+                lambda x, s: np.asarray(x, dtype=s.dtype), observation, self._observation_spec
+            )
+        return dm_env.TimeStep(step_type, reward, discount, observation)
 
     def reset(self) -> dm_env.TimeStep:
         observation, _ = self._environment.reset(seed=self._seed)
         self.game_score = self._seed = None
         self._reset_next = False
-        return dm_env.restart(observation)
+        return self._timestep(dm_env.StepType.FIRST, None, None, observation)
 
     def step(self, action: Any) -> dm_env.TimeStep:
         if self._reset_next:
@@ -72,50 +85,13 @@ class GymnasiumToDmEnv(Float32Specs, dm_env.Environment):
         if isinstance(self._action_spec, specs.DiscreteArray):
             action = int(action)
         observation, reward, terminated, truncated, info = self._environment.step(action)
-        self.game_score = info.get("game_score")
-        reward = np.asarray(reward, dtype=np.float32)
+        self.game_score = info["game_score"]["r"] if "game_score" in info else None
         self._reset_next = terminated or truncated
-        if terminated:
-            return dm_env.termination(reward, observation)
-        if truncated:
-            return dm_env.truncation(reward, observation)
-        return dm_env.transition(reward, observation)
+        step_type = dm_env.StepType.LAST if self._reset_next else dm_env.StepType.MID
+        return self._timestep(step_type, np.float32(reward), np.float32(0.0 if terminated else 1.0), observation)
 
     def render(self) -> Any:
         return self._environment.render()
-
-    def close(self) -> None:
-        self._environment.close()
-
-
-class EnvironmentWrapper(dm_env.Environment):
-    """Forwards everything to the wrapped environment; subclasses override what they change."""
-
-    def __init__(self, environment: dm_env.Environment):
-        self._environment = environment
-
-    def reset(self) -> dm_env.TimeStep:
-        return self._environment.reset()
-
-    def step(self, action: Any) -> dm_env.TimeStep:
-        return self._environment.step(action)
-
-    def observation_spec(self) -> Any:
-        return self._environment.observation_spec()
-
-    def action_spec(self) -> Any:
-        return self._environment.action_spec()
-
-    def reward_spec(self) -> Any:
-        return self._environment.reward_spec()
-
-    def discount_spec(self) -> Any:
-        return self._environment.discount_spec()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self._environment, name)
 
     def close(self) -> None:
         self._environment.close()
@@ -128,33 +104,3 @@ def float32_spec(spec: Any) -> Any:
         minimum, maximum = np.asarray(spec.minimum, np.float32), np.asarray(spec.maximum, np.float32)
         return specs.BoundedArray(spec.shape, np.float32, minimum, maximum, spec.name)
     return specs.Array(spec.shape, np.float32, spec.name)
-
-
-class SinglePrecisionWrapper(EnvironmentWrapper):
-    """Casts float64 observations and rewards to float32, the dtype networks and replay use."""
-
-    def __init__(self, environment: dm_env.Environment):
-        super().__init__(environment)
-        self._observation_spec = tree.map_structure(float32_spec, environment.observation_spec())
-        # A single array (the common case) skips the structure walk on every step.
-        self._single_dtype = None if tree.is_nested(self._observation_spec) else self._observation_spec.dtype
-
-    def _convert(self, timestep: dm_env.TimeStep) -> dm_env.TimeStep:
-        if self._single_dtype is not None:
-            observation = np.asarray(timestep.observation, dtype=self._single_dtype)
-        else:
-            observation = tree.map_structure(
-                lambda x, s: np.asarray(x, dtype=s.dtype), timestep.observation, self._observation_spec
-            )
-        reward = None if timestep.reward is None else np.float32(timestep.reward)
-        discount = None if timestep.discount is None else np.float32(timestep.discount)
-        return dm_env.TimeStep(timestep.step_type, reward, discount, observation)
-
-    def reset(self) -> dm_env.TimeStep:
-        return self._convert(self._environment.reset())
-
-    def step(self, action: Any) -> dm_env.TimeStep:
-        return self._convert(self._environment.step(action))
-
-    def observation_spec(self) -> Any:
-        return self._observation_spec
