@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import dm_env
 import numpy as np
 
-from rl.environments.wrappers import Float32Specs, float32_spec, space_to_spec
+from rl.environments.wrappers import Float32Specs, space_to_spec
 
 # Factories (conf/environment `_target_`s) whose `name` is a gymnasium id envpool may have.
 GYMNASIUM_FACTORIES = ("rl.environments.make_gymnasium_environment", "rl.environments.make_mujoco_environment")
@@ -67,7 +67,7 @@ class EnvpoolVectorEnvironment(Float32Specs):
             self._pool = quietly(
                 envpool.make, name, env_type="gymnasium", num_envs=num_envs, seed=int(seed) % 2**31, **kwargs
             )
-            self._observation_spec = float32_spec(space_to_spec(self._pool.observation_space, "observation"))
+            self._observation_spec = space_to_spec(self._pool.observation_space, "observation", float32=True)
             self._action_spec = space_to_spec(self._pool.action_space, "action")
         self._action_dtype = self._pool.action_space.dtype
         self.num_envs = num_envs
@@ -114,9 +114,7 @@ class EnvpoolVectorEnvironment(Float32Specs):
         raise NotImplementedError("envpool environments do not render; use environment.backend=gymnasium for video")
 
     def close(self) -> None:
-        close = getattr(self._pool, "close", None)
-        if close is not None:
-            close()
+        self._pool.close()
 
 
 def _layout(spec: Any) -> tuple:
@@ -125,8 +123,8 @@ def _layout(spec: Any) -> tuple:
 
 def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
     """`make(seed=..., num_envs=...)` for the composed `environment` group, or a ValueError
-    saying why envpool cannot step it: not installed, not a gymnasium task, a task envpool
-    lacks (with close names), or specs that differ from the gymnasium backend's."""
+    saying why envpool cannot step it (not installed, not a gymnasium id, a task it lacks,
+    other specs than the gymnasium backend's)."""
     target = environment.get("_target_")
     if target == ATARI_FACTORY:  # Its own options (preprocessing) and observation layout.
         from rl.environments.atari import envpool_options, make_atari_envpool

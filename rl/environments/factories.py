@@ -18,14 +18,7 @@ from rl.quiet import known_warnings_dropped
 
 # Packages whose gymnasium ids exist once imported (ale_py's `ALE/Pong-v5`, ...);
 # gymnasium's own (classic control, MuJoCo, Box2D, toy text) are always registered.
-ENVIRONMENT_PACKAGES = (
-    "ale_py",
-    "shimmy",
-    "gymnasium_robotics",
-    "minigrid",
-    "miniworld",
-    "highway_env",
-)
+ENVIRONMENT_PACKAGES = ("ale_py", "shimmy", "gymnasium_robotics", "minigrid", "miniworld", "highway_env")
 MUJOCO_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")
 _registered: set[str] = set()
 

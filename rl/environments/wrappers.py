@@ -27,22 +27,24 @@ class Float32Specs:
         return specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
 
 
-def space_to_spec(space: gymnasium.Space, name: str) -> Any:
-    """The dm_env spec of a gymnasium space (nested for Dict/Tuple)."""
+def space_to_spec(space: gymnasium.Space, name: str, float32: bool = False) -> Any:
+    """The dm_env spec of a gymnasium space (nested for Dict/Tuple); with `float32`,
+    floating Boxes become float32 (the dtype networks and replay use)."""
     if isinstance(space, gymnasium.spaces.Discrete):
         if space.start != 0:
             raise ValueError(f"{name}: Discrete spaces must start at 0, got start={space.start}")
         return specs.DiscreteArray(num_values=int(space.n), dtype=np.int32, name=name)
     if isinstance(space, gymnasium.spaces.Box):
-        return specs.BoundedArray(space.shape, space.dtype, space.low, space.high, name)
+        dtype = np.float32 if float32 and np.issubdtype(space.dtype, np.floating) else space.dtype
+        return specs.BoundedArray(space.shape, dtype, np.asarray(space.low, dtype), np.asarray(space.high, dtype), name)
     if isinstance(space, gymnasium.spaces.MultiBinary):
         return specs.BoundedArray(space.shape, space.dtype, 0, 1, name)
     if isinstance(space, gymnasium.spaces.MultiDiscrete):
         return specs.BoundedArray(space.shape, space.dtype, 0, space.nvec - 1, name)
     if isinstance(space, gymnasium.spaces.Dict):
-        return {key: space_to_spec(sub, f"{name}/{key}") for key, sub in space.spaces.items()}
+        return {key: space_to_spec(sub, f"{name}/{key}", float32) for key, sub in space.spaces.items()}
     if isinstance(space, gymnasium.spaces.Tuple):
-        return tuple(space_to_spec(sub, f"{name}/{i}") for i, sub in enumerate(space.spaces))
+        return tuple(space_to_spec(sub, f"{name}/{i}", float32) for i, sub in enumerate(space.spaces))
     raise TypeError(f"{name}: unsupported gymnasium space {space!r}")
 
 
@@ -58,10 +60,9 @@ class GymnasiumToDmEnv(Float32Specs, dm_env.Environment):
         self._reset_next = True
         # The game's own score when the last step ended a game (rl/environments/atari.py).
         self.game_score: float | None = None
-        spec = space_to_spec(environment.observation_space, "observation")
-        self._observation_spec = tree.map_structure(float32_spec, spec)
+        self._observation_spec = space_to_spec(environment.observation_space, "observation", float32=True)
         # A single array (the common case) skips the structure walk on every step.
-        self._single_dtype = None if tree.is_nested(spec) else self._observation_spec.dtype
+        self._single_dtype = None if tree.is_nested(self._observation_spec) else self._observation_spec.dtype
         self._action_spec = space_to_spec(environment.action_space, "action")
 
     def _timestep(self, step_type: dm_env.StepType, reward: Any, discount: Any, observation: Any) -> dm_env.TimeStep:
@@ -95,12 +96,3 @@ class GymnasiumToDmEnv(Float32Specs, dm_env.Environment):
 
     def close(self) -> None:
         self._environment.close()
-
-
-def float32_spec(spec: Any) -> Any:
-    if not np.issubdtype(spec.dtype, np.floating) or spec.dtype == np.float32:
-        return spec
-    if isinstance(spec, specs.BoundedArray):
-        minimum, maximum = np.asarray(spec.minimum, np.float32), np.asarray(spec.maximum, np.float32)
-        return specs.BoundedArray(spec.shape, np.float32, minimum, maximum, spec.name)
-    return specs.Array(spec.shape, np.float32, spec.name)

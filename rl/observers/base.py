@@ -9,13 +9,10 @@ import numpy as np
 
 
 class Observer:
-    """Does nothing; subclasses override what they watch.
-
-    A loop steps several copies of an environment (a `VectorEnvironment`), so observers
-    see batched timesteps and actions with the ids of the copies they belong to, and
-    report metrics per copy when its episode ends. `ExperimentConfig.observers` holds
-    factories, called once per loop with its `label` ("actor" or "evaluator"), `instance`
-    and run directory. `labels` names the loops the observer runs in (None: every loop);
+    """Does nothing; subclasses override what they watch: batched timesteps and actions
+    of a loop's `VectorEnvironment` copies `env_ids`, and per copy the metrics of the
+    episode it ended. One per loop, made with its `label` ("actor" or "evaluator"),
+    `instance` and run directory; `labels` names the loops it runs in (None: all), and
     `render` asks for environments made with `render_mode="rgb_array"`.
     """
 

@@ -41,11 +41,8 @@ def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
 
 class VideoRecorder(Observer):
     """Records copy 0 of its loop's environment through every `every`-th episode it plays
-    (the first, third, ... with every=2): in an evaluator, one episode every `every` rounds.
-
-    Videos go to `<run_directory>/videos/<label>_<instance>_episode_<n>.mp4`, or to `path`
-    when set (then only the first video is kept). `fps` None takes the environment's.
-    `labels` are the loops that record (evaluators by default).
+    (in an evaluator, one episode every `every` rounds) to `<run_directory>/videos/<label>_
+    <instance>_episode_<n>.mp4`, or only the first to `path`. `fps` None: the environment's.
     """
 
     render = True
