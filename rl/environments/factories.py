@@ -57,11 +57,8 @@ def _suggestion(name: str) -> str:
     known = sorted(gymnasium.envs.registry.keys())
     namespace, _, _ = name.rpartition("/")
     if namespace:
-        by_namespace = {}
-        for env_id in known:
-            by_namespace.setdefault(env_id.rpartition("/")[0].lower(), []).append(env_id)
-        family = by_namespace.get(namespace.lower())
-        if family is None:
+        family = [env_id for env_id in known if env_id.rpartition("/")[0].lower() == namespace.lower()]
+        if not family:
             spaces = sorted({env_id.rpartition("/")[0] for env_id in known if "/" in env_id})
             return f"there is no '{namespace}' namespace (installed namespaces: {spaces})"
     else:
@@ -85,15 +82,15 @@ def validate_gymnasium_id(name: str) -> None:
         raise ValueError(f"'{name}' is not a registered gymnasium environment; {_suggestion(name)}")
 
 
-def make_gymnasium(
+def make_gymnasium_environment(
     name: str,
     seed: int,
     render_mode: str | None = None,
     max_episode_steps: int | None = None,
     kwargs: dict[str, Any] | None = None,
-) -> gymnasium.Env:
-    """Gymnasium environment `name`, its action space seeded (MuJoCo tasks load without
-    MuJoCo's known deprecation warnings, rl/quiet.py)."""
+) -> GymnasiumToDmEnv:
+    """Gymnasium environment `name` as a float32 dm_env seeded with a uint32 (MuJoCo tasks
+    load without MuJoCo's known deprecation warnings, rl/quiet.py)."""
     validate_gymnasium_id(name)
     mujoco_task = environment_family(name) == "gymnasium.envs.mujoco"
     with known_warnings_dropped() if mujoco_task else contextlib.nullcontext():
@@ -101,18 +98,6 @@ def make_gymnasium(
             name, render_mode=render_mode, max_episode_steps=max_episode_steps, **(kwargs or {})
         )
     environment.action_space.seed(int(seed))
-    return environment
-
-
-def make_gymnasium_environment(
-    name: str,
-    seed: int,
-    render_mode: str | None = None,
-    max_episode_steps: int | None = None,
-    kwargs: dict[str, Any] | None = None,
-) -> dm_env.Environment:
-    """Gymnasium environment `name` as a float32 dm_env seeded with a uint32."""
-    environment = make_gymnasium(name, seed, render_mode, max_episode_steps, kwargs)
     return GymnasiumToDmEnv(environment, seed=int(seed))
 
 

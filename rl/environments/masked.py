@@ -12,7 +12,7 @@ import gymnasium
 import numpy as np
 from dm_env import specs
 
-from rl.environments.factories import make_gymnasium
+from rl.environments.factories import make_gymnasium_environment
 from rl.environments.wrappers import GymnasiumToDmEnv, space_to_spec
 
 
@@ -26,7 +26,7 @@ def make_masked_environment(
     """Gymnasium task `task` (as `make_gymnasium_environment` makes it) showing only the
     components `keep` of its flat observation vector, in that order: by default
     CartPole-v1's cart position and pole angle."""
-    environment = make_gymnasium(task, seed, render_mode, max_episode_steps)
+    environment = make_gymnasium_environment(task, seed, render_mode, max_episode_steps).gymnasium_environment
     spec = space_to_spec(environment.observation_space, "observation")
     if not isinstance(spec, specs.BoundedArray) or len(spec.shape) != 1:
         raise ValueError(f"masking needs a flat vector observation, got {spec}")

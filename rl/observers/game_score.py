@@ -18,19 +18,10 @@ class GameScore(Observer):
 
     labels = ("actor",)
 
-    def __init__(self, label: str = "actor", instance: int = 0, run_directory: str = "."):
-        super().__init__(label, instance, run_directory)
-        self._ended: dict[int, float] = {}
-
     def observe(self, environment: Any, timestep: dm_env.TimeStep, actions: Any, env_ids: np.ndarray) -> None:
-        last = np.asarray(timestep.step_type) == dm_env.StepType.LAST
-        if not last.any():
-            return
-        scores = environment.game_scores(env_ids)
-        for env_id, score in zip(np.asarray(env_ids)[last].tolist(), scores[last].tolist()):
-            if not np.isnan(score):
-                self._ended[int(env_id)] = float(score)
+        self._environment = environment
 
     def get_metrics(self, env_id: int) -> dict[str, Any]:
-        score = self._ended.pop(int(env_id), None)
-        return {} if score is None else {"game_score": score}
+        # Asked right after the step that ended the episode: the copy's last step is that one.
+        score = float(self._environment.game_scores([env_id])[0])
+        return {} if np.isnan(score) else {"game_score": score}
