@@ -9,14 +9,13 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
-from typing import Any, Sequence
+from typing import Any
 
 import dm_env
 import gymnasium
 import numpy as np
-from dm_env import specs
 
-from rl.environments.envpool_vector import EnvpoolVectorEnvironment, first_timesteps
+from rl.environments.envpool_vector import EnvpoolVectorEnvironment
 from rl.environments.factories import register_installed_families
 from rl.environments.wrappers import GymnasiumToDmEnv
 
@@ -157,57 +156,11 @@ def envpool_options(**settings: Any) -> tuple[str, dict[str, Any]]:
     return f"{game_name(chosen['name'])}-v5", options
 
 
-class ChannelsLastEnvpool(EnvpoolVectorEnvironment):
-    """envpool's Atari copies with their (frames, H, W) stacks moved channels last, as the
-    gymnasium backend lays them out, and the score of each copy's game."""
-
-    def __init__(self, name: str, seed: int, num_envs: int, **kwargs: Any):
-        super().__init__(name, seed, num_envs, **kwargs)
-        frames, height, width = self._observation_spec.shape
-        self._observation_spec = specs.BoundedArray((height, width, frames), np.uint8, 0, 255, "observation")
-        # Each copy's game so far, from envpool's unclipped `info["reward"]`; a game ends
-        # at `info["terminated"]` (all lives lost) or a time limit.
-        self._scores = np.zeros(num_envs, np.float64)
-        self._finished = np.full(num_envs, np.nan)
-        self._played = np.zeros(num_envs, bool)
-
-    def reset(self, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
-        """New episodes in the copies named. envpool's `reset` starts a new game even after
-        a lost life, so a copy that has played is reset as envpool's auto-reset does it:
-        one step, its action ignored, which plays on after a lost life."""
-        ids = self._ids(env_ids)
-        if not self._played[ids].all():
-            self._played[ids] = True
-            return super().reset(ids)
-        observations, _, _, _, info = self._pool.step(np.zeros(len(ids), self._action_dtype), ids)
-        return first_timesteps(self._observations(observations, info["env_id"], ids)[0])
-
-    def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
-        timestep = super().step(actions, env_ids)
-        ids = self._ids(env_ids)
-        info, order = self.last_info
-        rewards, game_over = info["reward"], np.logical_or(info["terminated"], self.last_truncated)
-        if order is not None:
-            rewards, game_over = rewards[order], game_over[order]
-        self._scores[ids] += rewards
-        self._finished[ids] = np.where(game_over, self._scores[ids], np.nan)
-        self._scores[ids[game_over.astype(bool)]] = 0.0
-        return timestep
-
-    def game_scores(self, env_ids: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
-        """The score of the game each copy named has just ended; NaN where its last step ended none."""
-        return self._finished[self._ids(env_ids)]
-
-    def _observations(self, observations: np.ndarray, returned: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, Any]:
-        observations, order = super()._observations(observations, returned, ids)
-        return np.ascontiguousarray(np.moveaxis(observations, 1, -1)), order
-
-
-def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> ChannelsLastEnvpool:
+def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVectorEnvironment:
     """`num_envs` copies of the game stepped by envpool, with `VectorEnvironment`'s
     interface and the gymnasium backend's [H, W, frames] uint8 observations."""
     task, options = envpool_options(**settings)
     # envpool's default is a thread per copy: on a small machine 32 threads fight over
     # the cores (scripts/benchmark.py atari measured x32 slower than x8 that way).
     options["num_threads"] = max(1, min(int(num_envs), os.cpu_count() or 1))
-    return ChannelsLastEnvpool(task, seed, num_envs, **options)
+    return EnvpoolVectorEnvironment(task, seed, num_envs, atari=True, **options)

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import dm_env
 import numpy as np
+from dm_env import specs
 
 from rl.environments.wrappers import Float32Specs, space_to_spec
 
@@ -53,13 +54,23 @@ def first_timesteps(observations: np.ndarray) -> dm_env.TimeStep:
 
 
 class EnvpoolVectorEnvironment(Float32Specs):
-    """`num_envs` copies of envpool task `name` behind `VectorEnvironment`'s interface."""
+    """`num_envs` copies of envpool task `name` behind `VectorEnvironment`'s interface;
+    `kwargs` go to `envpool.make` (`max_episode_steps` None: the task's own limit).
 
-    def __init__(self, name: str, seed: int, num_envs: int, max_episode_steps: int | None = None, **kwargs: Any):
+    With `atari` (rl/environments/atari.py), envpool's (frames, H, W) stacks come channels
+    last as the gymnasium backend lays them out; a copy that has played is reset as
+    envpool's auto-reset does it, one step with its action ignored, which plays on after a
+    lost life where envpool's `reset` would start a new game; and `game_scores` has each
+    copy's game score, from envpool's unclipped `info["reward"]`, where its last step ended
+    a game (all lives lost, `info["terminated"]`, or the time limit).
+    """
+
+    def __init__(self, name: str, seed: int, num_envs: int, atari: bool = False, **kwargs: Any):
         import envpool
 
         if name not in envpool_tasks():
             raise ValueError(f"envpool has no task '{name}'")
+        max_episode_steps = kwargs.pop("max_episode_steps", None)
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = int(max_episode_steps)
         with warnings.catch_warnings():  # envpool's float64 bounds cast to float32 spaces.
@@ -69,26 +80,38 @@ class EnvpoolVectorEnvironment(Float32Specs):
             )
             self._observation_spec = space_to_spec(self._pool.observation_space, "observation", float32=True)
             self._action_spec = space_to_spec(self._pool.action_space, "action")
+        self._atari = atari
+        if atari:
+            frames, height, width = self._observation_spec.shape
+            self._observation_spec = specs.BoundedArray((height, width, frames), np.uint8, 0, 255, "observation")
         self._action_dtype = self._pool.action_space.dtype
         self.num_envs = num_envs
         self._all = np.arange(num_envs, dtype=np.int32)
+        self._scores = np.zeros(num_envs, np.float64)  # Each copy's game so far.
+        self._finished = np.full(num_envs, np.nan)
+        self._played = np.zeros(num_envs, bool)
 
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray:
         return self._all if env_ids is None else np.asarray(env_ids, dtype=np.int32)
 
     def _observations(self, observations: np.ndarray, returned: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, Any]:
-        """The rows in the order of `ids` (envpool answers in its own order), as float32."""
+        """The rows in the order of `ids` (envpool answers in its own order), at the spec's dtype."""
         order = None
         if not np.array_equal(returned, ids):
             row_of = {int(env_id): row for row, env_id in enumerate(returned)}
             order = np.array([row_of[int(env_id)] for env_id in ids])
         observations = np.asarray(observations, dtype=self._observation_spec.dtype)
-        return (observations if order is None else observations[order]), order
+        observations = observations if order is None else observations[order]
+        return (np.ascontiguousarray(np.moveaxis(observations, 1, -1)) if self._atari else observations), order
 
     def reset(self, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
         """Starts a new episode in the copies named (all by default)."""
         ids = self._ids(env_ids)
-        observations, info = self._pool.reset(ids)
+        if self._atari and self._played[ids].all():
+            observations, _, _, _, info = self._pool.step(np.zeros(len(ids), self._action_dtype), ids)
+        else:
+            self._played[ids] = True
+            observations, info = self._pool.reset(ids)
         return first_timesteps(self._observations(observations, info["env_id"], ids)[0])
 
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
@@ -98,9 +121,13 @@ class EnvpoolVectorEnvironment(Float32Specs):
             np.asarray(actions, dtype=self._action_dtype), ids
         )
         observations, order = self._observations(observations, info["env_id"], ids)
-        # What a subclass reads beyond the timestep: the raw info and truncations (in
-        # envpool's order) and the order that sorts them as `ids`.
-        self.last_info, self.last_truncated = (info, order), truncated
+        if self._atari:
+            game_rewards, game_over = info["reward"], np.logical_or(info["terminated"], truncated)
+            if order is not None:
+                game_rewards, game_over = game_rewards[order], game_over[order]
+            self._scores[ids] += game_rewards
+            self._finished[ids] = np.where(game_over, self._scores[ids], np.nan)
+            self._scores[ids[game_over.astype(bool)]] = 0.0
         if order is not None:
             rewards, terminated, truncated = rewards[order], terminated[order], truncated[order]
         return dm_env.TimeStep(
@@ -109,6 +136,10 @@ class EnvpoolVectorEnvironment(Float32Specs):
             discount=np.where(terminated, 0.0, 1.0).astype(np.float32),
             observation=observations,
         )
+
+    def game_scores(self, env_ids: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """The score of the game each copy named has just ended; NaN where its last step ended none."""
+        return self._finished[self._ids(env_ids)]
 
     def render(self) -> Any:
         raise NotImplementedError("envpool environments do not render; use environment.backend=gymnasium for video")
