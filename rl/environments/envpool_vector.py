@@ -46,23 +46,14 @@ def quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
         os.close(saved)
 
 
-def first_timesteps(observations: np.ndarray) -> dm_env.TimeStep:
-    """The batched FIRST timesteps of new episodes with these observations."""
-    n = len(observations)
-    first = np.full(n, dm_env.StepType.FIRST, np.int8)
-    return dm_env.TimeStep(first, np.zeros(n, np.float32), np.ones(n, np.float32), observations)
-
-
 class EnvpoolVectorEnvironment(Float32Specs):
     """`num_envs` copies of envpool task `name` behind `VectorEnvironment`'s interface;
     `kwargs` go to `envpool.make` (`max_episode_steps` None: the task's own limit).
 
-    With `atari` (rl/environments/atari.py), envpool's (frames, H, W) stacks come channels
-    last as the gymnasium backend lays them out; a copy that has played is reset as
-    envpool's auto-reset does it, one step with its action ignored, which plays on after a
-    lost life where envpool's `reset` would start a new game; and `game_scores` has each
-    copy's game score, from envpool's unclipped `info["reward"]`, where its last step ended
-    a game (all lives lost, `info["terminated"]`, or the time limit).
+    With `atari`: stacks channels last, as the gymnasium backend's; a copy that has played
+    is reset as envpool's auto-reset does it (one step, its action ignored: play goes on
+    after a lost life, where envpool's `reset` starts a new game); `game_scores` from
+    envpool's unclipped `info["reward"]` at the end of a game (`info["terminated"]` or the time limit).
     """
 
     def __init__(self, name: str, seed: int, num_envs: int, atari: bool = False, **kwargs: Any):
@@ -112,7 +103,10 @@ class EnvpoolVectorEnvironment(Float32Specs):
         else:
             self._played[ids] = True
             observations, info = self._pool.reset(ids)
-        return first_timesteps(self._observations(observations, info["env_id"], ids)[0])
+        n = len(ids)
+        first = np.full(n, dm_env.StepType.FIRST, np.int8)
+        observations = self._observations(observations, info["env_id"], ids)[0]
+        return dm_env.TimeStep(first, np.zeros(n, np.float32), np.ones(n, np.float32), observations)
 
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
         """Steps the copies named (all by default); `actions[k]` goes to `env_ids[k]`."""
