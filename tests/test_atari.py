@@ -11,7 +11,8 @@ import pytest
 
 from conftest import read_summary, run_train
 from test_config import build
-from rl.environments.atari import atari_envpool_factory, make_atari_environment, make_atari_envpool
+from rl.environments.atari import make_atari_environment, make_atari_envpool
+from rl.environments.envpool_vector import envpool_factory
 from rl.experiments.validation import ConfigError
 from rl.networks import conv
 from rl.specs import make_environment_spec
@@ -76,7 +77,7 @@ def test_envpool_backend_gives_the_same_spec(pong):
     pytest.importorskip("envpool")
     spec = make_environment_spec(pong)
     options = {"_target_": "rl.environments.atari.make_atari_environment", "name": "Pong", "noop_max": 30}
-    pool = atari_envpool_factory(options, spec)(seed=3, num_envs=2)
+    pool = envpool_factory(options, spec)(seed=3, num_envs=2)
     theirs = pool.observation_spec()
     assert (theirs.shape, theirs.dtype) == (spec.observations.shape, spec.observations.dtype)
     assert np.all(theirs.minimum == spec.observations.minimum) and np.all(theirs.maximum == spec.observations.maximum)

@@ -1,13 +1,11 @@
 import os
 
 import dm_env
-import gymnasium
 import numpy as np
 import pytest
 from dm_env import specs
 
-from rl.environments import GymnasiumToDmEnv, make_gymnasium_environment
-from rl.environments.wrappers import EpisodeStatisticsWrapper
+from rl.environments import make_gymnasium_environment
 from rl.specs import is_discrete, make_environment_spec
 
 
@@ -69,13 +67,6 @@ def test_same_seed_same_trajectory_different_seed_differs():
 def test_unknown_id_names_close_matches():
     with pytest.raises(ValueError, match="CartPole-v1"):
         make_gymnasium_environment("CartPol-v1", seed=0)
-
-
-def test_episode_statistics_wrapper():
-    environment = EpisodeStatisticsWrapper(GymnasiumToDmEnv(gymnasium.make("CartPole-v1"), seed=3))
-    _, steps = _run_to_end(environment)
-    assert environment.last_episode["episode_length"] == steps
-    assert environment.last_episode["episode_return"] == pytest.approx(float(steps))
 
 
 # Video from every family that renders headless: gymnasium's classic control (pygame),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from rl.environments.gymnax_factory import is_jax_native
+from rl.environments.factories import is_jax_native
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.validation import ConfigError
 

@@ -1,54 +1,23 @@
-"""`environment=atari`: Atari 2600 games (ALE) with the standard DQN preprocessing.
-
-`environment.name` is the game as ALE spells it (`Pong`, `Breakout`, `SpaceInvaders`);
-`ALE/Pong-v5` and `Pong-v5` are accepted too. The gymnasium backend makes `ALE/<game>-v5`
-with frameskip 1 (the preprocessing skips frames itself) and the envpool backend
-(`environment.backend=envpool`) makes `<game>-v5`, both with the same settings:
-
-* up to `noop_max` (30) no-op actions after each reset (a random start);
-* `frame_skip` (4) repeats of each action, the observation being the pixel-wise maximum
-  of the last two frames (Atari sprites flicker);
-* grayscale frames resized to `screen_size` x `screen_size` (84, area interpolation);
-* the last `frame_stack` (4) frames stacked, the stack filled with the first frame at a reset;
-* sticky actions: with probability `repeat_action_probability` (0.25, as in v5) the
-  emulator repeats the previous action for a frame (Machado et al., 2018);
-* `episodic_life`: a lost life ends the episode (discount 0) but the game goes on from
-  there; it is reset only when it is over (Mnih et al., 2015; envpool's `episodic_life`);
-* `reward_clip`: rewards become their sign;
-* the step that ends a whole game (all lives, or the time limit) carries the game's own
-  score, unclipped, as `info["game_score"]` (gymnasium) or in `game_scores` (envpool), so
-  that training records show the score an evaluation would (rl/observers/game_score.py);
-* `full_action_space`: all 18 actions instead of the game's minimal set;
-* at most `max_episode_steps` agent steps (27,000 = 108,000 frames, v5's limit), a
-  truncation (discount 1).
-
-Observations are uint8 arrays of shape (screen_size, screen_size, frame_stack), that is
-[84, 84, 4]: height, width, then the frames oldest first (channels last, the layout haiku's
-convolutions take). They stay uint8 all the way to the network, which scales them by
-1/255 (rl/networks/conv.py), so replay stores a quarter of what float32 would take.
-envpool fires no FIRE at resets here (`use_fire_reset=False`) so that both backends play
-the same game; its episodes still differ from gymnasium's at the same seed.
+"""`environment=atari`: ALE games with the standard DQN preprocessing, through gymnasium
+or envpool with the same settings (docs/atari.md). Observations are uint8 [84, 84, 4]
+(height, width, frames oldest first); the networks scale them by 1/255. The step that ends
+a whole game carries its unclipped score (`info["game_score"]`, envpool: `game_scores`).
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
-import functools
 import os
-from typing import Any, Sequence
+from typing import Any
 
 import dm_env
 import gymnasium
 import numpy as np
-from dm_env import specs
 
-from rl.environments.envpool_vector import EnvpoolVectorEnvironment, envpool_tasks, first_timesteps
+from rl.environments.envpool_vector import EnvpoolVectorEnvironment
 from rl.environments.factories import register_installed_families
-from rl.environments.gymnasium_adapter import GymnasiumToDmEnv
-
-# Frames per episode of ALE v5, in agent steps at frame skip 4.
-DEFAULT_MAX_EPISODE_STEPS = 27_000
+from rl.environments.wrappers import GymnasiumToDmEnv
 
 
 def game_name(name: str) -> str:
@@ -57,37 +26,24 @@ def game_name(name: str) -> str:
     return game[: -len("-v5")] if game.endswith("-v5") else game
 
 
-def atari_games() -> list[str]:
-    """The games ale-py registers with gymnasium (`ALE/<game>-v5`)."""
-    register_installed_families()
-    return sorted(
-        game_name(env_id) for env_id in gymnasium.envs.registry if env_id.startswith("ALE/") and env_id.endswith("-v5")
-    )
-
-
 def validate_game(name: str) -> str:
     """The game named, or a ValueError with close names when ALE has no such game."""
     game = game_name(name)
-    games = atari_games()
+    register_installed_families()
+    games = sorted(game_name(i) for i in gymnasium.envs.registry if i.startswith("ALE/") and i.endswith("-v5"))
     if not games:
         raise ValueError("ale-py is not installed (pip install ale-py); it ships the Atari ROMs")
     if game in games:
         return game
-    lowered = {g.lower(): g for g in games}
-    close = (
-        [lowered[game.lower()]] if game.lower() in lowered else difflib.get_close_matches(game, games, n=5, cutoff=0.5)
-    )
+    close = [g for g in games if g.lower() == game.lower()] or difflib.get_close_matches(game, games, n=5, cutoff=0.5)
     hint = f"did you mean one of {close}?" if close else f"games include {games[:8]}"
     raise ValueError(f"ALE has no game '{game}' (environment.name is the game, e.g. Pong); {hint}")
 
 
 class EpisodicLife(gymnasium.Wrapper):
-    """Ends the episode when a life is lost, resetting the game only when it is over.
-
-    gymnasium's `AtariPreprocessing(terminal_on_life_loss=True)` restarts the whole game
-    after a lost life, which is not what DQN (or envpool's `episodic_life`) does: there the
-    next episode goes on with the lives left, so the agent sees the whole game.
-    """
+    """Ends the episode when a life is lost and plays on with the lives left, resetting
+    the game only when it is over (DQN's and envpool's `episodic_life`; gymnasium's
+    `terminal_on_life_loss` restarts the whole game instead)."""
 
     def __init__(self, env: gymnasium.Env):
         super().__init__(env)
@@ -115,36 +71,6 @@ class EpisodicLife(gymnasium.Wrapper):
         return observation, info
 
 
-class GameScore(gymnasium.Wrapper):
-    """Sums the game's own rewards and reports the total as `info["game_score"]` at the
-    step that ends the game. It sits inside `EpisodicLife` and reward clipping, so it sees
-    whole games and unclipped rewards whatever the training preprocessing."""
-
-    def __init__(self, env: gymnasium.Env):
-        super().__init__(env)
-        self._score = 0.0
-
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
-        observation, reward, terminated, truncated, info = self.env.step(action)
-        self._score += float(reward)
-        if terminated or truncated:
-            info = {**info, "game_score": self._score}
-        return observation, reward, terminated, truncated, info
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        self._score = 0.0
-        return self.env.reset(seed=seed, options=options)
-
-
-def channels_last(environment: gymnasium.Env) -> gymnasium.Env:
-    """(frames, H, W) stacks as contiguous (H, W, frames) arrays."""
-    frames, height, width = environment.observation_space.shape
-    space = gymnasium.spaces.Box(0, 255, (height, width, frames), np.uint8)
-    return gymnasium.wrappers.TransformObservation(
-        environment, lambda stack: np.ascontiguousarray(np.moveaxis(stack, 0, -1)), space
-    )
-
-
 def make_atari_environment(
     seed: int,
     name: str = "Pong",
@@ -156,12 +82,23 @@ def make_atari_environment(
     episodic_life: bool = False,
     reward_clip: bool = False,
     full_action_space: bool = False,
-    max_episode_steps: int | None = DEFAULT_MAX_EPISODE_STEPS,
+    max_episode_steps: int | None = 27_000,  # ALE v5's 108,000 frames at frame skip 4.
     render_mode: str | None = None,
 ) -> dm_env.Environment:
-    """An Atari game as a dm_env with uint8 [H, W, frames] observations (see the module),
-    preprocessed by gymnasium's own Atari wrappers."""
-    check_settings(noop_max, frame_skip, screen_size, frame_stack, repeat_action_probability, max_episode_steps)
+    """An Atari game as a dm_env with uint8 [H, W, frames] observations, preprocessed by
+    gymnasium's own Atari wrappers (`ALE/<game>-v5` at frameskip 1: they skip frames)."""
+    for key, value, minimum in (
+        ("noop_max", noop_max, 0),
+        ("frame_skip", frame_skip, 1),
+        ("screen_size", screen_size, 8),
+        ("frame_stack", frame_stack, 1),
+    ):
+        if int(value) < minimum:
+            raise ValueError(f"environment.{key} must be >= {minimum}, got {value}")
+    if not 0.0 <= float(repeat_action_probability) <= 1.0:
+        raise ValueError(f"environment.repeat_action_probability must be in [0, 1], got {repeat_action_probability}")
+    if max_episode_steps is not None and int(max_episode_steps) < 1:
+        raise ValueError(f"environment.max_episode_steps must be >= 1 or null, got {max_episode_steps}")
     game = validate_game(name)
     frames = None if max_episode_steps is None else int(max_episode_steps) * int(frame_skip)
     environment = gymnasium.make(
@@ -175,156 +112,55 @@ def make_atari_environment(
     environment = gymnasium.wrappers.AtariPreprocessing(
         environment, noop_max=int(noop_max), frame_skip=int(frame_skip), screen_size=int(screen_size), scale_obs=False
     )
-    environment = GameScore(environment)
+    # The game's own score, `info["game_score"]["r"]`, where a game ends: inside
+    # `EpisodicLife` and reward clipping, it sees whole, unclipped games.
+    environment = gymnasium.wrappers.RecordEpisodeStatistics(environment, stats_key="game_score")
     if episodic_life:
         environment = EpisodicLife(environment)
     if reward_clip:
         environment = gymnasium.wrappers.TransformReward(environment, lambda reward: float(np.sign(reward)))
     environment = gymnasium.wrappers.FrameStackObservation(environment, int(frame_stack), padding_type="reset")
-    environment = channels_last(environment)
+    # (frames, H, W) stacks as contiguous (H, W, frames) arrays.
+    space = gymnasium.spaces.Box(0, 255, (int(screen_size), int(screen_size), int(frame_stack)), np.uint8)
+    environment = gymnasium.wrappers.TransformObservation(
+        environment, lambda stack: np.ascontiguousarray(np.moveaxis(stack, 0, -1)), space
+    )
     environment.action_space.seed(int(seed))
     return GymnasiumToDmEnv(environment, seed=int(seed))
 
 
-def check_settings(
-    noop_max: int,
-    frame_skip: int,
-    screen_size: int,
-    frame_stack: int,
-    repeat_action_probability: float,
-    max_episode_steps: int | None,
-) -> None:
-    """ValueErrors for settings no backend can honour."""
-    for key, value, minimum in (
-        ("noop_max", noop_max, 0),
-        ("frame_skip", frame_skip, 1),
-        ("screen_size", screen_size, 8),
-        ("frame_stack", frame_stack, 1),
-    ):
-        if int(value) < minimum:
-            raise ValueError(f"environment.{key} must be >= {minimum}, got {value}")
-    if not 0.0 <= float(repeat_action_probability) <= 1.0:
-        raise ValueError(f"environment.repeat_action_probability must be in [0, 1], got {repeat_action_probability}")
-    if max_episode_steps is not None and int(max_episode_steps) < 1:
-        raise ValueError(f"environment.max_episode_steps must be >= 1 or null, got {max_episode_steps}")
-
-
-# --------------------------------------------------------------------------- envpool
-
-
 def envpool_options(**settings: Any) -> tuple[str, dict[str, Any]]:
-    """envpool's task id and `envpool.make` options for the same preprocessing as
-    `make_atari_environment` with `settings` (its defaults, read from its signature, for
-    the rest)."""
+    """envpool's task id and `envpool.make` options for `make_atari_environment`'s
+    preprocessing with `settings` (its defaults for the rest)."""
     parameters = inspect.signature(make_atari_environment).parameters
     unknown = set(settings) - set(parameters)
     if unknown:
         raise TypeError(f"unknown Atari options: {', '.join(sorted(unknown))}")
     chosen = {name: p.default for name, p in parameters.items() if p.default is not p.empty} | settings
-    name, screen_size, max_episode_steps = chosen["name"], chosen["screen_size"], chosen["max_episode_steps"]
+    max_episode_steps = chosen["max_episode_steps"]
     options = {
         "noop_max": int(chosen["noop_max"]),
         "frame_skip": int(chosen["frame_skip"]),
-        "img_height": int(screen_size),
-        "img_width": int(screen_size),
+        "img_height": int(chosen["screen_size"]),
+        "img_width": int(chosen["screen_size"]),
         "stack_num": int(chosen["frame_stack"]),
         "gray_scale": True,
         "repeat_action_probability": float(chosen["repeat_action_probability"]),
         "episodic_life": bool(chosen["episodic_life"]),
         "reward_clip": bool(chosen["reward_clip"]),
         "full_action_space": bool(chosen["full_action_space"]),
-        "use_fire_reset": False,
+        "use_fire_reset": False,  # So that both backends play the same game.
         "use_inter_area_resize": True,
         "max_episode_steps": int(max_episode_steps if max_episode_steps is not None else 10**9),
     }
-    return f"{game_name(name)}-v5", options
+    return f"{game_name(chosen['name'])}-v5", options
 
 
-class ChannelsLastEnvpool(EnvpoolVectorEnvironment):
-    """envpool's Atari copies with its (frames, H, W) stacks moved channels last, as the
-    gymnasium backend lays them out."""
-
-    def __init__(self, name: str, seed: int, num_envs: int, **kwargs: Any):
-        super().__init__(name, seed, num_envs, **kwargs)
-        frames, height, width = self._observation_spec.shape
-        self._observation_spec = specs.BoundedArray((height, width, frames), np.uint8, 0, 255, "observation")
-        # Each copy's game so far, from envpool's unclipped `info["reward"]`; a game ends
-        # at `info["terminated"]` (all lives lost) or a time limit.
-        self._scores = np.zeros(num_envs, np.float64)
-        self._finished = np.full(num_envs, np.nan)
-        self._played = np.zeros(num_envs, bool)
-
-    def reset(self, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
-        """New episodes in the copies named. envpool's `reset` starts a new game even after
-        a lost life (with `episodic_life` the next life would never be played), so a copy
-        that has played is reset as envpool resets it itself: stepped once, the action
-        ignored, which goes on with the game after a lost life and starts a new one after
-        a game over."""
-        ids = self._ids(env_ids)
-        if not self._played[ids].all():
-            self._played[ids] = True
-            return super().reset(ids)
-        observations, _, _, _, info = self._pool.step(np.zeros(len(ids), self._action_dtype), ids)
-        observations, _ = self._observations(observations, info["env_id"], ids)
-        return first_timesteps(observations)
-
-    def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
-        timestep = super().step(actions, env_ids)
-        ids = self._ids(env_ids)
-        info, order = self.last_info
-        rewards, game_over = info["reward"], np.logical_or(info["terminated"], self.last_truncated)
-        if order is not None:
-            rewards, game_over = rewards[order], game_over[order]
-        self._scores[ids] += rewards
-        self._finished[ids] = np.where(game_over, self._scores[ids], np.nan)
-        self._scores[ids[game_over.astype(bool)]] = 0.0
-        return timestep
-
-    def game_scores(self, env_ids: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
-        """The score of the game each copy named has just ended with its last step; NaN
-        for copies whose last step did not end a game."""
-        return self._finished[self._ids(env_ids)]
-
-    def _observations(self, observations: np.ndarray, returned: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, Any]:
-        observations, order = super()._observations(observations, returned, ids)
-        return np.ascontiguousarray(np.moveaxis(observations, 1, -1)), order
-
-
-def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> ChannelsLastEnvpool:
+def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVectorEnvironment:
     """`num_envs` copies of the game stepped by envpool, with `VectorEnvironment`'s
     interface and the gymnasium backend's [H, W, frames] uint8 observations."""
     task, options = envpool_options(**settings)
     # envpool's default is a thread per copy: on a small machine 32 threads fight over
     # the cores (scripts/benchmark.py atari measured x32 slower than x8 that way).
     options["num_threads"] = max(1, min(int(num_envs), os.cpu_count() or 1))
-    return ChannelsLastEnvpool(task, seed, num_envs, **options)
-
-
-def atari_envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
-    """`make(seed=..., num_envs=...)` for `environment=atari environment.backend=envpool`,
-    or a ValueError when envpool lacks the game or its specs differ from gymnasium's."""
-    settings = {key: value for key, value in environment.items() if key not in ("_target_", "render_mode")}
-    task, _ = envpool_options(**settings)
-    tasks = envpool_tasks()
-    if not tasks:
-        raise ValueError("envpool is not installed (pip install envpool)")
-    if task not in tasks:
-        games = sorted(game_name(t) for t in tasks if t.endswith("-v5"))
-        close = difflib.get_close_matches(game_name(task), games, n=5, cutoff=0.5)
-        raise ValueError(f"envpool has no Atari game '{game_name(task)}'; close ones: {close}")
-    factory = functools.partial(make_atari_envpool, **settings)
-    probe = factory(seed=0, num_envs=1)
-    try:
-        for what, ours, theirs in (
-            ("observations", environment_spec.observations, probe.observation_spec()),
-            ("actions", environment_spec.actions, probe.action_spec()),
-        ):
-            if (ours.shape, ours.dtype, getattr(ours, "num_values", None)) != (
-                theirs.shape,
-                theirs.dtype,
-                getattr(theirs, "num_values", None),
-            ):
-                raise ValueError(f"envpool's '{task}' has other {what} ({theirs}) than gymnasium's ({ours})")
-    finally:
-        probe.close()
-    return factory
+    return EnvpoolVectorEnvironment(task, seed, num_envs, atari=True, **options)

@@ -8,12 +8,9 @@ import dm_env
 import numpy as np
 from dm_env import specs
 
-from rl.quiet import known_warnings_dropped
 from rl.environments.rendering import RenderingError, choose_mujoco_gl, missing_backend_message
-from rl.environments.wrappers import EnvironmentWrapper
-
-# The size of rendered frames (dm_control's own default is 240 x 320).
-RENDER_HEIGHT, RENDER_WIDTH = 480, 640
+from rl.environments.wrappers import Float32Specs
+from rl.quiet import known_warnings_dropped
 
 
 def _suite(rendering: bool = False) -> Any:
@@ -29,59 +26,31 @@ def _suite(rendering: bool = False) -> Any:
     return suite
 
 
-def validate_dm_control_task(domain: str, task: str) -> None:
-    """Raises a ValueError naming the known tasks unless (domain, task) is in the suite."""
-    suite = _suite()
-    if (domain, task) in suite.ALL_TASKS:
-        return
-    domains = sorted({d for d, _ in suite.ALL_TASKS})
-    if domain not in domains:
-        raise ValueError(f"unknown dm_control domain '{domain}'; domains: {domains}")
-    tasks = sorted(t for d, t in suite.ALL_TASKS if d == domain)
-    raise ValueError(f"unknown task '{task}' for dm_control domain '{domain}'; tasks: {tasks}")
+class FlatDmControlWrapper(Float32Specs, dm_env.Environment):
+    """The observation dict flattened into one float32 vector (in the spec's key order),
+    float32 actions and rewards; episodes end at dm_control's time limit or after
+    `max_episode_steps`, both with discount 1 (a truncation)."""
 
-
-def _size(spec: Any) -> int:
-    return int(np.prod(spec.shape))
-
-
-class FlatDmControlWrapper(EnvironmentWrapper):
-    """Flattens the observation dict into one float32 vector (in the spec's key order),
-    exposes float32 actions and rewards, and optionally truncates episodes.
-
-    dm_control ends episodes at its time limit with discount 1 (a truncation); a shorter
-    `max_episode_steps` ends them the same way.
-    """
-
-    def __init__(
-        self, environment: dm_env.Environment, max_episode_steps: int | None = None, render_mode: str | None = None
-    ):
-        super().__init__(environment)
+    def __init__(self, environment: dm_env.Environment, max_episode_steps: int | None, render_mode: str | None):
+        self._environment = environment
         self._render_mode = render_mode
         self._keys = list(environment.observation_spec().keys())
-        size = sum(_size(spec) for spec in environment.observation_spec().values())
+        size = sum(int(np.prod(spec.shape)) for spec in environment.observation_spec().values())
         self._observation_spec = specs.Array((size,), np.float32, "observation")
-        action_spec = environment.action_spec()
-        self._action_spec = specs.BoundedArray(
-            action_spec.shape,
-            np.float32,
-            np.asarray(action_spec.minimum, np.float32),
-            np.asarray(action_spec.maximum, np.float32),
-            "action",
-        )
-        self._action_dtype = action_spec.dtype
+        action = environment.action_spec()
+        bounds = (np.asarray(action.minimum, np.float32), np.asarray(action.maximum, np.float32))
+        self._action_spec = specs.BoundedArray(action.shape, np.float32, *bounds, "action")
+        self._action_dtype = action.dtype
         self._max_episode_steps = max_episode_steps
         self._steps = 0
         self._reset_next = True
 
-    def _flatten(self, observation: dict[str, Any]) -> np.ndarray:
-        parts = [np.asarray(observation[key], np.float32).reshape(-1) for key in self._keys]
-        return np.concatenate(parts).astype(np.float32, copy=False)
-
     def _convert(self, timestep: dm_env.TimeStep) -> dm_env.TimeStep:
+        parts = [np.asarray(timestep.observation[key], np.float32).reshape(-1) for key in self._keys]
         reward = None if timestep.reward is None else np.float32(timestep.reward)
         discount = None if timestep.discount is None else np.float32(timestep.discount)
-        return timestep._replace(observation=self._flatten(timestep.observation), reward=reward, discount=discount)
+        observation = np.concatenate(parts).astype(np.float32, copy=False)
+        return timestep._replace(observation=observation, reward=reward, discount=discount)
 
     def reset(self) -> dm_env.TimeStep:
         self._steps = 0
@@ -98,23 +67,19 @@ class FlatDmControlWrapper(EnvironmentWrapper):
         self._reset_next = timestep.last()
         return self._convert(timestep)
 
+    def __getattr__(self, name: str) -> Any:  # physics, control_timestep, ...
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._environment, name)
+
+    def close(self) -> None:
+        self._environment.close()
+
     def render(self) -> np.ndarray:
-        """An RGB frame of camera 0 (environments made with `render_mode="rgb_array"`)."""
+        """An RGB frame of camera 0, 480 x 640 (made with `render_mode="rgb_array"`)."""
         if self._render_mode != "rgb_array":
             raise RenderingError("this dm_control environment was made without render_mode='rgb_array'")
-        return self._environment.physics.render(height=RENDER_HEIGHT, width=RENDER_WIDTH, camera_id=0)
-
-    def observation_spec(self) -> Any:
-        return self._observation_spec
-
-    def action_spec(self) -> Any:
-        return self._action_spec
-
-    def reward_spec(self) -> Any:
-        return specs.Array((), np.float32, "reward")
-
-    def discount_spec(self) -> Any:
-        return specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
+        return self._environment.physics.render(height=480, width=640, camera_id=0)
 
 
 def make_dm_control_environment(
@@ -126,20 +91,19 @@ def make_dm_control_environment(
     name: str | None = None,
     render_mode: str | None = None,
 ) -> dm_env.Environment:
-    """Control Suite task `domain`-`task` seeded with a uint32; no display needed.
-
-    `name` only labels runs (conf/environment/dm_control.yaml sets it to domain-task).
-    `render_mode="rgb_array"` renders camera 0 headless (EGL or OSMesa).
-
-    Episodes last the task's time limit (1,000 steps for most tasks) unless
-    `max_episode_steps` is shorter.
-    """
+    """Control Suite task `domain`-`task` seeded with a uint32, no display needed;
+    `render_mode="rgb_array"` renders headless (EGL or OSMesa). `name` only labels runs."""
     if max_episode_steps is not None and max_episode_steps <= 0:
         raise ValueError(f"max_episode_steps must be > 0 or null, got {max_episode_steps}")
-    del name
     if render_mode not in (None, "rgb_array"):
         raise ValueError(f"render_mode must be null or 'rgb_array', got {render_mode!r}")
-    validate_dm_control_task(domain, task)
+    suite = _suite()
+    if (domain, task) not in suite.ALL_TASKS:
+        domains = sorted({d for d, _ in suite.ALL_TASKS})
+        if domain not in domains:
+            raise ValueError(f"unknown dm_control domain '{domain}'; domains: {domains}")
+        tasks = sorted(t for d, t in suite.ALL_TASKS if d == domain)
+        raise ValueError(f"unknown task '{task}' for dm_control domain '{domain}'; tasks: {tasks}")
     suite = _suite(rendering=render_mode is not None)
     with known_warnings_dropped():  # cheetah's model: a 'settotalmass' deprecation on every load.
         environment = suite.load(domain, task, task_kwargs={**(task_kwargs or {}), "random": int(seed)})

@@ -1,30 +1,26 @@
-"""`environment.backend=envpool`: the copies of a gymnasium task stepped by envpool's C++
-thread pool instead of one Python environment each.
-
-`EnvpoolVectorEnvironment` has `VectorEnvironment`'s interface (batched dm_env timesteps,
-`reset(env_ids)` after a copy's last step, `step(actions, env_ids)` for any subset of the
-copies), so the environment loop, the actors and the evaluators use it unchanged. Its
-observations and rewards are float32 like the gymnasium backend's; episodes end as in
-`GymnasiumToDmEnv` (termination: discount 0, truncation by a time limit: discount 1).
-envpool seeds its copies itself from one seed, so its episodes differ from the gymnasium
-backend's at the same seed; frames cannot be rendered (a loop with a video observer uses
-the gymnasium backend).
-"""
+"""`environment.backend=envpool`: a task's copies stepped by envpool's C++ thread pool
+behind `VectorEnvironment`'s interface, so loops, actors and evaluators use it unchanged.
+Observations and rewards are float32 and episodes end as in `GymnasiumToDmEnv`; envpool
+seeds its copies itself (other episodes than gymnasium's at a seed) and cannot render."""
 
 from __future__ import annotations
 
+import difflib
+import functools
 import os
 import sys
+import warnings
 from typing import Any, Sequence
 
 import dm_env
 import numpy as np
+from dm_env import specs
 
-from rl.environments.gymnasium_adapter import space_to_spec
-from rl.environments.wrappers import float32_spec
+from rl.environments.wrappers import Float32Specs, space_to_spec
 
-# envpool takes an int32 seed.
-INT32 = 2**31
+# Factories (conf/environment `_target_`s) whose `name` is a gymnasium id envpool may have.
+GYMNASIUM_FACTORIES = ("rl.environments.make_gymnasium_environment", "rl.environments.make_mujoco_environment")
+ATARI_FACTORY = "rl.environments.atari.make_atari_environment"
 
 
 def envpool_tasks() -> set[str]:
@@ -50,65 +46,67 @@ def quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
         os.close(saved)
 
 
-def first_timesteps(observations: np.ndarray) -> dm_env.TimeStep:
-    """The batched FIRST timesteps of new episodes with these observations."""
-    n = len(observations)
-    return dm_env.TimeStep(
-        step_type=np.full(n, dm_env.StepType.FIRST, np.int8),
-        reward=np.zeros(n, np.float32),
-        discount=np.ones(n, np.float32),
-        observation=observations,
-    )
+class EnvpoolVectorEnvironment(Float32Specs):
+    """`num_envs` copies of envpool task `name` behind `VectorEnvironment`'s interface;
+    `kwargs` go to `envpool.make` (`max_episode_steps` None: the task's own limit).
 
+    With `atari`: stacks channels last, as the gymnasium backend's; a copy that has played
+    is reset as envpool's auto-reset does it (one step, its action ignored: play goes on
+    after a lost life, where envpool's `reset` starts a new game); `game_scores` from
+    envpool's unclipped `info["reward"]` at the end of a game (`info["terminated"]` or the time limit).
+    """
 
-class EnvpoolVectorEnvironment:
-    """`num_envs` copies of envpool task `name` behind `VectorEnvironment`'s interface."""
-
-    def __init__(self, name: str, seed: int, num_envs: int, max_episode_steps: int | None = None, **kwargs: Any):
-        import warnings
-
+    def __init__(self, name: str, seed: int, num_envs: int, atari: bool = False, **kwargs: Any):
         import envpool
 
         if name not in envpool_tasks():
             raise ValueError(f"envpool has no task '{name}'")
-        options = dict(kwargs)
+        max_episode_steps = kwargs.pop("max_episode_steps", None)
         if max_episode_steps is not None:
-            options["max_episode_steps"] = int(max_episode_steps)
+            kwargs["max_episode_steps"] = int(max_episode_steps)
         with warnings.catch_warnings():  # envpool's float64 bounds cast to float32 spaces.
             warnings.simplefilter("ignore")
             self._pool = quietly(
-                envpool.make, name, env_type="gymnasium", num_envs=num_envs, seed=int(seed) % INT32, **options
+                envpool.make, name, env_type="gymnasium", num_envs=num_envs, seed=int(seed) % 2**31, **kwargs
             )
-            self._observation_spec = float32_spec(space_to_spec(self._pool.observation_space, "observation"))
+            self._observation_spec = space_to_spec(self._pool.observation_space, "observation", float32=True)
             self._action_spec = space_to_spec(self._pool.action_space, "action")
+        self._atari = atari
+        if atari:
+            frames, height, width = self._observation_spec.shape
+            self._observation_spec = specs.BoundedArray((height, width, frames), np.uint8, 0, 255, "observation")
         self._action_dtype = self._pool.action_space.dtype
         self.num_envs = num_envs
         self._all = np.arange(num_envs, dtype=np.int32)
-
-    @classmethod
-    def make(
-        cls, name: str, seed: int, num_envs: int, max_episode_steps: int | None = None, kwargs: dict | None = None
-    ) -> "EnvpoolVectorEnvironment":
-        return cls(name, seed, num_envs, max_episode_steps, **(kwargs or {}))
+        self._scores = np.zeros(num_envs, np.float64)  # Each copy's game so far.
+        self._finished = np.full(num_envs, np.nan)
+        self._played = np.zeros(num_envs, bool)
 
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray:
         return self._all if env_ids is None else np.asarray(env_ids, dtype=np.int32)
 
     def _observations(self, observations: np.ndarray, returned: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, Any]:
-        """The rows in the order of `ids` (envpool answers in its own order), as float32."""
+        """The rows in the order of `ids` (envpool answers in its own order), at the spec's dtype."""
         order = None
         if not np.array_equal(returned, ids):
             row_of = {int(env_id): row for row, env_id in enumerate(returned)}
             order = np.array([row_of[int(env_id)] for env_id in ids])
         observations = np.asarray(observations, dtype=self._observation_spec.dtype)
-        return (observations if order is None else observations[order]), order
+        observations = observations if order is None else observations[order]
+        return (np.ascontiguousarray(np.moveaxis(observations, 1, -1)) if self._atari else observations), order
 
     def reset(self, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
         """Starts a new episode in the copies named (all by default)."""
         ids = self._ids(env_ids)
-        observations, info = self._pool.reset(ids)
-        observations, _ = self._observations(observations, info["env_id"], ids)
-        return first_timesteps(observations)
+        if self._atari and self._played[ids].all():
+            observations, _, _, _, info = self._pool.step(np.zeros(len(ids), self._action_dtype), ids)
+        else:
+            self._played[ids] = True
+            observations, info = self._pool.reset(ids)
+        n = len(ids)
+        first = np.full(n, dm_env.StepType.FIRST, np.int8)
+        observations = self._observations(observations, info["env_id"], ids)[0]
+        return dm_env.TimeStep(first, np.zeros(n, np.float32), np.ones(n, np.float32), observations)
 
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
         """Steps the copies named (all by default); `actions[k]` goes to `env_ids[k]`."""
@@ -117,81 +115,70 @@ class EnvpoolVectorEnvironment:
             np.asarray(actions, dtype=self._action_dtype), ids
         )
         observations, order = self._observations(observations, info["env_id"], ids)
-        # The raw info (in envpool's order) and the order that sorts it as `ids`, with the
-        # truncations in envpool's order: what a subclass reads beyond the timestep.
-        self.last_info, self.last_truncated = (info, order), truncated
+        if self._atari:
+            game_rewards, game_over = info["reward"], np.logical_or(info["terminated"], truncated)
+            if order is not None:
+                game_rewards, game_over = game_rewards[order], game_over[order]
+            self._scores[ids] += game_rewards
+            self._finished[ids] = np.where(game_over, self._scores[ids], np.nan)
+            self._scores[ids[game_over.astype(bool)]] = 0.0
         if order is not None:
             rewards, terminated, truncated = rewards[order], terminated[order], truncated[order]
-        ended = np.logical_or(terminated, truncated)
         return dm_env.TimeStep(
-            step_type=np.where(ended, dm_env.StepType.LAST, dm_env.StepType.MID).astype(np.int8),
+            step_type=np.where(terminated | truncated, dm_env.StepType.LAST, dm_env.StepType.MID).astype(np.int8),
             reward=np.asarray(rewards, np.float32),
             discount=np.where(terminated, 0.0, 1.0).astype(np.float32),
             observation=observations,
         )
 
-    def observation_spec(self) -> Any:
-        return self._observation_spec
-
-    def action_spec(self) -> Any:
-        return self._action_spec
-
-    def reward_spec(self) -> Any:
-        return dm_env.specs.Array(shape=(), dtype=np.float32, name="reward")
-
-    def discount_spec(self) -> Any:
-        return dm_env.specs.BoundedArray(shape=(), dtype=np.float32, minimum=0.0, maximum=1.0, name="discount")
+    def game_scores(self, env_ids: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """The score of the game each copy named has just ended; NaN where its last step ended none."""
+        return self._finished[self._ids(env_ids)]
 
     def render(self) -> Any:
         raise NotImplementedError("envpool environments do not render; use environment.backend=gymnasium for video")
 
     def close(self) -> None:
-        close = getattr(self._pool, "close", None)
-        if close is not None:
-            close()
+        self._pool.close()
 
 
-# Factories (conf/environment `_target_`s) whose `name` is a gymnasium id envpool may have.
-GYMNASIUM_FACTORIES = ("rl.environments.make_gymnasium_environment", "rl.environments.make_mujoco_environment")
-# environment=atari (rl/environments/atari.py).
-ATARI_FACTORY = "rl.environments.atari.make_atari_environment"
+def _layout(spec: Any) -> tuple:
+    return type(spec), spec.shape, spec.dtype, getattr(spec, "num_values", None)
 
 
 def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
     """`make(seed=..., num_envs=...)` for the composed `environment` group, or a ValueError
-    saying why envpool cannot step it: not installed, not a gymnasium task, a task envpool
-    lacks (with close names), or specs that differ from the gymnasium backend's."""
-    import difflib
-    import functools
-
+    saying why envpool cannot step it (not installed, not a gymnasium id, a task it lacks,
+    other specs than the gymnasium backend's)."""
     target = environment.get("_target_")
     if target == ATARI_FACTORY:  # Its own options (preprocessing) and observation layout.
-        from rl.environments.atari import atari_envpool_factory
+        from rl.environments.atari import envpool_options, make_atari_envpool
 
-        return atari_envpool_factory(environment, environment_spec)
-    if target not in GYMNASIUM_FACTORIES:
-        raise ValueError(f"envpool steps gymnasium ids (environment=gymnasium or mujoco), not {target}")
+        settings = {key: value for key, value in environment.items() if key not in ("_target_", "render_mode")}
+        name = envpool_options(**settings)[0]
+        factory = functools.partial(make_atari_envpool, **settings)
+    elif target in GYMNASIUM_FACTORIES:
+        name = str(environment.get("name"))
+        options = environment.get("kwargs") or {}
+        factory = functools.partial(
+            EnvpoolVectorEnvironment, name, max_episode_steps=environment.get("max_episode_steps"), **options
+        )
+    else:
+        raise ValueError(f"envpool steps gymnasium ids (environment=gymnasium, mujoco or atari), not {target}")
     tasks = envpool_tasks()
     if not tasks:
         raise ValueError("envpool is not installed (pip install envpool)")
-    name = str(environment.get("name"))
     if name not in tasks:
         close = difflib.get_close_matches(name, sorted(tasks), n=5, cutoff=0.6)
         hint = f"; close ones: {close}" if close else ""
         raise ValueError(f"envpool has no task '{name}'{hint}; environment.backend=gymnasium steps any gymnasium id")
-    factory = functools.partial(
-        EnvpoolVectorEnvironment.make,
-        name=name,
-        max_episode_steps=environment.get("max_episode_steps"),
-        kwargs=environment.get("kwargs") or {},
-    )
     probe = factory(seed=0, num_envs=1)
     try:
         for what, ours, theirs in (
             ("observations", environment_spec.observations, probe.observation_spec()),
             ("actions", environment_spec.actions, probe.action_spec()),
         ):
-            if (type(ours), ours.shape, ours.dtype) != (type(theirs), theirs.shape, theirs.dtype):
+            if _layout(ours) != _layout(theirs):
                 raise ValueError(f"envpool's '{name}' has other {what} ({theirs}) than gymnasium's ({ours})")
     finally:
         probe.close()

@@ -1,4 +1,5 @@
-"""Factories named by `_target_` in conf/environment."""
+"""Factories named by `_target_` in conf/environment: gymnasium ids, MuJoCo tasks, gymnax
+(this module imports no JAX, so configuration checks stay fast)."""
 
 from __future__ import annotations
 
@@ -11,28 +12,20 @@ from typing import Any
 import dm_env
 import gymnasium
 
-from rl.environments.gymnasium_adapter import GymnasiumToDmEnv
+from rl.environments.rendering import choose_mujoco_gl
+from rl.environments.wrappers import GymnasiumToDmEnv
 from rl.quiet import known_warnings_dropped
-from rl.environments.wrappers import SinglePrecisionWrapper
 
-# Packages whose gymnasium environments exist only once they are imported (ale_py's
-# `ALE/Pong-v5`, ...). Those installed are imported before a name is looked up, so any
-# installed family's ids resolve; gymnasium's own (classic control, MuJoCo, Box2D, toy
-# text) are always registered.
-ENVIRONMENT_PACKAGES = (
-    "ale_py",
-    "shimmy",
-    "gymnasium_robotics",
-    "minigrid",
-    "miniworld",
-    "highway_env",
-)
+# Packages whose gymnasium ids exist once imported (ale_py's `ALE/Pong-v5`, ...);
+# gymnasium's own (classic control, MuJoCo, Box2D, toy text) are always registered.
+ENVIRONMENT_PACKAGES = ("ale_py", "shimmy", "gymnasium_robotics", "minigrid", "miniworld", "highway_env")
+MUJOCO_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")
 _registered: set[str] = set()
 
 
 def register_installed_families() -> list[str]:
-    """Imports the installed packages of ENVIRONMENT_PACKAGES, which registers their
-    environments with gymnasium; returns the ones registered (once per process)."""
+    """Imports the installed ENVIRONMENT_PACKAGES (once per process), which registers
+    their ids with gymnasium; returns the ones registered."""
     for package in ENVIRONMENT_PACKAGES:
         if package in _registered or importlib.util.find_spec(package) is None:
             continue
@@ -48,9 +41,8 @@ def register_installed_families() -> list[str]:
 
 
 def environment_family(env_id: str) -> str:
-    """The family a registered id belongs to: its namespace (`ALE`), else the package or
-    gymnasium module its entry point lives in (`gymnasium.envs.classic_control`,
-    `gymnasium.envs.mujoco`)."""
+    """A registered id's namespace (`ALE`), else the package or gymnasium module its entry
+    point lives in (`gymnasium.envs.classic_control`, `gymnasium.envs.mujoco`)."""
     spec = gymnasium.envs.registry[env_id]
     if spec.namespace:
         return spec.namespace
@@ -65,11 +57,8 @@ def _suggestion(name: str) -> str:
     known = sorted(gymnasium.envs.registry.keys())
     namespace, _, _ = name.rpartition("/")
     if namespace:
-        by_namespace = {}
-        for env_id in known:
-            by_namespace.setdefault(env_id.rpartition("/")[0].lower(), []).append(env_id)
-        family = by_namespace.get(namespace.lower())
-        if family is None:
+        family = [env_id for env_id in known if env_id.rpartition("/")[0].lower() == namespace.lower()]
+        if not family:
             spaces = sorted({env_id.rpartition("/")[0] for env_id in known if "/" in env_id})
             return f"there is no '{namespace}' namespace (installed namespaces: {spaces})"
     else:
@@ -78,21 +67,19 @@ def _suggestion(name: str) -> str:
     # The same name in some namespace (Pong-v5 -> ALE/Pong-v5), or in another case, first.
     close = [env_id for env_id in known if env_id.rpartition("/")[2].lower() == name.rpartition("/")[2].lower()]
     close += [env_id for env_id in difflib.get_close_matches(name, family, n=5, cutoff=0.5) if env_id not in close]
-    close = close[:5]
     if close:
-        return f"did you mean one of {close}?"
+        return f"did you mean one of {close[:5]}?"
     return f"registered ids include {family[:8]}"
 
 
 def validate_gymnasium_id(name: str) -> None:
-    """Raises a ValueError naming close matches (from the same family of environments)
-    when `name` is not a registered id, once every installed family is registered."""
+    """A ValueError naming close ids (of the same family) unless `name` is registered,
+    once every installed family is."""
     if name in gymnasium.envs.registry:
         return
     register_installed_families()
-    if name in gymnasium.envs.registry:
-        return
-    raise ValueError(f"'{name}' is not a registered gymnasium environment; {_suggestion(name)}")
+    if name not in gymnasium.envs.registry:
+        raise ValueError(f"'{name}' is not a registered gymnasium environment; {_suggestion(name)}")
 
 
 def make_gymnasium_environment(
@@ -101,11 +88,9 @@ def make_gymnasium_environment(
     render_mode: str | None = None,
     max_episode_steps: int | None = None,
     kwargs: dict[str, Any] | None = None,
-) -> dm_env.Environment:
-    """Makes gymnasium environment `name` as a float32 dm_env, seeded with a uint32.
-
-    MuJoCo tasks load without MuJoCo's known deprecation warnings (rl/quiet.py).
-    """
+) -> GymnasiumToDmEnv:
+    """Gymnasium environment `name` as a float32 dm_env seeded with a uint32 (MuJoCo tasks
+    load without MuJoCo's known deprecation warnings, rl/quiet.py)."""
     validate_gymnasium_id(name)
     mujoco_task = environment_family(name) == "gymnasium.envs.mujoco"
     with known_warnings_dropped() if mujoco_task else contextlib.nullcontext():
@@ -113,4 +98,41 @@ def make_gymnasium_environment(
             name, render_mode=render_mode, max_episode_steps=max_episode_steps, **(kwargs or {})
         )
     environment.action_space.seed(int(seed))
-    return SinglePrecisionWrapper(GymnasiumToDmEnv(environment, seed=int(seed)))
+    return GymnasiumToDmEnv(environment, seed=int(seed))
+
+
+def make_mujoco_environment(
+    seed: int,
+    name: str = "HalfCheetah-v5",
+    max_episode_steps: int | None = None,
+    kwargs: dict[str, Any] | None = None,
+    render_mode: str | None = None,
+) -> dm_env.Environment:
+    """A gymnasium MuJoCo task (time limit: discount 1, falls: discount 0); with
+    `render_mode="rgb_array"` it renders headless (EGL or OSMesa, rl/environments/rendering.py)."""
+    validate_gymnasium_id(name)
+    if not str(gymnasium.envs.registry[name].entry_point).startswith("gymnasium.envs.mujoco"):
+        raise ValueError(
+            f"'{name}' is not a gymnasium MuJoCo task; use one of {list(MUJOCO_TASKS)} "
+            "(or environment=gymnasium for other ids)"
+        )
+    choose_mujoco_gl(rendering=render_mode is not None)
+    return make_gymnasium_environment(
+        name, seed, render_mode=render_mode, max_episode_steps=max_episode_steps, kwargs=kwargs
+    )
+
+
+def make_gymnax_environment(name: str, seed: int, kwargs: dict[str, Any] | None = None) -> dm_env.Environment:
+    """gymnax environment `name` (CartPole-v1, Breakout-MinAtar, ...) as a float32 dm_env;
+    `kwargs` go to `gymnax.make`. launcher=anakin compiles it instead (`jax_native`)."""
+    from rl.environments.gymnax_vector import GymnaxToDmEnv
+
+    return GymnaxToDmEnv(name, seed, kwargs)
+
+
+make_gymnax_environment.jax_native = True
+
+
+def is_jax_native(environment_factory: Any) -> bool:
+    """Whether an environment factory (a functools.partial of a `_target_`) can be compiled into a JAX program."""
+    return bool(getattr(getattr(environment_factory, "func", environment_factory), "jax_native", False))

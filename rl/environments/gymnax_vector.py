@@ -1,14 +1,10 @@
-"""gymnax environments as pure functions over a batch of copies, for compiled runs.
+"""gymnax environments: `GymnaxVector`, copies as pure functions of (state, action, key)
+for compiled runs (launcher=anakin: inside `lax.scan`, `vmap` over seeds, `jit`), and
+`GymnaxToDmEnv`, one copy as a dm_env for launcher=local/ray (slow, for checking).
 
-`GymnaxVector(name, num_envs)` steps `num_envs` copies of one gymnax environment with
-`jax.vmap`; every copy resets itself when its episode ends, and the running return and
-length of each copy's episode are kept in the state, so episode statistics are computed
-on the device with no host round trip. Everything is a pure function of (state, action,
-key): it can sit inside `jax.lax.scan`, `jax.vmap` (over seeds) and `jax.jit`.
-
-Unlike gymnax's own `step`, a step here says whether an episode ended by termination
-(the environment's discount is 0) or by the time limit (`truncated`: the return may still
-bootstrap from `final_observation`, the observation before the automatic reset).
+Each copy resets itself when its episode ends and keeps its running return and length
+on the device. Unlike gymnax's `step`, a step tells termination (discount 0) from the
+time limit (`truncated`: bootstrap from `final_observation`, before the reset).
 """
 
 from __future__ import annotations
@@ -17,57 +13,46 @@ import dataclasses
 import warnings
 from typing import Any, NamedTuple
 
+import dm_env
 import jax
 import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
+from rl.environments.wrappers import Float32Specs
+
 # MinAtar's gymnax code writes ints into boolean arrays; JAX warns at every trace.
 warnings.filterwarnings("ignore", message="scatter inputs have incompatible types", category=FutureWarning)
 
 
-def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, Any]:
-    """(environment, default parameters) of gymnax id `name`; a ValueError naming the
-    registered ids when there is no such id."""
+def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, Any, specs.Array, specs.Array]:
+    """(environment, default parameters, observation spec, action spec) of gymnax id
+    `name`, or a ValueError naming the registered ids. Observations are float32 (MinAtar's
+    are booleans), their shape traced from a reset: gymnax's `observation_space` compiles,
+    and JAX decides at its first compilation whether the cache (switched on later) is used."""
     import gymnax
 
     if name not in gymnax.registered_envs:
         raise ValueError(f"'{name}' is not a gymnax environment; registered ids: {list(gymnax.registered_envs)}")
-    return gymnax.make(name, **(kwargs or {}))
-
-
-def observation_spec(environment: Any, params: Any) -> specs.Array:
-    """The dm_env spec of one observation; observations are float32 whatever gymnax's
-    dtype (MinAtar's are booleans).
-
-    The shape comes from tracing a reset (`jax.eval_shape`), not from gymnax's
-    `observation_space`, which runs (and compiles) JAX operations: an experiment reads the
-    spec before it switches the compilation cache on, and JAX decides at its first
-    compilation, once per process, whether the cache is used."""
+    environment, params = gymnax.make(name, **(kwargs or {}))
     key = jax.ShapeDtypeStruct((2,), jnp.uint32)
     shape = jax.eval_shape(lambda k: environment.reset_env(k, params)[0], key).shape
-    return specs.Array(tuple(shape), np.float32, "observation")
-
-
-def action_spec(environment: Any, params: Any) -> specs.Array:
-    """DiscreteArray (int32) for a discrete action space, BoundedArray (float32) otherwise."""
+    observation_spec = specs.Array(tuple(shape), np.float32, "observation")
     space = environment.action_space(params)
     if hasattr(space, "n"):
-        return specs.DiscreteArray(int(space.n), np.int32, "action")
+        return environment, params, observation_spec, specs.DiscreteArray(int(space.n), np.int32, "action")
     shape = tuple(space.shape)
-    low = np.broadcast_to(np.asarray(space.low, np.float32), shape)
-    high = np.broadcast_to(np.asarray(space.high, np.float32), shape)
-    return specs.BoundedArray(shape, np.float32, low, high, "action")
+    low, high = (np.broadcast_to(np.asarray(bound, np.float32), shape) for bound in (space.low, space.high))
+    return environment, params, observation_spec, specs.BoundedArray(shape, np.float32, low, high, "action")
 
 
 class EnvStep(NamedTuple):
-    """What one batched step returns, each with a leading (num_envs,) axis.
+    """One batched step, each field with a leading (num_envs,) axis.
 
-    `observation` is the next observation to act on (a fresh episode's first one where
-    `done`); `discount` is 0 where the episode terminated, 1 elsewhere (a truncation
-    included); `final_observation` is the observation the step reached, before any
-    reset; `episode_return` and `episode_length` describe the episode that ended, where
-    `done` (0 elsewhere).
+    `observation` is the next one to act on (a fresh episode's first where `done`);
+    `discount` is 0 where the episode terminated, 1 elsewhere (truncations included);
+    `final_observation` is the one the step reached, before any reset; `episode_return`
+    and `episode_length` describe the episode that ended where `done` (0 elsewhere).
     """
 
     observation: jax.Array
@@ -88,54 +73,40 @@ class VectorState(NamedTuple):
     episode_length: jax.Array
 
 
-def _as_observation(observation: jax.Array) -> jax.Array:
-    return jnp.asarray(observation).astype(jnp.float32)
-
-
-# A time limit no episode reaches: `is_terminal` under it is the task's own condition.
-_NO_TIME_LIMIT = np.iinfo(np.int32).max
-
-
-def terminated_by_task(environment: Any, params: Any, env_state: Any) -> jax.Array:
-    """Whether `env_state` ends the episode by the task itself, the time limit aside.
-
-    gymnax's `is_terminal` (what `step_env` returns as `done`) ORs the task's condition
-    with `time >= max_steps_in_episode`; asked again with a limit no episode reaches, it
-    answers for the task alone."""
-    unlimited = dataclasses.replace(params, max_steps_in_episode=_NO_TIME_LIMIT)
-    return jnp.asarray(environment.is_terminal(env_state, unlimited), bool)
-
-
 def single_step(environment: Any, params: Any, key: jax.Array, env_state: Any, action: jax.Array) -> tuple:
     """One step of one copy without a reset: (observation, state, reward, done, truncated).
 
-    `truncated` is an episode end by the time limit (state.time >= max_steps_in_episode)
-    where the task did not also end it: a step that terminates on the last allowed step
-    is a termination (discount 0), as in the gymnasium adapter. gymnax counts both as
-    `done`.
+    gymnax's `done` ORs the task's end with `time >= max_steps_in_episode`; `truncated` is
+    the time limit where the task did not also end the episode (asked again with a limit no
+    episode reaches), so a termination on the last allowed step has discount 0.
     """
     observation, env_state, reward, done, _ = environment.step_env(key, env_state, action, params)
     done = jnp.asarray(done, bool)
     limit = getattr(params, "max_steps_in_episode", None)
     time = getattr(env_state, "time", None)
+    truncated = jnp.zeros_like(done)
     if limit is not None and time is not None:
-        truncated = done & (time >= limit) & ~terminated_by_task(environment, params, env_state)
-    else:
-        truncated = jnp.zeros_like(done)
-    return _as_observation(observation), env_state, jnp.asarray(reward, jnp.float32).reshape(()), done, truncated
+        unlimited = dataclasses.replace(params, max_steps_in_episode=np.iinfo(np.int32).max)
+        terminated = jnp.asarray(environment.is_terminal(env_state, unlimited), bool)
+        truncated = done & (time >= limit) & ~terminated
+    return (
+        jnp.asarray(observation, jnp.float32),
+        env_state,
+        jnp.asarray(reward, jnp.float32).reshape(()),
+        done,
+        truncated,
+    )
 
 
 class GymnaxVector:
-    """`num_envs` copies of gymnax environment `name`, reset automatically (see module docstring)."""
+    """`num_envs` copies of gymnax environment `name`, reset automatically (see the module)."""
 
     def __init__(self, name: str, num_envs: int, kwargs: dict[str, Any] | None = None):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.name = name
         self.num_envs = num_envs
-        self.environment, self.params = make_gymnax(name, kwargs)
-        self.observation_spec = observation_spec(self.environment, self.params)
-        self.action_spec = action_spec(self.environment, self.params)
+        self.environment, self.params, self.observation_spec, self.action_spec = make_gymnax(name, kwargs)
 
     def reset(self, key: jax.Array) -> VectorState:
         """Every copy at the start of an episode (copy i seeded with split(key)[i])."""
@@ -143,7 +114,7 @@ class GymnaxVector:
             jax.random.split(key, self.num_envs), self.params
         )
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
-        return VectorState(env_states, _as_observation(observations), zeros, jnp.zeros((self.num_envs,), jnp.int32))
+        return VectorState(env_states, observations.astype(jnp.float32), zeros, jnp.zeros((self.num_envs,), jnp.int32))
 
     def _step_one(self, key: jax.Array, env_state: Any, action: jax.Array) -> tuple:
         step_key, reset_key = jax.random.split(key)
@@ -152,7 +123,7 @@ class GymnaxVector:
         )
         reset_observation, reset_state = self.environment.reset_env(reset_key, self.params)
         env_state = jax.tree_util.tree_map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
-        next_observation = jnp.where(done, _as_observation(reset_observation), observation)
+        next_observation = jnp.where(done, jnp.asarray(reset_observation, jnp.float32), observation)
         return next_observation, env_state, reward, done, truncated, observation
 
     def step(self, state: VectorState, action: jax.Array, key: jax.Array) -> tuple[VectorState, EnvStep]:
@@ -178,3 +149,43 @@ class GymnaxVector:
             env_state, observation, episode_return * keep, episode_length * (1 - done.astype(jnp.int32))
         )
         return next_state, step
+
+
+class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
+    """One gymnax environment stepped from Python, its keys drawn from `seed`; the time
+    limit ends an episode with discount 1, the task with discount 0."""
+
+    def __init__(self, name: str, seed: int, kwargs: dict[str, Any] | None = None):
+        self._environment, self._params, self._observation_spec, self._action_spec = make_gymnax(name, kwargs)
+        # The key is made at the first reset: JAX's first computation decides (once per
+        # process) whether the compilation cache, switched on after the spec probe, is used.
+        self._seed = int(seed)
+        self._key = None
+        self._state = None
+        self._reset = jax.jit(lambda key: self._environment.reset_env(key, self._params))
+        self._step = jax.jit(
+            lambda key, state, action: single_step(self._environment, self._params, key, state, action)
+        )
+
+    def _next_key(self) -> jax.Array:
+        if self._key is None:
+            self._key = jax.random.PRNGKey(self._seed)
+        self._key, key = jax.random.split(self._key)
+        return key
+
+    def reset(self) -> dm_env.TimeStep:
+        observation, self._state = self._reset(self._next_key())
+        return dm_env.restart(np.asarray(observation, np.float32))
+
+    def step(self, action: Any) -> dm_env.TimeStep:
+        if self._state is None:
+            return self.reset()
+        action = np.asarray(action, self._action_spec.dtype).reshape(self._action_spec.shape)
+        observation, self._state, reward, done, truncated = self._step(self._next_key(), self._state, action)
+        observation, reward = np.asarray(observation, np.float32), np.float32(reward)
+        if not bool(done):
+            return dm_env.transition(reward, observation)
+        self._state = None
+        if bool(truncated):
+            return dm_env.truncation(reward, observation)
+        return dm_env.termination(reward, observation)

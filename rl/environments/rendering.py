@@ -1,10 +1,7 @@
-"""Headless rendering for video: the OpenGL backend MuJoCo renders with, and one-line
-errors where none works.
-
-MuJoCo (gymnasium's MuJoCo tasks, dm_control) reads `MUJOCO_GL` when it first renders
-or is imported. Without a display the only backends are EGL and OSMesa, each a system
-library (`libegl1`, `libosmesa6`; scripts/setup.sh installs them where it can).
-"""
+"""Headless rendering for video: the OpenGL backend MuJoCo (gymnasium's MuJoCo tasks,
+dm_control) reads from `MUJOCO_GL` when first imported or rendering, and one-line errors
+where none works. Without a display the backends are EGL and OSMesa, system libraries
+(`libegl1`, `libosmesa6`) that scripts/setup.sh installs where it can."""
 
 from __future__ import annotations
 
@@ -24,19 +21,13 @@ class RenderingError(RuntimeError):
 
 def available_headless_backend() -> str | None:
     """The first headless backend whose library is installed (None: neither)."""
-    for backend, library in HEADLESS_BACKENDS.items():
-        if ctypes.util.find_library(library):
-            return backend
-    return None
+    return next((backend for backend, library in HEADLESS_BACKENDS.items() if ctypes.util.find_library(library)), None)
 
 
 def choose_mujoco_gl(rendering: bool) -> str | None:
-    """Sets `MUJOCO_GL` unless the user has: a headless backend when there is no display
-    (or "disable" when none is installed and nothing is rendered, so MuJoCo does not go
-    looking for one). Returns the backend MuJoCo will use (None: its own choice).
-
-    "disable" set here for a process that did not render at first still means that no
-    backend is installed: a later call that renders gets the missing-backend error."""
+    """Sets `MUJOCO_GL` unless the user has: a headless backend when there is no display,
+    else "disable" when none is installed and nothing renders (a later call that renders
+    then gets the missing-backend error). Returns the backend MuJoCo will use (None: its own choice)."""
     global _chosen
     current = os.environ.get("MUJOCO_GL")
     if current is not None and current != _chosen:

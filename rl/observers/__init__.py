@@ -1,10 +1,8 @@
-"""Observers: watch an environment loop and add metrics to its episode records.
-
-conf/observers/ names them for the command line (`observers=[action_stats,video]`).
-"""
+"""Observers: watch an environment loop and add metrics to its episode records
+(conf/observers/ names them for the command line: `observers=[action_stats,video]`)."""
 
 from rl.observers.action_stats import ActionStatistics
-from rl.observers.base import Observer, ObserverFactory
-from rl.observers.video import VideoPath, VideoRecorder, write_mp4
+from rl.observers.base import Observer
+from rl.observers.video import VideoRecorder
 
-__all__ = ["ActionStatistics", "Observer", "ObserverFactory", "VideoPath", "VideoRecorder", "write_mp4"]
+__all__ = ["ActionStatistics", "Observer", "VideoRecorder"]

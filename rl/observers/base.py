@@ -1,26 +1,19 @@
-"""The observer interface, as the environment loop calls it.
-
-An environment loop steps several copies of an environment at once (a
-`VectorEnvironment`), so observers see batched timesteps and actions together with the
-ids of the copies they belong to, and report metrics per copy when that copy's episode
-ends. Each loop gets observers of its own: `ExperimentConfig.observers` holds factories,
-called once per loop with the loop's `label` ("actor" or "evaluator"), `instance` and the
-run directory.
-"""
+"""The observer interface, as the environment loop calls it."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import dm_env
 import numpy as np
 
 
 class Observer:
-    """Does nothing; subclasses override what they watch.
-
-    `labels` names the loops the observer runs in (None: every loop); `render` asks for
-    environments made with `render_mode="rgb_array"`.
+    """Does nothing; subclasses override what they watch: batched timesteps and actions
+    of a loop's `VectorEnvironment` copies `env_ids`, and per copy the metrics of the
+    episode it ended. One per loop, made with its `label` ("actor" or "evaluator"),
+    `instance` and run directory; `labels` names the loops it runs in (None: all), and
+    `render` asks for environments made with `render_mode="rgb_array"`.
     """
 
     labels: tuple[str, ...] | None = None
@@ -40,7 +33,3 @@ class Observer:
     def get_metrics(self, env_id: int) -> dict[str, Any]:
         """Metrics of the episode copy `env_id` has just ended, for its record."""
         return {}
-
-
-class ObserverFactory(Protocol):
-    def __call__(self, label: str, instance: int, run_directory: str) -> Observer: ...

@@ -1,11 +1,5 @@
-"""conf/observers/video.yaml: MP4s of episodes, in `<run dir>/videos/` and on W&B.
-
-The recorder renders copy 0 of its loop's vector environment (made with
-`render_mode="rgb_array"`) through every `every`-th episode that copy plays: in an
-evaluator, whose round plays one episode per copy, that is one episode every `every`
-evaluation rounds. The episode's record gets `video`: the MP4's path as a `VideoPath`,
-which the W&B logger uploads as a video and the CSV logger writes as the path.
-"""
+"""conf/observers/video.yaml: MP4s of episodes in `<run dir>/videos/`; the episode's record
+gets the file's path as `video`."""
 
 from __future__ import annotations
 
@@ -18,10 +12,6 @@ import numpy as np
 
 from rl.environments.rendering import RenderingError, render_fps, render_frame
 from rl.observers.base import Observer
-
-
-class VideoPath(str):
-    """The path of an MP4 file, as a metric value (a video to loggers that show one)."""
 
 
 def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
@@ -50,11 +40,9 @@ def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
 
 
 class VideoRecorder(Observer):
-    """Records every `every`-th episode of copy 0 (the first, third, ... with every=2).
-
-    Videos go to `<run_directory>/videos/<label>_<instance>_episode_<n>.mp4`, or to `path`
-    when set (then only the first video is kept). `fps` None takes the environment's.
-    `labels` are the loops that record (evaluators by default).
+    """Records copy 0 of its loop's environment through every `every`-th episode it plays
+    (in an evaluator, one episode every `every` rounds) to `<run_directory>/videos/<label>_
+    <instance>_episode_<n>.mp4`, or only the first to `path`. `fps` None: the environment's.
     """
 
     render = True
@@ -81,15 +69,14 @@ class VideoRecorder(Observer):
         self.video_frames: list[int] = []
         self._episodes = 0  # Episodes copy 0 has started.
         self._recording = False
-        self._fps: int | None = None
 
     def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
         if env_ids[0] != 0:  # Ids are ascending: copy 0 comes first when it is there.
             return
         self._recording = self._episodes % self.every == 0 and not (self.path and self.videos)
         self._episodes += 1
-        if self._fps is None:
-            self._fps = self.fps or render_fps(environment.environments[0])
+        if not self.fps:
+            self.fps = render_fps(environment.environments[0])
         self.frames = [render_frame(environment)] if self._recording else []
 
     def observe(self, environment: Any, timestep: dm_env.TimeStep, actions: Any, env_ids: np.ndarray) -> None:
@@ -103,7 +90,7 @@ class VideoRecorder(Observer):
         path = self.path or os.path.join(
             self.run_directory, "videos", f"{self.label}_{self.instance}_episode_{self._episodes}.mp4"
         )
-        self.videos.append(write_mp4(path, self.frames, self._fps or 30))
+        self.videos.append(write_mp4(path, self.frames, self.fps or 30))
         self.video_frames.append(len(self.frames))
         self.frames = []
-        return {"video": VideoPath(path)}
+        return {"video": path}
