@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import abc
-import numbers
 from typing import Any, Mapping
 
 import numpy as np
@@ -51,13 +50,8 @@ class NoOpLogger(Logger):
 
 
 def to_python_scalar(value: Any) -> Any:
-    """Turns numpy/JAX scalars into plain Python numbers so every sink can store them."""
+    """Turns numpy/JAX scalars into plain Python numbers (arrays into lists) so every sink can store them."""
     if isinstance(value, (str, bool, int, float)) or value is None:
         return value
     array = np.asarray(value)
-    if array.size == 1:
-        item = array.reshape(()).item()
-        return item
-    if isinstance(value, numbers.Number):
-        return value
-    return array.tolist()
+    return array.item() if array.size == 1 else array.tolist()
