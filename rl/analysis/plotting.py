@@ -59,23 +59,16 @@ def plot_curves(
     metric: str = DEFAULT_METRIC,
     hue: str | None = None,
     title: str | None = None,
-    ax: Any = None,
 ) -> Figure:
     """Mean curve per group against actor steps, with a 95% bootstrap band of the mean
     where the group has at least MIN_BAND_RUNS runs (thin lines for its runs otherwise).
-
-    The legend sits right of the axes and says what lines and bands are; a figure made
-    here is wide enough for it and uses constrained layout, so nothing is cut (save with
-    `bbox_inches="tight"` all the same).
-    """
+    The legend, right of the axes, says what lines and bands are; the figure is wide
+    enough for it and lays itself out, so nothing is cut (save with bbox_inches="tight")."""
     labels = [f"{label} (n={len(runs)})" for label, runs in groups.items()]
     columns = 1 + (len(labels) - 1) // LEGEND_ROWS
-    if ax is None:
-        longest = max((len(label) for label in labels), default=0)
-        figure = Figure(figsize=(min(7.5 + 0.065 * longest * columns, 24.0), 4.5), dpi=150, layout="constrained")
-        ax = figure.add_subplot()
-    else:
-        figure = ax.figure
+    longest = max((len(label) for label in labels), default=0)
+    figure = Figure(figsize=(min(7.5 + 0.065 * longest * columns, 24.0), 4.5), dpi=150, layout="constrained")
+    ax = figure.add_subplot()
     band = few = thin = False
     for index, (runs, legend_label) in enumerate(zip(groups.values(), labels)):
         curve = aggregate_curves(runs, metric)
@@ -141,21 +134,19 @@ def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metr
     header = [hue or "group", "runs", "mean", "95% CI", "IQM", "IQM 95% CI"]
 
     def interval(row: Mapping[str, Any], name: str) -> str:
-        return (
-            "-" if row["runs"] < MIN_BAND_RUNS else f"[{_number(row[name + '_low'])}, {_number(row[name + '_high'])}]"
-        )
+        if row["runs"] < MIN_BAND_RUNS:
+            return "-"
+        return f"[{_number(row[name + '_low'])}, {_number(row[name + '_high'])}]"
 
     body = [
         [str(row["group"]), str(row["runs"]), _number(row["mean"]), interval(row, "mean")]
         + [_number(row["iqm"]), interval(row, "iqm")]
         for row in rows
     ]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    widths = [max(map(len, column)) for column in zip(header, *body)]
     lines = [f"final {metric} per group"]
     for index, line in enumerate([header, *body]):
-        lines.append(
-            "  ".join(cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(line))
-        )
+        lines.append("  ".join([line[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(line[1:], widths[1:]))]))
         if index == 0:
             lines.append("  ".join("-" * width for width in widths))
     if any(row["runs"] < MIN_BAND_RUNS for row in rows):

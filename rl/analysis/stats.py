@@ -19,18 +19,13 @@ def iqm(values: np.ndarray, axis: int | None = 0) -> np.ndarray:
     return scipy.stats.trim_mean(np.asarray(values, dtype=np.float64), 0.25, axis=axis)
 
 
-def bootstrap_ci(
-    values: np.ndarray,
-    statistic: Callable[..., np.ndarray] = np.mean,
-    confidence: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile-bootstrap interval of `statistic` over runs (axis 0 of `values`), each
-    column (point of a curve) resampled independently; one run: its value, twice."""
+def bootstrap_ci(values: np.ndarray, statistic: Callable[..., np.ndarray] = np.mean) -> tuple[np.ndarray, np.ndarray]:
+    """95% percentile-bootstrap interval (2000 resamples, seed 0) of `statistic` over runs
+    (axis 0 of `values`), each column (point of a curve) resampled independently; one
+    run: its value, twice."""
     values = np.asarray(values, dtype=np.float64)
     if values.ndim == 1:
-        low, high = bootstrap_ci(values[:, None], statistic, confidence, n_resamples, seed)
+        low, high = bootstrap_ci(values[:, None], statistic)
         return low[0], high[0]
     point = statistic(values, axis=0)
     if values.shape[0] < 2:
@@ -42,23 +37,23 @@ def bootstrap_ci(
             statistic,
             axis=0,
             vectorized=True,
-            confidence_level=confidence,
-            n_resamples=n_resamples,
+            confidence_level=0.95,
+            n_resamples=2000,
             method="percentile",
-            random_state=np.random.default_rng(seed),
+            random_state=np.random.default_rng(0),
         ).confidence_interval
     low = np.where(np.isfinite(interval.low), interval.low, point)
     return low, np.where(np.isfinite(interval.high), interval.high, point)
 
 
-def summarize(values: np.ndarray, seed: int = 0) -> dict[str, float]:
+def summarize(values: np.ndarray) -> dict[str, float]:
     """Mean, IQM and their 95% bootstrap intervals of final returns (one value per run)."""
     values = np.asarray(values, dtype=np.float64)
     values = values[np.isfinite(values)]
     if values.size == 0:
         return {"runs": 0, **dict.fromkeys(("mean", "mean_low", "mean_high", "iqm", "iqm_low", "iqm_high"), np.nan)}
-    mean_low, mean_high = bootstrap_ci(values, np.mean, seed=seed)
-    iqm_low, iqm_high = bootstrap_ci(values, iqm, seed=seed)
+    mean_low, mean_high = bootstrap_ci(values)
+    iqm_low, iqm_high = bootstrap_ci(values, iqm)
     return {
         "runs": int(values.size),
         "mean": float(values.mean()),
