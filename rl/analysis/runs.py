@@ -58,8 +58,28 @@ class Run:
         return None if node is None or isinstance(node, (Mapping, list)) else str(node)
 
     def curve(self, metric: str = DEFAULT_METRIC) -> tuple[np.ndarray, np.ndarray]:
-        """Actor steps and values of `metric` ("<label>/<column>", e.g. evaluator/episode_return)."""
-        return read_curve(self.path, metric)
+        """Actor steps and values of `metric`, "<label>/<column>" of `logs/<label>.csv` (a
+        bare column: the evaluator's), sorted by steps; rows without the metric skipped."""
+        label, _, column = metric.partition("/")
+        if not column:
+            label, column = "evaluator", label
+        path = os.path.join(self.path, "logs", f"{label}.csv")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path} does not exist (metric {metric})")
+        steps, values = [], []
+        with open(path, newline="") as file:
+            reader = csv.DictReader(file)
+            columns = reader.fieldnames or []
+            if column not in columns or "actor_steps" not in columns:
+                raise KeyError(f"{path} has no column '{column}' (columns: {', '.join(columns)})")
+            for row in reader:
+                try:
+                    steps.append(float(row["actor_steps"]))
+                    values.append(float(row[column]))
+                except (TypeError, ValueError):
+                    continue
+        order = np.argsort(np.asarray(steps), kind="stable")
+        return np.asarray(steps)[order], np.asarray(values, dtype=np.float64)[order]
 
     def final(self, metric: str = DEFAULT_METRIC) -> float:
         """The last value of `metric`: for the evaluator's return, the final evaluation."""
@@ -137,30 +157,6 @@ def find_runs(paths: Sequence[str]) -> list[Run]:
 def _natural_key(path: str) -> list[Any]:
     """Sorts sweep job directories 0, 1, 2, ..., 10 rather than 0, 1, 10, 2."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
-
-
-def read_curve(run_path: str, metric: str = DEFAULT_METRIC) -> tuple[np.ndarray, np.ndarray]:
-    """Reads `logs/<label>.csv` of a run (a bare column: the evaluator's), sorted by
-    actor steps; rows without the metric are skipped."""
-    label, _, column = metric.partition("/")
-    if not column:
-        label, column = "evaluator", label
-    path = os.path.join(run_path, "logs", f"{label}.csv")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} does not exist (metric {metric})")
-    steps, values = [], []
-    with open(path, newline="") as file:
-        reader = csv.DictReader(file)
-        if column not in (reader.fieldnames or []) or "actor_steps" not in (reader.fieldnames or []):
-            raise KeyError(f"{path} has no column '{column}' (columns: {', '.join(reader.fieldnames or [])})")
-        for row in reader:
-            try:
-                steps.append(float(row["actor_steps"]))
-                values.append(float(row[column]))
-            except (TypeError, ValueError):
-                continue
-    order = np.argsort(np.asarray(steps), kind="stable")
-    return np.asarray(steps)[order], np.asarray(values, dtype=np.float64)[order]
 
 
 def varying_keys(runs: Sequence[Run]) -> list[str]:
