@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import abc
+import re
 from typing import Any, Mapping
 
 import numpy as np
 
 LoggingData = Mapping[str, Any]
+# Step and episode counts of any node (`learner_steps`, `evaluator_episodes`, ...).
+COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")
 
 
 class Logger(abc.ABC):

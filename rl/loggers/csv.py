@@ -1,16 +1,11 @@
 """Appends records to `<directory>/<label>.csv`; no key is ever dropped.
 
 The columns are the keys in order of first appearance, led in a new file by the node's
-`steps_key` and then `actor_steps`. A record with a new key widens the file: it is
-rewritten (a temporary file renamed over it) with the wider header and empty cells for
-the earlier rows. Every `CSVLogger` of one path in a process shares one open file and
-its columns (the Ray driver writes all actors' records), so writers neither lose keys nor
-interleave lines; an existing file is appended to under its own header (a resumed run).
-Writers in different processes must not share a file.
-
-`learner.csv` is a sample of the learner's steps: `build_learner`'s `TimeFilter` passes
-one record per `learner_log_interval_s` and drops (does not average) the rest; see
-docs/architecture.md.
+`steps_key` and `actor_steps`; a new key rewrites the file atomically with the wider
+header. The loggers of one path in a process share one open file (the Ray driver writes
+all actors' records); writers in different processes must not. An existing file is
+appended to under its own header (a resumed run). `learner.csv` is a sample: the
+learner's `TimeFilter` keeps one record per `learner_log_interval_s` (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -15,19 +15,13 @@ from rl.loggers.wandb import WandbLogger, WandbRun
 
 
 class DefaultLoggerFactory(LoggerFactory):
-    """Makes one logger per node label, writing to the sinks switched on in the config.
+    """Makes one logger per node label (`steps_key`: the count its records are read
+    against, None: `actor_steps`), writing to the sinks switched on in the config.
 
-    The experiment, not the YAML, fills in `directory`, `run_name`, `run_config`,
-    `run_group` and `run_tags`; `wandb.name` and `wandb.group`, when set, win over
-    `run_name` and `run_group`, and `run_tags` are added to `wandb.tags`.
-
-    `steps_key` is the count a node's records are read against (`learner_steps` for the
-    learner; None: `actor_steps`): it leads the terminal line and a new CSV file's
-    columns, and stays in the node's W&B namespace, whose x-axis is `actor_steps` (module
-    docstrings of terminal, csv and wandb). The actor's and learner's terminal lines are
-    limited to one every `terminal_time_delta` seconds; every evaluation round is printed,
-    being the result a reader looks for. CSV and W&B get every record.
-
+    The experiment fills in `directory` and the `run_*` settings; `wandb.name` and
+    `wandb.group`, when set, win over `run_name` and `run_group`, and `run_tags` are added
+    to `wandb.tags`. The terminal shows every evaluation round, the result a reader looks
+    for, but at most one actor or learner record every `terminal_time_delta` seconds.
     `start_time` (epoch seconds, when the factory was made) is the origin of every
     record's `wall_time_s` and of the summary's times; a resumed run moves it back.
     """

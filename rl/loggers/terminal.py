@@ -1,33 +1,26 @@
 """Prints each record on one line, and copies it into the run's `train.log`.
 
-On a terminal the line goes through rich's shared console (keys dimmed, wrapped between
-`key=value` pairs, kept above the progress bar); to a pipe or a file it is written plain
-and never wrapped, one record per line:
-
     [actor 0] actor_steps=1709 episode_length=39 episode_return=39 actor_episodes=138 learner_steps=221 wall_time_s=8.77
 
-Keys come in a stable order: the node's steps key, `actor_steps`, the node's metrics
-alphabetically, the step and episode counts, `wall_time_s`. Numbers are rounded for
-reading (CSV and W&B keep full precision). Every line also goes to the `rl.transcript`
-logger, which Hydra's job logging (conf/hydra/job_logging/rl.yaml) sends to `train.log`
-only; without Hydra it has no handler.
+Keys in a stable order: the node's steps key, `actor_steps`, its metrics alphabetically,
+the counts, `wall_time_s`; numbers rounded for reading. On a terminal the line goes
+through rich's console (wrapped between pairs, above the progress bar); to a pipe or a
+file it is plain and never wrapped. The `rl.transcript` logger gets every line: Hydra's
+job logging (conf/hydra/job_logging/rl.yaml) sends it to `train.log` only.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 from typing import Any
 
 import rich
 from rich.markup import escape
 
-from rl.loggers.base import Logger, LoggingData, to_python_scalar
+from rl.loggers.base import COUNT_KEY, Logger, LoggingData, to_python_scalar
 
 TRANSCRIPT = logging.getLogger("rl.transcript")
-# Step and episode counts of any node (`learner_steps`, `evaluator_episodes`, ...).
-COUNT_KEY = re.compile(r"^[a-z0-9]+_(steps|episodes)$")
 
 
 def format_number(value: Any) -> str:

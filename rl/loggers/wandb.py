@@ -1,13 +1,9 @@
 """Weights & Biases: one run per experiment, every node's records namespaced by label.
 
-Every namespace is plotted against `actor_steps`, which all records carry (logged once
-per record, outside the namespaces), so learner and evaluator curves of one run, and runs
-with other replay ratios, line up; only a node whose records lack it is plotted against
-its own steps key. A namespace holds the node's own metrics and counts and its steps key,
-not the other nodes' counts nor its `<label>_id`. The run config is the resolved config
-plus the code's git commit and dirty flag, secrets redacted; its summary holds
-summary.json's results. The runs of one multirun share a group (`default_group`) and are
-tagged with their job's overrides.
+Every namespace is plotted against `actor_steps` (logged once per record, outside the
+namespaces), so the curves of all nodes, and of runs with other replay ratios, line up;
+a node whose records lack it, against its own steps key. The run config is the resolved
+config plus the git commit and dirty flag, secrets redacted.
 """
 
 from __future__ import annotations
@@ -19,11 +15,9 @@ import subprocess
 import threading
 from typing import Any, Mapping, Sequence
 
-from rl.loggers.base import Logger, LoggingData, to_python_scalar
+from rl.loggers.base import COUNT_KEY, Logger, LoggingData, to_python_scalar
 
 STEP_METRIC = "actor_steps"
-# Step and episode counts (`learner_steps`, `evaluator_episodes`): each node's own.
-COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")
 # summary.json's fields that become the W&B run's summary metrics.
 SUMMARY_KEYS = (
     "final_eval_return",
@@ -142,12 +136,9 @@ def override_tags(overrides: Sequence[str]) -> list[str]:
 class WandbRun:
     """Owns the wandb run of one experiment; started on first use, finished once.
 
-    A resumed experiment continues its W&B run, whose id the run directory keeps
-    (run.json), through `use_run_id(..., resume=True)`. `mode` is "online", "offline" or
-    "disabled"; None leaves it to WANDB_MODE. `git=True` records the code's commit and
-    dirty flag under `git` in the run config. wandb.init's `reinit`: "finish_previous"
-    ends a run this process still has open (a multirun's previous job); "create_new" lets
-    runs coexist (replicas).
+    `mode` None leaves it to WANDB_MODE. wandb.init's `reinit`: "finish_previous" ends a
+    run this process still has open (a multirun's previous job); "create_new" lets runs
+    coexist (replicas).
     """
 
     def __init__(
@@ -181,8 +172,8 @@ class WandbRun:
     run_id = property(lambda self: self._settings["id"], doc="The W&B run id (None: W&B picks one).")
 
     def use_run_id(self, run_id: str, resume: bool = False) -> None:
-        """Logs to the run `run_id`; `resume=True` continues it (a resumed experiment).
-        Call before the run starts."""
+        """Logs to the run `run_id` (kept in run.json); `resume=True` continues it. Call
+        before the run starts."""
         if self._run is not None:
             raise RuntimeError("the W&B run has started already; set its id before")
         self._settings.update(id=run_id, resume="allow" if resume else None)
