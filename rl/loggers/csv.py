@@ -43,12 +43,12 @@ def _rewrite(path: str, columns: Sequence[str], rows: Sequence[dict[str, Any]]) 
 
 
 class _SharedFile:
-    """One CSV file and its columns; every method is called with `lock` held."""
+    """One CSV file, its columns and its lock; every method is called with `lock` held.
+    Closed, it opens again (reading its header) on the next write."""
 
     def __init__(self, path: str):
         self.path = path
         self.lock = threading.Lock()
-        self.users = 0
         self.columns: list[str] | None = None
         self._file: IO[str] | None = None
 
@@ -81,6 +81,11 @@ _FILES: dict[str, _SharedFile] = {}
 _FILES_LOCK = threading.Lock()
 
 
+def _shared(path: str) -> _SharedFile:
+    with _FILES_LOCK:
+        return _FILES.setdefault(path, _SharedFile(path))
+
+
 def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: str) -> int:
     """Moves the rows of the CSV file at `path` for which `moved` holds to the end of
     `destination` (made with the same header when new); returns how many moved.
@@ -89,17 +94,15 @@ def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: s
     after the rows kept. Rows a fault or a resume went back past are kept this way, out of
     the curves.
     """
-    with _FILES_LOCK:
-        shared = _FILES.get(path)
-    with shared.lock if shared is not None else threading.Lock():
+    shared = _shared(os.path.abspath(path))
+    with shared.lock:
         if not os.path.exists(path):
             return 0
         columns, rows = _read(path)
         gone = [row for row in rows if moved(row)]
         if not gone:
             return 0
-        if shared is not None:
-            shared.close()  # Opened again, after the rows kept, by the next write.
+        shared.close()  # Opened again, after the rows kept, by the next write.
         os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
         with open(destination, "a", newline="") as file:
             writer = csv.DictWriter(file, columns, extrasaction="ignore")
@@ -113,29 +116,16 @@ def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: s
 class CSVLogger(Logger):
     def __init__(self, directory: str, label: str, steps_key: str | None = None):
         os.makedirs(directory, exist_ok=True)
-        self.path = os.path.abspath(os.path.join(directory, f"{label}.csv"))
+        self._shared = _shared(os.path.abspath(os.path.join(directory, f"{label}.csv")))
         # The node's steps key, then actor_steps (those present), lead each row.
         self._leading = list(dict.fromkeys((steps_key, "actor_steps"))) if steps_key else []
-        self._shared: _SharedFile | None = None
 
     def write(self, data: LoggingData) -> None:
         row = {key: to_python_scalar(value) for key, value in data.items()}
-        row = {**{key: row[key] for key in self._leading if key in row}, **row}
-        if self._shared is None:  # The first write, or one after close: (re)open the file.
-            with _FILES_LOCK:
-                self._shared = _FILES.setdefault(self.path, _SharedFile(self.path))
-                self._shared.users += 1
         with self._shared.lock:
-            self._shared.write(row)
+            self._shared.write({**{key: row[key] for key in self._leading if key in row}, **row})
 
     def close(self) -> None:
-        """The file is closed when its last logger closes. Idempotent."""
-        shared, self._shared = self._shared, None
-        if shared is None:
-            return
-        with _FILES_LOCK, shared.lock:
-            shared.users -= 1
-            if shared.users == 0:
-                shared.close()
-                if _FILES.get(self.path) is shared:
-                    del _FILES[self.path]
+        """Closes the file; the next write of any of its loggers opens it again."""
+        with self._shared.lock:
+            self._shared.close()
