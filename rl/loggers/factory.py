@@ -48,8 +48,10 @@ class DefaultLoggerFactory(LoggerFactory):
             settings = dict(wandb)
             tags = list(settings.get("tags") or [])
             settings["tags"] = tags + [tag for tag in run_tags if tag not in tags]
-            settings["name"] = run_name if settings.get("name") is None else settings["name"]
-            settings["group"] = run_group if settings.get("group") is None else settings["group"]
+            if settings.get("name") is None:
+                settings["name"] = run_name
+            if settings.get("group") is None:
+                settings["group"] = run_group
             self.wandb_run = WandbRun(directory=os.path.dirname(self.directory), config=run_config, **settings)
         self._loggers: list[Logger] = []
 
