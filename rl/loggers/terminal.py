@@ -38,7 +38,6 @@ def format_number(value: Any) -> str:
 
 def _fields(data: LoggingData, hidden: tuple[str, ...], steps_key: str | None) -> list[tuple[str, str]]:
     """(key, number) pairs in the module docstring's order (`steps_key` None: `actor_steps`)."""
-
     leading = (steps_key or "actor_steps", "actor_steps")
 
     def rank(key: str) -> tuple[int, str]:
