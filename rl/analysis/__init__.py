@@ -1,13 +1,11 @@
 """Reading finished runs and sweeps: curves, grouping, IQM and bootstrap confidence intervals."""
 
-from rl.analysis.plotting import aggregate_curves, final_table, format_table, plot_curves
-from rl.analysis.runs import DEFAULT_METRIC, Run, find_runs, group_runs, load_run, read_curve, varying_keys
+from rl.analysis.plotting import final_table, format_table, plot_curves
+from rl.analysis.runs import DEFAULT_METRIC, find_runs, group_runs, load_run, varying_keys
 from rl.analysis.stats import bootstrap_ci, iqm, summarize
 
 __all__ = [
     "DEFAULT_METRIC",
-    "Run",
-    "aggregate_curves",
     "bootstrap_ci",
     "final_table",
     "find_runs",
@@ -16,7 +14,6 @@ __all__ = [
     "iqm",
     "load_run",
     "plot_curves",
-    "read_curve",
     "summarize",
     "varying_keys",
 ]

@@ -1,10 +1,8 @@
 """Learning curves per group (mean over seeds with a 95% bootstrap band) and final-return tables.
 
 Groups of fewer than MIN_BAND_RUNS runs get no band (a bootstrap over one or two runs
-says nothing); their runs are drawn as thin lines and the legend says so.
-
-Only matplotlib's object API is used (no pyplot), so nothing needs a display or an
-interactive backend; notebooks can still show the returned figure.
+says nothing): their runs are drawn as thin lines and the legend says so. Only
+matplotlib's object API is used (no pyplot), so nothing needs a display.
 """
 
 from __future__ import annotations
@@ -15,27 +13,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from rl.analysis.runs import DEFAULT_METRIC, Run
+from rl.analysis.stats import bootstrap_ci, summarize
 
-class _FontCacheNotice(logging.Filter):
-    """Drops matplotlib's one-off "building the font cache" notice: nothing is wrong."""
+# Drops matplotlib's one-off "building the font cache" notice (nothing is wrong); set
+# before matplotlib is imported, which may build the cache.
+logging.getLogger("matplotlib.font_manager").addFilter(lambda record: "font cache" not in record.getMessage())
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "font cache" not in record.getMessage()
-
-
-logging.getLogger("matplotlib.font_manager").addFilter(_FontCacheNotice())
-
-from matplotlib.figure import Figure  # noqa: E402 - after the filter: importing may build the cache.
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import EngFormatter  # noqa: E402
 
-from rl.analysis.runs import DEFAULT_METRIC, Run  # noqa: E402
-from rl.analysis.stats import bootstrap_ci, summarize  # noqa: E402
-
 MAX_CURVE_POINTS = 400
-# Fewer runs than this give a bootstrap band that means nothing: no band is drawn.
 MIN_BAND_RUNS = 3
-# Legend entries per column.
-LEGEND_ROWS = 16
+LEGEND_ROWS = 16  # Legend entries per column.
 
 
 def common_grid(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -50,9 +40,7 @@ def common_grid(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         start, stop = min(s[0] for s, _ in curves), max(s[-1] for s, _ in curves)
     grid = np.unique(np.concatenate([steps for steps, _ in curves]))
     grid = grid[(grid >= start) & (grid <= stop)]
-    if grid.size > MAX_CURVE_POINTS:
-        grid = np.linspace(start, stop, MAX_CURVE_POINTS)
-    return grid
+    return np.linspace(start, stop, MAX_CURVE_POINTS) if grid.size > MAX_CURVE_POINTS else grid
 
 
 def aggregate_curves(runs: Sequence[Run], metric: str = DEFAULT_METRIC) -> dict[str, np.ndarray]:
@@ -60,24 +48,10 @@ def aggregate_curves(runs: Sequence[Run], metric: str = DEFAULT_METRIC) -> dict[
     curves = [run.curve(metric) for run in runs]
     grid = common_grid(curves)
     if grid.size == 0:
-        empty = np.zeros(0)
-        return {"steps": empty, "mean": empty, "low": empty, "high": empty, "runs": np.zeros((0, 0))}
+        return {"steps": grid, "mean": grid, "low": grid, "high": grid, "runs": np.zeros((0, 0))}
     values = np.stack([np.interp(grid, steps, curve) for steps, curve in curves if steps.size])
     low, high = bootstrap_ci(values)
     return {"steps": grid, "mean": values.mean(axis=0), "low": low, "high": high, "runs": values}
-
-
-def _legend_title(hue: str | None, band: bool, few: bool, thin: bool) -> str:
-    """What the legend's entries are and what the lines and bands mean."""
-    lines = [", ".join(key.strip() for key in hue.split(",")) if hue else "runs"]
-    lines.append("line: mean over the group's runs")
-    if band:
-        lines.append("band: 95% bootstrap CI of the mean")
-    if few:
-        lines.append(f"no band under {MIN_BAND_RUNS} runs (too few for a bootstrap)")
-    if thin:
-        lines.append("thin lines: the runs of such a group")
-    return "\n".join(lines)
 
 
 def plot_curves(
@@ -85,40 +59,25 @@ def plot_curves(
     metric: str = DEFAULT_METRIC,
     hue: str | None = None,
     title: str | None = None,
-    ax: Any = None,
 ) -> Figure:
     """Mean curve per group against actor steps, with a 95% bootstrap band of the mean
-    where the group has at least MIN_BAND_RUNS runs (fewer make the band meaningless:
-    their single runs are drawn as thin lines instead).
-
-    The legend sits outside the axes, to their right, and says what lines and bands are;
-    a figure made here is wide enough for it and lays itself out (constrained layout), so
-    no label or title is cut. Save with `bbox_inches="tight"` all the same.
-    """
+    where the group has at least MIN_BAND_RUNS runs (thin lines for its runs otherwise).
+    The legend, right of the axes, says what lines and bands are; the figure is wide
+    enough for it and lays itself out, so nothing is cut (save with bbox_inches="tight")."""
     labels = [f"{label} (n={len(runs)})" for label, runs in groups.items()]
-    if ax is None:
-        longest = max((len(label) for label in labels), default=0)
-        width = min(7.5 + 0.065 * longest * (1 + (len(labels) - 1) // LEGEND_ROWS), 24.0)
-        figure = Figure(figsize=(width, 4.5), dpi=150, layout="constrained")
-        ax = figure.add_subplot()
-    else:
-        figure = ax.figure
-    colors = [f"C{i}" for i in range(10)]
+    columns = 1 + (len(labels) - 1) // LEGEND_ROWS
+    longest = max((len(label) for label in labels), default=0)
+    figure = Figure(figsize=(min(7.5 + 0.065 * longest * columns, 24.0), 4.5), dpi=150, layout="constrained")
+    ax = figure.add_subplot()
     band = few = thin = False
-    for index, ((_label, runs), legend_label) in enumerate(zip(groups.items(), labels)):
+    for index, (runs, legend_label) in enumerate(zip(groups.values(), labels)):
         curve = aggregate_curves(runs, metric)
         if curve["steps"].size == 0:
             continue
-        color = colors[index % len(colors)]
+        color = f"C{index % 10}"
         marker = "o" if curve["steps"].size <= 25 else None  # Sparse evaluations: show the points.
         ax.plot(
-            curve["steps"],
-            curve["mean"],
-            color=color,
-            linewidth=2,
-            marker=marker,
-            markersize=4,
-            label=legend_label,
+            curve["steps"], curve["mean"], color=color, linewidth=2, marker=marker, markersize=4, label=legend_label
         )
         if len(runs) < MIN_BAND_RUNS:
             few = True
@@ -140,17 +99,23 @@ def plot_curves(
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_title(title or metric, wrap=True)
     if groups:
-        legend = ax.legend(
-            title=_legend_title(hue, band, few, thin),
+        legend = [
+            ", ".join(key.strip() for key in hue.split(",")) if hue else "runs",
+            "line: mean over the group's runs",
+        ]
+        legend += ["band: 95% bootstrap CI of the mean"] * band
+        legend += [f"no band under {MIN_BAND_RUNS} runs (too few for a bootstrap)"] * few
+        legend += ["thin lines: the runs of such a group"] * thin
+        ax.legend(
+            title="\n".join(legend),
             loc="upper left",
             bbox_to_anchor=(1.02, 1.0),
             borderaxespad=0.0,
             frameon=False,
             fontsize="small",
             title_fontsize="small",
-            ncols=1 + (len(labels) - 1) // LEGEND_ROWS,
-        )
-        legend.set_alignment("left")  # The title's lines left-aligned with the entries.
+            ncols=columns,
+        ).set_alignment("left")  # The title's lines left-aligned with the entries.
     return figure
 
 
@@ -168,27 +133,20 @@ def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metr
     than MIN_BAND_RUNS runs gets `-` for its intervals, as it gets no band in the figure."""
     header = [hue or "group", "runs", "mean", "95% CI", "IQM", "IQM 95% CI"]
 
-    def interval(row: Mapping[str, Any], low: str, high: str) -> str:
+    def interval(row: Mapping[str, Any], name: str) -> str:
         if row["runs"] < MIN_BAND_RUNS:
             return "-"
-        return f"[{_number(row[low])}, {_number(row[high])}]"
+        return f"[{_number(row[name + '_low'])}, {_number(row[name + '_high'])}]"
 
     body = [
-        [
-            str(row["group"]),
-            str(row["runs"]),
-            _number(row["mean"]),
-            interval(row, "mean_low", "mean_high"),
-            _number(row["iqm"]),
-            interval(row, "iqm_low", "iqm_high"),
-        ]
+        [str(row["group"]), str(row["runs"]), _number(row["mean"]), interval(row, "mean")]
+        + [_number(row["iqm"]), interval(row, "iqm")]
         for row in rows
     ]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    widths = [max(map(len, column)) for column in zip(header, *body)]
     lines = [f"final {metric} per group"]
     for index, line in enumerate([header, *body]):
-        cells = [cell.ljust(widths[0]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(line)]
-        lines.append("  ".join(cells))
+        lines.append("  ".join([line[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(line[1:], widths[1:]))]))
         if index == 0:
             lines.append("  ".join("-" * width for width in widths))
     if any(row["runs"] < MIN_BAND_RUNS for row in rows):

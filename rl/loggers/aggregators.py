@@ -1,4 +1,4 @@
-"""Loggers that wrap other loggers: fan-out, rate limiting, constant fields, wall time."""
+"""Loggers that wrap other loggers: fan-out, rate limiting, fixed fields and wall time."""
 
 from __future__ import annotations
 
@@ -42,9 +42,8 @@ class TimeFilter(Logger):
 
 
 class StepFilter(Logger):
-    """Passes the first record in each window of `every` counts of `steps_key` (the one
-    at or after each multiple): a schedule that, unlike `TimeFilter`'s, does not depend
-    on how fast the run goes."""
+    """Passes the first record in each window of `every` counts of `steps_key`: unlike
+    `TimeFilter`'s, a schedule that does not depend on how fast the run goes."""
 
     def __init__(self, logger: Logger, steps_key: str, every: int):
         if every < 1:
@@ -71,38 +70,20 @@ class StepFilter(Logger):
         self._logger.close()
 
 
-class ConstantFields(Logger):
-    """Adds fixed fields (an actor id, say) to every record."""
-
-    def __init__(self, logger: Logger, fields: Mapping[str, Any]):
-        self._logger = logger
-        self._fields = dict(fields)
-
-    def write(self, data: LoggingData) -> None:
-        self._logger.write({**self._fields, **data})
-
-    def close(self) -> None:
-        self._logger.close()
-
-
-WALL_TIME_KEY = "wall_time_s"
-
-
 class WallTime(Logger):
-    """Stamps each record with `wall_time_s`, the seconds since the run started as told by
-    `clock` (a callable returning them).
+    """Adds `fields` (a node's `<label>_id`) to each record and stamps it with
+    `wall_time_s`, the seconds since the run started as `clock()` tells them, unless it
+    already has one (stamped where it was made, in another process)."""
 
-    A record that already carries `wall_time_s` (stamped where it was made, in another
-    process) keeps it.
-    """
-
-    def __init__(self, logger: Logger, clock: Callable[[], float]):
+    def __init__(self, logger: Logger, clock: Callable[[], float], fields: Mapping[str, Any] | None = None):
         self._logger = logger
         self._clock = clock
+        self._fields = dict(fields or {})
 
     def write(self, data: LoggingData) -> None:
-        if WALL_TIME_KEY not in data:
-            data = {**data, WALL_TIME_KEY: round(self._clock(), 3)}
+        data = {**self._fields, **data}
+        if "wall_time_s" not in data:
+            data["wall_time_s"] = round(self._clock(), 3)
         self._logger.write(data)
 
     def close(self) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import abc
-import numbers
+import re
 from typing import Any, Mapping
 
 import numpy as np
 
 LoggingData = Mapping[str, Any]
+# Step and episode counts of any node (`learner_steps`, `evaluator_episodes`, ...).
+COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")
 
 
 class Logger(abc.ABC):
@@ -51,13 +53,8 @@ class NoOpLogger(Logger):
 
 
 def to_python_scalar(value: Any) -> Any:
-    """Turns numpy/JAX scalars into plain Python numbers so every sink can store them."""
+    """Turns numpy/JAX scalars into plain Python numbers (arrays into lists) so every sink can store them."""
     if isinstance(value, (str, bool, int, float)) or value is None:
         return value
     array = np.asarray(value)
-    if array.size == 1:
-        item = array.reshape(()).item()
-        return item
-    if isinstance(value, numbers.Number):
-        return value
-    return array.tolist()
+    return array.item() if array.size == 1 else array.tolist()

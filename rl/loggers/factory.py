@@ -7,48 +7,23 @@ import os
 import time
 from typing import Any, Mapping, Sequence
 
-from rl.loggers.aggregators import ConstantFields, Dispatcher, TimeFilter, WallTime
+from rl.loggers.aggregators import Dispatcher, TimeFilter, WallTime
 from rl.loggers.base import Logger, LoggerFactory, NoOpLogger
 from rl.loggers.csv import CSVLogger
 from rl.loggers.terminal import TerminalLogger
 from rl.loggers.wandb import WandbLogger, WandbRun
 
-# Labels whose every record reaches the terminal (and train.log): an evaluation round is
-# rare and is the result a reader looks for, so none may be dropped by the rate limit.
-UNFILTERED_TERMINAL_LABELS = frozenset({"evaluator"})
-
 
 class DefaultLoggerFactory(LoggerFactory):
-    """Makes one logger per node label, writing to the sinks switched on in the config.
+    """Makes one logger per node label (`steps_key`: the count its records are read
+    against, None: `actor_steps`), writing to the sinks switched on in the config.
 
-    `directory`, `run_name`, `run_config`, `run_group` and `run_tags` are filled in by
-    the experiment, not the YAML: they depend on the run directory, the composed config,
-    the sweep the run belongs to and the job's overrides. `wandb.name` and
-    `wandb.group`, when set, win over `run_name` and `run_group`; `run_tags` are added to
-    `wandb.tags`.
-
-    `steps_key` is the count a node's records are read against (Acme's rule:
-    `('learner', 'learner_steps')`, `('actor', 'actor_steps', i)`,
-    `('evaluator', 'actor_steps', j)`); None means `actor_steps`. Every record carries
-    every count, and the sinks use the key as follows:
-
-    * terminal: the line starts with it (`[learner] learner_steps=... actor_steps=...`);
-    * CSV: it is the first column of a new file, `actor_steps` the next;
-    * W&B: it stays in the node's namespace (`learner/learner_steps`), but the step
-      metric of every namespace remains `actor_steps`, the x-axis all records share, so
-      learner, actor and evaluator curves of a run, and the curves of runs with other
-      replay ratios, stay comparable; a node whose records lack `actor_steps` is plotted
-      against its own steps key.
-
-    The terminal sink of the frequent labels (actor, learner) prints at most one record
-    every `terminal_time_delta` seconds; an evaluator's prints every record, so the
-    terminal and train.log show every evaluation round (`UNFILTERED_TERMINAL_LABELS`).
-    CSV and W&B get every record they are given.
-
-    The factory holds the run's clock: `start_time` (epoch seconds, when the factory was
-    made, i.e. when the experiment was composed) is the origin of the `wall_time_s` that
-    every record gets and of the summary's times; a resumed run may move it back (records
-    follow it).
+    The experiment fills in `directory` and the `run_*` settings; `wandb.name` and
+    `wandb.group`, when set, win over `run_name` and `run_group`, and `run_tags` are added
+    to `wandb.tags`. The terminal shows every evaluation round, the result a reader looks
+    for, but at most one actor or learner record every `terminal_time_delta` seconds.
+    `start_time` (epoch seconds, when the factory was made) is the origin of every
+    record's `wall_time_s` and of the summary's times; a resumed run moves it back.
     """
 
     def __init__(
@@ -71,39 +46,30 @@ class DefaultLoggerFactory(LoggerFactory):
         self.wandb_run: WandbRun | None = None
         if wandb is not None:
             settings = dict(wandb)
+            tags = list(settings.get("tags") or [])
+            settings["tags"] = tags + [tag for tag in run_tags if tag not in tags]
             if settings.get("name") is None:
                 settings["name"] = run_name
             if settings.get("group") is None:
                 settings["group"] = run_group
-            settings["tags"] = list(settings.get("tags") or []) + [
-                tag for tag in run_tags if tag not in (settings.get("tags") or [])
-            ]
             self.wandb_run = WandbRun(directory=os.path.dirname(self.directory), config=run_config, **settings)
         self._loggers: list[Logger] = []
 
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
         sinks: list[Logger] = []
         if self.terminal:
-            terminal: Logger = TerminalLogger(label, instance, steps_key)
-            if label not in UNFILTERED_TERMINAL_LABELS:
-                terminal = TimeFilter(terminal, self.terminal_time_delta)
-            sinks.append(terminal)
+            terminal = TerminalLogger(label, instance, steps_key)
+            sinks.append(terminal if label == "evaluator" else TimeFilter(terminal, self.terminal_time_delta))
         if self.csv:
             sinks.append(CSVLogger(self.directory, label, steps_key=steps_key or "actor_steps"))
         if self.wandb_run is not None:
             sinks.append(WandbLogger(self.wandb_run, label, steps_key))
         if not sinks:
             return NoOpLogger()
-        logger: Logger = Dispatcher(sinks)
-        if instance is not None:
-            logger = ConstantFields(logger, {f"{label}_id": instance})
-        logger = WallTime(logger, self.wall_time_s)
+        fields = {f"{label}_id": instance} if instance is not None else None
+        logger = WallTime(Dispatcher(sinks), lambda: time.time() - self.start_time, fields)
         self._loggers.append(logger)
         return logger
-
-    def wall_time_s(self) -> float:
-        """Seconds since the run started."""
-        return time.time() - self.start_time
 
     def start(self) -> None:
         """Starts the W&B run (if any) now, so even a run that fails early shows up."""
@@ -117,8 +83,8 @@ class DefaultLoggerFactory(LoggerFactory):
 
     def replica(self, directory: str, index: int, seed: int) -> "DefaultLoggerFactory":
         """CSV logs under `directory`/logs on the run's clock, no terminal (the run's own
-        lines show the mean over replicas) and, when the run logs to W&B, a W&B run of the
-        replica's own in the run's group (`WandbRun.replica`)."""
+        lines show the mean over replicas) and, with W&B, the replica's W&B run
+        (`WandbRun.replica`)."""
         replica = copy.copy(self)
         replica.directory = os.path.join(directory, "logs")
         replica.terminal = False
