@@ -1,20 +1,13 @@
 """In-process replay with a seeded choice of items: the store of `launcher.deterministic=true`.
 
-Reverb 0.14's selectors draw from a generator no client can seed, so two runs of the same
-command sample different batches from their first learner step on. A deterministic run
-replaces the reverb server with `SeededReplay`: the same tables (built from the agent's
-`reverb.Table`s, so name, sampler, remover, size and signature are the agent's own), the
-same items (the adders write the columns they would write to reverb, through
-`SeededWriter`) and the same batch layout (`ReplaySample`), but the learner's batches
-come from a `numpy` generator seeded by the run's seed and the table's position.
-
-Semantics kept from reverb: uniform sampling with replacement over the items present,
-prioritized sampling with P(i) = p_i^a / sum_j p_j^a and priority updates by key, FIFO
-removal once a table holds `max_size` items, and queues (FIFO sampler, every item sampled
-once). Not kept: waiting. Nothing here blocks; the deterministic loop (rl/experiments/
-launchers/local.py) steps the learner only when the replay ratio allows a batch, so a queue
-never holds more than a batch plus one actor step, and a sample from a table below its
-minimum size is a bug that raises.
+Reverb 0.14's selectors draw from a generator no client can seed. `SeededReplay` holds the
+agent's own tables (built from its `reverb.Table`s) and items (written by the adders
+through `SeededWriter`) and returns `ReplaySample`s, but draws batches from a NumPy
+generator seeded by the run's seed and the table's position. Kept from reverb: uniform
+sampling with replacement, prioritized sampling (P(i) = p_i^a / sum_j p_j^a) with priority
+updates by key, FIFO removal at `max_size`, and queues (each item sampled once). Not kept:
+waiting. The deterministic loop steps the learner only when the replay ratio allows a
+batch, so a sample from a table below its minimum size is a bug that raises.
 """
 
 from __future__ import annotations
@@ -26,9 +19,6 @@ import numpy as np
 import tree
 
 from rl.replay.dataset import ReplaySample
-
-# The address a SeededReplay reports where a reverb client's would be (messages only).
-IN_PROCESS = "in-process (launcher.deterministic=true)"
 
 
 def _sampler_kind(options: Any) -> tuple[str, float]:
@@ -125,8 +115,7 @@ class SeededTable:
                 self._priorities[int(key) % self.max_size] = priority
 
     def get_state(self) -> dict[str, Any]:
-        """The items, priorities and the generator's state: what a checkpoint of a
-        deterministic run keeps, so that a resumed run draws what this one would have."""
+        """Items, priorities and the generator's state, so a resumed run draws as this one would."""
         return {
             "name": self.name,
             "sampler": self.sampler,
@@ -153,8 +142,7 @@ class SeededTable:
 
 
 class SeededWriter:
-    """What an adder writes through (`rl.replay.adders.item_inserter`); nothing is pending,
-    so flushes and episode ends return at once."""
+    """What an adder writes through (`item_inserter`): nothing is ever pending."""
 
     def __init__(self, replay: "SeededReplay"):
         self._replay = replay
@@ -175,7 +163,7 @@ class SeededWriter:
 class SeededReplay:
     """The tables of one run in this process, standing where a reverb client would."""
 
-    server_address = IN_PROCESS
+    server_address = "in-process (launcher.deterministic=true)"  # For messages.
 
     def __init__(self, tables: Sequence[Any], seed: int):
         self.tables = {table.name: SeededTable(table, (int(seed), index)) for index, table in enumerate(tables)}
@@ -204,8 +192,7 @@ class SeededReplay:
 
 
 class SeededIterator(Iterator[ReplaySample]):
-    """Batches of `batch_size` items of one table, decoded as the reverb iterator decodes
-    them (`decode`, then device arrays); a batch is drawn when it is asked for."""
+    """Batches of one table, decoded as the reverb iterator's are; drawn when asked for."""
 
     def __init__(self, replay: SeededReplay, table: str, batch_size: int, decode: Any = None):
         import jax
@@ -227,8 +214,7 @@ class SeededIterator(Iterator[ReplaySample]):
 
 
 def learner_iterator(replay_client: Any, table: str, batch_size: int, decode: Any = None) -> Iterator[ReplaySample]:
-    """The learner's batches of `table`: seeded draws from a `SeededReplay`, or reverb's
-    prefetching dataset on the server a reverb client talks to."""
+    """The learner's batches of `table`: from a `SeededReplay`, or from reverb's server."""
     if isinstance(replay_client, SeededReplay):
         return SeededIterator(replay_client, table, batch_size, decode)
     from rl.replay.dataset import make_replay_iterator
