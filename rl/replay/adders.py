@@ -21,34 +21,8 @@ class ReplayTimeoutError(TimeoutError):
     unreachable or (for a full queue) never drained."""
 
 
-# A write waits in slices of this many milliseconds; between two, a client that can tell
-# (`replaced()`) is asked whether its server was replaced, which no wait survives.
+# A write waits in slices of this many milliseconds (see `Adder._wait`).
 WRITE_SLICE_MS = 2_000
-
-
-def bounded_write(call: Callable[[int], Any], what: str, client: Any, timeout_ms: int) -> Any:
-    """Runs `call(slice_ms)` (a write that waits at most `slice_ms`) until it completes or
-    `timeout_ms` have passed, then raises a `ReplayTimeoutError` naming the server, the
-    call and the bound. It raises at once when the client's `replaced()` says the server
-    was replaced (a replay node restarted on the same address): the items the old one
-    never confirmed are gone."""
-    from reverb.errors import DeadlineExceededError
-
-    address = getattr(client, "server_address", "?")
-    replaced = getattr(client, "replaced", None)
-    left = timeout_ms
-    while True:
-        wait = min(left, WRITE_SLICE_MS) if replaced is not None else left
-        try:
-            return call(wait)
-        except DeadlineExceededError:
-            left -= wait
-        if left <= 0:
-            raise ReplayTimeoutError(
-                f"replay server at {address}: {what} did not complete within {timeout_ms / 1000:g} s"
-            )
-        if replaced():
-            raise ReplayTimeoutError(f"replay server at {address}: {what} was cut short, the server was replaced")
 
 
 def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], None]:
@@ -97,24 +71,41 @@ class Adder(abc.ABC):
         """Items created so far: the inserts a rate limiter counts."""
         return self._num_items
 
+    def _wait(self, call: Callable[..., Any], what: str, timeout_ms: int, **kwargs: Any) -> None:
+        """Runs `call(timeout_ms=slice, **kwargs)` (a writer flush or episode end) until it
+        completes, or raises a `ReplayTimeoutError` naming the server, the call and the
+        bound once `timeout_ms` have passed, or at once when the client's `replaced()` (a
+        `WatchedClient`'s, asked between slices) says a new server replaced the one that
+        never confirmed these items."""
+        from reverb.errors import DeadlineExceededError
+
+        address = getattr(self._client, "server_address", "?")
+        replaced = getattr(self._client, "replaced", None)
+        left = timeout_ms
+        while True:
+            wait = min(left, WRITE_SLICE_MS) if replaced is not None else left
+            try:
+                return call(timeout_ms=wait, **kwargs)
+            except DeadlineExceededError:
+                left -= wait
+            if left <= 0:
+                raise ReplayTimeoutError(
+                    f"replay server at {address}: {what} did not complete within {timeout_ms / 1000:g} s"
+                )
+            if replaced():
+                raise ReplayTimeoutError(f"replay server at {address}: {what} was cut short, the server was replaced")
+
     def _flush(self, pending: int) -> None:
-        """Waits (bounded) until at most `pending` items are not yet confirmed."""
-        bounded_write(
-            lambda wait: self._writer.flush(block_until_num_items=pending, timeout_ms=wait),
-            f"a flush to table {self._table!r}",
-            self._client,
-            self._timeout_ms,
+        """Waits until at most `pending` items are not yet confirmed."""
+        self._wait(
+            self._writer.flush, f"a flush to table {self._table!r}", self._timeout_ms, block_until_num_items=pending
         )
 
     def reset(self, timeout_ms: int | None = None) -> None:
-        """Ends the writer's episode once its pending items are confirmed (bounded), at an
-        episode end or shutdown; subclasses drop their partial state first."""
-        bounded_write(
-            lambda wait: self._writer.end_episode(clear_buffers=True, timeout_ms=wait),
-            f"the end of an episode in table {self._table!r}",
-            self._client,
-            timeout_ms or self._timeout_ms,
-        )
+        """Ends the writer's episode once its items are confirmed (an episode end or
+        shutdown); subclasses drop their partial state first."""
+        what = f"the end of an episode in table {self._table!r}"
+        self._wait(self._writer.end_episode, what, timeout_ms or self._timeout_ms, clear_buffers=True)
 
     def close(self) -> None:
         self._writer.close()

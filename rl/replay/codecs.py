@@ -43,17 +43,12 @@ def _leaf_specs(environment_spec: EnvironmentSpec) -> Transition:
 def _packable(spec: Any) -> bool:
     """Whether float32 holds every value of this (environment) leaf exactly."""
     dtype = np.dtype(spec.dtype)
-    if dtype == np.float32 or dtype == np.bool_:
+    if dtype in (np.float32, np.bool_) or (dtype.kind in "iu" and dtype.itemsize <= 2):
         return True
     if isinstance(spec, specs.DiscreteArray):
         return spec.num_values <= FLOAT32_EXACT_INTEGERS
-    if not np.issubdtype(dtype, np.integer):
-        return False
-    if np.iinfo(dtype).bits <= 16:
-        return True
-    return isinstance(spec, specs.BoundedArray) and bool(
-        np.all(np.abs(spec.minimum) < FLOAT32_EXACT_INTEGERS) and np.all(np.abs(spec.maximum) < FLOAT32_EXACT_INTEGERS)
-    )
+    bounds = (spec.minimum, spec.maximum) if isinstance(spec, specs.BoundedArray) else [np.inf]
+    return dtype.kind in "iu" and all(np.all(np.abs(bound) < FLOAT32_EXACT_INTEGERS) for bound in bounds)
 
 
 def _size(spec: Any) -> int:

@@ -1,18 +1,14 @@
 """Sequence replay: fixed-length sequences of one environment copy's consecutive steps.
 
-`SequenceAdder` cuts each copy's steps into items of `sequence_length` rows, a new item
-every `period` rows (consecutive items share `sequence_length - period` rows), never
-across an episode boundary. A row (`SequenceStep`) holds o_t, the action a_t taken there,
-the reward r_t and discount d_t received after it, `mask` (1 for a step taken) and the
-actor's `extras` at o_t. At an episode end (termination or truncation alike) one more row
-holds the final observation (mask 0, zero action, reward and discount), then zero rows
-(mask 0) pad the item. So a termination (d_t = 0) bootstraps nothing from the final
-observation, a truncation (d_t = 1) bootstraps from it; with `period = sequence_length - 1`
-every step taken is a non-final row of exactly one item (PPO, IMPALA), a smaller period
-overlaps items (R2D2, whose first-row extras hold the recurrent state to start from).
-
-An item is one trajectory-writer step of arrays with a leading time axis (one chunk per
-column), so all copies share one writer. Importing this module imports reverb (and TF).
+`SequenceAdder` cuts each copy's steps into items of `sequence_length` rows, a new one
+every `period` rows, never across an episode boundary. A row (`SequenceStep`) holds o_t,
+the action a_t, the reward r_t and discount d_t after it, `mask` (1 for a step taken) and
+the actor's `extras` at o_t. An episode's end (termination or truncation) adds one row of
+the final observation (mask 0; zero action, reward and discount), so a truncation
+(d_t = 1) bootstraps from it, then pads the item with zero rows. With `period =
+sequence_length - 1` every step taken is a non-final row of exactly one item (PPO,
+IMPALA); a smaller period overlaps items (R2D2, whose first-row extras hold the
+recurrent state). An item is one writer step (a chunk per column). Imports reverb (and TF).
 """
 
 from __future__ import annotations

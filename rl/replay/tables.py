@@ -1,7 +1,5 @@
-"""Reverb table factories and the replay-ratio rule they enforce.
-
-Importing this module imports reverb and so TensorFlow: only replay code should.
-"""
+"""Reverb table factories and the replay-ratio rule they enforce. Importing this module
+imports reverb and so TensorFlow: only replay code should."""
 
 from __future__ import annotations
 
@@ -20,14 +18,12 @@ tf.config.set_visible_devices([], "GPU")
 
 @dataclasses.dataclass(frozen=True)
 class ReplayRatio:
-    """A `SampleToInsertRatio` rate limiter, and the one-thread loop's stepping rule.
+    """A `SampleToInsertRatio` rate limiter (the gate of learners on their own thread or
+    node), and the stepping rule of a loop that acts and learns on one thread (`can_sample`).
 
     The target is `samples_per_insert` samples per item inserted once `min_size_to_sample`
-    items are in. Reverb lets samples run ahead of the target by the first part of
-    `error_buffer` and lag behind it by the second (a single number is both); learners on
-    their own thread or node just sample, the limiter is their gate. A loop that acts and
-    learns on one thread (`launcher.deterministic=true`) must never wait on its own replay,
-    so it takes a batch whenever the learner has consumed at most the target (`can_sample`).
+    items are in; samples may run ahead of it by the first part of `error_buffer` and lag
+    behind it by the second (a single number is both).
     """
 
     samples_per_insert: float
@@ -65,8 +61,8 @@ class ReplayRatio:
         return inserts >= self.min_size_to_sample and samples <= self.target_samples(inserts)
 
 
-# Inserts one actor step may add before the learner catches up (a vector of copies, each
-# ending an episode and flushing its n-step tail), and batches a dataset may sample ahead.
+# Inserts one actor step may add (copies ending episodes flush their n-step tails), and
+# batches a dataset may sample ahead.
 INSERT_SLACK = 256
 PREFETCH_BATCHES = 2
 
