@@ -14,9 +14,6 @@ Layout under `<run dir>/checkpoints/`:
         files/process.pkl  a deterministic run's in-process state, for an exact resume
     replay/              reverb's checkpointer root: a table checkpoint is written here,
                          then moved into the step it belongs to
-
-A checkpoint whose learner state or files no longer match their digests is damaged:
-`find_latest` skips it, with a warning, for the previous one.
 """
 
 from __future__ import annotations
@@ -189,14 +186,11 @@ def save_checkpoint(
     process_state: Any = None,
     tables: Mapping[str, Any] | None = None,
 ) -> str:
-    """Writes `<run dir>/checkpoints/step_<step>` (orbax: atomically) and returns its path.
-
-    `learner_state` is the learner's pytree; `state` a JSON-able dict of everything else
-    (counts, schedules, evaluation history); `replay_checkpoint`, a directory reverb's
-    checkpointer just wrote, is moved inside with `tables` (`describe_tables`);
-    `process_state` (picklable) is what else a deterministic run needs to continue
-    exactly. With `keep`, only the newest `keep` remain. A step saved again replaces it.
-    """
+    """Writes `<run dir>/checkpoints/step_<step>` (atomically; a step saved again replaces
+    it; only the newest `keep` remain) and returns its path. `state`: JSON-able counts,
+    schedules, history; `replay_checkpoint`: a directory reverb's checkpointer just
+    wrote, moved inside with `tables` (`describe_tables`); `process_state`: a
+    deterministic run's."""
     import jax
 
     ocp = _orbax()
@@ -264,9 +258,9 @@ def damage(path: str) -> str | None:
 
 
 def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list[tuple[str, str]]]:
-    """The newest undamaged checkpoint of a run and the damaged ones skipped on the way
-    (path, reason), newest first. (None, []) when the run has no checkpoint; a
-    `CheckpointError` when it has some but every one is damaged."""
+    """The newest checkpoint whose learner state and files match their digests, and the
+    damaged ones skipped on the way (path, reason). (None, []) when the run has none; a
+    `CheckpointError` when every one is damaged."""
     skipped: list[tuple[str, str]] = []
     for path in list_checkpoints(run_directory):
         reason = damage(path)

@@ -1,4 +1,5 @@
-"""Starting or resuming a run in its run directory (checkpoints themselves: rl/experiments/lifecycle.py).
+"""Starting or resuming a run in its run directory (its checkpoints are written by
+rl/experiments/lifecycle.py).
 
 A directory that holds a run (`run.json`, `summary.json`, checkpoints or log rows) is
 resumed by the same command (`hydra.run.dir=DIR`, or `resume=DIR`). `prepare_run` checks

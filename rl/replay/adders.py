@@ -45,10 +45,8 @@ def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], N
 
 class Adder(abc.ABC):
     """Turns an actor's batched timesteps into replay items, through one trajectory writer.
-
-    Row `k` of a timestep belongs to copy `env_ids[k]` of a vector environment (copy `k`
-    when `env_ids` is None); every item comes from one copy's consecutive steps.
-    """
+    Row `k` belongs to copy `env_ids[k]` of a vector environment (copy `k` when `env_ids` is
+    None); every item comes from one copy's consecutive steps."""
 
     def __init__(self, client: reverb.Client, table: str, timeout_ms: int):
         self._client = client
@@ -72,11 +70,10 @@ class Adder(abc.ABC):
         return self._num_items
 
     def _wait(self, call: Callable[..., Any], what: str, timeout_ms: int, **kwargs: Any) -> None:
-        """Runs `call(timeout_ms=slice, **kwargs)` (a writer flush or episode end) until it
-        completes, or raises a `ReplayTimeoutError` naming the server, the call and the
-        bound once `timeout_ms` have passed, or at once when the client's `replaced()` (a
-        `WatchedClient`'s, asked between slices) says a new server replaced the one that
-        never confirmed these items."""
+        """Runs `call(timeout_ms=slice, **kwargs)` (a flush or episode end) until it
+        completes; raises a `ReplayTimeoutError` naming the server, the call and the bound
+        after `timeout_ms`, or at once when the client's `replaced()` (asked between
+        slices) says a new server replaced the one that never confirmed these items."""
         from reverb.errors import DeadlineExceededError
 
         address = getattr(self._client, "server_address", "?")
@@ -130,13 +127,10 @@ def _rows(batch: Any, count: int) -> list[Any]:
 
 
 class NStepTransitionAdder(Adder):
-    """Writes (s_t, a_t, R_t^(n), gamma^m * prod(d), s_{t+m}) items, m <= n, per copy.
-
-    Each copy keeps a window of its last n steps; at an episode end the shorter
-    transitions of its last n-1 steps are written too, so every visited state is a
-    sample. `codec` (rl.replay.codecs) lays a transition out as the table's signature
-    does (default: a column per leaf).
-    """
+    """Writes (s_t, a_t, R_t^(n), gamma^m * prod(d), s_{t+m}) items, m <= n, per copy; at an
+    episode end the shorter transitions of its last n-1 steps too (every visited state is
+    a sample). `codec` (rl.replay.codecs) lays them out as the table does (default: a
+    column per leaf)."""
 
     def __init__(
         self,

@@ -80,18 +80,12 @@ class PrefetchingIterator(Iterator[ReplaySample]):
         try:
             for sample in self._source:
                 data = sample.data if self._decode is None else self._decode(sample.data)
-                batch = ReplaySample(
-                    keys=sample.info.key,
-                    probabilities=sample.info.probability,
-                    table_size=sample.info.table_size,
-                    data=jax.device_put(data),
-                )
+                info = sample.info
+                batch = ReplaySample(info.key, info.probability, info.table_size, jax.device_put(data))
                 while not self._stop.is_set():
-                    try:
+                    with contextlib.suppress(queue.Full):
                         self._queue.put(batch, timeout=0.1)
                         break
-                    except queue.Full:
-                        continue
                 if self._stop.is_set():
                     return
         except Exception as error:  # Surface replay errors in the learner, not a dead thread.

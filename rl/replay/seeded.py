@@ -1,13 +1,11 @@
 """In-process replay with a seeded choice of items: the store of `launcher.deterministic=true`.
 
-Reverb 0.14's selectors draw from a generator no client can seed. `SeededReplay` holds the
-agent's own tables (built from its `reverb.Table`s) and items (written by the adders
-through `SeededWriter`) and returns `ReplaySample`s, but draws batches from a NumPy
-generator seeded by the run's seed and the table's position. Kept from reverb: uniform
-sampling with replacement, prioritized sampling (P(i) = p_i^a / sum_j p_j^a) with priority
-updates by key, FIFO removal at `max_size`, and queues (each item sampled once). Not kept:
-waiting. The deterministic loop steps the learner only when the replay ratio allows a
-batch, so a sample from a table below its minimum size is a bug that raises.
+Reverb 0.14's selectors take no seed. `SeededReplay` holds the agent's own tables and
+items but draws batches from a NumPy generator seeded by the run's seed and the table's
+position. Kept from reverb: uniform sampling with replacement, prioritized sampling
+(P(i) = p_i^a / sum_j p_j^a) with priority updates by key, FIFO removal at `max_size`,
+queues (each item sampled once). Not kept: waiting (a sample the replay ratio did not
+allow is a bug that raises).
 """
 
 from __future__ import annotations

@@ -66,18 +66,13 @@ def sequence_signature(
 
 def decode_sequences(data: Any) -> SequenceStep:
     """A sampled batch (reverb rebuilds the signature's structure) as a SequenceStep."""
-    if isinstance(data, SequenceStep):
-        return data
-    return SequenceStep(**data._asdict()) if hasattr(data, "_asdict") else SequenceStep(**data)
+    return SequenceStep(**(data._asdict() if hasattr(data, "_asdict") else data))
 
 
 class SequenceAdder(Adder):
-    """Writes `sequence_length`-row items of each copy's steps, one every `period` rows.
-
-    Rows are kept in preallocated arrays (per leaf, a leading axis over the copies),
-    written for all copies of a step at once. `add` takes the actor's `extras` (a dict of
-    arrays, one row per copy, matching `step_spec`'s).
-    """
+    """Writes `sequence_length`-row items of each copy's steps, one every `period` rows,
+    from preallocated arrays (per leaf, a leading axis over the copies). `add` takes the
+    actor's `extras` (a dict of arrays, one row per copy, matching `step_spec`'s)."""
 
     def __init__(
         self,
@@ -104,7 +99,8 @@ class SequenceAdder(Adder):
         self._leaf_specs = tree.flatten(spec)
         self._num_observation_leaves = len(tree.flatten(spec.observation))
         self._mask_leaf = self._num_observation_leaves + len(tree.flatten(spec.action)) + 2
-        # Per leaf: (copies, sequence_length, ...); per observation leaf: each copy's current one.
+        # Per leaf: (copies, sequence_length, ...); per observation leaf, each copy's
+        # current one.
         self._buffers = [np.zeros((0, sequence_length, *s.shape), s.dtype) for s in self._leaf_specs]
         self._observations = [
             np.zeros((0, *s.shape), s.dtype) for s in self._leaf_specs[: self._num_observation_leaves]
@@ -188,7 +184,7 @@ class SequenceAdder(Adder):
         if self._positions[env_id] == self._length:
             self._write(env_id)
         start = int(self._positions[env_id])
-        # Rows appended since the last item, among them a step taken: a step no item holds yet.
+        # Rows appended since the last item, among them a step taken: one no item holds.
         if self._fresh[env_id] > 0 and self._buffers[self._mask_leaf][env_id, :start].any():
             for buffer in self._buffers:
                 buffer[env_id, start:] = 0

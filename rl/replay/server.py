@@ -1,9 +1,6 @@
-"""The replay server, without the empty directory reverb's default checkpointer leaves.
-
-With no checkpointer, `reverb.Server` makes a `TempDirCheckpointer` whose `/tmp/tmpXXXXXXXX`
-directory nothing removes. A run that checkpoints its replay passes its own checkpointer
-(under the run directory); every other server writes nothing to disk.
-"""
+"""The replay server, without the `/tmp/tmpXXXXXXXX` directory that reverb's default
+checkpointer (`TempDirCheckpointer`) leaves behind: a server checkpoints only with the
+checkpointer a run passes (under its run directory), else writes nothing to disk."""
 
 from __future__ import annotations
 

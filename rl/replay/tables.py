@@ -9,7 +9,7 @@ from typing import Any
 import reverb
 import tensorflow as tf
 
-from rl.replay.codecs import ColumnCodec, transition_codec
+from rl.replay.codecs import transition_codec
 from rl.specs import EnvironmentSpec
 
 # TensorFlow is only here for reverb's datasets: keep it off any accelerator JAX may use.
@@ -19,7 +19,8 @@ tf.config.set_visible_devices([], "GPU")
 @dataclasses.dataclass(frozen=True)
 class ReplayRatio:
     """A `SampleToInsertRatio` rate limiter (the gate of learners on their own thread or
-    node), and the stepping rule of a loop that acts and learns on one thread (`can_sample`).
+    node), and the stepping rule of a loop that acts and learns on one thread
+    (`can_sample`).
 
     The target is `samples_per_insert` samples per item inserted once `min_size_to_sample`
     items are in; samples may run ahead of it by the first part of `error_buffer` and lag
@@ -105,11 +106,8 @@ def make_transition_table(
     rate_limiter: reverb.rate_limiters.RateLimiter,
     prioritized: bool = False,
     priority_exponent: float = 0.6,
-    codec: ColumnCodec | None = None,
 ) -> reverb.Table:
     """A FIFO table of transitions sampled uniformly or in proportion to priority, laid
-    out by `codec` (by default packed into one column where that is exact and small)."""
-    codec = codec or transition_codec(environment_spec)
-    return make_sequence_table(
-        name, codec.signature(), max_size, rate_limiter, priority_exponent if prioritized else None
-    )
+    out by `transition_codec` (packed into one column where that is exact and small)."""
+    signature = transition_codec(environment_spec).signature()
+    return make_sequence_table(name, signature, max_size, rate_limiter, priority_exponent if prioritized else None)
