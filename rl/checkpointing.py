@@ -55,15 +55,12 @@ class CheckpointError(Exception):
 class CheckpointSettings:
     """conf/config.yaml's `checkpoint` (true/false stand for the defaults, on or off)."""
 
-    # Write checkpoints at all (a resume still reads existing ones).
-    enabled: bool = True
-    # Seconds between periodic checkpoints; one is also written when the run starts, at
-    # its end and when it is stopped (SIGINT/SIGTERM).
+    enabled: bool = True  # Write checkpoints at all (a resume still reads existing ones).
+    # Seconds between periodic checkpoints; one is also written at the run's start and end
+    # and when it is stopped (SIGINT/SIGTERM).
     every_seconds: float = 300.0
-    # Checkpoints kept: the newest `keep`, older ones are deleted.
-    keep: int = 2
-    # Also checkpoint the replay tables (reverb's checkpointer), so a resumed run keeps
-    # its replay buffer instead of refilling it.
+    keep: int = 2  # The newest `keep` are kept, older ones deleted.
+    # Also checkpoint the replay tables, so a resumed run keeps its buffer (not refilled).
     replay: bool = False
 
     def __post_init__(self) -> None:

@@ -27,7 +27,7 @@ WRITE_SLICE_MS = 2_000
 
 def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], None]:
     """`insert(table, priority, columns)`: appends `columns` as one step and inserts one
-    item referencing it. A `SeededWriter` inserts directly; reverb's trajectory writer is
+    item referencing it. A `SeededReplay` inserts directly; reverb's trajectory writer is
     called through its C++ writer, the one private reverb call: reverb 0.14's Python
     wrapper re-validates the structure on every call, at twice the cost per item
     (tests/test_seeded_replay.py pins reverb to 0.14)."""

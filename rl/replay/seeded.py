@@ -38,8 +38,7 @@ class SeededTable:
         if info.remover_options.WhichOneof("distribution") != "fifo":
             raise ValueError(f"table {self.name!r}: the deterministic mode keeps FIFO removal only")
         self.max_size = int(info.max_size)
-        self.max_times_sampled = int(info.max_times_sampled)
-        if self.sampler == "fifo" and self.max_times_sampled != 1:
+        if self.sampler == "fifo" and info.max_times_sampled != 1:
             raise ValueError(f"table {self.name!r}: a FIFO sampler is kept for queues only (max_times_sampled=1)")
         self.signature = info.signature
         self._dtypes = [np.dtype(spec.dtype.as_numpy_dtype) for spec in tree.flatten(self.signature)]
@@ -93,9 +92,8 @@ class SeededTable:
                     np.searchsorted(np.cumsum(weights), self.rng.random(batch_size) * total, "right"), size - 1
                 )
                 probabilities = weights[slots] / total
-            keys = (oldest + (slots - oldest) % self.max_size).astype(
-                np.uint64
-            )  # The key in [oldest, inserts) of a slot.
+            # Slot s holds the key k in [oldest, inserts) with k % max_size == s.
+            keys = (oldest + (slots - oldest) % self.max_size).astype(np.uint64)
         items = [self._items[int(key) % self.max_size] for key in keys]
         columns = [np.stack([item[c] for item in items]) for c in range(len(self._dtypes))]
         return keys, probabilities, np.full(batch_size, size, np.int64), columns

@@ -28,7 +28,7 @@ def make_server(
 
 class WatchedClient(reverb.Client):
     """A reverb client whose `replaced()` (a probe the owner supplies) tells whether its
-    server was replaced by a new one on the same address; `adders.bounded_write` then
+    server was replaced by a new one on the same address; an adder's bounded wait then
     stops waiting for items the old server never confirmed."""
 
     def __init__(self, server_address: str, replaced: Callable[[], bool]):
