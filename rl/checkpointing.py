@@ -11,19 +11,16 @@ Layout under `<run dir>/checkpoints/`:
                          the sha256 of every file under files/
         files/replay/    reverb's checkpoint of the tables (checkpoint.replay=true only)
         files/tables.json  those tables' configuration when they were saved
-        files/process.pkl  a deterministic run's in-process state (replay, environments,
-                         actor and evaluators), for an exact resume
+        files/process.pkl  a deterministic run's in-process state, for an exact resume
     replay/              reverb's checkpointer root: a table checkpoint is written here,
                          then moved into the step it belongs to
-
-A checkpoint whose learner state or files no longer match their digests is damaged:
-`find_latest` skips it, with a warning, for the previous one.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -35,19 +32,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from rl.checks import require_at_least, require_positive
+
 FORMAT = 3
+REPLAY = "replay"
+PROCESS = "process.pkl"
+TABLES = "tables.json"
+RUN_FILE = "run.json"
+SUMMARY_FILE = "summary.json"
 
 
 class RunWarning(UserWarning):
     """Something about a run directory the user should know (a damaged checkpoint skipped,
     a replay buffer not restored): the entry point prints it as one `Warning:` line."""
-
-
-CHECKPOINTS = "checkpoints"
-REPLAY = "replay"
-PROCESS = "process.pkl"
-TABLES = "tables.json"
-_STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
 class CheckpointError(Exception):
@@ -58,31 +55,23 @@ class CheckpointError(Exception):
 class CheckpointSettings:
     """conf/config.yaml's `checkpoint` (true/false stand for the defaults, on or off)."""
 
-    # Write checkpoints at all (a resume still reads existing ones).
-    enabled: bool = True
-    # Seconds between periodic checkpoints; one is also written when the run starts, at
-    # its end and when it is stopped (SIGINT/SIGTERM).
+    enabled: bool = True  # Write checkpoints at all (a resume still reads existing ones).
+    # Seconds between periodic checkpoints; one is also written at the run's start and end
+    # and when it is stopped (SIGINT/SIGTERM).
     every_seconds: float = 300.0
-    # Checkpoints kept: the newest `keep`, older ones are deleted.
-    keep: int = 2
-    # Also checkpoint the replay tables (reverb's checkpointer), so a resumed run keeps
-    # its replay buffer instead of refilling it.
+    keep: int = 2  # The newest `keep` are kept, older ones deleted.
+    # Also checkpoint the replay tables, so a resumed run keeps its buffer (not refilled).
     replay: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.every_seconds, (int, float)) and math.isfinite(self.every_seconds)):
             raise ValueError(f"every_seconds must be a finite number, got {self.every_seconds!r}")
-        if self.every_seconds <= 0:
-            raise ValueError(f"every_seconds must be > 0, got {self.every_seconds}")
-        if self.keep < 1:
-            raise ValueError(f"keep must be >= 1, got {self.keep}")
-
-
-# --------------------------------------------------------------------------- paths
+        require_positive(self, "every_seconds")
+        require_at_least(self, 1, "keep")
 
 
 def checkpoint_root(run_directory: str) -> str:
-    return os.path.join(os.path.abspath(run_directory), CHECKPOINTS)
+    return os.path.join(os.path.abspath(run_directory), "checkpoints")
 
 
 def replay_root(run_directory: str) -> str:
@@ -91,7 +80,7 @@ def replay_root(run_directory: str) -> str:
 
 
 def step_of(path: str) -> int | None:
-    match = _STEP_DIR.match(os.path.basename(os.path.normpath(path)))
+    match = re.match(r"^step_(\d+)$", os.path.basename(os.path.normpath(path)))
     return int(match.group(1)) if match else None
 
 
@@ -104,10 +93,6 @@ def list_checkpoints(run_directory: str) -> list[str]:
     return [os.path.join(root, name) for _, name in sorted(steps, reverse=True)]
 
 
-RUN_FILE = "run.json"
-SUMMARY_FILE = "summary.json"
-
-
 def log_files(run_directory: str) -> list[str]:
     directory = os.path.join(run_directory, "logs")
     if not os.path.isdir(directory):
@@ -115,41 +100,19 @@ def log_files(run_directory: str) -> list[str]:
     return sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".csv"))
 
 
-def _has_log_rows(run_directory: str) -> bool:
-    for path in log_files(run_directory):
-        with open(path, newline="") as file:
-            reader = csv.reader(file)
-            if next(reader, None) is not None and next(reader, None) is not None:
-                return True
-    return False
-
-
 def holds_a_run(run_directory: str) -> bool:
     """Whether `run_directory` holds an earlier run of this project (its run.json,
     summary.json, a checkpoint or log rows)."""
-    return (
-        os.path.isfile(os.path.join(run_directory, RUN_FILE))
-        or os.path.isfile(os.path.join(run_directory, SUMMARY_FILE))
-        or bool(list_checkpoints(run_directory))
-        or _has_log_rows(run_directory)
-    )
-
-
-# --------------------------------------------------------------------------- learner state
-
-
-def _leaves_and_structure(state: Any) -> tuple[list[np.ndarray], dict[str, Any]]:
-    import jax
-
-    leaves, treedef = jax.tree_util.tree_flatten(state)
-    host = [np.asarray(leaf) for leaf in jax.device_get(leaves)]
-    structure = {
-        "tree": str(treedef),
-        "shapes": [list(leaf.shape) for leaf in host],
-        "dtypes": [str(leaf.dtype) for leaf in host],
-        "digest": state_digest(host),
-    }
-    return host, structure
+    if any(os.path.isfile(os.path.join(run_directory, name)) for name in (RUN_FILE, SUMMARY_FILE)):
+        return True
+    if list_checkpoints(run_directory):
+        return True
+    for path in log_files(run_directory):
+        with open(path, newline="") as file:
+            reader = csv.reader(file)
+            if next(reader, None) is not None and next(reader, None) is not None:  # A header and a row.
+                return True
+    return False
 
 
 def state_digest(leaves: Sequence[Any]) -> str:
@@ -166,9 +129,6 @@ def _leaf_key(index: int) -> str:
     return f"{index:06d}"
 
 
-# --------------------------------------------------------------------------- orbax
-
-
 def _orbax() -> Any:
     import orbax.checkpoint as ocp  # Imported lazily: it is slow to import.
     from absl import logging
@@ -177,19 +137,14 @@ def _orbax() -> Any:
     return ocp
 
 
-_FILES: tuple[Any, Any] | None = None
-
-
-def _files_args() -> tuple[Any, Any]:
-    """The `files` item: what orbax's managers save beside the learner and the state (a
-    directory moved in, small files written), in the step's temporary directory."""
-    global _FILES
-    if _FILES is not None:
-        return _FILES
+@functools.cache
+def _files_save() -> Any:
+    """The `files` item's save args: what orbax's manager saves beside the learner and the
+    state (directories moved in, small files written), in the step's temporary directory."""
     ocp = _orbax()
 
     class FilesHandler(ocp.CheckpointHandler):
-        def save(self, directory: Any, args: "FilesSave") -> None:
+        def save(self, directory: Any, args: Any) -> None:
             for name, source in args.moves.items():
                 os.rename(source, os.path.join(os.fspath(directory), name))
             for name, data in args.writes.items():
@@ -205,39 +160,17 @@ def _files_args() -> tuple[Any, Any]:
         moves: dict = dataclasses.field(default_factory=dict)
         writes: dict = dataclasses.field(default_factory=dict)
 
-    _FILES = (FilesHandler, FilesSave)
-    return _FILES
-
-
-def _manager(run_directory: str, keep: int | None = None) -> Any:
-    ocp = _orbax()
-    options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep,
-        step_prefix="step",
-        enable_async_checkpointing=False,
-        create=True,
-        cleanup_tmp_directories=True,
-    )
-    return ocp.CheckpointManager(checkpoint_root(run_directory), options=options)
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return FilesSave
 
 
 def _file_digests(directory: str, prefix: str) -> dict[str, str]:
-    return {
-        os.path.join(prefix, os.path.relpath(os.path.join(root, name), directory)): _sha256(os.path.join(root, name))
-        for root, _, names in os.walk(directory)
-        for name in names
-    }
-
-
-# --------------------------------------------------------------------------- save
+    digests = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            with open(os.path.join(root, name), "rb") as file:
+                digest = hashlib.file_digest(file, "sha256").hexdigest()
+            digests[os.path.join(prefix, os.path.relpath(os.path.join(root, name), directory))] = digest
+    return digests
 
 
 def save_checkpoint(
@@ -250,29 +183,40 @@ def save_checkpoint(
     process_state: Any = None,
     tables: Mapping[str, Any] | None = None,
 ) -> str:
-    """Writes `<run dir>/checkpoints/step_<step>` (orbax: atomically) and returns its path.
+    """Writes `<run dir>/checkpoints/step_<step>` (atomically; a step saved again replaces
+    it; only the newest `keep` remain) and returns its path. `state`: JSON-able counts,
+    schedules, history; `replay_checkpoint`: a directory reverb's checkpointer just
+    wrote, moved inside with `tables` (`describe_tables`); `process_state`: a
+    deterministic run's."""
+    import jax
 
-    `learner_state` is the learner's pytree; `state` a JSON-able dict of everything else
-    (counts, schedules, evaluation history); `replay_checkpoint`, a directory reverb's
-    checkpointer just wrote, is moved inside with `tables` (its tables' configuration,
-    `describe_tables`); `process_state` (picklable) is what else a deterministic run needs
-    to continue exactly. With `keep`, only the newest `keep` checkpoints remain. A step
-    saved again (a stop right after a save) replaces the earlier one.
-    """
     ocp = _orbax()
-    _, FilesSave = _files_args()
-    leaves, structure = _leaves_and_structure(learner_state)
+    leaves, treedef = jax.tree_util.tree_flatten(learner_state)
+    leaves = [np.asarray(leaf) for leaf in jax.device_get(leaves)]
+    structure = {
+        "tree": str(treedef),
+        "shapes": [list(leaf.shape) for leaf in leaves],
+        "dtypes": [str(leaf.dtype) for leaf in leaves],
+        "digest": state_digest(leaves),
+    }
     writes: dict[str, bytes] = {}
+    moves = {}
     if process_state is not None:
         writes[PROCESS] = pickle.dumps(process_state, protocol=pickle.HIGHEST_PROTOCOL)
     if replay_checkpoint is not None:
         writes[TABLES] = json.dumps(tables or {}, indent=1).encode()
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in writes.items()}
-    moves = {}
     if replay_checkpoint is not None:
         digests.update(_file_digests(replay_checkpoint, REPLAY))
         moves[REPLAY] = replay_checkpoint
-    manager = _manager(run_directory, keep)
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep,
+        step_prefix="step",
+        enable_async_checkpointing=False,
+        create=True,
+        cleanup_tmp_directories=True,
+    )
+    manager = ocp.CheckpointManager(checkpoint_root(run_directory), options=options)
     try:
         if int(step) in manager.all_steps():
             manager.delete(int(step))
@@ -280,7 +224,7 @@ def save_checkpoint(
             "state": ocp.args.JsonSave(
                 {**state, "format": FORMAT, "step": int(step), "learner": structure, "files": digests}
             ),
-            "files": FilesSave(moves=moves, writes=writes),
+            "files": _files_save()(moves=moves, writes=writes),
         }
         if leaves:
             items["learner"] = ocp.args.StandardSave({_leaf_key(i): leaf for i, leaf in enumerate(leaves)})
@@ -291,36 +235,29 @@ def save_checkpoint(
     return os.path.join(checkpoint_root(run_directory), f"step_{int(step)}")
 
 
-# --------------------------------------------------------------------------- verify and restore
-
-
 def damage(path: str) -> str | None:
     """Why the checkpoint at `path` cannot be used (None when its learner state and files
     match the digests they were saved with)."""
     try:
         state = read_state(path)
+        files = os.path.join(path, "files")
+        present = _file_digests(files, "") if os.path.isdir(files) else {}
+        for relative, digest in sorted(state.get("files", {}).items()):
+            if relative not in present:
+                return f"missing file files/{relative}"
+            if present[relative] != digest:
+                return f"files/{relative} does not match its checksum"
+        if state_digest(_restore_leaves(path, state["learner"])) != state["learner"]["digest"]:
+            return "its learner state does not match its checksum"
     except CheckpointError as error:
         return str(error)
-    files = os.path.join(path, "files")
-    present = _file_digests(files, "") if os.path.isdir(files) else {}
-    for relative, digest in sorted(state.get("files", {}).items()):
-        if relative not in present:
-            return f"missing file files/{relative}"
-        if present[relative] != digest:
-            return f"files/{relative} does not match its checksum"
-    try:
-        leaves = _restore_leaves(path, state["learner"])
-    except CheckpointError as error:
-        return str(error)
-    if state_digest(leaves) != state["learner"]["digest"]:
-        return "its learner state does not match its checksum"
     return None
 
 
 def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list[tuple[str, str]]]:
-    """The newest undamaged checkpoint of a run and the damaged ones skipped on the way
-    (path, reason), newest first. (None, []) when the run has no checkpoint; a
-    `CheckpointError` when it has some but every one is damaged."""
+    """The newest checkpoint whose learner state and files match their digests, and the
+    damaged ones skipped on the way (path, reason). (None, []) when the run has none; a
+    `CheckpointError` when every one is damaged."""
     skipped: list[tuple[str, str]] = []
     for path in list_checkpoints(run_directory):
         reason = damage(path)
@@ -369,17 +306,14 @@ def check_learner_structure(path: str, template: Any) -> None:
 
     saved = read_state(path)["learner"]
     leaves, treedef = jax.tree_util.tree_flatten(template)
-    shapes = [list(np.shape(leaf)) for leaf in leaves]
-    dtypes = [str(np.dtype(leaf.dtype)) for leaf in leaves]
     where = f"checkpoint {path} was written by a different learner"
-    if saved["tree"] != str(treedef) or len(saved["shapes"]) != len(shapes):
+    if saved["tree"] != str(treedef) or len(saved["shapes"]) != len(leaves):
         raise CheckpointError(
             f"{where} (another agent or network: its state has {len(saved['shapes'])} arrays, this config's "
-            f"learner {len(shapes)}, or they are arranged differently)"
+            f"learner {len(leaves)}, or they are arranged differently)"
         )
-    for index, (saved_shape, shape, saved_dtype, dtype) in enumerate(
-        zip(saved["shapes"], shapes, saved["dtypes"], dtypes)
-    ):
+    for index, (saved_shape, saved_dtype, leaf) in enumerate(zip(saved["shapes"], saved["dtypes"], leaves)):
+        shape, dtype = list(np.shape(leaf)), str(np.dtype(leaf.dtype))
         if saved_shape != shape or saved_dtype != dtype:
             raise CheckpointError(
                 f"{where} (array {index} is {saved_dtype}{tuple(saved_shape)} there, {dtype}{tuple(shape)} in this "
@@ -388,8 +322,7 @@ def check_learner_structure(path: str, template: Any) -> None:
 
 
 def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
-    count = len(saved["shapes"])
-    if not count:
+    if not saved["shapes"]:
         return []
     import jax
 
@@ -401,7 +334,7 @@ def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
     try:
         checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())
         restored = checkpointer.restore(os.path.join(path, "learner"), args=ocp.args.StandardRestore(target))
-        leaves = [np.asarray(restored[_leaf_key(i)]) for i in range(count)]
+        leaves = [np.asarray(restored[key]) for key in target]
     except Exception as error:  # noqa: BLE001 - orbax/tensorstore errors vary: say it plainly.
         raise CheckpointError(f"cannot read the learner state in {path} ({type(error).__name__})") from None
     return [leaf.astype(dtype, copy=False) for leaf, dtype in zip(leaves, saved["dtypes"])]
@@ -420,67 +353,38 @@ def restore_learner_state(path: str, template: Any) -> Any:
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), leaves)
 
 
-# --------------------------------------------------------------------------- replay tables
-
-
-def describe_table(
-    name: str, max_size: int, max_times_sampled: int, sampler: Any, remover: Any, rate_limiter: Any, signature: Any
-) -> dict[str, Any]:
-    """A table's configuration as plain values, comparable across a checkpoint and a config."""
-    return {
-        "name": name,
-        "max_size": int(max_size),
-        "max_times_sampled": int(max_times_sampled),
-        "sampler": str(sampler).strip().replace("\n", ", "),
-        "remover": str(remover).strip().replace("\n", ", "),
-        "rate_limiter": {
-            "samples_per_insert": float(rate_limiter.samples_per_insert),
-            "min_diff": float(rate_limiter.min_diff),
-            "max_diff": float(rate_limiter.max_diff),
-            "min_size_to_sample": int(rate_limiter.min_size_to_sample),
-        },
-        "signature": str(signature),
-    }
-
-
 def describe_tables(tables: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """The configuration of `reverb.Table`s, as the current config builds them."""
+    """The configuration of `reverb.Table`s as plain values, comparable across a
+    checkpoint and a config."""
     described = {}
     for table in tables:
         info = table.info
-        described[info.name] = describe_table(
-            info.name,
-            info.max_size,
-            info.max_times_sampled,
-            info.sampler_options,
-            info.remover_options,
-            info.rate_limiter_info,
-            info.signature,
-        )
+        limiter = info.rate_limiter_info
+        described[info.name] = {
+            "name": info.name,
+            "max_size": int(info.max_size),
+            "max_times_sampled": int(info.max_times_sampled),
+            "sampler": str(info.sampler_options).strip().replace("\n", ", "),
+            "remover": str(info.remover_options).strip().replace("\n", ", "),
+            "rate_limiter": {
+                "samples_per_insert": float(limiter.samples_per_insert),
+                "min_diff": float(limiter.min_diff),
+                "max_diff": float(limiter.max_diff),
+                "min_size_to_sample": int(limiter.min_size_to_sample),
+            },
+            "signature": str(info.signature),
+        }
     return described
 
 
-def table_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """How a checkpoint's tables differ from the ones the current config builds."""
-    differences = []
-    for name in sorted(set(saved) | set(current)):
-        if name not in current:
-            differences.append(f"the checkpoint has a table '{name}' that this config does not build")
-            continue
-        if name not in saved:
-            differences.append(f"this config builds a table '{name}' that the checkpoint lacks")
-            continue
-        for key in current[name]:
-            before, now = saved[name][key], current[name][key]
-            if isinstance(now, dict):
-                for sub in now:
-                    if before[sub] != now[sub]:
-                        differences.append(
-                            f"table '{name}' {key}.{sub}: {before[sub]} in the checkpoint, {now[sub]} now"
-                        )
-            elif before != now:
-                differences.append(f"table '{name}' {key}: {before} in the checkpoint, {now} now")
-    return differences
+def flatten_mapping(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as {"a.b": leaf} (an empty mapping is a leaf)."""
+    if isinstance(value, Mapping):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(flatten_mapping(item, f"{prefix}{key}."))
+        return flat or {prefix[:-1]: {}}
+    return {prefix[:-1]: value}
 
 
 def check_replay_tables(checkpoint: str, tables: Sequence[Any]) -> None:
@@ -493,7 +397,18 @@ def check_replay_tables(checkpoint: str, tables: Sequence[Any]) -> None:
             saved = json.load(file)
     except (OSError, ValueError) as error:
         raise CheckpointError(f"cannot read the replay checkpoint's tables in {path} ({error})") from None
-    differences = table_differences(saved, describe_tables(tables))
+    current = describe_tables(tables)
+    differences = []
+    for name in sorted(set(saved) | set(current)):
+        if name not in current:
+            differences.append(f"the checkpoint has a table '{name}' that this config does not build")
+        elif name not in saved:
+            differences.append(f"this config builds a table '{name}' that the checkpoint lacks")
+        else:
+            before = flatten_mapping(saved[name])
+            for key, now in flatten_mapping(current[name]).items():
+                if before.get(key) != now:
+                    differences.append(f"table '{name}' {key}: {before.get(key)} in the checkpoint, {now} now")
     if differences:
         raise CheckpointError(
             "the replay checkpoint does not match this config's replay table ("

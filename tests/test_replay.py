@@ -7,7 +7,8 @@ import reverb
 import tree
 
 from rl.replay.adders import NStepTransitionAdder, n_step_return
-from rl.replay.tables import ReplayRatio, transition_signature
+from rl.replay.codecs import ColumnCodec
+from rl.replay.tables import ReplayRatio
 from rl.types import Transition
 from rl.specs import EnvironmentSpec
 from dm_env import specs
@@ -23,7 +24,7 @@ SPEC = EnvironmentSpec(
 
 @pytest.fixture
 def replay():
-    table = reverb.Table.queue("queue", max_size=1000, signature=transition_signature(SPEC))
+    table = reverb.Table.queue("queue", max_size=1000, signature=ColumnCodec(SPEC).signature())
     server = reverb.Server([table], port=None)
     client = reverb.Client(f"localhost:{server.port}")
     yield client
@@ -157,7 +158,7 @@ def test_adder_keeps_the_writer_below_reverbs_pending_items_warning(capfd):
         reverb.selectors.Fifo(),
         max_size=100_000,
         rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=transition_signature(SPEC),
+        signature=ColumnCodec(SPEC).signature(),
     )
     server = reverb.Server([table], port=None)
     try:
@@ -189,7 +190,7 @@ def test_prefetching_iterator_yields_the_plain_iterators_items_and_stops_cleanly
         reverb.selectors.Fifo(),
         max_size=1000,
         rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=transition_signature(SPEC),
+        signature=ColumnCodec(SPEC).signature(),
     )
     server = reverb.Server([table], port=None)
     try:
@@ -247,7 +248,7 @@ def test_sampling_that_gets_no_batch_within_its_bound_names_the_server_and_table
         reverb.selectors.Fifo(),
         max_size=1000,
         rate_limiter=reverb.rate_limiters.MinSize(10),
-        signature=transition_signature(SPEC),
+        signature=ColumnCodec(SPEC).signature(),
     )
     server = reverb.Server([table], port=None)
     try:

@@ -9,7 +9,8 @@ import reverb
 import tensorflow as tf
 
 from rl.replay.adders import NStepTransitionAdder, item_inserter
-from rl.replay.seeded import SeededIterator, SeededReplay, SeededTable, learner_iterator
+from rl.replay.dataset import PrefetchingIterator
+from rl.replay.seeded import SeededReplay, SeededTable, learner_iterator
 
 SIGNATURE = tf.TensorSpec((2,), tf.float32)
 
@@ -115,7 +116,7 @@ def test_an_nstep_adder_writes_the_same_items_to_reverb_and_to_the_seeded_replay
             adder.reset()
             assert adder.num_items == 4
             iterator = learner_iterator(store, "q", 4, decode=codec.decode)
-            assert isinstance(iterator, SeededIterator) == isinstance(store, SeededReplay)
+            assert isinstance(iterator, PrefetchingIterator) != isinstance(store, SeededReplay)
             written.append(next(iterator).data)
             iterator.close()
     finally:

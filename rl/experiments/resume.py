@@ -1,21 +1,15 @@
-"""Starting, resuming and checkpointing a run in its run directory.
+"""Starting or resuming a run in its run directory (its checkpoints are written by
+rl/experiments/lifecycle.py).
 
-A run directory that already holds a run (`run.json`, `summary.json`, checkpoints or
-log rows) is resumed by the same command (`hydra.run.dir=DIR`, or `resume=DIR`):
-
-* `prepare_run` checks everything before anything is started or written: a finished
-  run is reported and left alone; the configuration must be the run's own (except
-  `progress`, `logger`, `launcher`, `checkpoint`, `compilation_cache`); the newest
-  undamaged checkpoint must have been written by this config's learner (structure,
-  shapes, dtypes) and, with `checkpoint.replay=true`, its replay tables must be this
-  config's tables. Any failure is one `ConfigError`/`CheckpointError` line, and nothing
-  in the directory has changed.
-* `apply_plan` then sets the run up: damaged checkpoints newer than the restored one are
-  renamed `damaged_step_*`, log rows written after the checkpoint move to
-  `logs/superseded/`, the run's clock continues from the checkpoint's, and the W&B run
-  continues under its stored id.
-
-The periodic, final and interrupt checkpoints are the run lifecycle's (rl/experiments/lifecycle.py).
+A directory that holds a run (`run.json`, `summary.json`, checkpoints or log rows) is
+resumed by the same command (`hydra.run.dir=DIR`, or `resume=DIR`). `prepare_run` checks
+everything before anything starts or is written (a finished run is left alone; the
+configuration must be the run's own, but for `MUTABLE_KEYS`; the newest undamaged
+checkpoint must be this config's learner's and, with `checkpoint.replay=true`, its
+tables this config's): any failure is one `ConfigError`/`CheckpointError` line. Then
+`apply_plan` renames damaged checkpoints newer than the restored one `damaged_step_*`,
+moves log rows written after it to `logs/superseded/`, and continues the run's clock
+and its W&B run.
 """
 
 from __future__ import annotations
@@ -33,8 +27,8 @@ import warnings
 from typing import Any, Callable, Mapping
 
 from rl import checkpointing
+from rl.checkpointing import RUN_FILE, SUMMARY_FILE, CheckpointError, RunWarning, flatten_mapping, log_files
 from rl.loggers.csv import move_rows
-from rl.checkpointing import RUN_FILE, SUMMARY_FILE, CheckpointError, CheckpointSettings, holds_a_run, log_files
 
 # Top-level keys a resumed run may change: they do not change what is learned.
 MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume")
@@ -42,13 +36,12 @@ MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cac
 
 @dataclasses.dataclass
 class RestorePoint:
-    """The checkpoint a run continues from and its saved bookkeeping (the checkpoint's state item)."""
+    """The checkpoint a run continues from and its state item."""
 
     checkpoint: str
     state: dict[str, Any]
     skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    # Whether the replay tables are restored from the checkpoint.
-    restore_replay: bool = False
+    restore_replay: bool = False  # Whether the replay tables are restored from it.
 
     @property
     def counts(self) -> dict[str, Any]:
@@ -62,10 +55,6 @@ class RestorePoint:
     def replay_checkpoint(self) -> str:
         return checkpointing.replay_of(self.checkpoint)
 
-    @property
-    def has_replay(self) -> bool:
-        return os.path.isdir(self.replay_checkpoint)
-
     def learner_state(self, template: Any) -> Any:
         """The saved learner state in `template`'s structure (bit for bit as saved)."""
         return checkpointing.restore_learner_state(self.checkpoint, template)
@@ -76,54 +65,28 @@ class RunPlan:
     """What the entry point does with a run directory."""
 
     run_directory: str
-    # A finished run's summary (nothing to do), else None.
-    finished: dict[str, Any] | None = None
-    # The checkpoint to continue from (None: start from the beginning).
-    restore: RestorePoint | None = None
+    finished: dict[str, Any] | None = None  # A finished run's summary: nothing to do.
+    restore: RestorePoint | None = None  # None: start from the beginning.
     # Whether the directory held an earlier run (its log rows after the restore point are
     # set aside; with no checkpoint the run starts over).
     previous: bool = False
-    # This run's session: 0 for a new run, one more for each resume.
-    session: int = 0
+    session: int = 0  # 0 for a new run, one more for each resume.
     wandb_run_id: str | None = None
 
 
-def new_run_id() -> str:
-    alphabet = string.ascii_lowercase + string.digits
-    return "".join(secrets.choice(alphabet) for _ in range(8))
-
-
-def read_run_file(run_directory: str) -> dict[str, Any]:
-    path = os.path.join(run_directory, RUN_FILE)
-    if not os.path.isfile(path):
-        return {}
+def _read_json(path: str) -> dict[str, Any]:
+    """The JSON object in `path` ({} when it is missing, unreadable or no object)."""
     try:
         with open(path) as file:
             value = json.load(file)
-        return value if isinstance(value, dict) else {}
     except (OSError, ValueError):
         return {}
-
-
-def write_json_atomically(path: str, value: Any) -> None:
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as file:
-        json.dump(value, file, indent=2)
-    os.replace(temporary, path)
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, Mapping):
-        flat: dict[str, Any] = {}
-        for key, item in value.items():
-            flat.update(_flatten(item, f"{prefix}{key}."))
-        return flat or {prefix[:-1]: {}}
-    return {prefix[:-1]: value}
+    return value if isinstance(value, dict) else {}
 
 
 def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, saved value, current value) for every setting a resumed run may not change."""
-    before, now = _flatten(saved), _flatten(current)
+    before, now = flatten_mapping(saved), flatten_mapping(current)
     differences = []
     for key in sorted(set(before) | set(now)):
         if key.split(".")[0] in MUTABLE_KEYS:
@@ -152,18 +115,16 @@ def prepare_run(
     explicit: bool = False,
     learner_template: Callable[[Any], Any] | None = None,
 ) -> RunPlan:
-    """Decides whether the run in `run_directory` is new, finished or to be resumed, and
-    checks everything a resume needs; raises a one-line `ConfigError`/`CheckpointError`
-    otherwise. Writes nothing. `explicit`: the user asked to resume (`resume=DIR`), so a
-    directory with nothing to resume is an error. `learner_template(experiment)`: the
-    state a launcher checkpoints, when it is not the builder's learner's (launcher=anakin
-    saves its whole compiled training state)."""
+    """Whether the run in `run_directory` is new, finished or to be resumed, with every
+    check a resume needs; writes nothing. `explicit` (`resume=DIR`): a directory with
+    nothing to resume is an error. `learner_template(experiment)`: the state a launcher
+    checkpoints, when it is not the builder's learner's (launcher=anakin's)."""
     from rl.experiments.validation import ConfigError
 
     run_directory = os.path.abspath(run_directory)
-    run_file = read_run_file(run_directory)
+    run_file = _read_json(os.path.join(run_directory, RUN_FILE))
     plan = RunPlan(run_directory, wandb_run_id=run_file.get("wandb_run_id"))
-    if not holds_a_run(run_directory):
+    if not checkpointing.holds_a_run(run_directory):
         if explicit:
             raise ConfigError("resume", f"{run_directory} holds no run to resume (no run.json, checkpoint or logs)")
         return plan
@@ -184,21 +145,14 @@ def prepare_run(
                 "configuration: repeat the run's own command, or use a new hydra.run.dir for a new run",
             )
 
-    summary_path = os.path.join(run_directory, SUMMARY_FILE)
-    if os.path.isfile(summary_path):
-        try:
-            with open(summary_path) as file:
-                summary = json.load(file)
-        except (OSError, ValueError):
-            summary = {}
-        if summary.get("status") == "finished":
-            plan.finished = summary
-            return plan
+    summary = _read_json(os.path.join(run_directory, SUMMARY_FILE))
+    if summary.get("status") == "finished":
+        plan.finished = summary
+        return plan
 
     path, skipped = checkpointing.find_latest(run_directory, warn=False)
     for damaged, reason in skipped:
-        message = f"checkpoint {damaged} is damaged ({reason}); using the previous one"
-        warnings.warn(message, checkpointing.RunWarning, stacklevel=2)
+        warnings.warn(f"checkpoint {damaged} is damaged ({reason}); using the previous one", RunWarning, stacklevel=2)
     if path is None:
         if explicit:
             raise CheckpointError(
@@ -208,7 +162,7 @@ def prepare_run(
         warnings.warn(
             f"{run_directory} holds an earlier run but no checkpoint: the run starts from the beginning "
             "(earlier log rows move to logs/superseded/)",
-            checkpointing.RunWarning,
+            RunWarning,
             stacklevel=2,
         )
         return plan
@@ -225,19 +179,19 @@ def prepare_run(
             f"checkpoint {path} is at {state['actor_steps']} actor steps, beyond max_actor_steps={experiment.max_actor_steps}"
         )
     restore = RestorePoint(path, state, skipped)
-    settings: CheckpointSettings = experiment.checkpoint
-    if restore.has_replay and settings.replay:
+    has_replay = os.path.isdir(restore.replay_checkpoint)
+    if has_replay and experiment.checkpoint.replay:
         from rl.experiments.builders import DistributedProgram
 
         checkpointing.check_replay_tables(restore.checkpoint, DistributedProgram(experiment).make_replay_tables())
         restore.restore_replay = True
-    elif restore.has_replay:
-        message = "the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it"
-        warnings.warn(message, checkpointing.RunWarning, stacklevel=2)
-    elif settings.replay:
-        warnings.warn(
-            "the checkpoint holds no replay buffer: the resumed run refills it", checkpointing.RunWarning, stacklevel=2
+    elif has_replay or experiment.checkpoint.replay:
+        message = (
+            "the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it"
+            if has_replay
+            else "the checkpoint holds no replay buffer: the resumed run refills it"
         )
+        warnings.warn(message, RunWarning, stacklevel=2)
     plan.restore = restore
     plan.session = int(state.get("session", 0)) + 1
     return plan
@@ -283,12 +237,11 @@ def apply_plan(plan: RunPlan, experiment: Any) -> Any:
     factory = experiment.logger_factory
     if restore is not None and restore.state.get("wall_time_s") is not None and factory.start_time is not None:
         factory.start_time = time.time() - float(restore.state["wall_time_s"])
-    wandb_run = factory.wandb_run
-    run_id = plan.wandb_run_id or new_run_id()
-    if wandb_run is not None:
-        wandb_run.use_run_id(run_id, resume=plan.previous)
-    record = read_run_file(run_directory)
-    history = list(record.get("history", []))
+    run_id = plan.wandb_run_id or "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+    if factory.wandb_run is not None:
+        factory.wandb_run.use_run_id(run_id, resume=plan.previous)
+    path = os.path.join(run_directory, RUN_FILE)
+    history = list(_read_json(path).get("history", []))
     history.append(
         {
             "session": plan.session,
@@ -297,8 +250,7 @@ def apply_plan(plan: RunPlan, experiment: Any) -> Any:
         }
     )
     os.makedirs(run_directory, exist_ok=True)
-    write_json_atomically(
-        os.path.join(run_directory, RUN_FILE),
-        {"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history},
-    )
+    with open(f"{path}.tmp", "w") as file:  # Written whole, then renamed into place.
+        json.dump({"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history}, file, indent=2)
+    os.replace(f"{path}.tmp", path)
     return dataclasses.replace(experiment, restore=restore, session=plan.session)

@@ -16,91 +16,21 @@ if TYPE_CHECKING:
     import reverb
 
 
-class Adder(abc.ABC):
-    """Turns an actor's batched timesteps into replay items.
-
-    Timesteps are batched over the copies of a vector environment: `env_ids[k]` names the
-    copy that row `k` belongs to (rows 0..k-1 are copies 0..k-1 when `env_ids` is None).
-    Every item an adder writes comes from one copy's consecutive steps.
-    """
-
-    @abc.abstractmethod
-    def add_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        """Starts an episode in each copy named."""
-
-    @abc.abstractmethod
-    def add(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        """Records one step of each copy named: the actions taken and where they led."""
-
-    @property
-    @abc.abstractmethod
-    def num_items(self) -> int:
-        """Items created so far: the inserts a rate limiter counts."""
-
-    def reset(self, timeout_ms: int | None = None) -> None:
-        """Drops partial state and waits for pending items (episode end or shutdown)."""
-
-
 class ReplayTimeoutError(TimeoutError):
-    """A write to replay that did not complete within its bound: the server is gone,
+    """A replay write that did not complete within its bound: the server is gone,
     unreachable or (for a full queue) never drained."""
 
 
-# A write waits in slices of this many milliseconds; between two, a client that can tell
-# (`replaced()`) is asked whether its server was replaced, which no wait survives.
+# A write waits in slices of this many milliseconds (see `Adder._wait`).
 WRITE_SLICE_MS = 2_000
-
-
-def bounded_write(call: Callable[[int], Any], what: str, client: Any, timeout_ms: int) -> Any:
-    """Runs `call(slice_ms)` (a writer flush or episode end that waits at most `slice_ms`)
-    until it completes or `timeout_ms` have passed; reverb's deadline error then becomes a
-    `ReplayTimeoutError` naming the server, the call and the bound.
-
-    A client with a `replaced()` method is asked between slices whether the server it
-    writes to was replaced by a new one (a replay node restarted on the same address):
-    the items the old one never confirmed are gone and the wait could only run out its
-    bound, so it ends at once with a `ReplayTimeoutError` that says so.
-    """
-    from reverb.errors import DeadlineExceededError
-
-    address = getattr(client, "server_address", "?")
-    replaced = getattr(client, "replaced", None)
-    left = timeout_ms
-    while True:
-        wait = min(left, WRITE_SLICE_MS) if replaced is not None else left
-        try:
-            return call(wait)
-        except DeadlineExceededError:
-            left -= wait
-        if left <= 0:
-            raise ReplayTimeoutError(
-                f"replay server at {address}: {what} did not complete within {timeout_ms / 1000:g} s"
-            )
-        if replaced():
-            raise ReplayTimeoutError(f"replay server at {address}: {what} was cut short, the server was replaced")
-
-
-def end_episode(writer: Any, table: str, client: Any, timeout_ms: int) -> None:
-    """Ends the writer's episode (clearing its buffers) once its pending items are
-    confirmed, as a bounded write (`bounded_write`)."""
-    bounded_write(
-        lambda wait: writer.end_episode(clear_buffers=True, timeout_ms=wait),
-        f"the end of an episode in table {table!r}",
-        client,
-        timeout_ms,
-    )
 
 
 def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], None]:
     """`insert(table, priority, columns)`: appends `columns` as one step and inserts one
-    item referencing that step, each column squeezed (how both adders write).
-
-    A writer of this project's (`rl.replay.seeded.SeededWriter`) inserts directly. For
-    reverb's trajectory writer this is the one place that calls its C++ writer: reverb
-    0.14's Python wrapper re-validates the structure on every call and costs about twice
-    as much per item (`scripts/benchmark.py actor`, rows `insert path: ...`); tests/test_replay.py
-    pins it to 0.14.
-    """
+    item referencing it. A `SeededReplay` inserts directly; reverb's trajectory writer is
+    called through its C++ writer, the one private reverb call: reverb 0.14's Python
+    wrapper re-validates the structure on every call, at twice the cost per item
+    (tests/test_seeded_replay.py pins reverb to 0.14)."""
     own = getattr(writer, "insert_item", None)
     if own is not None:
         return own
@@ -113,12 +43,74 @@ def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], N
     return insert
 
 
-def n_step_return(rewards: list[float], discounts: list[float], gamma: float) -> tuple[float, float]:
-    """Discounted return over the given steps and the bootstrap factor after them.
+class Adder(abc.ABC):
+    """Turns an actor's batched timesteps into replay items, through one trajectory writer.
+    Row `k` belongs to copy `env_ids[k]` of a vector environment (copy `k` when `env_ids` is
+    None); every item comes from one copy's consecutive steps."""
 
-    `discounts[k]` is the environment discount received with `rewards[k]`; a 0 stops
-    both the sum and the bootstrap.
-    """
+    def __init__(self, client: reverb.Client, table: str, timeout_ms: int):
+        self._client = client
+        self._writer = client.trajectory_writer(num_keep_alive_refs=1)
+        self._insert = item_inserter(self._writer)
+        self._table = table
+        self._timeout_ms = timeout_ms
+        self._num_items = 0
+
+    @abc.abstractmethod
+    def add_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
+        """Starts an episode in each copy named."""
+
+    @abc.abstractmethod
+    def add(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
+        """Records one step of each copy named: the actions taken and where they led."""
+
+    @property
+    def num_items(self) -> int:
+        """Items created so far: the inserts a rate limiter counts."""
+        return self._num_items
+
+    def _wait(self, call: Callable[..., Any], what: str, timeout_ms: int, **kwargs: Any) -> None:
+        """Runs `call(timeout_ms=slice, **kwargs)` (a flush or episode end) until it
+        completes; raises a `ReplayTimeoutError` naming the server, the call and the bound
+        after `timeout_ms`, or at once when the client's `replaced()` (asked between
+        slices) says a new server replaced the one that never confirmed these items."""
+        from reverb.errors import DeadlineExceededError
+
+        address = getattr(self._client, "server_address", "?")
+        replaced = getattr(self._client, "replaced", None)
+        left = timeout_ms
+        while True:
+            wait = min(left, WRITE_SLICE_MS) if replaced is not None else left
+            try:
+                return call(timeout_ms=wait, **kwargs)
+            except DeadlineExceededError:
+                left -= wait
+            if left <= 0:
+                raise ReplayTimeoutError(
+                    f"replay server at {address}: {what} did not complete within {timeout_ms / 1000:g} s"
+                )
+            if replaced():
+                raise ReplayTimeoutError(f"replay server at {address}: {what} was cut short, the server was replaced")
+
+    def _flush(self, pending: int) -> None:
+        """Waits until at most `pending` items are not yet confirmed."""
+        self._wait(
+            self._writer.flush, f"a flush to table {self._table!r}", self._timeout_ms, block_until_num_items=pending
+        )
+
+    def reset(self, timeout_ms: int | None = None) -> None:
+        """Ends the writer's episode once its items are confirmed (an episode end or
+        shutdown); subclasses drop their partial state first."""
+        what = f"the end of an episode in table {self._table!r}"
+        self._wait(self._writer.end_episode, what, timeout_ms or self._timeout_ms, clear_buffers=True)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def n_step_return(rewards: list[float], discounts: list[float], gamma: float) -> tuple[float, float]:
+    """Discounted return over the given steps and the bootstrap factor after them;
+    `discounts[k]` comes with `rewards[k]`, and a 0 stops both."""
     total, factor = 0.0, 1.0
     for reward, discount in zip(rewards, discounts):
         total += factor * reward
@@ -135,17 +127,10 @@ def _rows(batch: Any, count: int) -> list[Any]:
 
 
 class NStepTransitionAdder(Adder):
-    """Writes (s_t, a_t, R_t^(n), gamma^m * prod(d), s_{t+m}) items, m <= n, per copy.
-
-    Each copy of a vector environment keeps its own window of the last n steps; every
-    transition is appended as one step and inserted as one item, so an item always holds
-    one copy's consecutive steps. At an episode end the shorter transitions of the last
-    n-1 steps are written too, so every visited state is a sample.
-
-    `codec` (rl.replay.codecs) lays the transition out as the table's signature does; by
-    default each leaf is a column. One trajectory writer serves all copies; items go in
-    through `item_inserter`.
-    """
+    """Writes (s_t, a_t, R_t^(n), gamma^m * prod(d), s_{t+m}) items, m <= n, per copy; at an
+    episode end the shorter transitions of its last n-1 steps too (every visited state is
+    a sample). `codec` (rl.replay.codecs) lays them out as the table does (default: a
+    column per leaf)."""
 
     def __init__(
         self,
@@ -160,24 +145,15 @@ class NStepTransitionAdder(Adder):
     ):
         if n_step < 1:
             raise ValueError(f"n_step must be >= 1, got {n_step}")
-        self._client = client
-        self._writer = client.trajectory_writer(num_keep_alive_refs=1)
-        self._insert = item_inserter(self._writer)
-        self._encode = tree.flatten if codec is None else codec.encode  # The table's column layout.
-        self._table = table
+        super().__init__(client, table, timeout_ms)
+        self._encode = tree.flatten if codec is None else codec.encode
         self._n_step = n_step
         self._gamma = discount
         self._priority = priority
         self._max_pending_items = max_pending_items
-        self._timeout_ms = timeout_ms
         self._windows: dict[int, collections.deque] = {}
         self._observations: dict[int, Any] = {}
-        self._num_items = 0
         self._unflushed = 0
-
-    @property
-    def num_items(self) -> int:
-        return self._num_items
 
     def add_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         ids = range(len(timestep.step_type)) if env_ids is None else env_ids
@@ -212,19 +188,14 @@ class NStepTransitionAdder(Adder):
         self._num_items += 1
         self._unflushed += 1
         if self._unflushed >= self._max_pending_items:
-            # At most 2 * max_pending_items items are ever in flight: the writer neither
-            # hoards memory nor warns (reverb 0.14 warns from about 50 pending items).
-            bounded_write(
-                lambda wait: self._writer.flush(block_until_num_items=self._max_pending_items, timeout_ms=wait),
-                f"a flush to table {self._table!r}",
-                self._client,
-                self._timeout_ms,
-            )
+            # At most 2 * max_pending_items items in flight: no hoarded memory, and no
+            # warning (reverb 0.14 warns from about 50 pending items).
+            self._flush(self._max_pending_items)
             self._unflushed = 0
 
     def get_state(self) -> dict[str, Any]:
-        """Each copy's window and current observation, and the counts (what a
-        deterministic run saves to continue exactly); flushed items are in replay."""
+        """Each copy's window and observation, and the count (a deterministic run's
+        checkpoint); flushed items are in replay."""
         return {
             "windows": {k: list(w) for k, w in self._windows.items()},
             "observations": dict(self._observations),
@@ -239,8 +210,5 @@ class NStepTransitionAdder(Adder):
     def reset(self, timeout_ms: int | None = None) -> None:
         self._windows.clear()
         self._observations.clear()
-        end_episode(self._writer, self._table, self._client, timeout_ms or self._timeout_ms)
+        super().reset(timeout_ms)
         self._unflushed = 0
-
-    def close(self) -> None:
-        self._writer.close()

@@ -1,11 +1,9 @@
 """How a transition is laid out in a reverb table: one column per leaf, or packed into one.
 
-Reverb stores every column of an item as its own chunk, and both inserting and sampling
-cost about the same per chunk whatever its size. A CartPole transition has five small
-columns (observation, action, reward, discount, next observation); packed into one
-float32 vector it is one chunk, which roughly doubles insert and sample throughput
-(`scripts/benchmark.py replay`). Large observations (pixels) keep their own columns:
-packing them into float32 would multiply their memory.
+Reverb stores each column of an item as its own chunk, and inserts and samples cost about
+the same per chunk whatever its size: a small transition packed into one float32 vector
+roughly doubles both (`scripts/benchmark.py replay`). Large observations (pixels) keep
+their own columns, which float32 would multiply.
 """
 
 from __future__ import annotations
@@ -25,15 +23,17 @@ MAX_PACKED_VALUES = 4096
 FLOAT32_EXACT_INTEGERS = 2**24
 
 
-def _leaf_specs(environment_spec: EnvironmentSpec) -> Transition:
-    """The spec of each field of a stored transition."""
-    actions = tree.map_structure(
-        lambda s: specs.Array((), np.int32, s.name) if isinstance(s, specs.DiscreteArray) else s,
-        environment_spec.actions,
+def stored_actions(action_spec: Any) -> Any:
+    """The spec of actions as replay stores them: discrete actions are int32 scalars."""
+    return tree.map_structure(
+        lambda s: specs.Array((), np.int32, s.name) if isinstance(s, specs.DiscreteArray) else s, action_spec
     )
+
+
+def _leaf_specs(environment_spec: EnvironmentSpec) -> Transition:
     return Transition(
         observation=environment_spec.observations,
-        action=actions,
+        action=stored_actions(environment_spec.actions),
         reward=specs.Array((), np.float32, "reward"),
         discount=specs.Array((), np.float32, "discount"),
         next_observation=environment_spec.observations,
@@ -43,23 +43,20 @@ def _leaf_specs(environment_spec: EnvironmentSpec) -> Transition:
 def _packable(spec: Any) -> bool:
     """Whether float32 holds every value of this (environment) leaf exactly."""
     dtype = np.dtype(spec.dtype)
-    if dtype == np.float32 or dtype == np.bool_:
+    if dtype in (np.float32, np.bool_) or (dtype.kind in "iu" and dtype.itemsize <= 2):
         return True
     if isinstance(spec, specs.DiscreteArray):
         return spec.num_values <= FLOAT32_EXACT_INTEGERS
-    if not np.issubdtype(dtype, np.integer):
-        return False
-    if np.iinfo(dtype).bits <= 16:
-        return True
-    return isinstance(spec, specs.BoundedArray) and bool(
-        np.all(np.abs(spec.minimum) < FLOAT32_EXACT_INTEGERS) and np.all(np.abs(spec.maximum) < FLOAT32_EXACT_INTEGERS)
-    )
+    bounds = (spec.minimum, spec.maximum) if isinstance(spec, specs.BoundedArray) else [np.inf]
+    return dtype.kind in "iu" and all(np.all(np.abs(bound) < FLOAT32_EXACT_INTEGERS) for bound in bounds)
+
+
+def _size(spec: Any) -> int:
+    return int(np.prod(spec.shape, dtype=np.int64))
 
 
 class ColumnCodec:
     """One reverb column per leaf of the transition (the general layout)."""
-
-    packed = False
 
     def __init__(self, environment_spec: EnvironmentSpec):
         self.leaf_specs = _leaf_specs(environment_spec)
@@ -81,20 +78,11 @@ class ColumnCodec:
 class PackedCodec(ColumnCodec):
     """Every leaf, ravelled and cast to float32, side by side in one vector."""
 
-    packed = True
-
     def __init__(self, environment_spec: EnvironmentSpec):
         super().__init__(environment_spec)
         self._leaves = tree.flatten(self.leaf_specs)
-        sizes = [int(np.prod(s.shape, dtype=np.int64)) for s in self._leaves]
-        self._bounds = np.cumsum([0] + sizes).tolist()
+        self._bounds = np.cumsum([0] + [_size(s) for s in self._leaves]).tolist()
         self.size = self._bounds[-1]
-
-    @staticmethod
-    def can_pack(environment_spec: EnvironmentSpec) -> bool:
-        size = sum(int(np.prod(s.shape, dtype=np.int64)) for s in tree.flatten(_leaf_specs(environment_spec)))
-        leaves = tree.flatten(environment_spec.observations) + tree.flatten(environment_spec.actions)
-        return size <= MAX_PACKED_VALUES and all(_packable(s) for s in leaves)
 
     def signature(self) -> Any:
         import tensorflow as tf
@@ -102,8 +90,7 @@ class PackedCodec(ColumnCodec):
         return tf.TensorSpec((self.size,), tf.float32, "transition")
 
     def encode(self, transition: Transition) -> list[Any]:
-        values = [np.asarray(leaf, np.float32).ravel() for leaf in tree.flatten(transition)]
-        return [np.concatenate(values)]
+        return [np.concatenate([np.asarray(leaf, np.float32).ravel() for leaf in tree.flatten(transition)])]
 
     def decode(self, data: Any) -> Transition:
         data = np.asarray(data)
@@ -117,6 +104,8 @@ class PackedCodec(ColumnCodec):
 
 def transition_codec(environment_spec: EnvironmentSpec) -> ColumnCodec:
     """The packed layout where it is exact and small, one column per leaf otherwise."""
-    if PackedCodec.can_pack(environment_spec):
+    size = sum(_size(s) for s in tree.flatten(_leaf_specs(environment_spec)))
+    leaves = tree.flatten(environment_spec.observations) + tree.flatten(environment_spec.actions)
+    if size <= MAX_PACKED_VALUES and all(_packable(s) for s in leaves):
         return PackedCodec(environment_spec)
     return ColumnCodec(environment_spec)

@@ -1,11 +1,9 @@
-"""Reading batches out of reverb: a TrajectoryDataset plus a prefetching thread.
-
-Batched dataset reads are an order of magnitude faster than sampling items one at a time
-from Python; the thread turns them into device arrays while the learner computes.
-"""
+"""Reading batches out of reverb: a TrajectoryDataset (an order of magnitude faster than
+sampling from Python) and a thread that makes device arrays while the learner computes."""
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from typing import Any, Callable, Iterator, NamedTuple
@@ -16,10 +14,8 @@ import reverb
 
 from rl.replay.adders import ReplayTimeoutError
 
-# How long the learner waits for one batch before it reports the replay as stuck: far
-# beyond any rate-limiter wait of a healthy run (actors slower than the learner wait
-# seconds), short enough that a server that is gone, or actors that all stopped, end
-# the run with a message rather than a hang. A restarted replay node is back within it.
+# The learner's wait for one batch before it reports replay as stuck: far beyond a healthy
+# run's rate-limiter waits and a replay node's restart, short of a silent hang.
 SAMPLE_TIMEOUT_S = 600.0
 
 
@@ -37,21 +33,16 @@ def make_dataset(
     table: str,
     batch_size: int,
     num_parallel_calls: int = 1,
-    max_in_flight_samples_per_worker: int | None = None,
 ) -> Any:
-    """Batches of `batch_size` items sampled from `table`.
-
-    One sampling worker reads the table directly: wrapping it in a parallel interleave
-    (needed only for `num_parallel_calls > 1`) costs twice the CPU per sampled item and
-    halves the throughput on a small machine (`scripts/benchmark.py replay`).
-    """
+    """Batches of `batch_size` items sampled from `table`. One worker reads the table
+    directly: an interleave (for `num_parallel_calls > 1`) costs twice the CPU per item."""
     import tensorflow as tf
 
     def make_one(_: Any = None) -> tf.data.Dataset:
         return reverb.TrajectoryDataset.from_table_signature(
             server_address=server_address,
             table=table,
-            max_in_flight_samples_per_worker=max_in_flight_samples_per_worker or 2 * batch_size,
+            max_in_flight_samples_per_worker=2 * batch_size,
         )
 
     if num_parallel_calls == 1:
@@ -64,18 +55,13 @@ def make_dataset(
 
 
 class PrefetchingIterator(Iterator[ReplaySample]):
-    """Pulls batches on a daemon thread and hands them over as device arrays.
-
-    `decode` (e.g. a codec's unpacking) runs on that thread too, before the transfer.
-    A batch that does not come within `timeout_s` (None: wait for ever) raises a
-    `ReplayTimeoutError` naming `source` (what is sampled from).
-    """
+    """Pulls batches on a daemon thread, `decode`s them (e.g. a codec's unpacking) and
+    hands them over as device arrays. A batch that does not come within `timeout_s`
+    (None: wait for ever) raises a `ReplayTimeoutError` naming `source`."""
 
     def __init__(
         self,
         iterable: Any,
-        buffer_size: int = 2,
-        device_put: bool = True,
         decode: Callable[[Any], Any] | None = None,
         timeout_s: float | None = SAMPLE_TIMEOUT_S,
         source: str = "replay",
@@ -83,8 +69,7 @@ class PrefetchingIterator(Iterator[ReplaySample]):
         self._source = iter(iterable)
         self._timeout_s = timeout_s
         self._source_name = source
-        self._queue: queue.Queue = queue.Queue(maxsize=buffer_size)
-        self._device_put = device_put
+        self._queue: queue.Queue = queue.Queue(maxsize=2)
         self._decode = decode
         self._stop = threading.Event()
         self._finished: BaseException | None = None
@@ -95,18 +80,12 @@ class PrefetchingIterator(Iterator[ReplaySample]):
         try:
             for sample in self._source:
                 data = sample.data if self._decode is None else self._decode(sample.data)
-                batch = ReplaySample(
-                    keys=sample.info.key,
-                    probabilities=sample.info.probability,
-                    table_size=sample.info.table_size,
-                    data=jax.device_put(data) if self._device_put else data,
-                )
+                info = sample.info
+                batch = ReplaySample(info.key, info.probability, info.table_size, jax.device_put(data))
                 while not self._stop.is_set():
-                    try:
+                    with contextlib.suppress(queue.Full):
                         self._queue.put(batch, timeout=0.1)
                         break
-                    except queue.Full:
-                        continue
                 if self._stop.is_set():
                     return
         except Exception as error:  # Surface replay errors in the learner, not a dead thread.
@@ -133,25 +112,18 @@ class PrefetchingIterator(Iterator[ReplaySample]):
         """Stops prefetching; a consumer waiting in `next` gets StopIteration."""
         self._stop.set()
         self._finished = self._finished or StopIteration()
-        try:
+        with contextlib.suppress(queue.Full):
             self._queue.put_nowait(StopIteration())
-        except queue.Full:
-            pass
 
 
 def make_replay_iterator(
     server_address: str,
     table: str,
     batch_size: int,
-    prefetch_size: int = 2,
     decode: Callable[[Any], Any] | None = None,
     timeout_s: float | None = SAMPLE_TIMEOUT_S,
 ) -> PrefetchingIterator:
-    """Batches of `batch_size` items; `decode` turns the table's layout into a Transition
-    (rl.replay.codecs), on the prefetching thread. Waiting longer than `timeout_s` for a
-    batch raises a `ReplayTimeoutError`."""
+    """Prefetched batches of `batch_size` items of `table`, decoded by `decode`."""
     dataset = make_dataset(server_address, table, batch_size)
     source = f"replay server at {server_address}: sampling {batch_size} items from table {table!r}"
-    return PrefetchingIterator(
-        dataset.as_numpy_iterator(), buffer_size=prefetch_size, decode=decode, timeout_s=timeout_s, source=source
-    )
+    return PrefetchingIterator(dataset.as_numpy_iterator(), decode=decode, timeout_s=timeout_s, source=source)

@@ -1,10 +1,5 @@
 """Queue tables for on-policy agents: every item is sampled exactly once, oldest first.
-
-`make_queue_table` is reverb's `Table.queue`: FIFO sampler and remover,
-`max_times_sampled=1` and the `Queue` rate limiter, so an insert waits while the table
-holds `max_size` items (actors wait for the learner instead of memory growing) and a
-sample waits while it is empty. Importing this module imports reverb (and TensorFlow).
-"""
+Importing this module imports reverb (and TensorFlow)."""
 
 from __future__ import annotations
 
@@ -16,13 +11,9 @@ import reverb
 
 @dataclasses.dataclass(frozen=True)
 class QueueRatio:
-    """The single-process stepping rule for a queue table (`run_local`, `LearnerThread`).
-
-    Each item is sampled once, so after `inserts` items and `samples` items consumed the
-    queue (with whatever the dataset has already taken from it) holds `inserts - samples`
-    unconsumed items: the learner takes a batch as soon as a whole batch is there. The
-    waiting itself (a full queue, an empty one) is reverb's `Queue` rate limiter's.
-    """
+    """The single-process stepping rule for a queue table (`run_local`, `LearnerThread`):
+    the learner takes a batch as soon as a whole one is unconsumed. The waiting itself (a
+    full queue, an empty one) is reverb's `Queue` rate limiter's."""
 
     batch_size: int
     max_size: int
@@ -36,18 +27,12 @@ class QueueRatio:
                 "the learner could never sample"
             )
 
-    @property
-    def min_size_to_sample(self) -> int:
-        return self.batch_size
-
-    def make_rate_limiter(self) -> reverb.rate_limiters.RateLimiter:
-        return reverb.rate_limiters.Queue(self.max_size)
-
     def can_sample(self, inserts: int, samples: int) -> bool:
         """Whether a learner that has consumed `samples` items may take the next batch."""
         return inserts - samples >= self.batch_size
 
 
 def make_queue_table(name: str, max_size: int, signature: Any) -> reverb.Table:
-    """A FIFO queue of at most `max_size` items, each sampled once (`reverb.Table.queue`)."""
+    """A FIFO queue of at most `max_size` items, each sampled once: an insert waits while
+    it is full (actors wait for the learner), a sample while it is empty."""
     return reverb.Table.queue(name=name, max_size=int(max_size), signature=signature)

@@ -1,34 +1,21 @@
 """In-process replay with a seeded choice of items: the store of `launcher.deterministic=true`.
 
-Reverb 0.14's selectors draw from a generator no client can seed, so two runs of the same
-command sample different batches from their first learner step on. A deterministic run
-replaces the reverb server with `SeededReplay`: the same tables (built from the agent's
-`reverb.Table`s, so name, sampler, remover, size and signature are the agent's own), the
-same items (the adders write the columns they would write to reverb, through
-`SeededWriter`) and the same batch layout (`ReplaySample`), but the learner's batches
-come from a `numpy` generator seeded by the run's seed and the table's position.
-
-Semantics kept from reverb: uniform sampling with replacement over the items present,
-prioritized sampling with P(i) = p_i^a / sum_j p_j^a and priority updates by key, FIFO
-removal once a table holds `max_size` items, and queues (FIFO sampler, every item sampled
-once). Not kept: waiting. Nothing here blocks; the deterministic loop (rl/experiments/
-launchers/local.py) steps the learner only when the replay ratio allows a batch, so a queue
-never holds more than a batch plus one actor step, and a sample from a table below its
-minimum size is a bug that raises.
+Reverb 0.14's selectors take no seed. `SeededReplay` holds the agent's own tables and
+items but draws batches from a NumPy generator seeded by the run's seed and the table's
+position. Kept from reverb: uniform sampling with replacement, prioritized sampling
+(P(i) = p_i^a / sum_j p_j^a) with priority updates by key, FIFO removal at `max_size`,
+queues (each item sampled once). Not kept: waiting (a sample the replay ratio did not
+allow is a bug that raises).
 """
 
 from __future__ import annotations
 
-import collections
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import tree
 
 from rl.replay.dataset import ReplaySample
-
-# The address a SeededReplay reports where a reverb client's would be (messages only).
-IN_PROCESS = "in-process (launcher.deterministic=true)"
 
 
 def _sampler_kind(options: Any) -> tuple[str, float]:
@@ -51,20 +38,19 @@ class SeededTable:
         if info.remover_options.WhichOneof("distribution") != "fifo":
             raise ValueError(f"table {self.name!r}: the deterministic mode keeps FIFO removal only")
         self.max_size = int(info.max_size)
-        self.max_times_sampled = int(info.max_times_sampled)
-        if self.sampler == "fifo" and self.max_times_sampled != 1:
+        if self.sampler == "fifo" and info.max_times_sampled != 1:
             raise ValueError(f"table {self.name!r}: a FIFO sampler is kept for queues only (max_times_sampled=1)")
         self.signature = info.signature
         self._dtypes = [np.dtype(spec.dtype.as_numpy_dtype) for spec in tree.flatten(self.signature)]
         self.rng = np.random.Generator(np.random.PCG64(list(seed)))
         self.inserts = 0  # Items ever inserted; an item's key is its insert index.
-        self._items: list[list[np.ndarray]] = []  # Ring buffer (slot = key % max_size), or the queue.
-        self._queue: collections.deque = collections.deque()
+        self.taken = 0  # A queue's items below this key were sampled.
+        self._items: list[list[np.ndarray]] = []  # A ring: the item of key k in slot k % max_size.
         self._priorities = np.zeros(0, np.float64)
 
     @property
     def size(self) -> int:
-        return len(self._queue) if self.sampler == "fifo" else min(self.inserts, self.max_size)
+        return self.inserts - max(self.inserts - self.max_size, self.taken)
 
     def insert(self, priority: float, columns: Sequence[np.ndarray]) -> None:
         if len(columns) != len(self._dtypes):
@@ -73,32 +59,27 @@ class SeededTable:
             )
         # Copies: an adder reuses its buffers for the next items.
         columns = [np.array(column, dtype, copy=True) for column, dtype in zip(columns, self._dtypes)]
-        if self.sampler == "fifo":
-            self._queue.append((self.inserts, columns))
-            if len(self._queue) > self.max_size:
-                self._queue.popleft()
+        slot = self.inserts % self.max_size
+        if slot == len(self._items):
+            self._items.append(columns)
+            if len(self._priorities) <= slot:
+                grown = np.zeros(min(self.max_size, max(1024, 2 * len(self._priorities))), np.float64)
+                grown[: len(self._priorities)] = self._priorities
+                self._priorities = grown
         else:
-            slot = self.inserts % self.max_size
-            if slot == len(self._items):
-                self._items.append(columns)
-                if len(self._priorities) <= slot:
-                    grown = np.zeros(min(self.max_size, max(1024, 2 * len(self._priorities))), np.float64)
-                    grown[: len(self._priorities)] = self._priorities
-                    self._priorities = grown
-            else:
-                self._items[slot] = columns
-            self._priorities[slot] = priority
+            self._items[slot] = columns
+        self._priorities[slot] = priority
         self.inserts += 1
 
     def sample(self, batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
         """(keys, probabilities, table sizes, stacked columns) of `batch_size` items."""
         size = self.size
+        oldest = self.inserts - size
         if size == 0 or (self.sampler == "fifo" and size < batch_size):
             raise RuntimeError(f"table {self.name!r} holds {size} items: no batch of {batch_size} to sample")
         if self.sampler == "fifo":
-            taken = [self._queue.popleft() for _ in range(batch_size)]
-            keys = np.array([key for key, _ in taken], np.uint64)
-            items = [columns for _, columns in taken]
+            keys = np.arange(oldest, oldest + batch_size, dtype=np.uint64)
+            self.taken = oldest + batch_size
             probabilities = np.ones(batch_size, np.float64)
         else:
             if self.sampler == "uniform":
@@ -111,9 +92,9 @@ class SeededTable:
                     np.searchsorted(np.cumsum(weights), self.rng.random(batch_size) * total, "right"), size - 1
                 )
                 probabilities = weights[slots] / total
-            oldest = self.inserts - size  # Slot s holds the key k in [oldest, inserts) with k % max_size == s.
+            # Slot s holds the key k in [oldest, inserts) with k % max_size == s.
             keys = (oldest + (slots - oldest) % self.max_size).astype(np.uint64)
-            items = [self._items[slot] for slot in slots]
+        items = [self._items[int(key) % self.max_size] for key in keys]
         columns = [np.stack([item[c] for item in items]) for c in range(len(self._dtypes))]
         return keys, probabilities, np.full(batch_size, size, np.int64), columns
 
@@ -125,15 +106,14 @@ class SeededTable:
                 self._priorities[int(key) % self.max_size] = priority
 
     def get_state(self) -> dict[str, Any]:
-        """The items, priorities and the generator's state: what a checkpoint of a
-        deterministic run keeps, so that a resumed run draws what this one would have."""
+        """Items, priorities and the generator's state, so a resumed run draws as this one would."""
         return {
             "name": self.name,
             "sampler": self.sampler,
             "max_size": self.max_size,
             "inserts": self.inserts,
+            "taken": self.taken,
             "items": list(self._items),
-            "queue": list(self._queue),
             "priorities": self._priorities.copy(),
             "rng": self.rng.bit_generator.state,
         }
@@ -146,36 +126,17 @@ class SeededTable:
                 f"{(self.name, self.sampler, self.max_size)}"
             )
         self.inserts = int(state["inserts"])
+        self.taken = int(state["taken"])
         self._items = list(state["items"])
-        self._queue = collections.deque(state["queue"])
         self._priorities = np.array(state["priorities"], np.float64)
         self.rng.bit_generator.state = state["rng"]
 
 
-class SeededWriter:
-    """What an adder writes through (`rl.replay.adders.item_inserter`); nothing is pending,
-    so flushes and episode ends return at once."""
-
-    def __init__(self, replay: "SeededReplay"):
-        self._replay = replay
-
-    def insert_item(self, table: str, priority: float, columns: Sequence[np.ndarray]) -> None:
-        self._replay.table(table).insert(priority, columns)
-
-    def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
-        del block_until_num_items, timeout_ms
-
-    def end_episode(self, clear_buffers: bool = True, timeout_ms: int | None = None) -> None:
-        del clear_buffers, timeout_ms
-
-    def close(self) -> None:
-        pass
-
-
 class SeededReplay:
-    """The tables of one run in this process, standing where a reverb client would."""
+    """The tables of one run in this process, standing where a reverb client and its
+    trajectory writer would: items go straight in (`insert_item`), nothing is pending."""
 
-    server_address = IN_PROCESS
+    server_address = "in-process (launcher.deterministic=true)"  # For messages.
 
     def __init__(self, tables: Sequence[Any], seed: int):
         self.tables = {table.name: SeededTable(table, (int(seed), index)) for index, table in enumerate(tables)}
@@ -186,9 +147,20 @@ class SeededReplay:
         except KeyError:
             raise KeyError(f"no replay table {name!r}; the run has {sorted(self.tables)}") from None
 
-    def trajectory_writer(self, num_keep_alive_refs: int = 1) -> SeededWriter:
-        del num_keep_alive_refs
-        return SeededWriter(self)
+    def trajectory_writer(self, num_keep_alive_refs: int = 1) -> SeededReplay:
+        return self
+
+    def insert_item(self, table: str, priority: float, columns: Sequence[np.ndarray]) -> None:
+        self.table(table).insert(priority, columns)
+
+    def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
+        pass
+
+    def end_episode(self, clear_buffers: bool = True, timeout_ms: int | None = None) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
     def mutate_priorities(self, table: str, updates: Mapping[int, float]) -> None:
         self.table(table).mutate_priorities(updates)
@@ -203,34 +175,20 @@ class SeededReplay:
             self.tables[name].set_state(table_state)
 
 
-class SeededIterator(Iterator[ReplaySample]):
-    """Batches of `batch_size` items of one table, decoded as the reverb iterator decodes
-    them (`decode`, then device arrays); a batch is drawn when it is asked for."""
+def _seeded_batches(table: SeededTable, batch_size: int, decode: Any) -> Iterator[ReplaySample]:
+    import jax
 
-    def __init__(self, replay: SeededReplay, table: str, batch_size: int, decode: Any = None):
-        import jax
-
-        self._device_put = jax.device_put
-        self._table = replay.table(table)
-        self._batch_size = batch_size
-        self._decode = decode
-
-    def __next__(self) -> ReplaySample:
-        keys, probabilities, sizes, columns = self._table.sample(self._batch_size)
-        data = tree.unflatten_as(self._table.signature, columns)
-        if self._decode is not None:
-            data = self._decode(data)
-        return ReplaySample(keys=keys, probabilities=probabilities, table_size=sizes, data=self._device_put(data))
-
-    def close(self) -> None:
-        pass
+    while True:
+        keys, probabilities, sizes, columns = table.sample(batch_size)
+        data = tree.unflatten_as(table.signature, columns)
+        yield ReplaySample(keys, probabilities, sizes, jax.device_put(data if decode is None else decode(data)))
 
 
 def learner_iterator(replay_client: Any, table: str, batch_size: int, decode: Any = None) -> Iterator[ReplaySample]:
-    """The learner's batches of `table`: seeded draws from a `SeededReplay`, or reverb's
-    prefetching dataset on the server a reverb client talks to."""
+    """The learner's batches of `table` (decoded by `decode`): drawn from a `SeededReplay`
+    when asked for, or prefetched from reverb's server."""
     if isinstance(replay_client, SeededReplay):
-        return SeededIterator(replay_client, table, batch_size, decode)
+        return _seeded_batches(replay_client.table(table), batch_size, decode)
     from rl.replay.dataset import make_replay_iterator
 
     return make_replay_iterator(replay_client.server_address, table, batch_size, decode=decode)

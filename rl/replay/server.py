@@ -1,10 +1,6 @@
-"""The replay server, without the empty directory reverb's default checkpointer leaves.
-
-`reverb.Server(tables, port)` with no checkpointer makes reverb's `TempDirCheckpointer`,
-which creates a `/tmp/tmpXXXXXXXX` directory that nothing removes: every run would leave
-one behind. A run that checkpoints its replay passes its own checkpointer (under the run
-directory); every other server gets `NoCheckpointer` and writes nothing to disk.
-"""
+"""The replay server, without the `/tmp/tmpXXXXXXXX` directory that reverb's default
+checkpointer (`TempDirCheckpointer`) leaves behind: a server checkpoints only with the
+checkpointer a run passes (under its run directory), else writes nothing to disk."""
 
 from __future__ import annotations
 
@@ -26,19 +22,15 @@ def make_server(
     checkpointer: reverb.checkpointers.CheckpointerBase | None = None,
 ) -> reverb.Server:
     """A reverb server of `tables` on `port` (None: a free one), checkpointing with
-    `checkpointer`, or not at all when it is None (rather than in a temporary directory)."""
+    `checkpointer` (None: not at all)."""
     return reverb.Server(list(tables), port=port, checkpointer=checkpointer or NoCheckpointer())
 
 
 class WatchedClient(reverb.Client):
-    """A reverb client that can tell whether its server was replaced by a new one on the
-    same address (`replaced()`, a probe the owner supplies). A writer's wait for items
-    the old server never confirmed cannot end well; `adders.bounded_write` asks between
-    slices of a wait and gives up at once."""
+    """A reverb client whose `replaced()` (a probe the owner supplies) tells whether its
+    server was replaced by a new one on the same address; an adder's bounded wait then
+    stops waiting for items the old server never confirmed."""
 
     def __init__(self, server_address: str, replaced: Callable[[], bool]):
         super().__init__(server_address)
-        self._replaced = replaced
-
-    def replaced(self) -> bool:
-        return self._replaced()
+        self.replaced = replaced

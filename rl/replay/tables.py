@@ -1,7 +1,5 @@
-"""Reverb table factories and the replay-ratio rule they enforce.
-
-Importing this module imports reverb and so TensorFlow: only replay code should.
-"""
+"""Reverb table factories and the replay-ratio rule they enforce. Importing this module
+imports reverb and so TensorFlow: only replay code should."""
 
 from __future__ import annotations
 
@@ -11,9 +9,8 @@ from typing import Any
 import reverb
 import tensorflow as tf
 
-from rl.replay.codecs import ColumnCodec, transition_codec
+from rl.replay.codecs import transition_codec
 from rl.specs import EnvironmentSpec
-from rl.types import Transition
 
 # TensorFlow is only here for reverb's datasets: keep it off any accelerator JAX may use.
 tf.config.set_visible_devices([], "GPU")
@@ -21,20 +18,13 @@ tf.config.set_visible_devices([], "GPU")
 
 @dataclasses.dataclass(frozen=True)
 class ReplayRatio:
-    """A `SampleToInsertRatio` rate limiter, and the one-thread loop's stepping rule.
+    """A `SampleToInsertRatio` rate limiter (the gate of learners on their own thread or
+    node), and the stepping rule of a loop that acts and learns on one thread
+    (`can_sample`).
 
     The target is `samples_per_insert` samples per item inserted once `min_size_to_sample`
-    items are in. Reverb lets the sampled count run ahead of the target by the first part
-    of `error_buffer` (the learner's batch and the batches its dataset prefetches, so
-    `next(iterator)` rarely waits, and no further) and lag behind it by the second (so
-    actors keep inserting while the learner computes); a single number is both. Learners
-    on their own thread or node just sample: the limiter is their gate.
-
-    A loop that acts and learns on one thread (`launcher.deterministic=true`) must never
-    wait on its own replay, so it steps the learner on a fixed schedule, `can_sample`: a
-    batch whenever what the learner has consumed is at most the target. Reverb, allowed
-    to sample ahead of it, has by then usually sampled that batch already, and inserts
-    never reach reverb's upper bound (see `make_error_buffer`).
+    items are in; samples may run ahead of it by the first part of `error_buffer` and lag
+    behind it by the second (a single number is both).
     """
 
     samples_per_insert: float
@@ -44,9 +34,8 @@ class ReplayRatio:
     @property
     def _buffer(self) -> tuple[float, float]:
         """(ahead, behind): how far samples may run ahead of the target, and lag."""
-        if isinstance(self.error_buffer, (int, float)):
-            return float(self.error_buffer), float(self.error_buffer)
-        ahead, behind = self.error_buffer
+        buffer = self.error_buffer
+        ahead, behind = (buffer, buffer) if isinstance(buffer, (int, float)) else buffer
         return float(ahead), float(behind)
 
     @property
@@ -73,47 +62,19 @@ class ReplayRatio:
         return inserts >= self.min_size_to_sample and samples <= self.target_samples(inserts)
 
 
-# Inserts one actor step may add before the learner catches up (a vector of copies, each
-# ending an episode and flushing its n-step tail), and batches a dataset may sample ahead.
+# Inserts one actor step may add (copies ending episodes flush their n-step tails), and
+# batches a dataset may sample ahead.
 INSERT_SLACK = 256
 PREFETCH_BATCHES = 2
 
 
 def make_error_buffer(samples_per_insert: float, samples_per_learner_step: int) -> tuple[float, float]:
     """Reverb's slack around the target, (ahead, behind): samples may run ahead by the
-    learner's batch and the batches its dataset prefetches; they may lag by that plus
-    `INSERT_SLACK` inserts, so an actor step never blocks on a learner that takes every
-    batch it may."""
+    learner's batch and the batches its dataset prefetches (so `next` rarely waits); they
+    may lag by that plus `INSERT_SLACK` inserts, so an actor step never blocks on a learner
+    that takes every batch it may."""
     ahead = (1 + PREFETCH_BATCHES) * samples_per_learner_step
     return float(ahead), ahead + INSERT_SLACK * samples_per_insert
-
-
-def transition_signature(environment_spec: EnvironmentSpec) -> Transition:
-    """The reverb signature of one `Transition`, one column per leaf (`ColumnCodec`)."""
-    return ColumnCodec(environment_spec).signature()
-
-
-def make_transition_table(
-    name: str,
-    environment_spec: EnvironmentSpec,
-    max_size: int,
-    rate_limiter: reverb.rate_limiters.RateLimiter,
-    prioritized: bool = False,
-    priority_exponent: float = 0.6,
-    codec: ColumnCodec | None = None,
-) -> reverb.Table:
-    """A FIFO table of transitions sampled uniformly or in proportion to priority, laid
-    out by `codec` (by default packed into one column where that is exact and small)."""
-    codec = codec or transition_codec(environment_spec)
-    sampler = reverb.selectors.Prioritized(priority_exponent) if prioritized else reverb.selectors.Uniform()
-    return reverb.Table(
-        name=name,
-        sampler=sampler,
-        remover=reverb.selectors.Fifo(),
-        max_size=int(max_size),
-        rate_limiter=rate_limiter,
-        signature=codec.signature(),
-    )
 
 
 def make_sequence_table(
@@ -123,9 +84,8 @@ def make_sequence_table(
     rate_limiter: reverb.rate_limiters.RateLimiter,
     priority_exponent: float | None = 0.6,
 ) -> reverb.Table:
-    """A FIFO table of whole sequences (rl/replay/sequences.py's items), sampled in
-    proportion to priority ** `priority_exponent` (None: uniformly), for recurrent
-    replay (R2D2) whose learner writes each sampled item's priority back."""
+    """A FIFO table of items of `signature` (e.g. R2D2's sequences), sampled in proportion
+    to priority ** `priority_exponent` (None: uniformly)."""
     sampler = (
         reverb.selectors.Uniform() if priority_exponent is None else reverb.selectors.Prioritized(priority_exponent)
     )
@@ -137,3 +97,17 @@ def make_sequence_table(
         rate_limiter=rate_limiter,
         signature=signature,
     )
+
+
+def make_transition_table(
+    name: str,
+    environment_spec: EnvironmentSpec,
+    max_size: int,
+    rate_limiter: reverb.rate_limiters.RateLimiter,
+    prioritized: bool = False,
+    priority_exponent: float = 0.6,
+) -> reverb.Table:
+    """A FIFO table of transitions sampled uniformly or in proportion to priority, laid
+    out by `transition_codec` (packed into one column where that is exact and small)."""
+    signature = transition_codec(environment_spec).signature()
+    return make_sequence_table(name, signature, max_size, rate_limiter, priority_exponent if prioritized else None)
