@@ -1,19 +1,11 @@
-"""The host side of an anakin run (the schedule, checkpoints and signals:
-rl/experiments/lifecycle.py): compile once, then run chunks, write every replica's
-records (learner, actor and evaluator, each with `actor_steps`, `learner_steps` and
-`wall_time_s`), evaluate, and write the summaries.
+"""The host side of an anakin run (schedule, checkpoints, signals: rl/experiments/lifecycle.py):
+compile once, run chunks, write every replica's records, evaluate, write the summaries.
 
-Replica i of a run with `seed=s` trains with key PRNGKey(s + i), the key of a single-seed
-run with `seed=s+i`, so any replica can be reproduced alone. With more than one replica,
-each writes its own run directory `<run dir>/seed_<i>/` (logs, summary.json), the run
-directory holds the mean over replicas, and the run ends by printing (and copying to
-train.log) each replica's first, best and final evaluation return: the mean can hide a
-replica that never learned.
-
-With more than one JAX device the replica axis is sharded over a one-dimensional mesh of
-the largest number of devices that divides `num_seeds`: the same programs, partitioned by
-XLA. The state keeps its (replicas, ...) layout, so records, summaries and checkpoints do
-not depend on the devices.
+Replica i of `seed=s` trains with PRNGKey(s + i), the key of a single run with `seed=s+i`.
+With several replicas each writes `<run dir>/seed_<i>/`, the run directory holds their
+mean, and the run ends with each replica's evaluation returns (the mean can hide one that
+never learned). With several devices the replica axis is sharded over them; the state
+keeps its (replicas, ...) layout, so nothing written depends on the devices.
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from rl.anakin.system import EvaluationResult, System, evaluate, make_chunk
+from rl.anakin.system import System, evaluate, make_chunk
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
@@ -42,6 +34,8 @@ from rl.loggers.terminal import format_number
 # The run's transcript: train.log only (conf/hydra/job_logging/rl.yaml), as the records' lines.
 TRANSCRIPT = logging.getLogger("rl.transcript")
 
+# Each replica's loggers: label -> (steps key, instance).
+LOGGERS = {"learner": ("learner_steps",), "actor": ("actor_steps", 0), "evaluator": ("actor_steps", 0)}
 REPLICA_COLUMNS = ("replica", "seed", "final_eval_return", "best_eval_return", "first_eval_return", "flag")
 
 
@@ -68,20 +62,15 @@ def compile_programs(
     state = jit(jax.vmap(system.init))(keys)
     chunk = jit(jax.vmap(make_chunk(system, steps_per_chunk))).lower(state).compile()
 
-    def evaluation_round(state: Any, key: jax.Array) -> EvaluationResult:
-        return evaluate(evaluation_environment, system.evaluation_policy, system.evaluation_params(state), key)
-
+    policy = system.evaluation_policy
+    evaluation_round = lambda state, key: evaluate(evaluation_environment, policy, system.evaluation_params(state), key)
     evaluation = jit(jax.vmap(evaluation_round)).lower(state, keys).compile()
     return chunk, evaluation, jax.block_until_ready(state)
 
 
 def _spread(returns: Any) -> dict[str, float]:
-    return {
-        "episode_return": float(np.mean(returns)),
-        "episode_return_std": float(np.std(returns)),
-        "episode_return_min": float(np.min(returns)),
-        "episode_return_max": float(np.max(returns)),
-    }
+    statistics = {"": np.mean, "_std": np.std, "_min": np.min, "_max": np.max}
+    return {f"episode_return{suffix}": float(statistic(returns)) for suffix, statistic in statistics.items()}
 
 
 class AnakinNodes(lifecycle.Nodes):
@@ -97,9 +86,8 @@ class AnakinNodes(lifecycle.Nodes):
         self.logs: list[dict[str, Logger]] = []
 
     def _replica(self, index: int) -> ExperimentConfig:
-        """Replica `index`'s experiment: its seed, run directory (its log rows after the
-        restore point moved to logs/superseded/, as `apply_plan` does for the run's) and
-        logger factory."""
+        """Replica `index`'s experiment: its seed, logger factory and run directory (rows
+        after the restore point moved to logs/superseded/, as `apply_plan` does)."""
         experiment, seed = self.experiment, self.experiment.seed + index
         directory = os.path.join(experiment.run_directory, f"seed_{index}")
         os.makedirs(directory, exist_ok=True)
@@ -133,13 +121,7 @@ class AnakinNodes(lifecycle.Nodes):
             self.episodes = [int(r["episodes"]) for r in replicas]
             self.curves = [[(int(s), float(v)) for s, v in r["eval_returns"]] for r in replicas]
         for factory in (replica.logger_factory for replica in self.replica_experiments):
-            self.logs.append(
-                {
-                    "learner": factory("learner", "learner_steps"),
-                    "actor": factory("actor", "actor_steps", 0),
-                    "evaluator": factory("evaluator", "actor_steps", 0),
-                }
-            )
+            self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
         self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if num_seeds > 1 else None
         self.chunk_steps = self.steps_per_chunk * self.system.steps_per_update
         # The behaviour policy's schedule, when it names one (DQN's epsilon; a replica's
@@ -169,11 +151,9 @@ class AnakinNodes(lifecycle.Nodes):
         return self.record.steps
 
     def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
-        """Each replica's learner record and, when episodes ended, its actor record. A chunk
-        whose updates took no SGD step (the buffer still short of `min_replay_size`) has no
-        learner metrics: its learner record holds only the counts and the rate. Actor
-        records carry the exploration the policy acts with at the chunk's end (epsilon,
-        noise scale: `exploration.exploration_metrics(actor_steps)`), as other launchers' do."""
+        """Each replica's learner record (only counts and rate when no update trained) and,
+        when episodes ended, its actor record, with the exploration the policy acts with at
+        the chunk's end (epsilon, noise scale), as other launchers' do."""
         for index, log in enumerate(self.logs):
             values = {key: value[index].item() for key, value in metrics.items()}
             self.learner_steps = int(values.pop("learner_steps"))
@@ -235,10 +215,8 @@ class AnakinNodes(lifecycle.Nodes):
                 close_loggers(replica, exit_code=exit_code)  # The replica's W&B run.
                 replicas.append(dataclasses.asdict(replica_summary) | {"run_directory": replica.run_directory})
             extra["replicas"] = replicas
-            acting = self.record.acting_time_s
-            extra["total_actor_steps_per_second"] = (
-                round(self.record.steps * self.num_seeds / acting, 1) if acting else None
-            )
+            acting, steps = self.record.acting_time_s, self.record.steps * self.num_seeds
+            extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None
             _report_replicas(self.experiment.seed, self.curves)
         _add_fields(self.experiment.run_directory, extra)
         return summary
@@ -251,9 +229,7 @@ class AnakinNodes(lifecycle.Nodes):
 
 
 def improvement_flag(returns: list[float]) -> str:
-    """Why a replica's evaluation curve shows no learning, or "" when it does: its best
-    return is no better than its first ("never improved"), or it ends no better than it
-    began ("final <= first")."""
+    """Why a replica's evaluation curve shows no learning ("" when it does)."""
     if not returns:
         return "not evaluated"
     if max(returns) <= returns[0]:
@@ -282,8 +258,7 @@ def replica_table(seeds: list[int], curves: list[list[tuple[int, float]]]) -> li
 
 
 def _report_replicas(seed: int, curves: list[list[tuple[int, float]]]) -> None:
-    """Prints `replica_table` and copies its lines to train.log, as the terminal logger
-    does with its records."""
+    """Prints `replica_table`, its lines copied to train.log as the terminal logger's are."""
     lines = replica_table([seed + i for i in range(len(curves))], curves)
     flagged = sum(1 for curve in curves if improvement_flag([value for _, value in curve]))
     title = f"Evaluation returns of each of the {len(curves)} replicas ({flagged} flagged):"

@@ -1,9 +1,6 @@
-"""conf/launcher/anakin.yaml: a whole run compiled into one JAX program.
-
-What must follow another value is derived and said once in the log; what the launcher
-cannot run is refused with a ConfigError naming the key (exit status 2, one line), before
-anything is compiled.
-"""
+"""conf/launcher/anakin.yaml: a whole run compiled into one JAX program. What must follow
+another value is derived and said once in the log; what it cannot run is refused with a
+ConfigError naming the key, before anything is compiled."""
 
 from __future__ import annotations
 
@@ -27,9 +24,8 @@ CPU_XLA_FLAGS = "--xla_cpu_use_thunk_runtime=false"
 
 
 def prefer_fast_cpu_runtime() -> bool:
-    """Sets XLA_FLAGS to CPU_XLA_FLAGS unless the user has set XLA_FLAGS (even empty) or
-    JAX has started its backends (XLA reads the variable once, when the first starts);
-    returns whether it did."""
+    """Sets XLA_FLAGS to CPU_XLA_FLAGS, unless the user has set it (even empty) or JAX has
+    started a backend (XLA reads it once, then); returns whether it did."""
     from jax._src import xla_bridge
 
     if "XLA_FLAGS" in os.environ or xla_bridge.backends_are_initialized():
@@ -38,18 +34,20 @@ def prefer_fast_cpu_runtime() -> bool:
     return True
 
 
-def _nearest_multiple(value: int, step: int) -> int:
-    return max(step, round(value / step) * step)
+def _rounded(experiment: ExperimentConfig, key: str, step: int, why: str) -> ExperimentConfig:
+    """The experiment with `key` rounded to the nearest multiple of `step` (at least one), said in the log."""
+    value = getattr(experiment, key)
+    if value % step == 0:
+        return experiment
+    rounded = max(step, round(value / step) * step)
+    log.warning("launcher=anakin: %s=%d rounded to %d, %s", key, value, rounded, why)
+    return dataclasses.replace(experiment, **{key: rounded})
 
 
 class AnakinLauncher(Launcher):
     """Acting, replay and learning of `num_seeds` replicas in one compiled program
-    (Podracer's "Anakin"): `steps_per_chunk` learner updates (with the acting that feeds
-    them) per call from the host, vmapped over replicas. Needs a JAX environment
-    (environment=gymnax). `steps_per_chunk: null` makes one chunk per evaluation period.
-    Checkpoints hold the whole training state of every replica (rl/anakin/driver.py);
-    the same command resumes a stopped run.
-    """
+    (Podracer's "Anakin") on a JAX environment: `steps_per_chunk` learner updates (null:
+    one evaluation period's) per call from the host, vmapped over replicas."""
 
     def __init__(self, num_seeds: int = 1, steps_per_chunk: int | None = None):
         if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
@@ -60,14 +58,12 @@ class AnakinLauncher(Launcher):
             raise ConfigError("launcher.steps_per_chunk", f"must be an integer >= 1 or null, got {steps_per_chunk!r}")
         self.num_seeds = num_seeds
         self.steps_per_chunk = steps_per_chunk
-        # Made before any program is compiled, so before JAX's backends start.
-        prefer_fast_cpu_runtime()
+        prefer_fast_cpu_runtime()  # Made before any program is compiled.
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
-        """The experiment with what must follow what derived, each change logged once: an
-        on-policy batch is one rollout of every copy (batch_size = num_envs); with
-        `steps_per_chunk` null a chunk is one evaluation period, so `eval_every` is whole
-        updates; `max_actor_steps` is whole chunks. Then checked (`check_experiment`)."""
+        """The experiment with what follows derived, then checked: an on-policy batch is one
+        rollout of every copy; `eval_every` whole updates (with `steps_per_chunk` null, a
+        chunk is one evaluation period); `max_actor_steps` whole chunks."""
         from rl.anakin.system import steps_per_update
 
         builder = experiment.builder
@@ -91,25 +87,11 @@ class AnakinLauncher(Launcher):
                 ) from None
             experiment = dataclasses.replace(experiment, builder=type(builder)(config, exploration=builder.exploration))
         per_update = steps_per_update(experiment)
-        if self.steps_per_chunk is None and experiment.eval_every % per_update:
-            eval_every = _nearest_multiple(experiment.eval_every, per_update)
-            log.warning(
-                "launcher=anakin: eval_every=%d rounded to %d, whole updates of %d environment steps (one chunk each)",
-                experiment.eval_every,
-                eval_every,
-                per_update,
-            )
-            experiment = dataclasses.replace(experiment, eval_every=eval_every)
+        if self.steps_per_chunk is None:
+            whole = f"whole updates of {per_update} environment steps (one chunk each)"
+            experiment = _rounded(experiment, "eval_every", per_update, whole)
         chunk = (self.steps_per_chunk or experiment.eval_every // per_update) * per_update
-        if experiment.max_actor_steps % chunk:
-            budget = _nearest_multiple(experiment.max_actor_steps, chunk)
-            log.warning(
-                "launcher=anakin: max_actor_steps=%d rounded to %d, whole chunks of %d environment steps",
-                experiment.max_actor_steps,
-                budget,
-                chunk,
-            )
-            experiment = dataclasses.replace(experiment, max_actor_steps=budget)
+        experiment = _rounded(experiment, "max_actor_steps", chunk, f"whole chunks of {chunk} environment steps")
         self.check_experiment(experiment)
         return experiment
 
@@ -150,9 +132,8 @@ class AnakinLauncher(Launcher):
         return steps_per_chunk
 
     def checkpoint_template(self, experiment: ExperimentConfig) -> Any:
-        """The structure, shapes and dtypes of every replica's training state (what this
-        launcher checkpoints), traced, not compiled. Refuses (CheckpointError) a resume
-        whose chunks would not end at the budget."""
+        """Every replica's training state (what is checkpointed) traced, not compiled; a
+        CheckpointError for a resume whose chunks would not end at the budget."""
         import jax
 
         from rl import checkpointing

@@ -1,22 +1,15 @@
-"""What the off-policy agents (DQN, SAC, TD3, D4PG) share under launcher=anakin: one step of every
-environment copy into a flashbax buffer, then the agent's own SGD steps on n-step
-transitions sampled from it.
+"""The off-policy agents (DQN, SAC, TD3, D4PG) under launcher=anakin: one update = one step
+of `num_envs` copies into a flashbax buffer and, once it holds `min_replay_size`
+transitions, `num_envs * samples_per_insert / batch_size` SGD steps (the reverb agent's
+replay ratio) of the agent's `Learning` on uniformly sampled n-step transitions.
 
-One update = one step of `num_envs` copies (with the builder's behaviour policy) and,
-once the buffer holds `min_replay_size` transitions, `num_envs * samples_per_insert /
-batch_size` SGD steps (the replay ratio of the reverb agent).
-
-The buffer (flashbax's trajectory buffer, one time axis per copy) keeps 1-step
-transitions with their true next observation (before any automatic reset); a sampled
-sequence of n of them, t..t+n-1, becomes one n-step transition. With m <= n the steps
-up to and including the first episode end (or all n):
+The buffer (one time axis per copy) keeps 1-step transitions with their true next
+observation (before any automatic reset); a sampled sequence t..t+n-1 becomes one n-step
+transition. With m <= n the steps up to and including the first episode end (or all n):
 
     reward   = sum_{k<m} gamma^k r_{t+k}
     discount = gamma^m * d_{t+m-1}          (d = 0 at a termination, 1 at a truncation)
     next     = s'_{t+m-1}
-
-The SGD steps are the agent's `Learning` (rl/agents/learning.py), the functions its
-reverb learner runs, on uniformly sampled batches.
 """
 
 from __future__ import annotations
@@ -79,9 +72,8 @@ def _without_extras(policy: Callable[..., jax.Array]) -> Policy:
 
 
 class OffPolicySystem(System):
-    """An off-policy agent on a gymnax vector with a flashbax buffer (module docstring),
-    on its config's replay section (n_step, batch_size, samples_per_insert,
-    min_replay_size, max_replay_size, discount)."""
+    """An off-policy agent on a gymnax vector with a flashbax buffer (module docstring), as
+    its config's replay section says (n_step, batch_size, ..., discount)."""
 
     def __init__(self, experiment: ExperimentConfig, network: Any, environment: GymnaxVector):
         super().__init__(experiment, network, environment)
@@ -104,13 +96,8 @@ class OffPolicySystem(System):
 
     def init(self, key: jax.Array) -> OffPolicyState:
         learner_key, environment_key, key = jax.random.split(key, 3)
-        return OffPolicyState(
-            self.learning.init(learner_key),
-            self.buffer.init(self.example),
-            self.environment.reset(environment_key),
-            jnp.zeros((), jnp.int32),
-            key,
-        )
+        learner, environment = self.learning.init(learner_key), self.environment.reset(environment_key)
+        return OffPolicyState(learner, self.buffer.init(self.example), environment, jnp.zeros((), jnp.int32), key)
 
     def learn(self, learner: Any, buffer: Any, key: jax.Array) -> tuple[Any, dict]:
         """`sgd_steps` SGD steps, each on its own sample of n-step transitions."""

@@ -1,16 +1,11 @@
-"""PPO as an anakin system: a rollout of every environment copy, turned into the
-sequences the reverb PPO learns from, and the very same learner update.
+"""PPO as an anakin system: one update = `unroll_length` steps of `num_envs` copies, as
+`num_envs` sequences of `unroll_length + 1` rows (the last only bootstraps), through the
+reverb PPO's own learner update (rl/agents/ppo/learning.py `ppo_update`).
 
-One update = `unroll_length` steps of `num_envs` copies, then the builder's `Learning`
-(rl/agents/ppo/learning.py `ppo_update`) on `num_envs` sequences of `unroll_length + 1`
-rows (the last row of each only bootstraps). The policy is the builder's own, so actions,
-log-probabilities and continuous-action scaling are the reverb actor's.
-
-Episodes end inside a rollout (the copies reset themselves). A termination has discount
-0 and bootstraps nothing. A truncation (time limit) should bootstrap from the episode's
-final observation, but the next row holds the next episode's first one; so the row's
-reward becomes r_t + gamma * V(final observation) and its discount 0, which gives GAE
-the same delta_t and stops the trace there:
+A termination has discount 0. A truncation (time limit) should bootstrap from the
+episode's final observation, but the next row holds the next episode's first one; so the
+row's reward becomes r_t + gamma * V(final observation) and its discount 0, which gives
+GAE the same delta_t and stops the trace there:
 
     delta_t = r_t + gamma * V(s_final) - V(s_t)
 """
@@ -92,14 +87,10 @@ class PPOSystem(System):
 
     def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array], EnvStep]:
         key, rollout_key = jax.random.split(state.key)
+        learner, length = state.learner, self.config.unroll_length
+        params = self.learning.policy_params(learner)
         environment, trajectory = rollout(
-            self.environment,
-            self.behaviour_policy,
-            self.learning.policy_params(state.learner),
-            state.environment,
-            rollout_key,
-            self.config.unroll_length,
-            state.learner.actor_steps,
+            self.environment, self.behaviour_policy, params, state.environment, rollout_key, length, learner.actor_steps
         )
-        learner, metrics = self.learn(state.learner, trajectory, environment.observation)
+        learner, metrics = self.learn(learner, trajectory, environment.observation)
         return PPOState(learner, environment, key), metrics, trajectory.step

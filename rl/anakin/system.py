@@ -1,13 +1,10 @@
 """An agent as an anakin *system*, and the compiled programs built from it.
 
-A system (rl/anakin/ppo.py, rl/anakin/off_policy.py) is a set of pure functions over one
-replica's whole training state (parameters, optimiser, replay buffer, environment copies,
-keys): `init(key)` and `update(state)`, one learner update with the acting that feeds it.
-A chunk is `steps_per_chunk` updates in one `lax.scan`, vmapped over replicas (seeds) and
-compiled once; the host only sees the chunks' metrics. An update that took no SGD step
-(off-policy, before the buffer holds `min_replay_size` transitions) says so with
-`TRAINED` = False among its metrics; its other metrics are placeholders, left out of the
-chunk's means.
+A system (rl/anakin/ppo.py, rl/anakin/off_policy.py) is pure functions over one replica's
+whole training state (parameters, optimiser, replay buffer, environment copies, keys):
+`init(key)` and `update(state)`, one learner update with the acting that feeds it. A chunk
+is `steps_per_chunk` updates in one `lax.scan`, vmapped over replicas and compiled once;
+the host only sees the chunks' metrics.
 """
 
 from __future__ import annotations
@@ -20,15 +17,12 @@ import jax.numpy as jnp
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
 from rl.experiments.config import ExperimentConfig
 
-# `(params, key, observations, step) -> (actions, extras)`: a policy as a builder's
-# `make_policy` makes it (rl/agents/*/builder.py).
+# `(params, key, observations, step) -> (actions, extras)`: a builder's `make_policy`.
 Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, Any]]
 
-# The metric by which an update says whether it took SGD steps (absent: it did).
+# An update that took no SGD step (off-policy, before `min_replay_size`) says so with this
+# metric False; its other metrics are placeholders, left out of the chunk's means.
 TRAINED = "trained"
-
-# Steps an evaluation round may take when the environment names no episode limit.
-DEFAULT_STEP_LIMIT = 100_000
 
 
 def steps_per_update(experiment: ExperimentConfig) -> int:
@@ -59,8 +53,8 @@ class System:
 
 
 def make_system(experiment: ExperimentConfig) -> tuple[System, GymnaxVector]:
-    """(the system the agent's builder names in `anakin`, on `num_envs` copies of the
-    experiment's gymnax environment; the evaluation environment: `eval_episodes` copies)."""
+    """(the system the builder's `anakin` names, on `num_envs` copies of the gymnax
+    environment; the evaluation environment, `eval_episodes` copies)."""
     if experiment.builder.anakin == "on_policy":
         from rl.anakin.ppo import PPOSystem as kind
     else:
@@ -157,7 +151,7 @@ def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Ar
     at the limit counts what it has."""
     reset_key, key = jax.random.split(key)
     limit = getattr(environment.params, "max_steps_in_episode", None)
-    limit = int(limit) + 1 if limit is not None else DEFAULT_STEP_LIMIT
+    limit = int(limit) + 1 if limit is not None else 100_000  # No episode limit: 100,000 steps at most.
     zeros = jnp.zeros((environment.num_envs,), jnp.float32)
     finished = jnp.zeros((environment.num_envs,), bool)
 
