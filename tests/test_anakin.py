@@ -15,12 +15,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, read_summary, run_train
-from rl.anakin.evaluation import evaluate
+from rl.anakin.driver import replica_keys
 from rl.anakin.ppo import to_sequences
-from rl.anakin.replicas import replica_keys
-from rl.anakin.rollout import Trajectory, rollout
-from rl.anakin.system import make_chunk
-from rl.anakin.systems import make_system
+from rl.anakin.system import Trajectory, evaluate, make_chunk, make_system, rollout
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector
 from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.make_experiment import make_experiment
@@ -227,7 +224,12 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
     state = jax.jit(system.init)(key)
     environment, trajectory = jax.jit(
         lambda s: rollout(
-            system.environment, system.behaviour_policy, system.policy_params(s.learner), s.environment, s.key, 16
+            system.environment,
+            system.behaviour_policy,
+            system.learning.policy_params(s.learner),
+            s.environment,
+            s.key,
+            16,
         )
     )(state)
     learned, metrics = jax.jit(system.learn)(state.learner, trajectory, environment.observation)
@@ -316,7 +318,7 @@ def test_many_seeds_end_with_a_line_per_replica_on_the_terminal_and_in_train_log
     improve, printed and sent to the transcript logger (train.log)."""
     import logging
 
-    from rl.anakin.replicas import improvement_flag
+    from rl.anakin.driver import improvement_flag
 
     transcript: list[str] = []
     handler = logging.Handler()
@@ -346,7 +348,7 @@ def test_many_seeds_end_with_a_line_per_replica_on_the_terminal_and_in_train_log
 
 
 def test_the_replica_table_flags_replicas_that_did_not_improve():
-    from rl.anakin.replicas import replica_table
+    from rl.anakin.driver import replica_table
 
     curves = [[(1, 9.0), (2, 21.0)], [(1, 9.0), (2, 8.5)], [(1, 9.0), (2, 30.0), (3, 8.0)], [(1, 9.0)]]
     lines = replica_table([0, 1, 2, 3], curves)
@@ -531,10 +533,8 @@ import jax
 import numpy as np
 sys.path.insert(0, "tests")
 from test_anakin import SMALL_DQN, compose_experiment
-from rl.anakin.devices import replica_sharding
-from rl.anakin.driver import compile_programs
-from rl.anakin.replicas import replica_keys
-from rl.anakin.systems import make_system
+from rl.anakin.driver import compile_programs, replica_keys, replica_sharding
+from rl.anakin.system import make_system
 
 assert len(jax.devices()) == 2
 experiment, _ = compose_experiment(SMALL_DQN, sys.argv[1])
@@ -542,10 +542,10 @@ system, evaluation = make_system(experiment)
 keys = replica_keys(0, 4)
 results = []
 for sharding in (replica_sharding(4), None):
-    compiled, state = compile_programs(system, evaluation, keys, 32, sharding)
+    chunk, evaluate, state = compile_programs(system, evaluation, keys, 32, sharding)
     for _ in range(2):
-        state, metrics = compiled.chunk(state)
-    returns = compiled.evaluate(state, keys).returns
+        state, metrics = chunk(state)
+    returns = evaluate(state, keys).returns
     leaf = jax.tree_util.tree_leaves(state.learner.params)[0]
     results.append((jax.device_get(state), jax.device_get(metrics), np.asarray(returns), len(leaf.sharding.device_set)))
 (spread, spread_metrics, spread_returns, spread_devices), (one, one_metrics, one_returns, one_devices) = results
@@ -793,7 +793,7 @@ def test_dqn_gymnax_cartpole_learns_other_seeds(tmp_path, seed):
 
 STARTUP_CHECK = """
 import importlib.util, json, os, sys
-from rl.anakin.startup import prefer_fast_cpu_runtime
+from rl.anakin.launcher import prefer_fast_cpu_runtime
 from rl.experiments.compilation import enable_compilation_cache
 report = {"set": prefer_fast_cpu_runtime(), "again": prefer_fast_cpu_runtime(), "flags": os.environ.get("XLA_FLAGS")}
 if sys.argv[1] == "imports":
@@ -863,7 +863,7 @@ def test_values_that_must_follow_others_are_derived_and_said_once(tmp_path, capl
     does not reach the budget rounds the budget."""
     import logging
 
-    with caplog.at_level(logging.WARNING, logger="rl.anakin.checks"):
+    with caplog.at_level(logging.WARNING, logger="rl.anakin.launcher"):
         overrides = ["launcher=anakin", "agent=ppo", "environment=gymnax", "environment.name=CartPole-v1"]
         experiment, launcher = compose_experiment(overrides, str(tmp_path))
     assert experiment.builder.config.batch_size == experiment.num_envs == 1
@@ -875,7 +875,7 @@ def test_values_that_must_follow_others_are_derived_and_said_once(tmp_path, capl
         "max_actor_steps=50000",
     ]
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="rl.anakin.checks"):
+    with caplog.at_level(logging.WARNING, logger="rl.anakin.launcher"):
         experiment, _ = compose_experiment(
             ["experiment=ppo_gymnax_cartpole", "launcher.steps_per_chunk=3"], str(tmp_path / "chunks")
         )

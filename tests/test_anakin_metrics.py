@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from test_anakin import compose_experiment
-from rl.anakin.system import make_chunk
-from rl.anakin.systems import make_system
+from rl.anakin.system import make_chunk, make_system
 
 
 # 4 copies, one SGD step of 16 transitions per update once 64 transitions are stored

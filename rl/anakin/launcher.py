@@ -1,26 +1,55 @@
-"""conf/launcher/anakin.yaml: a whole run compiled into one JAX program."""
+"""conf/launcher/anakin.yaml: a whole run compiled into one JAX program. What must follow
+another value is derived and said once in the log; what it cannot run is refused with a
+ConfigError naming the key, before anything is compiled."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import os
 from typing import Any
 
+from rl.environments.factories import is_jax_native
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher
 from rl.experiments.summary import RunSummary
+from rl.experiments.validation import ConfigError
+
+log = logging.getLogger(__name__)
+
+# XLA's CPU "thunk" runtime (the default from jaxlib 0.4.32) runs every operation as a
+# separate task; for these long `lax.scan`s of small operations the previous runtime,
+# which compiles a loop body into one function, is 20-40% faster (docs/anakin.md).
+CPU_XLA_FLAGS = "--xla_cpu_use_thunk_runtime=false"
+
+
+def prefer_fast_cpu_runtime() -> bool:
+    """Sets XLA_FLAGS to CPU_XLA_FLAGS, unless the user has set it (even empty) or JAX has
+    started a backend (XLA reads it once, then); returns whether it did."""
+    from jax._src import xla_bridge
+
+    if "XLA_FLAGS" in os.environ or xla_bridge.backends_are_initialized():
+        return False
+    os.environ["XLA_FLAGS"] = CPU_XLA_FLAGS
+    return True
+
+
+def _rounded(experiment: ExperimentConfig, key: str, step: int, why: str) -> ExperimentConfig:
+    """The experiment with `key` rounded to the nearest multiple of `step` (at least one), said in the log."""
+    value = getattr(experiment, key)
+    if value % step == 0:
+        return experiment
+    rounded = max(step, round(value / step) * step)
+    log.warning("launcher=anakin: %s=%d rounded to %d, %s", key, value, rounded, why)
+    return dataclasses.replace(experiment, **{key: rounded})
 
 
 class AnakinLauncher(Launcher):
     """Acting, replay and learning of `num_seeds` replicas in one compiled program
-    (Podracer's "Anakin"): `steps_per_chunk` learner updates (with the acting that feeds
-    them) per call from the host, vmapped over replicas. Needs a JAX environment
-    (environment=gymnax). `steps_per_chunk: null` makes one chunk per evaluation period.
-    Checkpoints hold the whole training state of every replica (rl/anakin/driver.py);
-    the same command resumes a stopped run.
-    """
+    (Podracer's "Anakin") on a JAX environment: `steps_per_chunk` learner updates (null:
+    one evaluation period's) per call from the host, vmapped over replicas."""
 
     def __init__(self, num_seeds: int = 1, steps_per_chunk: int | None = None):
-        from rl.experiments.validation import ConfigError
-
         if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
             raise ConfigError(
                 "launcher.num_seeds", f"must be an integer >= 1 (replicas trained side by side), got {num_seeds!r}"
@@ -29,50 +58,105 @@ class AnakinLauncher(Launcher):
             raise ConfigError("launcher.steps_per_chunk", f"must be an integer >= 1 or null, got {steps_per_chunk!r}")
         self.num_seeds = num_seeds
         self.steps_per_chunk = steps_per_chunk
-        # Before anything starts JAX's backends (the launcher is made before any program
-        # is compiled): XLA's faster CPU runtime for these programs (rl/anakin/startup.py).
-        from rl.anakin.startup import prefer_fast_cpu_runtime
-
-        prefer_fast_cpu_runtime()
+        prefer_fast_cpu_runtime()  # Made before any program is compiled.
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
-        """The experiment with what this launcher derives (logged), checked: refuses what
-        it cannot run (a ConfigError naming the key) before anything is compiled."""
-        from rl.anakin.checks import fit_experiment
+        """The experiment with what follows derived, then checked: an on-policy batch is one
+        rollout of every copy; `eval_every` whole updates (with `steps_per_chunk` null, a
+        chunk is one evaluation period); `max_actor_steps` whole chunks."""
+        from rl.anakin.system import steps_per_update
 
-        experiment = fit_experiment(experiment, self.steps_per_chunk)
+        builder = experiment.builder
+        if builder.anakin is None:
+            raise ConfigError(
+                "agent",
+                f"launcher=anakin does not compile agent={experiment.agent_name} (its builder names no `anakin` "
+                "system); use launcher=local or launcher=ray for it",
+            )
+        if builder.anakin == "on_policy" and builder.config.batch_size != experiment.num_envs:
+            log.warning(
+                "launcher=anakin: agent.batch_size=%d set to environment.num_envs=%d (a batch is one rollout of every copy)",
+                builder.config.batch_size,
+                experiment.num_envs,
+            )
+            try:
+                config = dataclasses.replace(builder.config, batch_size=experiment.num_envs)
+            except ValueError as error:
+                raise ConfigError(
+                    "agent.batch_size", f"follows environment.num_envs under launcher=anakin: {error}"
+                ) from None
+            experiment = dataclasses.replace(experiment, builder=type(builder)(config, exploration=builder.exploration))
+        per_update = steps_per_update(experiment)
+        if self.steps_per_chunk is None:
+            whole = f"whole updates of {per_update} environment steps (one chunk each)"
+            experiment = _rounded(experiment, "eval_every", per_update, whole)
+        chunk = (self.steps_per_chunk or experiment.eval_every // per_update) * per_update
+        experiment = _rounded(experiment, "max_actor_steps", chunk, f"whole chunks of {chunk} environment steps")
         self.check_experiment(experiment)
         return experiment
 
     def check_experiment(self, experiment: ExperimentConfig) -> int:
-        """The updates per chunk of a fitted experiment (refusing what cannot run)."""
-        from rl.anakin.checks import check_experiment
+        """Refuses a (fitted) experiment this launcher cannot run; returns the updates per chunk."""
+        from rl.anakin.system import steps_per_update
 
-        return check_experiment(experiment, self.steps_per_chunk)
+        if not is_jax_native(experiment.environment_factory):
+            raise ConfigError(
+                "environment",
+                f"launcher=anakin compiles the environment into its program and needs a JAX environment "
+                f"(environment=gymnax environment.name=...); '{experiment.environment_name}' is not one",
+            )
+        if experiment.observers:
+            raise ConfigError("observers", "launcher=anakin runs no observers; remove them (observers=[])")
+        config = experiment.builder.config
+        if experiment.builder.anakin == "on_policy" and config.normalize_observations:
+            raise ConfigError(
+                "agent.normalize_observations", "is not supported by launcher=anakin yet; set it to false"
+            )
+        if experiment.builder.anakin == "off_policy":
+            sgd_steps = experiment.num_envs * config.samples_per_insert / config.batch_size
+            if sgd_steps < 1 or abs(sgd_steps - round(sgd_steps)) > 1e-9:
+                raise ConfigError(
+                    "agent.samples_per_insert",
+                    f"under launcher=anakin each step of the {experiment.num_envs} environment copies inserts "
+                    f"{experiment.num_envs} transitions and takes num_envs * samples_per_insert / batch_size SGD "
+                    f"steps, which must be a whole number >= 1; got {sgd_steps:g}",
+                )
+            if getattr(config, "prioritized", False):
+                raise ConfigError(
+                    "agent.prioritized", "prioritized replay is not supported by launcher=anakin yet; set it to false"
+                )
+        per_update = steps_per_update(experiment)
+        steps_per_chunk = self.steps_per_chunk or experiment.eval_every // per_update
+        if not steps_per_chunk or experiment.max_actor_steps % (steps_per_chunk * per_update):
+            raise ConfigError("max_actor_steps", "is not whole chunks of whole updates (see `fit_experiment`)")
+        return steps_per_chunk
 
     def checkpoint_template(self, experiment: ExperimentConfig) -> Any:
-        """The structure, shapes and dtypes of what this launcher checkpoints (every
-        replica's training state), for the resume checks; nothing is compiled. Refuses
-        (CheckpointError) a resume whose chunks would not end at the budget."""
+        """Every replica's training state (what is checkpointed) traced, not compiled; a
+        CheckpointError for a resume whose chunks would not end at the budget."""
         import jax
 
         from rl import checkpointing
-        from rl.anakin.driver import chunks_do_not_reach, state_template
-        from rl.anakin.replicas import replica_keys
-        from rl.anakin.systems import make_system
+        from rl.anakin.driver import replica_keys
+        from rl.anakin.system import make_system
 
         system, _ = make_system(experiment)
         latest, _ = checkpointing.find_latest(experiment.run_directory, warn=False)
         chunk_steps = self.check_experiment(experiment) * system.steps_per_update
-        if latest is not None and (experiment.max_actor_steps - checkpointing.step_of(latest)) % chunk_steps:
-            message = chunks_do_not_reach(checkpointing.step_of(latest), chunk_steps, experiment.max_actor_steps)
-            raise checkpointing.CheckpointError(message)
-        return state_template(jax.vmap(system.init), replica_keys(experiment.seed, self.num_seeds))
+        steps = checkpointing.step_of(latest) if latest is not None else None
+        if steps is not None and (experiment.max_actor_steps - steps) % chunk_steps:
+            raise checkpointing.CheckpointError(
+                f"the checkpoint is at {steps} actor steps; chunks of {chunk_steps} steps do not reach "
+                f"max_actor_steps={experiment.max_actor_steps} from there: resume with the run's own "
+                "launcher.steps_per_chunk"
+            )
+        return jax.eval_shape(jax.vmap(system.init), replica_keys(experiment.seed, self.num_seeds))
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
-        from rl.anakin.driver import run_anakin
-        from rl.anakin.systems import make_system
+        from rl.anakin.driver import AnakinNodes
+        from rl.anakin.system import make_system
+        from rl.experiments import lifecycle
 
         steps_per_chunk = self.check_experiment(experiment)
         system, evaluation_environment = make_system(experiment)
-        return run_anakin(experiment, system, evaluation_environment, self.num_seeds, steps_per_chunk)
+        return lifecycle.run(experiment, AnakinNodes(system, evaluation_environment, self.num_seeds, steps_per_chunk))

@@ -1,17 +1,11 @@
-"""PPO as an anakin system: a rollout of every environment copy, turned into the
-sequences the reverb PPO learns from, and the very same learner update.
+"""PPO as an anakin system: one update = `unroll_length` steps of `num_envs` copies, as
+`num_envs` sequences of `unroll_length + 1` rows (the last only bootstraps), through the
+reverb PPO's own learner update (rl/agents/ppo/learning.py `ppo_update`).
 
-One update = `unroll_length` steps of `num_envs` copies, then `ppo_update`
-(rl/agents/ppo/learning.py: GAE, `num_epochs` x `num_minibatches` Adam steps on
-`losses.ppo_loss`) on `num_envs` sequences of `unroll_length + 1` rows (the last row of
-each only bootstraps). The policy is the builder's own (`make_policy`), so actions,
-log-probabilities and continuous-action scaling are the reverb actor's.
-
-Episodes end inside a rollout (the copies reset themselves). A termination has discount
-0 and bootstraps nothing. A truncation (time limit) should bootstrap from the episode's
-final observation, but the next row holds the next episode's first one; so the row's
-reward becomes r_t + gamma * V(final observation) and its discount 0, which gives GAE
-the same delta_t and stops the trace there:
+A termination has discount 0. A truncation (time limit) should bootstrap from the
+episode's final observation, but the next row holds the next episode's first one; so the
+row's reward becomes r_t + gamma * V(final observation) and its discount 0, which gives
+GAE the same delta_t and stops the trace there:
 
     delta_t = r_t + gamma * V(s_final) - V(s_t)
 """
@@ -23,19 +17,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rl.agents.on_policy import PolicyParams
-from rl.agents.ppo.builder import PPOBuilder
 from rl.agents.learning import Batch
 from rl.agents.ppo.learning import TrainingState
-from rl.anakin.rollout import EpisodeStatistics, Trajectory, episode_statistics, rollout
-from rl.environments.gymnax_vector import GymnaxVector, VectorState
-from rl.networks.base import FeedForwardNetwork
-from rl.specs import EnvironmentSpec
+from rl.anakin.system import System, Trajectory, rollout
+from rl.environments.gymnax_vector import EnvStep, VectorState
 
 
 class Sequences(NamedTuple):
-    """A batch of sequences with the fields of rl.replay.sequences.SequenceStep (what
-    `ppo_update` reads), without importing reverb; each field is (N, T + 1, ...)."""
+    """A batch with the fields of rl.replay.sequences.SequenceStep (what `ppo_update`
+    reads), without importing reverb; each field is (N, T + 1, ...)."""
 
     observation: Any
     action: Any
@@ -59,8 +49,8 @@ def _with_row(rows: jax.Array, last: jax.Array) -> jax.Array:
 def to_sequences(
     trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array, gamma: float
 ) -> Sequences:
-    """A rollout as a batch of N sequences of T + 1 rows (mask 1 on the T steps taken,
-    0 on the bootstrap row), truncations folded into the rewards (module docstring).
+    """A rollout as N sequences of T + 1 rows (mask 1 on the T steps taken, 0 on the
+    bootstrap row), truncations folded into the rewards (module docstring).
     `final_values` (T, N) are V(final observation) of every step."""
     step = trajectory.step
     reward = step.reward + gamma * step.truncated.astype(jnp.float32) * final_values
@@ -77,59 +67,30 @@ def to_sequences(
     )
 
 
-class PPOSystem:
-    """PPO on a gymnax vector (see the module docstring)."""
-
-    def __init__(
-        self,
-        builder: PPOBuilder,
-        network: FeedForwardNetwork,
-        environment: GymnaxVector,
-        environment_spec: EnvironmentSpec,
-    ):
-        self.config = builder.config
-        self.network = network
-        self.environment = environment
-        self.behaviour_policy = builder.make_policy(network, environment_spec, evaluation=False)
-        self.evaluation_policy = builder.make_policy(network, environment_spec, evaluation=True)
-        self.learning = builder.make_learning(network)
-        self.steps_per_update = environment.num_envs * self.config.unroll_length
+class PPOSystem(System):
+    """PPO on a gymnax vector (module docstring)."""
 
     def init(self, key: jax.Array) -> PPOState:
         learner_key, environment_key, key = jax.random.split(key, 3)
         return PPOState(self.learning.init(learner_key), self.environment.reset(environment_key), key)
 
-    def policy_params(self, learner: TrainingState) -> PolicyParams:
-        return self.learning.policy_params(learner)
-
-    def evaluation_params(self, state: PPOState) -> PolicyParams:
-        return self.policy_params(state.learner)
-
-    def learner_steps(self, state: PPOState) -> jax.Array:
-        return state.learner.steps
-
     def learn(
         self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array
     ) -> tuple[TrainingState, dict]:
         """The reverb PPO's learner step on this rollout's sequences."""
-        values = lambda observations: self.network.apply(learner.params, observations)[1]
         final = trajectory.step.final_observation
         flat = jnp.reshape(final, (-1,) + final.shape[2:])
-        final_values = jnp.reshape(values(flat), final.shape[:2])
+        final_values = jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2])
         batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
         learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
         return learner, metrics
 
-    def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array], EpisodeStatistics]:
+    def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array], EnvStep]:
         key, rollout_key = jax.random.split(state.key)
+        learner, length = state.learner, self.config.unroll_length
+        params = self.learning.policy_params(learner)
         environment, trajectory = rollout(
-            self.environment,
-            self.behaviour_policy,
-            self.policy_params(state.learner),
-            state.environment,
-            rollout_key,
-            self.config.unroll_length,
-            state.learner.actor_steps,
+            self.environment, self.behaviour_policy, params, state.environment, rollout_key, length, learner.actor_steps
         )
-        learner, metrics = self.learn(state.learner, trajectory, environment.observation)
-        return PPOState(learner, environment, key), metrics, episode_statistics(trajectory.step)
+        learner, metrics = self.learn(learner, trajectory, environment.observation)
+        return PPOState(learner, environment, key), metrics, trajectory.step
