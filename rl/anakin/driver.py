@@ -26,8 +26,8 @@ from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.progress import ProgressDisplay
-from rl.experiments.resume import trim_logs, write_json_atomically
-from rl.experiments.summary import RunSummary, close_loggers, finish_run, read_summary
+from rl.experiments.resume import trim_logs
+from rl.experiments.summary import RunSummary, close_loggers, finish_run, read_summary, write_json
 from rl.loggers.base import Logger
 from rl.loggers.terminal import format_number
 
@@ -269,4 +269,4 @@ def _report_replicas(seed: int, curves: list[list[tuple[int, float]]]) -> None:
 
 def _add_fields(directory: str, fields: dict[str, Any]) -> None:
     """Adds launcher-specific fields to a written summary.json (atomically)."""
-    write_json_atomically(os.path.join(directory, "summary.json"), read_summary(directory) | fields)
+    write_json(os.path.join(directory, "summary.json"), read_summary(directory) | fields)

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 
 from rl import checkpointing
 from rl.checkpointing import RUN_FILE, SUMMARY_FILE, CheckpointError, RunWarning, flatten_mapping, log_files
+from rl.experiments.summary import write_json
 from rl.loggers.csv import move_rows
 
 # Top-level keys a resumed run may change: they do not change what is learned.
@@ -250,7 +251,5 @@ def apply_plan(plan: RunPlan, experiment: Any) -> Any:
         }
     )
     os.makedirs(run_directory, exist_ok=True)
-    with open(f"{path}.tmp", "w") as file:  # Written whole, then renamed into place.
-        json.dump({"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history}, file, indent=2)
-    os.replace(f"{path}.tmp", path)
+    write_json(path, {"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history})
     return dataclasses.replace(experiment, restore=restore, session=plan.session)

@@ -130,13 +130,16 @@ def close_loggers(experiment: ExperimentConfig, exit_code: int) -> None:
     experiment.logger_factory.close(exit_code=exit_code)
 
 
+def write_json(path: str, value: Any) -> None:
+    """Writes a JSON file whole, then renames it into place: a reader never sees half a file."""
+    with open(f"{path}.tmp", "w") as file:
+        json.dump(value, file, indent=2)
+    os.replace(f"{path}.tmp", path)
+
+
 def write_summary(directory: str, summary: RunSummary) -> str:
-    """Writes summary.json atomically: a reader never sees half a file."""
     path = os.path.join(directory, "summary.json")
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as file:
-        json.dump(dataclasses.asdict(summary), file, indent=2)
-    os.replace(temporary, path)
+    write_json(path, dataclasses.asdict(summary))
     return path
 
 
