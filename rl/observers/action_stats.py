@@ -20,19 +20,15 @@ class ActionStatistics(Observer):
         super().__init__(label, instance, run_directory)
         self._count: np.ndarray | None = None
 
-    def _allocate(self, environment: Any) -> None:
-        num_envs = environment.num_envs
-        self._count = np.zeros(num_envs, np.int64)
-        self._sum = np.zeros(num_envs, np.float64)
-        self._squares = np.zeros(num_envs, np.float64)
-        self._min = np.full(num_envs, np.inf)
-        self._max = np.full(num_envs, -np.inf)
-        spec = environment.action_spec()
-        self._histogram = np.zeros((num_envs, spec.num_values), np.int64) if is_discrete(spec) else None
-
     def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
         if self._count is None:
-            self._allocate(environment)
+            num_envs, spec = environment.num_envs, environment.action_spec()
+            self._count = np.zeros(num_envs, np.int64)
+            self._sum = np.zeros(num_envs, np.float64)
+            self._squares = np.zeros(num_envs, np.float64)
+            self._min = np.full(num_envs, np.inf)
+            self._max = np.full(num_envs, -np.inf)
+            self._histogram = np.zeros((num_envs, spec.num_values), np.int64) if is_discrete(spec) else None
         self._count[env_ids] = 0
         self._sum[env_ids] = self._squares[env_ids] = 0.0
         self._min[env_ids], self._max[env_ids] = np.inf, -np.inf
