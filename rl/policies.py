@@ -85,7 +85,7 @@ class EpsilonGreedy:
 
 def deterministic_action(output: object) -> jax.Array:
     """The policy's deterministic action in [-1, 1]: the output itself, or tanh(mean)."""
-    from rl.networks.distributions import GaussianParams
+    from rl.networks.base import GaussianParams
 
     if isinstance(output, GaussianParams):
         return jnp.tanh(output.loc)
@@ -159,7 +159,7 @@ class Stochastic:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
 
     def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
-        from rl.networks.distributions import GaussianParams, tanh_normal
+        from rl.networks.base import GaussianParams, tanh_normal
 
         if not isinstance(output, GaussianParams):
             raise ValueError("policy=stochastic needs an agent with a stochastic policy network (e.g. sac)")

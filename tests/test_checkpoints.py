@@ -19,7 +19,7 @@ from rl.agents.dqn.config import DQNConfig
 from rl.agents.dqn.learning import make_learning
 from rl.agents.learning import SGDLearner
 from rl.checkpointing import CheckpointError, CheckpointSettings
-from rl.networks.value import make_q_network
+from rl.networks import make_q_network
 from rl.numerics import NumericalError
 from rl.replay.dataset import ReplaySample
 from rl.specs import EnvironmentSpec

@@ -79,7 +79,7 @@ from rl import lazy_tensorflow
 stand_in = sys.modules["tensorflow"]
 import jax, jax.numpy as jnp
 import rl.agents.r2d2.losses as losses  # rlax, and with it TensorFlow Probability's JAX substrate.
-from rl.networks.distributions import tanh_normal  # distrax, on first use.
+from rl.networks.base import tanh_normal  # distrax, on first use.
 _, log_prob = tanh_normal(jnp.zeros(2), jnp.ones(2)).sample_and_log_prob(seed=jax.random.PRNGKey(0))
 report = {
     "stand_in": lazy_tensorflow.installed(),

@@ -359,7 +359,7 @@ def test_ppo_runs_under_ray(run_dir):
 def test_distribution_helpers_match_distrax():
     import distrax
 
-    from rl.networks.distributions import GaussianParams
+    from rl.networks.base import GaussianParams
     from rl.networks.policy_value import entropy, log_prob, sample_with_log_prob
 
     logits = jnp.asarray([[0.3, -1.2, 2.0], [0.0, 0.0, 0.0]])

@@ -1,9 +1,8 @@
-"""Actor-critic MLPs for continuous control (SAC, TD3, D4PG).
+"""Actor-critic MLPs for continuous control (SAC, TD3, D4PG), conf/network/actor_critic_mlp.yaml.
 
-The factory named by conf/network/actor_critic_mlp.yaml returns `ActorCriticNetworks`,
-a description of the MLPs (sizes, layer norm) bound to an environment spec; each agent
-asks it for the heads it needs: a deterministic or a Gaussian policy, and one or more
-critics with one output (Q-value) or many (a categorical value distribution).
+`ActorCriticNetworks` describes the MLPs bound to an environment spec; each agent asks
+it for the heads it needs: a deterministic or a Gaussian policy, and one or more critics
+with one output (a Q-value) or many (a categorical value distribution).
 """
 
 from __future__ import annotations
@@ -16,27 +15,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl.networks.base import FeedForwardNetwork, zeros_like_spec
-from rl.networks.distributions import GaussianParams
+from rl.networks.base import FeedForwardNetwork, GaussianParams, flatten, mlp, transform, zeros_like_spec
 from rl.specs import EnvironmentSpec, is_discrete
 
 # Bounds of a Gaussian policy's log standard deviation (before the tanh squash).
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 2.0
-
-
-def _flatten(observation: jax.Array) -> jax.Array:
-    return jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
-
-
-def _torso(hidden_sizes: Sequence[int], layer_norm: bool, name: str) -> hk.Sequential:
-    layers = []
-    for size in hidden_sizes:
-        layers.append(hk.Linear(size))
-        if layer_norm:
-            layers.append(hk.LayerNorm(axis=-1, create_scale=True, create_offset=True))
-        layers.append(jax.nn.relu)
-    return hk.Sequential(layers, name=name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +41,7 @@ class ActorCriticNetworks:
         action_size = self.action_size
 
         def forward(observation: jax.Array):
-            features = _torso(self.policy_hidden_sizes, self.layer_norm, "policy_torso")(_flatten(observation))
+            features = mlp(flatten(observation), self.policy_hidden_sizes, self.layer_norm)
             if not stochastic:
                 return jnp.tanh(hk.Linear(action_size, name="action")(features))
             loc = hk.Linear(action_size, name="loc")(features)
@@ -65,31 +49,23 @@ class ActorCriticNetworks:
             log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
             return GaussianParams(loc=loc, scale=jnp.exp(log_std))
 
-        transformed = hk.without_apply_rng(hk.transform(forward))
-        dummy = zeros_like_spec(self.environment_spec.observations)
-        return FeedForwardNetwork(init=jax.jit(lambda key: transformed.init(key, dummy)), apply=transformed.apply)
+        return transform(forward, zeros_like_spec(self.environment_spec.observations))
 
     def critic_network(self, num_critics: int = 1, num_outputs: int = 1) -> FeedForwardNetwork:
-        """`apply(params, observations, actions)` -> (num_critics, B, num_outputs).
-
-        Independent MLPs on the concatenated observation and [-1, 1] action: twin critics
-        for SAC and TD3, one critic with a logit per atom for D4PG.
-        """
+        """`apply(params, observations, actions)` -> (num_critics, B, num_outputs): independent
+        MLPs on the observation and [-1, 1] action (twin critics for SAC and TD3, one with a
+        logit per atom for D4PG)."""
 
         def forward(observation: jax.Array, action: jax.Array) -> jax.Array:
-            inputs = jnp.concatenate([_flatten(observation), _flatten(action)], axis=-1)
+            inputs = jnp.concatenate([flatten(observation), flatten(action)], axis=-1)
             outputs = []
             for index in range(num_critics):
-                torso = _torso(self.critic_hidden_sizes, self.layer_norm, f"critic_{index}_torso")
-                outputs.append(hk.Linear(num_outputs, name=f"critic_{index}_head")(torso(inputs)))
+                features = mlp(inputs, self.critic_hidden_sizes, self.layer_norm)
+                outputs.append(hk.Linear(num_outputs, name=f"critic_{index}_head")(features))
             return jnp.stack(outputs, axis=0)
 
-        transformed = hk.without_apply_rng(hk.transform(forward))
-        dummy_observation = zeros_like_spec(self.environment_spec.observations)
         dummy_action = np.zeros((1, self.action_size), np.float32)
-        return FeedForwardNetwork(
-            init=jax.jit(lambda key: transformed.init(key, dummy_observation, dummy_action)), apply=transformed.apply
-        )
+        return transform(forward, zeros_like_spec(self.environment_spec.observations), dummy_action)
 
 
 def make_actor_critic_networks(

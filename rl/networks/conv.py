@@ -1,18 +1,17 @@
 """Convolutional networks for pixel observations (environment=atari).
 
-Two torsos map a batch of [H, W, C] frames to a feature vector:
+Two torsos map a batch of uint8 [H, W, C] frames (scaled by 1/255 here, so replay keeps
+uint8) to a feature vector:
 
-* `nature_torso`: the Nature DQN torso (Mnih et al., 2015): 32 8x8 filters at stride 4,
-  64 4x4 at stride 2, 64 3x3 at stride 1 (VALID padding, ReLU), then a 512-unit ReLU layer;
-* `impala_torso`: IMPALA's deep residual torso (Espeholt et al., 2018): per stage a 3x3
-  convolution, a 3x3 max pool at stride 2 and two residual blocks (ReLU, conv, ReLU, conv,
-  add), stages of 16, 32 and 32 channels, then a 256-unit ReLU layer.
+* `nature_torso` (Mnih et al., 2015): 32 8x8 filters at stride 4, 64 4x4 at stride 2, 64
+  3x3 at stride 1 (VALID padding, ReLU), then a 512-unit ReLU layer;
+* `impala_torso` (Espeholt et al., 2018): per stage a 3x3 convolution, a 3x3 max pool at
+  stride 2 and two residual blocks (ReLU, conv, ReLU, conv, add), stages of 16, 32 and 32
+  channels, then a 256-unit ReLU layer.
 
-Both read uint8 frames and scale them by 1/255 themselves, so observations stay uint8
-in replay. `network=atari_cnn` and `network=impala_resnet` put one torso under the head
-the agent needs: Q-values (dqn) or a policy and a value sharing the torso (ppo, impala).
-For recurrent agents, network=lstm takes either torso by its dotted path
-(`network=lstm_atari_cnn`).
+`network=atari_cnn` and `network=impala_resnet` put one under the head the agent needs:
+Q-values (dqn) or a policy and a value sharing the torso (ppo, impala); network=lstm
+takes either by its dotted path (`network=lstm_atari_cnn`).
 """
 
 from __future__ import annotations
@@ -22,16 +21,13 @@ from typing import Any, Callable, Sequence
 import haiku as hk
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from rl.networks.base import FeedForwardNetwork, zeros_like_spec
-from rl.networks.distributions import GaussianParams
-from rl.networks.policy_value import PolicyValueNetwork
-from rl.specs import EnvironmentSpec, is_discrete, num_actions
+from rl.networks.base import policy_head, q_head, transform, value_head, zeros_like_spec
+from rl.networks.policy_value import policy_value_network
+from rl.specs import EnvironmentSpec, num_actions
 
 Torso = Callable[[jax.Array], jax.Array]
-# The network kinds (what agents need, see rl/agents/builder.py) these factories build; the
-# experiment tells a factory which one its agent needs (`network_kind`).
+# The network kinds (rl/agents/builder.py) these factories build; the experiment says which.
 NETWORK_KINDS = ("q_values", "policy_value")
 
 
@@ -78,60 +74,23 @@ nature_torso.observation_kind = "pixels"
 impala_torso.observation_kind = "pixels"
 
 
-def _q_network(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], dueling: bool) -> FeedForwardNetwork:
-    actions = num_actions(environment_spec.actions)
-
-    def forward(observation: jax.Array) -> jax.Array:
-        features = make_torso()(observation)
-        if not dueling:
-            return hk.Linear(actions, name="q_head")(features)
-        value = hk.Linear(1, name="value_head")(features)
-        advantages = hk.Linear(actions, name="advantage_head")(features)
-        return value + advantages - jnp.mean(advantages, axis=-1, keepdims=True)
-
-    transformed = hk.without_apply_rng(hk.transform(forward))
-    dummy = zeros_like_spec(environment_spec.observations)
-    return FeedForwardNetwork(init=jax.jit(lambda key: transformed.init(key, dummy)), apply=transformed.apply)
-
-
-def _policy_value_network(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso]) -> PolicyValueNetwork:
-    """A policy head (orthogonal, gain 0.01: a near-uniform start) and a value head on one
-    shared torso, as in the PPO and IMPALA Atari networks."""
-    actions = environment_spec.actions
-    discrete = is_discrete(actions)
-    num_outputs = int(actions.num_values) if discrete else int(np.prod(actions.shape))
-
-    def forward(observation: jax.Array) -> tuple[Any, jax.Array]:
-        features = make_torso()(observation)
-        head = hk.Linear(num_outputs, w_init=hk.initializers.Orthogonal(0.01), name="policy_head")(features)
-        if discrete:
-            policy_output: Any = head
-        else:
-            log_std = hk.get_parameter("log_std", (num_outputs,), init=jnp.zeros)
-            policy_output = GaussianParams(loc=head, scale=jnp.broadcast_to(jnp.exp(log_std), head.shape))
-        value = hk.Linear(1, w_init=hk.initializers.Orthogonal(1.0), name="value_head")(features)
-        return policy_output, value[:, 0]
-
-    transformed = hk.without_apply_rng(hk.transform(forward))
-    dummy = zeros_like_spec(environment_spec.observations)
-    init = jax.jit(lambda key: transformed.init(key, dummy))
-    return PolicyValueNetwork(init=init, apply=transformed.apply, observation_spec=environment_spec.observations)
-
-
-def _check_pixels(environment_spec: EnvironmentSpec) -> None:
+def _build(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], network_kind: str, dueling: bool) -> Any:
     shape = tuple(getattr(environment_spec.observations, "shape", ()))
     if len(shape) != 3:
         raise ValueError(
             f"convolutional networks read [height, width, channels] frames, got observations of shape {shape}"
         )
-
-
-def _build(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], network_kind: str, dueling: bool) -> Any:
-    _check_pixels(environment_spec)
     if network_kind == "q_values":
-        return _q_network(environment_spec, make_torso, dueling)
+        actions = num_actions(environment_spec.actions)
+        forward = lambda observation: q_head(make_torso()(observation), actions, dueling)
+        return transform(forward, zeros_like_spec(environment_spec.observations))
     if network_kind == "policy_value":
-        return _policy_value_network(environment_spec, make_torso)
+        # A policy and a value head on one shared torso, as in the PPO and IMPALA Atari networks.
+        def forward(observation: jax.Array) -> tuple[Any, jax.Array]:
+            features = make_torso()(observation)
+            return policy_head(features, environment_spec.actions), value_head(features)
+
+        return policy_value_network(forward, environment_spec)
     raise ValueError(f"network_kind must be one of {list(NETWORK_KINDS)}, got {network_kind!r}")
 
 

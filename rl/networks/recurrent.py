@@ -18,11 +18,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import haiku as hk
 import jax
-import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from rl.networks.base import zeros_like_spec
+from rl.networks.base import flatten, mlp, q_head, zeros_like_spec
 from rl.specs import EnvironmentSpec, num_actions
 
 CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
@@ -48,28 +47,14 @@ def lstm_state_spec(size: int) -> dict[str, specs.Array]:
     return {"cell": specs.Array((size,), np.float32, "cell"), "hidden": specs.Array((size,), np.float32, "hidden")}
 
 
-def _flatten(observation: jax.Array) -> jax.Array:
-    return jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
-
-
 def mlp_torso(hidden_sizes: Sequence[int] = (128,), layer_norm: bool = False) -> Callable[[jax.Array], jax.Array]:
     """ReLU layers over the flattened observation (a vector task's torso)."""
-
-    def torso(observation: jax.Array) -> jax.Array:
-        features = _flatten(observation)
-        for size in hidden_sizes:
-            features = hk.Linear(int(size))(features)
-            if layer_norm:
-                features = hk.LayerNorm(axis=-1, create_scale=True, create_offset=True)(features)
-            features = jax.nn.relu(features)
-        return features
-
-    return torso
+    return lambda observation: mlp(flatten(observation), hidden_sizes, layer_norm)
 
 
 def identity_torso() -> Callable[[jax.Array], jax.Array]:
     """No torso: the core reads the flattened observation."""
-    return _flatten
+    return flatten
 
 
 TORSOS: dict[str, Callable[..., Callable[[jax.Array], jax.Array]]] = {"mlp": mlp_torso, "identity": identity_torso}
@@ -112,27 +97,20 @@ def make_recurrent_q_network(
     actions = num_actions(environment_spec.actions)
     size = int(lstm_size)
 
-    def head(outputs: jax.Array) -> jax.Array:
-        if not dueling:
-            return hk.Linear(actions, name="q_head")(outputs)
-        value = hk.Linear(1, name="value_head")(outputs)
-        advantages = hk.Linear(actions, name="advantage_head")(outputs)
-        return value + advantages - jnp.mean(advantages, axis=-1, keepdims=True)
-
     def functions() -> tuple[Callable[..., Any], tuple[Callable[..., Any], Callable[..., Any]]]:
         embed = hk.to_module(torso_factory(**kwargs))(name="torso")
         core = hk.LSTM(size, name="lstm")
-        q_head = hk.to_module(head)(name="head")
+        head = hk.to_module(lambda outputs: q_head(outputs, actions, dueling))(name="head")
 
         def step(observation: jax.Array, state: CoreState) -> tuple[jax.Array, dict[str, jax.Array]]:
             outputs, new_state = core(embed(observation), hk.LSTMState(hidden=state["hidden"], cell=state["cell"]))
-            return q_head(outputs), {"cell": new_state.cell, "hidden": new_state.hidden}
+            return head(outputs), {"cell": new_state.cell, "hidden": new_state.hidden}
 
         def unroll(observations: jax.Array, state: CoreState) -> tuple[jax.Array, dict[str, jax.Array]]:
             features = hk.BatchApply(embed)(observations)
             initial = hk.LSTMState(hidden=state["hidden"], cell=state["cell"])
             outputs, final = hk.dynamic_unroll(core, features, initial, time_major=True)
-            return hk.BatchApply(q_head)(outputs), {"cell": final.cell, "hidden": final.hidden}
+            return hk.BatchApply(head)(outputs), {"cell": final.cell, "hidden": final.hidden}
 
         return step, (step, unroll)
 

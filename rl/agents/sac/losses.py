@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.agents.continuous import twin_critic_loss, twin_critic_target
-from rl.networks.distributions import tanh_normal
+from rl.networks.base import tanh_normal
 from rl.types import Transition
 
 
