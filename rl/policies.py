@@ -1,9 +1,10 @@
 """Action-selection heads named by conf/policy.
 
-A head turns a network's output into an action inside the actor's jitted policy; the
-agent's builder composes it with its network in `make_policy`. A head that explores
-with a scale it can name (epsilon, the noise's sigma) has `exploration_metrics(step)`,
-which the actor adds to its episode records (rl/agents/actors.py `with_exploration`).
+A head turns a network's output into an action inside the actor's jitted policy (the
+agent's builder composes it with its network in `make_policy`). A head that explores with
+a scale it can name (epsilon, the noise's sigma) has `exploration_metrics(step)`, which
+the actor adds to its episode records. Continuous heads act in the networks' [-1, 1];
+the builder rescales to the environment's bounds (rl.agents.continuous).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.checks import require_at_least, require_unit_interval
+from rl.checks import require_at_least, require_non_negative, require_unit_interval
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +25,6 @@ class Greedy:
     action_kind = "discrete"
 
     def __call__(self, q_values: jax.Array, key: jax.Array, step: jax.Array) -> jax.Array:
-        del key, step
         return jnp.argmax(q_values, axis=-1).astype(jnp.int32)
 
 
@@ -32,22 +32,16 @@ class Greedy:
 class EpsilonGreedy:
     """Random action with probability epsilon, annealed linearly over the actor's steps.
 
-    Epsilon reaches `epsilon_end` when the run has taken `decay_fraction` of its
-    `run_steps` environment steps; conf/policy/epsilon_greedy.yaml sets `run_steps` to the
-    run's `max_actor_steps`, so the schedule scales with the budget instead of being a
-    fixed count a long run outlives. The step the schedule reads is the actor's own
-    count, and `num_actors` actors (launcher=ray) share the budget, about
-    `run_steps / num_actors` each: each actor's schedule spans its share, since one
-    spanning the whole budget would reach its floor only at num_actors times
-    `decay_fraction` of the run.
+    Epsilon reaches `epsilon_end` after `decay_fraction` of the run's `run_steps`
+    (conf/policy/epsilon_greedy.yaml: `max_actor_steps`), so the schedule scales with the
+    budget. Each of `num_actors` actors (launcher=ray) counts its own steps, about
+    `run_steps / num_actors`, so its schedule spans its share.
     """
 
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     decay_fraction: float = 0.2
     run_steps: int = 50_000
-    # Actors sharing `run_steps`: conf/policy/epsilon_greedy.yaml reads launcher.num_actors
-    # (1 under launchers without that key: local, anakin).
     num_actors: int = 1
 
     action_kind = "discrete"
@@ -58,16 +52,14 @@ class EpsilonGreedy:
 
     @property
     def decay_steps(self) -> int:
-        """The actor's own environment steps until epsilon reaches `epsilon_end`:
-        `decay_fraction` of its share of the run."""
+        """The actor's own environment steps until epsilon reaches `epsilon_end`."""
         return max(1, round(self.decay_fraction * self.run_steps / self.num_actors))
 
     def epsilon(self, step: jax.Array) -> jax.Array:
         return optax.linear_schedule(self.epsilon_start, self.epsilon_end, self.decay_steps)(step)
 
     def exploration_metrics(self, step: int) -> dict[str, float]:
-        """`epsilon` at the actor's step `step`, for its episode records. Computed on the
-        host (`epsilon`'s linear schedule in plain Python) so a record costs no device call."""
+        """`epsilon` at the actor's step, computed on the host (no device call per record)."""
         fraction = min(max(step / self.decay_steps, 0.0), 1.0)
         return {"epsilon": self.epsilon_start + (self.epsilon_end - self.epsilon_start) * fraction}
 
@@ -79,17 +71,11 @@ class EpsilonGreedy:
         return jnp.where(explore, random_action, greedy_action).astype(jnp.int32)
 
 
-# Continuous-action heads. Policy networks act in [-1, 1]; the agent's builder rescales
-# the head's action to the environment's bounds (rl.agents.continuous.to_environment_scale).
-
-
 def deterministic_action(output: object) -> jax.Array:
     """The policy's deterministic action in [-1, 1]: the output itself, or tanh(mean)."""
     from rl.networks.base import GaussianParams
 
-    if isinstance(output, GaussianParams):
-        return jnp.tanh(output.loc)
-    return output
+    return jnp.tanh(output.loc) if isinstance(output, GaussianParams) else output
 
 
 def _uniform_warmup(action: jax.Array, key: jax.Array, step: jax.Array, warmup_steps: int) -> jax.Array:
@@ -107,16 +93,13 @@ class Deterministic:
     action_kind = "continuous"
 
     def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
-        del key, step
         return deterministic_action(output)
 
 
 @dataclasses.dataclass(frozen=True)
 class GaussianNoise:
-    """Deterministic action plus N(0, sigma^2) noise (in [-1, 1] units), clipped to [-1, 1].
-
-    For the actor's first `warmup_steps` steps (per actor) it acts uniformly at random.
-    """
+    """Deterministic action plus N(0, sigma^2) noise (in [-1, 1] units), clipped to [-1, 1];
+    uniformly random for the actor's first `warmup_steps` steps."""
 
     sigma: float = 0.1
     warmup_steps: int = 0
@@ -124,14 +107,9 @@ class GaussianNoise:
     action_kind = "continuous"
 
     def __post_init__(self) -> None:
-        if self.sigma < 0.0:
-            raise ValueError(f"sigma must be >= 0, got {self.sigma}")
-        if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        require_non_negative(self, "sigma", "warmup_steps")
 
     def exploration_metrics(self, step: int) -> dict[str, float]:
-        """The noise scale, for the actor's episode records (constant: no schedule)."""
-        del step
         return {"sigma": self.sigma}
 
     def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
@@ -143,10 +121,8 @@ class GaussianNoise:
 
 @dataclasses.dataclass(frozen=True)
 class Stochastic:
-    """A sample of a stochastic (tanh-Gaussian) policy, e.g. SAC's.
-
-    For the actor's first `warmup_steps` steps (per actor) it acts uniformly at random.
-    """
+    """A sample of a stochastic (tanh-Gaussian) policy, e.g. SAC's; uniformly random for
+    the actor's first `warmup_steps` steps."""
 
     warmup_steps: int = 0
 
@@ -155,8 +131,7 @@ class Stochastic:
     needs_stochastic_policy = True
 
     def __post_init__(self) -> None:
-        if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        require_non_negative(self, "warmup_steps")
 
     def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
         from rl.networks.base import GaussianParams, tanh_normal
@@ -170,14 +145,12 @@ class Stochastic:
 
 @dataclasses.dataclass(frozen=True)
 class Sample:
-    """A sample of the policy's own action distribution, for agents that learn on-policy
-    from it (ppo); evaluation acts with the distribution's mode. Any action kind: the
-    agent's network decides (categorical logits or a Gaussian)."""
+    """A sample of the policy's own action distribution (categorical or Gaussian), for
+    agents that learn on-policy from it (ppo, impala); evaluation acts with its mode."""
 
     action_kind = None
 
     def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
         from rl.networks.policy_value import sample_with_log_prob
 
-        del step
         return sample_with_log_prob(output, key)[0]

@@ -1,5 +1,6 @@
 """Actors shared by every agent: `FeedForwardActor`; `ExtrasActor` for on-policy agents
-(PPO, IMPALA) whose policy also returns per-step extras; `RecurrentActor` for recurrent policies (R2D2) that carry a core state across steps."""
+(PPO, IMPALA), whose policy also returns per-step extras; `RecurrentActor` for recurrent
+policies (R2D2), which carry a core state across steps."""
 
 from __future__ import annotations
 
@@ -25,9 +26,8 @@ Exploration = Callable[[int], dict[str, float]]
 
 
 def with_exploration(policy: Policy, head: Any) -> Policy:
-    """`policy` carrying `head.exploration_metrics` (when the head has it) as its
-    `exploration` attribute, so the actor built on it puts the exploration it acts with
-    (epsilon, noise scale) in its episode records; a plain callable stays one."""
+    """`policy` with `head.exploration_metrics` (if any) as its `exploration`, which the
+    actor puts in its episode records (epsilon, noise scale)."""
     exploration = getattr(head, "exploration_metrics", None)
     if exploration is not None:
         policy.exploration = exploration  # type: ignore[attr-defined]
@@ -37,19 +37,12 @@ def with_exploration(policy: Policy, head: Any) -> Policy:
 class FeedForwardActor(core.Actor):
     """Acts with a jitted policy on the latest parameters and feeds an adder, if any.
 
-    Observations and actions are batched over the copies of a vector environment: one
-    jitted call chooses the actions of every copy. Schedules (epsilon, warm-up) see the
-    actor's environment steps, not its calls.
-
-    With `defer_adder=True` (the default) the adder's calls of a step (`observe_first`,
-    `observe`) are queued and made during the next `select_action`, after the jitted
-    policy call is dispatched and before its result is read: XLA computes the actions on
-    its own thread while this one does the adder's bookkeeping and reverb writes, which
-    acting otherwise runs one after the other. Nothing else changes: the calls keep their
-    order and arguments (so replay gets the same items), the step count (schedules) and
-    the random key advance as before, so the actions are the same. Items reach replay
-    one step later; `flush()` makes the queued calls now (the environment loop does at
-    its budget ends and evaluation points, and reading `adder` does).
+    One jitted call chooses the actions of every copy of a vector environment; schedules
+    (epsilon, warm-up) see the actor's environment steps. With `defer_adder=True` the
+    adder's calls of a step are queued and made in the next `select_action`, while XLA
+    computes the actions: the same calls in the same order (so the same items and
+    actions), but items reach replay one step later; `flush()` (and reading `adder`)
+    makes the queued calls now.
     """
 
     def __init__(
@@ -61,12 +54,7 @@ class FeedForwardActor(core.Actor):
         action_dtype: Any = None,
         defer_adder: bool = True,
     ):
-        def act(params: Any, key: jax.Array, observations: Any, step: jax.Array):
-            key, policy_key = jax.random.split(key)
-            return policy(params, policy_key, observations, step), key
-
-        # One jitted call per step: key splitting happens inside it, not in Python.
-        self._act = jax.jit(act)
+        self._act = jax.jit(self._acting(policy))  # Key splitting inside the one jitted call.
         self._key = random_key
         self._client = variable_client
         self._adder = adder
@@ -76,8 +64,15 @@ class FeedForwardActor(core.Actor):
         self._pending: list[tuple[Callable[..., Any], tuple, dict]] = []  # Queued adder calls, in order.
         self._exploration: Exploration | None = getattr(policy, "exploration", None)
 
+    @staticmethod
+    def _acting(policy: Policy) -> Callable[..., Any]:
+        def act(params: Any, key: jax.Array, observations: Any, step: jax.Array):
+            key, policy_key = jax.random.split(key)
+            return policy(params, policy_key, observations, step), key
+
+        return act
+
     def _to_adder(self, method: str, *args: Any, **kwargs: Any) -> None:
-        """Calls the adder's `method` now, or queues it for the next `select_action`."""
         if self._adder is None:
             return
         call = getattr(self._adder, method)
@@ -87,8 +82,8 @@ class FeedForwardActor(core.Actor):
             call(*args, **kwargs)
 
     def flush(self) -> None:
-        """Makes the queued adder calls, in order. A call that raises (a replay write that
-        timed out) drops the calls queued after it: their episodes cannot be completed."""
+        """Makes the queued adder calls, in order; one that raises (a replay write timed
+        out) drops those after it: their episodes cannot be completed."""
         if not self._pending:
             return
         pending, self._pending = self._pending, []
@@ -97,7 +92,7 @@ class FeedForwardActor(core.Actor):
 
     def select_action(self, observations: Any) -> np.ndarray:
         actions, self._key = self._act(self._client.params, self._key, observations, self._step)
-        self.flush()  # While XLA computes `actions` (see the class docstring).
+        self.flush()  # While XLA computes `actions`.
         return np.asarray(actions, dtype=self._action_dtype)
 
     @property
@@ -106,14 +101,12 @@ class FeedForwardActor(core.Actor):
         return self._step
 
     @step_count.setter
-    def step_count(self, value: int) -> None:
-        """Resumes the schedules at `value` (an actor rebuilt after a fault)."""
+    def step_count(self, value: int) -> None:  # Resumes the schedules (an actor rebuilt after a fault).
         self._step = int(value)
 
     def get_state(self) -> dict[str, Any]:
-        """The random key, the step count and the parameters held (queued adder calls made
-        first, the adder's own state included): what a deterministic run saves so that a
-        resumed actor acts as this one would have."""
+        """Key, step count, parameters and adder state (queued calls made first): what a
+        deterministic run saves so that a resumed actor acts as this one would have."""
         self.flush()
         return {
             "key": np.asarray(self._key),
@@ -130,8 +123,7 @@ class FeedForwardActor(core.Actor):
             self._adder.set_state(state["adder"])
 
     def exploration_metrics(self) -> dict[str, float]:
-        """The policy's exploration at this actor's step count (`{"epsilon": ...}`; empty
-        for a policy that names none), added by the environment loop to episode records."""
+        """The policy's exploration at this actor's step (`{"epsilon": ...}`; empty if none)."""
         return {} if self._exploration is None else self._exploration(self._step)
 
     def observe_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
@@ -152,20 +144,16 @@ class FeedForwardActor(core.Actor):
 
     @adder.setter
     def adder(self, adder: Adder | None) -> None:
-        """A new adder (a new connection to replay); the next episodes start in it. Calls
-        queued for the old one are dropped (their episodes are abandoned with it)."""
+        """A new adder (a new connection to replay); calls queued for the old one are
+        dropped, with their episodes."""
         self._pending = []
         self._adder = adder
 
 
 class ExtrasActor(FeedForwardActor):
-    """A `FeedForwardActor` whose policy returns `(actions, extras)`.
-
-    `extras` (a dict of arrays with one row per environment copy, e.g. the behaviour
-    policy's log-probabilities) go to the adder with the step they belong to, for the
-    copies stepped (`SequenceAdder.add(..., extras=...)`). An evaluation policy returns
-    empty extras.
-    """
+    """A `FeedForwardActor` whose policy returns `(actions, extras)`: `extras` (arrays
+    with a row per environment copy, e.g. the behaviour log-probabilities; empty for an
+    evaluation policy) go to the adder with their step, for the copies stepped."""
 
     _extras: Any = None
 
@@ -188,8 +176,8 @@ class ExtrasActor(FeedForwardActor):
 @dataclasses.dataclass(frozen=True)
 class RecurrentPolicy:
     """A policy with memory: `step(params, key, observations, core_state, actor_step) ->
-    (actions, next core_state)` for a batch of observations with one core-state row per
-    copy, and `initial_state(copies)`, the state an episode starts from (numpy arrays)."""
+    (actions, next core_state)`, one core-state row per copy, and `initial_state(copies)`,
+    the state an episode starts from (numpy arrays)."""
 
     step: Callable[[Any, jax.Array, Any, Any, jax.Array], tuple[jax.Array, Any]]
     initial_state: Callable[[int], Any]
@@ -199,37 +187,15 @@ class RecurrentPolicy:
 
 class RecurrentActor(FeedForwardActor):
     """Acts with a recurrent policy, carrying each environment copy's core state (e.g. an
-    LSTM's) from step to step and resetting a copy's state when its episode starts.
+    LSTM's) from step to step, reset when the copy's episode starts.
 
-    A step's state is committed only for the copies actually stepped (`observe`'s
-    `env_ids`): the loop may choose actions for every copy and step a few. The adder gets
-    the state each stepped copy acted from as the extras `{"core_state": ...}`, so a
-    stored sequence carries the state to start unrolling from at its first row.
+    A step's state is committed only for the copies stepped (`observe`'s `env_ids`). The
+    adder gets the state each stepped copy acted from as the extras `{"core_state": ...}`,
+    so a stored sequence carries the state to start unrolling from at its first row.
     """
 
-    def __init__(
-        self,
-        policy: RecurrentPolicy,
-        random_key: jax.Array,
-        variable_client: VariableClient,
-        adder: Adder | None = None,
-        action_dtype: Any = None,
-        defer_adder: bool = True,
-    ):
-        def act(params: Any, key: jax.Array, observations: Any, state: Any, step: jax.Array):
-            key, policy_key = jax.random.split(key)
-            actions, next_state = policy.step(params, policy_key, observations, state, step)
-            return actions, next_state, key
-
-        self._act = jax.jit(act)
-        self._key = random_key
-        self._client = variable_client
-        self._adder = adder
-        self._action_dtype = action_dtype
-        self._step = 0
-        self._defer = bool(defer_adder)
-        self._pending = []
-        self._exploration = policy.exploration
+    def __init__(self, policy: RecurrentPolicy, *args: Any, **kwargs: Any):
+        super().__init__(policy, *args, **kwargs)
         self._initial_state = policy.initial_state
         self._state: Any = None  # Per copy: the state the next action is chosen from.
         self._next_state: Any = None  # Per copy: the state after the last chosen action.
@@ -238,6 +204,15 @@ class RecurrentActor(FeedForwardActor):
     def state(self) -> Any:
         """Every copy's current core state (numpy arrays, one row per copy)."""
         return self._state
+
+    @staticmethod
+    def _acting(policy: RecurrentPolicy) -> Callable[..., Any]:
+        def act(params: Any, key: jax.Array, observations: Any, state: Any, step: jax.Array):
+            key, policy_key = jax.random.split(key)
+            actions, next_state = policy.step(params, policy_key, observations, state, step)
+            return actions, next_state, key
+
+        return act
 
     def get_state(self) -> dict[str, Any]:
         return {**super().get_state(), "core_state": self._state, "next_core_state": self._next_state}

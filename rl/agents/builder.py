@@ -3,36 +3,44 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jax
+import numpy as np
 
 from rl import core
-from rl.agents.actors import Policy
+from rl.agents.actors import FeedForwardActor, Policy
 from rl.counting import Counter
 from rl.loggers.base import Logger
-from rl.specs import EnvironmentSpec
+from rl.policies import EpsilonGreedy
+from rl.specs import EnvironmentSpec, is_discrete
+from rl.variables import VariableClient
 
 
 class ActorLearnerBuilder(abc.ABC):
-    """Builds replay tables, adders, actors, learners and policies for one agent.
+    """Builds replay tables, adders, actors, learners and policies for one agent from its
+    config and `exploration`, the behaviour policy's head (conf/policy)."""
 
-    `action_kind` ("discrete" or "continuous") lets configuration checks refuse an
-    environment the agent cannot act in before anything starts.
-    """
-
-    action_kind: str = "discrete"
+    # The actions it acts in ("discrete", "continuous", None: either): configuration
+    # checks refuse an environment the agent cannot act in before anything starts.
+    action_kind: str | None = "discrete"
     # What the network factory must build (network factories carry the same attribute).
     network_kind: str = "q_values"
     # How launcher=anakin compiles the agent: "off_policy" (n-step transitions replayed
-    # from a buffer inside the program, rl/anakin/off_policy.py), "on_policy" (rollouts,
-    # rl/anakin/ppo.py) or None (it does not).
+    # inside the program, rl/anakin/off_policy.py), "on_policy" (rollouts, rl/anakin/ppo.py)
+    # or None (it does not).
     anakin: str | None = None
+    # The head behaviour policies use when none is given.
+    default_exploration: Callable[[], Any] = EpsilonGreedy
+    actor_class: type = FeedForwardActor
+
+    def __init__(self, config: Any, exploration: Any = None):
+        self.config = config
+        self.exploration = self.default_exploration() if exploration is None else exploration
 
     def network_outputs(self) -> dict[str, Any]:
-        """What the agent's network must output beyond the kind's default, as keyword
-        arguments of the network factory (e.g. `outputs_per_action` for a distributional
-        head); none by default."""
+        """What the network must output beyond the kind's default, as keyword arguments of
+        the network factory (e.g. `outputs_per_action` for a distributional head)."""
         return {}
 
     @abc.abstractmethod
@@ -41,7 +49,7 @@ class ActorLearnerBuilder(abc.ABC):
 
     @abc.abstractmethod
     def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
-        """The adder an actor uses to write experience (laid out as the tables expect)."""
+        """The adder an actor writes experience with (laid out as the tables expect)."""
 
     @abc.abstractmethod
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
@@ -52,11 +60,10 @@ class ActorLearnerBuilder(abc.ABC):
         """The behaviour policy, or with `evaluation=True` the policy to evaluate."""
 
     def make_actor_policy(self, networks: Any, environment_spec: EnvironmentSpec, actor_id: int) -> Policy:
-        """Actor `actor_id`'s behaviour policy: the same for every actor unless an agent
-        gives each its own (R2D2's Ape-X epsilons)."""
+        """Actor `actor_id`'s behaviour policy (the same for every actor unless the agent
+        gives each its own, as R2D2's Ape-X epsilons)."""
         return self.make_policy(networks, environment_spec, evaluation=False)
 
-    @abc.abstractmethod
     def make_actor(
         self,
         random_key: jax.Array,
@@ -66,11 +73,13 @@ class ActorLearnerBuilder(abc.ABC):
         adder: Any = None,
     ) -> core.Actor:
         """An actor acting with `policy` on parameters pulled from `variable_source`."""
+        client = VariableClient(variable_source, "policy", self.config.variable_update_period)
+        dtype = np.int32 if is_discrete(environment_spec.actions) else np.float32
+        return self.actor_class(policy, random_key, client, adder, action_dtype=dtype)
 
     @abc.abstractmethod
     def make_learning(self, networks: Any) -> Any:
-        """The agent's `Learning`: its training state, SGD step and policy parameters as
-        pure functions (rl/agents/learning.py)."""
+        """The agent's `Learning` (rl/agents/learning.py)."""
 
     def make_learner(
         self,
@@ -98,19 +107,9 @@ class ActorLearnerBuilder(abc.ABC):
 
 
 class TransitionReplayBuilder(ActorLearnerBuilder):
-    """Replay, adder, dataset and actor for agents learning from n-step transitions.
-
-    Subclasses provide `make_policy` and `make_learner`; their config is a `ReplayConfig`
-    (optionally with `prioritized` and `priority_exponent`). Reverb is imported only when
-    replay is built.
-    """
-
-    # The dtype actors hand to the environment and to replay.
-    action_dtype: Any = "int32"
-
-    def __init__(self, config: Any, exploration: Any):
-        self.config = config
-        self.exploration = exploration
+    """Replay, adder and dataset for agents learning from n-step transitions; their config
+    is a `ReplayConfig` (optionally with `prioritized` and `priority_exponent`). Reverb is
+    imported only when replay is built."""
 
     @property
     def replay_ratio(self) -> Any:
@@ -141,49 +140,21 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
         from rl.replay.adders import NStepTransitionAdder
         from rl.replay.codecs import transition_codec
 
+        codec = transition_codec(environment_spec)
         return NStepTransitionAdder(
-            replay_client,
-            self.config.replay_table_name,
-            self.config.n_step,
-            self.config.discount,
-            codec=transition_codec(environment_spec),
+            replay_client, self.config.replay_table_name, self.config.n_step, self.config.discount, codec=codec
         )
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
         from rl.replay.codecs import transition_codec
         from rl.replay.seeded import learner_iterator
 
-        return learner_iterator(
-            replay_client,
-            self.config.replay_table_name,
-            self.samples_per_learner_step,
-            decode=transition_codec(environment_spec).decode,
-        )
-
-    def make_actor(
-        self,
-        random_key: jax.Array,
-        policy: Policy,
-        environment_spec: EnvironmentSpec,
-        variable_source: core.VariableSource,
-        adder: Any = None,
-    ) -> core.Actor:
-        from rl.variables import VariableClient
-
-        del environment_spec
-        client = VariableClient(variable_source, "policy", self.config.variable_update_period)
-        return self.actor_class()(policy, random_key, client, adder, action_dtype=self.action_dtype)
-
-    def actor_class(self) -> type:
-        """The actor `make_actor` builds (imported when first asked for)."""
-        from rl.agents.actors import FeedForwardActor
-
-        return FeedForwardActor
+        decode = transition_codec(environment_spec).decode
+        return learner_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step, decode)
 
 
 def sequence_iterator(replay_client: Any, table_name: str, batch_size: int) -> Iterator[Any]:
-    """Batches of `batch_size` stored sequences from `table_name`, decoded to batch-major
-    `SequenceStep`s (for the builders whose replay holds sequences)."""
+    """Batches of `batch_size` stored sequences, decoded to batch-major `SequenceStep`s."""
     from rl.replay.seeded import learner_iterator
     from rl.replay.sequences import decode_sequences
 

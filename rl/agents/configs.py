@@ -1,11 +1,9 @@
-"""The config sections agents share, the learning-rate decay check, and how an agent's
-config becomes its Hydra schema (range checks: rl/checks.py).
+"""The config sections agents share, and how an agent's config dataclass (where its
+defaults live) becomes its Hydra schema `schema/agent/<name>`, which
+`conf/agent/<name>.yaml` extends.
 
-Nothing here imports JAX: `--help`, `--cfg` and every configuration check read agent
-configs without the numerical libraries. Each agent's config dataclass holds its
-defaults (the one place they live); `register_schemas` (run by hydra_plugins/rl_agent_schemas.py
-when Hydra starts) stores it in Hydra's ConfigStore as `schema/agent/<name>`, which
-`conf/agent/<name>.yaml` extends with its choices.
+Nothing here imports JAX: `--help`, `--cfg` and configuration checks read agent configs
+without the numerical libraries.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ LEARNING_RATE_DECAYS = ("linear", "cosine")
 
 
 def check_learning_rate_decay(config: Any) -> None:
-    """A clear error for a decay shape the schedules do not know, or a decay out of range."""
     if config.learning_rate_decay not in LEARNING_RATE_DECAYS:
         raise ValueError(
             f"learning_rate_decay must be one of {', '.join(LEARNING_RATE_DECAYS)}, got {config.learning_rate_decay!r}"
@@ -33,8 +30,8 @@ def check_learning_rate_decay(config: Any) -> None:
 
 @dataclasses.dataclass
 class ReplayConfig:
-    """The replay section every replay agent's config starts with (`agent.*`): what the
-    transition replay builder reads. Agents change the defaults, not the meaning."""
+    """The replay section of every replay agent's config (`agent.*`); agents change the
+    defaults, not the meaning."""
 
     discount: float = 0.99
     n_step: int = 1
@@ -70,8 +67,7 @@ class ReplayConfig:
 
 @dataclasses.dataclass
 class ContinuousConfig(ReplayConfig):
-    """The replay section (uniform n-step replay) and the optimisation settings shared by
-    SAC, TD3 and D4PG (`agent.*`)."""
+    """The replay and optimisation settings of SAC, TD3 and D4PG (`agent.*`)."""
 
     policy_learning_rate: float = 3e-4
     critic_learning_rate: float = 3e-4
@@ -91,8 +87,7 @@ class ContinuousConfig(ReplayConfig):
 
 @dataclasses.dataclass
 class OnPolicyConfig:
-    """The settings PPO and IMPALA share (`agent.*`); each agent changes the defaults,
-    not the meaning."""
+    """The settings PPO and IMPALA share (`agent.*`); each changes the defaults, not the meaning."""
 
     # How messages name `sequences_per_learner_step` (not a field).
     LEARNER_STEP_SEQUENCES: ClassVar[str] = "batch_size"
@@ -134,7 +129,6 @@ class OnPolicyConfig:
 
     @property
     def sequences_per_learner_step(self) -> int:
-        """Sequences one learner step takes from the queue."""
         return self.batch_size
 
     @property
@@ -149,8 +143,7 @@ class OnPolicyConfig:
 def builder_factory(builder: type | str, config_class: type) -> Callable[..., Any]:
     """The `make_builder` an agent's YAML names: its keys become `config_class` fields.
     `builder` is the builder class or `"module:Class"`, imported when a builder is made
-    (the project's agents: reading their configs imports no JAX); `config_class` is the
-    agent's schema."""
+    (so reading a config imports no JAX)."""
 
     def make_builder(exploration: Any = None, **config: Any) -> Any:
         builder_class = builder
@@ -165,15 +158,14 @@ def builder_factory(builder: type | str, config_class: type) -> Callable[..., An
 
 
 def agent_schema(config_class: type, target: str) -> type:
-    """The Hydra schema of an agent option: its config's fields and defaults, plus the
-    `_target_` that builds it."""
+    """The Hydra schema of an agent option: its config's fields and the `_target_` that builds it."""
     target_field = ("_target_", str, dataclasses.field(default=target))
     return dataclasses.make_dataclass(f"{config_class.__name__}Schema", [target_field], bases=(config_class,))
 
 
 def register_schemas() -> None:
     """Stores every agent package's schema (`rl.agents.<name>.make_builder.config_class`)
-    in Hydra's ConfigStore as `schema/agent/<name>`. Idempotent."""
+    in Hydra's ConfigStore as `schema/agent/<name>` (run by hydra_plugins/rl_agent_schemas.py). Idempotent."""
     from hydra.core.config_store import ConfigStore
 
     import rl.agents

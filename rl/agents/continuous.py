@@ -1,14 +1,9 @@
-"""What the continuous-control agents (SAC, TD3, D4PG) share.
-
-* Action rescaling between the networks' [-1, 1] and the environment's bounds, in one
-  place: policies emit environment-scale actions (what replay stores) and learners map
-  replayed actions back to [-1, 1].
-* The pieces of their updates: the twin-critic target and loss, Polyak averaging, the
-  optimisers and one optimiser step, fresh networks with their target copies.
-* `ContinuousConfig`: the replay section and the optimisation settings every agent has.
-* `ContinuousBuilder`: uniform n-step transition replay with a `SampleToInsertRatio`
-  limiter, float32 feed-forward actors, behaviour/evaluation policies.
-* `continuous_learning`: an agent's `Learning` (rl/agents/learning.py) on [-1, 1] actions.
+"""What the continuous-control agents (SAC, TD3, D4PG) share: action rescaling between the
+networks' [-1, 1] and the environment's bounds, in one place (policies emit
+environment-scale actions, what replay stores; learners map replayed actions back), the
+twin-critic target and loss, the optimisers, and `ContinuousBuilder` (uniform n-step
+transition replay, float32 feed-forward actors, behaviour/evaluation policies) with
+`continuous_learning`, an agent's `Learning` on [-1, 1] actions.
 """
 
 from __future__ import annotations
@@ -23,11 +18,10 @@ import optax
 from rl.agents.actors import Policy, with_exploration
 from rl.agents.builder import TransitionReplayBuilder
 from rl.agents.configs import ContinuousConfig
+from rl.agents.learning import Learning
 from rl.networks.actor_critic import ActorCriticNetworks
 from rl.policies import Deterministic, GaussianNoise
 from rl.specs import EnvironmentSpec, is_discrete
-
-# --------------------------------------------------------------------------- rescaling
 
 
 def action_bounds(action_spec: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -54,9 +48,6 @@ def to_network_scale(action: jax.Array, action_spec: Any) -> jax.Array:
     return jnp.clip(2.0 * (action - low) / (high - low) - 1.0, -1.0, 1.0).astype(jnp.float32)
 
 
-# --------------------------------------------------------------------------- targets
-
-
 def twin_critic_target(
     reward: jax.Array,
     discount: jax.Array,
@@ -66,9 +57,9 @@ def twin_critic_target(
 ) -> jax.Array:
     """`r + discount * (min_i Q_i(s', a') - alpha * log pi(a'|s'))`, without gradient.
 
-    `next_q_values` is (num_critics, B): taking the smallest critic's value counters the
+    `next_q_values` is (num_critics, B): the smallest critic's value counters the
     overestimation a maximising policy exploits (clipped double-Q). `discount` already
-    holds gamma^n times the environment discounts (see rl.types.Transition).
+    holds gamma^n times the environment discounts (rl.types.Transition).
     """
     next_value = jnp.min(next_q_values, axis=0)
     if next_log_prob is not None:
@@ -83,11 +74,6 @@ def twin_critic_loss(q_values: jax.Array, target: jax.Array) -> tuple[jax.Array,
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q_values), "target_mean": jnp.mean(target)}
 
 
-def polyak_update(online: Any, target: Any, tau: float) -> Any:
-    """target <- tau * online + (1 - tau) * target."""
-    return optax.incremental_update(online, target, tau)
-
-
 def gradient_step(
     optimizer: optax.GradientTransformation, gradients: Any, opt_state: Any, params: Any
 ) -> tuple[Any, Any]:
@@ -97,12 +83,7 @@ def gradient_step(
 
 
 def init_with_targets(
-    policy: Any,
-    critic: Any,
-    policy_optimizer: optax.GradientTransformation,
-    critic_optimizer: optax.GradientTransformation,
-    policy_key: jax.Array,
-    critic_key: jax.Array,
+    policy: Any, critic: Any, optimizers: tuple[Any, Any], policy_key: jax.Array, critic_key: jax.Array
 ) -> dict[str, Any]:
     """The training-state fields of a deterministic actor-critic (TD3, D4PG): fresh policy
     and critic parameters, target networks starting as copies of them, fresh optimisers."""
@@ -113,63 +94,48 @@ def init_with_targets(
         target_policy_params=policy_params,
         critic_params=critic_params,
         target_critic_params=critic_params,
-        policy_opt_state=policy_optimizer.init(policy_params),
-        critic_opt_state=critic_optimizer.init(critic_params),
+        policy_opt_state=optimizers[0].init(policy_params),
+        critic_opt_state=optimizers[1].init(critic_params),
     )
-
-
-def make_optimizer(learning_rate: float, max_gradient_norm: float | None) -> optax.GradientTransformation:
-    adam = optax.adam(learning_rate)
-    if max_gradient_norm is None:
-        return adam
-    return optax.chain(optax.clip_by_global_norm(max_gradient_norm), adam)
 
 
 def make_optimizers(config: ContinuousConfig) -> tuple[optax.GradientTransformation, optax.GradientTransformation]:
     """(policy optimiser, critic optimiser): Adam at each network's learning rate, both
-    clipped by `max_gradient_norm`."""
-    return (
-        make_optimizer(config.policy_learning_rate, config.max_gradient_norm),
-        make_optimizer(config.critic_learning_rate, config.max_gradient_norm),
-    )
+    clipped by `max_gradient_norm` (if set)."""
+
+    def make(learning_rate: float) -> optax.GradientTransformation:
+        if config.max_gradient_norm is None:
+            return optax.adam(learning_rate)
+        return optax.chain(optax.clip_by_global_norm(config.max_gradient_norm), optax.adam(learning_rate))
+
+    return make(config.policy_learning_rate), make(config.critic_learning_rate)
 
 
 def learning_rates(config: ContinuousConfig) -> dict[str, jax.Array]:
-    """The step sizes Adam applies to the policy and the critic (constants: these agents
-    have no schedule), as learner metrics: the logs name every rate a run trained with."""
+    """The (constant) learning rates, as learner metrics: the logs name every rate a run trained with."""
     return {
         "policy_learning_rate": jnp.asarray(config.policy_learning_rate, jnp.float32),
         "critic_learning_rate": jnp.asarray(config.critic_learning_rate, jnp.float32),
     }
 
 
-# --------------------------------------------------------------------------- config
-
-
-# --------------------------------------------------------------------------- builder
-
-
 class ContinuousBuilder(TransitionReplayBuilder):
-    """Replay, adder, actor and policies for an actor-critic agent; subclasses add the learner."""
+    """Replay, adder, actor and policies for an actor-critic agent; subclasses add the learning."""
 
     action_kind = "continuous"
     network_kind = "actor_critic"
     anakin = "off_policy"
+    default_exploration = GaussianNoise
     # Whether the agent's policy network is a tanh-Gaussian (SAC) or deterministic (TD3, D4PG).
     stochastic_policy = False
 
-    action_dtype = np.float32
-
     def __init__(self, config: ContinuousConfig, exploration: Any = None):
-        super().__init__(config, exploration if exploration is not None else self.default_exploration())
+        super().__init__(config, exploration)
         if getattr(self.exploration, "needs_stochastic_policy", False) and not self.stochastic_policy:
             raise ValueError(
                 f"{type(self).__name__} has a deterministic policy network, which policy="
                 f"{type(self.exploration).__name__.lower()} cannot sample; use policy=gaussian_noise"
             )
-
-    def default_exploration(self) -> Any:
-        return GaussianNoise()
 
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
         action_bounds(environment_spec.actions)  # Refuse unbounded actions before anything runs.
@@ -188,16 +154,11 @@ class ContinuousBuilder(TransitionReplayBuilder):
         return with_exploration(policy, head)
 
 
-# --------------------------------------------------------------------------- learning
-
-
 def continuous_learning(
     init: Callable[[jax.Array], Any], sgd_step: Any, config: ContinuousConfig, action_spec: Any
-) -> Any:
+) -> Learning:
     """The `Learning` of an actor-critic agent: `sgd_step(state, transitions)` sees the
-    replayed (environment-scale) actions mapped back to [-1, 1]; the policy acts with
-    `state.policy_params`."""
-    from rl.agents.learning import Learning
+    replayed actions mapped back to [-1, 1]; the policy acts with `state.policy_params`."""
 
     def step(state: Any, batch: Any) -> tuple[Any, dict[str, jax.Array], None]:
         data = batch.data._replace(action=to_network_scale(batch.data.action, action_spec))

@@ -1,16 +1,9 @@
-"""An agent's learning as pure functions, and the learner every launcher runs them in.
+"""An agent's learning as pure functions, and the learner that runs them on replay.
 
 An agent supplies a `Learning`: `init(key)` makes its training state (a NamedTuple with
 `steps`, the SGD steps taken), `sgd_step(state, batch)` is one SGD step on a `Batch`, and
-`policy_params(state)` is what its policies act with. The reverb learner (`SGDLearner`,
-also the Ray learner node's), and launcher=anakin jit these same functions.
-
-`SGDLearner` does the rest alike for every agent: each `step()` takes one replayed batch
-of `sgd_steps_per_learner_step` minibatches and runs that many SGD steps in one jitted
-`lax.scan`, each on its own slice; it writes the steps' per-item extras back to replay as
-priorities (`priority_table`), counts under the learner's counter, logs the mean metrics,
-serves the policy parameters, saves and restores its state, and stops on a non-finite
-loss (checked inside the update, read every few steps).
+`policy_params(state)` is what its policies act with. `SGDLearner` (local and Ray runs)
+and launcher=anakin jit these same functions.
 """
 
 from __future__ import annotations
@@ -31,9 +24,8 @@ PRIORITY_FLOOR = 1e-6
 
 
 class Batch(NamedTuple):
-    """A replayed minibatch: the items' data and their importance weights, (N * P(i)) ** -beta
-    for an item sampled with probability P(i) from N items (1 for uniform sampling). Agents
-    normalise them within their minibatch (`normalized_weights`)."""
+    """A replayed minibatch: the items' data and their importance weights (1 for uniform
+    sampling; agents normalise them within their minibatch, `normalized_weights`)."""
 
     data: Any
     importance_weights: Any
@@ -45,8 +37,8 @@ class Batch(NamedTuple):
 
 
 def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent: float) -> jax.Array:
-    """w_i = (N * P(i)) ** -exponent: corrects the bias of sampling items with probability
-    P(i) from a table of N items (prioritized replay) instead of uniformly."""
+    """w_i = (N * P(i)) ** -exponent: corrects the bias of sampling item i with probability
+    P(i) from N items (prioritized replay) instead of uniformly."""
     return (1.0 / (table_size.astype(jnp.float32) * probabilities.astype(jnp.float32))) ** exponent
 
 
@@ -61,7 +53,7 @@ SGDStep = Callable[[Any, Batch], tuple[Any, dict[str, jax.Array], Any]]
 
 
 class Learning(NamedTuple):
-    """An agent's learning (module docstring)."""
+    """An agent's learning (module docstring); `update` is one learner step."""
 
     init: Callable[[jax.Array], Any]
     sgd_step: SGDStep
@@ -91,7 +83,10 @@ class Learning(NamedTuple):
 
 
 class SGDLearner(core.Learner[Any]):
-    """Runs an agent's `Learning` on replayed batches; serves its policy parameters as "policy"."""
+    """Runs an agent's `Learning` on replayed batches: writes the steps' extras back to
+    replay as priorities (`priority_table`), counts, logs the mean metrics, serves the
+    policy parameters as "policy", and stops on a non-finite loss (checked inside the
+    jitted update, read every few steps)."""
 
     def __init__(
         self,
@@ -108,7 +103,6 @@ class SGDLearner(core.Learner[Any]):
         self._client = replay_client
         self._counter = counter or Counter()
         self._logger = logger or NoOpLogger()
-        # A non-finite loss stops the learner: checked inside the (jitted) update.
         self._guard = FiniteGuard(learner_steps_of=learning.learner_steps)
         self._update = self._guard.wrap(learning.update)
         exponent = learning.importance_sampling_exponent
@@ -119,7 +113,7 @@ class SGDLearner(core.Learner[Any]):
         return self._state
 
     def step(self) -> None:
-        sample = next(self._iterator)  # Reverb's sample info becomes importance weights here.
+        sample = next(self._iterator)
         if self._weights is None:
             weights = np.ones(np.shape(sample.probabilities), np.float32)
         else:
@@ -143,6 +137,5 @@ class SGDLearner(core.Learner[Any]):
         self._state = jax.tree_util.tree_map(jnp.asarray, type(self._state)(*state))
         self._guard.reset()
 
-    def check_finite(self) -> None:
-        """Raises `NumericalError` if an update's loss or the state is not finite (a device sync)."""
+    def check_finite(self) -> None:  # Raises `NumericalError` (a device sync).
         self._guard.check(self._state)

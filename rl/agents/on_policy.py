@@ -2,15 +2,11 @@
 
 Both learn from a bounded reverb queue of `unroll_length + 1`-row sequences written by
 actors that store the behaviour policy's log-probabilities with each step, and both
-learners serve `PolicyParams`, so one actor and one pair of policies serve both:
-
-* `OnPolicyConfig`: the queue, optimisation and loss-weight settings both configs have.
-* `SequenceQueueBuilder`: the queue table, `SequenceAdder`, `ExtrasActor` and the
-  sampling / mode policies; an agent's builder adds only its learner.
-* `PolicyParams`, the linear schedules, `stored_actions` and the masked means their
-  learners and losses use.
-
-Nothing here imports rlax, so configuration checks that only read a builder stay fast.
+learners serve `PolicyParams`, so one builder (`SequenceQueueBuilder`: the queue,
+`SequenceAdder`, `ExtrasActor`, the sampling / mode policies) serves both; here too are
+the running observation statistics, the linear schedules and the masked means their
+learners and losses use. Nothing here imports rlax or reverb, so configuration checks
+that only build a builder stay fast.
 """
 
 from __future__ import annotations
@@ -20,31 +16,107 @@ from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import tree
 from dm_env import specs
 
-from rl import core
-from rl.agents.actors import Policy
+from rl.agents.actors import ExtrasActor, Policy
 from rl.agents.builder import ActorLearnerBuilder, sequence_iterator
-from rl.agents.normalization import RunningStatistics, normalize_observations
 from rl.agents.configs import OnPolicyConfig
-from rl.networks.base import FeedForwardNetwork
+from rl.networks.base import FeedForwardNetwork, zeros_like_spec
 from rl.networks.policy_value import log_prob, policy_mode
 from rl.policies import Sample
 from rl.specs import EnvironmentSpec, is_discrete
 
-if TYPE_CHECKING:  # Only a type here: importing it imports reverb (and TensorFlow).
+if TYPE_CHECKING:
     from rl.replay.sequences import SequenceStep
 
-# --------------------------------------------------------------------------- config
+
+class RunningStatistics(NamedTuple):
+    """Mean and variance per observation element over `count` observations so far. The
+    learner owns them: it folds in each batch's observations before training on it and
+    serves them with the policy's parameters, so everyone normalises alike."""
+
+    count: jax.Array
+    mean: Any
+    variance: Any
 
 
-# --------------------------------------------------------------------------- builder
+def init_statistics(observation_spec: Any) -> RunningStatistics:
+    """No observations yet: mean 0 and variance 1 (normalising is then the identity)."""
+    zeros = tree.map_structure(lambda x: np.asarray(x, np.float32), zeros_like_spec(observation_spec, None))
+    return RunningStatistics(
+        count=jnp.zeros((), jnp.float32),
+        mean=jax.tree_util.tree_map(jnp.asarray, zeros),
+        variance=jax.tree_util.tree_map(lambda x: jnp.ones_like(x), zeros),
+    )
+
+
+def no_statistics() -> RunningStatistics:
+    """What a learner that does not normalise observations serves (the policies ignore it)."""
+    return RunningStatistics(jnp.zeros((), jnp.float32), (), ())
+
+
+def update_statistics(statistics: RunningStatistics, observations: Any, mask: jax.Array) -> RunningStatistics:
+    """Folds in the observations whose `mask` is 1 (`mask` has their leading axes).
+
+    With n_a, mean_a, var_a so far and n_b, mean_b, var_b of the new observations
+    (Chan et al.'s parallel update), delta = mean_b - mean_a and n = n_a + n_b:
+
+        mean = mean_a + delta * n_b / n
+        var  = (n_a * var_a + n_b * var_b + delta^2 * n_a * n_b / n) / n
+    """
+    count_b = jnp.sum(mask)
+    total = statistics.count + count_b
+    safe_total = jnp.maximum(total, 1.0)
+
+    def merge(mean_a: jax.Array, variance_a: jax.Array, values: jax.Array) -> tuple[jax.Array, jax.Array]:
+        weights = jnp.reshape(mask, mask.shape + (1,) * (values.ndim - mask.ndim))
+        values = values.astype(jnp.float32)
+        axes = tuple(range(mask.ndim))
+        mean_b = jnp.sum(weights * values, axis=axes) / jnp.maximum(count_b, 1.0)
+        variance_b = jnp.sum(weights * jnp.square(values - mean_b), axis=axes) / jnp.maximum(count_b, 1.0)
+        delta = mean_b - mean_a
+        mean = mean_a + delta * count_b / safe_total
+        variance = (
+            statistics.count * variance_a
+            + count_b * variance_b
+            + jnp.square(delta) * statistics.count * count_b / safe_total
+        ) / safe_total
+        # Before any observation keep the identity (mean 0, variance 1).
+        return jnp.where(total > 0, mean, mean_a), jnp.where(total > 0, variance, variance_a)
+
+    merged = jax.tree_util.tree_map(merge, statistics.mean, statistics.variance, observations)
+    treedef = jax.tree_util.tree_structure(statistics.mean)
+    pairs = treedef.flatten_up_to(merged)
+    return RunningStatistics(
+        count=total,
+        mean=jax.tree_util.tree_unflatten(treedef, [pair[0] for pair in pairs]),
+        variance=jax.tree_util.tree_unflatten(treedef, [pair[1] for pair in pairs]),
+    )
+
+
+def normalize_observations(statistics: RunningStatistics, observations: Any, clip: float) -> Any:
+    """(o - mean) / sqrt(var + 1e-8), clipped to [-clip, clip]."""
+    return jax.tree_util.tree_map(
+        lambda o, m, v: jnp.clip((o.astype(jnp.float32) - m) / jnp.sqrt(v + 1e-8), -clip, clip),
+        observations,
+        statistics.mean,
+        statistics.variance,
+    )
+
+
+class PolicyParams(NamedTuple):
+    """What actors and evaluators fetch: the network's parameters and the observation
+    statistics to normalise with (unused unless `normalize_observations`)."""
+
+    params: Any
+    observation_statistics: RunningStatistics
 
 
 def extras_spec(environment_spec: EnvironmentSpec) -> dict[str, Any]:
     """What an on-policy actor stores with each step: the behaviour log-probability and,
     for continuous actions, the raw Gaussian sample (the environment gets it clipped and
-    rescaled, and only the raw sample's probability is the one stored)."""
+    rescaled; the stored probability is the raw sample's)."""
     extras: dict[str, Any] = {"log_prob": specs.Array((), np.float32, "log_prob")}
     if not is_discrete(environment_spec.actions):
         extras["raw_action"] = specs.Array(environment_spec.actions.shape, np.float32, "raw_action")
@@ -53,28 +125,24 @@ def extras_spec(environment_spec: EnvironmentSpec) -> dict[str, Any]:
 
 class SequenceQueueBuilder(ActorLearnerBuilder):
     """Actors write `unroll_length + 1`-row sequences (one every `unroll_length` steps per
-    environment copy) into a reverb queue, and the learner trains on each once,
-    `sequences_per_learner_step` sequences per learner step.
+    environment copy) into a reverb queue; the learner trains on each once,
+    `sequences_per_learner_step` per learner step. Subclasses provide `make_learning`; the
+    config is an `OnPolicyConfig` with `normalize_observations` and `observation_clip`."""
 
-    Subclasses provide `make_learner`; their config is an `OnPolicyConfig` that also has
-    `normalize_observations` and `observation_clip`, and their learner serves
-    `PolicyParams` (parameters, observation statistics)."""
-
-    # Discrete (categorical policy) or continuous (Gaussian policy) actions alike.
-    action_kind = None
+    action_kind = None  # Discrete (categorical policy) or continuous (Gaussian policy) actions.
     network_kind = "policy_value"
+    default_exploration = Sample
+    actor_class = ExtrasActor
     # Names the agent in messages.
     agent_name = "on-policy agent"
 
     def __init__(self, config: OnPolicyConfig, exploration: Any = None):
-        exploration = Sample() if exploration is None else exploration
-        if not isinstance(exploration, Sample):
+        super().__init__(config, exploration)
+        if not isinstance(self.exploration, Sample):
             raise ValueError(
                 f"{self.agent_name} acts with samples of its own policy and learns from their probabilities: use policy=sample, "
-                f"not {type(exploration).__name__}"
+                f"not {type(self.exploration).__name__}"
             )
-        self.config = config
-        self.exploration = exploration
 
     @property
     def replay_ratio(self) -> Any:
@@ -105,7 +173,6 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
         )
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        del environment_spec
         return sequence_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step)
 
     def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
@@ -139,38 +206,6 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
 
         return policy
 
-    def make_actor(
-        self,
-        random_key: jax.Array,
-        policy: Policy,
-        environment_spec: EnvironmentSpec,
-        variable_source: core.VariableSource,
-        adder: Any = None,
-    ) -> core.Actor:
-        from rl.agents.actors import ExtrasActor
-        from rl.variables import VariableClient
-
-        dtype = np.int32 if is_discrete(environment_spec.actions) else np.float32
-        client = VariableClient(variable_source, "policy", self.config.variable_update_period)
-        return ExtrasActor(policy, random_key, client, adder, action_dtype=dtype)
-
-
-# --------------------------------------------------------------------------- learning
-
-
-class PolicyParams(NamedTuple):
-    """What actors and evaluators fetch: the network's parameters and the observation
-    statistics to normalise with (identity unless `normalize_observations`)."""
-
-    params: Any
-    observation_statistics: RunningStatistics
-
-
-def no_statistics() -> RunningStatistics:
-    """What a learner that does not normalise observations serves as statistics: none
-    (the policies ignore them when normalize_observations is off)."""
-    return RunningStatistics(jnp.zeros((), jnp.float32), (), ())
-
 
 def schedule_fraction(config: OnPolicyConfig, actor_steps: jax.Array) -> jax.Array:
     """How far the linear schedules are: actor_steps / decay_actor_steps, in [0, 1]."""
@@ -196,14 +231,6 @@ def steps_taken(batch: SequenceStep) -> jax.Array:
     return jnp.sum(batch.mask[:, :-1]).astype(jnp.int32)
 
 
-# --------------------------------------------------------------------------- losses
-
-
 def masked_mean(values: jax.Array, mask: jax.Array) -> jax.Array:
     """sum(mask * values) / max(sum(mask), 1)."""
     return jnp.sum(mask * values) / jnp.maximum(jnp.sum(mask), 1.0)
-
-
-def entropy_bonus(entropies: jax.Array, mask: jax.Array) -> jax.Array:
-    """H = mean_t entropy(pi(.|o_t)); the loss subtracts entropy_cost * H."""
-    return masked_mean(entropies, mask)

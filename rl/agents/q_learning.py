@@ -1,14 +1,7 @@
-"""What the Q-learning agents (DQN, R2D2) share.
-
-Both train an online Q-network with Adam (gradients clipped by global norm, the learning
-rate optionally decayed over the run), copy it into a target network every
-`target_update_period` SGD steps, correct prioritized sampling with importance weights,
-and write the sampled items' new priorities back to replay after each update
-(`q_learning`). Their
-configs provide `learning_rate`, `learning_rate_decay_actor_steps`,
-`learning_rate_decay`, `final_learning_rate_fraction`, `sgd_steps_by`, `adam_eps`, `max_gradient_norm`,
-`target_update_period`, `sgd_steps_per_learner_step` and `replay_table_name`.
-"""
+"""What the Q-learning agents (DQN, R2D2) share: an online Q-network trained with Adam
+(gradients clipped by global norm, the learning rate optionally decayed over the run),
+copied into a target network every `target_update_period` SGD steps, and prioritized
+replay's importance weights and priorities (`q_learning`)."""
 
 from __future__ import annotations
 
@@ -23,19 +16,14 @@ class TrainingState(NamedTuple):
     params: Any
     target_params: Any
     opt_state: Any
-    # SGD steps taken: the target network's copy clock.
     steps: jax.Array
 
 
 def learning_rate_schedule(config: Any) -> float | optax.Schedule:
     """The learning rate per SGD step: constant, or decayed to `final_learning_rate_fraction`
-    of it by `learning_rate_decay_actor_steps`, linearly or along a half cosine.
-
-    With lr_0 the learning rate, f the final fraction and u = step / decay_steps in [0, 1]:
-    linear is lr_0 (1 - (1 - f) u); cosine is lr_0 (f + (1 - f) (1 + cos(pi u)) / 2), which
-    stays nearer lr_0 early and nearer f lr_0 over the run's last stretch. The decay is
-    set in actor steps, the unit of a run's budget, and converted to the SGD steps the
-    replay ratio allows by then (`config.sgd_steps_by`), so it ends where the run does.
+    f of it by `learning_rate_decay_actor_steps` (converted to the SGD steps the replay
+    ratio allows by then, `config.sgd_steps_by`). With u = step / decay_steps in [0, 1],
+    linear is lr (1 - (1 - f) u) and cosine lr (f + (1 - f) (1 + cos(pi u)) / 2).
     """
     if config.learning_rate_decay_actor_steps <= 0:
         return config.learning_rate
@@ -47,16 +35,13 @@ def learning_rate_schedule(config: Any) -> float | optax.Schedule:
 
 
 def learning_rate_at(config: Any, steps: jax.Array) -> jax.Array:
-    """The learning rate Adam applies at the SGD step numbered `steps` (the schedule's
-    value there, or the constant): a learner metric, so a decayed rate is seen in the
-    logs rather than inferred from the config. `steps` is `TrainingState.steps` before
-    the step, the count optax's schedule reads (both start at 0 and grow together)."""
+    """The learning rate Adam applies at SGD step `steps` (`TrainingState.steps` before the
+    step, the count optax's schedule reads), logged as a learner metric."""
     schedule = learning_rate_schedule(config)
     return jnp.asarray(schedule(steps) if callable(schedule) else schedule, jnp.float32)
 
 
 def make_optimizer(config: Any) -> optax.GradientTransformation:
-    """Gradients clipped by global norm, then Adam on the (scheduled) learning rate."""
     return optax.chain(
         optax.clip_by_global_norm(config.max_gradient_norm),
         optax.adam(learning_rate_schedule(config), eps=config.adam_eps),
@@ -64,15 +49,13 @@ def make_optimizer(config: Any) -> optax.GradientTransformation:
 
 
 def initial_state(params: Any, optimizer: optax.GradientTransformation) -> TrainingState:
-    """The target network starts as a copy of the online one."""
     return TrainingState(params, params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
 
 def apply_gradients(
     optimizer: optax.GradientTransformation, gradients: Any, state: TrainingState, target_update_period: int
 ) -> TrainingState:
-    """One optimiser step of the online parameters; the target parameters become a copy of
-    them every `target_update_period` SGD steps."""
+    """One optimiser step; the target becomes a copy every `target_update_period` SGD steps."""
     updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     steps = state.steps + 1
@@ -81,9 +64,9 @@ def apply_gradients(
 
 
 def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: Any, prioritized: bool) -> Any:
-    """The `Learning` of an online and a target network (DQN, R2D2): the target starts as
-    a copy, the online parameters act, and with `prioritized` the sampled items' new
-    priorities (the SGD steps' extras) go back to `config.replay_table_name`."""
+    """The `Learning` of an online and a target network (a copy at first); the online
+    parameters act; with `prioritized` the SGD steps' extras become the sampled items'
+    priorities in `config.replay_table_name`."""
     from rl.agents.learning import Learning
 
     optimizer = make_optimizer(config)

@@ -1,20 +1,216 @@
-"""Builds IMPALA's queue, sequence adder, actor, learner and policies.
+"""IMPALA (Espeholt et al., 2018): V-trace targets and losses as small pure functions,
+the learning and the builder (the rest is rl/agents/on_policy.py's, as PPO's).
 
-Everything but the learner is the on-policy agents' shared builder
-(rl/agents/on_policy.py, as PPO's): a queue of `unroll_length + 1`-row sequences,
-`SequenceAdder` storing the behaviour policy's log-probabilities as extras, `ExtrasActor`
-and the sampling / mode policies. IMPALA differs in what the learner does with a batch:
-one V-trace-corrected actor-critic SGD step (or `sgd_steps_per_learner_step` of them,
-each on its own slice), each sequence trained on once.
+Notation: pi is the policy being trained, mu the behaviour policy that acted (its
+log-probabilities are stored with the data), V the value head, gamma the discount, and
+for one stored sequence of L rows t = 0..L-1 (row t: o_t, a_t, then reward r_t and
+environment discount d_t) the importance ratio
+
+    rho_t = pi(a_t|o_t) / mu(a_t|o_t) = exp(log pi(a_t|o_t) - log mu(a_t|o_t)).
+
+`mask` is 1 for a step actually taken and 0 for the rows a sequence holds only for
+bootstrapping (an episode's final observation) or padding (rl/replay/sequences.py);
+every mean below is over the rows with mask 1. rlax is imported when a loss is traced.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
+import jax
+import jax.numpy as jnp
+import optax
 
-from rl.agents.on_policy import SequenceQueueBuilder
+from rl.agents.learning import Learning
+from rl.agents.on_policy import (
+    PolicyParams,
+    SequenceQueueBuilder,
+    masked_mean,
+    no_statistics,
+    schedule_fraction,
+    scheduled,
+    steps_taken,
+    stored_actions,
+)
+from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.base import FeedForwardNetwork
+from rl.networks.policy_value import entropy as policy_entropy
+from rl.networks.policy_value import log_prob as policy_log_prob
+
+if TYPE_CHECKING:
+    from rl.replay.sequences import SequenceStep
+
+
+def vtrace_targets(
+    values: jax.Array,
+    rewards: jax.Array,
+    discounts: jax.Array,
+    mask: jax.Array,
+    log_rhos: jax.Array,
+    gamma: float,
+    lambda_: float = 1.0,
+    clip_rho_threshold: float = 1.0,
+    clip_pg_rho_threshold: float = 1.0,
+) -> tuple[jax.Array, jax.Array]:
+    """V-trace value targets v_s and policy-gradient advantages of one stored sequence,
+    for rows 0..L-2 (the last row only bootstraps).
+
+    With gamma_t = gamma * d_t, clipped ratios rhobar_t = min(clip_rho_threshold, rho_t),
+    traces c_t = lambda_t * min(1, rho_t) and lambda_t = lambda * mask_{t+1}:
+
+        delta_t = rhobar_t * (r_t + gamma_t * V_{t+1} - V_t)
+        v_t     = V_t + delta_t + gamma_t * c_t * (v_{t+1} - V_{t+1}),   v_{L-1} = V_{L-1}
+        A_t     = min(clip_pg_rho_threshold, rho_t)
+                  * (r_t + gamma_t * (lambda_t v_{t+1} + (1 - lambda_t) V_{t+1}) - V_t)
+
+    (the paper's A_t = rho^pg_t (r_t + gamma_t v_{t+1} - V_t) where the trace runs on,
+    bootstrapping from V_{t+1} where it is cut). The trace stops before a row where no
+    step was taken (an episode's final observation, padding): a time-limit truncation
+    (d_t = 1) still bootstraps from the final observation's value, a termination
+    (d_t = 0) from nothing. Computed by `rlax.vtrace_td_error_and_advantage`; the targets
+    carry no gradient.
+
+    Returns (targets v_t, advantages A_t), each of length L - 1.
+    """
+    output = import_without_tensorflow("rlax").vtrace_td_error_and_advantage(
+        values[:-1],
+        values[1:],
+        rewards[:-1],
+        gamma * discounts[:-1],
+        jnp.exp(log_rhos[:-1]),
+        lambda_ * mask[1:],
+        clip_rho_threshold=clip_rho_threshold,
+        clip_pg_rho_threshold=clip_pg_rho_threshold,
+        stop_target_gradients=True,
+    )
+    targets = jax.lax.stop_gradient(output.errors + values[:-1])
+    return targets, jax.lax.stop_gradient(output.pg_advantage)
+
+
+def impala_loss(
+    params: Any,
+    apply: Callable[[Any, Any], tuple[Any, jax.Array]],
+    batch: SequenceStep,
+    actions: Any,
+    gamma: float,
+    value_cost: float,
+    entropy_cost: float,
+    lambda_: float = 1.0,
+    clip_rho_threshold: float = 1.0,
+    clip_pg_rho_threshold: float = 1.0,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """L = L_pi + value_cost * L_V - entropy_cost * H on a batch of sequences (B, L, ...),
+    and the terms as metrics, with the V-trace targets v_t and advantages A_t held fixed:
+
+        L_V  = mean_t 0.5 * (v_t - V(o_t))^2
+        L_pi = -mean_t A_t * log pi(a_t|o_t)   (the paper's importance-weighted policy gradient)
+        H    = mean_t entropy(pi(.|o_t))
+
+    `actions` are the actions whose probabilities the behaviour policy stored (the raw
+    sample for continuous actions); `batch.extras["log_prob"]` holds log mu(a_t|o_t).
+    """
+    num_sequences, length = batch.mask.shape
+    flat = lambda x: jnp.reshape(x, (num_sequences * length,) + x.shape[2:])
+    unflat = lambda x: jnp.reshape(x, (num_sequences, length) + x.shape[1:])
+    policy_output, values = apply(params, jax.tree_util.tree_map(flat, batch.observation))
+    log_probs = unflat(policy_log_prob(policy_output, jax.tree_util.tree_map(flat, actions)))
+    entropies = unflat(policy_entropy(policy_output))
+    values = unflat(values)
+    log_rhos = jax.lax.stop_gradient(log_probs) - batch.extras["log_prob"]
+    targets, advantages = jax.vmap(
+        lambda v, r, d, m, lr: vtrace_targets(v, r, d, m, lr, gamma, lambda_, clip_rho_threshold, clip_pg_rho_threshold)
+    )(values, batch.reward, batch.discount, batch.mask, log_rhos)
+    mask = batch.mask[:, :-1]  # The rows trained on: all but each sequence's last.
+    critic_loss = 0.5 * masked_mean(jnp.square(jax.lax.stop_gradient(targets) - values[:, :-1]), mask)
+    pg_loss = -masked_mean(jax.lax.stop_gradient(advantages) * log_probs[:, :-1], mask)
+    entropy = masked_mean(entropies[:, :-1], mask)
+    loss = pg_loss + value_cost * critic_loss - entropy_cost * entropy
+    metrics = {
+        "loss": loss,
+        "policy_loss": pg_loss,
+        "value_loss": critic_loss,
+        "entropy": entropy,
+        "mean_rho": masked_mean(jnp.exp(log_rhos[:, :-1]), mask),
+        "clipped_rho_fraction": masked_mean((log_rhos[:, :-1] > jnp.log(clip_rho_threshold)).astype(jnp.float32), mask),
+        "advantage_mean": masked_mean(advantages, mask),
+        "value_mean": masked_mean(values[:, :-1], mask),
+    }
+    return loss, metrics
+
+
+class TrainingState(NamedTuple):
+    params: Any
+    opt_state: Any
+    # SGD steps taken.
+    steps: jax.Array
+    # Steps taken by the actors that the learner has trained on: the schedule's clock.
+    actor_steps: jax.Array
+
+
+def make_optimizer(config: Any) -> optax.GradientTransformation:
+    """Clipped gradients into Adam's or RMSProp's direction; the update applies the
+    scheduled step size."""
+    if config.optimizer == "rmsprop":
+        # g / sqrt(ms + eps): optax's default eps_in_sqrt=True puts epsilon inside the
+        # square root, as TF1's RMSPropOptimizer (the IMPALA paper's) does, PyTorch's
+        # outside; unlike TF1, ms starts at 0 here (initial_scale), not 1.
+        direction = optax.scale_by_rms(decay=config.rmsprop_decay, eps=config.optimizer_eps)
+    else:
+        direction = optax.scale_by_adam(eps=config.optimizer_eps)
+    return optax.chain(optax.clip_by_global_norm(config.max_gradient_norm), direction)
+
+
+def impala_sgd_step(
+    apply: Any, optimizer: optax.GradientTransformation, config: Any, state: TrainingState, batch: SequenceStep
+) -> tuple[TrainingState, dict[str, jax.Array], None]:
+    """One SGD step on `batch_size` sequences, the learning rate decayed linearly with the
+    actor steps trained on."""
+    learning_rate = scheduled(
+        config.learning_rate, config.final_learning_rate_fraction, schedule_fraction(config, state.actor_steps)
+    )
+    loss_fn = functools.partial(
+        impala_loss,
+        apply=apply,
+        batch=batch,
+        actions=stored_actions(batch),
+        gamma=config.discount,
+        value_cost=config.value_cost,
+        entropy_cost=config.entropy_cost,
+        lambda_=config.vtrace_lambda,
+        clip_rho_threshold=config.clip_rho_threshold,
+        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+    )
+    gradients, metrics = jax.grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
+    actor_steps = state.actor_steps + steps_taken(batch)
+    metrics = {
+        **metrics,
+        "gradient_norm": optax.global_norm(gradients),
+        "learning_rate": learning_rate,
+        "steps_in_batch": jnp.sum(batch.mask[:, :-1]),
+    }
+    return TrainingState(params, opt_state, state.steps + 1, actor_steps), metrics, None
+
+
+def make_learning(network: FeedForwardNetwork, config: Any) -> Learning:
+    """IMPALA's learning: `sgd_steps_per_learner_step` SGD steps per learner step; it serves
+    `PolicyParams` with no statistics (IMPALA acts on raw observations)."""
+    optimizer = make_optimizer(config)
+    statistics = no_statistics()
+
+    def init(random_key: jax.Array) -> TrainingState:
+        params = network.init(random_key)
+        zero = jnp.zeros((), jnp.int32)
+        return TrainingState(params=params, opt_state=optimizer.init(params), steps=zero, actor_steps=zero)
+
+    return Learning(
+        init=init,
+        sgd_step=lambda state, batch: impala_sgd_step(network.apply, optimizer, config, state, batch.data),
+        policy_params=lambda state: PolicyParams(state.params, statistics),
+        sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
+    )
 
 
 class IMPALABuilder(SequenceQueueBuilder):
@@ -24,7 +220,5 @@ class IMPALABuilder(SequenceQueueBuilder):
 
     agent_name = "impala"
 
-    def make_learning(self, networks: FeedForwardNetwork) -> Any:
-        from rl.agents.impala.learning import make_learning
-
+    def make_learning(self, networks: FeedForwardNetwork) -> Learning:
         return make_learning(networks, self.config)

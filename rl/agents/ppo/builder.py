@@ -1,13 +1,293 @@
-"""Builds PPO's queue, sequence adder, actor, learner and policies (all but the learner
-are the on-policy agents' shared ones, rl/agents/on_policy.py)."""
+"""PPO: losses and advantage estimates as small pure functions, the learner update (per
+batch of sequences, GAE once, then epochs of minibatch updates) and the builder (the rest
+is rl/agents/on_policy.py's).
+
+Notation: pi is the policy being trained, mu the behaviour policy that acted (its
+log-probabilities are stored with the data), A_t an advantage estimate, R_t a return
+target, V the value head, and `mask` 1 for a step actually taken, 0 for the rows a
+sequence holds only for bootstrapping or padding (rl/replay/sequences.py). Every mean
+below is over the rows with mask 1.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
+import jax
+import jax.numpy as jnp
+import optax
 
-from rl.agents.on_policy import SequenceQueueBuilder
+from rl.agents.learning import Learning
+from rl.agents.on_policy import (
+    PolicyParams,
+    RunningStatistics,
+    SequenceQueueBuilder,
+    init_statistics,
+    masked_mean,
+    no_statistics,
+    normalize_observations,
+    schedule_fraction,
+    scheduled,
+    steps_taken,
+    stored_actions,
+    update_statistics,
+)
 from rl.networks.base import FeedForwardNetwork
+from rl.networks.policy_value import entropy as policy_entropy
+from rl.networks.policy_value import log_prob as policy_log_prob
+
+if TYPE_CHECKING:
+    from rl.replay.sequences import SequenceStep
+
+
+def sequence_advantages(
+    rewards: jax.Array, discounts: jax.Array, values: jax.Array, mask: jax.Array, gamma: float, lambda_: float
+) -> tuple[jax.Array, jax.Array]:
+    """GAE(gamma, lambda) advantages and return targets of one stored sequence.
+
+    The sequence has L rows t = 0..L-1 (row t: reward r_t and environment discount d_t
+    received after acting at o_t, V_t = V(o_t)); the estimates are for rows 0..L-2, the
+    last row only bootstrapping:
+
+        delta_t = r_t + gamma * d_t * V_{t+1} - V_t
+        A_t     = delta_t + gamma * d_t * lambda_t * A_{t+1},   A_{L-1} = 0
+        R_t     = A_t + V_t
+
+    with lambda_t = lambda * mask_{t+1}: the trace stops before a row where no step was
+    taken (the final observation of an episode, padding), while delta_t still
+    bootstraps from that row's value when d_t = 1 (a time-limit truncation). A
+    termination has d_t = 0 and bootstraps nothing. A reverse scan rather than rlax,
+    whose import costs seconds of every PPO run's start-up.
+    """
+    step_discounts = gamma * discounts[:-1]
+    deltas = rewards[:-1] + step_discounts * values[1:] - values[:-1]
+
+    def backwards(next_advantage: jax.Array, row: tuple[jax.Array, jax.Array, jax.Array]):
+        delta, discount, trace = row
+        advantage = delta + discount * trace * next_advantage
+        return advantage, advantage
+
+    _, advantages = jax.lax.scan(
+        backwards, jnp.zeros((), values.dtype), (deltas, step_discounts, lambda_ * mask[1:]), reverse=True
+    )
+    return advantages, advantages + values[:-1]
+
+
+def clipped_surrogate_loss(
+    log_prob: jax.Array,
+    behaviour_log_prob: jax.Array,
+    advantages: jax.Array,
+    epsilon: jax.Array | float,
+    mask: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """PPO's clipped surrogate objective, negated (a loss), and the share of clipped rows.
+
+        rho_t = pi(a_t|o_t) / mu(a_t|o_t) = exp(log pi - log mu)
+        L     = -mean_t min(rho_t * A_t, clip(rho_t, 1 - eps, 1 + eps) * A_t)
+
+    The clipped share counts rows where |rho_t - 1| > eps.
+    """
+    ratio = jnp.exp(log_prob - behaviour_log_prob)
+    surrogate = jnp.minimum(ratio * advantages, jnp.clip(ratio, 1.0 - epsilon, 1.0 + epsilon) * advantages)
+    clipped = (jnp.abs(ratio - 1.0) > epsilon).astype(jnp.float32)
+    return -masked_mean(surrogate, mask), masked_mean(clipped, mask)
+
+
+def value_loss(
+    values: jax.Array,
+    returns: jax.Array,
+    mask: jax.Array,
+    old_values: jax.Array | None = None,
+    clip_epsilon: float | None = None,
+) -> jax.Array:
+    """L_V = mean_t 0.5 * (V_t - R_t)^2; with `clip_epsilon` (and `old_values` predicted
+    before the update) the prediction may not gain by moving further than eps from them:
+
+        V_clip = old_V_t + clip(V_t - old_V_t, -eps, eps)
+        L_V    = mean_t 0.5 * max((V_t - R_t)^2, (V_clip - R_t)^2)
+    """
+    error = jnp.square(values - returns)
+    if clip_epsilon is not None:
+        clipped = old_values + jnp.clip(values - old_values, -clip_epsilon, clip_epsilon)
+        error = jnp.maximum(error, jnp.square(clipped - returns))
+    return 0.5 * masked_mean(error, mask)
+
+
+class Minibatch(NamedTuple):
+    """Steps (a flat leading axis) with what the loss needs of each."""
+
+    observation: Any
+    action: Any
+    behaviour_log_prob: jax.Array
+    advantage: jax.Array
+    target: jax.Array  # The return target R_t.
+    old_value: jax.Array  # V_t before this batch's updates.
+    mask: jax.Array
+
+
+def ppo_loss(
+    params: Any,
+    apply: Callable[[Any, Any], tuple[Any, jax.Array]],
+    batch: Minibatch,
+    clip_epsilon: jax.Array | float,
+    value_cost: float,
+    entropy_cost: float,
+    value_clip_epsilon: float | None = None,
+    normalize_advantages: bool = True,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """L = L_clip + value_cost * L_V - entropy_cost * H, H = mean_t entropy(pi(.|o_t)), and
+    the terms as metrics. With `normalize_advantages` the minibatch's advantages become
+    (A - mean(A)) / (std(A) + 1e-8) first."""
+    policy_output, values = apply(params, batch.observation)
+    advantages = batch.advantage
+    if normalize_advantages:
+        mean = masked_mean(advantages, batch.mask)
+        advantages = (advantages - mean) / (jnp.sqrt(masked_mean(jnp.square(advantages - mean), batch.mask)) + 1e-8)
+    log_prob = policy_log_prob(policy_output, batch.action)
+    policy_loss, clip_fraction = clipped_surrogate_loss(
+        log_prob, batch.behaviour_log_prob, advantages, clip_epsilon, batch.mask
+    )
+    critic_loss = value_loss(values, batch.target, batch.mask, batch.old_value, value_clip_epsilon)
+    entropy = masked_mean(policy_entropy(policy_output), batch.mask)
+    loss = policy_loss + value_cost * critic_loss - entropy_cost * entropy
+    # KL(mu || pi) estimated from the sampled actions (Schulman's low-variance k3 estimator).
+    log_ratio = log_prob - batch.behaviour_log_prob
+    approx_kl = masked_mean(jnp.exp(log_ratio) - 1.0 - log_ratio, batch.mask)
+    metrics = {
+        "loss": loss,
+        "policy_loss": policy_loss,
+        "value_loss": critic_loss,
+        "entropy": entropy,
+        "approx_kl": approx_kl,
+        "clip_fraction": clip_fraction,
+    }
+    return loss, metrics
+
+
+class TrainingState(NamedTuple):
+    params: Any
+    opt_state: Any
+    # Running observation statistics (used with `normalize_observations`).
+    observation_statistics: RunningStatistics
+    key: jax.Array
+    # Learner steps (batches) taken.
+    steps: jax.Array
+    # Steps taken by the actors that the learner has trained on: the schedules' clock.
+    actor_steps: jax.Array
+
+
+def prepare_minibatches(
+    apply: Any, params: Any, batch: SequenceStep, config: Any, key: jax.Array
+) -> tuple[Minibatch, dict[str, jax.Array]]:
+    """The batch's steps with advantages and targets, shuffled per epoch into
+    (num_epochs * num_minibatches, minibatch size, ...) arrays."""
+    num_sequences, length = batch.mask.shape
+    flat = lambda x: jnp.reshape(x, (num_sequences * length,) + x.shape[2:])
+    _, values = apply(params, jax.tree_util.tree_map(flat, batch.observation))
+    values = jnp.reshape(values, (num_sequences, length))
+    advantages, targets = jax.vmap(
+        functools.partial(sequence_advantages, gamma=config.discount, lambda_=config.gae_lambda)
+    )(batch.reward, batch.discount, values, batch.mask)
+    count = num_sequences * (length - 1)
+    steps_of = lambda x: jnp.reshape(x, (count,) + x.shape[2:])  # (B, L - 1, ...) -> (B * (L - 1), ...)
+    trained = lambda x: steps_of(x[:, :-1])  # The rows trained on: all but each sequence's last.
+    steps = Minibatch(
+        observation=jax.tree_util.tree_map(trained, batch.observation),
+        action=jax.tree_util.tree_map(trained, stored_actions(batch)),
+        behaviour_log_prob=trained(batch.extras["log_prob"]),
+        advantage=jax.lax.stop_gradient(steps_of(advantages)),
+        target=jax.lax.stop_gradient(steps_of(targets)),
+        old_value=jax.lax.stop_gradient(trained(values)),
+        mask=trained(batch.mask),
+    )
+    size = count // config.num_minibatches
+
+    def shuffled(epoch_key: jax.Array) -> Minibatch:
+        order = jax.random.permutation(epoch_key, count)
+        return jax.tree_util.tree_map(
+            lambda x: jnp.reshape(x[order], (config.num_minibatches, size) + x.shape[1:]), steps
+        )
+
+    epochs = jax.vmap(shuffled)(jax.random.split(key, config.num_epochs))
+    minibatches = jax.tree_util.tree_map(lambda x: jnp.reshape(x, (-1,) + x.shape[2:]), epochs)
+    mask = steps.mask
+    target_variance = masked_mean(jnp.square(steps.target - masked_mean(steps.target, mask)), mask)
+    metrics = {
+        "steps_in_batch": jnp.sum(mask),
+        "explained_variance": 1.0
+        - masked_mean(jnp.square(steps.target - steps.old_value), mask) / jnp.maximum(target_variance, 1e-8),
+        "advantage_mean": masked_mean(steps.advantage, mask),
+    }
+    return minibatches, metrics
+
+
+def ppo_update(
+    apply: Any, optimizer: optax.GradientTransformation, config: Any, state: TrainingState, batch: SequenceStep
+) -> tuple[TrainingState, dict[str, jax.Array], None]:
+    """One learner step on a batch of sequences: fold the batch into the observation
+    statistics (with `normalize_observations`), GAE with the current values, then
+    `num_epochs` passes of `num_minibatches` shuffled minibatches as one `lax.scan` of
+    clipped-gradient Adam steps at the scheduled learning rate."""
+    key, shuffle_key = jax.random.split(state.key)
+    fraction = schedule_fraction(config, state.actor_steps)
+    learning_rate = scheduled(config.learning_rate, config.final_learning_rate_fraction, fraction)
+    clip_epsilon = scheduled(config.clip_epsilon, config.final_clip_epsilon_fraction, fraction)
+    statistics = state.observation_statistics
+    if config.normalize_observations:
+        statistics = update_statistics(statistics, batch.observation, batch.mask)
+        batch = batch._replace(
+            observation=normalize_observations(statistics, batch.observation, config.observation_clip)
+        )
+    minibatches, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
+    loss_fn = functools.partial(
+        ppo_loss,
+        apply=apply,
+        clip_epsilon=clip_epsilon,
+        value_cost=config.value_cost,
+        entropy_cost=config.entropy_cost,
+        value_clip_epsilon=config.value_clip_epsilon,
+        normalize_advantages=config.normalize_advantages,
+    )
+
+    def sgd_step(carry: tuple[Any, Any], minibatch: Minibatch) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
+        params, opt_state = carry
+        gradients, metrics = jax.grad(lambda p: loss_fn(p, batch=minibatch), has_aux=True)(params)
+        updates, opt_state = optimizer.update(gradients, opt_state, params)
+        params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
+        return (params, opt_state), {**metrics, "gradient_norm": optax.global_norm(gradients)}
+
+    (params, opt_state), metrics = jax.lax.scan(sgd_step, (state.params, state.opt_state), minibatches)
+    metrics = {
+        **jax.tree_util.tree_map(jnp.mean, metrics),
+        **batch_metrics,
+        "learning_rate": learning_rate,
+        "clip_epsilon": clip_epsilon,
+    }
+    actor_steps = state.actor_steps + steps_taken(batch)
+    return TrainingState(params, opt_state, statistics, key, state.steps + 1, actor_steps), metrics, None
+
+
+def make_learning(network: FeedForwardNetwork, config: Any) -> Learning:
+    """PPO's learning: each learner step is one `ppo_update` on one batch of sequences."""
+    # Clipped gradients into Adam's direction; `ppo_update` applies the scheduled step size.
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.max_gradient_norm), optax.scale_by_adam(eps=config.adam_eps)
+    )
+    observation_spec = getattr(network, "observation_spec", None)
+
+    def init(random_key: jax.Array) -> TrainingState:
+        init_key, key = jax.random.split(random_key)
+        params = network.init(init_key)
+        statistics = no_statistics() if observation_spec is None else init_statistics(observation_spec)
+        zero = jnp.zeros((), jnp.int32)
+        return TrainingState(params, optimizer.init(params), statistics, key, steps=zero, actor_steps=zero)
+
+    return Learning(
+        init=init,
+        sgd_step=lambda state, batch: ppo_update(network.apply, optimizer, config, state, batch.data),
+        policy_params=lambda state: PolicyParams(state.params, state.observation_statistics),
+    )
 
 
 class PPOBuilder(SequenceQueueBuilder):
@@ -17,9 +297,7 @@ class PPOBuilder(SequenceQueueBuilder):
     agent_name = "ppo"
     anakin = "on_policy"
 
-    def make_learning(self, networks: FeedForwardNetwork) -> Any:
-        from rl.agents.ppo.learning import make_learning
-
+    def make_learning(self, networks: FeedForwardNetwork) -> Learning:
         if self.config.normalize_observations and getattr(networks, "observation_spec", None) is None:
             raise ValueError(
                 "normalize_observations needs a network that names its observation spec (policy_value_mlp)"
