@@ -799,7 +799,7 @@ report = {"set": prefer_fast_cpu_runtime(), "again": prefer_fast_cpu_runtime(), 
 if sys.argv[1] == "imports":
     enable_compilation_cache(sys.argv[2])
     import jax
-    import rl.anakin.off_policy, rl.anakin.ppo, rl.agents.dqn.learning, rl.agents.sac.learning  # Every compiled agent.
+    import rl.anakin.off_policy, rl.anakin.ppo, rl.agents.dqn.builder, rl.agents.sac.builder  # Every compiled agent.
     jax.jit(lambda x: x + 1)(1.0)  # The first compilation starts the persistent cache.
     from jax._src import compilation_cache
     report["cache"] = compilation_cache._cache is not None

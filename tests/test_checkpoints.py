@@ -16,7 +16,7 @@ from dm_env import specs
 
 from rl import checkpointing
 from rl.agents.dqn.config import DQNConfig
-from rl.agents.dqn.learning import make_learning
+from rl.agents.dqn.builder import DQNBuilder
 from rl.agents.learning import SGDLearner
 from rl.checkpointing import CheckpointError, CheckpointSettings
 from rl.networks import make_q_network
@@ -52,7 +52,7 @@ def _batch(seed: int, poison: bool = False) -> ReplaySample:
 def _learner(seed: int = 0, hidden=(32, 32), batches=None, dueling=True) -> SGDLearner:
     network = make_q_network(SPEC, hidden, dueling=dueling, layer_norm=True)
     batches = batches if batches is not None else (_batch(i) for i in itertools.count())
-    learning = make_learning(network, DQNConfig(batch_size=BATCH, target_update_period=3))
+    learning = DQNBuilder(DQNConfig(batch_size=BATCH, target_update_period=3)).make_learning(network)
     return SGDLearner(learning, jax.random.PRNGKey(seed), iter(batches))
 
 

@@ -13,11 +13,11 @@ from dm_env import specs
 from rl.agents import continuous
 from rl.agents.d4pg import D4PGConfig
 from rl.agents.d4pg import make_builder as make_d4pg
-from rl.agents.d4pg.losses import projected_target
+from rl.agents.d4pg.builder import projected_target
 from rl.agents.learning import SGDLearner
 from rl.agents.sac import SACConfig
 from rl.agents.sac import make_builder as make_sac
-from rl.agents.sac.losses import temperature_loss
+from rl.agents.sac.builder import temperature_loss
 from rl.agents.td3 import TD3Config
 from rl.agents.td3 import make_builder as make_td3
 from rl.environments import make_dm_control_environment, make_gymnasium_environment, make_mujoco_environment
@@ -237,7 +237,7 @@ def test_td3_delays_policy_and_target_updates(pendulum_spec):
 
 
 def test_sac_default_target_entropy_is_minus_action_size():
-    from rl.agents.sac.learning import target_entropy
+    from rl.agents.sac.builder import target_entropy
 
     assert target_entropy(SACConfig(), 6) == -6.0
     assert target_entropy(SACConfig(target_entropy=-2.5), 6) == -2.5

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from rl.agents.dqn import DQNConfig
-from rl.agents.dqn.losses import double_q_loss
-from rl.agents.dqn.losses import huber
+from rl.agents.dqn.builder import double_q_loss
 from rl.types import Transition
 
 
@@ -31,12 +30,18 @@ def test_double_q_loss_on_a_tiny_batch():
     assert float(loss) == pytest.approx(0.5)
 
 
-def test_huber_is_quadratic_inside_delta_and_linear_beyond():
-    x = jnp.array([-3.0, -0.5, 0.0, 0.5, 3.0])
+def test_the_loss_is_huber_quadratic_inside_delta_and_linear_beyond():
+    # One action, reward 0 and no bootstrap (discount 0): the td error is -Q(s, a) = -q.
+    def loss(q, delta):
+        batch = Transition(jnp.zeros((1, 1)), jnp.array([0]), jnp.zeros(1), jnp.zeros(1), jnp.zeros((1, 1)))
+        apply = lambda params, observation: jnp.broadcast_to(params, (1, 1))
+        return double_q_loss(q, q, apply, batch, jnp.ones(1), delta)[0]
+
     # delta 1: 0.5 x^2 for |x| <= 1, |x| - 0.5 beyond; gradients bounded by delta.
-    np.testing.assert_allclose(huber(x, 1.0), [2.5, 0.125, 0.0, 0.125, 2.5])
-    np.testing.assert_allclose(jax.vmap(jax.grad(lambda v: huber(v, 1.0)))(x), [-1.0, -0.5, 0.0, 0.5, 1.0])
-    np.testing.assert_allclose(huber(jnp.array([3.0]), 2.0), [2.0 + 2.0 * 1.0])
+    x = jnp.array([-3.0, -0.5, 0.0, 0.5, 3.0])
+    np.testing.assert_allclose(jax.vmap(lambda v: loss(v, 1.0))(x), [2.5, 0.125, 0.0, 0.125, 2.5])
+    np.testing.assert_allclose(jax.vmap(jax.grad(lambda v: loss(v, 1.0)))(x), [-1.0, -0.5, 0.0, 0.5, 1.0])
+    assert float(loss(3.0, 2.0)) == 2.0 + 2.0 * 1.0
 
 
 def test_loss_gradient_moves_q_towards_target():

@@ -22,7 +22,7 @@ from dm_env import specs
 from conftest import read_summary, run_train
 from rl.agents.impala import IMPALAConfig
 from rl.agents.impala.builder import IMPALABuilder
-from rl.agents.impala.losses import impala_loss, vtrace_targets
+from rl.agents.impala.builder import impala_loss, vtrace_targets
 from rl.counting import Counter
 from rl.replay.sequences import SequenceStep
 from rl.replay.server import make_server
@@ -309,7 +309,6 @@ def test_fused_sgd_steps_each_take_their_own_slice_of_the_batch():
     taken in both (padding rows not counted)."""
     from types import SimpleNamespace
 
-    from rl.agents.impala.learning import make_learning
     from rl.agents.learning import SGDLearner
     from rl.networks.policy_value import make_policy_value_network
 
@@ -334,7 +333,11 @@ def test_fused_sgd_steps_each_take_their_own_slice_of_the_batch():
     network = make_policy_value_network(SPEC, (8,), (8,))
     sample = SimpleNamespace(keys=None, probabilities=np.ones(2), table_size=np.zeros(2), data=batch)
     learner = SGDLearner(
-        make_learning(network, config), jax.random.PRNGKey(0), iter([sample]), counter=Counter(), logger=logger
+        IMPALABuilder(config).make_learning(network),
+        jax.random.PRNGKey(0),
+        iter([sample]),
+        counter=Counter(),
+        logger=logger,
     )
     learner.step()
     assert int(learner.state.steps) == 2 and int(learner.state.actor_steps) == 4 + 2

@@ -16,9 +16,7 @@ import reverb
 
 from rl import core
 from rl.agents.dqn import DQNConfig
-from rl.agents.dqn.builder import DQNBuilder
-from rl.agents.dqn.learning import make_learning
-from rl.agents.dqn.losses import double_q_loss
+from rl.agents.dqn.builder import DQNBuilder, double_q_loss
 from rl.agents.learning import SGDLearner
 from rl.counting import Counter
 from rl.environments.factories import make_gymnasium_environment
@@ -383,7 +381,7 @@ def make_learner(experiment, client, **overrides):
     batch = config.batch_size * config.sgd_steps_per_learner_step
     decode = transition_codec(experiment.environment_spec).decode  # The table's layout.
     iterator = Recorded(make_replay_iterator(client.server_address, TABLE, batch, decode=decode))
-    learner = SGDLearner(make_learning(network, config), jax.random.PRNGKey(3), iterator, client)
+    learner = SGDLearner(DQNBuilder(config).make_learning(network), jax.random.PRNGKey(3), iterator, client)
     return network, learner, iterator
 
 

@@ -78,7 +78,7 @@ import rl, reverb
 from rl import lazy_tensorflow
 stand_in = sys.modules["tensorflow"]
 import jax, jax.numpy as jnp
-import rl.agents.r2d2.losses as losses  # rlax, and with it TensorFlow Probability's JAX substrate.
+import rl.agents.r2d2.builder as losses  # rescale imports rlax, and with it TensorFlow Probability's JAX substrate.
 from rl.networks.base import tanh_normal  # distrax, on first use.
 _, log_prob = tanh_normal(jnp.zeros(2), jnp.ones(2)).sample_and_log_prob(seed=jax.random.PRNGKey(0))
 report = {

@@ -83,7 +83,7 @@ def _schedule_counts(opt_state) -> list[int]:
 
 def test_dqn_logs_the_scheduled_learning_rate_of_each_sgd_step():
     from rl.agents.dqn import DQNConfig
-    from rl.agents.dqn.learning import make_learning
+    from rl.agents.dqn.builder import DQNBuilder
     from rl.networks import make_q_network
 
     # 10 SGD steps of decay (20 actor steps past min_replay_size 4, 2 samples per insert, batch 4).
@@ -100,7 +100,7 @@ def test_dqn_logs_the_scheduled_learning_rate_of_each_sgd_step():
     assert config.sgd_steps_by(24) == 10
     logger = Recorder()
     learner = SGDLearner(
-        make_learning(make_q_network(DISCRETE, (8,)), config),
+        DQNBuilder(config).make_learning(make_q_network(DISCRETE, (8,))),
         jax.random.PRNGKey(0),
         _transitions(DISCRETE, 4),
         counter=Counter(),
@@ -115,13 +115,13 @@ def test_dqn_logs_the_scheduled_learning_rate_of_each_sgd_step():
 
 def test_dqn_logs_a_constant_learning_rate_too():
     from rl.agents.dqn import DQNConfig
-    from rl.agents.dqn.learning import make_learning
+    from rl.agents.dqn.builder import DQNBuilder
     from rl.networks import make_q_network
 
     config = DQNConfig(batch_size=4, learning_rate=3e-4, prioritized=False)
     logger = Recorder()
     learner = SGDLearner(
-        make_learning(make_q_network(DISCRETE, (8,)), config),
+        DQNBuilder(config).make_learning(make_q_network(DISCRETE, (8,))),
         jax.random.PRNGKey(0),
         _transitions(DISCRETE, 4),
         counter=Counter(),
@@ -133,7 +133,7 @@ def test_dqn_logs_a_constant_learning_rate_too():
 
 def test_r2d2_logs_the_scheduled_learning_rate_of_each_sgd_step():
     from rl.agents.r2d2 import R2D2Config
-    from rl.agents.r2d2.learning import make_learning
+    from rl.agents.r2d2.builder import R2D2Builder
     from rl.networks.recurrent import make_recurrent_q_network
 
     config = R2D2Config(
@@ -168,7 +168,11 @@ def test_r2d2_logs_the_scheduled_learning_rate_of_each_sgd_step():
 
     logger = Recorder()
     learner = SGDLearner(
-        make_learning(network, config), jax.random.PRNGKey(0), _samples(sequences), counter=Counter(), logger=logger
+        R2D2Builder(config).make_learning(network),
+        jax.random.PRNGKey(0),
+        _samples(sequences),
+        counter=Counter(),
+        logger=logger,
     )
     for _ in range(3):
         learner.step()
@@ -186,11 +190,11 @@ def test_continuous_agents_log_the_learning_rate_of_each_network(agent):
     from rl.networks import make_actor_critic_networks
 
     config_class = {"sac": SACConfig, "td3": TD3Config, "d4pg": lambda **kw: D4PGConfig(num_atoms=11, **kw)}[agent]
-    make_learning = importlib.import_module(f"rl.agents.{agent}.learning").make_learning
+    builder_class = getattr(importlib.import_module(f"rl.agents.{agent}.builder"), f"{agent.upper()}Builder")
     config = config_class(batch_size=4, policy_learning_rate=2e-4, critic_learning_rate=5e-4)
     networks = make_actor_critic_networks(CONTINUOUS, (8,), (8,))
     logger = Recorder()
-    learning = make_learning(networks, config)
+    learning = builder_class(config).make_learning(networks)
     learner = SGDLearner(learning, jax.random.PRNGKey(0), _transitions(CONTINUOUS, 4), counter=Counter(), logger=logger)
     learner.step()
     (record,) = logger.records
@@ -202,7 +206,7 @@ def test_continuous_agents_log_the_learning_rate_of_each_network(agent):
 
 def test_impala_logs_the_decayed_learning_rate():
     from rl.agents.impala import IMPALAConfig
-    from rl.agents.impala.learning import make_learning
+    from rl.agents.impala.builder import IMPALABuilder
     from rl.networks.policy_value import make_policy_value_network
 
     config = IMPALAConfig(unroll_length=4, batch_size=1, decay_actor_steps=8, final_learning_rate_fraction=0.0)
@@ -219,7 +223,7 @@ def test_impala_logs_the_decayed_learning_rate():
     network = make_policy_value_network(DISCRETE, (8,), (8,))
     samples = iter([ReplaySample(np.arange(1), np.ones(1, np.float32), np.zeros(1, np.int32), batch)] * 2)
     learner = SGDLearner(
-        make_learning(network, config), jax.random.PRNGKey(0), samples, counter=Counter(), logger=logger
+        IMPALABuilder(config).make_learning(network), jax.random.PRNGKey(0), samples, counter=Counter(), logger=logger
     )
     learner.step()
     learner.step()

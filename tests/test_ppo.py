@@ -18,11 +18,11 @@ import reverb
 from dm_env import specs
 
 from conftest import read_summary, run_train
-from rl.agents.normalization import init_statistics, normalize_observations, update_statistics
+from rl.agents.on_policy import init_statistics, normalize_observations, update_statistics
 from rl.agents.on_policy import PolicyParams
 from rl.agents.ppo import PPOConfig
 from rl.agents.ppo.builder import PPOBuilder
-from rl.agents.ppo.losses import Minibatch, clipped_surrogate_loss, ppo_loss, sequence_advantages, value_loss
+from rl.agents.ppo.builder import Minibatch, clipped_surrogate_loss, ppo_loss, sequence_advantages, value_loss
 from rl.replay.dataset import make_replay_iterator
 from rl.replay.queue import QueueRatio, make_queue_table
 from rl.replay.adders import ReplayTimeoutError

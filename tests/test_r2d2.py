@@ -252,7 +252,7 @@ def h_inverse(x, eps=1e-3):
 
 
 def test_value_rescaling_round_trip():
-    from rl.agents.r2d2.losses import rescale, unrescale
+    from rl.agents.r2d2.builder import rescale, unrescale
 
     x = np.asarray([-1e4, -250.0, -3.0, -1e-3, 0.0, 0.5, 1.0, 42.0, 500.0, 1e4], np.float64)
     with jax.experimental.enable_x64():
@@ -301,7 +301,7 @@ def test_r2d2_loss_on_a_hand_checked_batch(discount_2):
 
     Q(o_t, a_t) for actions (0, 1, 1): 0.5, 2, 1. The burn-in rows (large rewards) and
     rows 3-4 (no step taken) add nothing."""
-    from rl.agents.r2d2.losses import n_step_double_q_targets, r2d2_loss
+    from rl.agents.r2d2.builder import n_step_double_q_targets, r2d2_loss
 
     batch = toy_batch(discount_2)
     online, target = {"scale": jnp.float32(1.0)}, {"scale": jnp.float32(2.0)}
@@ -334,7 +334,7 @@ def test_r2d2_loss_on_a_hand_checked_batch(discount_2):
 def test_burn_in_rows_get_no_gradient():
     """Through a real LSTM: the loss's gradient with respect to the observations is zero on
     the burn-in rows (they only warm the state up) and not on the trained rows."""
-    from rl.agents.r2d2.losses import r2d2_loss
+    from rl.agents.r2d2.builder import r2d2_loss
 
     network = small_network(COUNTER_SPEC, size=4)
     params = network.init(jax.random.PRNGKey(0))
@@ -457,7 +457,7 @@ def test_learner_writes_priorities_back_to_the_table():
 
     from rl.agents.learning import PRIORITY_FLOOR
     from rl.agents.learning import importance_weights, normalized_weights
-    from rl.agents.r2d2.losses import r2d2_loss
+    from rl.agents.r2d2.builder import r2d2_loss
     from rl.environment_loop import EnvironmentLoop
     from rl.replay.server import make_server
 

@@ -54,7 +54,11 @@ class FeedForwardActor(core.Actor):
         action_dtype: Any = None,
         defer_adder: bool = True,
     ):
-        self._act = jax.jit(self._acting(policy))  # Key splitting inside the one jitted call.
+        def act(params: Any, key: jax.Array, *inputs: Any):
+            key, policy_key = jax.random.split(key)
+            return policy(params, policy_key, *inputs), key
+
+        self._act = jax.jit(act)  # Key splitting inside the one jitted call.
         self._key = random_key
         self._client = variable_client
         self._adder = adder
@@ -63,14 +67,6 @@ class FeedForwardActor(core.Actor):
         self._defer = bool(defer_adder)
         self._pending: list[tuple[Callable[..., Any], tuple, dict]] = []  # Queued adder calls, in order.
         self._exploration: Exploration | None = getattr(policy, "exploration", None)
-
-    @staticmethod
-    def _acting(policy: Policy) -> Callable[..., Any]:
-        def act(params: Any, key: jax.Array, observations: Any, step: jax.Array):
-            key, policy_key = jax.random.split(key)
-            return policy(params, policy_key, observations, step), key
-
-        return act
 
     def _to_adder(self, method: str, *args: Any, **kwargs: Any) -> None:
         if self._adder is None:
@@ -195,7 +191,8 @@ class RecurrentActor(FeedForwardActor):
     """
 
     def __init__(self, policy: RecurrentPolicy, *args: Any, **kwargs: Any):
-        super().__init__(policy, *args, **kwargs)
+        super().__init__(policy.step, *args, **kwargs)
+        self._exploration = policy.exploration
         self._initial_state = policy.initial_state
         self._state: Any = None  # Per copy: the state the next action is chosen from.
         self._next_state: Any = None  # Per copy: the state after the last chosen action.
@@ -204,15 +201,6 @@ class RecurrentActor(FeedForwardActor):
     def state(self) -> Any:
         """Every copy's current core state (numpy arrays, one row per copy)."""
         return self._state
-
-    @staticmethod
-    def _acting(policy: RecurrentPolicy) -> Callable[..., Any]:
-        def act(params: Any, key: jax.Array, observations: Any, state: Any, step: jax.Array):
-            key, policy_key = jax.random.split(key)
-            actions, next_state = policy.step(params, policy_key, observations, state, step)
-            return actions, next_state, key
-
-        return act
 
     def get_state(self) -> dict[str, Any]:
         return {**super().get_state(), "core_state": self._state, "next_core_state": self._next_state}
@@ -242,7 +230,7 @@ class RecurrentActor(FeedForwardActor):
 
     def select_action(self, observations: Any) -> np.ndarray:
         self._reserve(len(tree.flatten(observations)[0]))
-        actions, next_state, self._key = self._act(
+        (actions, next_state), self._key = self._act(
             self._client.params, self._key, observations, self._state, self._step
         )
         self.flush()

@@ -10,6 +10,7 @@ import numpy as np
 
 from rl import core
 from rl.agents.actors import FeedForwardActor, Policy
+from rl.agents.learning import Learning, SGDLearner
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.policies import EpsilonGreedy
@@ -78,7 +79,7 @@ class ActorLearnerBuilder(abc.ABC):
         return self.actor_class(policy, random_key, client, adder, action_dtype=dtype)
 
     @abc.abstractmethod
-    def make_learning(self, networks: Any) -> Any:
+    def make_learning(self, networks: Any) -> Learning:
         """The agent's `Learning` (rl/agents/learning.py)."""
 
     def make_learner(
@@ -91,8 +92,6 @@ class ActorLearnerBuilder(abc.ABC):
         logger: Logger,
     ) -> core.Learner:
         """The learner, consuming `dataset` and serving its parameters."""
-        from rl.agents.learning import SGDLearner
-
         return SGDLearner(self.make_learning(networks), random_key, dataset, replay_client, counter, logger)
 
     @property
@@ -153,9 +152,29 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
         return learner_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step, decode)
 
 
-def sequence_iterator(replay_client: Any, table_name: str, batch_size: int) -> Iterator[Any]:
-    """Batches of `batch_size` stored sequences, decoded to batch-major `SequenceStep`s."""
-    from rl.replay.seeded import learner_iterator
-    from rl.replay.sequences import decode_sequences
+class SequenceReplayBuilder(ActorLearnerBuilder):
+    """Adder and dataset for agents whose replay holds sequences of `config.sequence_length`
+    rows, a new one every `config.sequence_period` rows of each environment copy, each
+    row with the actor's `extras_spec`; the learner gets batch-major `SequenceStep`s."""
 
-    return learner_iterator(replay_client, table_name, batch_size, decode=decode_sequences)
+    @abc.abstractmethod
+    def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
+        """What each stored row carries besides the step."""
+
+    def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
+        from rl.replay.sequences import SequenceAdder, step_spec
+
+        return SequenceAdder(
+            replay_client,
+            self.config.replay_table_name,
+            step_spec(environment_spec, self.extras_spec(environment_spec)),
+            sequence_length=self.config.sequence_length,
+            period=self.config.sequence_period,
+        )
+
+    def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
+        from rl.replay.seeded import learner_iterator
+        from rl.replay.sequences import decode_sequences
+
+        table, batch_size = self.config.replay_table_name, self.samples_per_learner_step
+        return learner_iterator(replay_client, table, batch_size, decode=decode_sequences)

@@ -36,8 +36,7 @@ class ReplayConfig:
     discount: float = 0.99
     n_step: int = 1
     batch_size: int = 256
-    # Items sampled per item inserted: with samples_per_insert == batch_size one SGD step
-    # runs per actor step (an update-to-data ratio of 1).
+    # Items sampled per item inserted (samples_per_insert == batch_size: one SGD step per actor step).
     samples_per_insert: float = 256.0
     min_replay_size: int = 1_000
     max_replay_size: int = 1_000_000
@@ -48,16 +47,8 @@ class ReplayConfig:
     replay_table_name: str = "replay_table"
 
     def __post_init__(self) -> None:
-        require_positive(
-            self,
-            "batch_size",
-            "samples_per_insert",
-            "n_step",
-            "min_replay_size",
-            "max_replay_size",
-            "sgd_steps_per_learner_step",
-            "variable_update_period",
-        )
+        require_positive(self, "batch_size", "samples_per_insert", "n_step", "min_replay_size", "max_replay_size")
+        require_positive(self, "sgd_steps_per_learner_step", "variable_update_period")
         require_unit_interval(self, "discount")
         if self.min_replay_size > self.max_replay_size:
             raise ValueError(
@@ -89,23 +80,20 @@ class ContinuousConfig(ReplayConfig):
 class OnPolicyConfig:
     """The settings PPO and IMPALA share (`agent.*`); each changes the defaults, not the meaning."""
 
-    # How messages name `sequences_per_learner_step` (not a field).
+    # How messages name `sequences_per_learner_step`.
     LEARNER_STEP_SEQUENCES: ClassVar[str] = "batch_size"
 
-    # Steps per stored sequence: an item holds unroll_length + 1 rows, the last one only
-    # bootstrapping the targets (consecutive items share it).
+    # An item holds unroll_length + 1 rows, the last only bootstrapping (the next item's first).
     unroll_length: int = 20
     # Sequences per batch the learner trains on.
     batch_size: int = 8
-    # Items the queue holds before actors wait (null: two learner steps' worth). Each item
-    # is trained on once; the bound is how far actors may run ahead of the learner.
+    # Items the queue holds before actors wait (null: two learner steps' worth); each is trained on once.
     max_queue_size: int | None = None
 
     discount: float = 0.99
     learning_rate: float = 3e-4
     # Linear decay of the learning rate to final_learning_rate_fraction of it by this many
-    # actor steps (counted as the steps the learner has trained on); conf/agent/<name>.yaml
-    # sets it to the run's max_actor_steps. 0 keeps it constant.
+    # actor steps trained on (conf/agent/<name>.yaml: max_actor_steps; 0: constant).
     decay_actor_steps: int = 0
     final_learning_rate_fraction: float = 1.0
     max_gradient_norm: float = 0.5
@@ -138,6 +126,10 @@ class OnPolicyConfig:
     @property
     def sequence_length(self) -> int:
         return self.unroll_length + 1
+
+    @property
+    def sequence_period(self) -> int:
+        return self.unroll_length
 
 
 def builder_factory(builder: type | str, config_class: type) -> Callable[..., Any]:

@@ -11,7 +11,7 @@ that only build a builder stay fast.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +20,7 @@ import tree
 from dm_env import specs
 
 from rl.agents.actors import ExtrasActor, Policy
-from rl.agents.builder import ActorLearnerBuilder, sequence_iterator
+from rl.agents.builder import SequenceReplayBuilder
 from rl.agents.configs import OnPolicyConfig
 from rl.networks.base import FeedForwardNetwork, zeros_like_spec
 from rl.networks.policy_value import log_prob, policy_mode
@@ -113,17 +113,7 @@ class PolicyParams(NamedTuple):
     observation_statistics: RunningStatistics
 
 
-def extras_spec(environment_spec: EnvironmentSpec) -> dict[str, Any]:
-    """What an on-policy actor stores with each step: the behaviour log-probability and,
-    for continuous actions, the raw Gaussian sample (the environment gets it clipped and
-    rescaled; the stored probability is the raw sample's)."""
-    extras: dict[str, Any] = {"log_prob": specs.Array((), np.float32, "log_prob")}
-    if not is_discrete(environment_spec.actions):
-        extras["raw_action"] = specs.Array(environment_spec.actions.shape, np.float32, "raw_action")
-    return extras
-
-
-class SequenceQueueBuilder(ActorLearnerBuilder):
+class SequenceQueueBuilder(SequenceReplayBuilder):
     """Actors write `unroll_length + 1`-row sequences (one every `unroll_length` steps per
     environment copy) into a reverb queue; the learner trains on each once,
     `sequences_per_learner_step` per learner step. Subclasses provide `make_learning`; the
@@ -154,26 +144,22 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
     def samples_per_learner_step(self) -> int:
         return self.config.sequences_per_learner_step
 
+    def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
+        """The behaviour log-probability and, for continuous actions, the raw Gaussian
+        sample (the environment gets it clipped and rescaled; its probability is stored)."""
+        extras: dict[str, Any] = {"log_prob": specs.Array((), np.float32, "log_prob")}
+        if not is_discrete(environment_spec.actions):
+            extras["raw_action"] = specs.Array(environment_spec.actions.shape, np.float32, "raw_action")
+        return extras
+
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
         from rl.replay.queue import make_queue_table
         from rl.replay.sequences import sequence_signature
 
-        signature = sequence_signature(environment_spec, self.config.sequence_length, extras_spec(environment_spec))
-        return [make_queue_table(self.config.replay_table_name, self.config.queue_size, signature)]
-
-    def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.sequences import SequenceAdder, step_spec
-
-        return SequenceAdder(
-            replay_client,
-            self.config.replay_table_name,
-            step_spec(environment_spec, extras_spec(environment_spec)),
-            sequence_length=self.config.sequence_length,
-            period=self.config.unroll_length,
+        signature = sequence_signature(
+            environment_spec, self.config.sequence_length, self.extras_spec(environment_spec)
         )
-
-    def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        return sequence_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step)
+        return [make_queue_table(self.config.replay_table_name, self.config.queue_size, signature)]
 
     def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
         """`(params, key, observations, step) -> (actions, extras)`: a sample and its

@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from rl.agents.learning import Learning
+
 
 class TrainingState(NamedTuple):
     params: Any
@@ -41,17 +43,6 @@ def learning_rate_at(config: Any, steps: jax.Array) -> jax.Array:
     return jnp.asarray(schedule(steps) if callable(schedule) else schedule, jnp.float32)
 
 
-def make_optimizer(config: Any) -> optax.GradientTransformation:
-    return optax.chain(
-        optax.clip_by_global_norm(config.max_gradient_norm),
-        optax.adam(learning_rate_schedule(config), eps=config.adam_eps),
-    )
-
-
-def initial_state(params: Any, optimizer: optax.GradientTransformation) -> TrainingState:
-    return TrainingState(params, params, optimizer.init(params), jnp.zeros((), jnp.int32))
-
-
 def apply_gradients(
     optimizer: optax.GradientTransformation, gradients: Any, state: TrainingState, target_update_period: int
 ) -> TrainingState:
@@ -63,15 +54,21 @@ def apply_gradients(
     return TrainingState(params, target_params, opt_state, steps)
 
 
-def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: Any, prioritized: bool) -> Any:
+def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: Any, prioritized: bool) -> Learning:
     """The `Learning` of an online and a target network (a copy at first); the online
     parameters act; with `prioritized` the SGD steps' extras become the sampled items'
     priorities in `config.replay_table_name`."""
-    from rl.agents.learning import Learning
+    learning_rate = learning_rate_schedule(config)
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.max_gradient_norm), optax.adam(learning_rate, eps=config.adam_eps)
+    )
 
-    optimizer = make_optimizer(config)
+    def init(key: jax.Array) -> TrainingState:
+        params = init_params(key)
+        return TrainingState(params, params, optimizer.init(params), jnp.zeros((), jnp.int32))
+
     return Learning(
-        init=lambda key: initial_state(init_params(key), optimizer),
+        init=init,
         sgd_step=lambda state, batch: sgd_step(optimizer, state, batch),
         policy_params=lambda state: state.params,
         sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,

@@ -1,6 +1,6 @@
 """PPO as an anakin system: one update = `unroll_length` steps of `num_envs` copies, as
 `num_envs` sequences of `unroll_length + 1` rows (the last only bootstraps), through the
-reverb PPO's own learner update (rl/agents/ppo/learning.py `ppo_update`).
+reverb PPO's own learner update (rl/agents/ppo/builder.py `ppo_update`).
 
 A termination has discount 0. A truncation (time limit) should bootstrap from the
 episode's final observation, but the next row holds the next episode's first one; so the
@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.agents.learning import Batch
-from rl.agents.ppo.learning import TrainingState
+from rl.agents.ppo.builder import TrainingState
 from rl.anakin.system import System, Trajectory, rollout
 from rl.environments.gymnax_vector import EnvStep, VectorState
 

@@ -4,5 +4,3 @@ from rl.agents.configs import builder_factory
 from rl.agents.d4pg.config import D4PGConfig
 
 make_builder = builder_factory("rl.agents.d4pg.builder:D4PGBuilder", D4PGConfig)
-
-__all__ = ["D4PGConfig", "make_builder"]

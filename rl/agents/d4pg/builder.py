@@ -40,18 +40,28 @@ def projected_target(atoms: jax.Array, reward: jax.Array, discount: jax.Array, t
     return jax.lax.stop_gradient(project(shifted, probabilities, atoms))
 
 
+class TrainingState(NamedTuple):
+    policy_params: Any
+    target_policy_params: Any
+    critic_params: Any
+    target_critic_params: Any
+    policy_opt_state: Any
+    critic_opt_state: Any
+    steps: jax.Array
+
+
 def critic_loss(
     critic_params: Any,
-    target_critic_params: Any,
-    target_policy_params: Any,
-    policy_apply: Callable[..., jax.Array],
-    critic_apply: Callable[..., jax.Array],
+    state: TrainingState,
     batch: Transition,
     atoms: jax.Array,
+    policy_apply: Callable[..., jax.Array],
+    critic_apply: Callable[..., jax.Array],
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Cross-entropy between the critic's distribution and the projected target."""
-    next_action = policy_apply(target_policy_params, batch.next_observation)
-    target_logits = critic_apply(target_critic_params, batch.next_observation, next_action)[0]
+    """Cross-entropy between the critic's distribution and the projected target (of the
+    target critic at the target policy's action)."""
+    next_action = policy_apply(state.target_policy_params, batch.next_observation)
+    target_logits = critic_apply(state.target_critic_params, batch.next_observation, next_action)[0]
     target = projected_target(atoms, batch.reward, batch.discount, target_logits)
     logits = critic_apply(critic_params, batch.observation, batch.action)[0]
     loss = jnp.mean(optax.softmax_cross_entropy(logits, target))
@@ -73,65 +83,46 @@ def policy_loss(
     return -jnp.mean(jnp.sum(jax.nn.softmax(logits, axis=-1) * atoms, axis=-1))
 
 
-class TrainingState(NamedTuple):
-    policy_params: Any
-    target_policy_params: Any
-    critic_params: Any
-    target_critic_params: Any
-    policy_opt_state: Any
-    critic_opt_state: Any
-    steps: jax.Array
-
-
-def make_learning(networks: ActorCriticNetworks, config: Any) -> Learning:
-    """Each SGD step updates the distributional critic and the policy, then both targets."""
-    policy = networks.policy_network(stochastic=False)
-    critic = networks.critic_network(num_critics=1, num_outputs=config.num_atoms)
-    policy_optimizer, critic_optimizer = optimizers = make_optimizers(config)
-    atoms = jnp.linspace(config.v_min, config.v_max, config.num_atoms, dtype=jnp.float32)
-
-    def init(random_key: jax.Array) -> TrainingState:
-        policy_key, critic_key = jax.random.split(random_key)
-        return TrainingState(
-            **init_with_targets(policy, critic, optimizers, policy_key, critic_key), steps=jnp.zeros((), jnp.int32)
-        )
-
-    def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
-        critic_grads, metrics = jax.grad(critic_loss, has_aux=True)(
-            state.critic_params,
-            state.target_critic_params,
-            state.target_policy_params,
-            policy.apply,
-            critic.apply,
-            batch,
-            atoms,
-        )
-        loss, policy_grads = jax.value_and_grad(policy_loss)(
-            state.policy_params, state.critic_params, policy.apply, critic.apply, batch.observation, atoms
-        )
-        critic_params, critic_opt_state = gradient_step(
-            critic_optimizer, critic_grads, state.critic_opt_state, state.critic_params
-        )
-        policy_params, policy_opt_state = gradient_step(
-            policy_optimizer, policy_grads, state.policy_opt_state, state.policy_params
-        )
-        polyak = functools.partial(optax.incremental_update, step_size=config.tau)
-        new_state = TrainingState(
-            policy_params=policy_params,
-            target_policy_params=polyak(policy_params, state.target_policy_params),
-            critic_params=critic_params,
-            target_critic_params=polyak(critic_params, state.target_critic_params),
-            policy_opt_state=policy_opt_state,
-            critic_opt_state=critic_opt_state,
-            steps=state.steps + 1,
-        )
-        return new_state, {**metrics, "policy_loss": loss, **learning_rates(config)}
-
-    return continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
-
-
 class D4PGBuilder(ContinuousBuilder):
     default_exploration = functools.partial(GaussianNoise, sigma=0.3)
 
     def make_learning(self, networks: ActorCriticNetworks) -> Learning:
-        return make_learning(networks, self.config)
+        """Each SGD step updates the distributional critic and the policy, then both targets."""
+        config = self.config
+        policy = networks.policy_network(stochastic=False)
+        critic = networks.critic_network(num_critics=1, num_outputs=config.num_atoms)
+        policy_optimizer, critic_optimizer = optimizers = make_optimizers(config)
+        atoms = jnp.linspace(config.v_min, config.v_max, config.num_atoms, dtype=jnp.float32)
+
+        def init(random_key: jax.Array) -> TrainingState:
+            policy_key, critic_key = jax.random.split(random_key)
+            return TrainingState(
+                **init_with_targets(policy, critic, optimizers, policy_key, critic_key), steps=jnp.zeros((), jnp.int32)
+            )
+
+        def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
+            critic_grads, metrics = jax.grad(critic_loss, has_aux=True)(
+                state.critic_params, state, batch, atoms, policy.apply, critic.apply
+            )
+            loss, policy_grads = jax.value_and_grad(policy_loss)(
+                state.policy_params, state.critic_params, policy.apply, critic.apply, batch.observation, atoms
+            )
+            critic_params, critic_opt_state = gradient_step(
+                critic_optimizer, critic_grads, state.critic_opt_state, state.critic_params
+            )
+            policy_params, policy_opt_state = gradient_step(
+                policy_optimizer, policy_grads, state.policy_opt_state, state.policy_params
+            )
+            polyak = functools.partial(optax.incremental_update, step_size=config.tau)
+            new_state = TrainingState(
+                policy_params=policy_params,
+                target_policy_params=polyak(policy_params, state.target_policy_params),
+                critic_params=critic_params,
+                target_critic_params=polyak(critic_params, state.target_critic_params),
+                policy_opt_state=policy_opt_state,
+                critic_opt_state=critic_opt_state,
+                steps=state.steps + 1,
+            )
+            return new_state, {**metrics, "policy_loss": loss, **learning_rates(config)}
+
+        return continuous_learning(init, sgd_step, config, networks.environment_spec.actions)

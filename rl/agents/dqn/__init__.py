@@ -4,5 +4,3 @@ from rl.agents.configs import builder_factory
 from rl.agents.dqn.config import DQNConfig
 
 make_builder = builder_factory("rl.agents.dqn.builder:DQNBuilder", DQNConfig)
-
-__all__ = ["DQNConfig", "make_builder"]

@@ -41,27 +41,6 @@ def double_q_loss(
     return loss, {"abs_td_error": jnp.abs(td_error), "q_mean": jnp.mean(q_tm1)}
 
 
-def make_learning(network: FeedForwardNetwork, config: Any) -> Learning:
-    """Each SGD step sees its slice of the batch with its importance weights (all 1 unless
-    prioritized); the sampled items' priorities become their absolute TD errors."""
-
-    def sgd_step(optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch):
-        weights = normalized_weights(batch.importance_weights)
-        gradients, extras = jax.grad(double_q_loss, has_aux=True)(
-            state.params, state.target_params, network.apply, batch.data, weights, config.huber_loss_delta
-        )
-        metrics = {
-            "gradient_norm": optax.global_norm(gradients),
-            "learning_rate": learning_rate_at(config, state.steps),
-            "q_mean": extras["q_mean"],
-            "td_error": jnp.mean(extras["abs_td_error"]),
-        }
-        state = apply_gradients(optimizer, gradients, state, config.target_update_period)
-        return state, metrics, extras["abs_td_error"]
-
-    return q_learning(network.init, sgd_step, config, config.prioritized)
-
-
 class DQNBuilder(TransitionReplayBuilder):
     anakin = "off_policy"
 
@@ -73,5 +52,23 @@ class DQNBuilder(TransitionReplayBuilder):
 
         return with_exploration(policy, head)
 
-    def make_learning(self, networks: FeedForwardNetwork) -> Learning:
-        return make_learning(networks, self.config)
+    def make_learning(self, network: FeedForwardNetwork) -> Learning:
+        """Each SGD step sees its slice of the batch with its importance weights (all 1 unless
+        prioritized); the sampled items' priorities become their absolute TD errors."""
+        config = self.config
+
+        def sgd_step(optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch):
+            weights = normalized_weights(batch.importance_weights)
+            gradients, extras = jax.grad(double_q_loss, has_aux=True)(
+                state.params, state.target_params, network.apply, batch.data, weights, config.huber_loss_delta
+            )
+            metrics = {
+                "gradient_norm": optax.global_norm(gradients),
+                "learning_rate": learning_rate_at(config, state.steps),
+                "q_mean": extras["q_mean"],
+                "td_error": jnp.mean(extras["abs_td_error"]),
+            }
+            state = apply_gradients(optimizer, gradients, state, config.target_update_period)
+            return state, metrics, extras["abs_td_error"]
+
+        return q_learning(network.init, sgd_step, config, config.prioritized)

@@ -10,10 +10,8 @@ from rl.checks import require_positive
 
 @dataclasses.dataclass
 class DQNConfig(ReplayConfig):
-    # The replay section (rl/agents/builder.py), with DQN's defaults.
     n_step: int = 3
     batch_size: int = 128
-    # Items sampled per item inserted: batch_size / samples_per_insert actor steps per update.
     samples_per_insert: float = 64.0
     max_replay_size: int = 100_000
     replay_table_name: str = "priority_table"
@@ -22,16 +20,14 @@ class DQNConfig(ReplayConfig):
     importance_sampling_exponent: float = 0.4
 
     learning_rate: float = 5e-4
-    # Anneal the learning rate linearly to `final_learning_rate_fraction` of its value by
-    # this actor step (0 keeps it constant). conf/agent/dqn.yaml sets it to the run's
-    # `max_actor_steps`, so the schedule spans every run whatever its length.
+    # Decay ("linear" or "cosine", rl/agents/q_learning.py) to final_learning_rate_fraction
+    # of the rate by this actor step (0: constant; conf/agent/dqn.yaml: max_actor_steps).
     learning_rate_decay_actor_steps: int = 0
     final_learning_rate_fraction: float = 0.0
-    # The decay's shape: "linear" or "cosine" (rl/agents/q_learning.py states both).
     learning_rate_decay: str = "linear"
     adam_eps: float = 1e-8
     max_gradient_norm: float = 10.0
-    # Counted in SGD steps (not actor steps): the target copy happens every this many updates.
+    # In SGD steps, as every count of learner updates.
     target_update_period: int = 250
     huber_loss_delta: float = 1.0
 
@@ -41,9 +37,6 @@ class DQNConfig(ReplayConfig):
         check_learning_rate_decay(self)
 
     def sgd_steps_by(self, actor_steps: int) -> int:
-        """SGD steps the replay ratio allows once `actor_steps` transitions are inserted.
-
-        Sampling starts at `min_replay_size` items; after that every inserted item buys
-        `samples_per_insert / batch_size` SGD steps (one item per actor step).
-        """
+        """SGD steps the replay ratio allows by `actor_steps` (one item per step): none before
+        `min_replay_size` items, then `samples_per_insert / batch_size` per item."""
         return max(0, round((actor_steps - self.min_replay_size) * self.samples_per_insert / self.batch_size))

@@ -5,5 +5,3 @@ from rl.agents.configs import builder_factory
 from rl.agents.impala.config import IMPALAConfig
 
 make_builder = builder_factory("rl.agents.impala.builder:IMPALABuilder", IMPALAConfig)
-
-__all__ = ["IMPALAConfig", "make_builder"]

@@ -142,7 +142,6 @@ def impala_loss(
 class TrainingState(NamedTuple):
     params: Any
     opt_state: Any
-    # SGD steps taken.
     steps: jax.Array
     # Steps taken by the actors that the learner has trained on: the schedule's clock.
     actor_steps: jax.Array
@@ -194,25 +193,6 @@ def impala_sgd_step(
     return TrainingState(params, opt_state, state.steps + 1, actor_steps), metrics, None
 
 
-def make_learning(network: FeedForwardNetwork, config: Any) -> Learning:
-    """IMPALA's learning: `sgd_steps_per_learner_step` SGD steps per learner step; it serves
-    `PolicyParams` with no statistics (IMPALA acts on raw observations)."""
-    optimizer = make_optimizer(config)
-    statistics = no_statistics()
-
-    def init(random_key: jax.Array) -> TrainingState:
-        params = network.init(random_key)
-        zero = jnp.zeros((), jnp.int32)
-        return TrainingState(params=params, opt_state=optimizer.init(params), steps=zero, actor_steps=zero)
-
-    return Learning(
-        init=init,
-        sgd_step=lambda state, batch: impala_sgd_step(network.apply, optimizer, config, state, batch.data),
-        policy_params=lambda state: PolicyParams(state.params, statistics),
-        sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
-    )
-
-
 class IMPALABuilder(SequenceQueueBuilder):
     """IMPALA from a bounded queue of sequences: actors insert without waiting for the
     learner until the queue holds `queue_size` items; the learner takes
@@ -220,5 +200,21 @@ class IMPALABuilder(SequenceQueueBuilder):
 
     agent_name = "impala"
 
-    def make_learning(self, networks: FeedForwardNetwork) -> Learning:
-        return make_learning(networks, self.config)
+    def make_learning(self, network: FeedForwardNetwork) -> Learning:
+        """IMPALA's learning: `sgd_steps_per_learner_step` SGD steps per learner step; it serves
+        `PolicyParams` with no statistics (IMPALA acts on raw observations)."""
+        config = self.config
+        optimizer = make_optimizer(config)
+        statistics = no_statistics()
+
+        def init(random_key: jax.Array) -> TrainingState:
+            params = network.init(random_key)
+            zero = jnp.zeros((), jnp.int32)
+            return TrainingState(params=params, opt_state=optimizer.init(params), steps=zero, actor_steps=zero)
+
+        return Learning(
+            init=init,
+            sgd_step=lambda state, batch: impala_sgd_step(network.apply, optimizer, config, state, batch.data),
+            policy_params=lambda state: PolicyParams(state.params, statistics),
+            sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
+        )

@@ -12,10 +12,9 @@ OPTIMIZERS = ("adam", "rmsprop")
 
 @dataclasses.dataclass
 class IMPALAConfig(OnPolicyConfig):
-    # The on-policy settings (rl/agents/on_policy.py), with IMPALA's defaults. batch_size
-    # is sequences per SGD step: a learner step takes batch_size *
-    # sgd_steps_per_learner_step sequences from the queue (and max_queue_size bounds how
-    # off-policy the data may get, which V-trace corrects).
+    # batch_size is sequences per SGD step; a learner step takes batch_size *
+    # sgd_steps_per_learner_step from the queue (max_queue_size bounds how off-policy the
+    # data may get, which V-trace corrects).
     LEARNER_STEP_SEQUENCES = "batch_size * sgd_steps_per_learner_step"
 
     learning_rate: float = 6e-4
@@ -24,20 +23,16 @@ class IMPALAConfig(OnPolicyConfig):
     entropy_cost: float = 0.01
     replay_table_name: str = "impala_queue"
 
-    # SGD steps per learner step, run in one jitted lax.scan, each on its own batch_size sequences.
     sgd_steps_per_learner_step: int = 1
-    # V-trace: importance ratios clipped at clip_rho_threshold in the value targets
-    # (rho-bar) and at clip_pg_rho_threshold in the policy-gradient advantage; the traces
-    # c_t = lambda * min(1, rho_t).
+    # V-trace: ratios clipped at clip_rho_threshold in the value targets and at
+    # clip_pg_rho_threshold in the advantage; traces c_t = lambda * min(1, rho_t).
     clip_rho_threshold: float = 1.0
     clip_pg_rho_threshold: float = 1.0
     vtrace_lambda: float = 1.0
 
     optimizer: str = "adam"
-    # Adam's epsilon, or RMSProp's, in different places (learning.py's make_optimizer):
-    # Adam divides by sqrt(v_hat) + eps (outside the square root); RMSProp
-    # (optax.scale_by_rms with its default eps_in_sqrt=True) by sqrt(ms + eps), inside it,
-    # as TF1's RMSPropOptimizer does, the optimiser of the IMPALA paper (epsilon 0.01).
+    # Adam divides by sqrt(v_hat) + eps, RMSProp by sqrt(ms + eps), as TF1's RMSPropOptimizer
+    # (the IMPALA paper's, epsilon 0.01) does.
     optimizer_eps: float = 1e-5
     # RMSProp's decay of the mean square of the gradients.
     rmsprop_decay: float = 0.99
@@ -55,8 +50,7 @@ class IMPALAConfig(OnPolicyConfig):
     def sequences_per_learner_step(self) -> int:
         return self.batch_size * self.sgd_steps_per_learner_step
 
-    # What the shared sequence builder (rl/agents/on_policy.py) reads: IMPALA acts on raw
-    # observations (not configurable, so `agent.normalize_observations` is refused).
+    # IMPALA acts on raw observations (not configurable: `agent.normalize_observations` is refused).
     @property
     def normalize_observations(self) -> bool:
         return False

@@ -5,5 +5,3 @@ from rl.agents.configs import builder_factory
 from rl.agents.ppo.config import PPOConfig
 
 make_builder = builder_factory("rl.agents.ppo.builder:PPOBuilder", PPOConfig)
-
-__all__ = ["PPOConfig", "make_builder"]

@@ -268,28 +268,6 @@ def ppo_update(
     return TrainingState(params, opt_state, statistics, key, state.steps + 1, actor_steps), metrics, None
 
 
-def make_learning(network: FeedForwardNetwork, config: Any) -> Learning:
-    """PPO's learning: each learner step is one `ppo_update` on one batch of sequences."""
-    # Clipped gradients into Adam's direction; `ppo_update` applies the scheduled step size.
-    optimizer = optax.chain(
-        optax.clip_by_global_norm(config.max_gradient_norm), optax.scale_by_adam(eps=config.adam_eps)
-    )
-    observation_spec = getattr(network, "observation_spec", None)
-
-    def init(random_key: jax.Array) -> TrainingState:
-        init_key, key = jax.random.split(random_key)
-        params = network.init(init_key)
-        statistics = no_statistics() if observation_spec is None else init_statistics(observation_spec)
-        zero = jnp.zeros((), jnp.int32)
-        return TrainingState(params, optimizer.init(params), statistics, key, steps=zero, actor_steps=zero)
-
-    return Learning(
-        init=init,
-        sgd_step=lambda state, batch: ppo_update(network.apply, optimizer, config, state, batch.data),
-        policy_params=lambda state: PolicyParams(state.params, state.observation_statistics),
-    )
-
-
 class PPOBuilder(SequenceQueueBuilder):
     """PPO from a queue of sequences: each learner step trains on `batch_size` sequences
     for `num_epochs` passes of `num_minibatches` minibatches."""
@@ -297,9 +275,28 @@ class PPOBuilder(SequenceQueueBuilder):
     agent_name = "ppo"
     anakin = "on_policy"
 
-    def make_learning(self, networks: FeedForwardNetwork) -> Learning:
-        if self.config.normalize_observations and getattr(networks, "observation_spec", None) is None:
+    def make_learning(self, network: FeedForwardNetwork) -> Learning:
+        """PPO's learning: each learner step is one `ppo_update` on one batch of sequences."""
+        config = self.config
+        observation_spec = getattr(network, "observation_spec", None)
+        if config.normalize_observations and observation_spec is None:
             raise ValueError(
                 "normalize_observations needs a network that names its observation spec (policy_value_mlp)"
             )
-        return make_learning(networks, self.config)
+        # Clipped gradients into Adam's direction; `ppo_update` applies the scheduled step size.
+        optimizer = optax.chain(
+            optax.clip_by_global_norm(config.max_gradient_norm), optax.scale_by_adam(eps=config.adam_eps)
+        )
+
+        def init(random_key: jax.Array) -> TrainingState:
+            init_key, key = jax.random.split(random_key)
+            params = network.init(init_key)
+            statistics = no_statistics() if observation_spec is None else init_statistics(observation_spec)
+            zero = jnp.zeros((), jnp.int32)
+            return TrainingState(params, optimizer.init(params), statistics, key, steps=zero, actor_steps=zero)
+
+        return Learning(
+            init=init,
+            sgd_step=lambda state, batch: ppo_update(network.apply, optimizer, config, state, batch.data),
+            policy_params=lambda state: PolicyParams(state.params, state.observation_statistics),
+        )

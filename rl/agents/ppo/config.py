@@ -10,31 +10,25 @@ from rl.checks import require_positive, require_unit_interval
 
 @dataclasses.dataclass
 class PPOConfig(OnPolicyConfig):
-    # The on-policy settings (rl/agents/on_policy.py), with PPO's defaults. unroll_length
-    # is the RL-Zoo's n_steps; one learner step trains on batch_size * unroll_length steps
-    # (fewer where an episode ended inside a sequence and it was padded). A small queue
-    # (max_queue_size, null: two batches) keeps the data close to on-policy (each actor may
-    # have up to num_envs - 1 more items waiting to go in).
+    # unroll_length is the RL-Zoo's n_steps; a learner step trains on batch_size *
+    # unroll_length steps (fewer where a sequence was padded). A small queue keeps the
+    # data close to on-policy.
     unroll_length: int = 32
     replay_table_name: str = "ppo_queue"
 
-    # Passes over each batch, each in num_minibatches shuffled minibatches; all the SGD
-    # steps of a batch run in one jitted lax.scan.
+    # Passes over each batch, each in num_minibatches shuffled minibatches (one lax.scan).
     num_epochs: int = 10
     num_minibatches: int = 4
 
     gae_lambda: float = 0.95
     # PPO's clipping range: the probability ratio is clipped to [1 - eps, 1 + eps].
     clip_epsilon: float = 0.2
-    # clip_epsilon decays linearly with the learning rate (over decay_actor_steps) to this
-    # fraction of its value.
+    # clip_epsilon decays with the learning rate (over decay_actor_steps) to this fraction.
     final_clip_epsilon_fraction: float = 1.0
-    # Value predictions clipped to within this of the batch's initial values (null: not
-    # clipped), as in OpenAI's baselines.
+    # Value predictions clipped to within this of the batch's initial ones (null: not), as in OpenAI's baselines.
     value_clip_epsilon: float | None = None
     normalize_advantages: bool = True
-    # Normalise observations by running statistics (kept by the learner, served with the
-    # policy's parameters), clipped to [-observation_clip, observation_clip].
+    # Normalise observations by the learner's running statistics, clipped to +-observation_clip.
     normalize_observations: bool = False
     observation_clip: float = 10.0
     adam_eps: float = 1e-5

@@ -19,14 +19,14 @@ loads neither rlax nor reverb.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from rl.agents.actors import RecurrentActor, RecurrentPolicy
-from rl.agents.builder import TransitionReplayBuilder, sequence_iterator
+from rl.agents.builder import SequenceReplayBuilder, TransitionReplayBuilder
 from rl.agents.learning import Batch, Learning, normalized_weights
 from rl.agents.q_learning import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
@@ -153,39 +153,12 @@ def r2d2_loss(
     return loss, {"priorities": priorities, **metrics}
 
 
-def make_learning(network: RecurrentNetwork, config: Any) -> Learning:
-    """One SGD step per minibatch of sequences; its extras are the new priority per item."""
-
-    def sgd_step(optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch):
-        loss_fn = functools.partial(
-            r2d2_loss,
-            unroll=network.unroll,
-            batch=batch.data,
-            weights=normalized_weights(batch.importance_weights),
-            burn_in=config.burn_in_length,
-            gamma=config.discount,
-            n=config.n_step,
-            priority_eta=config.priority_eta,
-            rescaling_epsilon=config.rescaling_epsilon if config.value_rescaling else None,
-        )
-        gradients, extras = jax.grad(lambda p: loss_fn(p, state.target_params), has_aux=True)(state.params)
-        priorities = extras.pop("priorities")
-        metrics = {
-            **extras,
-            "gradient_norm": optax.global_norm(gradients),
-            "learning_rate": learning_rate_at(config, state.steps),
-        }
-        return apply_gradients(optimizer, gradients, state, config.target_update_period), metrics, priorities
-
-    return q_learning(network.init, sgd_step, config, prioritized=True)
-
-
-class R2D2Builder(TransitionReplayBuilder):
+class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
     network_kind = "recurrent_q"
     actor_class = RecurrentActor
 
-    def extras_spec(self) -> dict[str, Any]:
-        """What each stored row carries besides the step: the core state acted from."""
+    def extras_spec(self, environment_spec: EnvironmentSpec | None = None) -> dict[str, Any]:
+        """The core state each step was acted from."""
         if self.config.core_state_size is None:
             raise ValueError("agent.core_state_size (the LSTM's units) must be set: r2d2 needs network=lstm")
         return {"core_state": lstm_state_spec(self.config.core_state_size)}
@@ -204,20 +177,6 @@ class R2D2Builder(TransitionReplayBuilder):
                 priority_exponent=self.config.priority_exponent,
             )
         ]
-
-    def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.sequences import SequenceAdder, step_spec
-
-        return SequenceAdder(
-            replay_client,
-            self.config.replay_table_name,
-            step_spec(environment_spec, self.extras_spec()),
-            sequence_length=self.config.sequence_length,
-            period=self.config.sequence_period,
-        )
-
-    def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        return sequence_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step)
 
     def _check_network(self, networks: Any) -> None:
         if not isinstance(networks, RecurrentNetwork):
@@ -254,6 +213,30 @@ class R2D2Builder(TransitionReplayBuilder):
             return self.make_policy(networks, environment_spec, evaluation=False)
         return self._policy(networks, EpsilonGreedy(epsilon_start=epsilon, epsilon_end=epsilon))
 
-    def make_learning(self, networks: RecurrentNetwork) -> Learning:
-        self._check_network(networks)
-        return make_learning(networks, self.config)
+    def make_learning(self, network: RecurrentNetwork) -> Learning:
+        """One SGD step per minibatch of sequences; its extras are the new priority per item."""
+        self._check_network(network)
+        config = self.config
+
+        def sgd_step(optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch):
+            loss_fn = functools.partial(
+                r2d2_loss,
+                unroll=network.unroll,
+                batch=batch.data,
+                weights=normalized_weights(batch.importance_weights),
+                burn_in=config.burn_in_length,
+                gamma=config.discount,
+                n=config.n_step,
+                priority_eta=config.priority_eta,
+                rescaling_epsilon=config.rescaling_epsilon if config.value_rescaling else None,
+            )
+            gradients, extras = jax.grad(lambda p: loss_fn(p, state.target_params), has_aux=True)(state.params)
+            priorities = extras.pop("priorities")
+            metrics = {
+                **extras,
+                "gradient_norm": optax.global_norm(gradients),
+                "learning_rate": learning_rate_at(config, state.steps),
+            }
+            return apply_gradients(optimizer, gradients, state, config.target_update_period), metrics, priorities
+
+        return q_learning(network.init, sgd_step, config, prioritized=True)

@@ -4,5 +4,3 @@ from rl.agents.configs import builder_factory
 from rl.agents.sac.config import SACConfig
 
 make_builder = builder_factory("rl.agents.sac.builder:SACBuilder", SACConfig)
-
-__all__ = ["SACConfig", "make_builder"]

@@ -25,24 +25,34 @@ from rl.networks.actor_critic import ActorCriticNetworks
 from rl.types import Transition
 
 
+class TrainingState(NamedTuple):
+    policy_params: Any
+    target_policy_params: Any
+    critic_params: Any
+    target_critic_params: Any
+    policy_opt_state: Any
+    critic_opt_state: Any
+    key: jax.Array
+    steps: jax.Array
+
+
 def critic_loss(
     critic_params: Any,
-    target_critic_params: Any,
-    target_policy_params: Any,
-    policy_apply: Callable[..., jax.Array],
-    critic_apply: Callable[..., jax.Array],
+    state: TrainingState,
     batch: Transition,
     key: jax.Array,
     sigma: float,
     noise_clip: float,
+    policy_apply: Callable[..., jax.Array],
+    critic_apply: Callable[..., jax.Array],
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Both critics against y = r + discount * min_i Q'_i(s', a~'), a~' the target policy's
-    action plus N(0, sigma^2) noise clipped to +-noise_clip, kept in [-1, 1]; see
-    `twin_critic_loss`."""
-    target_action = policy_apply(target_policy_params, batch.next_observation)
+    """Both critics against y = r + discount * min_i Q'_i(s', a~'), Q' the target critics
+    and a~' the target policy's action plus N(0, sigma^2) noise clipped to +-noise_clip,
+    kept in [-1, 1]; see `twin_critic_loss`."""
+    target_action = policy_apply(state.target_policy_params, batch.next_observation)
     noise = jnp.clip(sigma * jax.random.normal(key, target_action.shape), -noise_clip, noise_clip)
     next_action = jnp.clip(target_action + noise, -1.0, 1.0)
-    next_q = critic_apply(target_critic_params, batch.next_observation, next_action)[..., 0]
+    next_q = critic_apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]
     target = twin_critic_target(batch.reward, batch.discount, next_q)
     return twin_critic_loss(critic_apply(critic_params, batch.observation, batch.action)[..., 0], target)
 
@@ -59,78 +69,59 @@ def policy_loss(
     return -jnp.mean(critic_apply(critic_params, observation, action)[0, :, 0])
 
 
-class TrainingState(NamedTuple):
-    policy_params: Any
-    target_policy_params: Any
-    critic_params: Any
-    target_critic_params: Any
-    policy_opt_state: Any
-    critic_opt_state: Any
-    key: jax.Array
-    steps: jax.Array
-
-
-def make_learning(networks: ActorCriticNetworks, config: Any) -> Learning:
-    """Each SGD step updates the critics; the policy and both targets move every
-    `policy_delay` steps."""
-    policy = networks.policy_network(stochastic=False)
-    critic = networks.critic_network(num_critics=2)
-    policy_optimizer, critic_optimizer = optimizers = make_optimizers(config)
-
-    def init(random_key: jax.Array) -> TrainingState:
-        policy_key, critic_key, key = jax.random.split(random_key, 3)
-        return TrainingState(
-            **init_with_targets(policy, critic, optimizers, policy_key, critic_key),
-            key=key,
-            steps=jnp.zeros((), jnp.int32),
-        )
-
-    def policy_and_target_update(state: TrainingState, observation: jax.Array):
-        loss, grads = jax.value_and_grad(policy_loss)(
-            state.policy_params, state.critic_params, policy.apply, critic.apply, observation
-        )
-        policy_params, policy_opt_state = gradient_step(
-            policy_optimizer, grads, state.policy_opt_state, state.policy_params
-        )
-        state = state._replace(
-            policy_params=policy_params,
-            policy_opt_state=policy_opt_state,
-            target_policy_params=optax.incremental_update(policy_params, state.target_policy_params, config.tau),
-            target_critic_params=optax.incremental_update(state.critic_params, state.target_critic_params, config.tau),
-        )
-        return state, loss
-
-    def skip_update(state: TrainingState, observation: jax.Array):
-        # Only the metric: a forward pass, so every step logs the current policy loss.
-        return state, policy_loss(state.policy_params, state.critic_params, policy.apply, critic.apply, observation)
-
-    def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
-        key, noise_key = jax.random.split(state.key)
-        grads, metrics = jax.grad(critic_loss, has_aux=True)(
-            state.critic_params,
-            state.target_critic_params,
-            state.target_policy_params,
-            policy.apply,
-            critic.apply,
-            batch,
-            noise_key,
-            config.target_policy_sigma,
-            config.target_noise_clip,
-        )
-        critic_params, critic_opt_state = gradient_step(
-            critic_optimizer, grads, state.critic_opt_state, state.critic_params
-        )
-        state = state._replace(
-            critic_params=critic_params, critic_opt_state=critic_opt_state, key=key, steps=state.steps + 1
-        )
-        state, loss = jax.lax.cond(
-            state.steps % config.policy_delay == 0, policy_and_target_update, skip_update, state, batch.observation
-        )
-        return state, {**metrics, "policy_loss": loss, **learning_rates(config)}
-
-    return continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
-
-
 class TD3Builder(ContinuousBuilder):
     def make_learning(self, networks: ActorCriticNetworks) -> Learning:
-        return make_learning(networks, self.config)
+        """Each SGD step updates the critics; the policy and both targets move every
+        `policy_delay` steps."""
+        config = self.config
+        policy = networks.policy_network(stochastic=False)
+        critic = networks.critic_network(num_critics=2)
+        policy_optimizer, critic_optimizer = optimizers = make_optimizers(config)
+
+        def init(random_key: jax.Array) -> TrainingState:
+            policy_key, critic_key, key = jax.random.split(random_key, 3)
+            return TrainingState(
+                **init_with_targets(policy, critic, optimizers, policy_key, critic_key),
+                key=key,
+                steps=jnp.zeros((), jnp.int32),
+            )
+
+        def policy_and_target_update(state: TrainingState, observation: jax.Array):
+            loss, grads = jax.value_and_grad(policy_loss)(
+                state.policy_params, state.critic_params, policy.apply, critic.apply, observation
+            )
+            policy_params, policy_opt_state = gradient_step(
+                policy_optimizer, grads, state.policy_opt_state, state.policy_params
+            )
+            state = state._replace(
+                policy_params=policy_params,
+                policy_opt_state=policy_opt_state,
+                target_policy_params=optax.incremental_update(policy_params, state.target_policy_params, config.tau),
+                target_critic_params=optax.incremental_update(
+                    state.critic_params, state.target_critic_params, config.tau
+                ),
+            )
+            return state, loss
+
+        def skip_update(state: TrainingState, observation: jax.Array):
+            # Only the metric: a forward pass, so every step logs the current policy loss.
+            return state, policy_loss(state.policy_params, state.critic_params, policy.apply, critic.apply, observation)
+
+        def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
+            key, noise_key = jax.random.split(state.key)
+            sigma, noise_clip = config.target_policy_sigma, config.target_noise_clip
+            grads, metrics = jax.grad(critic_loss, has_aux=True)(
+                state.critic_params, state, batch, noise_key, sigma, noise_clip, policy.apply, critic.apply
+            )
+            critic_params, critic_opt_state = gradient_step(
+                critic_optimizer, grads, state.critic_opt_state, state.critic_params
+            )
+            state = state._replace(
+                critic_params=critic_params, critic_opt_state=critic_opt_state, key=key, steps=state.steps + 1
+            )
+            state, loss = jax.lax.cond(
+                state.steps % config.policy_delay == 0, policy_and_target_update, skip_update, state, batch.observation
+            )
+            return state, {**metrics, "policy_loss": loss, **learning_rates(config)}
+
+        return continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
