@@ -1,9 +1,6 @@
-"""Actor-critic MLPs for continuous control (SAC, TD3, D4PG), conf/network/actor_critic_mlp.yaml.
-
-`ActorCriticNetworks` describes the MLPs bound to an environment spec; each agent asks
-it for the heads it needs: a deterministic or a Gaussian policy, and one or more critics
-with one output (a Q-value) or many (a categorical value distribution).
-"""
+"""Actor-critic MLPs for continuous control (SAC, TD3, D4PG), conf/network/actor_critic_mlp.yaml:
+each agent asks for the heads it needs (a deterministic or Gaussian policy, critics with
+a Q-value or a categorical value distribution)."""
 
 from __future__ import annotations
 

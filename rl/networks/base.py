@@ -35,12 +35,9 @@ class GaussianParams(NamedTuple):
 
 
 def tanh_normal(loc: jax.Array, scale: jax.Array) -> distrax.Distribution:
-    """A diagonal Gaussian squashed into [-1, 1] by tanh, one event over the last axis.
-
-    distrax computes log-probabilities of its own samples from the pre-tanh value, which
-    stays finite where tanh saturates. Imported here, not with the module: distrax loads
-    TensorFlow Probability's JAX substrate (about 3 s), without TensorFlow (rl/lazy_tensorflow.py).
-    """
+    """A diagonal Gaussian squashed into [-1, 1] by tanh, one event over the last axis
+    (distrax's log-probabilities of its own samples stay finite where tanh saturates).
+    distrax loads TensorFlow Probability's JAX substrate (about 3 s): imported on use."""
     distrax = import_without_tensorflow("distrax")
     base = distrax.MultivariateNormalDiag(loc=loc, scale_diag=scale)
     return distrax.Transformed(base, distrax.Block(distrax.Tanh(), ndims=1))
@@ -53,8 +50,7 @@ def zeros_like_spec(spec: Any, batch_size: int | None = 1) -> Any:
 
 
 def transform(forward: Callable[..., Any], *dummy_inputs: Any) -> FeedForwardNetwork:
-    """`forward` as an (init, apply) pair; init is jitted: one compiled program (cached
-    across runs), not dozens of eagerly dispatched operations."""
+    """`forward` as an (init, apply) pair; init is jitted (one cached program, not dozens of ops)."""
     transformed = hk.without_apply_rng(hk.transform(forward))
     return FeedForwardNetwork(init=jax.jit(lambda key: transformed.init(key, *dummy_inputs)), apply=transformed.apply)
 
@@ -80,8 +76,7 @@ def mlp(
 
 
 def q_head(features: jax.Array, actions: int, dueling: bool) -> jax.Array:
-    """One Q-value per action; dueling splits it into a state value and mean-centred
-    advantages, which helps when many actions have similar values."""
+    """One Q-value per action; dueling: a state value plus mean-centred advantages."""
     if not dueling:
         return hk.Linear(actions, name="q_head")(features)
     value = hk.Linear(1, name="value_head")(features)

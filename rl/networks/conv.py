@@ -1,17 +1,7 @@
-"""Convolutional networks for pixel observations (environment=atari).
-
-Two torsos map a batch of uint8 [H, W, C] frames (scaled by 1/255 here, so replay keeps
-uint8) to a feature vector:
-
-* `nature_torso` (Mnih et al., 2015): 32 8x8 filters at stride 4, 64 4x4 at stride 2, 64
-  3x3 at stride 1 (VALID padding, ReLU), then a 512-unit ReLU layer;
-* `impala_torso` (Espeholt et al., 2018): per stage a 3x3 convolution, a 3x3 max pool at
-  stride 2 and two residual blocks (ReLU, conv, ReLU, conv, add), stages of 16, 32 and 32
-  channels, then a 256-unit ReLU layer.
-
-`network=atari_cnn` and `network=impala_resnet` put one under the head the agent needs:
-Q-values (dqn) or a policy and a value sharing the torso (ppo, impala); network=lstm
-takes either by its dotted path (`network=lstm_atari_cnn`).
+"""Convolutional networks for pixel observations (environment=atari): a torso on uint8
+[H, W, C] frames (scaled by 1/255 here, so replay keeps uint8) under the head the agent
+needs, Q-values (dqn) or a policy and a value sharing the torso (ppo, impala);
+network=lstm takes a torso by its dotted path (`network=lstm_atari_cnn`).
 """
 
 from __future__ import annotations
@@ -32,14 +22,14 @@ NETWORK_KINDS = ("q_values", "policy_value")
 
 
 def scale_frames(frames: jax.Array) -> jax.Array:
-    """uint8 pixels in [0, 255] as float32 in [0, 1]; float inputs pass unchanged."""
     if jnp.issubdtype(frames.dtype, jnp.integer):
         return frames.astype(jnp.float32) / 255.0
     return frames.astype(jnp.float32)
 
 
 def nature_torso(hidden_size: int = 512) -> Torso:
-    """The Nature DQN torso: (B, H, W, C) frames -> (B, hidden_size) features."""
+    """The Nature DQN torso (Mnih et al., 2015): 32 8x8 filters at stride 4, 64 4x4 at
+    stride 2, 64 3x3 at stride 1 (VALID, ReLU), then a ReLU layer of `hidden_size`."""
 
     def torso(frames: jax.Array) -> jax.Array:
         x = scale_frames(frames)
@@ -52,7 +42,9 @@ def nature_torso(hidden_size: int = 512) -> Torso:
 
 
 def impala_torso(channels: Sequence[int] = (16, 32, 32), num_blocks: int = 2, hidden_size: int = 256) -> Torso:
-    """IMPALA's residual torso: (B, H, W, C) frames -> (B, hidden_size) features."""
+    """IMPALA's residual torso (Espeholt et al., 2018): per stage a 3x3 convolution, a 3x3
+    max pool at stride 2 and `num_blocks` residual blocks (ReLU, conv, ReLU, conv, add),
+    then a ReLU layer of `hidden_size`."""
 
     def torso(frames: jax.Array) -> jax.Array:
         x = scale_frames(frames)
@@ -85,7 +77,7 @@ def _build(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], n
         forward = lambda observation: q_head(make_torso()(observation), actions, dueling)
         return transform(forward, zeros_like_spec(environment_spec.observations))
     if network_kind == "policy_value":
-        # A policy and a value head on one shared torso, as in the PPO and IMPALA Atari networks.
+
         def forward(observation: jax.Array) -> tuple[Any, jax.Array]:
             features = make_torso()(observation)
             return policy_head(features, environment_spec.actions), value_head(features)

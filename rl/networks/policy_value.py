@@ -1,10 +1,7 @@
-"""Policy-and-value MLPs for the on-policy agents (PPO, IMPALA), and the distribution
-helpers their policies and losses use.
-
-`apply(params, observations)` gives `(policy_output, value)`: (B, num_actions) logits for
-discrete actions, or a `GaussianParams` in the network's [-1, 1] action units with a
-state-independent log standard deviation (a learned vector, as in PPO's paper); the
-value is (B,).
+"""Policy-and-value networks for the on-policy agents (PPO, IMPALA), and the distribution
+helpers their policies and losses use. `apply(params, observations)` gives
+`(policy_output, value)`: (B, num_actions) logits, or a `GaussianParams` in [-1, 1]
+action units with a state-independent learned log std; and a (B,) value.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""Recurrent Q-networks for agents that need memory (R2D2): torso -> LSTM core -> Q head.
+"""Recurrent Q-networks (R2D2): torso -> LSTM core -> Q head, conf/network/lstm.yaml.
 
-`make_recurrent_q_network` (conf/network/lstm.yaml) returns a `RecurrentNetwork`: one set
-of parameters used two ways. Actors call `apply` once per environment step, carrying the
-core state from step to step; learners call `unroll` on whole stored sequences
-(`hk.dynamic_unroll`, time-major), starting from the state the actor stored with the
-sequence. Both run the same modules, so their Q-values agree step for step.
-
-The core state is a dict `{"cell": (B, H), "hidden": (B, H)}` of float32 arrays: plain
-arrays are what replay stores (as extras) and what actors keep per environment copy.
+One set of parameters used two ways: actors `apply` it once per step, carrying the core
+state; learners `unroll` it over stored sequences (time-major) from the state the actor
+stored. Both run the same modules, so their Q-values agree step for step. The core state
+is a dict `{"cell": (B, H), "hidden": (B, H)}` of float32 arrays, as replay stores it.
 """
 
 from __future__ import annotations
@@ -29,11 +25,9 @@ CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
 
 @dataclasses.dataclass(frozen=True)
 class RecurrentNetwork:
-    """`init(key) -> params`; `initial_state(batch) -> CoreState` (zeros, no parameters);
-    `apply(params, observations, state) -> (q_values (B, A), state)` for one step;
-    `unroll(params, observations, state) -> (q_values (T, B, A), final state)` over a
-    time-major sequence; `state_spec`, one row of the core state as dm_env specs (the
-    extras an actor stores with each step)."""
+    """`apply(params, observations, state) -> (q_values (B, A), state)` for one step,
+    `unroll(params, observations, state) -> (q_values (T, B, A), final state)`,
+    `initial_state(batch)` (zeros) and `state_spec`, one row of the core state."""
 
     init: Callable[[jax.Array], Any]
     initial_state: Callable[[int], dict[str, np.ndarray]]
@@ -43,7 +37,6 @@ class RecurrentNetwork:
 
 
 def lstm_state_spec(size: int) -> dict[str, specs.Array]:
-    """One row of an LSTM core state of `size` units, as stored with each step in replay."""
     return {"cell": specs.Array((size,), np.float32, "cell"), "hidden": specs.Array((size,), np.float32, "hidden")}
 
 
@@ -61,8 +54,8 @@ TORSOS: dict[str, Callable[..., Callable[[jax.Array], jax.Array]]] = {"mlp": mlp
 
 
 def resolve_torso(torso: str) -> Callable[..., Callable[[jax.Array], jax.Array]]:
-    """A torso factory by short name (`mlp`, `identity`) or dotted path to any callable that,
-    given `torso_kwargs`, returns a haiku function mapping (B, ...) observations to (B, F)."""
+    """A torso factory by short name or dotted path: given `torso_kwargs`, it returns a
+    haiku function from (B, ...) observations to (B, F) features."""
     if torso in TORSOS:
         return TORSOS[torso]
     module_name, _, attribute = torso.rpartition(".")
@@ -84,8 +77,7 @@ def make_recurrent_q_network(
     lstm_size: int = 128,
     dueling: bool = False,
 ) -> RecurrentNetwork:
-    """A torso (MLP by default), an LSTM of `lstm_size` units and a linear Q head (split
-    into value and mean-centred advantages when `dueling`)."""
+    """A torso (MLP by default), an LSTM of `lstm_size` units and a (dueling) Q head."""
     if int(lstm_size) <= 0:
         raise ValueError(f"lstm_size must be positive, got {lstm_size}")
     kwargs = dict(torso_kwargs or {})
