@@ -292,17 +292,14 @@ class LearnerNode(_Node):
         if not ray.get_runtime_context().was_current_actor_reconstructed:
             self._ready.set()
 
-    def run(self) -> int:
+    def run(self) -> None:
         """Steps until `stop` (or for good on the rate limiter, once actors stop inserting)."""
         self._ready.wait()
-        steps = 0
         while not self._stop.is_set():
             with self._step_lock:
                 self._learner.step()
                 self._version += 1
-            steps += 1
         self._counter.flush()
-        return steps
 
     def get_variables(self, names: Sequence[str]) -> list[Any]:
         if not self._ready.wait(timeout=10.0):
@@ -358,8 +355,7 @@ class ActorNode(_Node):
             initial_step=self._start["steps"],
         )
 
-    def run(self) -> int:
-        steps = 0
+    def run(self) -> None:
         while True:
             self._loop.count_partial_episode()  # The spent lease's steps counted before the next.
             lease = ray.get(self._counter.lease_steps.remote(self._actor_id, self._start["restart"], STEP_LEASE))
@@ -369,10 +365,8 @@ class ActorNode(_Node):
                 time.sleep(HELD_POLL_S)
                 continue
             self._act(lease)
-            steps += lease
         if getattr(self._loop.actor, "adder", None) is not None:
             self._loop.actor.adder.reset()
-        return steps
 
     def _act(self, lease: int) -> None:
         """Exactly `lease` steps, reconnecting to a restarted replay node (episodes restart)."""
