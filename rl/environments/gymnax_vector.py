@@ -1,10 +1,7 @@
 """gymnax environments: `GymnaxVector`, copies as pure functions of (state, action, key)
 for compiled runs (launcher=anakin: inside `lax.scan`, `vmap` over seeds, `jit`), and
 `GymnaxToDmEnv`, one copy as a dm_env for launcher=local/ray (slow, for checking).
-
-Each copy resets itself when its episode ends and keeps its running return and length
-on the device. Unlike gymnax's `step`, a step tells termination (discount 0) from the
-time limit (`truncated`: bootstrap from `final_observation`, before the reset).
+Unlike gymnax's `step`, theirs tell termination (discount 0) from the time limit.
 """
 
 from __future__ import annotations
@@ -89,17 +86,13 @@ def single_step(environment: Any, params: Any, key: jax.Array, env_state: Any, a
         unlimited = dataclasses.replace(params, max_steps_in_episode=np.iinfo(np.int32).max)
         terminated = jnp.asarray(environment.is_terminal(env_state, unlimited), bool)
         truncated = done & (time >= limit) & ~terminated
-    return (
-        jnp.asarray(observation, jnp.float32),
-        env_state,
-        jnp.asarray(reward, jnp.float32).reshape(()),
-        done,
-        truncated,
-    )
+    reward = jnp.asarray(reward, jnp.float32).reshape(())
+    return jnp.asarray(observation).astype(jnp.float32), env_state, reward, done, truncated
 
 
 class GymnaxVector:
-    """`num_envs` copies of gymnax environment `name`, reset automatically (see the module)."""
+    """`num_envs` copies of gymnax environment `name`; each resets itself when its episode
+    ends and keeps its running return and length on the device."""
 
     def __init__(self, name: str, num_envs: int, kwargs: dict[str, Any] | None = None):
         if num_envs < 1:
@@ -123,7 +116,7 @@ class GymnaxVector:
         )
         reset_observation, reset_state = self.environment.reset_env(reset_key, self.params)
         env_state = jax.tree_util.tree_map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
-        next_observation = jnp.where(done, jnp.asarray(reset_observation, jnp.float32), observation)
+        next_observation = jnp.where(done, jnp.asarray(reset_observation).astype(jnp.float32), observation)
         return next_observation, env_state, reward, done, truncated, observation
 
     def step(self, state: VectorState, action: jax.Array, key: jax.Array) -> tuple[VectorState, EnvStep]:

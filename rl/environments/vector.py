@@ -1,8 +1,5 @@
 """Several copies of one environment stepped together, so an actor acts for all of them
-with one batched policy call. Copy `i` behaves exactly as the same environment made alone
-with the same seed; timesteps come back batched (a leading axis over the copies stepped),
-and a copy whose episode ends is reset on request, so the loop sees its terminal step.
-"""
+with one batched policy call; copy `i` behaves exactly as the environment made alone with its seed."""
 
 from __future__ import annotations
 
@@ -34,8 +31,8 @@ def stack(items: Sequence[Any]) -> Any:
 class VectorEnvironment:
     """`num_envs` dm_env environments behind one batched interface: `step_type`, `reward`
     and `discount` of shape (len(env_ids),), observations with that leading axis. A copy
-    whose step was the last of its episode must be `reset(env_ids=...)` before its next step.
-    """
+    whose step was the last of its episode is `reset(env_ids=...)` before its next step
+    (so the loop sees the terminal step)."""
 
     def __init__(self, environments: Sequence[dm_env.Environment]):
         if not environments:
