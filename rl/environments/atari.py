@@ -129,9 +129,10 @@ def make_atari_environment(
     return GymnasiumToDmEnv(environment, seed=int(seed))
 
 
-def envpool_options(**settings: Any) -> tuple[str, dict[str, Any]]:
-    """envpool's task id and `envpool.make` options for `make_atari_environment`'s
-    preprocessing with `settings` (its defaults for the rest)."""
+def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVectorEnvironment:
+    """`num_envs` copies of the game stepped by envpool with `make_atari_environment`'s
+    preprocessing for `settings` (its defaults for the rest), with `VectorEnvironment`'s
+    interface and the gymnasium backend's [H, W, frames] uint8 observations."""
     parameters = inspect.signature(make_atari_environment).parameters
     unknown = set(settings) - set(parameters)
     if unknown:
@@ -152,15 +153,8 @@ def envpool_options(**settings: Any) -> tuple[str, dict[str, Any]]:
         "use_fire_reset": False,  # So that both backends play the same game.
         "use_inter_area_resize": True,
         "max_episode_steps": int(max_episode_steps if max_episode_steps is not None else 10**9),
+        # envpool's default is a thread per copy: on a small machine 32 threads fight over
+        # the cores (scripts/benchmark.py atari measured x32 slower than x8 that way).
+        "num_threads": max(1, min(int(num_envs), os.cpu_count() or 1)),
     }
-    return f"{game_name(chosen['name'])}-v5", options
-
-
-def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVectorEnvironment:
-    """`num_envs` copies of the game stepped by envpool, with `VectorEnvironment`'s
-    interface and the gymnasium backend's [H, W, frames] uint8 observations."""
-    task, options = envpool_options(**settings)
-    # envpool's default is a thread per copy: on a small machine 32 threads fight over
-    # the cores (scripts/benchmark.py atari measured x32 slower than x8 that way).
-    options["num_threads"] = max(1, min(int(num_envs), os.cpu_count() or 1))
-    return EnvpoolVectorEnvironment(task, seed, num_envs, atari=True, **options)
+    return EnvpoolVectorEnvironment(f"{game_name(chosen['name'])}-v5", seed, num_envs, atari=True, **options)

@@ -57,10 +57,18 @@ class EnvpoolVectorEnvironment(Float32Specs):
     """
 
     def __init__(self, name: str, seed: int, num_envs: int, atari: bool = False, **kwargs: Any):
+        tasks = envpool_tasks()
+        if not tasks:
+            raise ValueError("envpool is not installed (pip install envpool)")
+        if name not in tasks:
+            close = difflib.get_close_matches(name, sorted(tasks), n=5, cutoff=0.6)
+            hint = f"; close ones: {close}" if close else ""
+            raise ValueError(
+                f"envpool has no task '{name}'{hint}; environment.backend=gymnasium steps any gymnasium id"
+            )
         import envpool
 
-        if name not in envpool_tasks():
-            raise ValueError(f"envpool has no task '{name}'")
+        self.name = name
         max_episode_steps = kwargs.pop("max_episode_steps", None)
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = int(max_episode_steps)
@@ -152,26 +160,15 @@ def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
     other specs than the gymnasium backend's)."""
     target = environment.get("_target_")
     if target == ATARI_FACTORY:  # Its own options (preprocessing) and observation layout.
-        from rl.environments.atari import envpool_options, make_atari_envpool
+        from rl.environments.atari import make_atari_envpool
 
         settings = {key: value for key, value in environment.items() if key not in ("_target_", "render_mode")}
-        name = envpool_options(**settings)[0]
         factory = functools.partial(make_atari_envpool, **settings)
     elif target in GYMNASIUM_FACTORIES:
-        name = str(environment.get("name"))
-        options = environment.get("kwargs") or {}
-        factory = functools.partial(
-            EnvpoolVectorEnvironment, name, max_episode_steps=environment.get("max_episode_steps"), **options
-        )
+        options = {**(environment.get("kwargs") or {}), "max_episode_steps": environment.get("max_episode_steps")}
+        factory = functools.partial(EnvpoolVectorEnvironment, str(environment.get("name")), **options)
     else:
         raise ValueError(f"envpool steps gymnasium ids (environment=gymnasium, mujoco or atari), not {target}")
-    tasks = envpool_tasks()
-    if not tasks:
-        raise ValueError("envpool is not installed (pip install envpool)")
-    if name not in tasks:
-        close = difflib.get_close_matches(name, sorted(tasks), n=5, cutoff=0.6)
-        hint = f"; close ones: {close}" if close else ""
-        raise ValueError(f"envpool has no task '{name}'{hint}; environment.backend=gymnasium steps any gymnasium id")
     probe = factory(seed=0, num_envs=1)
     try:
         for what, ours, theirs in (
@@ -179,7 +176,7 @@ def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
             ("actions", environment_spec.actions, probe.action_spec()),
         ):
             if _layout(ours) != _layout(theirs):
-                raise ValueError(f"envpool's '{name}' has other {what} ({theirs}) than gymnasium's ({ours})")
+                raise ValueError(f"envpool's '{probe.name}' has other {what} ({theirs}) than gymnasium's ({ours})")
     finally:
         probe.close()
     return factory
