@@ -1,16 +1,16 @@
 """TensorFlow for reverb without importing all of TensorFlow (about 5 s per process).
 
-reverb and our replay code use a handful of names from modules under `tensorflow.python`.
 `install()` (run by `import rl`) puts a stand-in `tensorflow` module with TensorFlow's
-package path into `sys.modules`: it answers the names in `_LIGHT` from those modules, and
-any other attribute runs TensorFlow's own `__init__` into the same module first, so code
-that needs all of TensorFlow gets it, once, when it asks. tf.data's two packages wait the
-same way. `RL_LAZY_TENSORFLOW=0` turns it off. Pinned to TensorFlow 2.15's layout
+package path into `sys.modules`: it answers the names in `_NAMES` from the modules under
+`tensorflow.python` that define them, and any other attribute runs TensorFlow's own
+`__init__` into the same module first (once). tf.data's two packages wait the same way.
+`RL_LAZY_TENSORFLOW=0` turns it off. Pinned to TensorFlow 2.15's layout
 (tests/test_lazy_tensorflow.py checks every name).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -19,14 +19,13 @@ import os
 import sys
 import threading
 import types
-from typing import Any, ClassVar
+from typing import Any
 
 _DTYPES = "tensorflow.python.framework.dtypes"
 _DATASETS = "tensorflow.python.data.ops.dataset_ops"
-
-# name: (module, attribute) of what the stand-in answers without the full import.
+_VERSION = ("tensorflow.python.framework.versions", "__version__")
 _LIGHT: dict[str, tuple[str, str]] = {
-    "__version__": ("tensorflow.python.framework.versions", "__version__"),
+    "__version__": _VERSION,
     "Tensor": ("tensorflow.python.framework.tensor", "Tensor"),
     "TensorSpec": ("tensorflow.python.framework.tensor_spec", "TensorSpec"),
     "TensorShape": ("tensorflow.python.framework.tensor_shape", "TensorShape"),
@@ -35,111 +34,71 @@ _LIGHT: dict[str, tuple[str, str]] = {
     "load_op_library": ("tensorflow.python.framework.load_library", "load_op_library"),
     **{name: (_DTYPES, name) for name in ("float32", "float64", "double", "int32", "int64", "uint64", "string")},
 }
-# Namespaces: attribute -> {name: (module, attribute)}.
-_NAMESPACES: dict[str, dict[str, tuple[str, str]]] = {
-    "version": {"VERSION": ("tensorflow.python.framework.versions", "__version__")},
-    "data": {"Dataset": (_DATASETS, "DatasetV2"), "AUTOTUNE": (_DATASETS, "AUTOTUNE")},
-    "config": {"set_visible_devices": ("tensorflow.python.framework.config", "set_visible_devices")},
-}
-# tf.compat.v1: the same names, `to_float` (reverb's datasets test for it to tell a TF1
-# runtime), its own Dataset class, and the resource loader reverb's op library asks for.
-_V1_LIGHT: dict[str, tuple[str, str]] = {**_LIGHT, "to_float": ("tensorflow.python.ops.math_ops", "to_float")}
-_V1_NAMESPACES: dict[str, dict[str, tuple[str, str]]] = {
-    "data": {"Dataset": (_DATASETS, "DatasetV1"), "AUTOTUNE": (_DATASETS, "AUTOTUNE")},
-    "resource_loader": {
+# Module or namespace: {name: (module, attribute)} of what it answers without the full import.
+# tf.compat.v1 adds `to_float` (reverb's datasets test for it to tell a TF1 runtime), its own
+# Dataset class, and the resource loader reverb's op library asks for.
+_NAMES: dict[str, dict[str, tuple[str, str]]] = {
+    "tensorflow": _LIGHT,
+    "tensorflow.version": {"VERSION": _VERSION},
+    "tensorflow.data": {"Dataset": (_DATASETS, "DatasetV2"), "AUTOTUNE": (_DATASETS, "AUTOTUNE")},
+    "tensorflow.config": {"set_visible_devices": ("tensorflow.python.framework.config", "set_visible_devices")},
+    "tensorflow.compat.v1": {**_LIGHT, "to_float": ("tensorflow.python.ops.math_ops", "to_float")},
+    "tensorflow.compat.v1.data": {"Dataset": (_DATASETS, "DatasetV1"), "AUTOTUNE": (_DATASETS, "AUTOTUNE")},
+    "tensorflow.compat.v1.resource_loader": {
         "get_path_to_datafile": ("tensorflow.python.platform.resource_loader", "get_path_to_datafile"),
     },
 }
-
-
-def _resolve(source: tuple[str, str]) -> Any:
-    _behave_as_tensorflow_2()
-    module, attribute = source
-    return getattr(importlib.import_module(module), attribute)
+# Packages whose `__init__` waits for the first name asked of them, outermost first.
+_DEFERRED = ("tensorflow.python.data", "tensorflow.python.data.experimental")
+_state: dict[str, Any] = {"stand_in": None, "full": False, "behaviour": False}
+# Threads (actor, learner) may ask for a full import at once: one runs it, the others wait.
+_full_import = threading.RLock()
 
 
 def _behave_as_tensorflow_2() -> None:
-    """What TensorFlow's `__init__` switches on before anything runs (`v2_compat`'s
-    `enable_v2_behavior`): eager execution, resource variables, v2 shapes, tensor
-    equality, control flow v2. Once, on the first name the stand-in answers. Its other
-    half points tf.data's names at their V2 classes, which TF2_BEHAVIOR (set by
-    `install`) already does as those modules load; calling it would import
-    `tensorflow.python.data.experimental`, seconds of start-up that replay never uses."""
-    if not _state["behaviour"]:
-        _state["behaviour"] = True
-        from tensorflow.python import tf2
-        from tensorflow.python.framework import ops, tensor, tensor_shape
-        from tensorflow.python.ops import control_flow_v2_toggles, variable_scope
+    """What TensorFlow's `__init__` switches on first (`enable_v2_behavior`), once, without its
+    tf.data half (TF2_BEHAVIOR does that as those modules load; calling it would import
+    `tensorflow.python.data.experimental`, seconds that replay never uses)."""
+    if _state["behaviour"]:
+        return
+    _state["behaviour"] = True
+    from tensorflow.python import tf2
+    from tensorflow.python.framework import ops, tensor, tensor_shape
+    from tensorflow.python.ops import control_flow_v2_toggles, variable_scope
 
-        tf2.enable()
-        ops.enable_eager_execution()
-        tensor_shape.enable_v2_tensorshape()
-        variable_scope.enable_resource_variables()
-        tensor.enable_tensor_equality()
-        control_flow_v2_toggles.enable_control_flow_v2()
+    tf2.enable()
+    ops.enable_eager_execution()
+    tensor_shape.enable_v2_tensorshape()
+    variable_scope.enable_resource_variables()
+    tensor.enable_tensor_equality()
+    control_flow_v2_toggles.enable_control_flow_v2()
 
 
-class _Namespace:
-    """A `tf.data`-like namespace whose names load on first use."""
-
-    def __init__(self, names: dict[str, tuple[str, str]], fallback: Any):
-        self._names, self._fallback = names, fallback
+class _Lazy(types.ModuleType):
+    """`tensorflow`, `tensorflow.compat.v1` or one of their namespaces before TensorFlow's
+    `__init__` ran: answers its `_NAMES`, and anything else from the real module."""
 
     def __getattr__(self, name: str) -> Any:
-        if name in self._names:
-            value = _resolve(self._names[name])
-            setattr(self, name, value)
-            return value
-        return getattr(self._fallback(), name)
-
-
-class _LightNames(types.ModuleType):
-    """A module that answers the names in `LIGHT` and `NAMESPACES` from TensorFlow's
-    modules until TensorFlow's `__init__` has run, and everything else from `real()`."""
-
-    LIGHT: ClassVar[dict[str, tuple[str, str]]] = {}
-    NAMESPACES: ClassVar[dict[str, dict[str, tuple[str, str]]]] = {}
-
-    def real(self) -> Any:
-        raise NotImplementedError
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name not in self.LIGHT:
+        names = _NAMES[self.__name__]
+        if name.startswith("__") and name not in names:
             raise AttributeError(name)
-        if not _state["full"] and name in self.LIGHT:
-            value = _resolve(self.LIGHT[name])
-        elif not _state["full"] and name in self.NAMESPACES:
-            value = _Namespace(self.NAMESPACES[name], lambda: getattr(self.real(), name))
+        dotted = f"{self.__name__}.{name}"
+        if not _state["full"] and dotted in _NAMES:
+            value = _Lazy(dotted)
+        elif not _state["full"] and name in names:
+            _behave_as_tensorflow_2()
+            module, attribute = names[name]
+            value = getattr(importlib.import_module(module), attribute)
         else:
-            return getattr(self.real(), name)
+            return functools.reduce(getattr, dotted.split(".")[1:], load_fully())
         self.__dict__[name] = value
         return value
 
 
-class _StandIn(_LightNames):
-    """`tensorflow` before its `__init__` ran (see the module docstring)."""
-
-    LIGHT, NAMESPACES = _LIGHT, _NAMESPACES
-
-    def real(self) -> Any:
-        return load_fully()
-
-
-class _CompatV1(_LightNames):
-    """`tensorflow.compat.v1` before TensorFlow's `__init__` ran."""
-
-    LIGHT, NAMESPACES = _V1_LIGHT, _V1_NAMESPACES
-
-    def real(self) -> Any:
-        return load_fully().compat.v1
-
-
 class _DeferredPackage(types.ModuleType):
-    """A package of tf.data (`tensorflow.python.data`, its `experimental`) before its
-    `__init__` ran. Those `__init__`s only gather tf.data's public names (data service,
-    readers, every experimental transformation: seconds of imports); reverb and tf.data's
-    own modules import the modules under them by their full names. The first name asked
-    of the package itself runs the real `__init__`."""
+    """A package of tf.data before its `__init__` ran. Those `__init__`s only gather tf.data's
+    public names (seconds of imports); reverb and tf.data's own modules import the modules
+    under them by their full names. The first name asked of the package runs it."""
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -155,28 +114,12 @@ def _run_package_init(module: types.ModuleType) -> None:
             module.__spec__.loader.exec_module(module)
 
 
-def _defer_package(name: str, package_path: str) -> None:
-    """Puts a `_DeferredPackage` for the package at `package_path` into `sys.modules`
-    (submodules import from its path as usual)."""
-    spec = importlib.util.spec_from_file_location(
-        name, os.path.join(package_path, "__init__.py"), submodule_search_locations=[package_path]
-    )
-    sys.modules[name] = _unexecuted_package(_DeferredPackage, spec)
-
-
 def _unexecuted_package(cls: type[types.ModuleType], spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
     """A `cls` module for the package `spec` describes, its `__init__` not run."""
     module = cls(spec.name)
     module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
     module.__path__, module.__package__ = list(spec.submodule_search_locations), spec.name
     return module
-
-
-# Packages whose `__init__` waits for the first name asked of them, outermost first.
-_DEFERRED = ("tensorflow.python.data", "tensorflow.python.data.experimental")
-_state: dict[str, Any] = {"stand_in": None, "full": False, "behaviour": False}
-# Threads (actor, learner) may ask for a full import at once: one runs it, the others wait.
-_full_import = threading.RLock()
 
 
 def installed() -> bool:
@@ -194,7 +137,7 @@ def load_fully() -> types.ModuleType:
             _state["full"] = True
             for name in ("tensorflow.compat.v1", "tensorflow.compat"):
                 sys.modules.pop(name, None)
-            for name in [*_LIGHT, *_NAMESPACES, "compat"]:
+            for name in [*_LIGHT, "version", "data", "config", "compat"]:
                 module.__dict__.pop(name, None)
             # tf.data's packages first, innermost first, as TensorFlow's own order has them:
             # its public tree imports the data service's modules, which need theirs.
@@ -208,35 +151,23 @@ def load_fully() -> types.ModuleType:
 class _FullImportFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Last on `sys.meta_path`: a module of TensorFlow's public tree that no file provides
     (`tensorflow.keras`, `tensorflow.compat.v2`: TensorFlow's `__init__` makes them) runs
-    the full import and hands over the module it made. Misses elsewhere (TensorFlow's own
-    optional imports under `tensorflow.python`) stay misses."""
-
-    def __init__(self) -> None:
-        self._specs: dict[str, Any] = {}
+    the full import and hands over that module. Other misses stay misses."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if _state["stand_in"] is None or name.rpartition(".")[0] not in ("tensorflow", "tensorflow.compat"):
+        parent, _, child = name.rpartition(".")
+        if _state["stand_in"] is None or parent not in ("tensorflow", "tensorflow.compat"):
             return None
         load_fully()
-        module = sys.modules.get(name)
-        if module is None:
-            parent, _, child = name.rpartition(".")
-            module = getattr(sys.modules.get(parent), child, None)
+        module = sys.modules.get(name) or getattr(sys.modules.get(parent), child, None)
         if not isinstance(module, types.ModuleType):
             return None
-        return importlib.machinery.ModuleSpec(name, self, origin="tensorflow")
+        return importlib.machinery.ModuleSpec(name, self, origin="tensorflow", loader_state=(module, module.__spec__))
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = sys.modules.get(spec.name)
-        if module is None:
-            parent, _, child = spec.name.rpartition(".")
-            module = getattr(sys.modules[parent], child)
-        self._specs[spec.name] = getattr(module, "__spec__", None)
-        return module
+        return spec.loader_state[0]
 
     def exec_module(self, module: types.ModuleType) -> None:
-        # The import system set our spec on TensorFlow's module: give it back its own.
-        module.__spec__ = self._specs.pop(module.__name__, None)
+        module.__spec__ = module.__spec__.loader_state[1]  # The import system set ours: give its own back.
 
 
 class _Unimportable(importlib.abc.MetaPathFinder):
@@ -245,20 +176,12 @@ class _Unimportable(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         if name == "tensorflow" or name.startswith("tensorflow."):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
 
 
 def import_without_tensorflow(name: str) -> types.ModuleType:
-    """Imports `name` (rlax, distrax) as if TensorFlow were not installed, when the
-    stand-in is in place.
-
-    Both bring TensorFlow Probability's JAX substrate, which imports `tensorflow.compat.v2`
-    only to copy TensorFlow's docstrings onto its functions, and loads TFP's TensorFlow
-    part when it finds TensorFlow imported: either would run TensorFlow's full import.
-    For the import, every `tensorflow` module leaves `sys.modules` and none can be
-    imported, so TFP takes its JAX-only path; then they come back. One thread at a time
-    (another one waits, then finds the module imported).
-    """
+    """Imports `name` (rlax, distrax) as if TensorFlow were not installed, when the stand-in
+    is in place: TensorFlow Probability's JAX substrate, which both bring, would otherwise run
+    TensorFlow's full import (for docstrings, or its TensorFlow part). One thread at a time."""
     with _full_import:
         if not installed() or name in sys.modules:
             return importlib.import_module(name)
@@ -273,14 +196,10 @@ def import_without_tensorflow(name: str) -> types.ModuleType:
 
 
 def _standard_library_distutils() -> None:
-    """reverb checks TensorFlow's version with `distutils.version` as it loads. On Python
-    3.11 setuptools' shim (its .pth file) serves `distutils` from setuptools, whose import
-    (pkg_resources) costs about half a second; the standard library's `distutils` still
-    exists there and costs milliseconds. This makes the process what it would be had it
-    started with SETUPTOOLS_USE_DISTUTILS=stdlib, setuptools' own switch: the shim leaves
-    `sys.meta_path`, and the variable tells setuptools, if anything imports it later, and
-    child processes, to use the standard library's too. Not when the variable is set,
-    distutils or setuptools is already imported, or Python has no distutils (3.12)."""
+    """reverb checks TensorFlow's version with `distutils.version`: on Python 3.11 setuptools'
+    shim would serve it from setuptools (about 0.5 s, pkg_resources). As if started with
+    SETUPTOOLS_USE_DISTUTILS=stdlib (children inherit it), unless that is set, distutils or
+    setuptools is already imported, or Python has no distutils (3.12)."""
     shim = sys.modules.get("_distutils_hack")
     if (
         shim is None
@@ -295,8 +214,7 @@ def _standard_library_distutils() -> None:
 
 
 def install() -> None:
-    """Puts the stand-in in place unless TensorFlow is already imported, missing, or
-    `RL_LAZY_TENSORFLOW=0`."""
+    """Puts the stand-in in place unless TensorFlow is already imported, missing, or `RL_LAZY_TENSORFLOW=0`."""
     if "tensorflow" in sys.modules or os.environ.get("RL_LAZY_TENSORFLOW", "1") == "0":
         return
     _standard_library_distutils()
@@ -304,14 +222,17 @@ def install() -> None:
     if spec is None or not spec.submodule_search_locations:
         return
     os.environ["TF2_BEHAVIOR"] = "1"  # As TensorFlow's __init__ sets it, first thing.
-    module = _unexecuted_package(_StandIn, spec)
+    module = _unexecuted_package(_Lazy, spec)
     compat = types.ModuleType("tensorflow.compat")
     compat.__path__ = []
-    v1 = _CompatV1("tensorflow.compat.v1")
-    compat.v1 = v1
+    compat.v1 = _Lazy("tensorflow.compat.v1")
     module.__dict__["compat"] = compat
     _state["stand_in"] = module
     sys.meta_path.append(_FullImportFinder())
-    for name in _DEFERRED:
-        _defer_package(name, os.path.join(module.__path__[0], *name.split(".")[1:]))
-    sys.modules.update({"tensorflow": module, "tensorflow.compat": compat, "tensorflow.compat.v1": v1})
+    for name in _DEFERRED:  # Submodules import from their path as usual.
+        path = os.path.join(module.__path__[0], *name.split(".")[1:])
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(path, "__init__.py"), submodule_search_locations=[path]
+        )
+        sys.modules[name] = _unexecuted_package(_DeferredPackage, spec)
+    sys.modules.update({"tensorflow": module, "tensorflow.compat": compat, "tensorflow.compat.v1": compat.v1})

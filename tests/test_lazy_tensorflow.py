@@ -37,20 +37,15 @@ print(json.dumps({
 """
 
 SAME_NAMES = """
-import json
+import functools, json
 import rl
 from rl import lazy_tensorflow as lazy
 import tensorflow as tf
-light = {name: getattr(tf, name) for name in lazy._LIGHT}
-spaces = {(space, name): getattr(getattr(tf, space), name) for space, names in lazy._NAMESPACES.items() for name in names}
-v1 = {name: getattr(tf.compat.v1, name) for name in lazy._V1_LIGHT}
-v1_spaces = {(space, name): getattr(getattr(tf.compat.v1, space), name) for space, names in lazy._V1_NAMESPACES.items() for name in names}
+find = lambda root, module: functools.reduce(getattr, module.split(".")[1:], root)
+seen = {(module, name): getattr(find(tf, module), name) for module, names in lazy._NAMES.items() for name in names}
 before = lazy.installed()
 real = lazy.load_fully()
-differ = [name for name, value in light.items() if getattr(real, name) is not value]
-differ += [f"{s}.{n}" for (s, n), value in spaces.items() if getattr(getattr(real, s), n) is not value]
-differ += [f"compat.v1.{n}" for n, value in v1.items() if getattr(real.compat.v1, n) is not value]
-differ += [f"compat.v1.{s}.{n}" for (s, n), value in v1_spaces.items() if getattr(getattr(real.compat.v1, s), n) is not value]
+differ = [f"{m}.{n}" for (m, n), value in seen.items() if getattr(find(real, m), n) is not value]
 print(json.dumps({"before": before, "after": lazy.installed(), "differ": differ}))
 """
 
