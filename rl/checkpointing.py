@@ -1,19 +1,12 @@
-"""Checkpoints of a run, written by orbax's `CheckpointManager` (a step directory is
-assembled under a temporary name and renamed into place, complete or absent; the newest
-`keep` are kept), with reverb's checkpoint of the replay tables moved inside.
+"""Checkpoints of a run, written by orbax's `CheckpointManager` (atomic: complete or
+absent; the newest `keep` kept), with reverb's checkpoint of the replay tables moved inside.
 
-Layout under `<run dir>/checkpoints/`:
-
-    step_<actor steps>/
-        learner/         orbax PyTree: the learner state's leaves, in tree order
-        state/           orbax JSON: counts, schedules, evaluation history, clocks, the
-                         learner state's structure (tree, shapes, dtypes) and digest, and
-                         the sha256 of every file under files/
-        files/replay/    reverb's checkpoint of the tables (checkpoint.replay=true only)
-        files/tables.json  those tables' configuration when they were saved
-        files/process.pkl  a deterministic run's in-process state, for an exact resume
-    replay/              reverb's checkpointer root: a table checkpoint is written here,
-                         then moved into the step it belongs to
+`<run dir>/checkpoints/step_<actor steps>/`: `learner/` (orbax PyTree: the learner state's
+leaves in tree order), `state/` (orbax JSON: counts, schedules, history, clocks, the learner
+state's structure and digest, the sha256 of every file under files/), `files/replay/`
+(reverb's checkpoint, checkpoint.replay=true), `files/tables.json` (those tables' settings),
+`files/process.pkl` (a deterministic run's in-process state). `checkpoints/replay/`: reverb's
+checkpointer root, whose checkpoints move into their step.
 """
 
 from __future__ import annotations
@@ -43,8 +36,7 @@ SUMMARY_FILE = "summary.json"
 
 
 class RunWarning(UserWarning):
-    """Something about a run directory the user should know (a damaged checkpoint skipped,
-    a replay buffer not restored): the entry point prints it as one `Warning:` line."""
+    """A damaged checkpoint skipped, a replay buffer not restored: one `Warning:` line."""
 
 
 class CheckpointError(Exception):
@@ -56,12 +48,9 @@ class CheckpointSettings:
     """conf/config.yaml's `checkpoint` (true/false stand for the defaults, on or off)."""
 
     enabled: bool = True  # Write checkpoints at all (a resume still reads existing ones).
-    # Seconds between periodic checkpoints; one is also written at the run's start and end
-    # and when it is stopped (SIGINT/SIGTERM).
-    every_seconds: float = 300.0
+    every_seconds: float = 300.0  # Also one at the start, the end and on SIGINT/SIGTERM.
     keep: int = 2  # The newest `keep` are kept, older ones deleted.
-    # Also checkpoint the replay tables, so a resumed run keeps its buffer (not refilled).
-    replay: bool = False
+    replay: bool = False  # Also the replay tables: a resumed run keeps its buffer.
 
     def __post_init__(self) -> None:
         if not (isinstance(self.every_seconds, (int, float)) and math.isfinite(self.every_seconds)):
@@ -75,7 +64,6 @@ def checkpoint_root(run_directory: str) -> str:
 
 
 def replay_root(run_directory: str) -> str:
-    """Reverb's checkpointer root: `<run dir>/checkpoints/replay`."""
     return os.path.join(checkpoint_root(run_directory), REPLAY)
 
 
@@ -87,32 +75,32 @@ def step_of(path: str) -> int | None:
 def list_checkpoints(run_directory: str) -> list[str]:
     """Every `step_*` directory of a run, newest (most actor steps) first."""
     root = checkpoint_root(run_directory)
-    if not os.path.isdir(root):
-        return []
-    steps = [(step, name) for name in os.listdir(root) if (step := step_of(name)) is not None]
+    steps = [(step, name) for name in _names(root) if (step := step_of(name)) is not None]
     return [os.path.join(root, name) for _, name in sorted(steps, reverse=True)]
+
+
+def _names(directory: str) -> list[str]:
+    return os.listdir(directory) if os.path.isdir(directory) else []
 
 
 def log_files(run_directory: str) -> list[str]:
     directory = os.path.join(run_directory, "logs")
-    if not os.path.isdir(directory):
-        return []
-    return sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".csv"))
+    return sorted(os.path.join(directory, n) for n in _names(directory) if n.endswith(".csv"))
+
+
+def _has_rows(path: str) -> bool:
+    with open(path, newline="") as file:
+        reader = csv.reader(file)
+        return next(reader, None) is not None and next(reader, None) is not None  # A header and a row.
 
 
 def holds_a_run(run_directory: str) -> bool:
-    """Whether `run_directory` holds an earlier run of this project (its run.json,
-    summary.json, a checkpoint or log rows)."""
-    if any(os.path.isfile(os.path.join(run_directory, name)) for name in (RUN_FILE, SUMMARY_FILE)):
-        return True
-    if list_checkpoints(run_directory):
-        return True
-    for path in log_files(run_directory):
-        with open(path, newline="") as file:
-            reader = csv.reader(file)
-            if next(reader, None) is not None and next(reader, None) is not None:  # A header and a row.
-                return True
-    return False
+    """Whether `run_directory` holds an earlier run (run.json, summary.json, a checkpoint or log rows)."""
+    return (
+        any(os.path.isfile(os.path.join(run_directory, name)) for name in (RUN_FILE, SUMMARY_FILE))
+        or bool(list_checkpoints(run_directory))
+        or any(_has_rows(path) for path in log_files(run_directory))
+    )
 
 
 def state_digest(leaves: Sequence[Any]) -> str:
@@ -139,8 +127,7 @@ def _orbax() -> Any:
 
 @functools.cache
 def _files_save() -> Any:
-    """The `files` item's save args: what orbax's manager saves beside the learner and the
-    state (directories moved in, small files written), in the step's temporary directory."""
+    """The `files` item's save args: directories moved into, small files written in the step's temporary directory."""
     ocp = _orbax()
 
     class FilesHandler(ocp.CheckpointHandler):
@@ -183,14 +170,13 @@ def save_checkpoint(
     process_state: Any = None,
     tables: Mapping[str, Any] | None = None,
 ) -> str:
-    """Writes `<run dir>/checkpoints/step_<step>` (atomically; a step saved again replaces
-    it; only the newest `keep` remain) and returns its path. `state`: JSON-able counts,
-    schedules, history; `replay_checkpoint`: a directory reverb's checkpointer just
-    wrote, moved inside with `tables` (`describe_tables`); `process_state`: a
-    deterministic run's."""
+    """Writes `checkpoints/step_<step>` atomically (a step saved again replaces it; the newest
+    `keep` remain) and returns its path. `state`: JSON-able; `replay_checkpoint`: a directory
+    reverb's checkpointer just wrote, moved inside with `tables` (`describe_tables`)."""
     import jax
 
     ocp = _orbax()
+    step = int(step)
     leaves, treedef = jax.tree_util.tree_flatten(learner_state)
     leaves = [np.asarray(leaf) for leaf in jax.device_get(leaves)]
     structure = {
@@ -205,10 +191,16 @@ def save_checkpoint(
         writes[PROCESS] = pickle.dumps(process_state, protocol=pickle.HIGHEST_PROTOCOL)
     if replay_checkpoint is not None:
         writes[TABLES] = json.dumps(tables or {}, indent=1).encode()
-    digests = {name: hashlib.sha256(data).hexdigest() for name, data in writes.items()}
-    if replay_checkpoint is not None:
-        digests.update(_file_digests(replay_checkpoint, REPLAY))
         moves[REPLAY] = replay_checkpoint
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in writes.items()}
+    for name, source in moves.items():
+        digests.update(_file_digests(source, name))
+    items = {
+        "state": ocp.args.JsonSave({**state, "format": FORMAT, "step": step, "learner": structure, "files": digests}),
+        "files": _files_save()(moves=moves, writes=writes),
+    }
+    if leaves:
+        items["learner"] = ocp.args.StandardSave({_leaf_key(i): leaf for i, leaf in enumerate(leaves)})
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep,
         step_prefix="step",
@@ -216,32 +208,19 @@ def save_checkpoint(
         create=True,
         cleanup_tmp_directories=True,
     )
-    manager = ocp.CheckpointManager(checkpoint_root(run_directory), options=options)
-    try:
-        if int(step) in manager.all_steps():
-            manager.delete(int(step))
-        items = {
-            "state": ocp.args.JsonSave(
-                {**state, "format": FORMAT, "step": int(step), "learner": structure, "files": digests}
-            ),
-            "files": _files_save()(moves=moves, writes=writes),
-        }
-        if leaves:
-            items["learner"] = ocp.args.StandardSave({_leaf_key(i): leaf for i, leaf in enumerate(leaves)})
-        manager.save(int(step), args=ocp.args.Composite(**items), force=True)
+    with ocp.CheckpointManager(checkpoint_root(run_directory), options=options) as manager:
+        if step in manager.all_steps():
+            manager.delete(step)
+        manager.save(step, args=ocp.args.Composite(**items), force=True)
         manager.wait_until_finished()
-    finally:
-        manager.close()
-    return os.path.join(checkpoint_root(run_directory), f"step_{int(step)}")
+    return os.path.join(checkpoint_root(run_directory), f"step_{step}")
 
 
 def damage(path: str) -> str | None:
-    """Why the checkpoint at `path` cannot be used (None when its learner state and files
-    match the digests they were saved with)."""
+    """Why the checkpoint at `path` cannot be used (None: its learner state and files match their digests)."""
     try:
         state = read_state(path)
-        files = os.path.join(path, "files")
-        present = _file_digests(files, "") if os.path.isdir(files) else {}
+        present = _file_digests(os.path.join(path, "files"), "")
         for relative, digest in sorted(state.get("files", {}).items()):
             if relative not in present:
                 return f"missing file files/{relative}"
@@ -255,9 +234,8 @@ def damage(path: str) -> str | None:
 
 
 def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list[tuple[str, str]]]:
-    """The newest checkpoint whose learner state and files match their digests, and the
-    damaged ones skipped on the way (path, reason). (None, []) when the run has none; a
-    `CheckpointError` when every one is damaged."""
+    """The newest undamaged checkpoint and the damaged ones skipped (path, reason); (None, [])
+    when the run has none, a `CheckpointError` when every one is damaged."""
     skipped: list[tuple[str, str]] = []
     for path in list_checkpoints(run_directory):
         reason = damage(path)
@@ -285,13 +263,11 @@ def read_state(path: str) -> dict[str, Any]:
 
 
 def replay_of(path: str) -> str:
-    """Where a checkpoint keeps reverb's checkpoint of its tables."""
     return os.path.join(path, "files", REPLAY)
 
 
 def read_process_state(path: str) -> Any:
-    """A checkpoint's deterministic process state (None: it has none). The file is the
-    run's own, verified against its digest by `find_latest` before any resume."""
+    """A checkpoint's deterministic process state, or None (verified by `find_latest` before any resume)."""
     file_path = os.path.join(path, "files", PROCESS)
     if not os.path.isfile(file_path):
         return None
@@ -299,9 +275,9 @@ def read_process_state(path: str) -> Any:
         return pickle.load(file)
 
 
-def check_learner_structure(path: str, template: Any) -> None:
+def check_learner_structure(path: str, template: Any) -> dict[str, Any]:
     """Raises a `CheckpointError` unless the checkpoint's learner state has the structure,
-    shapes and dtypes of `template` (the state a freshly built learner has)."""
+    shapes and dtypes of `template` (a fresh learner's state); returns the saved structure."""
     import jax
 
     saved = read_state(path)["learner"]
@@ -319,6 +295,7 @@ def check_learner_structure(path: str, template: Any) -> None:
                 f"{where} (array {index} is {saved_dtype}{tuple(saved_shape)} there, {dtype}{tuple(shape)} in this "
                 "config's learner: another network shape)"
             )
+    return saved
 
 
 def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
@@ -341,12 +318,10 @@ def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
 
 
 def restore_learner_state(path: str, template: Any) -> Any:
-    """The learner state saved at `path`, in `template`'s structure (numpy leaves, bit for
-    bit as saved: the content digest is checked)."""
+    """The learner state saved at `path` in `template`'s structure, bit for bit (its digest is checked)."""
     import jax
 
-    check_learner_structure(path, template)
-    saved = read_state(path)["learner"]
+    saved = check_learner_structure(path, template)
     leaves = _restore_leaves(path, saved)
     if state_digest(leaves) != saved["digest"]:
         raise CheckpointError(f"the learner state in {path} does not match the digest it was saved with")
@@ -354,8 +329,7 @@ def restore_learner_state(path: str, template: Any) -> Any:
 
 
 def describe_tables(tables: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """The configuration of `reverb.Table`s as plain values, comparable across a
-    checkpoint and a config."""
+    """`reverb.Table`s' configuration as plain values, comparable across a checkpoint and a config."""
     described = {}
     for table in tables:
         info = table.info
@@ -389,8 +363,7 @@ def flatten_mapping(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def check_replay_tables(checkpoint: str, tables: Sequence[Any]) -> None:
     """Raises a `CheckpointError` naming every difference between the tables a checkpoint's
-    replay was saved with (files/tables.json) and `tables` (reverb 0.14 would silently
-    keep the checkpoint's settings)."""
+    replay was saved with and `tables` (reverb 0.14 would silently keep the checkpoint's)."""
     path = os.path.join(checkpoint, "files", TABLES)
     try:
         with open(path) as file:
