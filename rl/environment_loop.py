@@ -25,16 +25,16 @@ EPISODE_KEYS = ("episode_return", "episode_length", "steps_per_second")
 LAST = int(dm_env.StepType.LAST)
 
 
-def _replace_rows(batch: Any, rows: np.ndarray, values: Any) -> Any:
-    """A copy of `batch` with `rows` replaced (adders may still hold views of the original)."""
+def _replace_rows(batch: Any, rows: np.ndarray | None, values: Any) -> Any:
+    """A copy of `batch` with `rows` replaced (adders may still hold views of the original); `values` for all rows."""
+    if rows is None:
+        return values
 
     def replace(old: np.ndarray, new: np.ndarray) -> np.ndarray:
         updated = old.copy()
         updated[rows] = new
         return updated
 
-    if isinstance(batch, np.ndarray):
-        return replace(batch, values)
     return tree.map_structure(replace, batch, values)
 
 
@@ -48,7 +48,7 @@ class EnvironmentLoop:
         observers: Sequence[Observer] = (),
         evaluation: bool = False,
     ):
-        if not hasattr(environment, "num_envs"):  # One environment: a vector of one.
+        if isinstance(environment, dm_env.Environment):  # One environment: a vector of one.
             environment = VectorEnvironment([environment])
         self.environment = environment
         self.num_envs = environment.num_envs
@@ -75,14 +75,12 @@ class EnvironmentLoop:
         self.actor.observe_first(timestep, env_ids)
         for observer in self.observers:
             observer.observe_first(self.environment, timestep, self._all_ids if env_ids is None else env_ids)
-        if env_ids is None or self._observation is None:
-            self._observation = timestep.observation
-            self._returns[:] = 0.0
-            self._lengths[:] = 0
-        else:
-            self._observation = _replace_rows(self._observation, env_ids, timestep.observation)
-            self._returns[env_ids] = 0.0
-            self._lengths[env_ids] = 0
+        if self._observation is None:
+            env_ids = None
+        rows = slice(None) if env_ids is None else env_ids
+        self._observation = _replace_rows(self._observation, env_ids, timestep.observation)
+        self._returns[rows] = 0.0
+        self._lengths[rows] = 0
 
     def step(self, env_ids: np.ndarray | None = None, restart: bool = True) -> list[dict[str, Any]]:
         """Steps the copies named (all by default) once; returns the records of the
@@ -99,14 +97,10 @@ class EnvironmentLoop:
         if not self.evaluation:
             self.actor.update()
         count = len(timestep.step_type)
-        if env_ids is None:
-            self._returns += timestep.reward
-            self._lengths += 1
-            self._observation = timestep.observation
-        else:
-            self._returns[env_ids] += timestep.reward
-            self._lengths[env_ids] += 1
-            self._observation = _replace_rows(self._observation, env_ids, timestep.observation)
+        rows = slice(None) if env_ids is None else env_ids
+        self._returns[rows] += timestep.reward
+        self._lengths[rows] += 1
+        self._observation = _replace_rows(self._observation, env_ids, timestep.observation)
         self._uncounted_steps += count
         self.steps_taken += count
         self._rate_steps += count
@@ -133,7 +127,7 @@ class EnvironmentLoop:
             "steps_per_second": self._rate_steps / max(now - self._rate_start, 1e-9),
         }
         self._rate_steps, self._rate_start = 0, now
-        record.update(self.actor.exploration_metrics())  # Epsilon, noise scale: what it explores with now.
+        record.update(self.actor.exploration_metrics())
         for observer in self.observers:
             record.update(observer.get_metrics(env_id))
         if not self.evaluation:
@@ -164,7 +158,7 @@ class EnvironmentLoop:
         self.actor.set_state(state["actor"])
 
     def flush(self) -> None:
-        """Makes the adder calls the actor has queued: every step taken is then with the adder."""
+        """Makes the adder calls the actor has queued."""
         self.actor.flush()
 
     def count_partial_episode(self) -> None:
@@ -227,10 +221,7 @@ class EnvironmentLoop:
             "episode_length": float(np.mean([r["episode_length"] for r in records])),
             "episodes": num_episodes,
         }
-        observed = [
-            key for key in dict.fromkeys(k for r in records for k in r) if key not in record and key not in EPISODE_KEYS
-        ]
-        for key in observed:
+        for key in dict.fromkeys(k for r in records for k in r if k not in record and k not in EPISODE_KEYS):
             values = [r[key] for r in records if key in r]
             numeric = all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in values)
             record[key] = float(np.mean(values)) if numeric else values[0]
