@@ -19,7 +19,6 @@ from typing import Mapping, Sequence
 MODE = "RL_ALLOCATOR"
 MODES = ("auto", "jemalloc", "system")
 MARKER = "RL_ALLOCATOR_REEXEC"
-
 # Where distributions put the system's jemalloc (Debian/Ubuntu multiarch, Fedora, Arch, /usr/local).
 SYSTEM_PATHS = (
     "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
@@ -35,19 +34,15 @@ class AllocatorError(RuntimeError):
 
 
 def find_jemalloc() -> str | None:
-    """The jemalloc library to preload: Ray's bundled one, else the system's; None when
-    there is neither (or on a system without LD_PRELOAD)."""
+    """Ray's bundled jemalloc, else the system's; None without one (or without LD_PRELOAD)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
         spec = importlib.util.find_spec("ray")  # Locates the package; imports nothing.
     except (ImportError, ValueError):
         spec = None
-    for location in (spec.submodule_search_locations or []) if spec is not None else []:
-        path = os.path.join(location, "core", "libjemalloc.so")
-        if os.path.isfile(path):
-            return path
-    for path in SYSTEM_PATHS:
+    ray = [os.path.join(p, "core", "libjemalloc.so") for p in (spec and spec.submodule_search_locations) or []]
+    for path in (*ray, *SYSTEM_PATHS):
         if os.path.isfile(path):
             return path
     return ctypes.util.find_library("jemalloc")  # A soname (libjemalloc.so.2) the loader finds, or None.
@@ -56,10 +51,6 @@ def find_jemalloc() -> str | None:
 def preload_entries(value: str) -> list[str]:
     """The libraries in an LD_PRELOAD value (separated by colons or spaces)."""
     return value.replace(" ", ":").split(":") if value else []
-
-
-def has_jemalloc(value: str) -> bool:
-    return any("jemalloc" in os.path.basename(entry) for entry in preload_entries(value))
 
 
 def allocator_mode(environ: Mapping[str, str] | None = None) -> str:
@@ -71,21 +62,20 @@ def allocator_mode(environ: Mapping[str, str] | None = None) -> str:
 
 
 def wanted_preload(environ: Mapping[str, str] | None = None) -> str | None:
-    """The LD_PRELOAD value with jemalloc prepended to any existing entries; None when
-    nothing is to change (opted out, already preloaded, or no jemalloc with
-    RL_ALLOCATOR=auto). Raises AllocatorError for RL_ALLOCATOR=jemalloc without one."""
+    """LD_PRELOAD with jemalloc prepended; None when nothing is to change (opted out, already
+    preloaded, or none found with RL_ALLOCATOR=auto: an AllocatorError with =jemalloc)."""
     environ = os.environ if environ is None else environ
     mode = allocator_mode(environ)
     current = environ.get("LD_PRELOAD", "")
-    if mode == "system" or has_jemalloc(current):
+    if mode == "system" or any("jemalloc" in os.path.basename(entry) for entry in preload_entries(current)):
         return None
     library = find_jemalloc()
+    if library is None and mode == "jemalloc":
+        raise AllocatorError(
+            f"{MODE}=jemalloc: no jemalloc library found (Ray's ray/core/libjemalloc.so or the system's "
+            f"libjemalloc.so.2: apt-get install libjemalloc2); {MODE}=system uses glibc's malloc"
+        )
     if library is None:
-        if mode == "jemalloc":
-            raise AllocatorError(
-                f"{MODE}=jemalloc: no jemalloc library found (Ray's ray/core/libjemalloc.so or the system's "
-                f"libjemalloc.so.2: apt-get install libjemalloc2); {MODE}=system uses glibc's malloc"
-            )
         return None
     return f"{library}:{current}" if current else library
 
@@ -103,26 +93,19 @@ def jemalloc_loaded() -> str | None:
     return None
 
 
-def _interactive() -> bool:
-    return bool(sys.flags.interactive) or hasattr(sys, "ps1") or "IPython" in sys.modules or sys.argv[0] in ("", "-")
-
-
 def reexec_with_jemalloc(argv: Sequence[str] | None = None) -> None:
-    """Replaces this process by the same command under jemalloc, once; returns when
-    there is nothing to do (see the module docstring). `argv` is the command line to
-    run again, the interpreter's own by default (`sys.orig_argv`: options, `-m module`
-    or the script, and the arguments). Call it before the heavy imports.
-
-    Exits with a one-line error (status 1) when RL_ALLOCATOR is invalid or requires
-    jemalloc that cannot be found or loaded. If exec fails, warns in one line and
-    returns with the system allocator."""
+    """Replaces this process by the same command (`argv`, by default `sys.orig_argv`) under
+    jemalloc, once; returns when there is nothing to do. Call it before the heavy imports.
+    Exits with a one-line error when RL_ALLOCATOR is invalid or its jemalloc cannot be found
+    or loaded; if exec fails, warns in one line and carries on with the system allocator."""
     try:
         mode = allocator_mode()
         if os.environ.get(MARKER):  # Re-executed already: never again.
             if mode == "jemalloc" and jemalloc_loaded() is None:
                 raise AllocatorError(f"{MODE}=jemalloc: {os.environ[MARKER]} was preloaded but is not loaded")
             return
-        if _interactive() or not sys.executable:
+        interactive = sys.flags.interactive or hasattr(sys, "ps1") or "IPython" in sys.modules
+        if interactive or sys.argv[0] in ("", "-") or not sys.executable:
             return
         preload = wanted_preload()
     except AllocatorError as error:
