@@ -1,9 +1,6 @@
-"""Hierarchical step counters shared by the nodes of an experiment.
-
-Each node counts under its own prefix (`actor_steps`, `learner_steps`, ...) into one root
-counter, and reads back every count, so any record it logs carries `actor_steps`: the
-x-axis all curves share.
-"""
+"""Hierarchical step counters: each node counts under its own prefix (`actor_steps`,
+`learner_steps`) into one root and reads back every count, so any record it logs carries
+`actor_steps`, the x-axis all curves share."""
 
 from __future__ import annotations
 
@@ -35,7 +32,10 @@ class Counter:
                 self._counts[key] = self._counts.get(key, 0) + value
             if self._parent is None:
                 return dict(self._counts)
-        self._cached = dict(self._parent.increment(**{self._key(k): v for k, v in counts.items()}))
+        return self._tell_parent({self._key(k): v for k, v in counts.items()})
+
+    def _tell_parent(self, counts: Mapping[str, Number]) -> dict[str, Number]:
+        self._cached = dict(self._parent.increment(**counts))
         self._cached_at = time.monotonic()
         return dict(self._cached)
 
@@ -56,12 +56,8 @@ class Counter:
             return dict(self._counts)
 
     def restore(self, counts: Mapping[str, Number]) -> None:
-        """Sets this node's own counts to `counts` (as returned by `save`), and moves its
-        parent's counts by the same amounts, so the parent's totals include them exactly.
-
-        Restore either the root (with the whole hierarchy's counts) or each child (with
-        its own), not both: a parent counts what its children restore.
-        """
+        """Sets this node's own counts to `counts` (from `save`) and moves its parent's by the
+        same amounts. Restore the root (with every count) or each child (its own), not both."""
         with self._lock:
             previous, self._counts = self._counts, dict(counts)
             if self._parent is None:
@@ -70,19 +66,13 @@ class Counter:
             deltas = {key: self._counts.get(key, 0) - previous.get(key, 0) for key in keys}
         deltas = {self._key(key): delta for key, delta in deltas.items() if delta != 0}
         if deltas:
-            self._cached = dict(self._parent.increment(**deltas))
-            self._cached_at = time.monotonic()
+            self._tell_parent(deltas)
 
 
 class StepBudget:
-    """The actor-step budget of a distributed run, handed to actors in leases.
-
-    An actor takes only steps it has leased; the steps it counts are subtracted from its
-    outstanding lease. An actor that dies cannot return what it leased but never counted
-    (the rest of its lease and its partial episode), so every (re)start `register`s: the
-    previous incarnation's outstanding steps go back to the budget and its late calls are
-    refused. The run's counted steps are then exactly the budget, each step counted once.
-    """
+    """The actor-step budget of a distributed run, handed to actors in leases. Every (re)start
+    `register`s: a dead incarnation's leased but uncounted steps go back to the budget and its
+    late calls are refused, so the run counts exactly the budget, each step once."""
 
     def __init__(self, total: int):
         if total < 0:
@@ -96,12 +86,8 @@ class StepBudget:
         self._lock = threading.Lock()
 
     def register(self, actor_id: int) -> dict[str, int]:
-        """Starts an incarnation of `actor_id`: the first has restart 0.
-
-        Returns its `restart` count, the `steps` the actor has counted over all its
-        incarnations (where its schedules resume) and the steps `reclaimed` from the
-        previous incarnation's lease.
-        """
+        """Starts an incarnation of `actor_id` (the first: restart 0); returns its `restart`, the
+        `steps` counted over all incarnations (where schedules resume), the steps `reclaimed`."""
         with self._lock:
             restart = self._incarnations.get(actor_id, -1) + 1
             self._incarnations[actor_id] = restart
@@ -111,9 +97,8 @@ class StepBudget:
             return {"restart": restart, "steps": self._counted.get(actor_id, 0), "reclaimed": reclaimed}
 
     def hold_at(self, steps: int | None) -> None:
-        """Leases stop once `steps` of the budget are leased (None: no hold), so the run's
-        count stops exactly there (a distributed run's evaluation point) until the hold
-        moves on. Steps reclaimed from a dead actor can be leased again below the hold."""
+        """Leases stop once `steps` of the budget are leased (None: no hold), so the count stops
+        exactly there (an evaluation point); reclaimed steps can be leased again below it."""
         with self._lock:
             self._limit = None if steps is None else max(0, int(steps))
 
@@ -134,8 +119,7 @@ class StepBudget:
             return granted
 
     def count(self, actor_id: int, incarnation: int, steps: int) -> bool:
-        """Records `steps` taken under the current lease; False (and nothing recorded)
-        for a stale incarnation. Counting steps never leased is an error."""
+        """Records `steps` taken under the current lease; False for a stale incarnation."""
         with self._lock:
             if self._incarnations.get(actor_id) != incarnation:
                 return False
@@ -148,7 +132,6 @@ class StepBudget:
             return True
 
     def state(self) -> dict[str, object]:
-        """Steps not yet leased, leased but not counted (per actor), counted (per actor)."""
         with self._lock:
             return {
                 "unleased": self._unleased,

@@ -1,13 +1,7 @@
-"""Output a researcher cannot act on, dropped where it is made; everything else passes.
-
-* reverb 0.14's INFO lines, written from C++ to fd 2 with no flag to turn them off:
-  `reverb_info_filtered()` routes fd 2 through `grep -v` for a run (grep is its own
-  process, so what a dying run wrote still reaches the terminal).
-* MuJoCo's deprecation warnings inside third-party model files, printed on every load:
-  `known_warnings_dropped()` wraps a load and passes every other warning on.
-* A sweep's libraries narrating at INFO before any job starts (alembic, optuna's study):
-  `quiet_libraries()`, a Hydra callback (conf/hydra/job_logging/rl.yaml).
-"""
+"""Output a researcher cannot act on, dropped where it is made; everything else passes:
+reverb 0.14's C++ INFO lines on fd 2 (`reverb_info_filtered`), MuJoCo's deprecation warnings
+in third-party models (`known_warnings_dropped`), a sweep's libraries narrating at INFO
+(`quiet_libraries`, a Hydra callback: conf/hydra/job_logging/rl.yaml)."""
 
 from __future__ import annotations
 
@@ -18,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 # reverb's informational lines (`[reverb/cc/<file>:<line>] <message>`), as grep -E patterns.
 REVERB_INFO_LINES = (
@@ -29,9 +23,7 @@ REVERB_INFO_LINES = (
     r" checkpoint from |No checkpoint found in |Saving checkpoint to |Writing checkpoint to )",
     r"^\[reverb/cc/reverb_service_impl\.cc:[0-9]+\] Stored checkpoint to ",
 )
-# Prefixes of MuJoCo warnings dropped (e.g. the cheetah models' 'settotalmass').
 MUJOCO_KNOWN_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
-# Loggers whose INFO lines say nothing a researcher needs.
 CHATTY_LOGGERS = ("alembic",)
 
 _MUJOCO_LOCK = threading.RLock()
@@ -39,8 +31,8 @@ _MUJOCO_LOCK = threading.RLock()
 
 @contextlib.contextmanager
 def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
-    """Within the block, lines written to fd 2 that match `REVERB_INFO_LINES` are dropped;
-    nothing changes when `enabled` is False, grep is missing or fd 2 cannot be replaced."""
+    """Within the block, fd 2 goes through `grep -v REVERB_INFO_LINES` (its own process: what a
+    dying run wrote still shows); unchanged when disabled, without grep, or fd 2 is not replaceable."""
     grep = shutil.which("grep")
     if not enabled or grep is None:
         yield
@@ -50,9 +42,7 @@ def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
     except OSError:
         yield
         return
-    arguments = [grep, "--line-buffered", "-v", "-E"]
-    for pattern in REVERB_INFO_LINES:
-        arguments += ["-e", pattern]
+    arguments = [grep, "--line-buffered", "-v", "-E", *(a for p in REVERB_INFO_LINES for a in ("-e", p))]
     try:
         filter_process = subprocess.Popen(arguments, stdin=subprocess.PIPE, stdout=original, stderr=subprocess.DEVNULL)
     except OSError:
@@ -77,7 +67,13 @@ def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
             pass
 
 
-def _mujoco_hook(previous: Callable[[str], None] | None) -> Callable[[str], None]:
+@contextlib.contextmanager
+def known_warnings_dropped() -> Iterator[None]:
+    """Within the block (a model load), MuJoCo's `MUJOCO_KNOWN_WARNINGS` are dropped and the
+    others passed to the hook installed before (dm_control's), or printed as MuJoCo's own
+    `WARNING: ...` line; that hook is put back afterwards."""
+    import mujoco
+
     def hook(message: str) -> None:
         if message.startswith(MUJOCO_KNOWN_WARNINGS):
             return
@@ -86,19 +82,9 @@ def _mujoco_hook(previous: Callable[[str], None] | None) -> Callable[[str], None
         else:
             print(f"WARNING: {message}", file=sys.stderr, flush=True)
 
-    return hook
-
-
-@contextlib.contextmanager
-def known_warnings_dropped() -> Iterator[None]:
-    """Within the block (a model load), MuJoCo's `MUJOCO_KNOWN_WARNINGS` are dropped and the
-    others passed to the hook installed before (dm_control's), or to stderr as MuJoCo's
-    own `WARNING: ...` line; that hook is put back afterwards."""
-    import mujoco
-
     with _MUJOCO_LOCK:  # One hook per process: loads on several threads take turns.
         previous = mujoco.get_mju_user_warning()
-        mujoco.set_mju_user_warning(_mujoco_hook(previous))
+        mujoco.set_mju_user_warning(hook)
         try:
             yield
         finally:
@@ -106,9 +92,8 @@ def known_warnings_dropped() -> Iterator[None]:
 
 
 def quiet_libraries() -> Any:
-    """A Hydra callback that sets `CHATTY_LOGGERS` (and optuna, under its sweeper) to
-    WARNING when a multirun starts: their warnings and errors still show, and Hydra's
-    own lines (jobs launched, overrides, best parameters) stay."""
+    """A Hydra callback that sets `CHATTY_LOGGERS` (and optuna, under its sweeper) to WARNING
+    when a multirun starts; Hydra's own lines stay."""
     from hydra.experimental.callback import Callback  # Hydra loads it only for a multirun.
 
     class QuietLibraries(Callback):
