@@ -1,8 +1,5 @@
-"""The interfaces every agent and launcher is written against.
-
-Keeping these small means an actor, a learner or a whole experiment can be run by a
-single-process loop or by a distributed launcher without changing agent code.
-"""
+"""The interfaces every agent and launcher is written against, small so that a single-process
+loop or a distributed launcher can run an actor, a learner or a whole experiment unchanged."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ from typing import Any, Generic, Sequence, TypeVar
 
 import dm_env
 
-Params = Any
 State = TypeVar("State")
 
 
@@ -24,11 +20,8 @@ class VariableSource(abc.ABC):
 
 
 class Actor(abc.ABC):
-    """Chooses actions and feeds the experience it sees to replay.
-
-    Everything is batched over the copies of a vector environment (one copy is a batch of
-    one); `env_ids` names the copies a batched timestep's rows belong to.
-    """
+    """Chooses actions and feeds the experience it sees to replay, batched over the copies of
+    a vector environment; `env_ids` names the copies a batched timestep's rows belong to."""
 
     @abc.abstractmethod
     def select_action(self, observations: Any) -> Any:
@@ -50,8 +43,7 @@ class Actor(abc.ABC):
         """Makes any replay writes the actor has queued (none by default)."""
 
     def exploration_metrics(self) -> dict[str, float]:
-        """The exploration the actor acts with now (epsilon, noise scale) for its episode
-        records; none by default."""
+        """The exploration it acts with now (epsilon, noise scale), for episode records."""
         return {}
 
 

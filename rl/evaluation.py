@@ -4,14 +4,12 @@
     python scripts/evaluate.py run_dir=DIR episodes=20 video=true
     python scripts/evaluate.py run_dir=DIR seed=7 video=true video_path=/tmp/episode.mp4
 
-Rebuilds the experiment from `<run_dir>/.hydra/config.yaml` and, from the same program
-description the launchers use, its learner (restored from the newest
-`<run_dir>/checkpoints/step_<n>/`) and evaluator 0; runs the evaluation policy (greedy
-for DQN) for `episodes` episodes with the run's evaluation seed (or `seed=`) and prints
-the mean and std of the return. With `video=true` the evaluator's video observer writes
-an MP4 of the first episode (rendered headless) to `<run_dir>/videos/` (or `video_path`)
-and, when the run logged to an online W&B run, adds it to that run (an offline run cannot
-be added to: `wandb sync` it first). Nothing the run saved is modified.
+Rebuilds the experiment from `<run_dir>/.hydra/config.yaml`, its learner (restored from the
+newest undamaged checkpoint) and evaluator 0; runs the evaluation policy for `episodes`
+episodes with the run's evaluation seed (or `seed=`) and prints the return's mean and std.
+`video=true` writes an MP4 of the first episode to `<run_dir>/videos/` (or `video_path`) and
+adds it to the run's online W&B run (an offline one: `wandb sync` it first). Nothing the run
+saved is modified.
 """
 
 from __future__ import annotations
@@ -50,11 +48,11 @@ def parse_arguments(argv: list[str]) -> dict[str, Any]:
     options = {**OPTIONS, **given}
     if not options["run_dir"]:
         raise EvaluationError(f"run_dir is required\n{USAGE}")
-    if not isinstance(options["episodes"], int) or isinstance(options["episodes"], bool) or options["episodes"] < 1:
+    if type(options["episodes"]) is not int or options["episodes"] < 1:
         raise EvaluationError(f"episodes must be a positive integer, got {options['episodes']!r}")
     if not isinstance(options["video"], bool):
         raise EvaluationError(f"video must be true or false, got {options['video']!r}")
-    if options["seed"] is not None and (not isinstance(options["seed"], int) or isinstance(options["seed"], bool)):
+    if options["seed"] is not None and type(options["seed"]) is not int:
         raise EvaluationError(f"seed must be an integer, got {options['seed']!r}")
     options["run_dir"] = os.path.abspath(str(options["run_dir"]))
     return options
@@ -81,8 +79,7 @@ def locate_checkpoint(run_dir: str) -> str:
 
 
 def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, Any]]:
-    """The run's experiment, writing nothing into the run (no log sinks, checkpoints or
-    progress bar), and its W&B settings."""
+    """The run's experiment, writing nothing into the run, and its W&B settings."""
     from omegaconf import OmegaConf
 
     from rl.experiments.make_experiment import make_experiment
@@ -90,11 +87,8 @@ def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, 
 
     config = OmegaConf.load(os.path.join(run_dir, ".hydra", "config.yaml"))
     hydra_path = os.path.join(run_dir, ".hydra", "hydra.yaml")
-    choices = {}
-    if os.path.exists(hydra_path):
-        choices = (
-            OmegaConf.to_container(OmegaConf.load(hydra_path)).get("hydra", {}).get("runtime", {}).get("choices", {})
-        )
+    hydra = OmegaConf.to_container(OmegaConf.load(hydra_path)) if os.path.exists(hydra_path) else {}
+    choices = hydra.get("hydra", {}).get("runtime", {}).get("choices", {})
     wandb_config = OmegaConf.to_container(config.logger).get("wandb") or {}
     OmegaConf.set_struct(config, False)
     config.logger = {"_target_": "rl.loggers.DefaultLoggerFactory", "terminal": False, "csv": False, "wandb": None}
@@ -110,46 +104,26 @@ def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, 
     return experiment, wandb_config
 
 
-def find_wandb_run(run_dir: str) -> tuple[str, bool] | None:
-    """The id of the run's W&B run and whether it was offline (None if it had none)."""
-    paths = [p for p in glob.glob(os.path.join(run_dir, "wandb", "*run-*-*")) if os.path.isdir(p)]
-    if not paths:
-        return None
-    latest = max(paths, key=lambda p: os.path.basename(p).split("-", 1)[1])
-    return os.path.basename(latest).rsplit("-", 1)[1], os.path.basename(latest).startswith("offline-")
-
-
 def log_video_to_wandb(run_dir: str, wandb_config: dict[str, Any], video: str, record: dict[str, Any]) -> str:
-    """Adds the video to the run's W&B run (resumed); says why not when it cannot."""
-    found = find_wandb_run(run_dir)
-    if found is None:
+    """Adds the video to the run's (newest) W&B run, resumed; says why not when it cannot."""
+    paths = [os.path.basename(p) for p in glob.glob(os.path.join(run_dir, "wandb", "*run-*-*")) if os.path.isdir(p)]
+    if not paths:
         return "the run has no W&B run: the video was not logged to W&B"
-    run_id, offline = found
+    latest = max(paths, key=lambda name: name.split("-", 1)[1])
+    run_id, offline = latest.rsplit("-", 1)[1], latest.startswith("offline-")
     mode = wandb_config.get("mode") or os.environ.get("WANDB_MODE")
     if mode == "disabled":
         return "W&B is disabled: the video was not logged to W&B"
-    if offline or mode in ("offline", "dryrun"):
-        # An offline run cannot be continued in place: a second offline run with the same
-        # id would clash with it when synced.
+    if offline or mode in ("offline", "dryrun"):  # A second offline run with its id would clash when synced.
         return (
             f"W&B run {run_id} is offline: the video was not added to it (`wandb sync` the run, then "
             "evaluate again online to add it)"
         )
     import wandb
 
-    run = wandb.init(
-        project=wandb_config.get("project"),
-        entity=wandb_config.get("entity"),
-        id=run_id,
-        resume="must",
-        dir=run_dir,
-        mode="online",
-        reinit="finish_previous",
-    )
-    try:
+    where = {"project": wandb_config.get("project"), "entity": wandb_config.get("entity"), "id": run_id, "dir": run_dir}
+    with wandb.init(**where, resume="must", mode="online", reinit="finish_previous") as run:
         run.log({**record, "evaluator/video": wandb.Video(video, format="mp4")})
-    finally:
-        run.finish()
     return f"video logged to W&B run {run_id}"
 
 
@@ -172,13 +146,13 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
     if options["video"]:
         experiment.observers = [functools.partial(VideoRecorder, every=1, fps=options["fps"], path=video_path)]
     program = DistributedProgram(experiment)
-    learner = program.make_learner(None, Counter())  # Never stepped: it serves the restored parameters.
+    learner = program.make_learner(None, Counter())  # Never stepped.
     try:
         saved = read_state(checkpoint)
         learner.restore(restore_learner_state(checkpoint, learner.save()))
-    except CheckpointError as error:  # A damaged or foreign checkpoint: say so plainly.
+    except CheckpointError as error:
         raise EvaluationError(f"cannot use checkpoint {checkpoint} ({error})") from None
-    counts = {key: int(np.asarray(value)) for key, value in (saved.get("counts") or {}).items()}
+    actor_steps = (saved.get("counts") or {}).get("actor_steps")
     try:
         loop = program.make_evaluator(0, learner, Counter())
     except TypeError as error:
@@ -206,7 +180,7 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
         "max_return": float(returns.max()),
         "mean_length": float(np.mean([record["episode_length"] for record in records])),
         "returns": returns.tolist(),
-        "actor_steps": counts.get("actor_steps"),
+        "actor_steps": None if actor_steps is None else int(np.asarray(actor_steps)),
         "video": None,
         "wandb": None,
     }
@@ -216,8 +190,8 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
         result["video_frames"] = recorders[0].video_frames[0]
         if wandb_config:
             record = {"evaluator/restored_episode_return": result["mean_return"]}
-            if counts.get("actor_steps") is not None:
-                record["actor_steps"] = counts["actor_steps"]
+            if actor_steps is not None:
+                record["actor_steps"] = result["actor_steps"]
             result["wandb"] = log_video_to_wandb(run_dir, wandb_config, result["video"], record)
     return result
 

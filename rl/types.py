@@ -6,13 +6,9 @@ from typing import Any, NamedTuple
 
 
 class Transition(NamedTuple):
-    """One (possibly n-step) transition as stored in replay.
-
-    `reward` is the discounted sum of the m <= n rewards the transition spans and
-    `discount` the whole bootstrap factor gamma^m times the environment discounts, so a
-    learner's target is simply `reward + discount * value(next_observation)` and a
-    terminal step (environment discount 0) removes the bootstrap.
-    """
+    """One (possibly n-step) transition as stored in replay: `reward` is the discounted sum of
+    the m <= n rewards it spans, `discount` gamma^m times the environment discounts, so the
+    target is `reward + discount * value(next_observation)` (0 at a terminal step)."""
 
     observation: Any
     action: Any

@@ -1,9 +1,5 @@
-"""Keeps an actor's copy of the learner's parameters fresh.
-
-A remote source fetches in the background on its own (the Ray launcher's
-`RemoteVariableSource` returns the newest parameters it has and asks for fresher ones),
-so the client itself only decides how often to ask.
-"""
+"""Keeps an actor's copy of the learner's parameters fresh: a remote source fetches in the
+background itself (`RemoteVariableSource`), so the client only decides how often to ask."""
 
 from __future__ import annotations
 
@@ -29,16 +25,12 @@ class VariableClient:
         return self._params
 
     def update(self, wait: bool = False) -> None:
-        if wait:
-            self.update_and_wait()
-            return
         self._calls += 1
-        if self._calls >= self._update_period:
+        if wait or self._calls >= self._update_period:
             self.update_and_wait()
 
     def get_state(self) -> dict[str, Any]:
-        """The parameters held and the calls since they were fetched: a client restored
-        from this fetches when this one would have, and acts with the same parameters."""
+        """The parameters held and the calls since they were fetched (a restored client fetches when this one would)."""
         return {"params": self._params, "calls": self._calls}
 
     def set_state(self, state: dict[str, Any]) -> None:
