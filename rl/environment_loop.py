@@ -1,7 +1,6 @@
-"""Runs an actor in a `VectorEnvironment`: one batched policy call per step for every
-copy, each copy's episodes counted and logged on their own, observers' and the actor's
-exploration metrics added to the records. An evaluation loop refreshes its parameters once
-per round and logs one record per round (`run_evaluation`)."""
+"""Runs an actor in a `VectorEnvironment`: one batched policy call per step for every copy,
+each copy's episodes counted and logged on their own (with observers' and exploration metrics);
+an evaluation loop refreshes its parameters and logs once per round (`run_evaluation`)."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ class EnvironmentLoop:
         self._rate_steps = 0
         self._rate_start = time.perf_counter()
         self.ended_ids: list[int] = []  # The copies whose episode ended at the last step.
-        # Epoch time the last evaluation round took its parameters (the time a policy that
-        # reached a threshold existed, as SB3's time to a threshold counts).
+        # Epoch time the last evaluation round took its parameters (SB3's time to a threshold).
         self.round_started_at: float | None = None
 
     def _begin_episodes(self, env_ids: np.ndarray | None = None) -> None:
@@ -135,8 +133,7 @@ class EnvironmentLoop:
         return record
 
     def get_state(self) -> dict[str, Any]:
-        """What an exact resume continues from: the environments pickled mid-episode, the
-        episodes so far, the uncounted steps and the actor (observers' statistics are not kept)."""
+        """What an exact resume continues from (the environments pickled mid-episode; not observers' statistics)."""
         return {
             "environment": pickle.dumps(self.environment, protocol=pickle.HIGHEST_PROTOCOL),
             "observation": self._observation,
@@ -169,8 +166,7 @@ class EnvironmentLoop:
             self._uncounted_steps = 0
 
     def drop_episodes(self) -> None:
-        """Abandons every copy's episode (counting its steps), for an actor whose replay
-        connection was rebuilt: the adder sees the next episodes from their first step."""
+        """Abandons every copy's episode (counting its steps): a rebuilt replay connection's adder starts afresh."""
         self.count_partial_episode()
         self._observation = None
 

@@ -18,6 +18,7 @@ import functools
 import glob
 import json
 import os
+import pathlib
 import sys
 from typing import Any
 
@@ -209,12 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         f"[min {result['min_return']:.1f}, max {result['max_return']:.1f}], mean length {result['mean_length']:.1f}"
     )
     print("episode returns: " + ", ".join(f"{value:g}" for value in result["returns"]))
-    summary = os.path.join(options["run_dir"], "summary.json")
-    if os.path.exists(summary):
-        with open(summary) as file:
-            final = json.load(file).get("final_eval_return")
-        if final is not None:
-            print(f"the run's final evaluation return was {final:.2f}")
+    summary = pathlib.Path(options["run_dir"], "summary.json")
+    final = json.loads(summary.read_text()).get("final_eval_return") if summary.exists() else None
+    if final is not None:
+        print(f"the run's final evaluation return was {final:.2f}")
     if result["video"]:
         print(f"video of one episode ({result['video_frames']} frames): {result['video']}")
     if result["wandb"]:

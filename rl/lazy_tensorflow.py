@@ -34,9 +34,8 @@ _LIGHT: dict[str, tuple[str, str]] = {
     "load_op_library": ("tensorflow.python.framework.load_library", "load_op_library"),
     **{name: (_DTYPES, name) for name in ("float32", "float64", "double", "int32", "int64", "uint64", "string")},
 }
-# Module or namespace: {name: (module, attribute)} of what it answers without the full import.
-# tf.compat.v1 adds `to_float` (reverb's datasets test for it to tell a TF1 runtime), its own
-# Dataset class, and the resource loader reverb's op library asks for.
+# Module or namespace: {name: (module, attribute)} of what it answers without the full import
+# (tf.compat.v1's `to_float`: reverb's datasets test for it to tell a TF1 runtime).
 _NAMES: dict[str, dict[str, tuple[str, str]]] = {
     "tensorflow": _LIGHT,
     "tensorflow.version": {"VERSION": _VERSION},
