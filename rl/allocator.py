@@ -1,11 +1,8 @@
-"""Runs the entry points under jemalloc instead of glibc's malloc, which dominated reverb's
-sampling path (docs/performance.md, "Allocator").
-
-The loader picks the allocator at process start, so `reexec_with_jemalloc()` (first thing
-in every entry point) sets `LD_PRELOAD` and re-executes the same command once; child
-processes inherit it. The library is Ray's bundled `libjemalloc.so`, else the system's.
-`RL_ALLOCATOR`: `auto` (default: jemalloc when found), `jemalloc` (or a one-line error),
-`system` (glibc). `python -m rl.allocator` prints the `LD_PRELOAD` a process should start with.
+"""Runs the entry points under jemalloc (Ray's bundled one, else the system's) instead of
+glibc's malloc, which dominated reverb's sampling path (docs/performance.md, "Allocator"):
+`reexec_with_jemalloc()` sets `LD_PRELOAD` and re-executes the same command once (children
+inherit it). `RL_ALLOCATOR`: `auto` (default: jemalloc when found), `jemalloc` (or a one-line
+error), `system` (glibc). `python -m rl.allocator` prints the `LD_PRELOAD` to start with.
 """
 
 from __future__ import annotations

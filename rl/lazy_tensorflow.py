@@ -1,11 +1,9 @@
 """TensorFlow for reverb without importing all of TensorFlow (about 5 s per process).
 
-`install()` (run by `import rl`) puts a stand-in `tensorflow` module with TensorFlow's
-package path into `sys.modules`: it answers the names in `_NAMES` from the modules under
-`tensorflow.python` that define them, and any other attribute runs TensorFlow's own
-`__init__` into the same module first (once). tf.data's two packages wait the same way.
-`RL_LAZY_TENSORFLOW=0` turns it off. Pinned to TensorFlow 2.15's layout
-(tests/test_lazy_tensorflow.py checks every name).
+`install()` (run by `import rl`) puts a stand-in `tensorflow` into `sys.modules`: it answers
+`_NAMES` from the `tensorflow.python` modules defining them; any other attribute first runs
+TensorFlow's own `__init__` into it (once). tf.data's two packages wait the same way.
+`RL_LAZY_TENSORFLOW=0` turns it off. Pinned to TensorFlow 2.15 (tests check every name).
 """
 
 from __future__ import annotations
@@ -95,9 +93,8 @@ class _Lazy(types.ModuleType):
 
 
 class _DeferredPackage(types.ModuleType):
-    """A package of tf.data before its `__init__` ran. Those `__init__`s only gather tf.data's
-    public names (seconds of imports); reverb and tf.data's own modules import the modules
-    under them by their full names. The first name asked of the package runs it."""
+    """A tf.data package whose `__init__` (seconds gathering public names that reverb, importing
+    modules by their full names, never uses) runs when a name is first asked of it."""
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
