@@ -47,7 +47,7 @@ def _start_train(overrides, run_dir):
             for child in children:
                 with contextlib.suppress(psutil.Error):
                     process.started.add((child.pid, child.create_time()))
-            time.sleep(0.2)
+            time.sleep(1.0)
 
     threading.Thread(target=watch, daemon=True).start()
     return process
