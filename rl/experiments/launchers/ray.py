@@ -1,9 +1,7 @@
-"""conf/launcher/ray.yaml: every node of the experiment in its own Ray process.
-
-The driver (this process) starts or joins Ray, places the nodes, owns the loggers (nodes
-send records through a Ray queue), resumes nodes Ray restarted and shuts down what it
-started; rl/experiments/lifecycle.py runs the rest. Every wait on a node is bounded: an
-answer that does not come is a `LauncherError` naming the node and the call.
+"""conf/launcher/ray.yaml: every node in its own Ray process. The driver (this process)
+places the nodes, owns the loggers (nodes send records through a Ray queue) and resumes
+nodes Ray restarted; lifecycle.py runs the rest. Every wait on a node is bounded: an answer
+that does not come is a `LauncherError` naming the node and the call.
 """
 
 from __future__ import annotations
@@ -282,7 +280,7 @@ class RayNodes(lifecycle.Nodes):
     def evaluate(self) -> tuple[int, float, float]:
         """A round of every evaluator, at exactly the point's actor steps (actors held there)."""
         timeout = self.launcher.evaluation_timeout_s
-        # The round in flight, one call per evaluator (asked again of one Ray has rebuilt).
+        # One call per evaluator, asked again of one Ray has rebuilt.
         self.evaluations = [e.evaluate.remote(self.experiment.eval_episodes) for e in self.evaluators]
         deadline = time.monotonic() + timeout
         while True:
@@ -305,8 +303,8 @@ class RayNodes(lifecycle.Nodes):
         return steps, float(sum(mean for _, mean, _ in results) / len(results)), max(ended for _, _, ended in results)
 
     def end_acting(self, interrupted: bool) -> None:
-        """Interrupted: the actors end their leases. Finished: the budget is checked (a
-        mismatch would be a counting bug). A learner that died unnoticed is restored."""
+        """Interrupted: the actors end their leases; finished: the budget is checked. A
+        learner that died unnoticed is restored."""
         if interrupted:
             self._get(self.counter.close.remote(), "counter", "close")
             if self.actor_runs:
@@ -411,8 +409,7 @@ class RayNodes(lifecycle.Nodes):
             raise LauncherError(f"{_title(node)} stopped before the actors finished")
 
     def _died(self, node: str, error: Exception) -> None:
-        """Counts a death of `node` against its launcher.max_*restarts, waits until Ray has
-        rebuilt it, resumes its work and says so in logs/launcher.csv."""
+        """Counts a death against launcher.max_*restarts; resumes `node` once Ray rebuilt it."""
         launcher, handle = self.launcher, self.handles[node]
         setting, limit = {
             "learner": ("max_learner_restarts", launcher.max_learner_restarts),
@@ -451,8 +448,7 @@ class RayNodes(lifecycle.Nodes):
             self.evaluations[int(instance)] = handle.evaluate.remote(self.experiment.eval_episodes)
 
     def _restore_learner(self) -> str:
-        """Sets the rebuilt learner to the last checkpoint; its rows past those learner steps
-        move to logs/superseded/, so logs/learner.csv stays one curve."""
+        """The last checkpoint into the rebuilt learner; its later log rows go to logs/superseded/."""
         from rl.loggers.csv import move_rows
 
         checkpoint, state, learner_steps = self.saved_learner

@@ -1,7 +1,6 @@
-"""The Ray actors that host an experiment's nodes (each builds its part from the shared
-`DistributedProgram`: agents know nothing of Ray), and the proxies they talk through.
-Nodes find each other by name: a string stays in a node's creation task, where a restart
-finds it (a handle would sit in the object store; Ray warns).
+"""The Ray actors hosting the nodes (built from the shared `DistributedProgram`) and the
+proxies they talk through. Nodes find each other by name: a name stays in a node's creation
+task, where a restart finds it (a handle would sit in the object store; Ray warns).
 """
 
 from __future__ import annotations
@@ -26,9 +25,7 @@ from rl.experiments.learner_thread import StepLockReleasingIterator
 from rl.loggers.base import Logger, LoggerFactory, LoggingData, to_python_scalar
 from rl.replay.adders import ReplayTimeoutError
 
-# Steps an actor leases from the counter at once: bounds counter traffic; the counter
-# grants only what is left, and returns a dead actor's uncounted lease to the budget.
-STEP_LEASE = 100
+STEP_LEASE = 100  # Steps an actor leases at once (bounds counter traffic).
 HELD_POLL_S = 0.02  # How often an actor held at an evaluation point asks whether it may go on.
 REPLAY_RECONNECTS = 2  # New replay connections per lease before a write that keeps timing out fails.
 REPLAY_ADDRESS_TIMEOUT_S = 300.0  # The replay node imports reverb and starts its server first.
