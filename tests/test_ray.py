@@ -1,6 +1,7 @@
 """launcher=ray: real Ray processes for replay, counter, learner, actors and evaluator."""
 
 import ast
+import contextlib
 import csv
 import json
 import os
@@ -8,13 +9,14 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
 import pytest
 import yaml
 
-from conftest import ROOT, TRAIN, read_summary, run_train
+from conftest import ROOT, TRAIN, read_summary
 
 
 def _rows(path):
@@ -22,32 +24,11 @@ def _rows(path):
         return list(csv.DictReader(file))
 
 
-def _ray_processes(pids=(), seconds=15):
-    """Ray daemons and workers still alive after `seconds` to exit, plus any of the given
-    node pids. A run's daemons exit shortly after its driver, later on a busy machine."""
-    deadline = time.monotonic() + seconds
-    while True:
-        alive = []
-        for process in psutil.process_iter(["pid", "name", "cmdline"]):
-            try:
-                command = " ".join(process.info["cmdline"] or [])
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-            if (
-                process.info["pid"] in pids
-                or "raylet" in command
-                or "gcs_server" in command
-                or command.startswith("ray::")
-            ):
-                alive.append(command or str(process.info["pid"]))
-        if not alive or time.monotonic() >= deadline:
-            return alive
-        time.sleep(0.5)
-
-
 def _start_train(overrides, run_dir):
-    environment = {**os.environ, "WANDB_MODE": "offline", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.Popen(
+    """scripts/train.py in a fresh process; a thread notes every process it starts (Ray's
+    daemons and workers) while it runs, for `_processes_left`."""
+    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen(
         [sys.executable, TRAIN, *overrides, f"hydra.run.dir={run_dir}"],
         cwd=ROOT,
         env=environment,
@@ -55,6 +36,51 @@ def _start_train(overrides, run_dir):
         stderr=subprocess.STDOUT,
         text=True,
     )
+    process.started = set()  # (pid, create time) of each descendant seen.
+
+    def watch():
+        while process.poll() is None:
+            try:
+                children = psutil.Process(process.pid).children(recursive=True)
+            except psutil.Error:
+                return
+            for child in children:
+                with contextlib.suppress(psutil.Error):
+                    process.started.add((child.pid, child.create_time()))
+            time.sleep(1.0)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return process
+
+
+def _train(overrides, run_dir, timeout):
+    """scripts/train.py to its end: the process and its output."""
+    process = _start_train(overrides, run_dir)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return process, output
+
+
+def _processes_left(process, pids=(), seconds=15):
+    """What is left, after `seconds` to exit, of what the run of `process` started: every
+    process it was seen to start, its Ray daemons (their session is named after its pid)
+    and the given node pids. Other processes on the machine (other Ray runs) do not count."""
+    session = re.compile(rf"session_[0-9_-]+_{process.pid}\b")
+    deadline = time.monotonic() + seconds
+    while True:
+        left = []
+        for other in psutil.process_iter(["pid", "cmdline", "create_time"]):
+            info = other.info
+            command = " ".join(info["cmdline"] or [])
+            started = (info["pid"], info["create_time"]) in process.started
+            if started or info["pid"] in pids or session.search(command):
+                left.append(command or str(info["pid"]))
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.5)
 
 
 def _wait_for(predicate, timeout, process):
@@ -117,7 +143,6 @@ def test_ray_run_with_its_replay_learner_and_an_actor_killed_still_solves_cartpo
     is restarted (replay from its checkpoint, learner from its last checkpoint, actor
     with a fresh key) and the run still solves CartPole within exactly its budget. (The
     default suite meets the same faults in the shorter fault run below.)"""
-    assert not _ray_processes(), "a Ray instance is already running on this machine"
     process = _start_train(
         [
             "experiment=dqn_cartpole",
@@ -158,7 +183,7 @@ def test_ray_run_with_its_replay_learner_and_an_actor_killed_still_solves_cartpo
     assert _ACTOR_RESTART.match(next(e for e in events if e.startswith("actor 1 died"))), events
     counts = [int(row["actor_steps"]) for row in _rows(os.path.join(run_dir, "logs", "actor.csv"))]
     assert counts == sorted(counts), "actor 0's records reach the driver in order"
-    assert not _ray_processes(set(pids.values())), "processes left behind after the run"
+    assert not _processes_left(process, set(pids.values())), "processes left behind after the run"
 
 
 @pytest.mark.parametrize(
@@ -173,17 +198,16 @@ def test_ray_run_with_its_replay_learner_and_an_actor_killed_still_solves_cartpo
     ],
 )
 def test_ray_bad_input_fails_fast_with_a_clear_message(overrides, key, tmp_path):
-    result = run_train(["launcher=ray", *overrides, f"hydra.run.dir={tmp_path}"], timeout=180)
-    output = result.stdout + result.stderr
-    assert result.returncode != 0
+    process, output = _train(["launcher=ray", *overrides], tmp_path, timeout=180)
+    assert process.returncode != 0
     assert key in output and "Traceback" not in output, output[-3000:]
-    assert not _ray_processes()
+    assert not _processes_left(process)
 
 
 def test_sac_runs_under_ray_with_action_statistics(run_dir):
     """A continuous agent runs unchanged under launcher=ray (a few hundred steps); the
     action statistics observer reports in actor 0's and the evaluator's records."""
-    result = run_train(
+    process, output = _train(
         [
             "experiment=sac_pendulum",
             "observers=[action_stats]",
@@ -197,12 +221,11 @@ def test_sac_runs_under_ray_with_action_statistics(run_dir):
             "eval_episodes=1",
             "agent.min_replay_size=200",
             "progress=false",
-            f"hydra.run.dir={run_dir}",
         ],
+        run_dir,
         timeout=900,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    output = result.stdout + result.stderr
+    assert process.returncode == 0, output[-3000:]
     # Only our own lines: no Ray notice or warning (token authentication stays on, silently).
     assert "WARNING" not in output and "Token authentication" not in output, output[-3000:]
     summary = read_summary(run_dir)
@@ -220,7 +243,7 @@ def test_sac_runs_under_ray_with_action_statistics(run_dir):
     for row in actor_rows + evaluator_rows:  # Pendulum's torques lie in [-2, 2].
         assert -2.0 <= float(row["action_min"]) <= float(row["action_mean"]) <= float(row["action_max"]) <= 2.0
         assert float(row["action_std"]) >= 0.0
-    assert not _ray_processes()
+    assert not _processes_left(process)
 
 
 # --------------------------------------------------------------------------- faults and resume
@@ -255,26 +278,6 @@ def _checkpoint_states(run_dir):
     from rl import checkpointing
 
     return {os.path.basename(p): checkpointing.read_state(p) for p in checkpointing.list_checkpoints(run_dir)}
-
-
-def _own_ray_processes(driver_pid, pids=(), seconds=15):
-    """What is left, after `seconds` to exit, of the Ray instance that `driver_pid`
-    started: its daemons (their session is named after the driver's pid) and the given
-    node pids. Ray instances of other processes on the machine are not counted."""
-    session = re.compile(rf"session_[0-9_-]+_{driver_pid}\b")
-    deadline = time.monotonic() + seconds
-    while True:
-        left = []
-        for process in psutil.process_iter(["pid", "cmdline"]):
-            try:
-                command = " ".join(process.info["cmdline"] or [])
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-            if process.info["pid"] in pids or session.search(command):
-                left.append(command or str(process.info["pid"]))
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.5)
 
 
 def _launcher_events(run_dir):
@@ -328,7 +331,7 @@ def faulted_ray_run(tmp_path_factory):
     seen["sigterm_summary"] = read_summary(run_dir)
     seen["sigterm_checkpoints"] = _checkpoint_states(run_dir)
     seen["sigterm_events"] = [row["event"] for row in _launcher_events(run_dir)]
-    seen["sigterm_processes_left"] = _own_ray_processes(process.pid, set(seen["pids"].values()))
+    seen["sigterm_processes_left"] = _processes_left(process, set(seen["pids"].values()))
     with open(os.path.join(run_dir, "logs", "nodes.json")) as file:
         seen["sigterm_pids"] = json.load(file)
     resumed = _start_train(FAULT_COMMAND, run_dir)
@@ -339,7 +342,7 @@ def faulted_ray_run(tmp_path_factory):
             resumed.kill()
     seen["resume_returncode"] = resumed.returncode
     with open(os.path.join(run_dir, "logs", "nodes.json")) as file:
-        seen["resume_processes_left"] = _own_ray_processes(resumed.pid, set(json.load(file).values()))
+        seen["resume_processes_left"] = _processes_left(resumed, set(json.load(file).values()))
     return seen
 
 
@@ -577,7 +580,7 @@ def _driver_with_evaluator(ray, evaluator, max_restarts, run_directory):
         logger_factory=lambda label, steps_key, instance: types.SimpleNamespace(write=events.append),
     )
     run.loggers, run.node_pids = {}, {}
-    run.evaluators, run.deaths = [evaluator], {}
+    run.evaluators, run.handles, run.deaths = [evaluator], {"evaluator_0": evaluator}, {}
     return run, events
 
 
@@ -649,7 +652,7 @@ def test_ray_learner_restarts_exhausted_fail_the_run_with_one_line(run_dir):
     assert events == [f"run failed: {last_line.removeprefix('Run failed: ')}"]
     summary = read_summary(run_dir)
     assert summary["status"] == "failed" and summary["actor_steps"] < FAULT_BUDGET
-    assert not _own_ray_processes(process.pid, set(pids.values()))
+    assert not _processes_left(process, set(pids.values()))
 
 
 def _rss_mb(pids):

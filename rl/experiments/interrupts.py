@@ -1,7 +1,7 @@
-"""SIGINT and SIGTERM stop a run cleanly. `install_stop_requests()` turns the first signal
-into a request the lifecycle polls (checkpoint, "interrupted" summary, `RunInterrupted`); a
-second raises `Interrupted` at once. `raise_on_signals()` raises `Interrupted` for SIGTERM as
-Python does for SIGINT, so every `finally` runs; the exit code is 128 + the signal.
+"""SIGINT and SIGTERM stop a run cleanly: the first becomes a request the lifecycle polls
+(checkpoint, "interrupted" summary, `RunInterrupted`), a second raises `Interrupted` at
+once; `raise_on_signals()` raises it for SIGTERM as Python does for SIGINT, so every
+`finally` runs. The exit code is 128 + the signal.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -38,71 +38,52 @@ class RunInterrupted(Exception):
         self.exit_code = 128 + signum
         self.summary = summary
         self.checkpoint = checkpoint
-        steps = getattr(summary, "actor_steps", None)
-        at = f" at {steps} actor steps" if steps is not None else ""
+        at = f" at {summary.actor_steps} actor steps" if summary is not None else ""
         saved = f"; checkpoint {checkpoint}" if checkpoint else "; no checkpoint written"
         super().__init__(f"stopped by {signal_name(signum)}{at}{saved}")
 
 
 class StopRequest:
-    """The first signal received while installed (None until then)."""
+    """SIGINT and SIGTERM set `signum` (a second one raises `Interrupted`) until `restore()`
+    puts the previous handlers back."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.restore = _set_handlers(self._handle)
 
     @property
     def requested(self) -> bool:
         return self.signum is not None
 
     def _handle(self, signum: int, frame: Any) -> None:
-        del frame
         if self.signum is not None:  # A second signal: stop now.
             raise Interrupted(signum)
         self.signum = signum
 
 
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
+def _set_handlers(handler: Any) -> Callable[[], None]:
+    """Sets `handler` for SIGINT and SIGTERM; returns what puts the previous ones back.
+    Only the main thread may set handlers: elsewhere they are left be."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
 
-
-@contextlib.contextmanager
-def _handlers(handler: Any) -> Iterator[None]:
-    if not _in_main_thread():  # Only the main thread may set handlers; leave them be.
-        yield
-        return
-    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
-    for signum in SIGNALS:
-        signal.signal(signum, handler)
-    try:
-        yield
-    finally:
+    def restore() -> None:
         for signum, old in previous.items():
             signal.signal(signum, old)
 
-
-@contextlib.contextmanager
-def stop_requests() -> Iterator[StopRequest]:
-    """While open, SIGINT and SIGTERM set the returned request (a second one raises)."""
-    request = StopRequest()
-    with _handlers(request._handle):
-        yield request
-
-
-def install_stop_requests() -> tuple[StopRequest, Any]:
-    """`stop_requests()` without a `with` block: the request and the function that puts
-    the previous handlers back."""
-    context = stop_requests()
-    request = context.__enter__()
-    return request, lambda: context.__exit__(None, None, None)
+    return restore
 
 
 def _raise(signum: int, frame: Any) -> None:
-    del frame
     raise Interrupted(signum)
 
 
 @contextlib.contextmanager
 def raise_on_signals() -> Iterator[None]:
     """While open, SIGINT and SIGTERM raise `Interrupted` in the main thread."""
-    with _handlers(_raise):
+    restore = _set_handlers(_raise)
+    try:
         yield
+    finally:
+        restore()

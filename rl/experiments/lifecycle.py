@@ -1,11 +1,7 @@
-"""The life of a run, written once for every launcher (local, ray, anakin).
-
-A launcher supplies its `Nodes`: how to act up to an actor step, play an evaluation
-round, snapshot what a checkpoint holds, and stop. `run` does the rest: it acts to each
-evaluation point (every `eval_every` actor steps and at `max_actor_steps`), evaluates
-there, checkpoints on a clock (`checkpoint.every_seconds`), at the end and on SIGINT/
-SIGTERM, keeps the evaluation curve (continued from a restore point), and ends the run
-`finished`, `interrupted` or `failed` with its summary.json and closed loggers.
+"""The life of a run, once for every launcher (local, ray, anakin): a launcher's `Nodes`
+act, evaluate, snapshot and stop; `run` evaluates every `eval_every` actor steps and at
+`max_actor_steps`, checkpoints on a clock, at the end and on SIGINT/SIGTERM, keeps the
+evaluation curve across restores and ends the run `finished`, `interrupted` or `failed`.
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ from typing import Any, Callable, Mapping
 from rl import checkpointing
 from rl.checkpointing import CheckpointSettings
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.interrupts import Interrupted, RunInterrupted, install_stop_requests
+from rl.experiments.interrupts import Interrupted, RunInterrupted, StopRequest
 from rl.experiments.launchers.base import LauncherError
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary, close_loggers, finish_run, run_start_time
@@ -26,17 +22,15 @@ from rl.numerics import NumericalError
 
 
 def next_evaluation(experiment: ExperimentConfig, actor_steps: int) -> int:
-    """The actor step of the first evaluation after `actor_steps`: every `eval_every`
-    steps, and a last one at `max_actor_steps`."""
+    """The first evaluation point after `actor_steps`."""
     every, budget = experiment.eval_every, experiment.max_actor_steps
     return min((actor_steps // every + 1) * every, budget)
 
 
 @dataclasses.dataclass
 class RunRecord:
-    """What the run has done so far: actor steps, the next evaluation point, the
-    evaluation curve (actor steps, mean return) with each round's epoch time, and the
-    seconds spent acting. A resumed run starts from its checkpoint's."""
+    """The run so far: the evaluation curve (actor steps, mean return) with each round's
+    epoch time, and the seconds spent acting; a resumed run starts from its checkpoint's."""
 
     steps: int = 0
     next_eval: int = 0
@@ -49,25 +43,20 @@ class RunRecord:
         restore = experiment.restore
         if restore is None:
             return cls(next_eval=next_evaluation(experiment, 0))
-        record = cls(steps=restore.actor_steps, acting_time_s=float(restore.state.get("acting_time_s", 0.0)))
-        record.next_eval = int(restore.state.get("next_eval", 0))
-        if record.next_eval <= record.steps:
-            record.next_eval = next_evaluation(experiment, record.steps)
-        record.eval_returns = [(int(s), float(v)) for s, v in restore.state.get("eval_returns", [])]
-        start, relative = run_start_time(experiment), restore.state.get("eval_times_s")
-        if relative is None or start is None:
-            record.eval_times = [math.nan] * len(record.eval_returns)
-        else:
-            record.eval_times = [start + float(t) for t in relative]
-        return record
+        state, steps, start = restore.state, restore.actor_steps, run_start_time(experiment)
+        next_eval = int(state.get("next_eval", 0))
+        returns = [(int(s), float(v)) for s, v in state.get("eval_returns", [])]
+        relative = state.get("eval_times_s")
+        times = [math.nan] * len(returns) if relative is None or start is None else [start + float(t) for t in relative]
+        next_eval = next_eval if next_eval > steps else next_evaluation(experiment, steps)
+        return cls(steps, next_eval, returns, times, float(state.get("acting_time_s", 0.0)))
 
 
 @dataclasses.dataclass
 class Snapshot:
-    """One moment of the run, taken with the learner paused: the counts, and for a
-    checkpoint the learner state, the launcher's own state keys, what writes the
-    replay checkpoint and returns its directory (None: not saved; called only when the
-    checkpoint is written) and a deterministic run's process state."""
+    """One moment of the run, the learner paused: the counts and, for a checkpoint, the
+    launcher's own state keys, what writes the replay checkpoint and returns its directory
+    (None: not saved) and a deterministic run's process state."""
 
     actor_steps: int
     counts: Mapping[str, Any]
@@ -78,7 +67,7 @@ class Snapshot:
 
 
 def run_state(experiment: ExperimentConfig, record: RunRecord, snapshot: Snapshot) -> dict[str, Any]:
-    """What a checkpoint saves besides the learner state (the checkpoint's state item)."""
+    """A checkpoint's state item (all but the learner state)."""
     start = run_start_time(experiment)
     state = {
         "agent": experiment.agent_name,
@@ -110,15 +99,11 @@ class RunCheckpointer:
         self.start()
 
     @property
-    def enabled(self) -> bool:
-        return self.settings.enabled
-
-    @property
     def saves_replay(self) -> bool:
         return self.settings.enabled and self.settings.replay
 
     def start(self) -> None:
-        """Starts the clock of periodic checkpoints (when acting starts, not while building)."""
+        """Starts the clock of periodic checkpoints."""
         self._next = time.monotonic() + self.settings.every_seconds
 
     def due(self) -> bool:
@@ -127,17 +112,22 @@ class RunCheckpointer:
     def kept(self) -> str:
         return f"the last good checkpoint is {self.last}" if self.last else "no checkpoint was written"
 
-    def replay_checkpointer(self, restore: Any) -> Any:
-        """Reverb's checkpointer for a replay server (None: reverb's default temporary one)."""
+    def replay_paths(self, restore: Any) -> tuple[str | None, str | None]:
+        """Where a replay server checkpoints and the checkpoint it starts from (None, None:
+        it does not checkpoint)."""
         restore_replay = restore is not None and restore.restore_replay
         if not (self.settings.replay and (self.settings.enabled or restore_replay)):
+            return None, None
+        return checkpointing.replay_root(self.run_directory), restore.replay_checkpoint if restore_replay else None
+
+    def replay_checkpointer(self, restore: Any) -> Any:
+        """Reverb's checkpointer for a replay server (None: reverb's default temporary one)."""
+        directory, fallback = self.replay_paths(restore)
+        if directory is None:
             return None
         import reverb
 
-        return reverb.checkpointers.DefaultCheckpointer(
-            checkpointing.replay_root(self.run_directory),
-            fallback_checkpoint_path=restore.replay_checkpoint if restore_replay else None,
-        )
+        return reverb.checkpointers.DefaultCheckpointer(directory, fallback_checkpoint_path=fallback)
 
     def save(self, state: Mapping[str, Any], snapshot: Snapshot) -> str:
         replay = tables = None
@@ -160,30 +150,29 @@ class RunCheckpointer:
 
 
 class Nodes:
-    """What a launcher runs. `run` sets `experiment`, `record` and `checkpoints` before
-    `start`; the hooks with a body here do nothing unless a launcher needs them to."""
+    """What a launcher runs; `run` sets `experiment`, `record` and `checkpoints` before
+    `start`. The hooks with a body do nothing unless a launcher needs them."""
 
     experiment: ExperimentConfig
     record: RunRecord
     checkpoints: RunCheckpointer
 
     def start(self) -> None:
-        """Builds (or places) the nodes and restores their state from the restore point."""
+        """Builds the nodes and restores them from the restore point."""
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
-        """Acts until `until` actor steps (never past it, but for launchers that act in
-        fixed chunks), or sooner once `pause()` is true; returns the actor steps now."""
+        """Acts to `until` actor steps (past it only in fixed chunks), or until `pause()`;
+        returns the actor steps now."""
         raise NotImplementedError
 
     def evaluate(self) -> tuple[int, float, float]:
-        """A round of every evaluator: (actor steps, mean return, epoch time of the round)."""
+        """A round of every evaluator: (actor steps, mean return, epoch time)."""
         raise NotImplementedError
 
     def end_acting(self, interrupted: bool) -> None:
         """Before the last evaluation (finished) or the last checkpoint (interrupted)."""
 
     def snapshot(self, checkpoint: bool) -> Snapshot:
-        """The counts, and with `checkpoint` what a checkpoint of this moment holds."""
         raise NotImplementedError
 
     def saved(self, path: str, snapshot: Snapshot) -> None:
@@ -213,23 +202,20 @@ class Nodes:
 
 
 def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
-    """Trains `nodes` to `experiment.max_actor_steps` (see the module docstring)."""
+    """Trains `nodes` to `experiment.max_actor_steps`."""
     start = time.perf_counter()
     record = RunRecord.start(experiment)
     checkpoints = RunCheckpointer(experiment)
     nodes.experiment, nodes.record, nodes.checkpoints = experiment, record, checkpoints
-    stop, restore_signal_handlers = install_stop_requests()  # SIGINT/SIGTERM: checkpoint and stop.
+    stop = StopRequest()  # SIGINT/SIGTERM: checkpoint and stop.
     loggers_closed = False
 
     def save(periodic: bool = False) -> tuple[str | None, Snapshot]:
-        snapshot = nodes.snapshot(checkpoint=checkpoints.enabled)
-        if not checkpoints.enabled:
+        enabled = checkpoints.settings.enabled
+        snapshot = nodes.snapshot(checkpoint=enabled)
+        if not enabled:
             return None, snapshot
-        if (
-            periodic
-            and checkpoints.last is not None
-            and checkpointing.step_of(checkpoints.last) == snapshot.actor_steps
-        ):
+        if periodic and checkpoints.last and checkpointing.step_of(checkpoints.last) == snapshot.actor_steps:
             checkpoints.start()  # Nothing moved since the last (which a restore may have named): try later.
             return None, snapshot
         path = checkpoints.save(run_state(experiment, record, snapshot), snapshot)
@@ -284,26 +270,21 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
         message = nodes.failure(error)
         if message is None or isinstance(error, RunInterrupted):
             raise
-        _failed(experiment, nodes, record, time.perf_counter() - start)
+        wall_time_s, curve = time.perf_counter() - start, (record.eval_returns, record.eval_times)
+        try:  # A "failed" summary with the counts so far, when they can still be had.
+            nodes.end_learning()
+            counts = nodes.counts()
+        except Exception:  # noqa: BLE001 - best effort: the failure is raised either way.
+            counts = None
+        if counts is not None:
+            finish_run(experiment, counts, *curve, wall_time_s, record.acting_time_s, status="failed")
         close_loggers(experiment, exit_code=1)
         loggers_closed = True
         raise LauncherError(message) from None
     finally:
-        restore_signal_handlers()
+        stop.restore()
         try:
             nodes.close()
         finally:
             if not loggers_closed:
                 close_loggers(experiment, exit_code=1)
-
-
-def _failed(experiment: ExperimentConfig, nodes: Nodes, record: RunRecord, wall_time_s: float) -> None:
-    """A "failed" summary with the counts so far (when they can still be had). The last
-    checkpoint stays."""
-    try:
-        nodes.end_learning()
-        counts = nodes.counts()
-    except Exception:  # noqa: BLE001 - best effort: the failure is raised either way.
-        return
-    curve = (record.eval_returns, record.eval_times)
-    finish_run(experiment, counts, *curve, wall_time_s, record.acting_time_s, status="failed")

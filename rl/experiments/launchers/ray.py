@@ -1,9 +1,7 @@
-"""conf/launcher/ray.yaml: every node of the experiment in its own Ray process.
-
-The driver (this process) starts or joins Ray, places the nodes, owns the loggers (nodes
-send records through a Ray queue), resumes the work of nodes Ray restarted and shuts down
-what it started; rl/experiments/lifecycle.py runs the rest. Every wait on a node is
-bounded: an answer that does not come is a `LauncherError` naming the node and the call.
+"""conf/launcher/ray.yaml: every node in its own Ray process. The driver (this process)
+places the nodes, owns the loggers (nodes send records through a Ray queue) and resumes
+nodes Ray restarted; lifecycle.py runs the rest. Every wait on a node is bounded: an answer
+that does not come is a `LauncherError` naming the node and the call.
 """
 
 from __future__ import annotations
@@ -30,22 +28,19 @@ from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary, run_start_time
 
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
-# Ray announces on every start that token authentication is on (its default for a local
-# instance, see the README's security section): that notice is dropped, a warning that
-# it is off still shows.
+# Ray's notice on every start that token authentication is on (its default for a local
+# instance, see the README's security section) is dropped; a warning that it is off shows.
 TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
-
-
-def _drop_token_auth_notice(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith("Token authentication is enabled")
-
-
 # Environment of every node: no GPU pre-allocation fights, no TensorFlow chatter.
 NODE_ENVIRONMENT = {
     "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
     "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     "TF_CPP_MIN_LOG_LEVEL": "2",
 }
+
+
+def _drop_token_auth_notice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Token authentication is enabled")
 
 
 @dataclasses.dataclass
@@ -56,9 +51,7 @@ class RayLauncher(Launcher):
     learner_num_cpus: float = 1.0
     learner_num_gpus: float = 0.0
     actor_num_cpus: float = 0.5
-    # Custom Ray resources each actor needs ({"actor_host": 1}): actors go only to nodes
-    # started with them (`ray start --resources='{"actor_host": 8}'`).
-    actor_resources: dict[str, float] | None = None
+    actor_resources: dict[str, float] | None = None  # Custom Ray resources each actor needs.
     max_restarts: int = 3
     max_learner_restarts: int = 3
     max_replay_restarts: int = 3
@@ -134,15 +127,21 @@ class RayLauncher(Launcher):
 
 def _first_line(error: BaseException) -> str:
     """One line about a Ray error: the task's own exception when there is one."""
-    cause = getattr(error, "cause", None)
-    if isinstance(cause, BaseException):
-        error = cause
+    from ray.exceptions import RayTaskError
+
+    if isinstance(error, RayTaskError) and isinstance(error.cause, BaseException):
+        error = error.cause
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def _title(node: str) -> str:
+    """A node of nodes.json as messages name it."""
+    return {"learner": "the learner", "replay": "the replay node"}.get(node, node.replace("_", " "))
+
+
 class RayNodes(lifecycle.Nodes):
-    """The nodes of one distributed run, placed by Ray and watched from this process."""
+    """The nodes of one run, placed by Ray and watched from this process."""
 
     def __init__(self, launcher: RayLauncher, experiment: ExperimentConfig):
         import ray
@@ -195,9 +194,8 @@ class RayNodes(lifecycle.Nodes):
         from rl.experiments.launchers import ray_nodes
 
         launcher, experiment, names, restore = self.launcher, self.experiment, self.names, self.experiment.restore
-        # The nodes that hold no CPU while they run go to the head node (Ray would place
-        # them anywhere under a soft preference); the learner prefers it (one asking for
-        # GPUs the head lacks goes where they are); actors go where their resources are.
+        # Nodes holding no CPU go to the head node (a soft preference lets Ray place them
+        # anywhere), the learner near it (or where its GPUs are), actors where their resources are.
         alive = [node for node in self.ray.nodes() if node.get("Alive")]
         heads = [node["NodeID"] for node in alive if "node:__internal_head__" in node.get("Resources", {})]
         head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=False)} if heads else {}
@@ -213,18 +211,11 @@ class RayNodes(lifecycle.Nodes):
         self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps, key_offset)
         # Acting stops at each evaluation point until its round is played.
         self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
-        # The replay node's tables, as RunCheckpointer.replay_checkpointer (it shares this file system).
-        settings, restore_replay = self.checkpoints.settings, restore is not None and restore.restore_replay
-        directory = fallback = None
-        if settings.replay and (settings.enabled or restore_replay):
-            directory = checkpointing.replay_root(experiment.run_directory)
-            fallback = restore.replay_checkpoint if restore_replay else None
-        # The program goes by value (a few kilobytes): Ray keeps it inline in each node's
-        # creation task, where a restart finds it. Every node starts at once; each waits
-        # for the replay node's address itself.
+        # The program goes by value (a few kilobytes) inline in each node's creation task, where
+        # a restart finds it. Nodes start at once; each waits for the replay node's address.
         program = self.program
         replay = ray_nodes.ReplayNode.options(name=names["replay"], max_restarts=launcher.max_replay_restarts, **head)
-        self.replay = replay.remote(program, directory, fallback, names["counter"])
+        self.replay = replay.remote(program, *self.checkpoints.replay_paths(restore), names["counter"])
         self.learner = ray_nodes.LearnerNode.options(
             num_cpus=launcher.learner_num_cpus,
             num_gpus=launcher.learner_num_gpus,
@@ -264,7 +255,7 @@ class RayNodes(lifecycle.Nodes):
 
     def act(self, until: int, pause: Any, progress: ProgressDisplay) -> int:
         """Watches the actors until the count reaches `until` (they are held there) or, at
-        the budget, every actor is done; drains logs, resumes nodes Ray restarted."""
+        the budget, every actor is done."""
         final = until >= self.experiment.max_actor_steps
         self._get(self.counter.hold_until.remote(until), "counter", "hold_until")
         steps = self._actor_steps()
@@ -275,12 +266,10 @@ class RayNodes(lifecycle.Nodes):
             steps = self._actor_steps()
             progress.advance(steps, force=True)
             for ref in done:
-                if ref == self.learner_run:
-                    self._ended(ref, "the learner", self._learner_died)
-                elif ref == self.replay_serving:
-                    self._ended(ref, "the replay node", self._replay_died)
+                if ref in self.actor_runs:
+                    self._ended(ref, f"actor_{self.actor_runs.pop(ref)}")
                 else:
-                    self._actor_ended(ref)
+                    self._ended(ref, "learner" if ref == self.learner_run else "replay")
             if pause():
                 break
         return self._actor_steps()
@@ -291,7 +280,7 @@ class RayNodes(lifecycle.Nodes):
     def evaluate(self) -> tuple[int, float, float]:
         """A round of every evaluator, at exactly the point's actor steps (actors held there)."""
         timeout = self.launcher.evaluation_timeout_s
-        # The round in flight, one call per evaluator (asked again of one Ray has rebuilt).
+        # One call per evaluator, asked again of one Ray has rebuilt.
         self.evaluations = [e.evaluate.remote(self.experiment.eval_episodes) for e in self.evaluators]
         deadline = time.monotonic() + timeout
         while True:
@@ -304,7 +293,7 @@ class RayNodes(lifecycle.Nodes):
                 try:
                     results.append(self._get(ref, f"evaluator_{instance}", "evaluate"))
                 except self.ray.exceptions.RayActorError as error:
-                    self._evaluator_died(instance, error)
+                    self._died(f"evaluator_{instance}", error)
                 except self.ray.exceptions.RayError as error:
                     raise LauncherError(f"an evaluator failed: {_first_line(error)}") from None
             if len(results) == len(self.evaluations):
@@ -314,8 +303,8 @@ class RayNodes(lifecycle.Nodes):
         return steps, float(sum(mean for _, mean, _ in results) / len(results)), max(ended for _, _, ended in results)
 
     def end_acting(self, interrupted: bool) -> None:
-        """Interrupted: the actors end their leases. Finished: the budget is checked (a
-        mismatch would be a counting bug). A learner that died unnoticed is restored."""
+        """Interrupted: the actors end their leases; finished: the budget is checked. A
+        learner that died unnoticed is restored."""
         if interrupted:
             self._get(self.counter.close.remote(), "counter", "close")
             if self.actor_runs:
@@ -332,12 +321,12 @@ class RayNodes(lifecycle.Nodes):
                 message += f"; MISMATCH: unleased {budget['unleased']}, leased but uncounted {budget['outstanding']}"
             self._event(message)
         if self.ray.wait([self.learner_run], timeout=0)[0]:
-            self._ended(self.learner_run, "the learner", self._learner_died)
+            self._ended(self.learner_run, "learner")
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
         """The learner's state between two steps, with the counts at that moment."""
         try:
-            taken = self._get_or_revive(self.learner, "learner", "checkpoint", self._learner_died)
+            taken = self._get_or_revive(self.learner.checkpoint, "learner")
         except self.ray.exceptions.RayTaskError as error:  # A numerical fault, say.
             message = f"the learner's checkpoint failed ({_first_line(error)}); {self.checkpoints.kept()}"
             raise LauncherError(message) from None
@@ -346,7 +335,7 @@ class RayNodes(lifecycle.Nodes):
         snapshot.state["actor_schedule_step"] = schedule_steps.get(0, 0)
         snapshot.state["actor_schedule_steps"] = {str(k): v for k, v in sorted(schedule_steps.items())}
         if checkpoint and self.checkpoints.saves_replay:
-            snapshot.replay = lambda: self._get_or_revive(self.replay, "replay", "checkpoint", self._replay_died)
+            snapshot.replay = lambda: self._get_or_revive(self.replay.checkpoint, "replay")
         return snapshot
 
     def saved(self, path: str, snapshot: lifecycle.Snapshot) -> None:
@@ -385,58 +374,83 @@ class RayNodes(lifecycle.Nodes):
         for handle in self.handles.values():
             self.ray.kill(handle, no_restart=True)
 
-    def _call_when_back(self, handle: Any, name: str, method: str) -> Any:
-        """`handle.method()` of a node Ray is restarting, asked until restart_timeout_s."""
-        exceptions = self.ray.exceptions
-        timeout = self.launcher.restart_timeout_s
+    def _call_when_back(self, method: Any, node: str) -> Any:
+        """`method.remote()` of a node Ray is restarting, asked until restart_timeout_s."""
+        exceptions, timeout = self.ray.exceptions, self.launcher.restart_timeout_s
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.ray.get(getattr(handle, method).remote(), timeout=max(0.1, deadline - time.monotonic()))
+                return self.ray.get(method.remote(), timeout=max(0.1, deadline - time.monotonic()))
             except (exceptions.ActorUnavailableError, exceptions.GetTimeoutError):  # Still being rebuilt.
                 pass
             except exceptions.RayActorError as error:
-                raise LauncherError(f"{name} died and Ray did not restart it ({_first_line(error)})") from None
+                raise LauncherError(f"{_title(node)} died and Ray did not restart it ({_first_line(error)})") from None
             if time.monotonic() > deadline:
-                raise LauncherError(f"{name} did not come back within launcher.restart_timeout_s={timeout:g} s")
+                raise LauncherError(f"{_title(node)} did not come back within launcher.restart_timeout_s={timeout:g} s")
             time.sleep(0.5)
 
-    def _revive(self, handle: Any, node: str, name: str, setting: str, error: Exception) -> str:
-        """Counts a death of `node` (`name` in messages) against `launcher.<setting>`, waits
-        until Ray has rebuilt it, and returns the start of the event that says so."""
-        self.deaths[node] = self.deaths.get(node, 0) + 1
-        limit = getattr(self.launcher, setting)
-        if self.deaths[node] > limit:
-            raise LauncherError(f"{name} died more than launcher.{setting}={limit} times ({_first_line(error)})")
-        pid = self._call_when_back(handle, name, "pid")
-        self._record_pids({node: pid})
-        return f"{node.replace('_', ' ')} died; restarted by Ray as pid {pid} ({self.deaths[node]}/{limit})"
-
-    def _get_or_revive(self, handle: Any, node: str, call: str, died: Any) -> Any:
-        """`handle.call()`, asked again once `died` has waited for a node that died meanwhile."""
+    def _get_or_revive(self, method: Any, node: str) -> Any:
+        """`method.remote()`, asked again once a node that died meanwhile is back."""
         try:
-            return self._get(getattr(handle, call).remote(), node, call)
+            return self._get(method.remote(), node, "checkpoint")
         except self.ray.exceptions.RayActorError as error:
-            died(error)
-            return self._get(getattr(handle, call).remote(), node, call)
+            self._died(node, error)
+            return self._get(method.remote(), node, "checkpoint")
 
-    def _ended(self, ref: Any, name: str, died: Any) -> None:
-        """The learner's `run` or the replay's `serve` returned: a death (`died`) or a failure."""
+    def _ended(self, ref: Any, node: str) -> None:
+        """A node's `run` (the replay's `serve`) returned: done (an actor), died or failed."""
         try:
-            self._get(ref, name, "run")
-        except self.ray.exceptions.RayActorError as error:
-            died(error)
+            self._get(ref, node, "run")
+        except self.ray.exceptions.RayActorError as error:  # Dead, or unavailable (its node going away).
+            return self._died(node, error)
         except self.ray.exceptions.RayTaskError as error:
-            raise LauncherError(f"{name} failed: {_first_line(error)}") from None
-        else:
-            raise LauncherError(f"{name} stopped before the actors finished")
+            raise LauncherError(f"{_title(node)} failed: {_first_line(error)}") from None
+        if not node.startswith("actor_"):
+            raise LauncherError(f"{_title(node)} stopped before the actors finished")
 
-    def _learner_died(self, error: Exception) -> None:
-        """Sets the rebuilt learner to the last checkpoint and starts it again; its rows past
-        those learner steps move to logs/superseded/, so logs/learner.csv stays one curve."""
+    def _died(self, node: str, error: Exception) -> None:
+        """Counts a death against launcher.max_*restarts; resumes `node` once Ray rebuilt it."""
+        launcher, handle = self.launcher, self.handles[node]
+        setting, limit = {
+            "learner": ("max_learner_restarts", launcher.max_learner_restarts),
+            "replay": ("max_replay_restarts", launcher.max_replay_restarts),
+        }.get(node, ("max_restarts", launcher.max_restarts))
+        self.deaths[node] = self.deaths.get(node, 0) + 1
+        if self.deaths[node] > limit:
+            raise LauncherError(
+                f"{_title(node)} died more than launcher.{setting}={limit} times ({_first_line(error)})"
+            )
+        pid = self._call_when_back(handle.pid, node)
+        self._record_pids({node: pid})
+        revived = f"{node.replace('_', ' ')} died; restarted by Ray as pid {pid} ({self.deaths[node]}/{limit})"
+        kind, _, instance = node.partition("_")
+        if kind == "learner":
+            self._event(f"{revived}: {self._restore_learner()}")
+            self.learner_run = handle.run.remote()
+        elif kind == "replay":  # Its clients reconnect by themselves.
+            start = self._call_when_back(handle.start_info, node)
+            origin = (
+                f"restored from {os.path.relpath(start['restored'], self.experiment.run_directory)}"
+                if start["restored"]
+                else "with empty tables (no replay checkpoint: checkpoint.replay=false, or none yet)"
+            )
+            self._event(f"{revived} at {start['address']}, {origin}, holding {start['items']} items")
+            self.replay_serving = handle.serve.remote()
+        elif kind == "actor":
+            start = self._call_when_back(handle.start_info, node)
+            self._event(
+                f"{revived}: restart {start['restart']} with a fresh key, schedules resumed at step {start['steps']},"
+                f" {start['reclaimed']} leased steps returned to the budget"
+            )
+            self.actor_runs[handle.run.remote()] = int(instance)
+        else:
+            self._event(f"{revived}: it plays its round again")
+            self.evaluations[int(instance)] = handle.evaluate.remote(self.experiment.eval_episodes)
+
+    def _restore_learner(self) -> str:
+        """The last checkpoint into the rebuilt learner; its later log rows go to logs/superseded/."""
         from rl.loggers.csv import move_rows
 
-        revived = self._revive(self.learner, "learner", "the learner", "max_learner_restarts", error)
         checkpoint, state, learner_steps = self.saved_learner
         reported = self._get(self.counter.set_learner_steps.remote(learner_steps), "counter", "set_learner_steps")
         digest = self._get(self.learner.restore.remote(state), "learner", "restore")
@@ -450,49 +464,11 @@ class RayNodes(lifecycle.Nodes):
 
         superseded = move_rows(os.path.join(logs, "learner.csv"), lost, destination)
         # The dead learner sent its counts every half second: `reported` may miss its last steps.
-        self._event(
-            f"{revived}: restored from {origin} (state sha256 {digest[:12]}) at {learner_steps} learner steps;"
+        return (
+            f"restored from {origin} (state sha256 {digest[:12]}) at {learner_steps} learner steps;"
             f" it had reported {reported}, so {reported - learner_steps} learner steps were lost"
             f" ({superseded} of its log rows past them moved to logs/superseded/)"
         )
-        self.learner_run = self.learner.run.remote()
-
-    def _replay_died(self, error: Exception) -> None:
-        """Waits for the replay node on its address (its clients reconnect by themselves)."""
-        revived = self._revive(self.replay, "replay", "the replay node", "max_replay_restarts", error)
-        start = self._call_when_back(self.replay, "the replay node", "start_info")
-        origin = (
-            f"restored from {os.path.relpath(start['restored'], self.experiment.run_directory)}"
-            if start["restored"]
-            else "with empty tables (no replay checkpoint: checkpoint.replay=false, or none yet)"
-        )
-        self._event(f"{revived} at {start['address']}, {origin}, holding {start['items']} items")
-        self.replay_serving = self.replay.serve.remote()
-
-    def _actor_ended(self, ref: Any) -> None:
-        """An actor's run ended: done, died (resumed once Ray rebuilt it) or failed."""
-        actor_id = self.actor_runs.pop(ref)
-        actor, name = self.actors[actor_id], f"actor {actor_id}"
-        try:
-            self._get(ref, f"actor_{actor_id}", "run")
-            return
-        except self.ray.exceptions.RayActorError as error:  # Dead, or unavailable (its node going away).
-            revived = self._revive(actor, f"actor_{actor_id}", name, "max_restarts", error)
-        except self.ray.exceptions.RayTaskError as error:
-            raise LauncherError(f"{name} failed: {_first_line(error)}") from None
-        start = self._call_when_back(actor, name, "start_info")
-        self._event(
-            f"{revived}: restart {start['restart']} with a fresh key, schedules resumed at step {start['steps']},"
-            f" {start['reclaimed']} leased steps returned to the budget"
-        )
-        self.actor_runs[actor.run.remote()] = actor_id
-
-    def _evaluator_died(self, instance: int, error: Exception) -> None:
-        """Asks the evaluator Ray rebuilt for its part of the round again."""
-        evaluator = self.evaluators[instance]
-        revived = self._revive(evaluator, f"evaluator_{instance}", f"evaluator {instance}", "max_restarts", error)
-        self._event(f"{revived}: it plays its round again")
-        self.evaluations[instance] = evaluator.evaluate.remote(self.experiment.eval_episodes)
 
     def _record_pids(self, pids: dict[str, int]) -> None:
         """logs/nodes.json: which process hosts which node, for operators (and tests)."""

@@ -1,7 +1,5 @@
-"""The Ray actors that host an experiment's nodes, and the proxies nodes talk through.
-
-Each node builds its part from the shared `DistributedProgram`, so the agents know
-nothing about Ray. Nodes find each other by name: a string stays in a node's creation
+"""The Ray actors hosting the nodes (built from the shared `DistributedProgram`) and the
+proxies they talk through. Nodes find each other by name: a name stays in a node's creation
 task, where a restart finds it (a handle would sit in the object store; Ray warns).
 """
 
@@ -9,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import os
 import socket
 import threading
@@ -26,9 +25,7 @@ from rl.experiments.learner_thread import StepLockReleasingIterator
 from rl.loggers.base import Logger, LoggerFactory, LoggingData, to_python_scalar
 from rl.replay.adders import ReplayTimeoutError
 
-# Steps an actor leases from the counter at once: bounds counter traffic; the counter
-# grants only what is left, and returns a dead actor's uncounted lease to the budget.
-STEP_LEASE = 100
+STEP_LEASE = 100  # Steps an actor leases at once (bounds counter traffic).
 HELD_POLL_S = 0.02  # How often an actor held at an evaluation point asks whether it may go on.
 REPLAY_RECONNECTS = 2  # New replay connections per lease before a write that keeps timing out fails.
 REPLAY_ADDRESS_TIMEOUT_S = 300.0  # The replay node imports reverb and starts its server first.
@@ -109,30 +106,30 @@ class RemoteVariableSource(core.VariableSource):
         return self._latest
 
 
+@dataclasses.dataclass(eq=False)
 class QueueLogger(Logger):
     """Sends records to the driver, stamped with `wall_time_s` when made (given `start_time`)."""
 
-    def __init__(self, queue: Any, key: tuple, start_time: float | None):
-        self._queue = queue
-        self._key = key
-        self._start_time = start_time
+    queue: Any
+    key: tuple
+    start_time: float | None
 
     def write(self, data: LoggingData) -> None:
         row = {key: to_python_scalar(value) for key, value in data.items()}
-        if self._start_time is not None:
-            row.setdefault("wall_time_s", round(time.time() - self._start_time, 3))
-        ray.get(self._queue.put_nowait.remote((self._key, row)))  # Raises when the queue is full.
+        if self.start_time is not None:
+            row.setdefault("wall_time_s", round(time.time() - self.start_time, 3))
+        ray.get(self.queue.put_nowait.remote((self.key, row)))  # Raises when the queue is full.
 
 
+@dataclasses.dataclass(eq=False)
 class QueueLoggerFactory(LoggerFactory):
     """Loggers sending to the driver's `ray.util.queue.Queue` named `queue_name`."""
 
-    def __init__(self, queue_name: str, start_time: float | None = None):
-        self._queue_name = queue_name
-        self.start_time = start_time
+    queue_name: str
+    start_time: float | None = None
 
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
-        return QueueLogger(ray.get_actor(self._queue_name), (label, steps_key, instance), self.start_time)
+        return QueueLogger(ray.get_actor(self.queue_name), (label, steps_key, instance), self.start_time)
 
 
 def watched_replay_client(replay: str) -> Any:
@@ -165,9 +162,9 @@ class _Node:
 
 @ray.remote(num_cpus=0, max_concurrency=4)
 class ReplayNode(_Node):
-    """The reverb server, checkpointing to `directory` (None: not at all) from `fallback`.
-    Rebuilt by Ray it listens on the same port (kept by the counter; clients reconnect by
-    themselves) with the tables of the run's newest checkpoint that holds them, or empty."""
+    """The reverb server, checkpointing to `directory` (None: not at all) from `fallback`;
+    rebuilt by Ray, on the same port (the counter keeps it) with the tables of the run's
+    newest checkpoint that holds them, or empty."""
 
     def __init__(self, program: DistributedProgram, directory: str | None, fallback: str | None, counter: str):
         import reverb
@@ -198,15 +195,13 @@ class ReplayNode(_Node):
         threading.Event().wait()
 
     def checkpoint(self) -> str:
-        """Checkpoints the tables; returns the directory reverb wrote."""
         return self._client.checkpoint()
 
 
 @ray.remote(num_cpus=0)
 class CounterNode(_Node):
-    """The root counter and the actor-step budget (what restored `counts` leave of the
-    steps). Actors' `schedule_steps` from the checkpoint add to what they count now, and
-    their keys count restarts from `key_offset`."""
+    """The root counter and the actor-step budget (what restored `counts` leave); actors'
+    restored `schedule_steps` add to what they count, their keys count from `key_offset`."""
 
     def __init__(self, max_actor_steps: int, counts: dict, schedule_steps: dict[int, int], key_offset: int):
         self._counter = Counter()
@@ -246,14 +241,13 @@ class CounterNode(_Node):
         self._closed = True
 
     def budget(self) -> dict[str, Any]:
-        """`StepBudget.state`, `counted` including earlier sessions'."""
+        """`StepBudget.state`, earlier sessions' steps `counted` too."""
         state = self._budget.state()
         counted = collections.Counter(self._schedule_steps)
         counted.update(state["counted"])
         return state | {"counted": dict(counted)}
 
     def snapshot(self) -> dict[str, Any]:
-        """The counts and each actor's schedule step, at one moment."""
         return {"counts": self._counter.get_counts(), "schedule_steps": self.budget()["counted"]}
 
     def replay_port(self, proposed: int) -> int:
@@ -272,8 +266,8 @@ class CounterNode(_Node):
 
 @ray.remote(max_concurrency=4)
 class LearnerNode(_Node):
-    """Steps the learner on its own thread (a step holds a lock, released while it waits
-    for replay) and serves numpy parameters; rebuilt by Ray, it waits to be `restore`d."""
+    """Steps the learner (a step holds a lock, released while it waits for replay) and
+    serves numpy parameters; rebuilt by Ray, it waits to be `restore`d."""
 
     def __init__(self, program: DistributedProgram, replay: str, counter: str):
         self._counter_handle = ray.get_actor(counter)
@@ -365,7 +359,7 @@ class ActorNode(_Node):
                 time.sleep(HELD_POLL_S)
                 continue
             self._act(lease)
-        if getattr(self._loop.actor, "adder", None) is not None:
+        if self._loop.actor.adder is not None:
             self._loop.actor.adder.reset()
 
     def _act(self, lease: int) -> None:
@@ -388,8 +382,6 @@ class ActorNode(_Node):
 
 @ray.remote(num_cpus=0)
 class EvaluatorNode(_Node):
-    """Plays an evaluation round whenever the driver asks."""
-
     def __init__(self, program: DistributedProgram, instance: int, learner: str, counter: str, timeout_s: float):
         self._loop = program.make_evaluator(
             instance,
