@@ -1,7 +1,6 @@
-"""Action-selection heads named by conf/policy: `head(output, key, step)` turns a network's
-output into an action inside the actor's jitted policy. A head exploring with a scale it
-can name has `exploration_metrics(step)`, which actors add to their episode records.
-Continuous heads act in [-1, 1] (the builder rescales, rl.agents.continuous)."""
+"""Action-selection heads named by conf/policy: `head(output, key, step)` acts inside the
+actor's jitted policy, continuous heads in [-1, 1]; a head exploring with a scale it can
+name has `exploration_metrics(step)`, which actors add to their episode records."""
 
 from __future__ import annotations
 

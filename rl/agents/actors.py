@@ -18,8 +18,7 @@ from rl.variables import VariableClient
 if TYPE_CHECKING:  # Replay (reverb, TensorFlow) loads when an adder is built.
     from rl.replay.adders import Adder
 
-# (params, key, observations, actor_step) -> actions, for a batch of observations (one row
-# per copy of a vector environment).
+# (params, key, observations, actor_step) -> actions, a row per copy of a vector environment.
 Policy = Callable[[Any, jax.Array, Any, jax.Array], jax.Array]
 # actor_step -> the exploration a head acts with there ({"epsilon": ...}), for records.
 Exploration = Callable[[int], dict[str, float]]
@@ -180,9 +179,8 @@ class RecurrentPolicy:
 
 
 class RecurrentActor(FeedForwardActor):
-    """Carries each copy's core state from step to step, reset when its episode starts and
-    committed only for the copies stepped; the adder gets the state each acted from as the
-    extras `{"core_state": ...}` (a stored sequence starts unrolling from its first row's)."""
+    """Carries each copy's core state across steps (reset when its episode starts, committed
+    for the copies stepped); the adder gets the state each acted from as `{"core_state": ...}`."""
 
     def __init__(self, policy: RecurrentPolicy, *args: Any, **kwargs: Any):
         super().__init__(policy.step, *args, **kwargs)

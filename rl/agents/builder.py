@@ -52,9 +52,8 @@ def normalized_weights(weights: jax.Array) -> jax.Array:
 
 
 class Learning(NamedTuple):
-    """An agent's learning: `init(key)` makes its state (a NamedTuple with `steps`, the SGD
-    steps taken), `sgd_step` is one SGD step, `policy_params(state)` what policies act
-    with. `SGDLearner` and launcher=anakin jit these same functions."""
+    """An agent's learning, jitted alike by `SGDLearner` and launcher=anakin: `init(key)` makes
+    its state (a NamedTuple with `steps`, the SGD steps taken), `policy_params(state)` acts."""
 
     init: Callable[[jax.Array], Any]
     # (state, batch) -> (state, metrics, per-item extras such as TD errors, or None).
@@ -96,11 +95,9 @@ def _all_finite(tree: Any) -> jax.Array:
 
 
 class SGDLearner(core.Learner[Any]):
-    """Runs a `Learning` on replayed batches: writes the steps' extras back as priorities
-    (`priority_table`), counts, logs the mean metrics and serves the policy parameters as
-    "policy". A non-finite metric is recorded inside the jitted update and raises
-    `NumericalError` when read (every CHECK_EVERY steps, and in `check_finite`, which
-    also checks the whole state), without a device sync per step."""
+    """Runs a `Learning` on replayed batches: writes priorities, counts, logs the mean metrics,
+    serves "policy". A non-finite metric is recorded inside the jitted update and raises
+    `NumericalError` when read (every CHECK_EVERY steps, and in `check_finite`)."""
 
     def __init__(
         self,
@@ -128,8 +125,7 @@ class SGDLearner(core.Learner[Any]):
     def _guarded_update(self, record: Any, state: Any, batch: Batch) -> Any:
         outputs = self._learning.update(state, batch)
         metrics = outputs[1]
-        # Losses first (then errors, gradients last): of several terms breaking at once,
-        # the one closest to the loss is named.
+        # Of several terms breaking at once, the one closest to the loss is named.
         rank = lambda name: 0 if "loss" in name else 1 if "error" in name else 3 if "grad" in name else 2
         self._names = names = sorted((str(key) for key in metrics), key=rank)
         flat = jnp.stack([jnp.mean(jnp.asarray(metrics[name], jnp.float32)) for name in names])
@@ -327,9 +323,8 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
 
 
 class SequenceReplayBuilder(ActorLearnerBuilder):
-    """Replay of `config.sequence_length`-row sequences, a new one every
-    `config.sequence_period` rows of each environment copy, each row with the actor's
-    `extras_spec`; the learner gets batch-major `SequenceStep`s."""
+    """Replay of `config.sequence_length`-row sequences (a new one every `sequence_period` rows
+    of each copy, rows with the actor's `extras_spec`); the learner gets `SequenceStep`s."""
 
     @abc.abstractmethod
     def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:

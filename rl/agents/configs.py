@@ -147,9 +147,8 @@ class OnPolicyConfig:
 
 
 def builder_factory(builder: type | str, config_class: type) -> Callable[..., Any]:
-    """The `make_builder` an agent's YAML names: its keys become `config_class` fields.
-    `builder` is the builder class or `"module:Class"`, imported when a builder is made
-    (so reading a config imports no JAX)."""
+    """The `make_builder` an agent's YAML names (its keys are `config_class` fields); a
+    `"module:Class"` builder is imported when built, so reading a config imports no JAX."""
 
     def make_builder(exploration: Any = None, **config: Any) -> Any:
         builder_class = pkgutil.resolve_name(builder) if isinstance(builder, str) else builder

@@ -1,7 +1,6 @@
-"""What the continuous-control agents (SAC, TD3, D4PG) share: action rescaling between the
-networks' [-1, 1] and the environment's bounds (policies emit environment-scale actions,
-what replay stores; learners map replayed actions back), the twin-critic target and loss,
-the optimisers, and `ContinuousBuilder` with `continuous_learning`."""
+"""What SAC, TD3 and D4PG share: action rescaling between the networks' [-1, 1] and the
+environment's bounds (replay stores environment-scale actions), the twin-critic target
+and loss, the optimisers, and `ContinuousBuilder` with `continuous_learning`."""
 
 from __future__ import annotations
 

@@ -21,9 +21,8 @@ CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
 
 @dataclasses.dataclass(frozen=True)
 class RecurrentNetwork:
-    """`apply(params, observations, state) -> (q_values (B, A), state)` for one step,
-    `unroll(params, observations, state) -> (q_values (T, B, A), final state)`,
-    `initial_state(batch)` (zeros) and `state_spec`, one row of the core state."""
+    """`apply` one step ((B, A) Q-values, next state) or `unroll` (time-major: (T, B, A), final
+    state) from a state; `initial_state(batch)` is zeros, `state_spec` one row of it."""
 
     init: Callable[[jax.Array], Any]
     initial_state: Callable[[int], dict[str, np.ndarray]]

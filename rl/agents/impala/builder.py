@@ -112,16 +112,14 @@ class TrainingState(NamedTuple):
     params: Any
     opt_state: Any
     steps: jax.Array
-    # Steps taken by the actors that the learner has trained on: the schedule's clock.
-    actor_steps: jax.Array
+    actor_steps: jax.Array  # Actor steps trained on: the schedule's clock.
 
 
 def make_optimizer(config: Any) -> optax.GradientTransformation:
     """Clipped gradients into Adam's or RMSProp's direction (the update scales the step)."""
     if config.optimizer == "rmsprop":
-        # g / sqrt(ms + eps): optax's default eps_in_sqrt=True puts epsilon inside the
-        # square root, as TF1's RMSPropOptimizer (the IMPALA paper's) does, PyTorch's
-        # outside; unlike TF1, ms starts at 0 here (initial_scale), not 1.
+        # g / sqrt(ms + eps), epsilon inside as TF1's RMSPropOptimizer (the paper's); unlike
+        # TF1, ms starts at 0 (initial_scale), not 1.
         direction = optax.scale_by_rms(decay=config.rmsprop_decay, eps=config.optimizer_eps)
     else:
         direction = optax.scale_by_adam(eps=config.optimizer_eps)

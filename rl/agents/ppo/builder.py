@@ -141,13 +141,10 @@ def ppo_loss(
 class TrainingState(NamedTuple):
     params: Any
     opt_state: Any
-    # Running observation statistics (used with `normalize_observations`).
-    observation_statistics: RunningStatistics
+    observation_statistics: RunningStatistics  # Used with `normalize_observations`.
     key: jax.Array
-    # Learner steps (batches) taken.
-    steps: jax.Array
-    # Steps taken by the actors that the learner has trained on: the schedules' clock.
-    actor_steps: jax.Array
+    steps: jax.Array  # Learner steps (batches) taken.
+    actor_steps: jax.Array  # Actor steps trained on: the schedules' clock.
 
 
 def prepare_minibatches(

@@ -1,9 +1,6 @@
-"""R2D2's loss on stored sequences, its learning and its builder (the optimiser, target
-copies and priority writes are rl/agents/dqn/builder.py's). A replay item holds L = B + T
-rows (B burn-in, then the trace), each o_t, a_t, r_t, d_t, mask_t (rl/replay/sequences.py)
-and the LSTM state acted from (extras `{"core_state": ...}`); h is the value rescaling.
-rlax is imported when a loss is traced.
-"""
+"""R2D2's loss on stored sequences (B burn-in rows, then a trace of T; each row with the
+LSTM state acted from), its learning and builder (the optimiser, target copies and
+priorities are rl/agents/dqn/builder.py's); h is the value rescaling. rlax loads when traced."""
 
 from __future__ import annotations
 
