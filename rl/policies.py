@@ -1,11 +1,6 @@
-"""Action-selection heads named by conf/policy.
-
-A head turns a network's output into an action inside the actor's jitted policy (the
-agent's builder composes it with its network in `make_policy`). A head that explores with
-a scale it can name (epsilon, the noise's sigma) has `exploration_metrics(step)`, which
-the actor adds to its episode records. Continuous heads act in the networks' [-1, 1];
-the builder rescales to the environment's bounds (rl.agents.continuous).
-"""
+"""Action-selection heads named by conf/policy: `head(output, key, step)` acts inside the
+actor's jitted policy, continuous heads in [-1, 1]; a head exploring with a scale it can
+name has `exploration_metrics(step)`, which actors add to their episode records."""
 
 from __future__ import annotations
 
@@ -30,13 +25,9 @@ class Greedy:
 
 @dataclasses.dataclass(frozen=True)
 class EpsilonGreedy:
-    """Random action with probability epsilon, annealed linearly over the actor's steps.
-
-    Epsilon reaches `epsilon_end` after `decay_fraction` of the run's `run_steps`
-    (conf/policy/epsilon_greedy.yaml: `max_actor_steps`), so the schedule scales with the
-    budget. Each of `num_actors` actors (launcher=ray) counts its own steps, about
-    `run_steps / num_actors`, so its schedule spans its share.
-    """
+    """Random action with probability epsilon, annealed linearly to `epsilon_end` over
+    `decay_fraction` of the run's `run_steps` (conf/policy/epsilon_greedy.yaml:
+    `max_actor_steps`); each of `num_actors` actors counts its own share of the steps."""
 
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
@@ -98,8 +89,8 @@ class Deterministic:
 
 @dataclasses.dataclass(frozen=True)
 class GaussianNoise:
-    """Deterministic action plus N(0, sigma^2) noise (in [-1, 1] units), clipped to [-1, 1];
-    uniformly random for the actor's first `warmup_steps` steps."""
+    """Deterministic action plus N(0, sigma^2) noise, clipped to [-1, 1]; uniformly random
+    for the actor's first `warmup_steps` steps."""
 
     sigma: float = 0.1
     warmup_steps: int = 0
@@ -127,8 +118,6 @@ class Stochastic:
     warmup_steps: int = 0
 
     action_kind = "continuous"
-    # Only agents with a stochastic policy network (SAC) can sample.
-    needs_stochastic_policy = True
 
     def __post_init__(self) -> None:
         require_non_negative(self, "warmup_steps")
@@ -151,6 +140,6 @@ class Sample:
     action_kind = None
 
     def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
-        from rl.networks.policy_value import sample_with_log_prob
+        from rl.networks.base import sample_with_log_prob
 
         return sample_with_log_prob(output, key)[0]

@@ -216,7 +216,7 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
     """The same batch through the anakin PPO's (jitted) learn step and through
     PPOLearner (the reverb agent's learner, fed by an iterator) gives the same loss
     metrics and the same parameters: one update, shared code."""
-    from rl.agents.learning import SGDLearner
+    from rl.agents.builder import SGDLearner
 
     experiment, _ = compose_experiment(SMALL_PPO, str(tmp_path))
     system, _ = make_system(experiment)
@@ -238,7 +238,7 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
         16, 4
     )
     batch = to_sequences(trajectory, environment.observation, values, experiment.builder.config.discount)
-    # What the learner reads of a reverb sample (rl/agents/learning.py), without importing
+    # What the learner reads of a reverb sample (rl/agents/builder.py), without importing
     # reverb and TensorFlow for it.
     sample = types.SimpleNamespace(keys=None, probabilities=np.ones(4, np.float32), table_size=np.zeros(4), data=batch)
     records = _Records()
@@ -472,7 +472,7 @@ def test_the_anakin_sac_steps_are_the_reverb_learners(tmp_path):
     """A batch of environment-scale transitions: two SGD steps of the anakin SAC (one
     per half) and one step of the reverb learner (2 SGD steps fused per learner step)
     end with the same training state."""
-    from rl.agents.learning import Batch, SGDLearner
+    from rl.agents.builder import Batch, SGDLearner
     from rl.types import Transition
 
     experiment, _ = compose_experiment(SMALL_SAC, str(tmp_path))

@@ -15,12 +15,12 @@ import pytest
 from dm_env import specs
 
 from rl import checkpointing
-from rl.agents.dqn.config import DQNConfig
+from rl.agents.dqn import DQNConfig
 from rl.agents.dqn.builder import DQNBuilder
-from rl.agents.learning import SGDLearner
+from rl.agents.builder import SGDLearner
 from rl.checkpointing import CheckpointError, CheckpointSettings
 from rl.networks import make_q_network
-from rl.numerics import NumericalError
+from rl.agents.builder import NumericalError
 from rl.replay.dataset import ReplaySample
 from rl.specs import EnvironmentSpec
 from rl.types import Transition

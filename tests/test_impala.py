@@ -170,7 +170,7 @@ def test_behaviour_log_probs_reach_the_learners_batch_unchanged():
     """The builder's actor, adder, queue, iterator and learner: the log-probabilities the
     behaviour policy computed are the batch's extras, row for row, and the learner (whose
     parameters the actor used) sees importance ratios of exactly 1."""
-    from rl.networks.policy_value import log_prob, make_policy_value_network
+    from rl.networks.base import log_prob, make_policy_value_network
 
     config = IMPALAConfig(unroll_length=4, batch_size=2)
     builder = IMPALABuilder(config)
@@ -208,7 +208,7 @@ def test_behaviour_log_probs_reach_the_learners_batch_unchanged():
         assert actor.adder.num_items == 2
         acted_with = learner.state.params  # The parameters the actor used (the learner's initial ones).
         learner.step()
-        batch = samples[0].data  # What the learner trains on (rl/agents/learning.py `Batch.data`).
+        batch = samples[0].data  # What the learner trains on (rl/agents/builder.py `Batch.data`).
         expected = np.stack(stored, axis=1)  # (copies, rows): copy 0's item went in first.
         np.testing.assert_array_equal(np.asarray(batch.extras["log_prob"]), expected)
         assert np.all(expected < 0.0)
@@ -309,8 +309,8 @@ def test_fused_sgd_steps_each_take_their_own_slice_of_the_batch():
     taken in both (padding rows not counted)."""
     from types import SimpleNamespace
 
-    from rl.agents.learning import SGDLearner
-    from rl.networks.policy_value import make_policy_value_network
+    from rl.agents.builder import SGDLearner
+    from rl.networks.base import make_policy_value_network
 
     config = IMPALAConfig(
         unroll_length=4,

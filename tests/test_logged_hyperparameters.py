@@ -13,8 +13,8 @@ import optax
 import pytest
 from dm_env import specs
 
-from rl.agents.learning import SGDLearner
-from rl.agents.q_learning import learning_rate_schedule
+from rl.agents.builder import SGDLearner
+from rl.agents.dqn.builder import learning_rate_schedule
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.replay.dataset import ReplaySample
@@ -207,7 +207,7 @@ def test_continuous_agents_log_the_learning_rate_of_each_network(agent):
 def test_impala_logs_the_decayed_learning_rate():
     from rl.agents.impala import IMPALAConfig
     from rl.agents.impala.builder import IMPALABuilder
-    from rl.networks.policy_value import make_policy_value_network
+    from rl.networks.base import make_policy_value_network
 
     config = IMPALAConfig(unroll_length=4, batch_size=1, decay_actor_steps=8, final_learning_rate_fraction=0.0)
     mask = np.ones((1, 5), np.float32)

@@ -247,7 +247,7 @@ def test_clipped_surrogate_gradient_vanishes_outside_the_clip_range():
 
 
 def test_behaviour_samples_and_evaluation_acts_with_the_mode():
-    from rl.networks.policy_value import make_policy_value_network
+    from rl.networks.base import make_policy_value_network
     from rl.environments.factories import make_gymnasium_environment
     from rl.specs import make_environment_spec
 
@@ -360,7 +360,7 @@ def test_distribution_helpers_match_distrax():
     import distrax
 
     from rl.networks.base import GaussianParams
-    from rl.networks.policy_value import entropy, log_prob, sample_with_log_prob
+    from rl.networks.base import entropy, log_prob, sample_with_log_prob
 
     logits = jnp.asarray([[0.3, -1.2, 2.0], [0.0, 0.0, 0.0]])
     actions = jnp.asarray([2, 1])
@@ -398,7 +398,7 @@ def test_continuous_actions_store_the_raw_sample_and_act_in_bounds():
     """Pendulum: the environment gets the sample clipped to [-1, 1] and rescaled to its
     bounds [-2, 2]; replay keeps the raw sample, whose log-probability is the stored one."""
     from rl.environments.factories import make_gymnasium_environment
-    from rl.networks.policy_value import log_prob, make_policy_value_network
+    from rl.networks.base import log_prob, make_policy_value_network
     from rl.specs import make_environment_spec
 
     spec = make_environment_spec(make_gymnasium_environment("Pendulum-v1", seed=0))

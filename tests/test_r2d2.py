@@ -455,8 +455,8 @@ def test_learner_writes_priorities_back_to_the_table():
     under the parameters it sampled with; unsampled items keep priority 1."""
     import reverb
 
-    from rl.agents.learning import PRIORITY_FLOOR
-    from rl.agents.learning import importance_weights, normalized_weights
+    from rl.agents.builder import PRIORITY_FLOOR
+    from rl.agents.builder import importance_weights, normalized_weights
     from rl.agents.r2d2.builder import r2d2_loss
     from rl.environment_loop import EnvironmentLoop
     from rl.replay.server import make_server

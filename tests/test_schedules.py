@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 
 from conftest import ROOT
 from rl.agents.dqn import DQNConfig
-from rl.agents.q_learning import learning_rate_schedule
+from rl.agents.dqn.builder import learning_rate_schedule
 from rl.experiments.make_experiment import make_experiment
 from rl.policies import EpsilonGreedy
 

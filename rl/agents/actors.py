@@ -1,10 +1,10 @@
-"""Actors shared by every agent: `FeedForwardActor`; `ExtrasActor` for on-policy agents
-(PPO, IMPALA), whose policy also returns per-step extras; `RecurrentActor` for recurrent
-policies (R2D2), which carry a core state across steps."""
+"""The actors: `FeedForwardActor`, `ExtrasActor` (PPO, IMPALA: the policy also returns
+per-step extras) and `RecurrentActor` (R2D2: a core state carried across steps)."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import dm_env
@@ -18,32 +18,30 @@ from rl.variables import VariableClient
 if TYPE_CHECKING:  # Replay (reverb, TensorFlow) loads when an adder is built.
     from rl.replay.adders import Adder
 
-# (params, key, observations, actor_step) -> actions, for a batch of observations (one row
-# per copy of a vector environment).
+# (params, key, observations, actor_step) -> actions, a row per copy of a vector environment.
 Policy = Callable[[Any, jax.Array, Any, jax.Array], jax.Array]
 # actor_step -> the exploration a head acts with there ({"epsilon": ...}), for records.
 Exploration = Callable[[int], dict[str, float]]
 
 
+def exploration_of(head: Any) -> Exploration | None:
+    """What a head explores with (its `exploration_metrics`), for the actor's episode records."""
+    return getattr(head, "exploration_metrics", None)
+
+
 def with_exploration(policy: Policy, head: Any) -> Policy:
-    """`policy` with `head.exploration_metrics` (if any) as its `exploration`, which the
-    actor puts in its episode records (epsilon, noise scale)."""
-    exploration = getattr(head, "exploration_metrics", None)
+    """`policy` with the head's exploration (if any) as its `exploration`."""
+    exploration = exploration_of(head)
     if exploration is not None:
         policy.exploration = exploration  # type: ignore[attr-defined]
     return policy
 
 
 class FeedForwardActor(core.Actor):
-    """Acts with a jitted policy on the latest parameters and feeds an adder, if any.
-
-    One jitted call chooses the actions of every copy of a vector environment; schedules
-    (epsilon, warm-up) see the actor's environment steps. With `defer_adder=True` the
-    adder's calls of a step are queued and made in the next `select_action`, while XLA
-    computes the actions: the same calls in the same order (so the same items and
-    actions), but items reach replay one step later; `flush()` (and reading `adder`)
-    makes the queued calls now.
-    """
+    """Acts with a jitted policy (one call for every copy of a vector environment) on the
+    latest parameters and feeds an adder, if any; schedules see the actor's steps. With
+    `defer_adder` a step's adder calls are made in the next `select_action`, while XLA
+    computes the actions (the same calls, one step later); `flush()` makes them now."""
 
     def __init__(
         self,
@@ -65,31 +63,32 @@ class FeedForwardActor(core.Actor):
         self._action_dtype = action_dtype
         self._step = 0
         self._defer = bool(defer_adder)
-        self._pending: list[tuple[Callable[..., Any], tuple, dict]] = []  # Queued adder calls, in order.
+        self._pending: list[Callable[[], Any]] = []  # Queued adder calls, in order.
         self._exploration: Exploration | None = getattr(policy, "exploration", None)
 
-    def _to_adder(self, method: str, *args: Any, **kwargs: Any) -> None:
-        if self._adder is None:
-            return
-        call = getattr(self._adder, method)
-        if self._defer:
-            self._pending.append((call, args, kwargs))
-        else:
-            call(*args, **kwargs)
+    def _to_adder(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self._pending.append(functools.partial(call, *args, **kwargs))
+        if not self._defer:
+            self.flush()
 
     def flush(self) -> None:
         """Makes the queued adder calls, in order; one that raises (a replay write timed
         out) drops those after it: their episodes cannot be completed."""
-        if not self._pending:
-            return
         pending, self._pending = self._pending, []
-        for call, args, kwargs in pending:
-            call(*args, **kwargs)
+        for call in pending:
+            call()
 
     def select_action(self, observations: Any) -> np.ndarray:
-        actions, self._key = self._act(self._client.params, self._key, observations, self._step)
-        self.flush()  # While XLA computes `actions`.
-        return np.asarray(actions, dtype=self._action_dtype)
+        outputs, self._key = self._act(self._client.params, self._key, observations, *self._inputs())
+        self.flush()  # While XLA computes the actions.
+        return np.asarray(self._keep(outputs), dtype=self._action_dtype)
+
+    def _inputs(self) -> tuple[Any, ...]:
+        return (self._step,)
+
+    def _keep(self, outputs: Any) -> Any:
+        """The actions of the policy's outputs (subclasses keep the rest)."""
+        return outputs
 
     @property
     def step_count(self) -> int:
@@ -101,8 +100,7 @@ class FeedForwardActor(core.Actor):
         self._step = int(value)
 
     def get_state(self) -> dict[str, Any]:
-        """Key, step count, parameters and adder state (queued calls made first): what a
-        deterministic run saves so that a resumed actor acts as this one would have."""
+        """What a deterministic run saves so that a resumed actor acts as this one would have."""
         self.flush()
         return {
             "key": np.asarray(self._key),
@@ -123,11 +121,17 @@ class FeedForwardActor(core.Actor):
         return {} if self._exploration is None else self._exploration(self._step)
 
     def observe_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        self._to_adder("add_first", timestep, env_ids)
+        if self._adder is not None:
+            self._to_adder(self._adder.add_first, timestep, env_ids)
 
     def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         self._step += len(next_timestep.step_type)
-        self._to_adder("add", actions, next_timestep, env_ids)
+        if self._adder is not None:
+            self._to_adder(self._adder.add, actions, next_timestep, env_ids, **self._extras_of(env_ids))
+
+    def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:
+        """The adder's keyword arguments besides the step (a row per copy stepped)."""
+        return {}
 
     def update(self, wait: bool = False) -> None:
         self._client.update(wait)
@@ -147,33 +151,26 @@ class FeedForwardActor(core.Actor):
 
 
 class ExtrasActor(FeedForwardActor):
-    """A `FeedForwardActor` whose policy returns `(actions, extras)`: `extras` (arrays
-    with a row per environment copy, e.g. the behaviour log-probabilities; empty for an
-    evaluation policy) go to the adder with their step, for the copies stepped."""
+    """A `FeedForwardActor` whose policy returns `(actions, extras)`: the extras (a row per
+    copy, e.g. behaviour log-probabilities; none when evaluating) go to the adder."""
 
     _extras: Any = None
 
-    def select_action(self, observations: Any) -> np.ndarray:
-        (actions, extras), self._key = self._act(self._client.params, self._key, observations, self._step)
-        self.flush()
+    def _keep(self, outputs: Any) -> Any:
+        actions, extras = outputs
         self._extras = {name: np.asarray(value) for name, value in extras.items()}
-        return np.asarray(actions, dtype=self._action_dtype)
+        return actions
 
-    def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        self._step += len(next_timestep.step_type)
-        if self._adder is None:
-            return
-        extras = self._extras
-        if env_ids is not None:
-            extras = {name: value[env_ids] for name, value in extras.items()}
-        self._to_adder("add", actions, next_timestep, env_ids, extras=extras)
+    def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:
+        if env_ids is None:
+            return {"extras": self._extras}
+        return {"extras": {name: value[env_ids] for name, value in self._extras.items()}}
 
 
 @dataclasses.dataclass(frozen=True)
 class RecurrentPolicy:
     """A policy with memory: `step(params, key, observations, core_state, actor_step) ->
-    (actions, next core_state)`, one core-state row per copy, and `initial_state(copies)`,
-    the state an episode starts from (numpy arrays)."""
+    (actions, next core_state)` and `initial_state(copies)` (numpy arrays, a row per copy)."""
 
     step: Callable[[Any, jax.Array, Any, Any, jax.Array], tuple[jax.Array, Any]]
     initial_state: Callable[[int], Any]
@@ -182,13 +179,8 @@ class RecurrentPolicy:
 
 
 class RecurrentActor(FeedForwardActor):
-    """Acts with a recurrent policy, carrying each environment copy's core state (e.g. an
-    LSTM's) from step to step, reset when the copy's episode starts.
-
-    A step's state is committed only for the copies stepped (`observe`'s `env_ids`). The
-    adder gets the state each stepped copy acted from as the extras `{"core_state": ...}`,
-    so a stored sequence carries the state to start unrolling from at its first row.
-    """
+    """Carries each copy's core state across steps (reset when its episode starts, committed
+    for the copies stepped); the adder gets the state each acted from as `{"core_state": ...}`."""
 
     def __init__(self, policy: RecurrentPolicy, *args: Any, **kwargs: Any):
         super().__init__(policy.step, *args, **kwargs)
@@ -226,21 +218,25 @@ class RecurrentActor(FeedForwardActor):
         self._reserve(int(rows.max()) + 1)
         for current, initial in zip(tree.flatten(self._state), tree.flatten(self._initial_state(count))):
             current[rows] = initial
-        self._to_adder("add_first", timestep, env_ids)
+        super().observe_first(timestep, env_ids)
 
     def select_action(self, observations: Any) -> np.ndarray:
         self._reserve(len(tree.flatten(observations)[0]))
-        (actions, next_state), self._key = self._act(
-            self._client.params, self._key, observations, self._state, self._step
-        )
-        self.flush()
-        self._next_state = next_state
-        return np.asarray(actions, dtype=self._action_dtype)
+        return super().select_action(observations)
+
+    def _inputs(self) -> tuple[Any, ...]:
+        return self._state, self._step
+
+    def _keep(self, outputs: Any) -> Any:
+        actions, self._next_state = outputs
+        return actions
 
     def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        self._step += len(next_timestep.step_type)
         rows = slice(None) if env_ids is None else np.asarray(env_ids)
-        before = tree.map_structure(lambda x: x[rows].copy(), self._state)
+        self._acted_from = tree.map_structure(lambda x: x[rows].copy(), self._state)
         for current, following in zip(tree.flatten(self._state), tree.flatten(self._next_state)):
             current[rows] = np.asarray(following)[rows]
-        self._to_adder("add", actions, next_timestep, env_ids, extras={"core_state": before})
+        super().observe(actions, next_timestep, env_ids)
+
+    def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:
+        return {"extras": {"core_state": self._acted_from}}

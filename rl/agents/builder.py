@@ -1,35 +1,206 @@
-"""What every agent provides so experiments can build its nodes without knowing it."""
+"""The agent surface: what every agent's builder provides so experiments can build its
+nodes without knowing it, an agent's learning as pure functions (`Learning`), and the
+learner that runs them on replay (`SGDLearner`)."""
 
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rl import core
 from rl.agents.actors import FeedForwardActor, Policy
-from rl.agents.learning import Learning, SGDLearner
 from rl.counting import Counter
-from rl.loggers.base import Logger
+from rl.loggers.base import Logger, NoOpLogger
 from rl.policies import EpsilonGreedy
 from rl.specs import EnvironmentSpec, is_discrete
 from rl.variables import VariableClient
+
+# Added to every written priority, so an item whose TD errors are all 0 can still be sampled.
+PRIORITY_FLOOR = 1e-6
+# Learner steps between two reads of the device-side record of non-finite metrics.
+CHECK_EVERY = 100
+
+
+class NumericalError(RuntimeError):
+    """The learner produced a non-finite loss or parameter; names the step and the term."""
+
+
+class Batch(NamedTuple):
+    """A replayed minibatch and its importance weights (1 for uniform sampling)."""
+
+    data: Any
+    importance_weights: Any
+
+    @classmethod
+    def uniform(cls, data: Any) -> "Batch":
+        size = jax.tree_util.tree_leaves(data)[0].shape[0]
+        return cls(data, jnp.ones((size,), jnp.float32))
+
+
+def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent: float) -> jax.Array:
+    """w_i = (N * P(i)) ** -exponent: corrects prioritized sampling's bias."""
+    return (1.0 / (table_size.astype(jnp.float32) * probabilities.astype(jnp.float32))) ** exponent
+
+
+def normalized_weights(weights: jax.Array) -> jax.Array:
+    """Importance weights divided by the minibatch's largest, so none exceeds 1."""
+    return weights / jnp.max(weights)
+
+
+class Learning(NamedTuple):
+    """An agent's learning, jitted alike by `SGDLearner` and launcher=anakin: `init(key)` makes
+    its state (a NamedTuple with `steps`, the SGD steps taken), `policy_params(state)` acts."""
+
+    init: Callable[[jax.Array], Any]
+    # (state, batch) -> (state, metrics, per-item extras such as TD errors, or None).
+    sgd_step: Callable[[Any, Batch], tuple[Any, dict[str, jax.Array], Any]]
+    policy_params: Callable[[Any], Any]
+    # SGD steps fused into one learner step, each on its slice of the learner's batch.
+    sgd_steps_per_learner_step: int = 1
+    # The replay table whose sampled items get the SGD steps' extras as new priorities.
+    priority_table: str | None = None
+    # beta of the batches' importance weights (None: sampled uniformly, every weight 1).
+    importance_sampling_exponent: float | None = None
+
+    def learner_steps(self, state: Any) -> jax.Array:
+        return state.steps // self.sgd_steps_per_learner_step
+
+    def update(self, state: Any, batch: Batch) -> tuple[Any, dict[str, jax.Array], Any]:
+        """One learner step: `sgd_steps_per_learner_step` SGD steps in one `lax.scan` (mean
+        metrics, concatenated extras)."""
+        steps = self.sgd_steps_per_learner_step
+
+        def scan_step(state: Any, minibatch: Batch) -> tuple[Any, tuple[Any, Any]]:
+            state, metrics, extras = self.sgd_step(state, minibatch)
+            return state, (metrics, extras)
+
+        split = lambda x: jnp.reshape(x, (steps, -1) + x.shape[1:])
+        state, (metrics, extras) = jax.lax.scan(scan_step, state, jax.tree_util.tree_map(split, batch))
+        merge = lambda x: jnp.reshape(x, (-1,) + x.shape[2:])
+        return state, jax.tree_util.tree_map(jnp.mean, metrics), jax.tree_util.tree_map(merge, extras)
+
+
+def _no_fault() -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(first non-finite learner step or -1, index of the term, its value)."""
+    return jnp.asarray(-1, jnp.int32), jnp.asarray(-1, jnp.int32), jnp.asarray(0.0, jnp.float32)
+
+
+def _all_finite(tree: Any) -> jax.Array:
+    leaves = [leaf for leaf in jax.tree_util.tree_leaves(tree) if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.inexact)]
+    return jnp.all(jnp.stack([jnp.asarray(True)] + [jnp.all(jnp.isfinite(leaf)) for leaf in leaves]))
+
+
+class SGDLearner(core.Learner[Any]):
+    """Runs a `Learning` on replayed batches: writes priorities, counts, logs the mean metrics,
+    serves "policy". A non-finite metric is recorded inside the jitted update and raises
+    `NumericalError` when read (every CHECK_EVERY steps, and in `check_finite`)."""
+
+    def __init__(
+        self,
+        learning: Learning,
+        random_key: jax.Array,
+        iterator: Any,
+        replay_client: Any = None,
+        counter: Counter | None = None,
+        logger: Logger | None = None,
+    ):
+        self._learning = learning
+        self._state = learning.init(random_key)
+        self._iterator = iterator
+        self._client = replay_client
+        self._counter = counter or Counter()
+        self._logger = logger or NoOpLogger()
+        self._update = jax.jit(self._guarded_update)
+        self._state_finite = jax.jit(lambda trees: jnp.stack([_all_finite(tree) for tree in trees]))
+        self._names: list[str] = []
+        self._record = _no_fault()
+        self._calls = 0
+        exponent = learning.importance_sampling_exponent
+        self._weights = None if exponent is None else jax.jit(lambda p, n: importance_weights(p, n, exponent))
+
+    def _guarded_update(self, record: Any, state: Any, batch: Batch) -> Any:
+        outputs = self._learning.update(state, batch)
+        metrics = outputs[1]
+        # Of several terms breaking at once, the one closest to the loss is named.
+        rank = lambda name: 0 if "loss" in name else 1 if "error" in name else 3 if "grad" in name else 2
+        self._names = names = sorted((str(key) for key in metrics), key=rank)
+        flat = jnp.stack([jnp.mean(jnp.asarray(metrics[name], jnp.float32)) for name in names])
+        finite = jnp.isfinite(flat)
+        step = jnp.asarray(self._learning.learner_steps(outputs[0]), jnp.int32)
+        first, term, value = record
+        fresh = (first < 0) & ~jnp.all(finite)
+        bad = jnp.argmin(finite)  # The first non-finite term.
+        record = (
+            jnp.where(fresh, step, first).astype(jnp.int32),
+            jnp.where(fresh, bad, term).astype(jnp.int32),
+            jnp.where(fresh, flat[bad], value).astype(jnp.float32),
+        )
+        return outputs, record
+
+    @property
+    def state(self) -> Any:
+        return self._state
+
+    def step(self) -> None:
+        sample = next(self._iterator)
+        if self._weights is None:
+            weights = np.ones(np.shape(sample.probabilities), np.float32)
+        else:
+            weights = self._weights(sample.probabilities, sample.table_size)
+        (self._state, metrics, extras), self._record = self._update(
+            self._record, self._state, Batch(sample.data, weights)
+        )
+        self._calls += 1
+        if self._calls % CHECK_EVERY == 0:
+            self._check_record()
+        table = self._learning.priority_table
+        if table is not None and self._client is not None:
+            values = np.asarray(extras, dtype=np.float64) + PRIORITY_FLOOR
+            self._client.mutate_priorities(table, updates=dict(zip(np.asarray(sample.keys).tolist(), values.tolist())))
+        counts = self._counter.increment(steps=1)
+        self._logger.write({**counts, **metrics})
+
+    def get_variables(self, names: Sequence[str]) -> list[Any]:
+        return [self._learning.policy_params(self._state) for _ in names]
+
+    def save(self) -> Any:
+        return self._state
+
+    def restore(self, state: Any) -> None:
+        self._state = jax.tree_util.tree_map(jnp.asarray, type(self._state)(*state))
+        self._record = _no_fault()  # Earlier faults are forgotten.
+
+    def _check_record(self) -> None:
+        first, term, value = jax.device_get(self._record)
+        if first >= 0:
+            raise NumericalError(
+                f"learner step {int(first)}: {self._names[int(term)]} is not finite ({np.float32(value)})"
+            )
+
+    def check_finite(self) -> None:
+        """Raises `NumericalError` if an update was not finite, or any float of the state is not (a device sync)."""
+        self._check_record()
+        terms = [(f"{field} (parameters/optimiser state)", tree) for field, tree in self._state._asdict().items()]
+        finite = np.asarray(jax.device_get(self._state_finite([tree for _, tree in terms])))
+        if not finite.all():
+            step = int(np.asarray(jax.device_get(self._learning.learner_steps(self._state))))
+            raise NumericalError(f"learner step {step}: {terms[int(np.argmin(finite))][0]} is not finite (nan or inf)")
 
 
 class ActorLearnerBuilder(abc.ABC):
     """Builds replay tables, adders, actors, learners and policies for one agent from its
     config and `exploration`, the behaviour policy's head (conf/policy)."""
 
-    # The actions it acts in ("discrete", "continuous", None: either): configuration
-    # checks refuse an environment the agent cannot act in before anything starts.
+    # The actions it acts in ("discrete", "continuous", None: either), checked before a run.
     action_kind: str | None = "discrete"
     # What the network factory must build (network factories carry the same attribute).
     network_kind: str = "q_values"
-    # How launcher=anakin compiles the agent: "off_policy" (n-step transitions replayed
-    # inside the program, rl/anakin/off_policy.py), "on_policy" (rollouts, rl/anakin/ppo.py)
-    # or None (it does not).
+    # How launcher=anakin compiles it: "off_policy" (rl/anakin/off_policy.py), "on_policy"
+    # (rl/anakin/ppo.py) or None (it does not).
     anakin: str | None = None
     # The head behaviour policies use when none is given.
     default_exploration: Callable[[], Any] = EpsilonGreedy
@@ -40,8 +211,8 @@ class ActorLearnerBuilder(abc.ABC):
         self.exploration = self.default_exploration() if exploration is None else exploration
 
     def network_outputs(self) -> dict[str, Any]:
-        """What the network must output beyond the kind's default, as keyword arguments of
-        the network factory (e.g. `outputs_per_action` for a distributional head)."""
+        """Keyword arguments for the network factory beyond the kind's default
+        (e.g. `outputs_per_action` for a distributional head)."""
         return {}
 
     @abc.abstractmethod
@@ -50,7 +221,7 @@ class ActorLearnerBuilder(abc.ABC):
 
     @abc.abstractmethod
     def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
-        """The adder an actor writes experience with (laid out as the tables expect)."""
+        """The adder an actor writes experience with."""
 
     @abc.abstractmethod
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
@@ -61,8 +232,7 @@ class ActorLearnerBuilder(abc.ABC):
         """The behaviour policy, or with `evaluation=True` the policy to evaluate."""
 
     def make_actor_policy(self, networks: Any, environment_spec: EnvironmentSpec, actor_id: int) -> Policy:
-        """Actor `actor_id`'s behaviour policy (the same for every actor unless the agent
-        gives each its own, as R2D2's Ape-X epsilons)."""
+        """Actor `actor_id`'s behaviour policy (R2D2 gives each actor its own)."""
         return self.make_policy(networks, environment_spec, evaluation=False)
 
     def make_actor(
@@ -80,7 +250,7 @@ class ActorLearnerBuilder(abc.ABC):
 
     @abc.abstractmethod
     def make_learning(self, networks: Any) -> Learning:
-        """The agent's `Learning` (rl/agents/learning.py)."""
+        """The agent's `Learning`."""
 
     def make_learner(
         self,
@@ -91,7 +261,6 @@ class ActorLearnerBuilder(abc.ABC):
         counter: Counter,
         logger: Logger,
     ) -> core.Learner:
-        """The learner, consuming `dataset` and serving its parameters."""
         return SGDLearner(self.make_learning(networks), random_key, dataset, replay_client, counter, logger)
 
     @property
@@ -106,9 +275,8 @@ class ActorLearnerBuilder(abc.ABC):
 
 
 class TransitionReplayBuilder(ActorLearnerBuilder):
-    """Replay, adder and dataset for agents learning from n-step transitions; their config
-    is a `ReplayConfig` (optionally with `prioritized` and `priority_exponent`). Reverb is
-    imported only when replay is built."""
+    """Replay of n-step transitions (uniform, or prioritized where `config.prioritized`);
+    the config is a `ReplayConfig`. Reverb is imported only when replay is built."""
 
     @property
     def replay_ratio(self) -> Any:
@@ -121,18 +289,20 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
     def samples_per_learner_step(self) -> int:
         return self.config.batch_size * self.config.sgd_steps_per_learner_step
 
-    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
-        from rl.replay.tables import make_transition_table
+    def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
+        from rl.replay.codecs import transition_codec
 
+        return transition_codec(environment_spec).signature()
+
+    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
+        from rl.replay.tables import make_sequence_table
+
+        config = self.config
+        exponent = config.priority_exponent if config.prioritized else None
+        signature = self.replay_signature(environment_spec)
+        rate_limiter = self.replay_ratio.make_rate_limiter()
         return [
-            make_transition_table(
-                self.config.replay_table_name,
-                environment_spec,
-                max_size=self.config.max_replay_size,
-                rate_limiter=self.replay_ratio.make_rate_limiter(),
-                prioritized=getattr(self.config, "prioritized", False),
-                priority_exponent=getattr(self.config, "priority_exponent", 0.6),
-            )
+            make_sequence_table(config.replay_table_name, signature, config.max_replay_size, rate_limiter, exponent)
         ]
 
     def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
@@ -153,9 +323,8 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
 
 
 class SequenceReplayBuilder(ActorLearnerBuilder):
-    """Adder and dataset for agents whose replay holds sequences of `config.sequence_length`
-    rows, a new one every `config.sequence_period` rows of each environment copy, each
-    row with the actor's `extras_spec`; the learner gets batch-major `SequenceStep`s."""
+    """Replay of `config.sequence_length`-row sequences (a new one every `sequence_period` rows
+    of each copy, rows with the actor's `extras_spec`); the learner gets `SequenceStep`s."""
 
     @abc.abstractmethod
     def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:

@@ -1,10 +1,6 @@
-"""The config sections agents share, and how an agent's config dataclass (where its
-defaults live) becomes its Hydra schema `schema/agent/<name>`, which
-`conf/agent/<name>.yaml` extends.
-
-Nothing here imports JAX: `--help`, `--cfg` and configuration checks read agent configs
-without the numerical libraries.
-"""
+"""The config sections agents share, and how an agent's config dataclass becomes its
+Hydra schema `schema/agent/<name>`, which `conf/agent/<name>.yaml` extends. Imports no
+JAX: `--help`, `--cfg` and configuration checks read configs without it."""
 
 from __future__ import annotations
 
@@ -15,23 +11,15 @@ from typing import Any, Callable, ClassVar
 
 from rl.checks import require_non_negative, require_positive, require_unit_interval
 
-# The learning-rate decay shapes rl/agents/q_learning.py implements.
-LEARNING_RATE_DECAYS = ("linear", "cosine")
-
-
-def check_learning_rate_decay(config: Any) -> None:
-    if config.learning_rate_decay not in LEARNING_RATE_DECAYS:
-        raise ValueError(
-            f"learning_rate_decay must be one of {', '.join(LEARNING_RATE_DECAYS)}, got {config.learning_rate_decay!r}"
-        )
-    require_non_negative(config, "learning_rate_decay_actor_steps")
-    require_unit_interval(config, "final_learning_rate_fraction")
-
 
 @dataclasses.dataclass
 class ReplayConfig:
     """The replay section of every replay agent's config (`agent.*`); agents change the
     defaults, not the meaning."""
+
+    # Not fields here: an agent sampling by priority makes them fields (DQN) or sets them (R2D2).
+    prioritized = False
+    priority_exponent = 0.6
 
     discount: float = 0.99
     n_step: int = 1
@@ -54,6 +42,32 @@ class ReplayConfig:
             raise ValueError(
                 f"min_replay_size ({self.min_replay_size}) must be <= max_replay_size ({self.max_replay_size})"
             )
+
+
+@dataclasses.dataclass
+class QLearningConfig(ReplayConfig):
+    """The optimiser and target network of the Q-learning agents (DQN, R2D2)."""
+
+    priority_exponent: float = 0.6
+    importance_sampling_exponent: float = 0.4
+    learning_rate: float = 5e-4
+    # Decay ("linear" or "cosine") to final_learning_rate_fraction of the rate by this
+    # actor step (0: constant; conf/agent/<name>.yaml: max_actor_steps), `sgd_steps_by`.
+    learning_rate_decay_actor_steps: int = 0
+    final_learning_rate_fraction: float = 0.0
+    learning_rate_decay: str = "linear"
+    adam_eps: float = 1e-8
+    max_gradient_norm: float = 10.0
+    # In SGD steps, as every count of learner updates.
+    target_update_period: int = 250
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_positive(self, "learning_rate", "target_update_period", "max_gradient_norm")
+        if self.learning_rate_decay not in ("linear", "cosine"):
+            raise ValueError(f"learning_rate_decay must be one of linear, cosine, got {self.learning_rate_decay!r}")
+        require_non_negative(self, "learning_rate_decay_actor_steps")
+        require_unit_interval(self, "final_learning_rate_fraction")
 
 
 @dataclasses.dataclass
@@ -133,15 +147,11 @@ class OnPolicyConfig:
 
 
 def builder_factory(builder: type | str, config_class: type) -> Callable[..., Any]:
-    """The `make_builder` an agent's YAML names: its keys become `config_class` fields.
-    `builder` is the builder class or `"module:Class"`, imported when a builder is made
-    (so reading a config imports no JAX)."""
+    """The `make_builder` an agent's YAML names (its keys are `config_class` fields); a
+    `"module:Class"` builder is imported when built, so reading a config imports no JAX."""
 
     def make_builder(exploration: Any = None, **config: Any) -> Any:
-        builder_class = builder
-        if isinstance(builder, str):
-            module_name, class_name = builder.split(":")
-            builder_class = getattr(importlib.import_module(module_name), class_name)
+        builder_class = pkgutil.resolve_name(builder) if isinstance(builder, str) else builder
         return builder_class(config_class(**config), exploration=exploration)
 
     make_builder.config_class = config_class
@@ -157,7 +167,7 @@ def agent_schema(config_class: type, target: str) -> type:
 
 def register_schemas() -> None:
     """Stores every agent package's schema (`rl.agents.<name>.make_builder.config_class`)
-    in Hydra's ConfigStore as `schema/agent/<name>` (run by hydra_plugins/rl_agent_schemas.py). Idempotent."""
+    in Hydra's ConfigStore as `schema/agent/<name>` (hydra_plugins/rl_agent_schemas.py). Idempotent."""
     from hydra.core.config_store import ConfigStore
 
     import rl.agents

@@ -1,10 +1,6 @@
-"""What the continuous-control agents (SAC, TD3, D4PG) share: action rescaling between the
-networks' [-1, 1] and the environment's bounds, in one place (policies emit
-environment-scale actions, what replay stores; learners map replayed actions back), the
-twin-critic target and loss, the optimisers, and `ContinuousBuilder` (uniform n-step
-transition replay, float32 feed-forward actors, behaviour/evaluation policies) with
-`continuous_learning`, an agent's `Learning` on [-1, 1] actions.
-"""
+"""What SAC, TD3 and D4PG share: action rescaling between the networks' [-1, 1] and the
+environment's bounds (replay stores environment-scale actions), the twin-critic target
+and loss, the optimisers, and `ContinuousBuilder` with `continuous_learning`."""
 
 from __future__ import annotations
 
@@ -14,19 +10,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from dm_env import specs
 
 from rl.agents.actors import Policy, with_exploration
-from rl.agents.builder import TransitionReplayBuilder
+from rl.agents.builder import Learning, TransitionReplayBuilder
 from rl.agents.configs import ContinuousConfig
-from rl.agents.learning import Learning
-from rl.networks.actor_critic import ActorCriticNetworks
-from rl.policies import Deterministic, GaussianNoise
+from rl.networks.base import ActorCriticNetworks
+from rl.policies import Deterministic, GaussianNoise, Stochastic
 from rl.specs import EnvironmentSpec, is_discrete
+
+# The training-state fields of a deterministic actor-critic with target networks (TD3, D4PG).
+TARGET_FIELDS = (
+    "policy_params",
+    "target_policy_params",
+    "critic_params",
+    "target_critic_params",
+    "policy_opt_state",
+    "critic_opt_state",
+)
 
 
 def action_bounds(action_spec: Any) -> tuple[np.ndarray, np.ndarray]:
     """Finite float32 (minimum, maximum) of a bounded continuous action spec."""
-    if is_discrete(action_spec) or not hasattr(action_spec, "minimum"):
+    if is_discrete(action_spec) or not isinstance(action_spec, specs.BoundedArray):
         raise ValueError(f"continuous-control agents need a bounded continuous action spec, got {action_spec}")
     low = np.broadcast_to(np.asarray(action_spec.minimum, np.float32), action_spec.shape)
     high = np.broadcast_to(np.asarray(action_spec.maximum, np.float32), action_spec.shape)
@@ -43,7 +49,7 @@ def to_environment_scale(action: jax.Array, action_spec: Any) -> jax.Array:
 
 
 def to_network_scale(action: jax.Array, action_spec: Any) -> jax.Array:
-    """Maps an action in the spec's [minimum, maximum] to [-1, 1] (the inverse of the above)."""
+    """The inverse: an action in the spec's [minimum, maximum] to [-1, 1]."""
     low, high = action_bounds(action_spec)
     return jnp.clip(2.0 * (action - low) / (high - low) - 1.0, -1.0, 1.0).astype(jnp.float32)
 
@@ -55,12 +61,8 @@ def twin_critic_target(
     next_log_prob: jax.Array | None = None,
     entropy_temperature: jax.Array | float = 0.0,
 ) -> jax.Array:
-    """`r + discount * (min_i Q_i(s', a') - alpha * log pi(a'|s'))`, without gradient.
-
-    `next_q_values` is (num_critics, B): the smallest critic's value counters the
-    overestimation a maximising policy exploits (clipped double-Q). `discount` already
-    holds gamma^n times the environment discounts (rl.types.Transition).
-    """
+    """`r + discount * (min_i Q_i(s', a') - alpha * log pi(a'|s'))`, without gradient;
+    `next_q_values` is (num_critics, B): the smallest counters overestimation."""
     next_value = jnp.min(next_q_values, axis=0)
     if next_log_prob is not None:
         next_value = next_value - entropy_temperature * next_log_prob
@@ -68,8 +70,7 @@ def twin_critic_target(
 
 
 def twin_critic_loss(q_values: jax.Array, target: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L = 0.5 * sum_i mean_b (Q_i(s_b, a_b) - y_b)^2 over the critics i, with the critic
-    metrics; `q_values` is (num_critics, B), `target` the (B,) targets y (no gradient)."""
+    """L = 0.5 * sum_i mean_b (Q_i(s_b, a_b) - y_b)^2 for (num_critics, B) `q_values`, and metrics."""
     loss = 0.5 * jnp.mean(jnp.sum(jnp.square(q_values - target[None]), axis=0))
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q_values), "target_mean": jnp.mean(target)}
 
@@ -85,23 +86,15 @@ def gradient_step(
 def init_with_targets(
     policy: Any, critic: Any, optimizers: tuple[Any, Any], policy_key: jax.Array, critic_key: jax.Array
 ) -> dict[str, Any]:
-    """The training-state fields of a deterministic actor-critic (TD3, D4PG): fresh policy
-    and critic parameters, target networks starting as copies of them, fresh optimisers."""
+    """The `TARGET_FIELDS`: fresh networks, targets copying them, fresh optimisers."""
     policy_params = policy.init(policy_key)
     critic_params = critic.init(critic_key)
-    return dict(
-        policy_params=policy_params,
-        target_policy_params=policy_params,
-        critic_params=critic_params,
-        target_critic_params=critic_params,
-        policy_opt_state=optimizers[0].init(policy_params),
-        critic_opt_state=optimizers[1].init(critic_params),
-    )
+    opt_states = (optimizers[0].init(policy_params), optimizers[1].init(critic_params))
+    return dict(zip(TARGET_FIELDS, (policy_params, policy_params, critic_params, critic_params, *opt_states)))
 
 
 def make_optimizers(config: ContinuousConfig) -> tuple[optax.GradientTransformation, optax.GradientTransformation]:
-    """(policy optimiser, critic optimiser): Adam at each network's learning rate, both
-    clipped by `max_gradient_norm` (if set)."""
+    """(policy, critic) Adam optimisers, both clipped by `max_gradient_norm` (if set)."""
 
     def make(learning_rate: float) -> optax.GradientTransformation:
         if config.max_gradient_norm is None:
@@ -112,7 +105,7 @@ def make_optimizers(config: ContinuousConfig) -> tuple[optax.GradientTransformat
 
 
 def learning_rates(config: ContinuousConfig) -> dict[str, jax.Array]:
-    """The (constant) learning rates, as learner metrics: the logs name every rate a run trained with."""
+    """The (constant) learning rates, as learner metrics."""
     return {
         "policy_learning_rate": jnp.asarray(config.policy_learning_rate, jnp.float32),
         "critic_learning_rate": jnp.asarray(config.critic_learning_rate, jnp.float32),
@@ -126,12 +119,12 @@ class ContinuousBuilder(TransitionReplayBuilder):
     network_kind = "actor_critic"
     anakin = "off_policy"
     default_exploration = GaussianNoise
-    # Whether the agent's policy network is a tanh-Gaussian (SAC) or deterministic (TD3, D4PG).
+    # Whether the policy network is a tanh-Gaussian (SAC) or deterministic (TD3, D4PG).
     stochastic_policy = False
 
     def __init__(self, config: ContinuousConfig, exploration: Any = None):
         super().__init__(config, exploration)
-        if getattr(self.exploration, "needs_stochastic_policy", False) and not self.stochastic_policy:
+        if isinstance(self.exploration, Stochastic) and not self.stochastic_policy:
             raise ValueError(
                 f"{type(self).__name__} has a deterministic policy network, which policy="
                 f"{type(self.exploration).__name__.lower()} cannot sample; use policy=gaussian_noise"
@@ -157,8 +150,8 @@ class ContinuousBuilder(TransitionReplayBuilder):
 def continuous_learning(
     init: Callable[[jax.Array], Any], sgd_step: Any, config: ContinuousConfig, action_spec: Any
 ) -> Learning:
-    """The `Learning` of an actor-critic agent: `sgd_step(state, transitions)` sees the
-    replayed actions mapped back to [-1, 1]; the policy acts with `state.policy_params`."""
+    """The `Learning` whose `sgd_step(state, transitions)` sees the replayed actions mapped
+    back to [-1, 1]; the policy acts with `state.policy_params`."""
 
     def step(state: Any, batch: Any) -> tuple[Any, dict[str, jax.Array], None]:
         data = batch.data._replace(action=to_network_scale(batch.data.action, action_spec))

@@ -1,13 +1,7 @@
-"""What the on-policy sequence agents (PPO, IMPALA) share.
-
-Both learn from a bounded reverb queue of `unroll_length + 1`-row sequences written by
-actors that store the behaviour policy's log-probabilities with each step, and both
-learners serve `PolicyParams`, so one builder (`SequenceQueueBuilder`: the queue,
-`SequenceAdder`, `ExtrasActor`, the sampling / mode policies) serves both; here too are
-the running observation statistics, the linear schedules and the masked means their
-learners and losses use. Nothing here imports rlax or reverb, so configuration checks
-that only build a builder stay fast.
-"""
+"""What the on-policy sequence agents (PPO, IMPALA) share: one builder
+(`SequenceQueueBuilder`: a queue of sequences storing the behaviour log-probabilities,
+`ExtrasActor`, the sampling / mode policies), the running observation statistics, the
+linear schedules and masked means. Imports neither rlax nor reverb (fast config checks)."""
 
 from __future__ import annotations
 
@@ -22,8 +16,7 @@ from dm_env import specs
 from rl.agents.actors import ExtrasActor, Policy
 from rl.agents.builder import SequenceReplayBuilder
 from rl.agents.configs import OnPolicyConfig
-from rl.networks.base import FeedForwardNetwork, zeros_like_spec
-from rl.networks.policy_value import log_prob, policy_mode
+from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec
 from rl.policies import Sample
 from rl.specs import EnvironmentSpec, is_discrete
 
@@ -32,9 +25,8 @@ if TYPE_CHECKING:
 
 
 class RunningStatistics(NamedTuple):
-    """Mean and variance per observation element over `count` observations so far. The
-    learner owns them: it folds in each batch's observations before training on it and
-    serves them with the policy's parameters, so everyone normalises alike."""
+    """Mean and variance per observation element over `count` observations: the learner
+    folds in each batch before training on it and serves them with the parameters."""
 
     count: jax.Array
     mean: Any
@@ -52,19 +44,13 @@ def init_statistics(observation_spec: Any) -> RunningStatistics:
 
 
 def no_statistics() -> RunningStatistics:
-    """What a learner that does not normalise observations serves (the policies ignore it)."""
+    """What a learner that does not normalise observations serves."""
     return RunningStatistics(jnp.zeros((), jnp.float32), (), ())
 
 
 def update_statistics(statistics: RunningStatistics, observations: Any, mask: jax.Array) -> RunningStatistics:
-    """Folds in the observations whose `mask` is 1 (`mask` has their leading axes).
-
-    With n_a, mean_a, var_a so far and n_b, mean_b, var_b of the new observations
-    (Chan et al.'s parallel update), delta = mean_b - mean_a and n = n_a + n_b:
-
-        mean = mean_a + delta * n_b / n
-        var  = (n_a * var_a + n_b * var_b + delta^2 * n_a * n_b / n) / n
-    """
+    """Folds in the observations whose `mask` (their leading axes) is 1, by Chan et al.'s
+    parallel update: mean += delta * n_b / n, var = (n_a var_a + n_b var_b + delta^2 n_a n_b / n) / n."""
     count_b = jnp.sum(mask)
     total = statistics.count + count_b
     safe_total = jnp.maximum(total, 1.0)
@@ -86,13 +72,9 @@ def update_statistics(statistics: RunningStatistics, observations: Any, mask: ja
         return jnp.where(total > 0, mean, mean_a), jnp.where(total > 0, variance, variance_a)
 
     merged = jax.tree_util.tree_map(merge, statistics.mean, statistics.variance, observations)
-    treedef = jax.tree_util.tree_structure(statistics.mean)
-    pairs = treedef.flatten_up_to(merged)
-    return RunningStatistics(
-        count=total,
-        mean=jax.tree_util.tree_unflatten(treedef, [pair[0] for pair in pairs]),
-        variance=jax.tree_util.tree_unflatten(treedef, [pair[1] for pair in pairs]),
-    )
+    pair = jax.tree_util.tree_structure((0, 0))
+    mean, variance = jax.tree_util.tree_transpose(jax.tree_util.tree_structure(statistics.mean), pair, merged)
+    return RunningStatistics(total, mean, variance)
 
 
 def normalize_observations(statistics: RunningStatistics, observations: Any, clip: float) -> Any:
@@ -106,8 +88,7 @@ def normalize_observations(statistics: RunningStatistics, observations: Any, cli
 
 
 class PolicyParams(NamedTuple):
-    """What actors and evaluators fetch: the network's parameters and the observation
-    statistics to normalise with (unused unless `normalize_observations`)."""
+    """What actors fetch: the parameters and the observation statistics (used with `normalize_observations`)."""
 
     params: Any
     observation_statistics: RunningStatistics
@@ -115,9 +96,8 @@ class PolicyParams(NamedTuple):
 
 class SequenceQueueBuilder(SequenceReplayBuilder):
     """Actors write `unroll_length + 1`-row sequences (one every `unroll_length` steps per
-    environment copy) into a reverb queue; the learner trains on each once,
-    `sequences_per_learner_step` per learner step. Subclasses provide `make_learning`; the
-    config is an `OnPolicyConfig` with `normalize_observations` and `observation_clip`."""
+    copy) into a queue; the learner trains on each once. Subclasses provide `make_learning`;
+    the config is an `OnPolicyConfig` with `normalize_observations` and `observation_clip`."""
 
     action_kind = None  # Discrete (categorical policy) or continuous (Gaussian policy) actions.
     network_kind = "policy_value"
@@ -145,8 +125,8 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
         return self.config.sequences_per_learner_step
 
     def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
-        """The behaviour log-probability and, for continuous actions, the raw Gaussian
-        sample (the environment gets it clipped and rescaled; its probability is stored)."""
+        """The behaviour log-probability and, for continuous actions, the raw Gaussian sample
+        (whose probability is stored; the environment gets it clipped and rescaled)."""
         extras: dict[str, Any] = {"log_prob": specs.Array((), np.float32, "log_prob")}
         if not is_discrete(environment_spec.actions):
             extras["raw_action"] = specs.Array(environment_spec.actions.shape, np.float32, "raw_action")
@@ -194,7 +174,7 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
 
 
 def schedule_fraction(config: OnPolicyConfig, actor_steps: jax.Array) -> jax.Array:
-    """How far the linear schedules are: actor_steps / decay_actor_steps, in [0, 1]."""
+    """actor_steps / decay_actor_steps, in [0, 1]."""
     if config.decay_actor_steps <= 0:
         return jnp.zeros((), jnp.float32)
     return jnp.clip(actor_steps.astype(jnp.float32) / config.decay_actor_steps, 0.0, 1.0)
@@ -206,14 +186,12 @@ def scheduled(value: float, final_fraction: float, fraction: jax.Array) -> jax.A
 
 
 def stored_actions(batch: SequenceStep) -> Any:
-    """The actions whose probabilities the behaviour policy stored: the raw (unclipped,
-    network-scale) sample when the actor kept one, the environment's action otherwise."""
+    """The actions whose probabilities the behaviour policy stored (the raw sample, if kept)."""
     return batch.extras.get("raw_action", batch.action)
 
 
 def steps_taken(batch: SequenceStep) -> jax.Array:
-    """Actor steps in a batch of sequences (B, L): the rows with mask 1 but each
-    sequence's last (it only bootstraps), as int32 for the schedules' clock."""
+    """Actor steps in a batch of sequences (B, L): rows with mask 1 but each sequence's last."""
     return jnp.sum(batch.mask[:, :-1]).astype(jnp.int32)
 
 

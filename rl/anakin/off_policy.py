@@ -20,7 +20,7 @@ import flashbax
 import jax
 import jax.numpy as jnp
 
-from rl.agents.learning import Batch
+from rl.agents.builder import Batch
 from rl.anakin.system import TRAINED, Policy, System, rollout
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
 from rl.experiments.config import ExperimentConfig

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rl.agents.learning import Batch
+from rl.agents.builder import Batch
 from rl.agents.ppo.builder import TrainingState
 from rl.anakin.system import System, Trajectory, rollout
 from rl.environments.gymnax_vector import EnvStep, VectorState

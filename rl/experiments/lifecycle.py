@@ -18,7 +18,7 @@ from rl.experiments.interrupts import Interrupted, RunInterrupted, StopRequest
 from rl.experiments.launchers.base import LauncherError
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary, close_loggers, finish_run, run_start_time
-from rl.numerics import NumericalError
+from rl.agents.builder import NumericalError
 
 
 def next_evaluation(experiment: ExperimentConfig, actor_steps: int) -> int:

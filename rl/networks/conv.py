@@ -1,8 +1,6 @@
 """Convolutional networks for pixel observations (environment=atari): a torso on uint8
-[H, W, C] frames (scaled by 1/255 here, so replay keeps uint8) under the head the agent
-needs, Q-values (dqn) or a policy and a value sharing the torso (ppo, impala);
-network=lstm takes a torso by its dotted path (`network=lstm_atari_cnn`).
-"""
+[H, W, C] frames (scaled by 1/255 here, so replay keeps uint8) under a Q head (dqn) or
+policy and value heads (ppo, impala); network=lstm takes a torso by its dotted path."""
 
 from __future__ import annotations
 
@@ -11,9 +9,9 @@ from typing import Any, Callable, Sequence
 import haiku as hk
 import jax
 import jax.numpy as jnp
+from dm_env import specs
 
-from rl.networks.base import policy_head, q_head, transform, value_head, zeros_like_spec
-from rl.networks.policy_value import policy_value_network
+from rl.networks.base import policy_head, policy_value_network, q_head, transform, value_head, zeros_like_spec
 from rl.specs import EnvironmentSpec, num_actions
 
 Torso = Callable[[jax.Array], jax.Array]
@@ -28,8 +26,8 @@ def scale_frames(frames: jax.Array) -> jax.Array:
 
 
 def nature_torso(hidden_size: int = 512) -> Torso:
-    """The Nature DQN torso (Mnih et al., 2015): 32 8x8 filters at stride 4, 64 4x4 at
-    stride 2, 64 3x3 at stride 1 (VALID, ReLU), then a ReLU layer of `hidden_size`."""
+    """The Nature DQN torso (Mnih et al., 2015): 32 8x8/4, 64 4x4/2, 64 3x3/1 convolutions
+    (VALID, ReLU), then a ReLU layer of `hidden_size`."""
 
     def torso(frames: jax.Array) -> jax.Array:
         x = scale_frames(frames)
@@ -43,8 +41,7 @@ def nature_torso(hidden_size: int = 512) -> Torso:
 
 def impala_torso(channels: Sequence[int] = (16, 32, 32), num_blocks: int = 2, hidden_size: int = 256) -> Torso:
     """IMPALA's residual torso (Espeholt et al., 2018): per stage a 3x3 convolution, a 3x3
-    max pool at stride 2 and `num_blocks` residual blocks (ReLU, conv, ReLU, conv, add),
-    then a ReLU layer of `hidden_size`."""
+    max pool at stride 2 and `num_blocks` residual blocks, then a ReLU layer of `hidden_size`."""
 
     def torso(frames: jax.Array) -> jax.Array:
         x = scale_frames(frames)
@@ -67,7 +64,8 @@ impala_torso.observation_kind = "pixels"
 
 
 def _build(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], network_kind: str, dueling: bool) -> Any:
-    shape = tuple(getattr(environment_spec.observations, "shape", ()))
+    observations = environment_spec.observations
+    shape = tuple(observations.shape) if isinstance(observations, specs.Array) else ()
     if len(shape) != 3:
         raise ValueError(
             f"convolutional networks read [height, width, channels] frames, got observations of shape {shape}"

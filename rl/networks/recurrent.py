@@ -1,15 +1,11 @@
 """Recurrent Q-networks (R2D2): torso -> LSTM core -> Q head, conf/network/lstm.yaml.
-
-One set of parameters used two ways: actors `apply` it once per step, carrying the core
-state; learners `unroll` it over stored sequences (time-major) from the state the actor
-stored. Both run the same modules, so their Q-values agree step for step. The core state
-is a dict `{"cell": (B, H), "hidden": (B, H)}` of float32 arrays, as replay stores it.
-"""
+Actors `apply` one step, carrying the core state `{"cell": (B, H), "hidden": (B, H)}`;
+learners `unroll` the same modules over stored (time-major) sequences, so they agree."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
+import pkgutil
 from typing import Any, Callable, Mapping, Sequence
 
 import haiku as hk
@@ -17,7 +13,7 @@ import jax
 import numpy as np
 from dm_env import specs
 
-from rl.networks.base import flatten, mlp, q_head, zeros_like_spec
+from rl.networks.base import check_sizes, flatten, mlp, q_head, zeros_like_spec
 from rl.specs import EnvironmentSpec, num_actions
 
 CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
@@ -25,9 +21,8 @@ CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
 
 @dataclasses.dataclass(frozen=True)
 class RecurrentNetwork:
-    """`apply(params, observations, state) -> (q_values (B, A), state)` for one step,
-    `unroll(params, observations, state) -> (q_values (T, B, A), final state)`,
-    `initial_state(batch)` (zeros) and `state_spec`, one row of the core state."""
+    """`apply` one step ((B, A) Q-values, next state) or `unroll` (time-major: (T, B, A), final
+    state) from a state; `initial_state(batch)` is zeros, `state_spec` one row of it."""
 
     init: Callable[[jax.Array], Any]
     initial_state: Callable[[int], dict[str, np.ndarray]]
@@ -58,12 +53,11 @@ def resolve_torso(torso: str) -> Callable[..., Callable[[jax.Array], jax.Array]]
     haiku function from (B, ...) observations to (B, F) features."""
     if torso in TORSOS:
         return TORSOS[torso]
-    module_name, _, attribute = torso.rpartition(".")
-    if not module_name:
+    if "." not in torso:
         raise ValueError(f"torso must be one of {sorted(TORSOS)} or a dotted path to a torso factory, got {torso!r}")
     try:
-        factory = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
+        factory = pkgutil.resolve_name(torso)
+    except (ImportError, AttributeError, ValueError) as error:
         raise ValueError(f"torso {torso!r} cannot be imported ({error})") from None
     if not callable(factory):
         raise ValueError(f"torso {torso!r} is not callable")
@@ -82,9 +76,7 @@ def make_recurrent_q_network(
         raise ValueError(f"lstm_size must be positive, got {lstm_size}")
     kwargs = dict(torso_kwargs or {})
     if torso == "mlp":
-        sizes = kwargs.get("hidden_sizes", (128,))
-        if any(int(size) <= 0 for size in sizes):
-            raise ValueError(f"torso_kwargs.hidden_sizes must be positive, got {list(sizes)}")
+        check_sizes(**{"torso_kwargs.hidden_sizes": kwargs.get("hidden_sizes", (128,))})
     torso_factory = resolve_torso(torso)
     actions = num_actions(environment_spec.actions)
     size = int(lstm_size)

@@ -13,9 +13,9 @@ import jax.numpy as jnp
 from rl.agents.actors import with_exploration
 from rl.agents.configs import builder_factory
 from rl.agents.dqn.builder import DQNBuilder
-from rl.agents.dqn.config import DQNConfig
-from rl.agents.learning import Batch, Learning
-from rl.agents.q_learning import apply_gradients, learning_rate_at, q_learning
+from rl.agents.dqn import DQNConfig
+from rl.agents.builder import Batch, Learning
+from rl.agents.dqn.builder import apply_gradients, learning_rate_at, q_learning
 from rl.policies import Greedy
 
 

@@ -1,6 +1,31 @@
-"""D4PG: deterministic policy, categorical critic on projected n-step Bellman targets."""
+"""D4PG: deterministic policy, categorical critic on projected n-step Bellman targets;
+`D4PGConfig` holds everything `agent.*` can override. Exploration noise is a
+behaviour-policy setting: `policy.sigma` (conf/policy/gaussian_noise.yaml)."""
 
-from rl.agents.configs import builder_factory
-from rl.agents.d4pg.config import D4PGConfig
+from __future__ import annotations
+
+import dataclasses
+
+from rl.agents.configs import ContinuousConfig, builder_factory
+
+
+@dataclasses.dataclass
+class D4PGConfig(ContinuousConfig):
+    policy_learning_rate: float = 1e-4
+    critic_learning_rate: float = 1e-4
+    n_step: int = 5
+    # The categorical critic's support: num_atoms evenly spaced values in [v_min, v_max].
+    # Returns outside it are clipped to its ends by the projection.
+    num_atoms: int = 51
+    v_min: float = -150.0
+    v_max: float = 150.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_atoms < 2:
+            raise ValueError(f"num_atoms must be >= 2, got {self.num_atoms}")
+        if not self.v_min < self.v_max:
+            raise ValueError(f"v_min ({self.v_min}) must be < v_max ({self.v_max})")
+
 
 make_builder = builder_factory("rl.agents.d4pg.builder:D4PGBuilder", D4PGConfig)

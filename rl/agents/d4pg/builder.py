@@ -1,6 +1,5 @@
 """D4PG: a deterministic policy and a categorical critic trained on projected n-step
-distributional Bellman targets, with Polyak targets; losses, learning and builder (the
-rest is rl/agents/continuous.py's). rlax is imported when a loss is traced."""
+distributional targets, with Polyak targets (the rest is rl/agents/continuous.py's)."""
 
 from __future__ import annotations
 
@@ -11,28 +10,17 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.continuous import (
-    ContinuousBuilder,
-    continuous_learning,
-    gradient_step,
-    init_with_targets,
-    learning_rates,
-    make_optimizers,
-)
-from rl.agents.learning import Learning
+from rl.agents import continuous
+from rl.agents.builder import Learning
 from rl.lazy_tensorflow import import_without_tensorflow
-from rl.networks.actor_critic import ActorCriticNetworks
+from rl.networks.base import ActorCriticNetworks
 from rl.policies import GaussianNoise
 from rl.types import Transition
 
 
 def projected_target(atoms: jax.Array, reward: jax.Array, discount: jax.Array, target_logits: jax.Array) -> jax.Array:
-    """The distribution of `r + discount * Z(s', a')` projected back onto `atoms`.
-
-    `target_logits` is (B, num_atoms); the shifted atoms are projected with
-    `rlax.categorical_l2_project`, which keeps the probability mass and clips values
-    beyond the support to its ends. Returns (B, num_atoms) probabilities, no gradient.
-    """
+    """The (B, num_atoms) probabilities of `r + discount * Z(s', a')` projected back onto
+    `atoms` (rlax.categorical_l2_project: values beyond the support go to its ends), no gradient."""
     rlax = import_without_tensorflow("rlax")
     probabilities = jax.nn.softmax(target_logits, axis=-1)
     shifted = reward[:, None] + discount[:, None] * atoms[None, :]
@@ -40,14 +28,7 @@ def projected_target(atoms: jax.Array, reward: jax.Array, discount: jax.Array, t
     return jax.lax.stop_gradient(project(shifted, probabilities, atoms))
 
 
-class TrainingState(NamedTuple):
-    policy_params: Any
-    target_policy_params: Any
-    critic_params: Any
-    target_critic_params: Any
-    policy_opt_state: Any
-    critic_opt_state: Any
-    steps: jax.Array
+TrainingState = NamedTuple("TrainingState", [(name, Any) for name in (*continuous.TARGET_FIELDS, "steps")])
 
 
 def critic_loss(
@@ -58,8 +39,8 @@ def critic_loss(
     policy_apply: Callable[..., jax.Array],
     critic_apply: Callable[..., jax.Array],
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Cross-entropy between the critic's distribution and the projected target (of the
-    target critic at the target policy's action)."""
+    """Cross-entropy of the critic's distribution and the projected target (the target
+    critic's, at the target policy's action)."""
     next_action = policy_apply(state.target_policy_params, batch.next_observation)
     target_logits = critic_apply(state.target_critic_params, batch.next_observation, next_action)[0]
     target = projected_target(atoms, batch.reward, batch.discount, target_logits)
@@ -83,21 +64,21 @@ def policy_loss(
     return -jnp.mean(jnp.sum(jax.nn.softmax(logits, axis=-1) * atoms, axis=-1))
 
 
-class D4PGBuilder(ContinuousBuilder):
+class D4PGBuilder(continuous.ContinuousBuilder):
     default_exploration = functools.partial(GaussianNoise, sigma=0.3)
 
     def make_learning(self, networks: ActorCriticNetworks) -> Learning:
-        """Each SGD step updates the distributional critic and the policy, then both targets."""
         config = self.config
         policy = networks.policy_network(stochastic=False)
         critic = networks.critic_network(num_critics=1, num_outputs=config.num_atoms)
-        policy_optimizer, critic_optimizer = optimizers = make_optimizers(config)
+        policy_optimizer, critic_optimizer = optimizers = continuous.make_optimizers(config)
         atoms = jnp.linspace(config.v_min, config.v_max, config.num_atoms, dtype=jnp.float32)
 
         def init(random_key: jax.Array) -> TrainingState:
             policy_key, critic_key = jax.random.split(random_key)
             return TrainingState(
-                **init_with_targets(policy, critic, optimizers, policy_key, critic_key), steps=jnp.zeros((), jnp.int32)
+                **continuous.init_with_targets(policy, critic, optimizers, policy_key, critic_key),
+                steps=jnp.zeros((), jnp.int32),
             )
 
         def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
@@ -107,10 +88,10 @@ class D4PGBuilder(ContinuousBuilder):
             loss, policy_grads = jax.value_and_grad(policy_loss)(
                 state.policy_params, state.critic_params, policy.apply, critic.apply, batch.observation, atoms
             )
-            critic_params, critic_opt_state = gradient_step(
+            critic_params, critic_opt_state = continuous.gradient_step(
                 critic_optimizer, critic_grads, state.critic_opt_state, state.critic_params
             )
-            policy_params, policy_opt_state = gradient_step(
+            policy_params, policy_opt_state = continuous.gradient_step(
                 policy_optimizer, policy_grads, state.policy_opt_state, state.policy_params
             )
             polyak = functools.partial(optax.incremental_update, step_size=config.tau)
@@ -123,6 +104,6 @@ class D4PGBuilder(ContinuousBuilder):
                 critic_opt_state=critic_opt_state,
                 steps=state.steps + 1,
             )
-            return new_state, {**metrics, "policy_loss": loss, **learning_rates(config)}
+            return new_state, {**metrics, "policy_loss": loss, **continuous.learning_rates(config)}
 
-        return continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
+        return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec.actions)

@@ -1,22 +1,80 @@
-"""DQN: the double-DQN loss on n-step transitions, its learning and its builder (the
-optimiser, target network and priorities are rl/agents/q_learning.py's)."""
+"""DQN: the double-DQN loss on n-step transitions, its learning and its builder, and what
+the Q-learning agents (DQN, R2D2, user agents such as QR-DQN) share: an online network
+trained with Adam (gradients clipped by global norm, the learning rate optionally
+decayed), copied into a target network every `target_update_period` SGD steps."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from rl.agents.actors import Policy, with_exploration
-from rl.agents.builder import TransitionReplayBuilder
-from rl.agents.learning import Batch, Learning, normalized_weights
-from rl.agents.q_learning import TrainingState, apply_gradients, learning_rate_at, q_learning
+from rl.agents.builder import Batch, Learning, TransitionReplayBuilder, normalized_weights
 from rl.networks.base import FeedForwardNetwork
 from rl.policies import Greedy
 from rl.specs import EnvironmentSpec
 from rl.types import Transition
+
+
+class TrainingState(NamedTuple):
+    params: Any
+    target_params: Any
+    opt_state: Any
+    steps: jax.Array
+
+
+def learning_rate_schedule(config: Any) -> float | optax.Schedule:
+    """Constant, or decayed (linear or cosine) to `final_learning_rate_fraction` of the rate
+    by `learning_rate_decay_actor_steps`, converted to SGD steps by `config.sgd_steps_by`."""
+    if config.learning_rate_decay_actor_steps <= 0:
+        return config.learning_rate
+    decay_steps = max(1, config.sgd_steps_by(config.learning_rate_decay_actor_steps))
+    fraction = config.final_learning_rate_fraction
+    if config.learning_rate_decay == "cosine":
+        return optax.cosine_decay_schedule(config.learning_rate, decay_steps, alpha=fraction)
+    return optax.linear_schedule(config.learning_rate, config.learning_rate * fraction, decay_steps)
+
+
+def learning_rate_at(config: Any, steps: jax.Array) -> jax.Array:
+    """The learning rate Adam applies at SGD step `steps` (a learner metric)."""
+    schedule = learning_rate_schedule(config)
+    return jnp.asarray(schedule(steps) if callable(schedule) else schedule, jnp.float32)
+
+
+def apply_gradients(
+    optimizer: optax.GradientTransformation, gradients: Any, state: TrainingState, target_update_period: int
+) -> TrainingState:
+    """One optimiser step; the target becomes a copy every `target_update_period` SGD steps."""
+    updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    steps = state.steps + 1
+    target_params = optax.periodic_update(params, state.target_params, steps, target_update_period)
+    return TrainingState(params, target_params, opt_state, steps)
+
+
+def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: Any, prioritized: bool) -> Learning:
+    """The `Learning` of an online and a target network (a copy at first), `sgd_step(optimizer,
+    state, batch)`; with `prioritized` its extras become the sampled items' priorities."""
+    learning_rate = learning_rate_schedule(config)
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.max_gradient_norm), optax.adam(learning_rate, eps=config.adam_eps)
+    )
+
+    def init(key: jax.Array) -> TrainingState:
+        params = init_params(key)
+        return TrainingState(params, params, optimizer.init(params), jnp.zeros((), jnp.int32))
+
+    return Learning(
+        init=init,
+        sgd_step=lambda state, batch: sgd_step(optimizer, state, batch),
+        policy_params=lambda state: state.params,
+        sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
+        priority_table=config.replay_table_name if prioritized else None,
+        importance_sampling_exponent=config.importance_sampling_exponent if prioritized else None,
+    )
 
 
 def double_q_loss(
@@ -27,11 +85,9 @@ def double_q_loss(
     weights: jax.Array,
     huber_loss_delta: float,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L = mean_b w_b * huber(delta_b), delta = r + discount * Q'(s', argmax_a Q(s', a)) - Q(s, a):
-    the online network Q picks the next action and the target Q' values it (no gradient),
-    which removes most of Q-learning's overestimation; huber(x) is x^2 / 2 for |x| <= delta
-    and delta * (|x| - delta / 2) beyond. Also returns the per-item |delta| (priorities).
-    Written out rather than taken from rlax, whose import costs seconds of start-up."""
+    """L = mean_b w_b * huber(delta_b), delta = r + discount * Q'(s', argmax_a Q(s', a)) - Q(s, a)
+    (the online network picks, the target values it); also the per-item |delta|. Written out:
+    rlax's import costs seconds of start-up."""
     q_tm1 = apply(params, batch.observation)
     next_action = jnp.argmax(apply(params, batch.next_observation), axis=-1)
     next_value = jnp.take_along_axis(apply(target_params, batch.next_observation), next_action[:, None], axis=-1)[:, 0]
@@ -53,8 +109,7 @@ class DQNBuilder(TransitionReplayBuilder):
         return with_exploration(policy, head)
 
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
-        """Each SGD step sees its slice of the batch with its importance weights (all 1 unless
-        prioritized); the sampled items' priorities become their absolute TD errors."""
+        """Priorities (if prioritized) are the sampled items' absolute TD errors."""
         config = self.config
 
         def sgd_step(optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch):

@@ -1,16 +1,7 @@
-"""IMPALA (Espeholt et al., 2018): V-trace targets and losses as small pure functions,
-the learning and the builder (the rest is rl/agents/on_policy.py's, as PPO's).
-
-Notation: pi is the policy being trained, mu the behaviour policy that acted (its
-log-probabilities are stored with the data), V the value head, gamma the discount, and
-for one stored sequence of L rows t = 0..L-1 (row t: o_t, a_t, then reward r_t and
-environment discount d_t) the importance ratio
-
-    rho_t = pi(a_t|o_t) / mu(a_t|o_t) = exp(log pi(a_t|o_t) - log mu(a_t|o_t)).
-
-`mask` is 1 for a step actually taken and 0 for the rows a sequence holds only for
-bootstrapping (an episode's final observation) or padding (rl/replay/sequences.py);
-every mean below is over the rows with mask 1. rlax is imported when a loss is traced.
+"""IMPALA (Espeholt et al., 2018): V-trace targets and losses as pure functions, the
+learning and the builder (the rest is rl/agents/on_policy.py's). pi is the trained
+policy, mu the behaviour policy, rho_t = pi(a_t|o_t) / mu(a_t|o_t); `mask` is 1 for a
+step actually taken and every mean is over those rows. rlax loads when a loss is traced.
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.learning import Learning
+from rl.agents.builder import Learning
 from rl.agents.on_policy import (
     PolicyParams,
     SequenceQueueBuilder,
@@ -35,8 +26,8 @@ from rl.agents.on_policy import (
 )
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.base import FeedForwardNetwork
-from rl.networks.policy_value import entropy as policy_entropy
-from rl.networks.policy_value import log_prob as policy_log_prob
+from rl.networks.base import entropy as policy_entropy
+from rl.networks.base import log_prob as policy_log_prob
 
 if TYPE_CHECKING:
     from rl.replay.sequences import SequenceStep
@@ -53,26 +44,11 @@ def vtrace_targets(
     clip_rho_threshold: float = 1.0,
     clip_pg_rho_threshold: float = 1.0,
 ) -> tuple[jax.Array, jax.Array]:
-    """V-trace value targets v_s and policy-gradient advantages of one stored sequence,
-    for rows 0..L-2 (the last row only bootstraps).
-
-    With gamma_t = gamma * d_t, clipped ratios rhobar_t = min(clip_rho_threshold, rho_t),
-    traces c_t = lambda_t * min(1, rho_t) and lambda_t = lambda * mask_{t+1}:
-
-        delta_t = rhobar_t * (r_t + gamma_t * V_{t+1} - V_t)
-        v_t     = V_t + delta_t + gamma_t * c_t * (v_{t+1} - V_{t+1}),   v_{L-1} = V_{L-1}
-        A_t     = min(clip_pg_rho_threshold, rho_t)
-                  * (r_t + gamma_t * (lambda_t v_{t+1} + (1 - lambda_t) V_{t+1}) - V_t)
-
-    (the paper's A_t = rho^pg_t (r_t + gamma_t v_{t+1} - V_t) where the trace runs on,
-    bootstrapping from V_{t+1} where it is cut). The trace stops before a row where no
-    step was taken (an episode's final observation, padding): a time-limit truncation
-    (d_t = 1) still bootstraps from the final observation's value, a termination
-    (d_t = 0) from nothing. Computed by `rlax.vtrace_td_error_and_advantage`; the targets
-    carry no gradient.
-
-    Returns (targets v_t, advantages A_t), each of length L - 1.
-    """
+    """(V-trace targets v_t, policy-gradient advantages A_t) of rows 0..L-2 of one sequence
+    (rlax.vtrace_td_error_and_advantage, no gradient), gamma_t = gamma * d_t, ratios
+    clipped at the thresholds, traces c_t = lambda_t min(1, rho_t) with lambda_t =
+    lambda * mask_{t+1}: the trace stops before a row with no step (a truncation still
+    bootstraps from its value)."""
     output = import_without_tensorflow("rlax").vtrace_td_error_and_advantage(
         values[:-1],
         values[1:],
@@ -100,16 +76,9 @@ def impala_loss(
     clip_rho_threshold: float = 1.0,
     clip_pg_rho_threshold: float = 1.0,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L = L_pi + value_cost * L_V - entropy_cost * H on a batch of sequences (B, L, ...),
-    and the terms as metrics, with the V-trace targets v_t and advantages A_t held fixed:
-
-        L_V  = mean_t 0.5 * (v_t - V(o_t))^2
-        L_pi = -mean_t A_t * log pi(a_t|o_t)   (the paper's importance-weighted policy gradient)
-        H    = mean_t entropy(pi(.|o_t))
-
-    `actions` are the actions whose probabilities the behaviour policy stored (the raw
-    sample for continuous actions); `batch.extras["log_prob"]` holds log mu(a_t|o_t).
-    """
+    """L = -mean_t A_t log pi(a_t|o_t) + value_cost * mean_t 0.5 (v_t - V(o_t))^2 - entropy_cost
+    * H on (B, L, ...) sequences, and the terms as metrics; `actions` are those whose
+    probabilities log mu (`batch.extras["log_prob"]`) the behaviour policy stored."""
     num_sequences, length = batch.mask.shape
     flat = lambda x: jnp.reshape(x, (num_sequences * length,) + x.shape[2:])
     unflat = lambda x: jnp.reshape(x, (num_sequences, length) + x.shape[1:])
@@ -143,17 +112,14 @@ class TrainingState(NamedTuple):
     params: Any
     opt_state: Any
     steps: jax.Array
-    # Steps taken by the actors that the learner has trained on: the schedule's clock.
-    actor_steps: jax.Array
+    actor_steps: jax.Array  # Actor steps trained on: the schedule's clock.
 
 
 def make_optimizer(config: Any) -> optax.GradientTransformation:
-    """Clipped gradients into Adam's or RMSProp's direction; the update applies the
-    scheduled step size."""
+    """Clipped gradients into Adam's or RMSProp's direction (the update scales the step)."""
     if config.optimizer == "rmsprop":
-        # g / sqrt(ms + eps): optax's default eps_in_sqrt=True puts epsilon inside the
-        # square root, as TF1's RMSPropOptimizer (the IMPALA paper's) does, PyTorch's
-        # outside; unlike TF1, ms starts at 0 here (initial_scale), not 1.
+        # g / sqrt(ms + eps), epsilon inside as TF1's RMSPropOptimizer (the paper's); unlike
+        # TF1, ms starts at 0 (initial_scale), not 1.
         direction = optax.scale_by_rms(decay=config.rmsprop_decay, eps=config.optimizer_eps)
     else:
         direction = optax.scale_by_adam(eps=config.optimizer_eps)
@@ -163,8 +129,7 @@ def make_optimizer(config: Any) -> optax.GradientTransformation:
 def impala_sgd_step(
     apply: Any, optimizer: optax.GradientTransformation, config: Any, state: TrainingState, batch: SequenceStep
 ) -> tuple[TrainingState, dict[str, jax.Array], None]:
-    """One SGD step on `batch_size` sequences, the learning rate decayed linearly with the
-    actor steps trained on."""
+    """One SGD step, the learning rate decayed linearly with the actor steps trained on."""
     learning_rate = scheduled(
         config.learning_rate, config.final_learning_rate_fraction, schedule_fraction(config, state.actor_steps)
     )
@@ -194,15 +159,10 @@ def impala_sgd_step(
 
 
 class IMPALABuilder(SequenceQueueBuilder):
-    """IMPALA from a bounded queue of sequences: actors insert without waiting for the
-    learner until the queue holds `queue_size` items; the learner takes
-    `batch_size * sgd_steps_per_learner_step` sequences per learner step."""
-
     agent_name = "impala"
 
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
-        """IMPALA's learning: `sgd_steps_per_learner_step` SGD steps per learner step; it serves
-        `PolicyParams` with no statistics (IMPALA acts on raw observations)."""
+        """It serves `PolicyParams` with no statistics (IMPALA acts on raw observations)."""
         config = self.config
         optimizer = make_optimizer(config)
         statistics = no_statistics()

@@ -1,12 +1,7 @@
-"""PPO: losses and advantage estimates as small pure functions, the learner update (per
-batch of sequences, GAE once, then epochs of minibatch updates) and the builder (the rest
-is rl/agents/on_policy.py's).
-
-Notation: pi is the policy being trained, mu the behaviour policy that acted (its
-log-probabilities are stored with the data), A_t an advantage estimate, R_t a return
-target, V the value head, and `mask` 1 for a step actually taken, 0 for the rows a
-sequence holds only for bootstrapping or padding (rl/replay/sequences.py). Every mean
-below is over the rows with mask 1.
+"""PPO: losses and advantages as pure functions, the learner update (GAE once per batch of
+sequences, then epochs of minibatch updates) and the builder (the rest is
+rl/agents/on_policy.py's). pi is the trained policy, mu the behaviour policy; `mask` is 1
+for a step actually taken (rl/replay/sequences.py), and every mean is over those rows.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.learning import Learning
+from rl.agents.builder import Learning
 from rl.agents.on_policy import (
     PolicyParams,
     RunningStatistics,
@@ -34,8 +29,8 @@ from rl.agents.on_policy import (
     update_statistics,
 )
 from rl.networks.base import FeedForwardNetwork
-from rl.networks.policy_value import entropy as policy_entropy
-from rl.networks.policy_value import log_prob as policy_log_prob
+from rl.networks.base import entropy as policy_entropy
+from rl.networks.base import log_prob as policy_log_prob
 
 if TYPE_CHECKING:
     from rl.replay.sequences import SequenceStep
@@ -44,22 +39,10 @@ if TYPE_CHECKING:
 def sequence_advantages(
     rewards: jax.Array, discounts: jax.Array, values: jax.Array, mask: jax.Array, gamma: float, lambda_: float
 ) -> tuple[jax.Array, jax.Array]:
-    """GAE(gamma, lambda) advantages and return targets of one stored sequence.
-
-    The sequence has L rows t = 0..L-1 (row t: reward r_t and environment discount d_t
-    received after acting at o_t, V_t = V(o_t)); the estimates are for rows 0..L-2, the
-    last row only bootstrapping:
-
-        delta_t = r_t + gamma * d_t * V_{t+1} - V_t
-        A_t     = delta_t + gamma * d_t * lambda_t * A_{t+1},   A_{L-1} = 0
-        R_t     = A_t + V_t
-
-    with lambda_t = lambda * mask_{t+1}: the trace stops before a row where no step was
-    taken (the final observation of an episode, padding), while delta_t still
-    bootstraps from that row's value when d_t = 1 (a time-limit truncation). A
-    termination has d_t = 0 and bootstraps nothing. A reverse scan rather than rlax,
-    whose import costs seconds of every PPO run's start-up.
-    """
+    """GAE(gamma, lambda) advantages A_t and return targets R_t = A_t + V_t of rows 0..L-2
+    of one sequence: delta_t = r_t + gamma d_t V_{t+1} - V_t, A_t = delta_t + gamma d_t
+    lambda_t A_{t+1}, lambda_t = lambda * mask_{t+1} (the trace stops before a row with no
+    step; a truncation, d_t = 1, still bootstraps). A reverse scan: rlax's import is slow."""
     step_discounts = gamma * discounts[:-1]
     deltas = rewards[:-1] + step_discounts * values[1:] - values[:-1]
 
@@ -81,13 +64,8 @@ def clipped_surrogate_loss(
     epsilon: jax.Array | float,
     mask: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
-    """PPO's clipped surrogate objective, negated (a loss), and the share of clipped rows.
-
-        rho_t = pi(a_t|o_t) / mu(a_t|o_t) = exp(log pi - log mu)
-        L     = -mean_t min(rho_t * A_t, clip(rho_t, 1 - eps, 1 + eps) * A_t)
-
-    The clipped share counts rows where |rho_t - 1| > eps.
-    """
+    """L = -mean_t min(rho_t A_t, clip(rho_t, 1 - eps, 1 + eps) A_t), rho_t = pi / mu, and the
+    share of rows with |rho_t - 1| > eps."""
     ratio = jnp.exp(log_prob - behaviour_log_prob)
     surrogate = jnp.minimum(ratio * advantages, jnp.clip(ratio, 1.0 - epsilon, 1.0 + epsilon) * advantages)
     clipped = (jnp.abs(ratio - 1.0) > epsilon).astype(jnp.float32)
@@ -101,12 +79,8 @@ def value_loss(
     old_values: jax.Array | None = None,
     clip_epsilon: float | None = None,
 ) -> jax.Array:
-    """L_V = mean_t 0.5 * (V_t - R_t)^2; with `clip_epsilon` (and `old_values` predicted
-    before the update) the prediction may not gain by moving further than eps from them:
-
-        V_clip = old_V_t + clip(V_t - old_V_t, -eps, eps)
-        L_V    = mean_t 0.5 * max((V_t - R_t)^2, (V_clip - R_t)^2)
-    """
+    """L_V = mean_t 0.5 (V_t - R_t)^2; with `clip_epsilon` the larger of that and the error of
+    V_clip = old_V_t + clip(V_t - old_V_t, -eps, eps)."""
     error = jnp.square(values - returns)
     if clip_epsilon is not None:
         clipped = old_values + jnp.clip(values - old_values, -clip_epsilon, clip_epsilon)
@@ -136,9 +110,8 @@ def ppo_loss(
     value_clip_epsilon: float | None = None,
     normalize_advantages: bool = True,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L = L_clip + value_cost * L_V - entropy_cost * H, H = mean_t entropy(pi(.|o_t)), and
-    the terms as metrics. With `normalize_advantages` the minibatch's advantages become
-    (A - mean(A)) / (std(A) + 1e-8) first."""
+    """L = L_clip + value_cost * L_V - entropy_cost * H and the terms as metrics; with
+    `normalize_advantages` the minibatch's advantages are standardised first."""
     policy_output, values = apply(params, batch.observation)
     advantages = batch.advantage
     if normalize_advantages:
@@ -168,20 +141,17 @@ def ppo_loss(
 class TrainingState(NamedTuple):
     params: Any
     opt_state: Any
-    # Running observation statistics (used with `normalize_observations`).
-    observation_statistics: RunningStatistics
+    observation_statistics: RunningStatistics  # Used with `normalize_observations`.
     key: jax.Array
-    # Learner steps (batches) taken.
-    steps: jax.Array
-    # Steps taken by the actors that the learner has trained on: the schedules' clock.
-    actor_steps: jax.Array
+    steps: jax.Array  # Learner steps (batches) taken.
+    actor_steps: jax.Array  # Actor steps trained on: the schedules' clock.
 
 
 def prepare_minibatches(
     apply: Any, params: Any, batch: SequenceStep, config: Any, key: jax.Array
 ) -> tuple[Minibatch, dict[str, jax.Array]]:
     """The batch's steps with advantages and targets, shuffled per epoch into
-    (num_epochs * num_minibatches, minibatch size, ...) arrays."""
+    (num_epochs * num_minibatches, minibatch size, ...) arrays, and batch metrics."""
     num_sequences, length = batch.mask.shape
     flat = lambda x: jnp.reshape(x, (num_sequences * length,) + x.shape[2:])
     _, values = apply(params, jax.tree_util.tree_map(flat, batch.observation))
@@ -225,10 +195,8 @@ def prepare_minibatches(
 def ppo_update(
     apply: Any, optimizer: optax.GradientTransformation, config: Any, state: TrainingState, batch: SequenceStep
 ) -> tuple[TrainingState, dict[str, jax.Array], None]:
-    """One learner step on a batch of sequences: fold the batch into the observation
-    statistics (with `normalize_observations`), GAE with the current values, then
-    `num_epochs` passes of `num_minibatches` shuffled minibatches as one `lax.scan` of
-    clipped-gradient Adam steps at the scheduled learning rate."""
+    """One learner step: the observation statistics (with `normalize_observations`), GAE,
+    then one `lax.scan` of clipped Adam steps over every epoch's minibatches."""
     key, shuffle_key = jax.random.split(state.key)
     fraction = schedule_fraction(config, state.actor_steps)
     learning_rate = scheduled(config.learning_rate, config.final_learning_rate_fraction, fraction)
@@ -269,16 +237,12 @@ def ppo_update(
 
 
 class PPOBuilder(SequenceQueueBuilder):
-    """PPO from a queue of sequences: each learner step trains on `batch_size` sequences
-    for `num_epochs` passes of `num_minibatches` minibatches."""
-
     agent_name = "ppo"
     anakin = "on_policy"
 
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
-        """PPO's learning: each learner step is one `ppo_update` on one batch of sequences."""
         config = self.config
-        observation_spec = getattr(network, "observation_spec", None)
+        observation_spec = network.observation_spec
         if config.normalize_observations and observation_spec is None:
             raise ValueError(
                 "normalize_observations needs a network that names its observation spec (policy_value_mlp)"

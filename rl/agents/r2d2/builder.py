@@ -1,20 +1,6 @@
-"""R2D2 (Kapturowski et al., 2019): its loss on stored sequences, its learning and its
-builder (prioritized sequence replay, recurrent actors; the optimiser, target copies and
-priority writes are rl/agents/q_learning.py's).
-
-Replay holds items of L = B + T rows (B burn-in rows, then the trace's T rows), one every
-`sequence_period` rows of each environment copy; row t holds o_t, a_t, the reward r_t and
-environment discount d_t received after a_t, mask_t (1 for a step actually taken, 0 for
-an episode's final observation and the padding after it; rl/replay/sequences.py) and
-the LSTM state the actor acted from (extras `{"core_state": ...}`). Q is the online
-network, Q' the target network, gamma the discount, n the bootstrap length, and h the
-value rescaling
-
-    h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x,   h^-1 its inverse (rlax.signed_parabolic).
-
-rlax is imported when a loss is traced, so building the builder (configuration checks)
-loads neither rlax nor reverb.
-"""
+"""R2D2's loss on stored sequences (B burn-in rows, then a trace of T; each row with the
+LSTM state acted from), its learning and builder (the optimiser, target copies and
+priorities are rl/agents/dqn/builder.py's); h is the value rescaling. rlax loads when traced."""
 
 from __future__ import annotations
 
@@ -25,10 +11,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.actors import RecurrentActor, RecurrentPolicy
-from rl.agents.builder import SequenceReplayBuilder, TransitionReplayBuilder
-from rl.agents.learning import Batch, Learning, normalized_weights
-from rl.agents.q_learning import TrainingState, apply_gradients, learning_rate_at, q_learning
+from rl.agents.actors import RecurrentActor, RecurrentPolicy, exploration_of
+from rl.agents.builder import Batch, Learning, SequenceReplayBuilder, TransitionReplayBuilder, normalized_weights
+from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
 from rl.policies import EpsilonGreedy, Greedy
@@ -61,20 +46,10 @@ def n_step_double_q_targets(
     n: int,
     rescaling_epsilon: float | None,
 ) -> jax.Array:
-    """Targets y_t for rows t = 0..T-2 of one trace of T rows (Q-values (T, A)), no gradient.
-
-    With a*_{t+1} = argmax_a Q(o_{t+1}, a) (double Q: the online network picks, the target
-    network values), v_{t+1} = h^-1(Q'(o_{t+1}, a*_{t+1})), gamma_t = gamma * d_t and
-    lambda_t = mask_{t+1}, the n-step return iterates n times
-
-        G_t = r_t + gamma_t [(1 - lambda_t) v_{t+1} + lambda_t G_{t+1}]
-
-    (rlax.n_step_bootstrapped_returns), so G_t = sum_{k<n} (prod_{j<k} gamma_{t+j}) r_{t+k}
-    + (prod_{j<n} gamma_{t+j}) v_{t+n}, cut short to bootstrap from the final observation
-    of an episode (lambda = 0 before a row where no step was taken; a termination's d = 0
-    leaves only rewards, a time limit's d = 1 bootstraps) and from the trace's last row.
-    Then y_t = h(G_t); `rescaling_epsilon=None` uses no rescaling (h = identity).
-    """
+    """y_t = h(G_t) for rows 0..T-2 of one trace (Q-values (T, A)), no gradient: G_t is the
+    n-step return (rlax.n_step_bootstrapped_returns, gamma_t = gamma * d_t) bootstrapping
+    from v = h^-1(Q'(o, argmax_a Q(o, a))) (double Q), cut short before a row with mask 0
+    and at the trace's end. `rescaling_epsilon=None`: h is the identity."""
     rlax = import_without_tensorflow("rlax")
     transform = (lambda x: x) if rescaling_epsilon is None else (lambda x: rescale(x, rescaling_epsilon))
     inverse = (lambda x: x) if rescaling_epsilon is None else (lambda x: unrescale(x, rescaling_epsilon))
@@ -87,8 +62,8 @@ def n_step_double_q_targets(
 
 
 def burn_in_and_unroll(unroll: Unroll, params: Any, observations: Any, state: Any, burn_in: int) -> jax.Array:
-    """Q-values of the trace rows (time-major): the first `burn_in` rows only warm the core
-    state up from the stored `state`, and no gradient flows back through them."""
+    """Q-values of the trace rows (time-major); the first `burn_in` rows only warm the core
+    state up from the stored `state` (no gradient through them)."""
     if burn_in > 0:
         _, state = unroll(params, jax.tree_util.tree_map(lambda x: x[:burn_in], observations), state)
         state = jax.lax.stop_gradient(state)
@@ -117,18 +92,10 @@ def r2d2_loss(
     priority_eta: float,
     rescaling_epsilon: float | None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L = mean_b w_b * 0.5 * sum_t (y_t - Q(o_t, a_t))^2 over each item's trained rows
-    (trace rows t = 0..T-2 with mask_t = 1; y_t from `n_step_double_q_targets`), w_b the
-    importance weights. Both networks start from the core state stored with the item's
-    first row and run the burn-in rows first.
-
-    A sum over time, as in Acme's R2D2: the paper's Adam epsilon (1e-3) and gradient
-    clip (40) are set for gradients of that size; a mean over the trace would shrink them
-    T - 1 times and make epsilon dominate Adam's step.
-
-    `batch` is batch-major ((batch, L, ...)). Returns the loss and, per item, its new
-    priority (`sequence_priorities`) with metrics.
-    """
+    """L = mean_b w_b * 0.5 * sum_t (y_t - Q(o_t, a_t))^2 over each item's trained rows, both
+    networks unrolled from the stored core state after the burn-in; `batch` is batch-major.
+    A sum over time, as Acme's: the paper's Adam epsilon (1e-3) and clip (40) suit its size.
+    Returns the loss and the metrics with each item's new priority."""
     time_major = jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), batch)
     state = jax.tree_util.tree_map(lambda x: x[:, 0], batch.extras["core_state"])
     q_online = burn_in_and_unroll(unroll, params, time_major.observation, state, burn_in)
@@ -163,20 +130,10 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
             raise ValueError("agent.core_state_size (the LSTM's units) must be set: r2d2 needs network=lstm")
         return {"core_state": lstm_state_spec(self.config.core_state_size)}
 
-    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
+    def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
         from rl.replay.sequences import sequence_signature
-        from rl.replay.tables import make_sequence_table
 
-        signature = sequence_signature(environment_spec, self.config.sequence_length, self.extras_spec())
-        return [
-            make_sequence_table(
-                self.config.replay_table_name,
-                signature,
-                max_size=self.config.max_replay_size,
-                rate_limiter=self.replay_ratio.make_rate_limiter(),
-                priority_exponent=self.config.priority_exponent,
-            )
-        ]
+        return sequence_signature(environment_spec, self.config.sequence_length, self.extras_spec())
 
     def _check_network(self, networks: Any) -> None:
         if not isinstance(networks, RecurrentNetwork):
@@ -195,8 +152,7 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
             q_values, next_state = networks.apply(params, observations, state)
             return head(q_values, key, actor_step), next_state
 
-        exploration = getattr(head, "exploration_metrics", None)
-        return RecurrentPolicy(step=step, initial_state=networks.initial_state, exploration=exploration)
+        return RecurrentPolicy(step=step, initial_state=networks.initial_state, exploration=exploration_of(head))
 
     def make_policy(
         self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool
@@ -206,15 +162,14 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
     def make_actor_policy(
         self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int
     ) -> RecurrentPolicy:
-        """With several actors (launcher=ray) each acts epsilon-greedily with its own fixed
-        Ape-X epsilon (`R2D2Config.actor_epsilon_of`)."""
+        """With several actors each acts with its own Ape-X epsilon (`actor_epsilon_of`)."""
         epsilon = self.config.actor_epsilon_of(actor_id)
         if epsilon is None:
             return self.make_policy(networks, environment_spec, evaluation=False)
         return self._policy(networks, EpsilonGreedy(epsilon_start=epsilon, epsilon_end=epsilon))
 
     def make_learning(self, network: RecurrentNetwork) -> Learning:
-        """One SGD step per minibatch of sequences; its extras are the new priority per item."""
+        """Each SGD step's extras are the new priority per item."""
         self._check_network(network)
         config = self.config
 

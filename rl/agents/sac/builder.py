@@ -1,6 +1,5 @@
 """SAC: twin soft-Q critics with Polyak targets, a reparameterised tanh-Gaussian policy
-and a learned entropy temperature; losses, learning and builder (the rest is
-rl/agents/continuous.py's)."""
+and a learned entropy temperature (the rest is rl/agents/continuous.py's)."""
 
 from __future__ import annotations
 
@@ -10,18 +9,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.continuous import (
-    ContinuousBuilder,
-    continuous_learning,
-    gradient_step,
-    learning_rates,
-    make_optimizers,
-    twin_critic_loss,
-    twin_critic_target,
-)
-from rl.agents.learning import Learning
-from rl.networks.actor_critic import ActorCriticNetworks
-from rl.networks.base import tanh_normal
+from rl.agents import continuous
+from rl.agents.builder import Learning
+from rl.networks.base import ActorCriticNetworks, tanh_normal
 from rl.policies import Stochastic
 from rl.types import Transition
 
@@ -47,13 +37,12 @@ def critic_loss(
     policy_apply: Callable[..., Any],
     critic_apply: Callable[..., jax.Array],
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Both critics against y = r + discount * (min_i Q'_i(s', a') - alpha * log pi(a'|s')),
-    a' ~ pi(.|s'), Q' the target critics; see `twin_critic_loss`."""
+    """Both critics against y = r + discount * (min_i Q'_i(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s')."""
     next_params = policy_apply(state.policy_params, batch.next_observation)
     next_action, next_log_prob = tanh_normal(next_params.loc, next_params.scale).sample_and_log_prob(seed=key)
     next_q = critic_apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]
-    target = twin_critic_target(batch.reward, batch.discount, next_q, next_log_prob, temperature)
-    return twin_critic_loss(critic_apply(critic_params, batch.observation, batch.action)[..., 0], target)
+    target = continuous.twin_critic_target(batch.reward, batch.discount, next_q, next_log_prob, temperature)
+    return continuous.twin_critic_loss(critic_apply(critic_params, batch.observation, batch.action)[..., 0], target)
 
 
 def policy_loss(
@@ -81,16 +70,15 @@ def target_entropy(config: Any, action_size: int) -> float:
     return float(-action_size) if config.target_entropy is None else float(config.target_entropy)
 
 
-class SACBuilder(ContinuousBuilder):
+class SACBuilder(continuous.ContinuousBuilder):
     stochastic_policy = True
     default_exploration = Stochastic
 
     def make_learning(self, networks: ActorCriticNetworks) -> Learning:
-        """Each SGD step updates the critics, then the policy, then the temperature."""
         config = self.config
         policy = networks.policy_network(stochastic=True)
         critic = networks.critic_network(num_critics=2)
-        policy_optimizer, critic_optimizer = make_optimizers(config)
+        policy_optimizer, critic_optimizer = continuous.make_optimizers(config)
         temperature_optimizer = optax.adam(config.temperature_learning_rate)
         entropy_target = target_entropy(config, networks.action_size)
 
@@ -117,7 +105,7 @@ class SACBuilder(ContinuousBuilder):
             critic_grads, critic_metrics = jax.grad(critic_loss, has_aux=True)(
                 state.critic_params, state, batch, temperature, critic_key, policy.apply, critic.apply
             )
-            critic_params, critic_opt_state = gradient_step(
+            critic_params, critic_opt_state = continuous.gradient_step(
                 critic_optimizer, critic_grads, state.critic_opt_state, state.critic_params
             )
             (loss, log_prob), policy_grads = jax.value_and_grad(policy_loss, has_aux=True)(
@@ -129,13 +117,13 @@ class SACBuilder(ContinuousBuilder):
                 temperature,
                 policy_key,
             )
-            policy_params, policy_opt_state = gradient_step(
+            policy_params, policy_opt_state = continuous.gradient_step(
                 policy_optimizer, policy_grads, state.policy_opt_state, state.policy_params
             )
             temperature_value, temperature_grad = jax.value_and_grad(temperature_loss)(
                 state.log_temperature, log_prob, entropy_target
             )
-            log_temperature, temperature_opt_state = gradient_step(
+            log_temperature, temperature_opt_state = continuous.gradient_step(
                 temperature_optimizer, temperature_grad, state.temperature_opt_state, state.log_temperature
             )
             new_state = TrainingState(
@@ -155,9 +143,9 @@ class SACBuilder(ContinuousBuilder):
                 "temperature": temperature,
                 "temperature_loss": temperature_value,
                 "entropy": -jnp.mean(log_prob),
-                **learning_rates(config),
+                **continuous.learning_rates(config),
                 "temperature_learning_rate": jnp.asarray(config.temperature_learning_rate, jnp.float32),
             }
             return new_state, metrics
 
-        return continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
+        return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec.actions)

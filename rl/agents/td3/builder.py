@@ -1,6 +1,5 @@
-"""TD3: twin critics with target policy smoothing, and the deterministic policy and both
-targets updated every `policy_delay` critic updates; losses, learning and builder (the
-rest is rl/agents/continuous.py's)."""
+"""TD3: twin critics with target policy smoothing, the deterministic policy and both
+targets updated every `policy_delay` critic updates (the rest is rl/agents/continuous.py's)."""
 
 from __future__ import annotations
 
@@ -10,30 +9,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.continuous import (
-    ContinuousBuilder,
-    continuous_learning,
-    gradient_step,
-    init_with_targets,
-    learning_rates,
-    make_optimizers,
-    twin_critic_loss,
-    twin_critic_target,
-)
-from rl.agents.learning import Learning
-from rl.networks.actor_critic import ActorCriticNetworks
+from rl.agents import continuous
+from rl.agents.builder import Learning
+from rl.networks.base import ActorCriticNetworks
 from rl.types import Transition
 
-
-class TrainingState(NamedTuple):
-    policy_params: Any
-    target_policy_params: Any
-    critic_params: Any
-    target_critic_params: Any
-    policy_opt_state: Any
-    critic_opt_state: Any
-    key: jax.Array
-    steps: jax.Array
+TrainingState = NamedTuple("TrainingState", [(name, Any) for name in (*continuous.TARGET_FIELDS, "key", "steps")])
 
 
 def critic_loss(
@@ -46,15 +27,14 @@ def critic_loss(
     policy_apply: Callable[..., jax.Array],
     critic_apply: Callable[..., jax.Array],
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Both critics against y = r + discount * min_i Q'_i(s', a~'), Q' the target critics
-    and a~' the target policy's action plus N(0, sigma^2) noise clipped to +-noise_clip,
-    kept in [-1, 1]; see `twin_critic_loss`."""
+    """Both critics against y = r + discount * min_i Q'_i(s', a~'), a~' the target policy's
+    action plus N(0, sigma^2) noise clipped to +-noise_clip (kept in [-1, 1])."""
     target_action = policy_apply(state.target_policy_params, batch.next_observation)
     noise = jnp.clip(sigma * jax.random.normal(key, target_action.shape), -noise_clip, noise_clip)
     next_action = jnp.clip(target_action + noise, -1.0, 1.0)
     next_q = critic_apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]
-    target = twin_critic_target(batch.reward, batch.discount, next_q)
-    return twin_critic_loss(critic_apply(critic_params, batch.observation, batch.action)[..., 0], target)
+    target = continuous.twin_critic_target(batch.reward, batch.discount, next_q)
+    return continuous.twin_critic_loss(critic_apply(critic_params, batch.observation, batch.action)[..., 0], target)
 
 
 def policy_loss(
@@ -69,19 +49,17 @@ def policy_loss(
     return -jnp.mean(critic_apply(critic_params, observation, action)[0, :, 0])
 
 
-class TD3Builder(ContinuousBuilder):
+class TD3Builder(continuous.ContinuousBuilder):
     def make_learning(self, networks: ActorCriticNetworks) -> Learning:
-        """Each SGD step updates the critics; the policy and both targets move every
-        `policy_delay` steps."""
         config = self.config
         policy = networks.policy_network(stochastic=False)
         critic = networks.critic_network(num_critics=2)
-        policy_optimizer, critic_optimizer = optimizers = make_optimizers(config)
+        policy_optimizer, critic_optimizer = optimizers = continuous.make_optimizers(config)
 
         def init(random_key: jax.Array) -> TrainingState:
             policy_key, critic_key, key = jax.random.split(random_key, 3)
             return TrainingState(
-                **init_with_targets(policy, critic, optimizers, policy_key, critic_key),
+                **continuous.init_with_targets(policy, critic, optimizers, policy_key, critic_key),
                 key=key,
                 steps=jnp.zeros((), jnp.int32),
             )
@@ -90,7 +68,7 @@ class TD3Builder(ContinuousBuilder):
             loss, grads = jax.value_and_grad(policy_loss)(
                 state.policy_params, state.critic_params, policy.apply, critic.apply, observation
             )
-            policy_params, policy_opt_state = gradient_step(
+            policy_params, policy_opt_state = continuous.gradient_step(
                 policy_optimizer, grads, state.policy_opt_state, state.policy_params
             )
             state = state._replace(
@@ -113,7 +91,7 @@ class TD3Builder(ContinuousBuilder):
             grads, metrics = jax.grad(critic_loss, has_aux=True)(
                 state.critic_params, state, batch, noise_key, sigma, noise_clip, policy.apply, critic.apply
             )
-            critic_params, critic_opt_state = gradient_step(
+            critic_params, critic_opt_state = continuous.gradient_step(
                 critic_optimizer, grads, state.critic_opt_state, state.critic_params
             )
             state = state._replace(
@@ -122,6 +100,6 @@ class TD3Builder(ContinuousBuilder):
             state, loss = jax.lax.cond(
                 state.steps % config.policy_delay == 0, policy_and_target_update, skip_update, state, batch.observation
             )
-            return state, {**metrics, "policy_loss": loss, **learning_rates(config)}
+            return state, {**metrics, "policy_loss": loss, **continuous.learning_rates(config)}
 
-        return continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
+        return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
