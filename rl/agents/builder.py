@@ -28,7 +28,7 @@ class ActorLearnerBuilder(abc.ABC):
     # What the network factory must build (network factories carry the same attribute).
     network_kind: str = "q_values"
     # How launcher=anakin compiles the agent: "off_policy" (n-step transitions replayed
-    # inside the program, rl/anakin/off_policy.py), "on_policy" (rollouts, rl/anakin/ppo.py)
+    # inside the program, rl/anakin/system.py OffPolicySystem), "on_policy" (rollouts, PPOSystem)
     # or None (it does not).
     anakin: str | None = None
     # The head behaviour policies use when none is given.
