@@ -24,29 +24,6 @@ DEFAULT_RUNS_DIR = os.path.join("outputs", "baselines")
 # Every run's plumbing: nothing to resume, CSV logs (which scripts/plot.py reads); no W&B (common.train).
 RUN_OVERRIDES = ("logger=csv", "checkpoint=false", "progress=false")
 
-# Where the published figures come from: key -> (citation, address, what its numbers are).
-SOURCES: dict[str, tuple[str, str, str]] = {
-    "zoo": (
-        'RL Baselines3 Zoo, benchmark.md, "Performance of trained agents" (version of commit 0088472b)',
-        "https://github.com/DLR-RM/rl-baselines3-zoo/blob/0088472b8cb622732bdbc4aa3d0d0abde86c67ed/benchmark.md",
-        "mean_reward ± std_reward of ONE trained Stable-Baselines3 agent (trained for n_timesteps), over about 150,000 "
-        "evaluation steps with the deterministic policy: the ± is the spread over evaluation episodes, not over seeds "
-        "(the page says it is not a quantitative benchmark)",
-    ),
-    "hf_ppo_lstm": (
-        "Stable-Baselines3 model card sb3/ppo_lstm-CartPoleNoVel-v1 (RecurrentPPO, SB3-Contrib, trained with the RL Zoo)",
-        "https://huggingface.co/sb3/ppo_lstm-CartPoleNoVel-v1",
-        "mean_reward 500.00 ± 0.00 of one trained agent over 10 deterministic episodes (results.json) on "
-        "CartPoleNoVel-v1, CartPole-v1 without the velocities: the observation environment=cartpole_masked keeps "
-        "(cart position, pole angle)",
-    ),
-    "gymnasium": (
-        "Gymnasium documentation, Classic Control: Cart Pole",
-        "https://gymnasium.farama.org/environments/classic_control/cart_pole/",
-        "CartPole-v1 gives +1 per step and truncates episodes at 500 steps: 500 is the largest return",
-    ),
-}
-
 
 class Published(NamedTuple):
     """A published figure for a preset's task as its source (a SOURCES key) prints it, and what it is."""
@@ -56,47 +33,15 @@ class Published(NamedTuple):
     source: str
 
 
-PUBLISHED: dict[str, Published] = {
-    "dqn_cartpole": Published("500.0 ± 0.0", "SB3 DQN, CartPole-v1, 50k steps", "zoo"),
-    "ppo_cartpole": Published("500.0 ± 0.0", "SB3 PPO, CartPole-v1, 100k steps", "zoo"),
-    "impala_cartpole": Published(
-        "500.0 ± 0.0", "no IMPALA figure; SB3 A2C (whose settings the preset takes), CartPole-v1, 500k steps", "zoo"
-    ),
-    "r2d2_cartpole": Published("see source", "no published R2D2 figure; 500 is the task's maximum", "gymnasium"),
-    "r2d2_cartpole_masked": Published(
-        "500.00 ± 0.00", "no R2D2 figure; SB3-Contrib RecurrentPPO (also recurrent), CartPoleNoVel-v1", "hf_ppo_lstm"
-    ),
-    "dqn_cartpole_masked": Published(
-        "see source",
-        "no published feed-forward figure; the recurrent RecurrentPPO's is 500.00 ± 0.00, CartPoleNoVel-v1",
-        "hf_ppo_lstm",
-    ),
-    "sac_pendulum": Published("-157.0 ± 88.7", "SB3 SAC, Pendulum-v1, 20k steps", "zoo"),
-    "td3_pendulum": Published("-151.9 ± 90.2", "SB3 TD3, Pendulum-v1, 20k steps", "zoo"),
-    "d4pg_pendulum": Published("-152.1 ± 94.3", "no D4PG figure; SB3 DDPG, Pendulum-v1, 20k steps", "zoo"),
-    "ppo_pendulum": Published("-172.2 ± 104.2", "SB3 PPO, Pendulum-v1, 100k steps", "zoo"),
-    "ppo_gymnax_cartpole": Published(
-        "500.0 ± 0.0", "SB3 PPO on Gymnasium's CartPole-v1 (gymnax reimplements it), 100k steps", "zoo"
-    ),
-    "dqn_gymnax_cartpole": Published(
-        "500.0 ± 0.0", "SB3 DQN on Gymnasium's CartPole-v1 (gymnax reimplements it), 50k steps", "zoo"
-    ),
-    "sac_gymnax_pendulum": Published(
-        "-157.0 ± 88.7", "SB3 SAC on Gymnasium's Pendulum-v1 (gymnax reimplements it), 20k steps", "zoo"
-    ),
+# The report's fixed text and the published figures (where they come from, what they are).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "baselines.yaml")) as _file:
+    _DATA = yaml.safe_load(_file)
+SOURCES: dict[str, tuple[str, str, str]] = {
+    k: (v["citation"], v["address"], v["what"]) for k, v in _DATA["sources"].items()
 }
+PUBLISHED: dict[str, Published] = {preset: Published(**figure) for preset, figure in _DATA["published"].items()}
 DEFAULT_PRESETS = tuple(PUBLISHED)  # The presets with a published figure, in its order.
-TABLE_HEADER = (
-    "preset",
-    "environment",
-    "budget (actor steps)",
-    "threshold",
-    "successes",
-    "IQM final return [95% CI]",
-    "median steps to threshold",
-    "median seconds to threshold",
-    "published",
-)
+TABLE_HEADER = tuple(_DATA["columns"])
 
 
 def environment_label(name: str | None, option: str | None) -> str:
@@ -200,16 +145,7 @@ def render_markdown(
         "",
         *_markdown_table(table),
         "",
-        "- **successes**: seeds whose final evaluation return (`final_eval_return` in summary.json) is at least "
-        "the preset's threshold, out of the seeds run (a failed run counts as no success).",
-        "- **IQM final return**: interquartile mean (25% trimmed mean) of the final evaluation returns over the "
-        "seeds, with a 95% percentile-bootstrap interval over seeds (rl/analysis/stats.py; one task, so the "
-        "stratified bootstrap is the plain one). With fewer than 4 seeds nothing is trimmed (it is the mean).",
-        "- **median steps / seconds to threshold**: over the seeds whose evaluation reached the threshold at "
-        "some point (n of them; `steps_to_threshold`, `time_to_threshold_s`); n/a when none did. Seconds are "
-        "wall-clock from the start of the run, with other runs sharing the machine (see above).",
-        "- **published**: a figure for the same task from the source cited, where one exists; it is not from the "
-        "same budget, code or number of seeds, and its ± is what the source reports (see Sources).",
+        *[f"- {note}" for note in _DATA["notes"]],
     ]
     if figure:
         lines += ["", f"![IQM learning curves over seeds, 95% bootstrap band]({figure})", ""]
@@ -233,21 +169,17 @@ def curve_iqm(curves: Sequence[Sequence[Sequence[float]]]) -> dict[str, Any]:
     """IQM over seeds of [[actor steps, return], ...] curves on the steps they share, with 95% bootstrap bands."""
     import numpy as np
 
-    from rl.analysis.plotting import common_grid
-    from rl.analysis.stats import bootstrap_ci, iqm
+    from rl.analysis.plotting import aggregate
+    from rl.analysis.stats import iqm
 
     arrays = []
     for curve in curves:
         points = np.asarray(curve, dtype=np.float64).reshape(-1, 2)
         points = points[np.isfinite(points).all(axis=1)]
         points = points[np.argsort(points[:, 0], kind="stable")]
-        arrays += [(points[:, 0], points[:, 1])] if points.size else []
-    grid = common_grid(arrays)
-    if grid.size == 0:
-        return {"steps": grid, "iqm": grid, "low": grid, "high": grid, "runs": 0}
-    values = np.stack([np.interp(grid, steps, returns) for steps, returns in arrays])
-    low, high = bootstrap_ci(values, iqm)
-    return {"steps": grid, "iqm": iqm(values, axis=0), "low": low, "high": high, "runs": len(arrays)}
+        arrays.append((points[:, 0], points[:, 1]))
+    curve = aggregate(arrays, iqm)
+    return {**curve, "iqm": curve["value"], "runs": len(curve["runs"])}
 
 
 def plot_learning_curves(results: Sequence[PresetResult], path: str, columns: int = 4) -> None:

@@ -16,8 +16,7 @@ from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, read_summary, run_train
 from rl.anakin.driver import replica_keys
-from rl.anakin.ppo import to_sequences
-from rl.anakin.system import Trajectory, evaluate, make_chunk, make_system, rollout
+from rl.anakin.system import Trajectory, evaluate, make_chunk, make_system, rollout, to_sequences
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector
 from rl.experiments.compilation import enable_compilation_cache
 from rl.experiments.make_experiment import make_experiment
@@ -799,7 +798,7 @@ report = {"set": prefer_fast_cpu_runtime(), "again": prefer_fast_cpu_runtime(), 
 if sys.argv[1] == "imports":
     enable_compilation_cache(sys.argv[2])
     import jax
-    import rl.anakin.off_policy, rl.anakin.ppo, rl.agents.dqn.builder, rl.agents.sac.builder  # Every compiled agent.
+    import rl.anakin.system, rl.agents.dqn.builder, rl.agents.sac.builder  # Every compiled agent.
     jax.jit(lambda x: x + 1)(1.0)  # The first compilation starts the persistent cache.
     from jax._src import compilation_cache
     report["cache"] = compilation_cache._cache is not None

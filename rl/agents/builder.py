@@ -199,8 +199,9 @@ class ActorLearnerBuilder(abc.ABC):
     action_kind: str | None = "discrete"
     # What the network factory must build (network factories carry the same attribute).
     network_kind: str = "q_values"
-    # How launcher=anakin compiles it: "off_policy" (rl/anakin/off_policy.py), "on_policy"
-    # (rl/anakin/ppo.py) or None (it does not).
+    # How launcher=anakin compiles the agent: "off_policy" (n-step transitions replayed
+    # inside the program, rl/anakin/system.py OffPolicySystem), "on_policy" (rollouts, PPOSystem)
+    # or None (it does not).
     anakin: str | None = None
     # The head behaviour policies use when none is given.
     default_exploration: Callable[[], Any] = EpsilonGreedy

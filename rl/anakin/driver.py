@@ -1,12 +1,7 @@
-"""The host side of an anakin run (schedule, checkpoints, signals: rl/experiments/lifecycle.py):
-compile once, run chunks, write every replica's records, evaluate, write the summaries.
-
-Replica i of `seed=s` trains with PRNGKey(s + i), the key of a single run with `seed=s+i`.
-With several replicas each writes `<run dir>/seed_<i>/`, the run directory holds their
-mean, and the run ends with each replica's evaluation returns (the mean can hide one that
-never learned). With several devices the replica axis is sharded over them; the state
-keeps its (replicas, ...) layout, so nothing written depends on the devices.
-"""
+"""The host side of an anakin run (rl/experiments/lifecycle.py): compile once, run chunks,
+write every replica's records and summaries. Replica i of `seed=s` trains with PRNGKey(s + i)
+(a single run's with `seed=s+i`) and writes `<run dir>/seed_<i>/`; the run directory holds
+their mean. The replica axis is sharded over devices; nothing written depends on them."""
 
 from __future__ import annotations
 
@@ -55,8 +50,7 @@ def replica_sharding(num_seeds: int) -> NamedSharding | None:
 def compile_programs(
     system: System, evaluation_environment: GymnaxVector, keys: jax.Array, steps_per_chunk: int, sharding: Any = None
 ) -> tuple[Any, Any, Any]:
-    """(chunk, evaluation round, initial state) of `len(keys)` replicas: vmapped, spread
-    over devices by `sharding`, compiled."""
+    """(chunk, evaluation round, initial state) of `len(keys)` replicas, vmapped, sharded, compiled."""
     jit = jax.jit if sharding is None else functools.partial(jax.jit, in_shardings=sharding, out_shardings=sharding)
     keys = jax.device_put(keys, sharding)
     state = jit(jax.vmap(system.init))(keys)
@@ -74,11 +68,9 @@ def _spread(returns: Any) -> dict[str, float]:
 
 
 class AnakinNodes(lifecycle.Nodes):
-    """`num_seeds` replicas of `system` in one compiled program, acting and learning in
-    chunks of `steps_per_chunk` updates. A checkpoint's learner state is the whole stacked
-    training state (parameters, optimiser states, replay buffers, environments, keys); its
-    state item adds each replica's episodes and curve. Restored, the chunks continue with
-    bit-identical inputs: a resumed run computes what an uninterrupted one does."""
+    """`num_seeds` replicas of `system` in chunks of `steps_per_chunk` updates. A checkpoint
+    holds the whole stacked training state (and each replica's episodes and curve), so a
+    resumed run computes bit for bit what an uninterrupted one does."""
 
     def __init__(self, system: System, evaluation_environment: GymnaxVector, num_seeds: int, steps_per_chunk: int):
         self.system, self.evaluation_environment = system, evaluation_environment
@@ -86,8 +78,8 @@ class AnakinNodes(lifecycle.Nodes):
         self.logs: list[dict[str, Logger]] = []
 
     def _replica(self, index: int) -> ExperimentConfig:
-        """Replica `index`'s experiment: its seed, logger factory and run directory (rows
-        after the restore point moved to logs/superseded/, as `apply_plan` does)."""
+        """Replica `index`'s experiment: seed, logger factory, run directory (rows past the restore
+        point moved to logs/superseded/)."""
         experiment, seed = self.experiment, self.experiment.seed + index
         directory = os.path.join(experiment.run_directory, f"seed_{index}")
         os.makedirs(directory, exist_ok=True)
@@ -124,10 +116,8 @@ class AnakinNodes(lifecycle.Nodes):
             self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
         self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if num_seeds > 1 else None
         self.chunk_steps = self.steps_per_chunk * self.system.steps_per_update
-        # The behaviour policy's schedule, when it names one (DQN's epsilon; a replica's
-        # policy step is its own actor steps, all copies together).
-        exploration = getattr(experiment.builder, "exploration", None)
-        self.exploration = exploration if hasattr(exploration, "exploration_metrics") else None
+        # The behaviour policy's named schedule (DQN's epsilon) at a replica's actor steps.
+        self.exploration_metrics = getattr(experiment.builder.exploration, "exploration_metrics", None)
 
     def counts_of(self, replica: int) -> dict[str, int]:
         return {
@@ -151,9 +141,8 @@ class AnakinNodes(lifecycle.Nodes):
         return self.record.steps
 
     def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
-        """Each replica's learner record (only counts and rate when no update trained) and,
-        when episodes ended, its actor record, with the exploration the policy acts with at
-        the chunk's end (epsilon, noise scale), as other launchers' do."""
+        """Each replica's learner record (only counts and rate when no update trained) and, when
+        episodes ended, its actor record with the exploration at the chunk's end (epsilon, sigma)."""
         for index, log in enumerate(self.logs):
             values = {key: value[index].item() for key, value in metrics.items()}
             self.learner_steps = int(values.pop("learner_steps"))
@@ -164,13 +153,11 @@ class AnakinNodes(lifecycle.Nodes):
             learner_metrics = values if trained else {}  # What is left in `values`: the learner's means.
             log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
             if episodes:
-                exploration = self.exploration
-                named = exploration.exploration_metrics(counts["actor_steps"]) if exploration is not None else {}
+                named = self.exploration_metrics(counts["actor_steps"]) if self.exploration_metrics else {}
                 log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
 
     def evaluate(self) -> tuple[int, float, float]:
-        """An evaluation round of every replica (its keys depend only on the seed and the
-        step, so a resumed run evaluates as an uninterrupted one)."""
+        """An evaluation round of every replica, keyed by seed and step only (resumes evaluate alike)."""
         steps = self.record.steps
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
         result = jax.device_get(self.evaluation(self.state, jax.device_put(keys, self.sharding)))
@@ -240,25 +227,20 @@ def improvement_flag(returns: list[float]) -> str:
 
 
 def replica_table(seeds: list[int], curves: list[list[tuple[int, float]]]) -> list[str]:
-    """A header and one line per replica (its index, seed, final, best and first
-    evaluation return, and `improvement_flag`), columns aligned."""
+    """A header and one aligned line per replica: index, seed, final, best and first return, flag."""
     rows = []
     for index, (seed, curve) in enumerate(zip(seeds, curves)):
         returns = [float(value) for _, value in curve]
         values = [format_number(v) for v in (returns[-1], max(returns), returns[0])] if returns else ["-"] * 3
         rows.append([str(index), str(seed), *values, improvement_flag(returns)])
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(REPLICA_COLUMNS)]
-
-    def line(cells: list[str]) -> str:
-        # Numbers right-aligned; the flag last, left-aligned, so a flagged line stands out.
-        numbers = "  ".join(cell.rjust(width) for cell, width in zip(cells[:-1], widths))
-        return f"{numbers}  {cells[-1]}".rstrip()
-
+    # Numbers right-aligned; the flag last, left-aligned, so a flagged line stands out.
+    line = lambda cells: f"{'  '.join(c.rjust(w) for c, w in zip(cells[:-1], widths))}  {cells[-1]}".rstrip()
     return [line(list(REPLICA_COLUMNS)), *(line(row) for row in rows)]
 
 
 def _report_replicas(seed: int, curves: list[list[tuple[int, float]]]) -> None:
-    """Prints `replica_table`, its lines copied to train.log as the terminal logger's are."""
+    """Prints `replica_table`, copied to train.log."""
     lines = replica_table([seed + i for i in range(len(curves))], curves)
     flagged = sum(1 for curve in curves if improvement_flag([value for _, value in curve]))
     title = f"Evaluation returns of each of the {len(curves)} replicas ({flagged} flagged):"
@@ -268,5 +250,4 @@ def _report_replicas(seed: int, curves: list[list[tuple[int, float]]]) -> None:
 
 
 def _add_fields(directory: str, fields: dict[str, Any]) -> None:
-    """Adds launcher-specific fields to a written summary.json (atomically)."""
     write_json(os.path.join(directory, "summary.json"), read_summary(directory) | fields)

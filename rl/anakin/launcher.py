@@ -1,6 +1,5 @@
-"""conf/launcher/anakin.yaml: a whole run compiled into one JAX program. What must follow
-another value is derived and said once in the log; what it cannot run is refused with a
-ConfigError naming the key, before anything is compiled."""
+"""conf/launcher/anakin.yaml: a whole run compiled into one JAX program. Values that must follow
+others are derived (and logged); what it cannot run is a ConfigError naming the key, before compiling."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ CPU_XLA_FLAGS = "--xla_cpu_use_thunk_runtime=false"
 
 
 def prefer_fast_cpu_runtime() -> bool:
-    """Sets XLA_FLAGS to CPU_XLA_FLAGS, unless the user has set it (even empty) or JAX has
-    started a backend (XLA reads it once, then); returns whether it did."""
+    """Sets XLA_FLAGS to CPU_XLA_FLAGS unless set (even empty) or a JAX backend has started; says whether it did."""
     from jax._src import xla_bridge
 
     if "XLA_FLAGS" in os.environ or xla_bridge.backends_are_initialized():
@@ -34,9 +32,8 @@ def prefer_fast_cpu_runtime() -> bool:
     return True
 
 
-def _rounded(experiment: ExperimentConfig, key: str, step: int, why: str) -> ExperimentConfig:
-    """The experiment with `key` rounded to the nearest multiple of `step` (at least one), said in the log."""
-    value = getattr(experiment, key)
+def _rounded(experiment: ExperimentConfig, key: str, value: int, step: int, why: str) -> ExperimentConfig:
+    """The experiment with `key` (now `value`) rounded to the nearest multiple of `step` (at least one), logged."""
     if value % step == 0:
         return experiment
     rounded = max(step, round(value / step) * step)
@@ -45,9 +42,8 @@ def _rounded(experiment: ExperimentConfig, key: str, step: int, why: str) -> Exp
 
 
 class AnakinLauncher(Launcher):
-    """Acting, replay and learning of `num_seeds` replicas in one compiled program
-    (Podracer's "Anakin") on a JAX environment: `steps_per_chunk` learner updates (null:
-    one evaluation period's) per call from the host, vmapped over replicas."""
+    """Acting, replay and learning of `num_seeds` replicas in one compiled program (Podracer's
+    "Anakin"): `steps_per_chunk` learner updates (null: an evaluation period's) per host call."""
 
     def __init__(self, num_seeds: int = 1, steps_per_chunk: int | None = None):
         if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
@@ -61,9 +57,8 @@ class AnakinLauncher(Launcher):
         prefer_fast_cpu_runtime()  # Made before any program is compiled.
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
-        """The experiment with what follows derived, then checked: an on-policy batch is one
-        rollout of every copy; `eval_every` whole updates (with `steps_per_chunk` null, a
-        chunk is one evaluation period); `max_actor_steps` whole chunks."""
+        """The experiment with what follows derived, then checked: an on-policy batch is one rollout
+        of every copy; `eval_every` whole updates (`steps_per_chunk` null); `max_actor_steps` whole chunks."""
         from rl.anakin.system import steps_per_update
 
         builder = experiment.builder
@@ -89,9 +84,10 @@ class AnakinLauncher(Launcher):
         per_update = steps_per_update(experiment)
         if self.steps_per_chunk is None:
             whole = f"whole updates of {per_update} environment steps (one chunk each)"
-            experiment = _rounded(experiment, "eval_every", per_update, whole)
+            experiment = _rounded(experiment, "eval_every", experiment.eval_every, per_update, whole)
         chunk = (self.steps_per_chunk or experiment.eval_every // per_update) * per_update
-        experiment = _rounded(experiment, "max_actor_steps", chunk, f"whole chunks of {chunk} environment steps")
+        whole = f"whole chunks of {chunk} environment steps"
+        experiment = _rounded(experiment, "max_actor_steps", experiment.max_actor_steps, chunk, whole)
         self.check_experiment(experiment)
         return experiment
 
@@ -132,8 +128,8 @@ class AnakinLauncher(Launcher):
         return steps_per_chunk
 
     def checkpoint_template(self, experiment: ExperimentConfig) -> Any:
-        """Every replica's training state (what is checkpointed) traced, not compiled; a
-        CheckpointError for a resume whose chunks would not end at the budget."""
+        """Every replica's training state traced (not compiled); a CheckpointError for a resume
+        whose chunks would not end at the budget."""
         import jax
 
         from rl import checkpointing

@@ -1,27 +1,26 @@
-"""An agent as an anakin *system*, and the compiled programs built from it.
-
-A system (rl/anakin/ppo.py, rl/anakin/off_policy.py) is pure functions over one replica's
-whole training state (parameters, optimiser, replay buffer, environment copies, keys):
-`init(key)` and `update(state)`, one learner update with the acting that feeds it. A chunk
-is `steps_per_chunk` updates in one `lax.scan`, vmapped over replicas and compiled once;
-the host only sees the chunks' metrics.
-"""
+"""Agents as anakin *systems* (PPO, the off-policy ones): pure `init(key)` and `update(state)` (one
+learner update with its acting) over one replica's whole training state; a chunk is
+`steps_per_chunk` updates in one `lax.scan`, vmapped over replicas and compiled once."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+import flashbax
 import jax
 import jax.numpy as jnp
 
+from rl.agents.builder import Batch
+from rl.agents.ppo.builder import TrainingState
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
 from rl.experiments.config import ExperimentConfig
+from rl.types import Transition
 
 # `(params, key, observations, step) -> (actions, extras)`: a builder's `make_policy`.
 Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, Any]]
 
-# An update that took no SGD step (off-policy, before `min_replay_size`) says so with this
-# metric False; its other metrics are placeholders, left out of the chunk's means.
+# This metric False: the update took no SGD step (off-policy, before `min_replay_size`);
+# its other metrics are placeholders, left out of the chunk's means.
 TRAINED = "trained"
 
 
@@ -33,9 +32,8 @@ def steps_per_update(experiment: ExperimentConfig) -> int:
 
 
 class System:
-    """The builder's `Learning` and policies on a vector of environment copies. A subclass
-    adds `init(key)` and `update(state) -> (state, metrics, EnvStep of its acting)`; its
-    state is a NamedTuple whose `learner` is the Learning's state."""
+    """The builder's `Learning` and policies on a vector of copies. A subclass adds `init(key)`
+    and `update(state) -> (state, metrics, EnvStep)`; its state is a NamedTuple with `learner`."""
 
     def __init__(self, experiment: ExperimentConfig, network: Any, environment: GymnaxVector):
         builder, spec = experiment.builder, experiment.environment_spec
@@ -53,12 +51,9 @@ class System:
 
 
 def make_system(experiment: ExperimentConfig) -> tuple[System, GymnaxVector]:
-    """(the system the builder's `anakin` names, on `num_envs` copies of the gymnax
-    environment; the evaluation environment, `eval_episodes` copies)."""
-    if experiment.builder.anakin == "on_policy":
-        from rl.anakin.ppo import PPOSystem as kind
-    else:
-        from rl.anakin.off_policy import OffPolicySystem as kind
+    """(the system the builder's `anakin` names on `num_envs` gymnax copies, the evaluation
+    environment of `eval_episodes` copies)."""
+    kind = PPOSystem if experiment.builder.anakin == "on_policy" else OffPolicySystem
     options = experiment.environment_factory.keywords  # The gymnax factory's name and kwargs.
     network = experiment.network_factory(environment_spec=experiment.environment_spec)
     environment = GymnaxVector(options["name"], experiment.num_envs, options.get("kwargs"))
@@ -67,8 +62,8 @@ def make_system(experiment: ExperimentConfig) -> tuple[System, GymnaxVector]:
 
 
 class Trajectory(NamedTuple):
-    """T steps of N copies, each field (T, N, ...): the observation acted on, the action
-    and the policy's extras, and what the environment answered (EnvStep)."""
+    """T steps of N copies, each field (T, N, ...): the observation acted on, the action, the
+    policy's extras and the environment's answer."""
 
     observation: jax.Array
     action: jax.Array
@@ -85,9 +80,8 @@ def rollout(
     length: int,
     policy_step: jax.Array | int = 0,
 ) -> tuple[VectorState, Trajectory]:
-    """`length` steps of every copy, one `lax.scan`. Step t uses key split(key, length)[t],
-    itself split into the policy's key and the environment's (which the vector splits per
-    copy); `policy_step` is the schedules' clock passed to the policy (actor steps so far)."""
+    """`length` steps of every copy in one `lax.scan`; step t splits split(key, length)[t] into
+    the policy's and the environment's key; `policy_step`: the schedules' clock (actor steps)."""
 
     def one_step(state: VectorState, inputs: tuple[jax.Array, jax.Array]) -> tuple[VectorState, Trajectory]:
         step_key, t = inputs
@@ -101,11 +95,9 @@ def rollout(
 
 
 def make_chunk(system: System, steps_per_chunk: int) -> Callable[[Any], tuple[Any, dict[str, jax.Array]]]:
-    """`state -> (state, metrics)`: `steps_per_chunk` updates of one replica. The metrics
-    are the learner's averaged over the updates that trained (NaN if none did: a
-    placeholder's zeros are no loss) with their count (`trained_updates`), the episodes
-    that ended (`episodes`, `episode_return` and `episode_length` as means) and
-    `learner_steps`."""
+    """`state -> (state, metrics)`: `steps_per_chunk` updates of one replica. Metrics: the
+    learner's means over the updates that trained (NaN if none did), `trained_updates`, the
+    ended `episodes` with mean `episode_return` and `episode_length`, and `learner_steps`."""
 
     def body(state: Any, _: None) -> tuple[Any, tuple[dict[str, jax.Array], tuple[jax.Array, ...]]]:
         state, metrics, step = system.update(state)
@@ -145,13 +137,11 @@ class EvaluationResult(NamedTuple):
 
 
 def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Array) -> EvaluationResult:
-    """A compiled evaluation round: every copy runs until its first episode ends (a
-    `lax.while_loop`, at most one step more than the environment's episode limit); copies
-    that have finished keep stepping but are no longer counted, and a copy still running
-    at the limit counts what it has."""
+    """A compiled evaluation round: every copy runs until its first episode ends (at most one
+    step past the episode limit); finished copies step on uncounted, one still running at the
+    limit counts what it has."""
     reset_key, key = jax.random.split(key)
-    limit = getattr(environment.params, "max_steps_in_episode", None)
-    limit = int(limit) + 1 if limit is not None else 100_000  # No episode limit: 100,000 steps at most.
+    limit = int(environment.params.max_steps_in_episode) + 1
     zeros = jnp.zeros((environment.num_envs,), jnp.float32)
     finished = jnp.zeros((environment.num_envs,), bool)
 
@@ -172,3 +162,191 @@ def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Ar
     carry = (environment.reset(reset_key), key, zeros, zeros, finished, jnp.zeros((), jnp.int32))
     _, _, returns, lengths, _, _ = jax.lax.while_loop(running, one_step, carry)
     return EvaluationResult(returns, lengths)
+
+
+class Stored(NamedTuple):
+    """One step of one copy as the buffer keeps it."""
+
+    observation: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    discount: jax.Array
+    done: jax.Array
+    next_observation: jax.Array
+
+
+class OffPolicyState(NamedTuple):
+    learner: Any
+    buffer: Any
+    environment: VectorState
+    actor_steps: jax.Array
+    key: jax.Array
+
+
+def n_step_transitions(sequences: Stored, gamma: float) -> Transition:
+    """(B, n) stored steps -> B n-step transitions (OffPolicySystem's docstring)."""
+    batch, n = sequences.reward.shape
+    reward = jnp.zeros((batch,), jnp.float32)
+    discount = jnp.ones((batch,), jnp.float32)
+    alive = jnp.ones((batch,), jnp.float32)
+    next_observation = sequences.next_observation[:, 0]
+    for k in range(n):
+        taken = alive > 0
+        reward = reward + alive * discount * sequences.reward[:, k]
+        next_observation = jnp.where(
+            jnp.reshape(taken, (batch,) + (1,) * (next_observation.ndim - 1)),
+            sequences.next_observation[:, k],
+            next_observation,
+        )
+        discount = jnp.where(taken, discount * gamma * sequences.discount[:, k], discount)
+        alive = alive * (1.0 - sequences.done[:, k].astype(jnp.float32))
+    return Transition(sequences.observation[:, 0], sequences.action[:, 0], reward, discount, next_observation)
+
+
+def _without_extras(policy: Callable[..., jax.Array]) -> Policy:
+    """A builder's policy (actions only) as a rollout policy (actions, extras)."""
+    return lambda params, key, observations, step: (policy(params, key, observations, step), {})
+
+
+class OffPolicySystem(System):
+    """The off-policy agents (DQN, SAC, TD3, D4PG) under launcher=anakin: one update = one step of
+    `num_envs` copies into a flashbax buffer and, from `min_replay_size` transitions on,
+    `num_envs * samples_per_insert / batch_size` SGD steps on uniformly sampled n-step transitions.
+    The buffer keeps 1-step transitions with their true next observation; a sampled sequence
+    t..t+n-1 is one n-step transition, m <= n its steps up to the first episode end:
+
+        reward   = sum_{k<m} gamma^k r_{t+k}
+        discount = gamma^m * d_{t+m-1}          (d = 0 at a termination, 1 at a truncation)
+        next     = s'_{t+m-1}
+    """
+
+    def __init__(self, experiment: ExperimentConfig, network: Any, environment: GymnaxVector):
+        super().__init__(experiment, network, environment)
+        config, spec = self.config, experiment.environment_spec
+        self.behaviour_policy = _without_extras(self.behaviour_policy)
+        self.evaluation_policy = _without_extras(self.evaluation_policy)
+        self.sgd_steps = round(environment.num_envs * config.samples_per_insert / config.batch_size)
+        max_size = min(config.max_replay_size, experiment.max_actor_steps)
+        self.buffer = flashbax.make_trajectory_buffer(
+            add_batch_size=environment.num_envs,
+            sample_batch_size=config.batch_size,
+            sample_sequence_length=config.n_step,
+            period=1,
+            min_length_time_axis=config.n_step,
+            max_length_time_axis=max(config.n_step + 1, -(-max_size // environment.num_envs)),
+        )
+        observation, zero = jnp.zeros(spec.observations.shape, jnp.float32), jnp.zeros((), jnp.float32)
+        action = jnp.zeros(spec.actions.shape, spec.actions.dtype)
+        self.example = Stored(observation, action, zero, zero, jnp.zeros((), bool), observation)
+
+    def init(self, key: jax.Array) -> OffPolicyState:
+        learner_key, environment_key, key = jax.random.split(key, 3)
+        learner, environment = self.learning.init(learner_key), self.environment.reset(environment_key)
+        return OffPolicyState(learner, self.buffer.init(self.example), environment, jnp.zeros((), jnp.int32), key)
+
+    def learn(self, learner: Any, buffer: Any, key: jax.Array) -> tuple[Any, dict]:
+        """`sgd_steps` SGD steps, each on its own sample of n-step transitions."""
+
+        def one(learner: Any, key: jax.Array) -> tuple[Any, dict]:
+            sequences = self.buffer.sample(buffer, key).experience
+            transitions = n_step_transitions(sequences, self.config.discount)
+            learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(transitions))
+            return learner, metrics
+
+        learner, metrics = jax.lax.scan(one, learner, jax.random.split(key, self.sgd_steps))
+        return learner, jax.tree_util.tree_map(jnp.mean, metrics)
+
+    def skip(self, learner: Any, buffer: Any, key: jax.Array) -> tuple[Any, dict]:
+        """No SGD step (the buffer is short of `min_replay_size`): `learn`'s metrics as zeros."""
+        metrics = jax.eval_shape(self.learn, learner, buffer, key)[1]
+        return learner, jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
+
+    def update(self, state: OffPolicyState) -> tuple[OffPolicyState, dict[str, jax.Array], EnvStep]:
+        key, act_key, learn_key = jax.random.split(state.key, 3)
+        params = self.learning.policy_params(state.learner)
+        environment, trajectory = rollout(
+            self.environment, self.behaviour_policy, params, state.environment, act_key, 1, state.actor_steps
+        )
+        step = trajectory.step  # (1, num_envs, ...) each: the buffer's (num_envs, 1, ...) swapped.
+        stored = Stored(
+            trajectory.observation, trajectory.action, step.reward, step.discount, step.done, step.final_observation
+        )
+        buffer = self.buffer.add(state.buffer, jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), stored))
+        actor_steps = state.actor_steps + self.environment.num_envs
+        ready = actor_steps >= self.config.min_replay_size
+        learner, metrics = jax.lax.cond(ready, self.learn, self.skip, state.learner, buffer, learn_key)
+        metrics = {**metrics, TRAINED: ready}  # Before `ready`, placeholders: make_chunk leaves them out.
+        return OffPolicyState(learner, buffer, environment, actor_steps, key), metrics, step
+
+
+class Sequences(NamedTuple):
+    """rl.replay.sequences.SequenceStep's fields (what `ppo_update` reads) without reverb, each (N, T + 1, ...)."""
+
+    observation: Any
+    action: Any
+    reward: jax.Array
+    discount: jax.Array
+    mask: jax.Array
+    extras: Any
+
+
+class PPOState(NamedTuple):
+    learner: TrainingState
+    environment: VectorState
+    key: jax.Array
+
+
+def _with_row(rows: jax.Array, last: jax.Array) -> jax.Array:
+    """(T, N, ...) rows and an (N, ...) last row -> (N, T + 1, ...) sequences."""
+    return jnp.swapaxes(jnp.concatenate([rows, last[None]], axis=0), 0, 1)
+
+
+def to_sequences(
+    trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array, gamma: float
+) -> Sequences:
+    """A rollout as N sequences of T + 1 rows (mask 0 on the bootstrap row), truncations folded into
+    the rewards (PPOSystem's docstring); `final_values` (T, N): V(final observation) of every step."""
+    step = trajectory.step
+    reward = step.reward + gamma * step.truncated.astype(jnp.float32) * final_values
+    discount = 1.0 - step.done.astype(jnp.float32)
+    num_envs = reward.shape[1]
+    zero_row = lambda x: jnp.zeros_like(x[0])
+    return Sequences(
+        observation=_with_row(trajectory.observation, last_observation),
+        action=_with_row(trajectory.action, zero_row(trajectory.action)),
+        reward=_with_row(reward, jnp.zeros((num_envs,), jnp.float32)),
+        discount=_with_row(discount, jnp.ones((num_envs,), jnp.float32)),
+        mask=_with_row(jnp.ones_like(reward), jnp.zeros((num_envs,), jnp.float32)),
+        extras=jax.tree_util.tree_map(lambda x: _with_row(x, zero_row(x)), trajectory.extras),
+    )
+
+
+class PPOSystem(System):
+    """PPO as an anakin system: one update = `unroll_length` steps of `num_envs` copies as `num_envs`
+    sequences of `unroll_length + 1` rows (the last only bootstraps), through the reverb PPO's learner
+    update. A truncation's row (the next holds a new episode) gets reward r_t + gamma * V(s_final) and
+    discount 0: GAE's delta_t = r_t + gamma * V(s_final) - V(s_t), its trace stopped there."""
+
+    def init(self, key: jax.Array) -> PPOState:
+        learner_key, environment_key, key = jax.random.split(key, 3)
+        return PPOState(self.learning.init(learner_key), self.environment.reset(environment_key), key)
+
+    def learn(
+        self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array
+    ) -> tuple[TrainingState, dict]:
+        final = trajectory.step.final_observation
+        flat = jnp.reshape(final, (-1,) + final.shape[2:])
+        final_values = jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2])
+        batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
+        learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
+        return learner, metrics
+
+    def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array], EnvStep]:
+        key, rollout_key = jax.random.split(state.key)
+        learner, length = state.learner, self.config.unroll_length
+        params = self.learning.policy_params(learner)
+        environment, trajectory = rollout(
+            self.environment, self.behaviour_policy, params, state.environment, rollout_key, length, learner.actor_steps
+        )
+        learner, metrics = self.learn(learner, trajectory, environment.observation)
+        return PPOState(learner, environment, key), metrics, trajectory.step

@@ -1,9 +1,5 @@
-"""Learning curves per group (mean over seeds with a 95% bootstrap band) and final-return tables.
-
-Groups of fewer than MIN_BAND_RUNS runs get no band (a bootstrap over one or two runs
-says nothing): their runs are drawn as thin lines and the legend says so. Only
-matplotlib's object API is used (no pyplot), so nothing needs a display.
-"""
+"""Learning curves per group (mean over seeds, 95% bootstrap band; none under MIN_BAND_RUNS runs,
+whose runs are drawn thin) and final-return tables. matplotlib's object API: no display needed."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ import numpy as np
 from rl.analysis.runs import DEFAULT_METRIC, Run
 from rl.analysis.stats import bootstrap_ci, summarize
 
-# Drops matplotlib's one-off "building the font cache" notice (nothing is wrong); set
-# before matplotlib is imported, which may build the cache.
+# Drops matplotlib's one-off "building the font cache" notice (set before matplotlib is imported).
 logging.getLogger("matplotlib.font_manager").addFilter(lambda record: "font cache" not in record.getMessage())
 
 from matplotlib.figure import Figure  # noqa: E402
@@ -28,30 +23,22 @@ MIN_BAND_RUNS = 3
 LEGEND_ROWS = 16  # Legend entries per column.
 
 
-def common_grid(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """The steps at which every run of a group has data: the union of their steps, within
-    the range all runs cover (at most MAX_CURVE_POINTS of them)."""
+def aggregate(curves: Sequence[tuple[np.ndarray, np.ndarray]], statistic: Any = np.mean) -> dict[str, np.ndarray]:
+    """`statistic` over the (steps, values) curves ("value") with its 95% bootstrap band ("low",
+    "high") and the curves ("runs") interpolated at the steps all cover: the union of their
+    steps within the shared range (the whole range if none), at most MAX_CURVE_POINTS of them."""
     curves = [(steps, values) for steps, values in curves if steps.size]
     if not curves:
-        return np.zeros(0)
-    start = max(steps[0] for steps, _ in curves)
-    stop = min(steps[-1] for steps, _ in curves)
-    if stop < start:  # No overlap: fall back to the whole range.
+        return {**dict.fromkeys(("steps", "value", "low", "high"), np.zeros(0)), "runs": np.zeros((0, 0))}
+    start, stop = max(steps[0] for steps, _ in curves), min(steps[-1] for steps, _ in curves)
+    if stop < start:
         start, stop = min(s[0] for s, _ in curves), max(s[-1] for s, _ in curves)
     grid = np.unique(np.concatenate([steps for steps, _ in curves]))
     grid = grid[(grid >= start) & (grid <= stop)]
-    return np.linspace(start, stop, MAX_CURVE_POINTS) if grid.size > MAX_CURVE_POINTS else grid
-
-
-def aggregate_curves(runs: Sequence[Run], metric: str = DEFAULT_METRIC) -> dict[str, np.ndarray]:
-    """Steps, mean and the 95% bootstrap interval of the mean over `runs`."""
-    curves = [run.curve(metric) for run in runs]
-    grid = common_grid(curves)
-    if grid.size == 0:
-        return {"steps": grid, "mean": grid, "low": grid, "high": grid, "runs": np.zeros((0, 0))}
-    values = np.stack([np.interp(grid, steps, curve) for steps, curve in curves if steps.size])
-    low, high = bootstrap_ci(values)
-    return {"steps": grid, "mean": values.mean(axis=0), "low": low, "high": high, "runs": values}
+    grid = np.linspace(start, stop, MAX_CURVE_POINTS) if grid.size > MAX_CURVE_POINTS else grid
+    values = np.stack([np.interp(grid, steps, curve) for steps, curve in curves])
+    low, high = bootstrap_ci(values, statistic)
+    return {"steps": grid, "value": statistic(values, axis=0), "low": low, "high": high, "runs": values}
 
 
 def plot_curves(
@@ -60,10 +47,8 @@ def plot_curves(
     hue: str | None = None,
     title: str | None = None,
 ) -> Figure:
-    """Mean curve per group against actor steps, with a 95% bootstrap band of the mean
-    where the group has at least MIN_BAND_RUNS runs (thin lines for its runs otherwise).
-    The legend, right of the axes, says what lines and bands are; the figure is wide
-    enough for it and lays itself out, so nothing is cut (save with bbox_inches="tight")."""
+    """Mean curve per group against actor steps with its 95% bootstrap band (module docstring); the
+    legend, right of the axes, says what lines and bands are (save with bbox_inches="tight")."""
     labels = [f"{label} (n={len(runs)})" for label, runs in groups.items()]
     columns = 1 + (len(labels) - 1) // LEGEND_ROWS
     longest = max((len(label) for label in labels), default=0)
@@ -71,13 +56,13 @@ def plot_curves(
     ax = figure.add_subplot()
     band = few = thin = False
     for index, (runs, legend_label) in enumerate(zip(groups.values(), labels)):
-        curve = aggregate_curves(runs, metric)
+        curve = aggregate([run.curve(metric) for run in runs])
         if curve["steps"].size == 0:
             continue
         color = f"C{index % 10}"
         marker = "o" if curve["steps"].size <= 25 else None  # Sparse evaluations: show the points.
         ax.plot(
-            curve["steps"], curve["mean"], color=color, linewidth=2, marker=marker, markersize=4, label=legend_label
+            curve["steps"], curve["value"], color=color, linewidth=2, marker=marker, markersize=4, label=legend_label
         )
         if len(runs) < MIN_BAND_RUNS:
             few = True
@@ -87,13 +72,12 @@ def plot_curves(
                     ax.plot(curve["steps"], values, color=color, linewidth=0.8, alpha=0.4)
         elif curve["steps"].size == 1:
             band = True
-            error = [curve["mean"] - curve["low"], curve["high"] - curve["mean"]]
-            ax.errorbar(curve["steps"], curve["mean"], yerr=error, color=color, capsize=4, linewidth=1.5)
+            error = [curve["value"] - curve["low"], curve["high"] - curve["value"]]
+            ax.errorbar(curve["steps"], curve["value"], yerr=error, color=color, capsize=4, linewidth=1.5)
         else:
             band = True
             ax.fill_between(curve["steps"], curve["low"], curve["high"], color=color, alpha=0.2, linewidth=0)
-    ax.set_xlabel("actor steps")
-    ax.set_ylabel(metric)
+    ax.set(xlabel="actor steps", ylabel=metric)
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))
     ax.grid(alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
@@ -129,8 +113,7 @@ def _number(value: float) -> str:
 
 
 def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metric: str = DEFAULT_METRIC) -> str:
-    """A plain-text table: group, runs, mean [95% CI], IQM [95% CI]; a group of fewer
-    than MIN_BAND_RUNS runs gets `-` for its intervals, as it gets no band in the figure."""
+    """A plain-text table: group, runs, mean [95% CI], IQM [95% CI] (`-` under MIN_BAND_RUNS runs)."""
     header = [hue or "group", "runs", "mean", "95% CI", "IQM", "IQM 95% CI"]
 
     def interval(row: Mapping[str, Any], name: str) -> str:

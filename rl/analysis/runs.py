@@ -1,12 +1,6 @@
-"""Finding runs on disk and reading their settings and logged curves.
-
-A run directory is what scripts/train.py leaves: `.hydra/` (config.yaml, hydra.yaml,
-overrides.yaml), `logs/<label>.csv` and `summary.json`; without `.hydra/` its settings
-are what summary.json says (agent, environment, seed). A sweep directory holds run
-directories, however deeply nested. A run that trained several seeds at once
-(launcher=anakin) is read as its `seed_<i>/` replicas, each with the run's settings and
-its own seed, so they plot as seeds, like the jobs of a sweep.
-"""
+"""Finding runs (scripts/train.py's directories: `.hydra/`, `logs/<label>.csv`, `summary.json`),
+however deeply nested in sweeps, and reading their settings and curves. A many-seed run
+(launcher=anakin) is read as its `seed_<i>/` replicas, each with the run's settings and its seed."""
 
 from __future__ import annotations
 
@@ -44,8 +38,7 @@ class Run:
         return os.path.basename(os.path.normpath(self.path))
 
     def setting(self, key: str) -> str | None:
-        """The value of `key` for this run, as a string: an override on its command line,
-        a config group's option (`agent`, `environment`) or a config value (dotted key)."""
+        """`key`'s value as a string: an override, a group's option (`agent`) or a dotted config key."""
         if key in self.overrides:
             return self.overrides[key]
         if self.choices.get(key) is not None:
@@ -58,8 +51,8 @@ class Run:
         return None if node is None or isinstance(node, (Mapping, list)) else str(node)
 
     def curve(self, metric: str = DEFAULT_METRIC) -> tuple[np.ndarray, np.ndarray]:
-        """Actor steps and values of `metric`, "<label>/<column>" of `logs/<label>.csv` (a
-        bare column: the evaluator's), sorted by steps; rows without the metric skipped."""
+        """Actor steps and values of `metric` ("<label>/<column>" of `logs/<label>.csv`, a bare column
+        the evaluator's), sorted by steps; rows without the metric skipped."""
         label, _, column = metric.partition("/")
         if not column:
             label, column = "evaluator", label
@@ -89,11 +82,11 @@ class Run:
         return float(values[-1]) if values.size else float("nan")
 
 
-def _read_yaml(path: str) -> Any:
+def _read(path: str, load: Any = yaml.safe_load) -> Any:
     if not os.path.exists(path):
         return None
     with open(path) as file:
-        return yaml.safe_load(file)
+        return load(file)
 
 
 def is_run_directory(path: str) -> bool:
@@ -106,24 +99,20 @@ def is_run_directory(path: str) -> bool:
 
 
 def load_run(path: str) -> Run:
-    hydra = _read_yaml(os.path.join(path, ".hydra", "hydra.yaml")) or {}
+    hydra = _read(os.path.join(path, ".hydra", "hydra.yaml")) or {}
     choices = ((hydra.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
     overrides = {}
-    for line in _read_yaml(os.path.join(path, ".hydra", "overrides.yaml")) or []:
+    for line in _read(os.path.join(path, ".hydra", "overrides.yaml")) or []:
         key, separator, value = str(line).partition("=")
         if separator:
             overrides[key.lstrip("+~")] = value
-    summary = None
-    if os.path.exists(os.path.join(path, "summary.json")):
-        with open(os.path.join(path, "summary.json")) as file:
-            summary = json.load(file)
-    config = _read_yaml(os.path.join(path, ".hydra", "config.yaml")) or {}
+    summary = _read(os.path.join(path, "summary.json"), json.load)
+    config = _read(os.path.join(path, ".hydra", "config.yaml")) or {}
     return Run(os.path.abspath(path), overrides, config, dict(choices), summary)
 
 
 def _load(path: str) -> list[Run]:
-    """The run at `path`, or its replicas (`seed_<i>/` run directories, in seed order):
-    each with the run's settings and its own seed and summary."""
+    """The run at `path`, or its `seed_<i>/` replicas in seed order (module docstring)."""
     run = load_run(path)
     names = [name for name in os.listdir(path) if re.fullmatch(r"seed_\d+", name)]
     replicas = []
@@ -139,8 +128,7 @@ def _load(path: str) -> list[Run]:
 
 
 def find_runs(paths: Sequence[str]) -> list[Run]:
-    """Every run directory in or under `paths` (run or sweep directories), in path order;
-    a many-seed run counts as its replicas (module docstring)."""
+    """Every run in or under `paths`, in path order (a many-seed run: its replicas)."""
     found: list[str] = []
     for path in paths:
         if not os.path.isdir(path):
@@ -167,8 +155,7 @@ def varying_keys(runs: Sequence[Run]) -> list[str]:
 
 
 def short_value(value: str | None) -> str:
-    """A setting as a label shows it: numbers written with more than 3 significant
-    figures rounded to 3 (0.000123456789 -> 0.000123); the rest as it is."""
+    """A setting as a label shows it: numbers rounded to 3 significant figures (0.000123456789 -> 0.000123)."""
     text = str(value).strip()
     try:
         number = float(text)
@@ -181,8 +168,7 @@ def short_value(value: str | None) -> str:
 
 
 def short_keys(keys: Sequence[str]) -> dict[str, str]:
-    """Each dotted key's shortest trailing part that no other key ends with
-    (`agent.learning_rate` -> `learning_rate`)."""
+    """Each dotted key's shortest trailing part no other key ends with (`agent.lr` -> `lr`)."""
     names = {}
     for key in keys:
         parts = key.split(".")
@@ -202,9 +188,8 @@ def _sort_value(label: str) -> tuple[int, Any]:
 
 
 def group_runs(runs: Sequence[Run], hue: str | Sequence[str] | None = None) -> dict[str, list[Run]]:
-    """Runs grouped by the value of `hue` (an override or config key; several keys give
-    "k1=v1, k2=v2" labels, each key by its last distinct part); with no hue, by every
-    override that varies but the seed. Numbers in labels have 3 significant figures."""
+    """Runs grouped by `hue`'s value (an override or config key; several give "k1=v1, k2=v2" labels
+    by `short_keys`); no hue: every override that varies but the seed."""
     if hue is None:
         keys = varying_keys(runs)
     else:

@@ -1,9 +1,5 @@
-"""Statistics over seeds: mean, interquartile mean and percentile-bootstrap intervals.
-
-The IQM (the mean of the middle 50% of runs, which one lucky or broken seed moves less
-than the mean) and the intervals follow Agarwal et al., "Deep Reinforcement Learning at
-the Edge of the Statistical Precipice" (rliable).
-"""
+"""Statistics over seeds: mean, interquartile mean (IQM) and percentile-bootstrap intervals, as
+Agarwal et al., "Deep Reinforcement Learning at the Edge of the Statistical Precipice" (rliable)."""
 
 from __future__ import annotations
 
@@ -20,9 +16,8 @@ def iqm(values: np.ndarray, axis: int | None = 0) -> np.ndarray:
 
 
 def bootstrap_ci(values: np.ndarray, statistic: Callable[..., np.ndarray] = np.mean) -> tuple[np.ndarray, np.ndarray]:
-    """95% percentile-bootstrap interval (2000 resamples, seed 0) of `statistic` over runs
-    (axis 0 of `values`), each column (point of a curve) resampled independently; one
-    run: its value, twice."""
+    """95% percentile-bootstrap interval (2000 resamples, seed 0) of `statistic` over runs (axis 0),
+    each column resampled independently; one run: its value, twice."""
     values = np.asarray(values, dtype=np.float64)
     if values.ndim == 1:
         low, high = bootstrap_ci(values[:, None], statistic)

@@ -1,8 +1,6 @@
-"""`environment=atari`: ALE games with the standard DQN preprocessing, through gymnasium
-or envpool with the same settings (docs/atari.md). Observations are uint8 [84, 84, 4]
-(height, width, frames oldest first); the networks scale them by 1/255. The step that ends
-a whole game carries its unclipped score (`info["game_score"]`, envpool: `game_scores`).
-"""
+"""`environment=atari`: ALE games with the standard DQN preprocessing, through gymnasium or envpool
+alike (docs/atari.md): uint8 [84, 84, 4] observations (frames oldest first); the step that ends a
+whole game carries its unclipped score (`info["game_score"]`, envpool: `game_scores`)."""
 
 from __future__ import annotations
 
@@ -41,9 +39,8 @@ def validate_game(name: str) -> str:
 
 
 class EpisodicLife(gymnasium.Wrapper):
-    """Ends the episode when a life is lost and plays on with the lives left, resetting
-    the game only when it is over (DQN's and envpool's `episodic_life`; gymnasium's
-    `terminal_on_life_loss` restarts the whole game instead)."""
+    """Ends the episode at a lost life and plays on with the lives left, resetting the game only
+    when it is over (DQN's and envpool's `episodic_life`; gymnasium's restarts the game)."""
 
     def __init__(self, env: gymnasium.Env):
         super().__init__(env)
@@ -85,8 +82,7 @@ def make_atari_environment(
     max_episode_steps: int | None = 27_000,  # ALE v5's 108,000 frames at frame skip 4.
     render_mode: str | None = None,
 ) -> dm_env.Environment:
-    """An Atari game as a dm_env with uint8 [H, W, frames] observations, preprocessed by
-    gymnasium's own Atari wrappers (`ALE/<game>-v5` at frameskip 1: they skip frames)."""
+    """An Atari game as a dm_env, preprocessed by gymnasium's Atari wrappers (`ALE/<game>-v5` at frameskip 1)."""
     for key, value, minimum in (
         ("noop_max", noop_max, 0),
         ("frame_skip", frame_skip, 1),
@@ -112,8 +108,7 @@ def make_atari_environment(
     environment = gymnasium.wrappers.AtariPreprocessing(
         environment, noop_max=int(noop_max), frame_skip=int(frame_skip), screen_size=int(screen_size), scale_obs=False
     )
-    # The game's own score, `info["game_score"]["r"]`, where a game ends: inside
-    # `EpisodicLife` and reward clipping, it sees whole, unclipped games.
+    # `info["game_score"]["r"]` where a game ends: inside `EpisodicLife` and clipping, it sees whole games.
     environment = gymnasium.wrappers.RecordEpisodeStatistics(environment, stats_key="game_score")
     if episodic_life:
         environment = EpisodicLife(environment)
@@ -130,9 +125,8 @@ def make_atari_environment(
 
 
 def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVectorEnvironment:
-    """`num_envs` copies of the game stepped by envpool with `make_atari_environment`'s
-    preprocessing for `settings` (its defaults for the rest), with `VectorEnvironment`'s
-    interface and the gymnasium backend's [H, W, frames] uint8 observations."""
+    """`num_envs` copies of the game stepped by envpool with `make_atari_environment`'s preprocessing
+    for `settings` (its defaults for the rest) and observations."""
     parameters = inspect.signature(make_atari_environment).parameters
     unknown = set(settings) - set(parameters)
     if unknown:
@@ -153,8 +147,7 @@ def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVect
         "use_fire_reset": False,  # So that both backends play the same game.
         "use_inter_area_resize": True,
         "max_episode_steps": int(max_episode_steps if max_episode_steps is not None else 10**9),
-        # envpool's default is a thread per copy: on a small machine 32 threads fight over
-        # the cores (scripts/benchmark.py atari measured x32 slower than x8 that way).
+        # envpool's default, a thread per copy, fights over a small machine's cores (x32 slower than x8).
         "num_threads": max(1, min(int(num_envs), os.cpu_count() or 1)),
     }
     return EnvpoolVectorEnvironment(f"{game_name(chosen['name'])}-v5", seed, num_envs, atari=True, **options)

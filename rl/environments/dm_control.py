@@ -14,8 +14,7 @@ from rl.quiet import known_warnings_dropped
 
 
 def _suite(rendering: bool = False) -> Any:
-    # dm_control picks its OpenGL backend when first imported: a headless one (EGL,
-    # OSMesa) when installed, otherwise none ("disable") unless this process renders.
+    # dm_control picks its OpenGL backend when first imported (rl/environments/rendering.py).
     choose_mujoco_gl(rendering)
     try:
         from dm_control import suite
@@ -27,9 +26,8 @@ def _suite(rendering: bool = False) -> Any:
 
 
 class FlatDmControlWrapper(Float32Specs, dm_env.Environment):
-    """The observation dict flattened into one float32 vector (in the spec's key order),
-    float32 actions and rewards; episodes end at dm_control's time limit or after
-    `max_episode_steps`, both with discount 1 (a truncation)."""
+    """The observation dict as one float32 vector (the spec's key order), float32 actions and
+    rewards; dm_control's time limit and `max_episode_steps` truncate (discount 1)."""
 
     def __init__(self, environment: dm_env.Environment, max_episode_steps: int | None, render_mode: str | None):
         self._environment = environment
@@ -91,8 +89,8 @@ def make_dm_control_environment(
     name: str | None = None,
     render_mode: str | None = None,
 ) -> dm_env.Environment:
-    """Control Suite task `domain`-`task` seeded with a uint32, no display needed;
-    `render_mode="rgb_array"` renders headless (EGL or OSMesa). `name` only labels runs."""
+    """Control Suite task `domain`-`task` seeded with a uint32; `render_mode="rgb_array"` renders
+    headless (EGL or OSMesa). `name` only labels runs."""
     if max_episode_steps is not None and max_episode_steps <= 0:
         raise ValueError(f"max_episode_steps must be > 0 or null, got {max_episode_steps}")
     if render_mode not in (None, "rgb_array"):

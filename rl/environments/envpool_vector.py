@@ -1,7 +1,6 @@
-"""`environment.backend=envpool`: a task's copies stepped by envpool's C++ thread pool
-behind `VectorEnvironment`'s interface, so loops, actors and evaluators use it unchanged.
-Observations and rewards are float32 and episodes end as in `GymnasiumToDmEnv`; envpool
-seeds its copies itself (other episodes than gymnasium's at a seed) and cannot render."""
+"""`environment.backend=envpool`: a task's copies stepped by envpool's C++ thread pool behind
+`VectorEnvironment`'s interface; float32, episodes end as in `GymnasiumToDmEnv`. envpool seeds
+its copies itself (other episodes than gymnasium's at a seed) and cannot render."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ ATARI_FACTORY = "rl.environments.atari.make_atari_environment"
 
 
 def envpool_tasks() -> set[str]:
-    """The task ids of the installed envpool (empty when it is not installed)."""
+    """The installed envpool's task ids (empty: not installed)."""
     try:
         import envpool
     except ImportError:
@@ -33,8 +32,7 @@ def envpool_tasks() -> set[str]:
 
 
 def quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
-    """Calls `function` with C-level stdout muted: MuJoCo tasks print a deprecation line
-    from the model compiler on every `envpool.make` (errors still reach stderr)."""
+    """`function(...)` with C-level stdout muted (MuJoCo tasks print a deprecation line on every make)."""
     sys.stdout.flush()
     saved = os.dup(1)
     try:
@@ -47,14 +45,10 @@ def quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 class EnvpoolVectorEnvironment(Float32Specs):
-    """`num_envs` copies of envpool task `name` behind `VectorEnvironment`'s interface;
-    `kwargs` go to `envpool.make` (`max_episode_steps` None: the task's own limit).
-
-    With `atari`: stacks channels last, as the gymnasium backend's; a copy that has played
-    is reset as envpool's auto-reset does it (one step, its action ignored: play goes on
-    after a lost life, where envpool's `reset` starts a new game); `game_scores` from
-    envpool's unclipped `info["reward"]` at the end of a game (`info["terminated"]` or the time limit).
-    """
+    """`num_envs` copies of envpool task `name`; `kwargs` go to `envpool.make` (`max_episode_steps`
+    None: the task's own). With `atari`: frames stacked channels last; a copy that has played
+    resets as envpool's auto-reset does (one ignored step: play goes on after a lost life);
+    `game_scores` sum the unclipped `info["reward"]` up to a game's end (terminated or time limit)."""
 
     def __init__(self, name: str, seed: int, num_envs: int, atari: bool = False, **kwargs: Any):
         tasks = envpool_tasks()
@@ -84,8 +78,7 @@ class EnvpoolVectorEnvironment(Float32Specs):
             frames, height, width = self._observation_spec.shape
             self._observation_spec = specs.BoundedArray((height, width, frames), np.uint8, 0, 255, "observation")
         self._action_dtype = self._pool.action_space.dtype
-        self.num_envs = num_envs
-        self._all = np.arange(num_envs, dtype=np.int32)
+        self.num_envs, self._all = num_envs, np.arange(num_envs, dtype=np.int32)
         self._scores = np.zeros(num_envs, np.float64)  # Each copy's game so far.
         self._finished = np.full(num_envs, np.nan)
         self._played = np.zeros(num_envs, bool)
@@ -94,7 +87,7 @@ class EnvpoolVectorEnvironment(Float32Specs):
         return self._all if env_ids is None else np.asarray(env_ids, dtype=np.int32)
 
     def _observations(self, observations: np.ndarray, returned: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, Any]:
-        """The rows in the order of `ids` (envpool answers in its own order), at the spec's dtype."""
+        """The rows in the order of `ids` (envpool answers in its own), at the spec's dtype."""
         order = None
         if not np.array_equal(returned, ids):
             row_of = {int(env_id): row for row, env_id in enumerate(returned)}
@@ -104,7 +97,6 @@ class EnvpoolVectorEnvironment(Float32Specs):
         return (np.ascontiguousarray(np.moveaxis(observations, 1, -1)) if self._atari else observations), order
 
     def reset(self, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
-        """Starts a new episode in the copies named (all by default)."""
         ids = self._ids(env_ids)
         if self._atari and self._played[ids].all():
             observations, _, _, _, info = self._pool.step(np.zeros(len(ids), self._action_dtype), ids)
@@ -117,7 +109,6 @@ class EnvpoolVectorEnvironment(Float32Specs):
         return dm_env.TimeStep(first, np.zeros(n, np.float32), np.ones(n, np.float32), observations)
 
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> dm_env.TimeStep:
-        """Steps the copies named (all by default); `actions[k]` goes to `env_ids[k]`."""
         ids = self._ids(env_ids)
         observations, rewards, terminated, truncated, info = self._pool.step(
             np.asarray(actions, dtype=self._action_dtype), ids
@@ -140,7 +131,6 @@ class EnvpoolVectorEnvironment(Float32Specs):
         )
 
     def game_scores(self, env_ids: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
-        """The score of the game each copy named has just ended; NaN where its last step ended none."""
         return self._finished[self._ids(env_ids)]
 
     def render(self) -> Any:
@@ -151,13 +141,12 @@ class EnvpoolVectorEnvironment(Float32Specs):
 
 
 def _layout(spec: Any) -> tuple:
-    return type(spec), spec.shape, spec.dtype, getattr(spec, "num_values", None)
+    return type(spec), spec.shape, spec.dtype, spec.num_values if isinstance(spec, specs.DiscreteArray) else None
 
 
 def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
-    """`make(seed=..., num_envs=...)` for the composed `environment` group, or a ValueError
-    saying why envpool cannot step it (not installed, not a gymnasium id, a task it lacks,
-    other specs than the gymnasium backend's)."""
+    """`make(seed=..., num_envs=...)` for the composed `environment` group, or a ValueError saying
+    why envpool cannot step it (not installed, not a gymnasium id, no such task, other specs)."""
     target = environment.get("_target_")
     if target == ATARI_FACTORY:  # Its own options (preprocessing) and observation layout.
         from rl.environments.atari import make_atari_envpool

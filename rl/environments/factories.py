@@ -1,10 +1,10 @@
-"""Factories named by `_target_` in conf/environment: gymnasium ids, MuJoCo tasks, gymnax
-(this module imports no JAX, so configuration checks stay fast)."""
+"""Factories named by `_target_` in conf/environment (no JAX import here: config checks stay fast)."""
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import importlib
 import importlib.util
 from typing import Any
@@ -24,8 +24,7 @@ _registered: set[str] = set()
 
 
 def register_installed_families() -> list[str]:
-    """Imports the installed ENVIRONMENT_PACKAGES (once per process), which registers
-    their ids with gymnasium; returns the ones registered."""
+    """Imports the installed ENVIRONMENT_PACKAGES once, registering their ids; returns those registered."""
     for package in ENVIRONMENT_PACKAGES:
         if package in _registered or importlib.util.find_spec(package) is None:
             continue
@@ -41,13 +40,13 @@ def register_installed_families() -> list[str]:
 
 
 def environment_family(env_id: str) -> str:
-    """A registered id's namespace (`ALE`), else the package or gymnasium module its entry
-    point lives in (`gymnasium.envs.classic_control`, `gymnasium.envs.mujoco`)."""
+    """A registered id's namespace (`ALE`), else its entry point's package or gymnasium module
+    (`gymnasium.envs.mujoco`)."""
     spec = gymnasium.envs.registry[env_id]
     if spec.namespace:
         return spec.namespace
     entry_point = spec.entry_point
-    module = entry_point.split(":")[0] if isinstance(entry_point, str) else getattr(entry_point, "__module__", "")
+    module = entry_point.split(":")[0] if isinstance(entry_point, str) else entry_point.__module__
     parts = module.split(".")
     return ".".join(parts[:3]) if parts[:2] == ["gymnasium", "envs"] else parts[0]
 
@@ -73,8 +72,7 @@ def _suggestion(name: str) -> str:
 
 
 def validate_gymnasium_id(name: str) -> None:
-    """A ValueError naming close ids (of the same family) unless `name` is registered,
-    once every installed family is."""
+    """A ValueError naming close ids (of the same family) unless `name` is registered (all families imported)."""
     if name in gymnasium.envs.registry:
         return
     register_installed_families()
@@ -89,8 +87,7 @@ def make_gymnasium_environment(
     max_episode_steps: int | None = None,
     kwargs: dict[str, Any] | None = None,
 ) -> GymnasiumToDmEnv:
-    """Gymnasium environment `name` as a float32 dm_env seeded with a uint32 (MuJoCo tasks
-    load without MuJoCo's known deprecation warnings, rl/quiet.py)."""
+    """Gymnasium environment `name` as a float32 dm_env seeded with a uint32 (MuJoCo's known warnings dropped)."""
     validate_gymnasium_id(name)
     mujoco_task = environment_family(name) == "gymnasium.envs.mujoco"
     with known_warnings_dropped() if mujoco_task else contextlib.nullcontext():
@@ -108,8 +105,7 @@ def make_mujoco_environment(
     kwargs: dict[str, Any] | None = None,
     render_mode: str | None = None,
 ) -> dm_env.Environment:
-    """A gymnasium MuJoCo task (time limit: discount 1, falls: discount 0); with
-    `render_mode="rgb_array"` it renders headless (EGL or OSMesa, rl/environments/rendering.py)."""
+    """A gymnasium MuJoCo task; `render_mode="rgb_array"` renders headless (rl/environments/rendering.py)."""
     validate_gymnasium_id(name)
     if not str(gymnasium.envs.registry[name].entry_point).startswith("gymnasium.envs.mujoco"):
         raise ValueError(
@@ -123,16 +119,18 @@ def make_mujoco_environment(
 
 
 def make_gymnax_environment(name: str, seed: int, kwargs: dict[str, Any] | None = None) -> dm_env.Environment:
-    """gymnax environment `name` (CartPole-v1, Breakout-MinAtar, ...) as a float32 dm_env;
-    `kwargs` go to `gymnax.make`. launcher=anakin compiles it instead (`jax_native`)."""
+    """gymnax environment `name` (CartPole-v1, Breakout-MinAtar, ...) as a float32 dm_env; `kwargs`
+    go to `gymnax.make`. launcher=anakin compiles it instead (`is_jax_native`)."""
     from rl.environments.gymnax_vector import GymnaxToDmEnv
 
     return GymnaxToDmEnv(name, seed, kwargs)
 
 
-make_gymnax_environment.jax_native = True
+# Factories whose environments compile into a JAX program.
+JAX_NATIVE = (make_gymnax_environment,)
 
 
 def is_jax_native(environment_factory: Any) -> bool:
-    """Whether an environment factory (a functools.partial of a `_target_`) can be compiled into a JAX program."""
-    return bool(getattr(getattr(environment_factory, "func", environment_factory), "jax_native", False))
+    """Whether an environment factory (a `_target_`, or a functools.partial of one) is in JAX_NATIVE."""
+    partial = isinstance(environment_factory, functools.partial)
+    return (environment_factory.func if partial else environment_factory) in JAX_NATIVE

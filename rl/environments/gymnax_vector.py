@@ -1,8 +1,6 @@
-"""gymnax environments: `GymnaxVector`, copies as pure functions of (state, action, key)
-for compiled runs (launcher=anakin: inside `lax.scan`, `vmap` over seeds, `jit`), and
-`GymnaxToDmEnv`, one copy as a dm_env for launcher=local/ray (slow, for checking).
-Unlike gymnax's `step`, theirs tell termination (discount 0) from the time limit.
-"""
+"""gymnax environments: `GymnaxVector`, pure copies for compiled runs (launcher=anakin), and
+`GymnaxToDmEnv`, one copy as a dm_env for launcher=local/ray (slow, for checking). Unlike
+gymnax's `step`, theirs tell termination (discount 0) from the time limit."""
 
 from __future__ import annotations
 
@@ -23,11 +21,11 @@ warnings.filterwarnings("ignore", message="scatter inputs have incompatible type
 
 
 def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, Any, specs.Array, specs.Array]:
-    """(environment, default parameters, observation spec, action spec) of gymnax id
-    `name`, or a ValueError naming the registered ids. Observations are float32 (MinAtar's
-    are booleans), their shape traced from a reset: gymnax's `observation_space` compiles,
-    and JAX decides at its first compilation whether the cache (switched on later) is used."""
+    """(environment, default parameters, observation spec, action spec) of gymnax id `name`, or
+    a ValueError naming the registered ids. Observations are float32, their shape traced from a
+    reset (`observation_space` would compile, and JAX's first compilation decides on the cache)."""
     import gymnax
+    from gymnax.environments.spaces import Discrete
 
     if name not in gymnax.registered_envs:
         raise ValueError(f"'{name}' is not a gymnax environment; registered ids: {list(gymnax.registered_envs)}")
@@ -36,7 +34,7 @@ def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, A
     shape = jax.eval_shape(lambda k: environment.reset_env(k, params)[0], key).shape
     observation_spec = specs.Array(tuple(shape), np.float32, "observation")
     space = environment.action_space(params)
-    if hasattr(space, "n"):
+    if isinstance(space, Discrete):
         return environment, params, observation_spec, specs.DiscreteArray(int(space.n), np.int32, "action")
     shape = tuple(space.shape)
     low, high = (np.broadcast_to(np.asarray(bound, np.float32), shape) for bound in (space.low, space.high))
@@ -44,13 +42,9 @@ def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, A
 
 
 class EnvStep(NamedTuple):
-    """One batched step, each field with a leading (num_envs,) axis.
-
-    `observation` is the next one to act on (a fresh episode's first where `done`);
-    `discount` is 0 where the episode terminated, 1 elsewhere (truncations included);
-    `final_observation` is the one the step reached, before any reset; `episode_return`
-    and `episode_length` describe the episode that ended where `done` (0 elsewhere).
-    """
+    """One batched step, fields (num_envs, ...): `observation` the next to act on (a new
+    episode's first where `done`), `discount` 0 only at terminations, `final_observation` the
+    one reached before any reset, `episode_return`/`episode_length` of the ended episode (else 0)."""
 
     observation: jax.Array
     reward: jax.Array
@@ -65,40 +59,30 @@ class EnvStep(NamedTuple):
 class VectorState(NamedTuple):
     env_state: Any
     observation: jax.Array
-    # The running return and length of each copy's current episode.
     episode_return: jax.Array
     episode_length: jax.Array
 
 
 def single_step(environment: Any, params: Any, key: jax.Array, env_state: Any, action: jax.Array) -> tuple:
     """One step of one copy without a reset: (observation, state, reward, done, truncated).
-
-    gymnax's `done` ORs the task's end with `time >= max_steps_in_episode`; `truncated` is
-    the time limit where the task did not also end the episode (asked again with a limit no
-    episode reaches), so a termination on the last allowed step has discount 0.
-    """
+    `truncated`: the time limit where the task (asked with an unreachable limit) did not end too,
+    so a termination on the last allowed step has discount 0."""
     observation, env_state, reward, done, _ = environment.step_env(key, env_state, action, params)
     done = jnp.asarray(done, bool)
-    limit = getattr(params, "max_steps_in_episode", None)
-    time = getattr(env_state, "time", None)
-    truncated = jnp.zeros_like(done)
-    if limit is not None and time is not None:
-        unlimited = dataclasses.replace(params, max_steps_in_episode=np.iinfo(np.int32).max)
-        terminated = jnp.asarray(environment.is_terminal(env_state, unlimited), bool)
-        truncated = done & (time >= limit) & ~terminated
+    unlimited = dataclasses.replace(params, max_steps_in_episode=np.iinfo(np.int32).max)
+    terminated = jnp.asarray(environment.is_terminal(env_state, unlimited), bool)
+    truncated = done & (env_state.time >= params.max_steps_in_episode) & ~terminated
     reward = jnp.asarray(reward, jnp.float32).reshape(())
     return jnp.asarray(observation).astype(jnp.float32), env_state, reward, done, truncated
 
 
 class GymnaxVector:
-    """`num_envs` copies of gymnax environment `name`; each resets itself when its episode
-    ends and keeps its running return and length on the device."""
+    """`num_envs` copies of gymnax environment `name`, each resetting itself at an episode's end."""
 
     def __init__(self, name: str, num_envs: int, kwargs: dict[str, Any] | None = None):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        self.name = name
-        self.num_envs = num_envs
+        self.name, self.num_envs = name, num_envs
         self.environment, self.params, self.observation_spec, self.action_spec = make_gymnax(name, kwargs)
 
     def reset(self, key: jax.Array) -> VectorState:
@@ -124,19 +108,10 @@ class GymnaxVector:
         observation, env_state, reward, done, truncated, final = jax.vmap(self._step_one)(
             jax.random.split(key, self.num_envs), state.env_state, action
         )
-        episode_return = state.episode_return + reward
-        episode_length = state.episode_length + 1
-        ended = done.astype(jnp.float32)
-        step = EnvStep(
-            observation=observation,
-            reward=reward,
-            discount=1.0 - (done & ~truncated).astype(jnp.float32),
-            done=done,
-            truncated=truncated,
-            final_observation=final,
-            episode_return=episode_return * ended,
-            episode_length=episode_length * done.astype(jnp.int32),
-        )
+        episode_return, episode_length = state.episode_return + reward, state.episode_length + 1
+        ended, discount = done.astype(jnp.float32), 1.0 - (done & ~truncated).astype(jnp.float32)
+        returns, lengths = episode_return * ended, episode_length * done.astype(jnp.int32)
+        step = EnvStep(observation, reward, discount, done, truncated, final, returns, lengths)
         keep = 1.0 - ended
         next_state = VectorState(
             env_state, observation, episode_return * keep, episode_length * (1 - done.astype(jnp.int32))
@@ -145,16 +120,12 @@ class GymnaxVector:
 
 
 class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
-    """One gymnax environment stepped from Python, its keys drawn from `seed`; the time
-    limit ends an episode with discount 1, the task with discount 0."""
+    """One gymnax environment stepped from Python, its keys drawn from `seed`."""
 
     def __init__(self, name: str, seed: int, kwargs: dict[str, Any] | None = None):
         self._environment, self._params, self._observation_spec, self._action_spec = make_gymnax(name, kwargs)
-        # The key is made at the first reset: JAX's first computation decides (once per
-        # process) whether the compilation cache, switched on after the spec probe, is used.
-        self._seed = int(seed)
-        self._key = None
-        self._state = None
+        # The key is made at the first reset: JAX's first computation decides on the compilation cache.
+        self._seed, self._key, self._state = int(seed), None, None
         self._reset = jax.jit(lambda key: self._environment.reset_env(key, self._params))
         self._step = jax.jit(
             lambda key, state, action: single_step(self._environment, self._params, key, state, action)

@@ -23,9 +23,8 @@ def make_masked_environment(
     render_mode: str | None = None,
     max_episode_steps: int | None = None,
 ) -> dm_env.Environment:
-    """Gymnasium task `task` (as `make_gymnasium_environment` makes it) showing only the
-    components `keep` of its flat observation vector, in that order: by default
-    CartPole-v1's cart position and pole angle."""
+    """Gymnasium task `task` showing only the components `keep` of its flat observation, in that
+    order (by default CartPole-v1's cart position and pole angle)."""
     environment = make_gymnasium_environment(task, seed, render_mode, max_episode_steps).gymnasium_environment
     spec = space_to_spec(environment.observation_space, "observation")
     if not isinstance(spec, specs.BoundedArray) or len(spec.shape) != 1:

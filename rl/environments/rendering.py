@@ -1,7 +1,5 @@
-"""Headless rendering for video: the OpenGL backend MuJoCo (gymnasium's MuJoCo tasks,
-dm_control) reads from `MUJOCO_GL` when first imported or rendering, and one-line errors
-where none works. Without a display the backends are EGL and OSMesa, system libraries
-(`libegl1`, `libosmesa6`) that scripts/setup.sh installs where it can."""
+"""Headless rendering for video: the OpenGL backend MuJoCo reads from `MUJOCO_GL` (EGL or OSMesa,
+`libegl1`/`libosmesa6` from scripts/setup.sh, without a display), and one-line errors where none works."""
 
 from __future__ import annotations
 
@@ -25,9 +23,8 @@ def available_headless_backend() -> str | None:
 
 
 def choose_mujoco_gl(rendering: bool) -> str | None:
-    """Sets `MUJOCO_GL` unless the user has: a headless backend when there is no display,
-    else "disable" when none is installed and nothing renders (a later call that renders
-    then gets the missing-backend error). Returns the backend MuJoCo will use (None: its own choice)."""
+    """Sets `MUJOCO_GL` unless the user has: without a display a headless backend, or "disable" when
+    none is installed and nothing renders. Returns the backend MuJoCo will use (None: its choice)."""
     global _chosen
     current = os.environ.get("MUJOCO_GL")
     if current is not None and current != _chosen:
@@ -70,10 +67,11 @@ def render_frame(environment: Any) -> Any:
 def render_fps(environment: Any, default: int = 30) -> int:
     """Frames per second of an environment's video: gymnasium's `render_fps` metadata,
     dm_control's control timestep, or `default`."""
-    metadata = getattr(getattr(environment, "gymnasium_environment", None), "metadata", None)
-    if isinstance(metadata, dict) and metadata.get("render_fps"):
-        return int(round(metadata["render_fps"]))
-    control_timestep = getattr(environment, "control_timestep", None)
-    if callable(control_timestep):
-        return max(1, int(round(1.0 / control_timestep())))
+    from rl.environments.dm_control import FlatDmControlWrapper
+    from rl.environments.wrappers import GymnasiumToDmEnv
+
+    if isinstance(environment, GymnasiumToDmEnv) and environment.gymnasium_environment.metadata.get("render_fps"):
+        return int(round(environment.gymnasium_environment.metadata["render_fps"]))
+    if isinstance(environment, FlatDmControlWrapper):
+        return max(1, int(round(1.0 / environment.control_timestep())))
     return default

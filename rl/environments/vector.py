@@ -1,5 +1,5 @@
-"""Several copies of one environment stepped together, so an actor acts for all of them
-with one batched policy call; copy `i` behaves exactly as the environment made alone with its seed."""
+"""Copies of one environment stepped together (one batched policy call); copy `i` behaves exactly
+as the environment made alone with its seed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import tree
 
 
 def vector_seeds(seed: int, num_envs: int) -> list[int]:
-    """The uint32 seeds of `num_envs` copies: `seed`, `seed + 1`, ... (as gymnasium's vector environments)."""
+    """The uint32 seeds of `num_envs` copies: `seed`, `seed + 1`, ... (as gymnasium's)."""
     return [(int(seed) + i) % 2**32 for i in range(num_envs)]
 
 
@@ -29,16 +29,13 @@ def stack(items: Sequence[Any]) -> Any:
 
 
 class VectorEnvironment:
-    """`num_envs` dm_env environments behind one batched interface: `step_type`, `reward`
-    and `discount` of shape (len(env_ids),), observations with that leading axis. A copy
-    whose step was the last of its episode is `reset(env_ids=...)` before its next step
-    (so the loop sees the terminal step)."""
+    """`num_envs` dm_envs behind one batched interface (fields with a leading (len(env_ids),) axis); a copy
+    whose step was its episode's last is `reset(env_ids=...)` before its next step."""
 
     def __init__(self, environments: Sequence[dm_env.Environment]):
         if not environments:
             raise ValueError("a vector environment needs at least one environment")
-        self.environments = list(environments)
-        self.num_envs = len(self.environments)
+        self.environments, self.num_envs = list(environments), len(environments)
         self._all = np.arange(self.num_envs)
 
     @classmethod
@@ -50,7 +47,7 @@ class VectorEnvironment:
 
     @staticmethod
     def _batch(timesteps: Sequence[dm_env.TimeStep]) -> dm_env.TimeStep:
-        # Columns by zip: half the cost of a comprehension per field (on every actor step).
+        # Columns by zip: half a comprehension's cost per field.
         step_types, rewards, discounts, observations = zip(*timesteps)
         return dm_env.TimeStep(
             step_type=np.array(step_types, dtype=np.int8),
@@ -72,7 +69,7 @@ class VectorEnvironment:
 
     def game_scores(self, env_ids: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """The game's own score for each copy named whose last step ended a game (Atari); NaN for the others."""
-        scores = [getattr(self.environments[i], "game_score", None) for i in self._ids(env_ids).tolist()]
+        scores = [self.environments[i].game_score for i in self._ids(env_ids).tolist()]
         return np.array([np.nan if s is None else s for s in scores], np.float64)
 
     def observation_spec(self) -> Any:

@@ -26,10 +26,11 @@ class Float32Specs:
     def discount_spec(self) -> specs.BoundedArray:
         return specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
 
+    game_score: float | None = None  # The game's own score where a step ended a game (Atari).
+
 
 def space_to_spec(space: gymnasium.Space, name: str, float32: bool = False) -> Any:
-    """The dm_env spec of a gymnasium space (nested for Dict/Tuple); with `float32`,
-    floating Boxes become float32 (the dtype networks and replay use)."""
+    """The dm_env spec of a gymnasium space (nested for Dict/Tuple); `float32`: floating Boxes as float32."""
     if isinstance(space, gymnasium.spaces.Discrete):
         if space.start != 0:
             raise ValueError(f"{name}: Discrete spaces must start at 0, got start={space.start}")
@@ -49,19 +50,14 @@ def space_to_spec(space: gymnasium.Space, name: str, float32: bool = False) -> A
 
 
 class GymnasiumToDmEnv(Float32Specs, dm_env.Environment):
-    """A float32 dm_env view of a gymnasium environment (float64 observations and rewards
-    cast): termination ends the episode with discount 0, truncation (a time limit) with
-    discount 1, so learners bootstrap through time limits. Only the first reset is seeded;
-    later ones continue its generator."""
+    """A float32 dm_env view of a gymnasium environment: termination ends the episode with discount 0,
+    truncation (a time limit) with discount 1. Only the first reset is seeded."""
 
     def __init__(self, environment: gymnasium.Env, seed: int | None = None):
         self.gymnasium_environment = self._environment = environment
-        self._seed = seed
-        self._reset_next = True
-        # The game's own score when the last step ended a game (rl/environments/atari.py).
-        self.game_score: float | None = None
+        self._seed, self._reset_next = seed, True
         self._observation_spec = space_to_spec(environment.observation_space, "observation", float32=True)
-        # A single array (the common case) skips the structure walk on every step.
+        # A single array (the common case) skips the structure walk.
         self._single_dtype = None if tree.is_nested(self._observation_spec) else self._observation_spec.dtype
         self._action_spec = space_to_spec(environment.action_space, "action")
 
