@@ -12,6 +12,7 @@ import os
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+from dm_env import specs
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -26,10 +27,12 @@ from rl.experiments.validation import (
     check_network_observations,
     check_replay_settings,
     check_run_settings,
+    declared,
     network_kind_error,
 )
 from rl.specs import is_discrete, make_environment_spec
 
+BACKENDS = ("gymnasium", "envpool")
 GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
 # Arguments the experiment passes at run time, which the YAML must not set.
 RUNTIME_ARGUMENTS = {
@@ -41,50 +44,22 @@ RUNTIME_ARGUMENTS = {
 }
 
 
-def _pop_num_envs(environment: dict[str, Any]) -> int:
-    """`environment.num_envs` configures the actor's loop, not the environment factory."""
-    num_envs = environment.pop("num_envs", 1)
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ConfigError("environment.num_envs", f"must be an integer >= 1 (copies per actor), got {num_envs!r}")
-    return num_envs
-
-
-BACKENDS = ("gymnasium", "envpool")
-
-
-def _pop_backend(environment: dict[str, Any]) -> str:
-    """`environment.backend` chooses how an actor's copies are stepped, not the factory."""
-    backend = environment.pop("backend", "gymnasium")
-    if backend not in BACKENDS:
-        raise ConfigError("environment.backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
-    return backend
-
-
-def _bound(values: Any) -> str:
+def _bound(values: Any) -> str | None:
     """One bound of a spec: a single number when every dimension shares it."""
-    flat = [float(value) for value in np.asarray(values, dtype=np.float64).reshape(-1)]
-    if flat and all(value == flat[0] for value in flat):
-        return f"{flat[0]:g}"
-    return "per-dimension bounds"
+    flat = np.asarray(values, dtype=np.float64).reshape(-1)
+    return f"{flat[0]:g}" if flat.size and (flat == flat[0]).all() else None
 
 
 def describe_actions(action_spec: Any) -> str:
-    """An action spec in a few words: `3 discrete actions`, `continuous actions of shape
-    (6,) in [-1, 1]` (never a whole spec repr with its arrays)."""
+    """`3 discrete actions`, `continuous actions of shape (6,) in [-1, 1]` (never a spec's repr)."""
     if is_discrete(action_spec):
-        count = getattr(action_spec, "num_values", None)
-        return f"{count} discrete actions" if count is not None else "discrete actions"
-    shape = tuple(getattr(action_spec, "shape", ()))
-    minimum, maximum = getattr(action_spec, "minimum", None), getattr(action_spec, "maximum", None)
-    if minimum is None or maximum is None:
+        return f"{action_spec.num_values} discrete actions"
+    shape = tuple(action_spec.shape) if isinstance(action_spec, specs.Array) else ()
+    if not isinstance(action_spec, specs.BoundedArray):
         return f"continuous actions of shape {shape}"
-    low, high = _bound(minimum), _bound(maximum)
-    bounds = f"in [{low}, {high}]" if "per-dimension bounds" not in (low, high) else "with per-dimension bounds"
+    low, high = _bound(action_spec.minimum), _bound(action_spec.maximum)
+    bounds = f"in [{low}, {high}]" if low is not None and high is not None else "with per-dimension bounds"
     return f"continuous actions of shape {shape} {bounds}"
-
-
-def _action_kind(action_spec: Any) -> str:
-    return "discrete" if is_discrete(action_spec) else "continuous"
 
 
 def _user_error(key: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -104,37 +79,25 @@ def _instantiate(key: str, node: DictConfig, **kwargs: Any) -> Any:
     return _user_error(key, instantiate, node, _convert_="all", **kwargs)
 
 
-def _preset_agent(experiment: str) -> str | None:
-    """The agent a preset (conf/experiment/<name>.yaml) is for: its `override /agent` default."""
+def preset_message(experiment: Any, agent: Any, key: str) -> str | None:
+    """For an agent option that preset `experiment` (conf/experiment/<name>.yaml, whose
+    `override /agent` default names its agent) set for another agent than `agent`
+    (`experiment=dqn_cartpole agent=ppo`), the message that says so; None otherwise."""
     from rl.train import CONFIG_DIR
 
     path = os.path.join(CONFIG_DIR, "experiment", f"{experiment}.yaml")
-    if not os.path.isfile(path):
+    if not (experiment and agent and os.path.isfile(path)):
         return None
-    for entry in OmegaConf.to_container(OmegaConf.load(path)).get("defaults", []):
-        if isinstance(entry, dict) and "override /agent" in entry:
-            return str(entry["override /agent"])
-    return None
-
-
-def preset_message(experiment: Any, agent: Any, key: str) -> str | None:
-    """For an agent option that preset `experiment` set for another agent than `agent`
-    (`experiment=dqn_cartpole agent=ppo`), the message that says so; None otherwise."""
-    preset = _preset_agent(str(experiment)) if experiment and agent else None
-    if preset is None or preset == agent:
+    defaults = OmegaConf.to_container(OmegaConf.load(path)).get("defaults", [])
+    presets = [
+        str(entry["override /agent"]) for entry in defaults if isinstance(entry, dict) and "override /agent" in entry
+    ]
+    if not presets or presets[0] == agent:
         return None
     return (
-        f"experiment={experiment} is a preset for agent={preset}: its agent settings ({key}, ...) are "
-        f"{preset}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults"
+        f"experiment={experiment} is a preset for agent={presets[0]}: its agent settings ({key}, ...) are "
+        f"{presets[0]}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults"
     )
-
-
-def preset_error(error: ConfigError, group: str, choices: Mapping[str, Any]) -> None:
-    """Raises the `preset_message` error for an unknown agent option; returns otherwise."""
-    if group == "agent" and "unknown option" in str(error):
-        message = preset_message(choices.get("experiment"), choices.get("agent"), error.key)
-        if message is not None:
-            raise ConfigError("agent", message) from None
 
 
 def resolved_container(config: DictConfig) -> dict[str, Any]:
@@ -146,14 +109,8 @@ def resolved_container(config: DictConfig) -> dict[str, Any]:
         raise ConfigError(error.full_key, f"cannot be resolved ({error.msg.splitlines()[0]})") from None
 
 
-def run_name(environment: str, agent: str, seed: int) -> str:
-    stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
-    return f"{environment}__{agent}__{seed}__{stamp}"
-
-
 def environment_label(environment: Mapping[str, Any], choices: Mapping[str, Any]) -> str:
-    """How runs name their environment: `environment.name` (dm_control's is
-    `<domain>-<task>`), else the environment option."""
+    """`environment.name` (dm_control's is `<domain>-<task>`), else the environment option."""
     return str(environment.get("name") or choices.get("environment") or "environment")
 
 
@@ -221,11 +178,8 @@ def make_experiment(
     run_tags: Sequence[str] = (),
 ) -> tuple[ExperimentConfig, Callable[[ExperimentConfig], Any]]:
     """Validates `config` and builds the experiment and its launcher (nothing started).
-
-    `run_group` groups the runs of one sweep in the trackers (W&B's group) unless the
-    logger config sets its own; `run_tags` (the job's overrides) tag the run.
-    `tracking_settings` makes both from Hydra's config.
-    """
+    `run_group` (W&B's group, unless the logger config sets its own) and `run_tags` come
+    from `tracking_settings`."""
     choices = dict(choices or {})
     # The run's settings first: an agent option interpolating a bad max_actor_steps is named as max_actor_steps.
     top_level = [field.name for field in dataclasses.fields(RunSettings) if field.name in config]
@@ -234,11 +188,14 @@ def make_experiment(
     for group in GROUPS:
         if group not in container:
             raise ConfigError(group, "no option selected for this config group")
-    # The factory's own options: `num_envs` and `backend` configure the actors' loops (the
-    # run's config, W&B's included, keeps them).
+    # `num_envs` and `backend` configure the actors' loops, not the factory (the run's config keeps them).
     environment_options = dict(container["environment"])
-    num_envs = _pop_num_envs(environment_options)
-    backend = _pop_backend(environment_options)
+    num_envs = environment_options.pop("num_envs", 1)
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError("environment.num_envs", f"must be an integer >= 1 (copies per actor), got {num_envs!r}")
+    backend = environment_options.pop("backend", "gymnasium")
+    if backend not in BACKENDS:
+        raise ConfigError("environment.backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
     # The environment first: a wrong name or option is answered before the other groups'
     # code (networks, agents, launchers: JAX, TensorFlow, reverb) is even imported.
     check_factory("environment", environment_options, RUNTIME_ARGUMENTS["environment"])
@@ -254,8 +211,6 @@ def make_experiment(
             vector_environment_factory = envpool_factory(environment_options, environment_spec)
         except ValueError as error:
             raise ConfigError("environment.backend", str(error)) from None
-    # The launcher before the groups that read its settings (policy and agent interpolate
-    # launcher.num_actors): a bad value is named where it was given.
     # Training-only preprocessing (Atari: clipped rewards, an episode per life): evaluators
     # play the unprocessed game, so evaluation reports the game's own score.
     evaluation_environment_factory = None
@@ -263,19 +218,24 @@ def make_experiment(
         evaluation_environment_factory = _instantiate(
             "environment", {**environment_options, "reward_clip": False, "episodic_life": False}, _partial_=True
         )
+    # The launcher before the groups that interpolate its settings (launcher.num_actors).
     for group in ("launcher", *(g for g in GROUPS if g not in ("environment", "launcher"))):
         try:
             check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
-        except ConfigError as error:
-            preset_error(error, group, choices)
+        except ConfigError as error:  # An agent option of another agent's preset: say whose it is.
+            if group == "agent" and "unknown option" in str(error):
+                message = preset_message(choices.get("experiment"), choices.get("agent"), error.key)
+                if message is not None:
+                    raise ConfigError("agent", message) from None
             raise
-    environment_kind = _action_kind(environment_spec.actions)
+    environment_kind = "discrete" if is_discrete(environment_spec.actions) else "continuous"
     environment_name = environment_label(environment_options, choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
+    network_choice = str(choices.get("network", "network"))
 
     policy = _instantiate("policy", config.policy)
     builder = _user_error("agent", _instantiate("agent", config.agent, _partial_=True), exploration=policy)
-    for key, kind in (("agent", builder.action_kind), ("policy", getattr(policy, "action_kind", None))):
+    for key, kind in (("agent", builder.action_kind), ("policy", declared(policy, "action_kind"))):
         if kind is not None and kind != environment_kind:
             raise ConfigError(
                 key,
@@ -285,29 +245,25 @@ def make_experiment(
             )
     check_replay_settings(builder, settings.max_actor_steps)
     network_factory = _instantiate("network", config.network, _partial_=True)
-    network_kind = getattr(network_factory.func, "network_kind", None)
-    network_kinds = getattr(network_factory.func, "network_kinds", None)
+    network_kind = declared(network_factory.func, "network_kind")
+    network_kinds = declared(network_factory.func, "network_kinds")
     if network_kinds is not None:  # A torso under several heads (atari_cnn): build the agent's kind.
         network_kind = builder.network_kind if builder.network_kind in network_kinds else "/".join(network_kinds)
         if network_kind == builder.network_kind:
-            network_factory = functools.partial(
-                network_factory.func, *network_factory.args, **network_factory.keywords, network_kind=network_kind
-            )
+            network_factory = functools.partial(network_factory, network_kind=network_kind)
     if network_kind is not None and network_kind != builder.network_kind:
-        raise network_kind_error(str(choices.get("network", "network")), network_kind, builder.network_kind)
-    outputs = builder.network_outputs()
-    if outputs:  # The agent's output needs (rl/agents/builder.py `network_outputs`).
-        accepted = inspect.signature(network_factory.func).parameters
-        missing = sorted(set(outputs) - set(accepted))
+        raise network_kind_error(network_choice, network_kind, builder.network_kind)
+    outputs = builder.network_outputs()  # The agent's output needs (rl/agents/builder.py `network_outputs`).
+    if outputs:
+        missing = sorted(set(outputs) - set(inspect.signature(network_factory.func).parameters))
         if missing:
             raise ConfigError(
                 "network",
-                f"agent={agent_name} needs a network that takes {', '.join(missing)}; "
-                f"network={choices.get('network', 'network')} does not",
+                f"agent={agent_name} needs a network that takes {', '.join(missing)}; network={network_choice} does not",
             )
         network_factory = functools.partial(network_factory, **outputs)
     check_network_observations(
-        str(choices.get("network", "network")),
+        network_choice,
         network_factory.func,
         container["network"],
         environment_spec.observations,
@@ -327,11 +283,12 @@ def make_experiment(
 
         observers.append(GameScore)
 
+    stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
     logger_factory = _user_error(
         "logger",
         _instantiate("logger", config.logger, _partial_=True),
         directory=os.path.join(run_directory, "logs"),
-        run_name=run_name(environment_name, agent_name, settings.seed),
+        run_name=f"{environment_name}__{agent_name}__{settings.seed}__{stamp}",
         run_config=container,
         run_group=run_group,
         run_tags=list(run_tags),
@@ -363,5 +320,4 @@ def make_experiment(
         _environment_spec=environment_spec,
     )
     # What only this launcher derives or refuses (launcher=anakin: a non-JAX environment, ...).
-    experiment = launcher.fit_experiment(experiment)
-    return experiment, launcher
+    return launcher.fit_experiment(experiment), launcher

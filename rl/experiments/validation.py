@@ -13,6 +13,7 @@ import types
 import typing
 from typing import Any, Callable, Mapping
 
+from dm_env import specs
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import ValidationError
 
@@ -25,6 +26,11 @@ class ConfigError(ValueError):
     def __init__(self, key: str, message: str):
         super().__init__(f"{key}: {message}")
         self.key = key
+
+
+def declared(target: Any, name: str) -> Any:
+    """A factory's declared tag (`network_kind`, `observation_kind`, `config_class`...), or None."""
+    return getattr(target, name, None)
 
 
 def resolve_target(key: str, path: Any) -> Callable[..., Any]:
@@ -41,8 +47,8 @@ def resolve_target(key: str, path: Any) -> Callable[..., Any]:
 
 
 def nearest_option(name: str, options: list[str]) -> str | None:
-    """The option a mistyped or abbreviated key most likely meant: one whose words'
-    initials spell it (lr -> learning_rate), one it begins, or the closest spelling."""
+    """The option a mistyped key most likely meant: one whose words' initials spell it
+    (lr -> learning_rate), one it begins, or the closest spelling."""
     for option in options:
         if "".join(word[0] for word in option.split("_") if word) == name:
             return option
@@ -63,20 +69,17 @@ def omegaconf_type(hint: Any) -> Any:
         kinds = [arg for arg in args if arg is not type(None)]
         inner = omegaconf_type(kinds[0]) if len(kinds) == 1 else Any
         return typing.Optional[inner] if len(kinds) < len(args) else inner
-    if origin in (list, tuple, collections.abc.Sequence) and len(args) == 1:
-        return typing.List[omegaconf_type(args[0])]  # noqa: UP006 - OmegaConf's spelling.
     if origin in (list, tuple, collections.abc.Sequence):
-        return typing.List[Any]  # noqa: UP006
+        return typing.List[omegaconf_type(args[0]) if len(args) == 1 else Any]  # noqa: UP006 - OmegaConf's spelling.
     if origin in (dict, collections.abc.Mapping):
         return typing.Dict[str, Any]  # noqa: UP006
     return Any
 
 
 def options_schema(target: Callable[..., Any]) -> tuple[type, bool]:
-    """The dataclass an option's keys and values are checked against, and whether the
-    factory takes other keywords too: an agent's config class (`make_builder.config_class`),
-    else one made from the factory's signature."""
-    config_class = getattr(target, "config_class", None)
+    """The dataclass an option is checked against (an agent's `make_builder.config_class`,
+    else one made from the factory's signature), and whether it takes other keywords too."""
+    config_class = declared(target, "config_class")
     if config_class is not None:
         return config_class, False
     try:
@@ -89,7 +92,7 @@ def options_schema(target: Callable[..., Any]) -> tuple[type, bool]:
         for p in parameters
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     ]
-    schema = dataclasses.make_dataclass(f"{getattr(target, '__name__', 'factory')}_options", fields)
+    schema = dataclasses.make_dataclass("FactoryOptions", fields)
     return schema, any(p.kind == p.VAR_KEYWORD for p in parameters)
 
 
@@ -139,16 +142,11 @@ class RunSettings:
     max_actor_steps: int
     eval_every: int
     eval_episodes: int
-    # true / false (the defaults, on or off) or {enabled, every_seconds, keep, replay};
-    # checked into a CheckpointSettings.
-    checkpoint: Any
+    checkpoint: Any  # true / false or {enabled, every_seconds, keep, replay}: a CheckpointSettings.
     progress: bool
-    # The evaluation return that counts as solving the task; None: the task has none.
-    threshold: float | None
-    # Where compiled XLA programs are cached across runs; None: no cache.
-    compilation_cache: str | None
-    # The run directory to resume (None: the run directory is Hydra's).
-    resume: str | None = None
+    threshold: float | None  # The evaluation return that solves the task (None: none).
+    compilation_cache: str | None  # Where compiled XLA programs are cached (None: no cache).
+    resume: str | None = None  # The run directory to resume (None: Hydra's run directory).
 
 
 CHECKPOINT_KEYS = ("enabled", "every_seconds", "keep", "replay")
@@ -179,10 +177,9 @@ def check_checkpoint_settings(value: Any) -> Any:
 
 def check_replay_settings(builder: Any, max_actor_steps: int) -> None:
     """Refuses replay settings whose rate limiter could never let the learner sample."""
-    config = getattr(builder, "config", None)
-    minimum = getattr(config, "min_replay_size", None)
-    maximum = getattr(config, "max_replay_size", None)
-    ratio = getattr(config, "samples_per_insert", None)
+    config = vars(builder.config)
+    minimum, maximum = config.get("min_replay_size"), config.get("max_replay_size")
+    ratio = config.get("samples_per_insert")
     if minimum is None or maximum is None:
         return
     if minimum > maximum:
@@ -191,7 +188,7 @@ def check_replay_settings(builder: Any, max_actor_steps: int) -> None:
             f"is {minimum} but the table holds at most agent.max_replay_size={maximum} items, so the learner "
             "could never sample; make min_replay_size <= max_replay_size",
         )
-    batch = getattr(builder, "samples_per_learner_step", None)
+    batch = builder.samples_per_learner_step
     if ratio is not None and batch and max_actor_steps > minimum and (max_actor_steps - minimum) * ratio < batch:
         raise ConfigError(
             "agent.samples_per_insert",
@@ -211,8 +208,8 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
     settings = RunSettings(**values)
     settings.checkpoint = check_checkpoint_settings(settings.checkpoint)
     for name in ("max_actor_steps", "eval_every", "eval_episodes"):
-        if getattr(settings, name) <= 0:
-            raise ConfigError(name, f"must be a positive integer, got {getattr(settings, name)}")
+        if values[name] <= 0:
+            raise ConfigError(name, f"must be a positive integer, got {values[name]}")
     if not 0 <= settings.seed < 2**32:
         raise ConfigError("seed", f"must be in [0, 2**32), got {settings.seed}")
     if settings.threshold is not None:
@@ -222,49 +219,16 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
     return settings
 
 
-# Said beside the kinds' names when a network and an agent disagree on the network kind.
-NETWORK_KIND_HINTS = {
-    "recurrent_q": (
-        "recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
-        "a state from step to step) are for "
-        "recurrent agents only (agent=r2d2), and recurrent agents need them"
-    ),
-}
-
-
 def network_kind_error(network: str, network_kind: str, agent_network_kind: str) -> ConfigError:
-    """The error for network option `network` building `network_kind` networks where the
-    agent needs `agent_network_kind` ones, with a hint where a kind has one."""
+    """Network option `network` builds `network_kind` networks where the agent needs
+    `agent_network_kind` ones; recurrent Q-networks say which agents they are for."""
     message = f"'{network}' builds {network_kind} networks, but the agent needs {agent_network_kind} networks"
-    hints = [
-        NETWORK_KIND_HINTS[kind]
-        for kind in dict.fromkeys((network_kind, agent_network_kind))
-        if kind in NETWORK_KIND_HINTS
-    ]
-    return ConfigError("network", "; ".join([message, *hints]))
-
-
-def observation_kind(observation_spec: Any) -> str | None:
-    """`pixels` for uint8 [height, width, channels] frames, `vector` for any other single
-    array, None for nested observations (left to the network)."""
-    shape, dtype = getattr(observation_spec, "shape", None), getattr(observation_spec, "dtype", None)
-    if shape is None or dtype is None:
-        return None
-    return "pixels" if len(shape) == 3 and str(dtype) == "uint8" else "vector"
-
-
-def network_reads(target: Callable[..., Any], options: Mapping[str, Any]) -> str:
-    """What a network option reads: its factory's `observation_kind`, else (network=lstm)
-    its torso's, else `vector` (the MLPs, which flatten whatever they are given)."""
-    kind = getattr(target, "observation_kind", None)
-    if kind is None and isinstance(options.get("torso"), str):
-        from rl.networks.recurrent import resolve_torso
-
-        try:
-            kind = getattr(resolve_torso(options["torso"]), "observation_kind", None)
-        except ValueError:
-            kind = None  # The factory reports a bad torso itself.
-    return kind or "vector"
+    if "recurrent_q" in (network_kind, agent_network_kind):
+        message += (
+            "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
+            "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"
+        )
+    return ConfigError("network", message)
 
 
 # Pixel networks by the network kind an agent needs.
@@ -284,12 +248,23 @@ def check_network_observations(
     agent_network_kind: str,
 ) -> None:
     """Refuses a network that cannot read the environment's observations: a convolutional
-    torso on vectors, an MLP on pixel frames."""
-    observations = observation_kind(observation_spec)
-    reads = network_reads(target, options)
-    if observations is None or reads == observations:
+    torso (its factory's or, network=lstm, its torso's `observation_kind`) on vectors, an MLP
+    on uint8 [height, width, channels] frames. Nested observations are left to the network."""
+    if not isinstance(observation_spec, specs.Array):
         return
     shape = tuple(observation_spec.shape)
+    observations = "pixels" if len(shape) == 3 and str(observation_spec.dtype) == "uint8" else "vector"
+    reads = declared(target, "observation_kind")
+    if reads is None and isinstance(options.get("torso"), str):
+        from rl.networks.recurrent import resolve_torso
+
+        try:
+            reads = declared(resolve_torso(options["torso"]), "observation_kind")
+        except ValueError:
+            pass  # The factory reports a bad torso itself.
+    reads = reads or "vector"
+    if reads == observations:
+        return
     if reads == "pixels":
         message = (
             f"'{network}' is a convolutional network for uint8 [height, width, channels] frames, but {environment} "
