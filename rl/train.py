@@ -66,9 +66,8 @@ def report(message: str, error: bool = False, transcript: bool = True) -> None:
 
 def _prepare(config: DictConfig, output_dir: str) -> tuple:
     """The experiment, its launcher and the plan for its run directory; exits on bad input."""
-    from rl.experiments.make_experiment import make_experiment, tracking_settings
+    from rl.experiments.make_experiment import ConfigError, make_experiment, tracking_settings
     from rl.experiments.resume import prepare_run
-    from rl.experiments.validation import ConfigError
 
     try:
         hydra_config = HydraConfig.get()
@@ -108,8 +107,7 @@ def composition_error(error: Exception, argv: list[str]) -> str:
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-    from rl.experiments.make_experiment import preset_message
-    from rl.experiments.validation import nearest_option
+    from rl.experiments.make_experiment import nearest_option, preset_message
 
     def full_key(cause: BaseException | None) -> str:
         return str(cause.full_key or "") if isinstance(cause, OmegaConfBaseException) else ""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
@@ -15,13 +14,10 @@ from rl.checks import require_at_least
 from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment
-from rl.experiments.compilation import enable_compilation_cache
-from rl.experiments.config import ExperimentConfig
+from rl.experiments.config import ExperimentConfig, enable_compilation_cache
 from rl.loggers.aggregators import TimeFilter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.observers.base import Observer
-
-log = logging.getLogger(__name__)
 
 MakeActor = Callable[..., core.Actor]  # (random_key, policy, environment_spec, variable_source, adder): make_actor.
 # (random_key, variable_source, counter, make_actor, instance=) -> evaluation loop: `build_evaluator`.

@@ -110,7 +110,7 @@ def prepare_run(
     """Whether the run in `run_directory` is new, finished or to be resumed; writes nothing.
     `explicit` (`resume=DIR`): nothing to resume is an error. `learner_template(experiment)`:
     the state the launcher checkpoints (default: the builder's learner's)."""
-    from rl.experiments.validation import ConfigError
+    from rl.experiments.make_experiment import ConfigError
 
     warn = functools.partial(warnings.warn, category=RunWarning, stacklevel=2)
     run_directory = os.path.abspath(run_directory)

@@ -275,7 +275,7 @@ class LocalLauncher(Launcher):
             return experiment
         import pickle
 
-        from rl.experiments.validation import ConfigError
+        from rl.experiments.make_experiment import ConfigError
 
         if experiment.vector_environment_factory is not None:
             raise ConfigError(
