@@ -505,7 +505,9 @@ def make_experiment(
     if network_kinds is not None:  # A torso under several heads (atari_cnn): build the agent's kind.
         network_kind = builder.network_kind if builder.network_kind in network_kinds else "/".join(network_kinds)
         if network_kind == builder.network_kind:
-            network_factory = functools.partial(network_factory, network_kind=network_kind)
+            network_factory = functools.partial(
+                network_factory.func, *network_factory.args, **network_factory.keywords, network_kind=network_kind
+            )
     if network_kind is not None and network_kind != builder.network_kind:
         raise network_kind_error(network_choice, network_kind, builder.network_kind)
     outputs = builder.network_outputs()  # The agent's output needs (rl/agents/builder.py `network_outputs`).
