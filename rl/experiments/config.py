@@ -43,13 +43,9 @@ def enable_compilation_cache(directory: str | None) -> None:
 @dataclasses.dataclass
 class ExperimentConfig:
     """A composed experiment, independent of Hydra and of how its nodes are launched.
-
-    `environment_factory(seed=...)` makes one seeded environment and
-    `network_factory(environment_spec=...)` the agent's networks. `observers` are observer
-    factories (rl/observers), called for every actor and evaluator loop.
-    `evaluator_factories` make the evaluators (rl/experiments/builders.py,
-    `EvaluatorFactory`); None: the one default evaluator, `build_evaluator`.
-    """
+    `environment_factory(seed=...)` makes one environment, `network_factory(environment_spec=...)`
+    the networks; `observers` are observer factories, called for every actor and evaluator
+    loop; `evaluator_factories` (builders.py `EvaluatorFactory`; None: `build_evaluator`)."""
 
     builder: ActorLearnerBuilder
     environment_factory: Callable[[int], dm_env.Environment]

@@ -1,12 +1,9 @@
-"""Starting or resuming a run in its run directory (checkpoints: rl/experiments/lifecycle.py).
+"""Starting or resuming a run in its run directory (`hydra.run.dir=DIR` or `resume=DIR`).
 
-A directory that holds a run is resumed by the same command (`hydra.run.dir=DIR`, or
-`resume=DIR`). `prepare_run` checks everything before anything is written (a finished run
-is left alone; the configuration must be the run's own but for `MUTABLE_KEYS`; the newest
-undamaged checkpoint must fit this config's learner and, with `checkpoint.replay`, tables):
-a failure is one `ConfigError`/`CheckpointError` line. `apply_plan` renames damaged newer
-checkpoints `damaged_step_*`, moves later log rows to `logs/superseded/`, and continues the
-run's clock and its W&B run.
+`prepare_run` checks everything before anything is written (the configuration is the run's
+own but for `MUTABLE_KEYS`; the newest undamaged checkpoint fits this config's learner and
+tables): a failure is one `ConfigError`/`CheckpointError` line. `apply_plan` renames damaged
+newer checkpoints, moves later log rows to `logs/superseded/`, continues the clock and W&B run.
 """
 
 from __future__ import annotations

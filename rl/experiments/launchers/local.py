@@ -1,11 +1,10 @@
 """launcher=local: replay, learner, one actor and one evaluator in this process.
 
-By default the learner steps on its own thread (`LearnerThread`) and reverb's rate limiter
-enforces the replay ratio, as in a distributed run. With `deterministic=True` the run is a
+By default the learner steps on its own thread (`LearnerThread`), held to the replay ratio
+by reverb's rate limiter as in a distributed run. `deterministic=True` makes the run a
 function of its command: one thread in a fixed order (`ReplayRatio.can_sample` after each
-actor step), in-process replay with a seeded choice of items (rl/replay/seeded.py),
-checkpoints holding the whole process state (an exact resume), and learner rows logged by
-actor steps.
+actor step), seeded in-process replay (rl/replay/seeded.py), checkpoints of the whole
+process state (an exact resume), and learner rows logged by actor steps.
 """
 
 from __future__ import annotations
