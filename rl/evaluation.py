@@ -84,7 +84,7 @@ def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, 
     from omegaconf import OmegaConf
 
     from rl.experiments.make_experiment import make_experiment
-    from rl.experiments.validation import ConfigError
+    from rl.experiments.make_experiment import ConfigError
 
     config = OmegaConf.load(os.path.join(run_dir, ".hydra", "config.yaml"))
     hydra_path = os.path.join(run_dir, ".hydra", "hydra.yaml")

@@ -20,21 +20,15 @@ from omegaconf import DictConfig
 
 from rl.checkpointing import CheckpointError, RunWarning, holds_a_run
 
-# The rest (JAX, TensorFlow through reverb) is imported in `main`: a command line that
-# names no run directory to resume fails in a fraction of a second.
-
-# The terminal logger's records go to train.log through this logger (conf/hydra/job_logging/rl.yaml).
-TRANSCRIPT = logging.getLogger("rl.transcript")
-
-# conf/ sits beside the package in the project (an editable install, `pip install -e .`).
+# The rest (JAX, TensorFlow) is imported in `main`: a bad command line fails in a fraction of a second.
+TRANSCRIPT = logging.getLogger("rl.transcript")  # To train.log (conf/hydra/job_logging/rl.yaml).
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
 
 
 def resume_arguments(argv: list[str]) -> list[str]:
-    """The command line Hydra sees: `resume=DIR` runs in DIR (`hydra.run.dir=DIR`), and a
-    run directory that holds a run keeps the `.hydra/` config it was started with
-    (`hydra.output_subdir=null`), so a resume can be checked against it and a refused one
-    changes nothing. Exits with status 2 when `resume` names no directory."""
+    """The command line Hydra sees: `resume=DIR` runs in DIR, and a run directory that holds
+    a run keeps its `.hydra/` config (`hydra.output_subdir=null`): a resume is checked
+    against it and a refused one changes nothing. Exit status 2: `resume` names no directory."""
     if any(arg in ("-m", "--multirun") for arg in argv):
         return argv
     values = {
@@ -63,10 +57,8 @@ def resume_arguments(argv: list[str]) -> list[str]:
 
 
 def report(message: str, error: bool = False, transcript: bool = True) -> None:
-    """Prints a line for the user (stderr for errors) and copies it into the run's
-    train.log, like the records, so the file holds what the terminal showed. Lines about
-    a run that is not started (refused, or already finished) stay off the file: a run
-    directory that is only looked at changes nothing."""
+    """Prints a line for the user (stderr for errors) and, with `transcript`, copies it into
+    train.log; lines about a run that is not started stay off it (looking changes nothing)."""
     print(message, file=sys.stderr if error else sys.stdout)
     if transcript:
         TRANSCRIPT.info(message)
@@ -74,13 +66,11 @@ def report(message: str, error: bool = False, transcript: bool = True) -> None:
 
 def _prepare(config: DictConfig, output_dir: str) -> tuple:
     """The experiment, its launcher and the plan for its run directory; exits on bad input."""
-    from rl.experiments.make_experiment import make_experiment, tracking_settings
+    from rl.experiments.make_experiment import ConfigError, make_experiment, tracking_settings
     from rl.experiments.resume import prepare_run
-    from rl.experiments.validation import ConfigError
 
     try:
         hydra_config = HydraConfig.get()
-        # A multirun's W&B group names its subject and date; every run is tagged with its overrides.
         tracking = tracking_settings(hydra_config, config)
         experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
         with warnings.catch_warnings(record=True) as caught:
@@ -107,33 +97,33 @@ def _prepare(config: DictConfig, output_dir: str) -> tuple:
 
 
 # Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`;
-# unset again once a job runs, so a job's own errors are reported as Hydra reports them.
+# unset once a job runs, whose own errors Hydra reports.
 _FULL_ERROR_OURS = False
 
 
 def composition_error(error: Exception, argv: list[str]) -> str:
-    """One line for a command line Hydra cannot compose. An unknown key under a group
-    (`agent.lr=1e-3`) names the option it most likely meant (`agent.learning_rate`), or
-    says that the preset on the command line is another agent's."""
+    """One line for a command line Hydra cannot compose: an unknown key (`agent.lr=1e-3`)
+    names the option it most likely meant, or says that the preset is another agent's."""
     from omegaconf import OmegaConf
-    from omegaconf.errors import ConfigKeyError
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-    from rl.experiments.make_experiment import preset_message
-    from rl.experiments.validation import nearest_option
+    from rl.experiments.make_experiment import nearest_option, preset_message
+
+    def full_key(cause: BaseException | None) -> str:
+        return str(cause.full_key or "") if isinstance(cause, OmegaConfBaseException) else ""
 
     cause = error.__cause__ or error.__context__
-    while cause is not None and not getattr(cause, "full_key", None) and (cause.__cause__ or cause.__context__):
+    while cause is not None and not full_key(cause) and (cause.__cause__ or cause.__context__):
         cause = cause.__cause__ or cause.__context__  # A preset's error comes wrapped in Hydra's.
-    key = str(getattr(cause, "full_key", "") or "")
+    key = full_key(cause)
     if key and (isinstance(cause, (ConfigKeyError, AttributeError)) or "not in struct" in str(cause)):
         group, _, name = key.rpartition(".")
         choices = dict(arg.split("=", 1) for arg in argv if arg.startswith(("experiment=", "agent=")))
         message = preset_message(choices.get("experiment"), choices.get("agent"), key) if group == "agent" else None
         if message is not None:
             return f"agent: {message}"
-        schema = getattr(cause, "object_type", None)
-        if dataclasses.is_dataclass(schema):
-            options = [field.name for field in dataclasses.fields(schema)]
+        if dataclasses.is_dataclass(cause.object_type):
+            options = [field.name for field in dataclasses.fields(cause.object_type)]
         else:
             others = [
                 a for a in argv if "=" in a and not a.startswith((f"{key}=", "hydra.", "+", "~")) and "," not in a
@@ -147,7 +137,7 @@ def composition_error(error: Exception, argv: list[str]) -> str:
                 options = []
         nearest = nearest_option(name, [str(option) for option in options if not str(option).startswith("_")])
         return f"{key}: unknown option" + (f"; did you mean {group}.{nearest}?" if nearest else "")
-    if key and cause is not None and hasattr(cause, "msg"):  # OmegaConf's type check of an override.
+    if key:  # OmegaConf's type check of an override.
         return f"{key}: {cause.msg}"
     text = f"{error}\n{cause or ''}".split("Config search path:")[0]  # Hydra's search path: not the user's error.
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -159,8 +149,8 @@ _FLOAT_LITERAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
 
 
 def integral_overrides(argv: list[str]) -> list[str]:
-    """An integer written as a float on the command line is that integer: `max_actor_steps=1e5`
-    is 100000 (a float option reads it unchanged), in single values and comma sweeps."""
+    """An integer written as a float is that integer (`max_actor_steps=1e5` is 100000; a float
+    option reads it unchanged), in single values and comma sweeps."""
 
     def integral(value: str) -> str:
         if _FLOAT_LITERAL.fullmatch(value) and not value.lstrip("+-").isdigit() and float(value).is_integer():
@@ -177,7 +167,7 @@ def integral_overrides(argv: list[str]) -> list[str]:
 
 
 def train(config: DictConfig) -> float:
-    from rl.experiments.interrupts import RunInterrupted, signal_name
+    from rl.experiments.interrupts import Interrupted, RunInterrupted, signal_name
     from rl.experiments.launchers.base import LauncherError
     from rl.experiments.resume import apply_plan
     from rl.experiments.summary import close_loggers
@@ -213,13 +203,11 @@ def train(config: DictConfig) -> float:
         report(f"Run failed: {error}", error=True)
         sys.exit(1)
     except KeyboardInterrupt as error:  # Before the run could stop cleanly (or a second signal).
-        code = getattr(error, "exit_code", 130)
+        code = error.exit_code if isinstance(error, Interrupted) else 130
         close_loggers(experiment, exit_code=code)
         report(f"Interrupted by {signal_name(code - 128)} before a checkpoint could be written", error=True)
         sys.exit(code)
-    except BaseException:
-        # W&B marks a run that ends with a non-zero exit code as failed/crashed. Closing
-        # here also frees the run for the next job of a multirun in this process.
+    except BaseException:  # W&B marks the run failed; the next job of a multirun gets a free logger.
         close_loggers(experiment, exit_code=1)
         raise
     close_loggers(experiment, exit_code=0)  # A no-op when the launcher has closed them.
@@ -247,15 +235,10 @@ INFORMATION_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--inf
 
 
 def run_directory_error(argv: list[str]) -> str | None:
-    """Why the run (or sweep) directory this command would write cannot be written, as
-    one line; None when it can (or when the command starts no job).
-
-    The directory is `hydra.run.dir` (`hydra.sweep.dir` with `-m`) from the command line,
-    up to its first interpolation, or Hydra's default root (`outputs/`, `multirun/`).
-    A directory is made and removed in its nearest existing ancestor, so a path through
-    a file, a read-only file system or a missing permission is caught here rather than
-    in a traceback from inside Hydra, and nothing is left behind.
-    """
+    """Why the run (or sweep, `-m`) directory this command would write cannot be written, as
+    one line; None when it can or no job starts. The directory (up to its first
+    interpolation, else `outputs/`, `multirun/`) is probed by making and removing a directory
+    in its nearest existing ancestor: nothing is left behind."""
     if any(arg in INFORMATION_FLAGS or arg.startswith("--cfg=") for arg in argv):
         return None
     multirun = any(arg in ("-m", "--multirun") for arg in argv)
@@ -278,13 +261,11 @@ def run_directory_error(argv: list[str]) -> str | None:
 
 
 def cli() -> None:
-    """The command line: `resume=DIR` and run directories that hold a run are resolved
-    before Hydra sees the arguments, and a run directory that cannot be written is
-    refused in one line (exit status 1). Runs under jemalloc: the process re-executes
-    itself once with it preloaded (rl/allocator.py; RL_ALLOCATOR=system opts out)."""
+    """The command line: `resume_arguments`, then an unwritable run directory is refused in
+    one line (exit status 1). Re-executes itself once under jemalloc (rl/allocator.py)."""
     from rl.allocator import reexec_with_jemalloc
 
-    reexec_with_jemalloc()  # `python -m rl.train` and `rl-train`: sys.orig_argv keeps `-m rl.train` and the arguments.
+    reexec_with_jemalloc()  # sys.orig_argv keeps `-m rl.train` and the arguments.
     sys.argv[1:] = resume_arguments(integral_overrides(sys.argv[1:]))
     error = run_directory_error(sys.argv[1:])
     if error is not None:

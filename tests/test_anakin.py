@@ -18,9 +18,9 @@ from conftest import ROOT, read_summary, run_train
 from rl.anakin.driver import replica_keys
 from rl.anakin.system import Trajectory, evaluate, make_chunk, make_system, rollout, to_sequences
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector
-from rl.experiments.compilation import enable_compilation_cache
+from rl.experiments.config import enable_compilation_cache
 from rl.experiments.make_experiment import make_experiment
-from rl.experiments.validation import ConfigError
+from rl.experiments.make_experiment import ConfigError
 
 CONF = os.path.join(ROOT, "conf")
 
@@ -793,7 +793,7 @@ def test_dqn_gymnax_cartpole_learns_other_seeds(tmp_path, seed):
 STARTUP_CHECK = """
 import importlib.util, json, os, sys
 from rl.anakin.launcher import prefer_fast_cpu_runtime
-from rl.experiments.compilation import enable_compilation_cache
+from rl.experiments.config import enable_compilation_cache
 report = {"set": prefer_fast_cpu_runtime(), "again": prefer_fast_cpu_runtime(), "flags": os.environ.get("XLA_FLAGS")}
 if sys.argv[1] == "imports":
     enable_compilation_cache(sys.argv[2])

@@ -9,7 +9,7 @@ from conftest import ROOT
 SCRIPT = """
 import sys, time
 import jax, jax.numpy as jnp
-from rl.experiments.compilation import enable_compilation_cache
+from rl.experiments.config import enable_compilation_cache
 enable_compilation_cache(sys.argv[1])
 
 @jax.jit

@@ -9,7 +9,7 @@ import pytest
 
 from test_config import build
 from rl.environments.envpool_vector import EnvpoolVectorEnvironment
-from rl.experiments.validation import ConfigError
+from rl.experiments.make_experiment import ConfigError
 
 pytest.importorskip("envpool")
 

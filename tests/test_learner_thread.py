@@ -10,7 +10,7 @@ import reverb
 import tensorflow as tf
 
 from rl import core
-from rl.experiments.learner_thread import LearnerThread, StepLockReleasingIterator
+from rl.experiments.launchers.local import LearnerThread, StepLockReleasingIterator
 from rl.replay.dataset import make_replay_iterator
 from rl.replay.server import make_server
 from rl.replay.tables import ReplayRatio, make_error_buffer

@@ -12,7 +12,7 @@ from rl.environments.factories import is_jax_native
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher
 from rl.experiments.summary import RunSummary
-from rl.experiments.validation import ConfigError
+from rl.experiments.make_experiment import ConfigError
 
 log = logging.getLogger(__name__)
 

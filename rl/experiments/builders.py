@@ -1,11 +1,9 @@
-"""Builds the nodes of an experiment (learner, actors, evaluators) the same way for every
-launcher. Only actor 0 writes episode records; evaluators log one record per round."""
+"""Builds the nodes of an experiment (learner, actors, evaluators) the same way for every launcher."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
@@ -16,18 +14,12 @@ from rl.checks import require_at_least
 from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment
-from rl.experiments.compilation import enable_compilation_cache
-from rl.experiments.config import ExperimentConfig
+from rl.experiments.config import ExperimentConfig, enable_compilation_cache
 from rl.loggers.aggregators import TimeFilter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.observers.base import Observer
 
-log = logging.getLogger(__name__)
-
-# (random_key, policy, environment_spec, variable_source, adder) -> actor: builder.make_actor.
-MakeActor = Callable[..., core.Actor]
-
-
+MakeActor = Callable[..., core.Actor]  # (random_key, policy, environment_spec, variable_source, adder): make_actor.
 # (random_key, variable_source, counter, make_actor, instance=) -> evaluation loop: `build_evaluator`.
 EvaluatorFactory = Callable[..., EnvironmentLoop]
 
@@ -38,7 +30,6 @@ def environment_seed(key: jax.Array) -> int:
 
 
 def make_observers(experiment: ExperimentConfig, label: str, instance: int) -> list[Observer]:
-    """This loop's own observers, from the experiment's observer factories."""
     observers = (
         factory(label=label, instance=instance, run_directory=experiment.run_directory)
         for factory in experiment.observers
@@ -53,9 +44,8 @@ def make_environment(
     observers: Sequence[Observer],
     evaluation: bool = False,
 ) -> Any:
-    """`num_envs` copies seeded from `random_key`, rendering when an observer asks (always
-    gymnasium: envpool does not render). Evaluators play the evaluation environment where
-    the experiment has one (the game's own score), one copy per episode."""
+    """`num_envs` copies seeded from `random_key`, rendering (gymnasium's) when an observer
+    asks; evaluators play the evaluation environment where there is one (the game's score)."""
     factory = experiment.environment_factory
     seed = environment_seed(random_key)
     render = any(observer.render for observer in observers)
@@ -76,10 +66,8 @@ def build_learner(
     log_filter: Callable[[Logger], Logger] | None = None,
     wrap_dataset: Callable[[Iterator[Any]], Iterator[Any]] | None = None,
 ) -> core.Learner:
-    """The learner reading from replay (without a client it only serves restored
-    parameters). It logs once every `learner_log_interval_s` seconds, or through
-    `log_filter` (a deterministic run's rows must not depend on timing); `wrap_dataset`
-    wraps its replay iterator."""
+    """The learner reading from replay (without a client it only serves restored parameters),
+    logging every `learner_log_interval_s` or through `log_filter`; `wrap_dataset` wraps its iterator."""
     enable_compilation_cache(experiment.compilation_cache)
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     if replay_client is None:
@@ -95,9 +83,19 @@ def build_learner(
 
 
 def behaviour_policy(builder: Any, networks: Any, environment_spec: Any, actor_id: int) -> Any:
-    """Actor `actor_id`'s behaviour policy (`make_actor_policy`: R2D2 gives each actor its
-    own Ape-X epsilon)."""
     return builder.make_actor_policy(networks, environment_spec, actor_id)
+
+
+def _loop_parts(experiment: ExperimentConfig, random_key: jax.Array, label: str, instance: int) -> tuple:
+    """A loop's actor key, observers, environment (an evaluator's: one copy per episode) and networks."""
+    enable_compilation_cache(experiment.compilation_cache)
+    environment_key, actor_key = jax.random.split(random_key)
+    observers = make_observers(experiment, label, instance)
+    evaluation = label == "evaluator"
+    num_envs = experiment.eval_episodes if evaluation else experiment.num_envs
+    environment = make_environment(experiment, environment_key, num_envs, observers, evaluation=evaluation)
+    networks = experiment.network_factory(environment_spec=experiment.environment_spec)
+    return actor_key, observers, environment, networks
 
 
 def build_actor(
@@ -108,17 +106,12 @@ def build_actor(
     counter: Counter,
     actor_id: int,
 ) -> EnvironmentLoop:
-    """An environment loop acting with the behaviour policy and writing to replay."""
-    enable_compilation_cache(experiment.compilation_cache)
-    environment_key, actor_key = jax.random.split(random_key)
-    observers = make_observers(experiment, "actor", actor_id)
-    environment = make_environment(experiment, environment_key, experiment.num_envs, observers)
-    builder = experiment.builder
-    networks = experiment.network_factory(environment_spec=experiment.environment_spec)
-    policy = behaviour_policy(builder, networks, experiment.environment_spec, actor_id)
-    adder = builder.make_adder(replay, experiment.environment_spec)
-    actor = builder.make_actor(actor_key, policy, experiment.environment_spec, variable_source, adder)
-    # Only actor 0 writes episode records: N actors do not flood the logs.
+    """An environment loop acting with the behaviour policy and writing to replay; only
+    actor 0 writes episode records."""
+    actor_key, observers, environment, networks = _loop_parts(experiment, random_key, "actor", actor_id)
+    builder, spec = experiment.builder, experiment.environment_spec
+    policy = behaviour_policy(builder, networks, spec, actor_id)
+    actor = builder.make_actor(actor_key, policy, spec, variable_source, builder.make_adder(replay, spec))
     logger: Logger = experiment.logger_factory("actor", "actor_steps", actor_id) if actor_id == 0 else NoOpLogger()
     return EnvironmentLoop(environment, actor, Counter(counter, "actor", time_delta=0.0), logger, observers)
 
@@ -133,15 +126,10 @@ def build_evaluator(
 ) -> EnvironmentLoop:
     """An evaluation loop with the evaluation policy and no adder; a round plays its
     `eval_episodes` episodes side by side, one per environment copy."""
-    enable_compilation_cache(experiment.compilation_cache)
-    environment_key, actor_key = jax.random.split(random_key)
-    observers = make_observers(experiment, "evaluator", instance)
-    environment = make_environment(experiment, environment_key, experiment.eval_episodes, observers, evaluation=True)
-    builder = experiment.builder
-    make_actor = make_actor or builder.make_actor
-    networks = experiment.network_factory(environment_spec=experiment.environment_spec)
-    policy = builder.make_policy(networks, experiment.environment_spec, evaluation=True)
-    actor = make_actor(actor_key, policy, experiment.environment_spec, variable_source, None)
+    actor_key, observers, environment, networks = _loop_parts(experiment, random_key, "evaluator", instance)
+    builder, spec = experiment.builder, experiment.environment_spec
+    policy = builder.make_policy(networks, spec, evaluation=True)
+    actor = (make_actor or builder.make_actor)(actor_key, policy, spec, variable_source, None)
     logger = experiment.logger_factory("evaluator", "actor_steps", instance)
     counter = Counter(counter, "evaluator", time_delta=0.0)
     return EnvironmentLoop(environment, actor, counter, logger, observers, evaluation=True)
@@ -149,9 +137,8 @@ def build_evaluator(
 
 def evaluator_factories(experiment: ExperimentConfig) -> list[EvaluatorFactory]:
     """The experiment's evaluator factories; by default the one `build_evaluator`."""
-    if experiment.evaluator_factories is not None:
-        return list(experiment.evaluator_factories)
-    return [functools.partial(build_evaluator, experiment)]
+    factories = experiment.evaluator_factories
+    return list(factories) if factories is not None else [functools.partial(build_evaluator, experiment)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,15 +152,13 @@ class NodeKeys:
 
 @dataclasses.dataclass
 class Evaluations:
-    """One evaluator's rounds: (actor steps, mean return) and the epoch time each took
-    its parameters."""
+    """One evaluator's rounds: (actor steps, mean return) and the epoch time each took its parameters."""
 
     returns: list[tuple[int, float]] = dataclasses.field(default_factory=list)
     times: list[float] = dataclasses.field(default_factory=list)
 
     def evaluate(self, loop: EnvironmentLoop, num_episodes: int) -> float:
-        """Runs a round of `loop` (`EnvironmentLoop.run_evaluation`) and keeps it; returns
-        its mean return."""
+        """Runs and keeps a round of `loop`; returns its mean return."""
         record = loop.run_evaluation(num_episodes)
         self.returns.append((int(record.get("actor_steps", 0)), float(record["episode_return"])))
         self.times.append(loop.round_started_at)
@@ -236,9 +221,10 @@ class DistributedProgram:
         initial_step: int = 0,
     ) -> EnvironmentLoop:
         """Actor `actor_id`'s loop; a restarted one gets a fresh key (`actor_key`) and
-        resumes its schedules at `initial_step`, the steps it had counted before."""
-        key = self.actor_key(actor_id, restart)
-        loop = build_actor(self.experiment, key, replay_client, variable_source, counter, actor_id)
+        resumes its schedules at `initial_step`."""
+        loop = build_actor(
+            self.experiment, self.actor_key(actor_id, restart), replay_client, variable_source, counter, actor_id
+        )
         if initial_step:
             loop.actor.step_count = initial_step
         return loop
@@ -246,5 +232,10 @@ class DistributedProgram:
     def make_evaluator(self, instance: int, variable_source: core.VariableSource, counter: Any) -> EnvironmentLoop:
         """Evaluator `instance`: from factory `instance // num_evaluators`, with its own key."""
         factory = evaluator_factories(self.experiment)[instance // self.num_evaluators]
-        key = self.keys.evaluators[instance]
-        return factory(key, variable_source, counter, self.experiment.builder.make_actor, instance=instance)
+        return factory(
+            self.keys.evaluators[instance],
+            variable_source,
+            counter,
+            self.experiment.builder.make_actor,
+            instance=instance,
+        )

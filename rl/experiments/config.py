@@ -1,8 +1,10 @@
-"""ExperimentConfig: everything needed to build the nodes of one experiment."""
+"""ExperimentConfig: everything needed to build the nodes of one experiment; and the
+persistent cache of compiled XLA programs its runs share."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import dm_env
@@ -15,18 +17,35 @@ from rl.specs import EnvironmentSpec, make_environment_spec
 if TYPE_CHECKING:  # Only a type here: importing the builders imports reverb and TensorFlow.
     from rl.agents.builder import ActorLearnerBuilder
 
+# Programs that compile faster than this are cheaper to rebuild than to read back.
+MIN_COMPILE_TIME_S = 0.1
+
+
+def enable_compilation_cache(directory: str | None) -> None:
+    """Points JAX's persistent compilation cache at `directory` (None leaves it off), so
+    sweeps, seeds and tests compile a program once per machine."""
+    if not directory:
+        return
+    import jax
+
+    path = os.path.abspath(os.path.expanduser(directory))
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_S)
+    # JAX decides at a process's first compilation whether the cache is used and keeps that
+    # answer (code that compiled earlier would leave it off): forgetting it makes the next
+    # compilation ask again, with the directory now set.
+    from jax.experimental.compilation_cache import compilation_cache
+
+    compilation_cache.reset_cache()
+
 
 @dataclasses.dataclass
 class ExperimentConfig:
     """A composed experiment, independent of Hydra and of how its nodes are launched.
-
-    `environment_factory(seed=...)` makes one seeded environment and
-    `network_factory(environment_spec=...)` the agent's networks. `observers` are
-    observer factories (rl/observers): every actor and evaluator loop gets its own
-    observers from them. `evaluator_factories` make the evaluators
-    (rl/experiments/builders.py, `EvaluatorFactory`); None means the one default
-    evaluator, `build_evaluator`.
-    """
+    `environment_factory(seed=...)` makes one environment, `network_factory(environment_spec=...)`
+    the networks; `observers` are observer factories, called for every actor and evaluator
+    loop; `evaluator_factories` (builders.py `EvaluatorFactory`; None: `build_evaluator`)."""
 
     builder: ActorLearnerBuilder
     environment_factory: Callable[[int], dm_env.Environment]
@@ -45,22 +64,15 @@ class ExperimentConfig:
     learner_log_interval_s: float = 1.0
     observers: Sequence[Callable[..., Any]] = ()
     evaluator_factories: Sequence[Callable[..., Any]] | None = None
-    # Environment copies each actor steps with one batched policy call (environment.num_envs).
-    num_envs: int = 1
-    # `(seed=..., num_envs=...)` -> the copies an actor steps, when another backend than one
-    # `environment_factory` environment per copy steps them (environment.backend=envpool).
+    num_envs: int = 1  # Environment copies each actor steps with one batched policy call.
+    # `(seed=..., num_envs=...)` -> an actor's copies, when another backend steps them (envpool).
     vector_environment_factory: Callable[..., Any] | None = None
-    # `(seed=...)` -> the environment evaluators play, where it differs from training's:
-    # the game's own score, in whole games, when training clips rewards or ends an episode
-    # per life (Atari's reward_clip, episodic_life). None: `environment_factory`.
+    # `(seed=...)` -> what evaluators play where it differs from training's (Atari's
+    # reward_clip, episodic_life: the game's own score, in whole games).
     evaluation_environment_factory: Callable[..., dm_env.Environment] | None = None
-    # Directory of the persistent XLA compilation cache (None: no cache).
-    compilation_cache: str | None = None
-    # The evaluation return that counts as solving the task (None: none); the summary
-    # records when it was first reached.
-    threshold: float | None = None
-    # A resumed run: the checkpoint it continues from (rl.experiments.resume.RestorePoint)
-    # and its session (0 for a new run, one more per resume).
+    compilation_cache: str | None = None  # Directory of the persistent XLA cache (None: none).
+    threshold: float | None = None  # The evaluation return that solves the task (None: none).
+    # A resumed run: its rl.experiments.resume.RestorePoint and session (0 for a new run).
     restore: Any = None
     session: int = 0
     _environment_spec: EnvironmentSpec | None = dataclasses.field(default=None, repr=False)

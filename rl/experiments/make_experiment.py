@@ -1,35 +1,298 @@
-"""Turns a composed Hydra configuration into an ExperimentConfig and a launcher, checking
-the run settings and the environment before any agent, network or launcher code is imported.
-"""
+"""Turns a composed Hydra configuration into an ExperimentConfig and a launcher. Everything
+is checked before it starts, as a one-line `ConfigError`: the run settings, each `_target_`
+factory's keys and types (against its config dataclass or signature), then the environment
+before any agent, network or launcher code is imported."""
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import datetime
+import difflib
 import functools
+import importlib
 import inspect
+import math
 import os
+import types
+import typing
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+from dm_env import specs
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, ValidationError
 
-from rl.experiments.compilation import enable_compilation_cache
-from rl.experiments.config import ExperimentConfig
-from rl.experiments.validation import (
-    ConfigError,
-    RunSettings,
-    check_factory,
-    check_network_observations,
-    check_replay_settings,
-    check_run_settings,
-    network_kind_error,
-)
+from rl.experiments.config import ExperimentConfig, enable_compilation_cache
 from rl.specs import is_discrete, make_environment_spec
 
+HYDRA_KEYS = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
+
+
+class ConfigError(ValueError):
+    """A user error in the configuration; `key` is the dotted path of the culprit."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+def declared(target: Any, name: str) -> Any:
+    """A factory's declared tag (`network_kind`, `observation_kind`, `config_class`...), or None."""
+    return getattr(target, name, None)
+
+
+def resolve_target(key: str, path: Any) -> Callable[..., Any]:
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{key}._target_", "must name a Python callable, e.g. rl.agents.dqn.make_builder")
+    module_name, _, attribute = path.rpartition(".")
+    try:
+        target = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ConfigError(f"{key}._target_", f"cannot import '{path}' ({error})") from None
+    if not callable(target):
+        raise ConfigError(f"{key}._target_", f"'{path}' is not callable")
+    return target
+
+
+def nearest_option(name: str, options: list[str]) -> str | None:
+    """The option a mistyped key most likely meant: one whose words' initials spell it
+    (lr -> learning_rate), one it begins, or the closest spelling."""
+    for option in options:
+        if "".join(word[0] for word in option.split("_") if word) == name:
+            return option
+    for option in options:
+        if option.startswith(name):
+            return option
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def omegaconf_type(hint: Any) -> Any:
+    """A factory parameter's type hint as a type OmegaConf checks (Any where it has none)."""
+    if hint in (int, float, bool, str):
+        return hint
+    origin = typing.get_origin(hint)
+    args = [arg for arg in typing.get_args(hint) if arg is not Ellipsis]
+    if origin in (typing.Union, types.UnionType):
+        kinds = [arg for arg in args if arg is not type(None)]
+        inner = omegaconf_type(kinds[0]) if len(kinds) == 1 else Any
+        return typing.Optional[inner] if len(kinds) < len(args) else inner
+    if origin in (list, tuple, collections.abc.Sequence):
+        return typing.List[omegaconf_type(args[0]) if len(args) == 1 else Any]  # noqa: UP006 - OmegaConf's spelling.
+    if origin in (dict, collections.abc.Mapping):
+        return typing.Dict[str, Any]  # noqa: UP006
+    return Any
+
+
+def options_schema(target: Callable[..., Any]) -> tuple[type, bool]:
+    """The dataclass an option is checked against (an agent's `make_builder.config_class`,
+    else one made from the factory's signature), and whether it takes other keywords too."""
+    config_class = declared(target, "config_class")
+    if config_class is not None:
+        return config_class, False
+    try:
+        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
+    except Exception:  # Unresolvable annotations: check names only.
+        hints = {}
+    parameters = inspect.signature(target).parameters.values()
+    fields = [
+        (p.name, omegaconf_type(hints.get(p.name, Any)), dataclasses.field(default=MISSING))
+        for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    schema = dataclasses.make_dataclass("FactoryOptions", fields)
+    return schema, any(p.kind == p.VAR_KEYWORD for p in parameters)
+
+
+def check_values(key: str, schema: type, values: Mapping[str, Any]) -> None:
+    """OmegaConf's type check of `values` against `schema`, as a ConfigError on the key."""
+    try:
+        OmegaConf.merge(OmegaConf.structured(schema), dict(values))
+    except ValidationError as error:
+        message = str(error.msg).splitlines()[0]
+        if "could not be converted" not in message:  # OmegaConf's other messages name its node classes.
+            hint = {field.name: field.type for field in dataclasses.fields(schema)}.get(str(error.full_key), Any)
+            expected = str(hint).replace("typing.", "") if not isinstance(hint, type) else hint.__name__
+            message = f"expected {expected}, got {values.get(str(error.full_key))!r}"
+        raise ConfigError(f"{key}.{error.full_key}" if key else str(error.full_key), message) from None
+
+
+def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """Checks one `_target_` node's keys and value types; returns the resolved target."""
+    if not isinstance(node, Mapping) or "_target_" not in node:
+        raise ConfigError(key, "must be a config group option with a _target_ (see conf/)")
+    target = resolve_target(key, node["_target_"])
+    schema, accepts_any = options_schema(target)
+    names = [field.name for field in dataclasses.fields(schema) if field.name not in runtime_arguments]
+    values = {}
+    for name, value in node.items():
+        if name in HYDRA_KEYS:
+            continue
+        if name in runtime_arguments:
+            raise ConfigError(f"{key}.{name}", "is set by the experiment and cannot be configured")
+        if name in names:
+            values[name] = value
+        elif not accepts_any:
+            nearest = nearest_option(name, names)
+            hint = f"did you mean {key}.{nearest}? " if nearest else ""
+            raise ConfigError(
+                f"{key}.{name}", f"unknown option for {node['_target_']}; {hint}allowed: {', '.join(names)}"
+            )
+    check_values(key, schema, values)
+    return target
+
+
+@dataclasses.dataclass
+class RunSettings:
+    """The top-level keys of conf/config.yaml."""
+
+    seed: int
+    max_actor_steps: int
+    eval_every: int
+    eval_episodes: int
+    checkpoint: Any  # true / false or {enabled, every_seconds, keep, replay}: a CheckpointSettings.
+    progress: bool
+    threshold: float | None  # The evaluation return that solves the task (None: none).
+    compilation_cache: str | None  # Where compiled XLA programs are cached (None: no cache).
+    resume: str | None = None  # The run directory to resume (None: Hydra's run directory).
+
+
+CHECKPOINT_KEYS = ("enabled", "every_seconds", "keep", "replay")
+
+
+def check_checkpoint_settings(value: Any) -> Any:
+    """`checkpoint`: true/false or a mapping of CheckpointSettings fields."""
+    from rl.checkpointing import CheckpointSettings
+
+    if isinstance(value, bool):
+        return CheckpointSettings(enabled=value)
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            "checkpoint", f"expected true, false or a mapping of {', '.join(CHECKPOINT_KEYS)}, got {value!r}"
+        )
+    for key in value:
+        if key not in CHECKPOINT_KEYS:
+            raise ConfigError(f"checkpoint.{key}", f"unknown option; allowed: {', '.join(CHECKPOINT_KEYS)}")
+    check_values("checkpoint", CheckpointSettings, value)
+    if "every_seconds" in value and not (math.isfinite(value["every_seconds"]) and value["every_seconds"] > 0):
+        raise ConfigError(
+            "checkpoint.every_seconds", f"must be a positive number of seconds, got {value['every_seconds']}"
+        )
+    if "keep" in value and value["keep"] < 1:
+        raise ConfigError("checkpoint.keep", f"must be >= 1 (checkpoints kept), got {value['keep']}")
+    return CheckpointSettings(**{key: value[key] for key in CHECKPOINT_KEYS if key in value})
+
+
+def check_replay_settings(builder: Any, max_actor_steps: int) -> None:
+    """Refuses replay settings whose rate limiter could never let the learner sample."""
+    config = vars(builder.config)
+    minimum, maximum = config.get("min_replay_size"), config.get("max_replay_size")
+    ratio = config.get("samples_per_insert")
+    if minimum is None or maximum is None:
+        return
+    if minimum > maximum:
+        raise ConfigError(
+            "agent.min_replay_size",
+            f"is {minimum} but the table holds at most agent.max_replay_size={maximum} items, so the learner "
+            "could never sample; make min_replay_size <= max_replay_size",
+        )
+    batch = builder.samples_per_learner_step
+    if ratio is not None and batch and max_actor_steps > minimum and (max_actor_steps - minimum) * ratio < batch:
+        raise ConfigError(
+            "agent.samples_per_insert",
+            f"{ratio} samples per insert never add up to one learner batch of {batch} items within the run "
+            f"({max_actor_steps - minimum} inserts after agent.min_replay_size={minimum}): the learner could never "
+            "sample; raise samples_per_insert or lower the batch size",
+        )
+
+
+def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
+    fields = dataclasses.fields(RunSettings)
+    for field in fields:
+        if field.name not in config and field.default is dataclasses.MISSING:
+            raise ConfigError(field.name, "is missing from the configuration")
+    values = {field.name: config[field.name] for field in fields if field.name in config}
+    check_values("", RunSettings, values)
+    settings = RunSettings(**values)
+    settings.checkpoint = check_checkpoint_settings(settings.checkpoint)
+    for name in ("max_actor_steps", "eval_every", "eval_episodes"):
+        if values[name] <= 0:
+            raise ConfigError(name, f"must be a positive integer, got {values[name]}")
+    if not 0 <= settings.seed < 2**32:
+        raise ConfigError("seed", f"must be in [0, 2**32), got {settings.seed}")
+    if settings.threshold is not None:
+        if not math.isfinite(settings.threshold):
+            raise ConfigError("threshold", f"must be a finite number or null, got {settings.threshold}")
+        settings.threshold = float(settings.threshold)
+    return settings
+
+
+def network_kind_error(network: str, network_kind: str, agent_network_kind: str) -> ConfigError:
+    """Network option `network` builds `network_kind` networks where the agent needs
+    `agent_network_kind` ones; recurrent Q-networks say which agents they are for."""
+    message = f"'{network}' builds {network_kind} networks, but the agent needs {agent_network_kind} networks"
+    if "recurrent_q" in (network_kind, agent_network_kind):
+        message += (
+            "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
+            "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"
+        )
+    return ConfigError("network", message)
+
+
+# Pixel networks by the network kind an agent needs.
+PIXEL_NETWORKS = {
+    "q_values": "network=atari_cnn or network=impala_resnet",
+    "policy_value": "network=atari_cnn or network=impala_resnet",
+    "recurrent_q": "network=lstm_atari_cnn (network=lstm with network.torso=rl.networks.conv.nature_torso)",
+}
+
+
+def check_network_observations(
+    network: str,
+    target: Callable[..., Any],
+    options: Mapping[str, Any],
+    observation_spec: Any,
+    environment: str,
+    agent_network_kind: str,
+) -> None:
+    """Refuses a network that cannot read the environment's observations: a convolutional
+    torso (its factory's or, network=lstm, its torso's `observation_kind`) on vectors, an MLP
+    on uint8 [height, width, channels] frames. Nested observations are left to the network."""
+    if not isinstance(observation_spec, specs.Array):
+        return
+    shape = tuple(observation_spec.shape)
+    observations = "pixels" if len(shape) == 3 and str(observation_spec.dtype) == "uint8" else "vector"
+    reads = declared(target, "observation_kind")
+    if reads is None and isinstance(options.get("torso"), str):
+        from rl.networks.recurrent import resolve_torso
+
+        try:
+            reads = declared(resolve_torso(options["torso"]), "observation_kind")
+        except ValueError:
+            pass  # The factory reports a bad torso itself.
+    reads = reads or "vector"
+    if reads == observations:
+        return
+    if reads == "pixels":
+        message = (
+            f"'{network}' is a convolutional network for uint8 [height, width, channels] frames, but {environment} "
+            f"has vector observations of shape {shape}; use an MLP network (mlp, policy_value_mlp, lstm, ...) or a "
+            "pixel environment (environment=atari)"
+        )
+    else:
+        pixel_network = PIXEL_NETWORKS.get(agent_network_kind)
+        hint = f"use {pixel_network}" if pixel_network else "this agent has no pixel network; pick a vector environment"
+        message = (
+            f"'{network}' reads vector observations, but {environment} has pixel frames of shape {shape} "
+            f"(uint8 [height, width, channels]); {hint}"
+        )
+    raise ConfigError("network", message)
+
+
+BACKENDS = ("gymnasium", "envpool")
 GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
 # Arguments the experiment passes at run time, which the YAML must not set.
 RUNTIME_ARGUMENTS = {
@@ -41,50 +304,22 @@ RUNTIME_ARGUMENTS = {
 }
 
 
-def _pop_num_envs(environment: dict[str, Any]) -> int:
-    """`environment.num_envs` configures the actor's loop, not the environment factory."""
-    num_envs = environment.pop("num_envs", 1)
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ConfigError("environment.num_envs", f"must be an integer >= 1 (copies per actor), got {num_envs!r}")
-    return num_envs
-
-
-BACKENDS = ("gymnasium", "envpool")
-
-
-def _pop_backend(environment: dict[str, Any]) -> str:
-    """`environment.backend` chooses how an actor's copies are stepped, not the factory."""
-    backend = environment.pop("backend", "gymnasium")
-    if backend not in BACKENDS:
-        raise ConfigError("environment.backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
-    return backend
-
-
-def _bound(values: Any) -> str:
+def _bound(values: Any) -> str | None:
     """One bound of a spec: a single number when every dimension shares it."""
-    flat = [float(value) for value in np.asarray(values, dtype=np.float64).reshape(-1)]
-    if flat and all(value == flat[0] for value in flat):
-        return f"{flat[0]:g}"
-    return "per-dimension bounds"
+    flat = np.asarray(values, dtype=np.float64).reshape(-1)
+    return f"{flat[0]:g}" if flat.size and (flat == flat[0]).all() else None
 
 
 def describe_actions(action_spec: Any) -> str:
-    """An action spec in a few words: `3 discrete actions`, `continuous actions of shape
-    (6,) in [-1, 1]` (never a whole spec repr with its arrays)."""
+    """`3 discrete actions`, `continuous actions of shape (6,) in [-1, 1]` (never a spec's repr)."""
     if is_discrete(action_spec):
-        count = getattr(action_spec, "num_values", None)
-        return f"{count} discrete actions" if count is not None else "discrete actions"
-    shape = tuple(getattr(action_spec, "shape", ()))
-    minimum, maximum = getattr(action_spec, "minimum", None), getattr(action_spec, "maximum", None)
-    if minimum is None or maximum is None:
+        return f"{action_spec.num_values} discrete actions"
+    shape = tuple(action_spec.shape) if isinstance(action_spec, specs.Array) else ()
+    if not isinstance(action_spec, specs.BoundedArray):
         return f"continuous actions of shape {shape}"
-    low, high = _bound(minimum), _bound(maximum)
-    bounds = f"in [{low}, {high}]" if "per-dimension bounds" not in (low, high) else "with per-dimension bounds"
+    low, high = _bound(action_spec.minimum), _bound(action_spec.maximum)
+    bounds = f"in [{low}, {high}]" if low is not None and high is not None else "with per-dimension bounds"
     return f"continuous actions of shape {shape} {bounds}"
-
-
-def _action_kind(action_spec: Any) -> str:
-    return "discrete" if is_discrete(action_spec) else "continuous"
 
 
 def _user_error(key: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -104,37 +339,25 @@ def _instantiate(key: str, node: DictConfig, **kwargs: Any) -> Any:
     return _user_error(key, instantiate, node, _convert_="all", **kwargs)
 
 
-def _preset_agent(experiment: str) -> str | None:
-    """The agent a preset (conf/experiment/<name>.yaml) is for: its `override /agent` default."""
+def preset_message(experiment: Any, agent: Any, key: str) -> str | None:
+    """For an agent option that preset `experiment` (conf/experiment/<name>.yaml, whose
+    `override /agent` default names its agent) set for another agent than `agent`
+    (`experiment=dqn_cartpole agent=ppo`), the message that says so; None otherwise."""
     from rl.train import CONFIG_DIR
 
     path = os.path.join(CONFIG_DIR, "experiment", f"{experiment}.yaml")
-    if not os.path.isfile(path):
+    if not (experiment and agent and os.path.isfile(path)):
         return None
-    for entry in OmegaConf.to_container(OmegaConf.load(path)).get("defaults", []):
-        if isinstance(entry, dict) and "override /agent" in entry:
-            return str(entry["override /agent"])
-    return None
-
-
-def preset_message(experiment: Any, agent: Any, key: str) -> str | None:
-    """For an agent option that preset `experiment` set for another agent than `agent`
-    (`experiment=dqn_cartpole agent=ppo`), the message that says so; None otherwise."""
-    preset = _preset_agent(str(experiment)) if experiment and agent else None
-    if preset is None or preset == agent:
+    defaults = OmegaConf.to_container(OmegaConf.load(path)).get("defaults", [])
+    presets = [
+        str(entry["override /agent"]) for entry in defaults if isinstance(entry, dict) and "override /agent" in entry
+    ]
+    if not presets or presets[0] == agent:
         return None
     return (
-        f"experiment={experiment} is a preset for agent={preset}: its agent settings ({key}, ...) are "
-        f"{preset}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults"
+        f"experiment={experiment} is a preset for agent={presets[0]}: its agent settings ({key}, ...) are "
+        f"{presets[0]}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults"
     )
-
-
-def preset_error(error: ConfigError, group: str, choices: Mapping[str, Any]) -> None:
-    """Raises the `preset_message` error for an unknown agent option; returns otherwise."""
-    if group == "agent" and "unknown option" in str(error):
-        message = preset_message(choices.get("experiment"), choices.get("agent"), error.key)
-        if message is not None:
-            raise ConfigError("agent", message) from None
 
 
 def resolved_container(config: DictConfig) -> dict[str, Any]:
@@ -146,21 +369,14 @@ def resolved_container(config: DictConfig) -> dict[str, Any]:
         raise ConfigError(error.full_key, f"cannot be resolved ({error.msg.splitlines()[0]})") from None
 
 
-def run_name(environment: str, agent: str, seed: int) -> str:
-    stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
-    return f"{environment}__{agent}__{seed}__{stamp}"
-
-
 def environment_label(environment: Mapping[str, Any], choices: Mapping[str, Any]) -> str:
-    """How runs name their environment: `environment.name` (dm_control's is
-    `<domain>-<task>`), else the environment option."""
+    """`environment.name` (dm_control's is `<domain>-<task>`), else the environment option."""
     return str(environment.get("name") or choices.get("environment") or "environment")
 
 
 def _swept_keys(hydra_config: Any) -> set[str]:
-    """The keys a multirun varies: the sweeper's `params` and the sweep overrides of the
-    command line (`seed=0,1`, `agent=sac,td3`, `x=range(3)`) as the sweep directory's
-    multirun.yaml recorded them."""
+    """The keys a multirun varies: the sweeper's `params` and the command line's sweep
+    overrides (`seed=0,1`, `x=range(3)`) as the sweep directory's multirun.yaml recorded them."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     keys = {str(key) for key in ((hydra_config.sweeper or {}).get("params") or {})}
@@ -181,14 +397,10 @@ def _swept_keys(hydra_config: Any) -> set[str]:
 
 
 def tracking_settings(hydra_config: Any, config: DictConfig) -> dict[str, Any]:
-    """`run_group` and `run_tags` for `make_experiment`, from Hydra's config of this job
-    (`HydraConfig.get()`, passed in: nothing here reads Hydra's global state).
-
-    A multirun job's group is `<experiment or agent>-<environment>-<date>-<time>`
-    (rl.loggers.wandb.default_group), leaving out whatever the sweep varies, so every job
-    of the sweep shares it and two sweeps never do; a single run has none. The tags are
-    the job's overrides (`seed=1`, `agent.learning_rate=0.001`).
-    """
+    """`run_group` and `run_tags` for `make_experiment` from this job's Hydra config (passed
+    in). A multirun job's group is `<experiment or agent>-<environment>-<date>-<time>`
+    (rl.loggers.wandb.default_group) without what the sweep varies: every job of a sweep
+    shares it, two sweeps never do; a single run has none. The tags are the job's overrides."""
     from hydra.types import RunMode
 
     from rl.loggers.wandb import default_group, override_tags
@@ -221,11 +433,8 @@ def make_experiment(
     run_tags: Sequence[str] = (),
 ) -> tuple[ExperimentConfig, Callable[[ExperimentConfig], Any]]:
     """Validates `config` and builds the experiment and its launcher (nothing started).
-
-    `run_group` groups the runs of one sweep in the trackers (W&B's group) unless the
-    logger config sets its own; `run_tags` (the job's overrides) tag the run.
-    `tracking_settings` makes both from Hydra's config.
-    """
+    `run_group` (W&B's group, unless the logger config sets its own) and `run_tags` come
+    from `tracking_settings`."""
     choices = dict(choices or {})
     # The run's settings first: an agent option interpolating a bad max_actor_steps is named as max_actor_steps.
     top_level = [field.name for field in dataclasses.fields(RunSettings) if field.name in config]
@@ -234,11 +443,14 @@ def make_experiment(
     for group in GROUPS:
         if group not in container:
             raise ConfigError(group, "no option selected for this config group")
-    # The factory's own options: `num_envs` and `backend` configure the actors' loops (the
-    # run's config, W&B's included, keeps them).
+    # `num_envs` and `backend` configure the actors' loops, not the factory (the run's config keeps them).
     environment_options = dict(container["environment"])
-    num_envs = _pop_num_envs(environment_options)
-    backend = _pop_backend(environment_options)
+    num_envs = environment_options.pop("num_envs", 1)
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError("environment.num_envs", f"must be an integer >= 1 (copies per actor), got {num_envs!r}")
+    backend = environment_options.pop("backend", "gymnasium")
+    if backend not in BACKENDS:
+        raise ConfigError("environment.backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
     # The environment first: a wrong name or option is answered before the other groups'
     # code (networks, agents, launchers: JAX, TensorFlow, reverb) is even imported.
     check_factory("environment", environment_options, RUNTIME_ARGUMENTS["environment"])
@@ -254,8 +466,6 @@ def make_experiment(
             vector_environment_factory = envpool_factory(environment_options, environment_spec)
         except ValueError as error:
             raise ConfigError("environment.backend", str(error)) from None
-    # The launcher before the groups that read its settings (policy and agent interpolate
-    # launcher.num_actors): a bad value is named where it was given.
     # Training-only preprocessing (Atari: clipped rewards, an episode per life): evaluators
     # play the unprocessed game, so evaluation reports the game's own score.
     evaluation_environment_factory = None
@@ -263,19 +473,24 @@ def make_experiment(
         evaluation_environment_factory = _instantiate(
             "environment", {**environment_options, "reward_clip": False, "episodic_life": False}, _partial_=True
         )
+    # The launcher before the groups that interpolate its settings (launcher.num_actors).
     for group in ("launcher", *(g for g in GROUPS if g not in ("environment", "launcher"))):
         try:
             check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
-        except ConfigError as error:
-            preset_error(error, group, choices)
+        except ConfigError as error:  # An agent option of another agent's preset: say whose it is.
+            if group == "agent" and "unknown option" in str(error):
+                message = preset_message(choices.get("experiment"), choices.get("agent"), error.key)
+                if message is not None:
+                    raise ConfigError("agent", message) from None
             raise
-    environment_kind = _action_kind(environment_spec.actions)
+    environment_kind = "discrete" if is_discrete(environment_spec.actions) else "continuous"
     environment_name = environment_label(environment_options, choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
+    network_choice = str(choices.get("network", "network"))
 
     policy = _instantiate("policy", config.policy)
     builder = _user_error("agent", _instantiate("agent", config.agent, _partial_=True), exploration=policy)
-    for key, kind in (("agent", builder.action_kind), ("policy", getattr(policy, "action_kind", None))):
+    for key, kind in (("agent", builder.action_kind), ("policy", declared(policy, "action_kind"))):
         if kind is not None and kind != environment_kind:
             raise ConfigError(
                 key,
@@ -285,8 +500,8 @@ def make_experiment(
             )
     check_replay_settings(builder, settings.max_actor_steps)
     network_factory = _instantiate("network", config.network, _partial_=True)
-    network_kind = getattr(network_factory.func, "network_kind", None)
-    network_kinds = getattr(network_factory.func, "network_kinds", None)
+    network_kind = declared(network_factory.func, "network_kind")
+    network_kinds = declared(network_factory.func, "network_kinds")
     if network_kinds is not None:  # A torso under several heads (atari_cnn): build the agent's kind.
         network_kind = builder.network_kind if builder.network_kind in network_kinds else "/".join(network_kinds)
         if network_kind == builder.network_kind:
@@ -294,20 +509,18 @@ def make_experiment(
                 network_factory.func, *network_factory.args, **network_factory.keywords, network_kind=network_kind
             )
     if network_kind is not None and network_kind != builder.network_kind:
-        raise network_kind_error(str(choices.get("network", "network")), network_kind, builder.network_kind)
-    outputs = builder.network_outputs()
-    if outputs:  # The agent's output needs (rl/agents/builder.py `network_outputs`).
-        accepted = inspect.signature(network_factory.func).parameters
-        missing = sorted(set(outputs) - set(accepted))
+        raise network_kind_error(network_choice, network_kind, builder.network_kind)
+    outputs = builder.network_outputs()  # The agent's output needs (rl/agents/builder.py `network_outputs`).
+    if outputs:
+        missing = sorted(set(outputs) - set(inspect.signature(network_factory.func).parameters))
         if missing:
             raise ConfigError(
                 "network",
-                f"agent={agent_name} needs a network that takes {', '.join(missing)}; "
-                f"network={choices.get('network', 'network')} does not",
+                f"agent={agent_name} needs a network that takes {', '.join(missing)}; network={network_choice} does not",
             )
         network_factory = functools.partial(network_factory, **outputs)
     check_network_observations(
-        str(choices.get("network", "network")),
+        network_choice,
         network_factory.func,
         container["network"],
         environment_spec.observations,
@@ -327,11 +540,12 @@ def make_experiment(
 
         observers.append(GameScore)
 
+    stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
     logger_factory = _user_error(
         "logger",
         _instantiate("logger", config.logger, _partial_=True),
         directory=os.path.join(run_directory, "logs"),
-        run_name=run_name(environment_name, agent_name, settings.seed),
+        run_name=f"{environment_name}__{agent_name}__{settings.seed}__{stamp}",
         run_config=container,
         run_group=run_group,
         run_tags=list(run_tags),
@@ -345,23 +559,15 @@ def make_experiment(
         environment_factory=environment_factory,
         network_factory=network_factory,
         logger_factory=logger_factory,
-        seed=settings.seed,
-        max_actor_steps=settings.max_actor_steps,
-        eval_every=settings.eval_every,
-        eval_episodes=settings.eval_episodes,
         run_directory=run_directory,
-        checkpoint=settings.checkpoint,
-        progress=settings.progress,
-        threshold=settings.threshold,
         num_envs=num_envs,
         vector_environment_factory=vector_environment_factory,
         evaluation_environment_factory=evaluation_environment_factory,
         observers=observers,
-        compilation_cache=settings.compilation_cache,
         agent_name=agent_name,
         environment_name=environment_name,
         _environment_spec=environment_spec,
+        **{name: value for name, value in vars(settings).items() if name != "resume"},  # The run settings.
     )
     # What only this launcher derives or refuses (launcher=anakin: a non-JAX environment, ...).
-    experiment = launcher.fit_experiment(experiment)
-    return experiment, launcher
+    return launcher.fit_experiment(experiment), launcher

@@ -32,10 +32,11 @@ class ProgressDisplay:
 
     def __init__(self, total_steps: int, enabled: bool = True, refresh_every: int = 200):
         console = rich.get_console()
-        self._enabled = enabled and console.is_terminal
+        self.enabled = enabled and console.is_terminal
         self._refresh_every = refresh_every
         self._fields = {"episode_return": float("nan"), "eval_return": float("nan")}
         self._start = time.perf_counter()
+        self._step = 0
         self._progress = Progress(
             TextColumn("[bold]steps", table_column=Column(no_wrap=True)),
             BarColumn(bar_width=None, table_column=Column(ratio=1)),  # The width the others leave.
@@ -45,34 +46,28 @@ class ProgressDisplay:
             TextColumn("eval {task.fields[eval_return]:>7}"),
             TimeRemainingColumn(),
             console=console,
-            disable=not self._enabled,
+            disable=not self.enabled,
             expand=True,
         )
         self._task = self._progress.add_task("train", total=total_steps, rate="-", **self._texts())
-        self._step = 0
-
-    @property
-    def enabled(self) -> bool:
-        return self._enabled
 
     def __enter__(self) -> "ProgressDisplay":
-        if self._enabled:  # A disabled rich Live still prints a newline when it stops.
+        if self.enabled:  # A disabled rich Live still prints a newline when it stops.
             self._progress.start()
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        if not self._enabled:
-            return
-        if self._step:
-            self._refresh()  # End on the true final count, not the last multiple of refresh_every.
-        self._progress.stop()
+        if self.enabled:
+            if self._step:
+                self._refresh()  # End on the true final count, not the last multiple of refresh_every.
+            self._progress.stop()
 
     def update(self, **fields: float) -> None:
         self._fields.update(fields)
 
     def advance(self, step: int, force: bool = False) -> None:
         self._step = step
-        if self._enabled and (force or step % self._refresh_every == 0):
+        if self.enabled and (force or step % self._refresh_every == 0):
             self._refresh()
 
     def _refresh(self) -> None:

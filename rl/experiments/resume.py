@@ -1,15 +1,9 @@
-"""Starting or resuming a run in its run directory (its checkpoints are written by
-rl/experiments/lifecycle.py).
+"""Starting or resuming a run in its run directory (`hydra.run.dir=DIR` or `resume=DIR`).
 
-A directory that holds a run (`run.json`, `summary.json`, checkpoints or log rows) is
-resumed by the same command (`hydra.run.dir=DIR`, or `resume=DIR`). `prepare_run` checks
-everything before anything starts or is written (a finished run is left alone; the
-configuration must be the run's own, but for `MUTABLE_KEYS`; the newest undamaged
-checkpoint must be this config's learner's and, with `checkpoint.replay=true`, its
-tables this config's): any failure is one `ConfigError`/`CheckpointError` line. Then
-`apply_plan` renames damaged checkpoints newer than the restored one `damaged_step_*`,
-moves log rows written after it to `logs/superseded/`, and continues the run's clock
-and its W&B run.
+`prepare_run` checks everything before anything is written (the configuration is the run's
+own but for `MUTABLE_KEYS`; the newest undamaged checkpoint fits this config's learner and
+tables): a failure is one `ConfigError`/`CheckpointError` line. `apply_plan` renames damaged
+newer checkpoints, moves later log rows to `logs/superseded/`, continues the clock and W&B run.
 """
 
 from __future__ import annotations
@@ -17,6 +11,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
+import functools
 import json
 import os
 import secrets
@@ -57,7 +52,6 @@ class RestorePoint:
         return checkpointing.replay_of(self.checkpoint)
 
     def learner_state(self, template: Any) -> Any:
-        """The saved learner state in `template`'s structure (bit for bit as saved)."""
         return checkpointing.restore_learner_state(self.checkpoint, template)
 
 
@@ -68,15 +62,13 @@ class RunPlan:
     run_directory: str
     finished: dict[str, Any] | None = None  # A finished run's summary: nothing to do.
     restore: RestorePoint | None = None  # None: start from the beginning.
-    # Whether the directory held an earlier run (its log rows after the restore point are
-    # set aside; with no checkpoint the run starts over).
-    previous: bool = False
+    previous: bool = False  # An earlier run's rows after the restore point are set aside.
     session: int = 0  # 0 for a new run, one more for each resume.
     wandb_run_id: str | None = None
 
 
 def _read_json(path: str) -> dict[str, Any]:
-    """The JSON object in `path` ({} when it is missing, unreadable or no object)."""
+    """The JSON object in `path` ({} when missing, unreadable or no object)."""
     try:
         with open(path) as file:
             value = json.load(file)
@@ -88,13 +80,9 @@ def _read_json(path: str) -> dict[str, Any]:
 def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, saved value, current value) for every setting a resumed run may not change."""
     before, now = flatten_mapping(saved), flatten_mapping(current)
-    differences = []
-    for key in sorted(set(before) | set(now)):
-        if key.split(".")[0] in MUTABLE_KEYS:
-            continue
-        if before.get(key, "<unset>") != now.get(key, "<unset>"):
-            differences.append((key, before.get(key, "<unset>"), now.get(key, "<unset>")))
-    return differences
+    keys = sorted(key for key in set(before) | set(now) if key.split(".")[0] not in MUTABLE_KEYS)
+    values = [(key, before.get(key, "<unset>"), now.get(key, "<unset>")) for key in keys]
+    return [difference for difference in values if difference[1] != difference[2]]
 
 
 def _saved_config(run_directory: str) -> dict[str, Any] | None:
@@ -116,12 +104,12 @@ def prepare_run(
     explicit: bool = False,
     learner_template: Callable[[Any], Any] | None = None,
 ) -> RunPlan:
-    """Whether the run in `run_directory` is new, finished or to be resumed, with every
-    check a resume needs; writes nothing. `explicit` (`resume=DIR`): a directory with
-    nothing to resume is an error. `learner_template(experiment)`: the state a launcher
-    checkpoints, when it is not the builder's learner's (launcher=anakin's)."""
-    from rl.experiments.validation import ConfigError
+    """Whether the run in `run_directory` is new, finished or to be resumed; writes nothing.
+    `explicit` (`resume=DIR`): nothing to resume is an error. `learner_template(experiment)`:
+    the state the launcher checkpoints (default: the builder's learner's)."""
+    from rl.experiments.make_experiment import ConfigError
 
+    warn = functools.partial(warnings.warn, category=RunWarning, stacklevel=2)
     run_directory = os.path.abspath(run_directory)
     run_file = _read_json(os.path.join(run_directory, RUN_FILE))
     plan = RunPlan(run_directory, wandb_run_id=run_file.get("wandb_run_id"))
@@ -153,18 +141,16 @@ def prepare_run(
 
     path, skipped = checkpointing.find_latest(run_directory, warn=False)
     for damaged, reason in skipped:
-        warnings.warn(f"checkpoint {damaged} is damaged ({reason}); using the previous one", RunWarning, stacklevel=2)
+        warn(f"checkpoint {damaged} is damaged ({reason}); using the previous one")
     if path is None:
         if explicit:
             raise CheckpointError(
                 f"no checkpoint to resume in {checkpointing.checkpoint_root(run_directory)} (the run stopped before "
                 "its first checkpoint, or ran with checkpoint.enabled=false)"
             )
-        warnings.warn(
+        warn(
             f"{run_directory} holds an earlier run but no checkpoint: the run starts from the beginning "
-            "(earlier log rows move to logs/superseded/)",
-            RunWarning,
-            stacklevel=2,
+            "(earlier log rows move to logs/superseded/)"
         )
         return plan
     state = checkpointing.read_state(path)
@@ -187,12 +173,11 @@ def prepare_run(
         checkpointing.check_replay_tables(restore.checkpoint, DistributedProgram(experiment).make_replay_tables())
         restore.restore_replay = True
     elif has_replay or experiment.checkpoint.replay:
-        message = (
+        warn(
             "the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it"
             if has_replay
             else "the checkpoint holds no replay buffer: the resumed run refills it"
         )
-        warnings.warn(message, RunWarning, stacklevel=2)
     plan.restore = restore
     plan.session = int(state.get("session", 0)) + 1
     return plan
@@ -219,8 +204,7 @@ def trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session:
 
 
 def apply_plan(plan: RunPlan, experiment: Any) -> Any:
-    """Sets the run up as planned (see the module docstring) and returns the experiment
-    to launch (with its restore point and session)."""
+    """Sets the run up as planned; returns the experiment to launch (restore point, session)."""
     run_directory = plan.run_directory
     restore = plan.restore
     if restore is not None:

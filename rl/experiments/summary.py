@@ -10,29 +10,23 @@ from typing import Any, Mapping, Sequence
 
 from rl.experiments.config import ExperimentConfig
 
-
 # A run's status: it ran to its budget, was stopped (SIGINT/SIGTERM), or failed.
 STATUSES = ("finished", "interrupted", "failed")
 
 
 def run_start_time(experiment: ExperimentConfig) -> float | None:
-    """The epoch time the run started: the logger factory's clock, which every record's
-    `wall_time_s` counts from (None for a factory without one)."""
+    """The epoch time every record's `wall_time_s` counts from (None: the factory keeps no clock)."""
     return experiment.logger_factory.start_time
 
 
 def first_reaching(
     threshold: float | None, eval_returns: Sequence[tuple[int, float]], eval_times_s: Sequence[float] | None
 ) -> tuple[float | None, int | None]:
-    """Seconds and actor steps of the first evaluation whose mean return is at least
-    `threshold`; (None, None) when there is no threshold or it was never reached (the
-    seconds are None too when the times are unknown)."""
-    if threshold is None:
-        return None, None
-    for k, (steps, value) in enumerate(eval_returns):
+    """Seconds (None when the times are unknown) and actor steps of the first evaluation at
+    or above `threshold`; (None, None) without a threshold or when it was never reached."""
+    for k, (steps, value) in enumerate(eval_returns if threshold is not None else ()):
         if value >= threshold:
-            seconds = round(float(eval_times_s[k]), 2) if eval_times_s is not None else None
-            return seconds, int(steps)
+            return (round(float(eval_times_s[k]), 2) if eval_times_s is not None else None), int(steps)
     return None, None
 
 
@@ -44,19 +38,17 @@ class RunSummary:
     actor_steps: int
     learner_steps: int
     episodes: int
-    # Seconds since the run started (the logger factory's clock, when it has one).
-    wall_time_s: float
+    wall_time_s: float  # Since the run started (the logger factory's clock, when it has one).
     final_eval_return: float
     best_eval_return: float
     eval_returns: list[tuple[int, float]]
     status: str = "finished"
-    # The experiment's threshold (None: none) and the first evaluation that reached it:
-    # seconds since the run started and actor steps (None: not reached, or no threshold).
+    # The experiment's threshold and the seconds and actor steps of the first evaluation
+    # that reached it (None: no threshold, or not reached).
     threshold: float | None = None
     time_to_threshold_s: float | None = None
     steps_to_threshold: int | None = None
-    # Actor steps per second of the acting phase (set-up and final evaluation excluded).
-    actor_steps_per_second: float | None = None
+    actor_steps_per_second: float | None = None  # Of the acting phase (set-up, final evaluation excluded).
 
     @classmethod
     def from_run(
@@ -73,12 +65,13 @@ class RunSummary:
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         returns = [value for _, value in eval_returns]
+        actor_steps = int(counts.get("actor_steps", 0))
         time_to_threshold, steps_to_threshold = first_reaching(experiment.threshold, eval_returns, eval_times_s)
         return cls(
             agent=experiment.agent_name,
             environment=experiment.environment_name,
             seed=experiment.seed,
-            actor_steps=int(counts.get("actor_steps", 0)),
+            actor_steps=actor_steps,
             learner_steps=int(counts.get("learner_steps", 0)),
             episodes=int(counts.get("actor_episodes", 0)),
             wall_time_s=round(wall_time_s, 2),
@@ -89,9 +82,7 @@ class RunSummary:
             threshold=experiment.threshold,
             time_to_threshold_s=time_to_threshold,
             steps_to_threshold=steps_to_threshold,
-            actor_steps_per_second=(
-                round(int(counts.get("actor_steps", 0)) / acting_time_s, 1) if acting_time_s else None
-            ),
+            actor_steps_per_second=round(actor_steps / acting_time_s, 1) if acting_time_s else None,
         )
 
 
@@ -104,14 +95,10 @@ def finish_run(
     acting_time_s: float | None = None,
     status: str = "finished",
 ) -> RunSummary:
-    """Writes summary.json, what every launcher leaves behind (checkpoints are the
-    launcher's: rl/experiments/resume.py).
-
-    `eval_times` are the epoch times (time.time()) of the evaluations in `eval_returns`.
-    With a logger factory that keeps the run's clock, `wall_time_s` and the evaluation
-    times are measured from its start, like every record's `wall_time_s`; otherwise the
-    launcher's `wall_time_s` is used and the time to the threshold is unknown.
-    """
+    """Writes summary.json (and W&B's summary metrics), what every launcher leaves behind.
+    `eval_times` are epoch times; with a logger factory that keeps the run's clock, times
+    count from its start like every record's, else `wall_time_s` is the launcher's and the
+    time to the threshold is unknown."""
     start_time = run_start_time(experiment)
     eval_times_s = None
     if start_time is not None:
@@ -122,7 +109,7 @@ def finish_run(
         experiment, counts, eval_returns, wall_time_s, acting_time_s, eval_times_s, status=status
     )
     write_summary(experiment.run_directory, summary)
-    experiment.logger_factory.record_summary(dataclasses.asdict(summary))  # W&B's summary metrics.
+    experiment.logger_factory.record_summary(dataclasses.asdict(summary))
     return summary
 
 

@@ -1,26 +1,27 @@
 """launcher=local: replay, learner, one actor and one evaluator in this process.
 
-By default the learner steps on its own thread and reverb's rate limiter enforces the
-replay ratio, as in a distributed run. With `deterministic=True` the run is a function of
-its command: one thread in a fixed order (`ReplayRatio.can_sample` after each actor step),
-in-process replay with a seeded choice of items (rl/replay/seeded.py), checkpoints holding
-the whole process state (an exact resume), and learner rows logged by actor steps.
+By default the learner steps on its own thread (`LearnerThread`), held to the replay ratio
+by reverb's rate limiter as in a distributed run. `deterministic=True` makes the run a
+function of its command: one thread in a fixed order (`ReplayRatio.can_sample` after each
+actor step), seeded in-process replay (rl/replay/seeded.py), checkpoints of the whole
+process state (an exact resume), and learner rows logged by actor steps.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
 
+from rl import core
 from rl.checkpointing import read_process_state
 from rl.experiments import lifecycle
-from rl.experiments.config import ExperimentConfig
 from rl.experiments.builders import DistributedProgram
+from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher
-from rl.experiments.learner_thread import LearnerThread, StepLockReleasingIterator
 from rl.experiments.progress import ProgressDisplay
 from rl.experiments.summary import RunSummary
 from rl.loggers.aggregators import StepFilter
@@ -30,6 +31,84 @@ log = logging.getLogger(__name__)
 
 # Learner records of a deterministic run: this many per evaluation interval, at most.
 DETERMINISTIC_LOG_WINDOWS = 10
+
+
+class StepLockReleasingIterator:
+    """A learner's replay iterator that releases `lock` while it waits for a batch: the
+    learner holds `lock` during each step (holding it elsewhere pauses learning between
+    steps), and whoever would insert what it waits for may be waiting for the lock."""
+
+    def __init__(self, iterator: Any, lock: threading.Lock):
+        self._iterator = iterator
+        self._lock = lock
+        self.waiting_since: float | None = None  # When the wait for the current batch began.
+
+    def __iter__(self) -> "StepLockReleasingIterator":
+        return self
+
+    def __next__(self) -> Any:
+        self._lock.release()
+        self.waiting_since = time.monotonic()
+        try:
+            return next(self._iterator)
+        finally:
+            self.waiting_since = None
+            self._lock.acquire()
+
+    def close(self) -> None:
+        self._iterator.close()
+
+
+# After the actor's last inserts, the learner takes batches until it has waited this long
+# for one: reverb's rate limiter refuses it (a sampled batch arrives within milliseconds).
+DRAIN_IDLE_S = 0.5
+
+
+class LearnerThread:
+    """Runs `learner.step()` under `lock` on its own thread (XLA and reverb release the
+    GIL), each step waiting in `dataset` (a `StepLockReleasingIterator`) for a batch the
+    rate limiter allows. `notify()` re-raises the learner's error in the actor's thread;
+    `finish()` takes the batches the last inserts allow, then stops; `close()` stops after
+    the current step. Both close the dataset, so a waiting step ends at once."""
+
+    def __init__(self, learner: core.Learner, lock: threading.Lock, dataset: StepLockReleasingIterator):
+        self._learner = learner
+        self._lock = lock
+        self._dataset = dataset
+        self._stopping = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                with self._lock:
+                    self._learner.step()
+        except StopIteration:
+            if not self._stopping.is_set():
+                self._error = RuntimeError("the learner's replay dataset ended while the run was acting")
+        except BaseException as error:  # noqa: BLE001 - handed to the actor's thread.
+            self._error = error
+
+    def notify(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def finish(self) -> None:
+        while self._thread.is_alive():
+            since = self._dataset.waiting_since
+            if since is not None and time.monotonic() - since >= DRAIN_IDLE_S:
+                break
+            time.sleep(0.01)
+        self.close()
+        self.notify()
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._dataset.close()
+        self._thread.join()
 
 
 class LocalNodes(lifecycle.Nodes):
@@ -77,7 +156,9 @@ class LocalNodes(lifecycle.Nodes):
         self.evaluators = [program.make_evaluator(i, self.learner, self.counter) for i in range(program.evaluators)]
         self.adder = self.actor_loop.actor.adder
         if restore is not None and restore.restore_replay and self.server is not None:
-            self.inserted, self.samples = _replay_counts(self.client, experiment.builder.config.replay_table_name)
+            table = self.client.server_info()[experiment.builder.config.replay_table_name]
+            info = table.rate_limiter_info  # The restored table's inserts and samples.
+            self.inserted, self.samples = int(info.insert_stats.completed), int(info.sample_stats.completed)
         if self.deterministic and restore is not None:
             self._restore_process_state(restore.checkpoint)
         if not self.deterministic:
@@ -176,33 +257,43 @@ class LocalNodes(lifecycle.Nodes):
             self.server.stop()
 
 
-def _replay_counts(client: Any, table: str) -> tuple[int, int]:
-    """(inserts, samples) of a restored table's rate limiter."""
-    info = client.server_info()[table].rate_limiter_info
-    return int(info.insert_stats.completed), int(info.sample_stats.completed)
-
-
 def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunSummary:
     return lifecycle.run(experiment, LocalNodes(experiment, deterministic))
 
 
 class LocalLauncher(Launcher):
-    """Runs every node in this process.
-
-    `deterministic=False` (the default) steps the learner on its own thread beside the
-    actor; `True` makes the run a function of its command (module docstring):
-    one thread in a fixed order and in-process replay with a seeded choice of items.
-    """
+    """Runs every node in this process; `deterministic` as in the module docstring."""
 
     def __init__(self, deterministic: bool = False):
         self.deterministic = deterministic
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
-        """Refuses settings the deterministic mode would otherwise ignore without a word.
-        (`checkpoint.replay` is not one: a deterministic checkpoint always holds its
-        in-process replay, which an exact resume needs.)"""
-        if self.deterministic and experiment.checkpoint.enabled:
-            _check_environment_saves(experiment)
+        """A deterministic checkpoint pickles the environments mid-episode (exact resume; it
+        always holds its in-process replay): refuses environments that cannot be pickled."""
+        if not (self.deterministic and experiment.checkpoint.enabled):
+            return experiment
+        import pickle
+
+        from rl.experiments.make_experiment import ConfigError
+
+        if experiment.vector_environment_factory is not None:
+            raise ConfigError(
+                "environment.backend",
+                "launcher.deterministic=true saves its environments in every checkpoint, which envpool's cannot be; "
+                "use environment.backend=gymnasium, or checkpoint=false",
+            )
+        environment = experiment.environment_factory(seed=0)
+        try:
+            environment.reset()
+            pickle.dumps(environment)
+        except Exception as error:  # noqa: BLE001 - whatever pickling raises, the answer is the same.
+            raise ConfigError(
+                "launcher.deterministic",
+                f"a deterministic checkpoint saves the environments, and '{experiment.environment_name}' cannot be "
+                f"pickled ({type(error).__name__}: {error}); set checkpoint=false to run without checkpoints",
+            ) from None
+        finally:
+            environment.close()
         return experiment
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
@@ -210,30 +301,3 @@ class LocalLauncher(Launcher):
 
         with reverb_info_filtered():  # Only our own lines: reverb's INFO lines are dropped.
             return run_local(experiment, deterministic=self.deterministic)
-
-
-def _check_environment_saves(experiment: ExperimentConfig) -> None:
-    """A deterministic checkpoint pickles the environments mid-episode (exact resume):
-    refuses, before anything starts, environments that cannot be pickled."""
-    import pickle
-
-    from rl.experiments.validation import ConfigError
-
-    if experiment.vector_environment_factory is not None:
-        raise ConfigError(
-            "environment.backend",
-            "launcher.deterministic=true saves its environments in every checkpoint, which envpool's cannot be; "
-            "use environment.backend=gymnasium, or checkpoint=false",
-        )
-    environment = experiment.environment_factory(seed=0)
-    try:
-        environment.reset()
-        pickle.dumps(environment)
-    except Exception as error:  # noqa: BLE001 - whatever pickling raises, the answer is the same.
-        raise ConfigError(
-            "launcher.deterministic",
-            f"a deterministic checkpoint saves the environments, and '{experiment.environment_name}' cannot be "
-            f"pickled ({type(error).__name__}: {error}); set checkpoint=false to run without checkpoints",
-        ) from None
-    finally:
-        environment.close()

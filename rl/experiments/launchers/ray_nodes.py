@@ -21,7 +21,7 @@ import ray
 from rl import checkpointing, core
 from rl.counting import Counter, StepBudget
 from rl.experiments.builders import DistributedProgram, Evaluations
-from rl.experiments.learner_thread import StepLockReleasingIterator
+from rl.experiments.launchers.local import StepLockReleasingIterator
 from rl.loggers.base import Logger, LoggerFactory, LoggingData, to_python_scalar
 from rl.replay.adders import ReplayTimeoutError
 
