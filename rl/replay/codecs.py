@@ -1,10 +1,6 @@
-"""How a transition is laid out in a reverb table: one column per leaf, or packed into one.
-
-Reverb stores each column of an item as its own chunk, and inserts and samples cost about
-the same per chunk whatever its size: a small transition packed into one float32 vector
-roughly doubles both (`scripts/benchmark.py replay`). Large observations (pixels) keep
-their own columns, which float32 would multiply.
-"""
+"""How a transition is laid out in a reverb table: a column per leaf, or packed into one.
+Reverb's costs are per column (chunk): packing a small transition into one float32 vector
+about doubles inserts and samples (`scripts/benchmark.py replay`); pixels keep their columns."""
 
 from __future__ import annotations
 
@@ -67,11 +63,11 @@ class ColumnCodec:
         return tree.map_structure(lambda s: tf.TensorSpec(s.shape, tf.as_dtype(s.dtype), s.name), self.leaf_specs)
 
     def encode(self, transition: Transition) -> list[Any]:
-        """The columns of one transition, in the order of the table's signature."""
+        """One transition's columns, in the signature's order."""
         return tree.flatten(transition)
 
     def decode(self, data: Any) -> Transition:
-        """A batch as sampled from the table, as a Transition of arrays."""
+        """A sampled batch as a Transition of arrays."""
         return data
 
 
