@@ -20,8 +20,7 @@ from rl.loggers.base import Logger, LoggingData, to_python_scalar
 def _read(path: str) -> tuple[list[str], list[dict[str, str]]]:
     with open(path, newline="") as file:
         reader = csv.DictReader(file)
-        rows = list(reader)
-        return list(reader.fieldnames or []), rows
+        return list(reader.fieldnames or []), list(reader)  # The header first, then the rows.
 
 
 def _rewrite(path: str, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:

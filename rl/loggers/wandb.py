@@ -134,18 +134,8 @@ class WandbRun:
         config = redact_secrets(dict(config or {}))
         if git:
             config["git"] = git_state()
-        self._settings = dict(
-            project=project,
-            entity=entity,
-            group=group,
-            tags=list(tags) or None,
-            mode=mode,
-            name=name,
-            dir=directory,
-            config=config,
-            id=None,
-            resume=None,
-        )
+        self._settings = dict(project=project, entity=entity, group=group, tags=list(tags) or None, mode=mode)
+        self._settings.update(name=name, dir=directory, config=config, id=None, resume=None)  # wandb.init's.
         self._reinit = reinit
         self._run = None
         self._lock = threading.Lock()
