@@ -125,8 +125,7 @@ class SequenceAdder(Adder):
     ) -> None:
         if not self._capacity:
             raise RuntimeError("add_first must start an episode before add")
-        count = len(next_timestep.step_type)
-        ids = np.arange(count) if env_ids is None else np.asarray(env_ids, np.int64)
+        ids = np.arange(len(next_timestep.step_type)) if env_ids is None else np.asarray(env_ids, np.int64)
         positions = self._positions[ids]
         values = [
             *(current[ids] for current in self._observations),
