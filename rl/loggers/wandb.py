@@ -40,8 +40,7 @@ def git_state(directory: str | None = None) -> dict[str, Any] | None:
     """The commit of `directory` (None: the code's) and whether tracked files changed; None outside git."""
 
     def git(*args: str) -> subprocess.CompletedProcess:
-        command = ["git", *args]
-        return subprocess.run(command, cwd=directory or _CODE_ROOT, capture_output=True, text=True, timeout=20)
+        return subprocess.run(["git", *args], cwd=directory or _CODE_ROOT, capture_output=True, text=True, timeout=20)
 
     try:
         commit = git("rev-parse", "HEAD")
