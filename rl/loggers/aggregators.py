@@ -71,9 +71,8 @@ class StepFilter(Logger):
 
 
 class WallTime(Logger):
-    """Adds `fields` (a node's `<label>_id`) to each record and stamps it with
-    `wall_time_s`, the seconds since the run started as `clock()` tells them, unless it
-    already has one (stamped where it was made, in another process)."""
+    """Adds `fields` (a node's `<label>_id`) to each record and stamps it with `wall_time_s`,
+    seconds since the run started by `clock()`, unless it has one (stamped in another process)."""
 
     def __init__(self, logger: Logger, clock: Callable[[], float], fields: Mapping[str, Any] | None = None):
         self._logger = logger

@@ -23,9 +23,8 @@ class Logger(abc.ABC):
 
 
 class LoggerFactory:
-    """Makes a node's logger (`factory(label, steps_key, instance)`) and holds the run's
-    clock (`start_time`, epoch seconds; None: none), its W&B run (None: none) and its end.
-    A factory subclasses this and overrides what it has; the rest does nothing."""
+    """Makes a node's logger (`factory(label, steps_key, instance)`); holds the run's clock
+    (`start_time`, epoch seconds), W&B run and end (None, no-ops: none)."""
 
     start_time: float | None = None
     wandb_run: Any = None
@@ -34,13 +33,13 @@ class LoggerFactory:
         raise NotImplementedError
 
     def start(self) -> None:
-        """Before the first step: the W&B run exists, with its config, even if the run fails."""
+        """Before the first step: the W&B run shows up, with its config, even if the run fails."""
 
     def record_summary(self, summary: Mapping[str, Any]) -> None:
         """The run's results (summary.json's fields), for the trackers."""
 
     def close(self, exit_code: int = 0) -> None:
-        """Closes every sink (W&B marks the run finished, or failed for a non-zero code)."""
+        """Closes every sink (idempotent); W&B marks the run finished, or failed for a non-zero code."""
 
     def replica(self, directory: str, index: int, seed: int) -> "LoggerFactory":
         """The factory of replica `index` (launcher=anakin) writing under `directory`."""
@@ -53,7 +52,7 @@ class NoOpLogger(Logger):
 
 
 def to_python_scalar(value: Any) -> Any:
-    """Turns numpy/JAX scalars into plain Python numbers (arrays into lists) so every sink can store them."""
+    """numpy/JAX scalars as Python numbers, arrays as lists: what every sink can store."""
     if isinstance(value, (str, bool, int, float)) or value is None:
         return value
     array = np.asarray(value)

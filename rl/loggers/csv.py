@@ -1,12 +1,9 @@
-"""Appends records to `<directory>/<label>.csv`; no key is ever dropped.
-
-The columns are the keys in order of first appearance, led in a new file by the node's
-`steps_key` and `actor_steps`; a new key rewrites the file atomically with the wider
-header. The loggers of one path in a process share one open file (the Ray driver writes
-all actors' records); writers in different processes must not. An existing file is
-appended to under its own header (a resumed run). `learner.csv` is a sample: the
-learner's `TimeFilter` keeps one record per `learner_log_interval_s` (docs/architecture.md).
-"""
+"""Appends records to `<directory>/<label>.csv`, dropping no key: columns in order of first
+appearance (a new file's led by `steps_key` and `actor_steps`); a new key rewrites the file
+atomically, wider. One path's loggers in a process share one open file (the Ray driver's);
+other processes must not write it. An existing file keeps its header (a resumed run).
+`learner.csv` is a sample: the learner's `TimeFilter` keeps one record per
+`learner_log_interval_s` (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -23,8 +20,7 @@ from rl.loggers.base import Logger, LoggingData, to_python_scalar
 def _read(path: str) -> tuple[list[str], list[dict[str, str]]]:
     with open(path, newline="") as file:
         reader = csv.DictReader(file)
-        rows = list(reader)
-        return list(reader.fieldnames or []), rows
+        return list(reader.fieldnames or []), list(reader)  # The header first, then the rows.
 
 
 def _rewrite(path: str, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
@@ -43,8 +39,7 @@ def _rewrite(path: str, columns: Sequence[str], rows: Sequence[dict[str, Any]]) 
 
 
 class _SharedFile:
-    """One CSV file, its columns and its lock; every method is called with `lock` held.
-    Closed, it opens again (reading its header) on the next write."""
+    """One CSV file, its columns and its lock (held for every call); closed, the next write reopens it."""
 
     def __init__(self, path: str):
         self.path = path
@@ -87,13 +82,9 @@ def _shared(path: str) -> _SharedFile:
 
 
 def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: str) -> int:
-    """Moves the rows of the CSV file at `path` for which `moved` holds to the end of
-    `destination` (made with the same header when new); returns how many moved.
-
-    `path` is replaced atomically; its loggers in this process wait meanwhile, then append
-    after the rows kept. Rows a fault or a resume went back past are kept this way, out of
-    the curves.
-    """
+    """Moves the rows of `path` for which `moved` holds to the end of `destination` (new: same
+    header) and returns how many; `path` is replaced atomically, its loggers here waiting. Rows a
+    fault or a resume went back past are kept this way, out of the curves."""
     shared = _shared(os.path.abspath(path))
     with shared.lock:
         if not os.path.exists(path):

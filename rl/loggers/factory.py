@@ -15,16 +15,11 @@ from rl.loggers.wandb import WandbLogger, WandbRun
 
 
 class DefaultLoggerFactory(LoggerFactory):
-    """Makes one logger per node label (`steps_key`: the count its records are read
-    against, None: `actor_steps`), writing to the sinks switched on in the config.
-
-    The experiment fills in `directory` and the `run_*` settings; `wandb.name` and
-    `wandb.group`, when set, win over `run_name` and `run_group`, and `run_tags` are added
-    to `wandb.tags`. The terminal shows every evaluation round, the result a reader looks
-    for, but at most one actor or learner record every `terminal_time_delta` seconds.
-    `start_time` (epoch seconds, when the factory was made) is the origin of every
-    record's `wall_time_s` and of the summary's times; a resumed run moves it back.
-    """
+    """One logger per node label (`steps_key`: the count its records are read against, None:
+    `actor_steps`) to the sinks the config switches on. Set, `wandb.name` and `wandb.group` win
+    over `run_name` and `run_group`; `run_tags` join `wandb.tags`. The terminal shows every
+    evaluation, at most one other record per `terminal_time_delta` s. `start_time` (epoch s, at
+    creation; a resume moves it back) is the origin of `wall_time_s` and the summary's times."""
 
     def __init__(
         self,
@@ -48,10 +43,9 @@ class DefaultLoggerFactory(LoggerFactory):
             settings = dict(wandb)
             tags = list(settings.get("tags") or [])
             settings["tags"] = tags + [tag for tag in run_tags if tag not in tags]
-            if settings.get("name") is None:
-                settings["name"] = run_name
-            if settings.get("group") is None:
-                settings["group"] = run_group
+            for key, default in (("name", run_name), ("group", run_group)):
+                if settings.get(key) is None:
+                    settings[key] = default
             self.wandb_run = WandbRun(directory=os.path.dirname(self.directory), config=run_config, **settings)
         self._loggers: list[Logger] = []
 
@@ -72,19 +66,16 @@ class DefaultLoggerFactory(LoggerFactory):
         return logger
 
     def start(self) -> None:
-        """Starts the W&B run (if any) now, so even a run that fails early shows up."""
         if self.wandb_run is not None:
             self.wandb_run.start()
 
     def record_summary(self, summary: Mapping[str, Any]) -> None:
-        """The run's results (summary.json's fields) become the W&B run's summary metrics."""
         if self.wandb_run is not None:
             self.wandb_run.summarize(summary)
 
     def replica(self, directory: str, index: int, seed: int) -> "DefaultLoggerFactory":
-        """CSV logs under `directory`/logs on the run's clock, no terminal (the run's own
-        lines show the mean over replicas) and, with W&B, the replica's W&B run
-        (`WandbRun.replica`)."""
+        """CSV logs under `directory`/logs on the run's clock, no terminal (the run's lines show
+        the replicas' mean) and the replica's W&B run (`WandbRun.replica`)."""
         replica = copy.copy(self)
         replica.directory = os.path.join(directory, "logs")
         replica.terminal = False
@@ -93,7 +84,6 @@ class DefaultLoggerFactory(LoggerFactory):
         return replica
 
     def close(self, exit_code: int = 0) -> None:
-        """Closes every sink; W&B marks the run finished (exit code 0) or failed. Idempotent."""
         for logger in self._loggers:
             logger.close()
         self._loggers.clear()

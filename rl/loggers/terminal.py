@@ -1,12 +1,8 @@
-"""Prints each record on one line, and copies it into the run's `train.log`.
+"""Prints each record on one line (rich's console on a terminal; plain and unwrapped to a pipe)
+and sends it to the `rl.transcript` logger, which conf/hydra/job_logging/rl.yaml writes to
+`train.log` only. Keys: steps key, `actor_steps`, metrics and counts (each A-Z), `wall_time_s`:
 
     [actor 0] actor_steps=1709 episode_length=39 episode_return=39 actor_episodes=138 learner_steps=221 wall_time_s=8.77
-
-Keys in a stable order: the node's steps key, `actor_steps`, its metrics alphabetically,
-the counts, `wall_time_s`; numbers rounded for reading. On a terminal the line goes
-through rich's console (wrapped between pairs, above the progress bar); to a pipe or a
-file it is plain and never wrapped. The `rl.transcript` logger gets every line: Hydra's
-job logging (conf/hydra/job_logging/rl.yaml) sends it to `train.log` only.
 """
 
 from __future__ import annotations
@@ -41,11 +37,8 @@ def _fields(data: LoggingData, hidden: tuple[str, ...], steps_key: str | None) -
     leading = (steps_key or "actor_steps", "actor_steps")
 
     def rank(key: str) -> tuple[int, str]:
-        if key in leading:
-            return (leading.index(key), key)
-        if key == "wall_time_s":
-            return (4, key)
-        return (3 if COUNT_KEY.match(key) else 2, key)
+        group = leading.index(key) if key in leading else 4 if key == "wall_time_s" else 2 + bool(COUNT_KEY.match(key))
+        return (group, key)
 
     return [(key, format_number(data[key])) for key in sorted(data, key=rank) if key not in hidden]
 
@@ -56,8 +49,7 @@ def format_record(name: str, data: LoggingData, hidden: tuple[str, ...] = (), st
 
 
 class TerminalLogger(Logger):
-    """One line per record: `[label instance] key=value ...`; the instance (an actor's or
-    evaluator's number) is in the name, so the record's `<label>_id` is not repeated."""
+    """`[label instance] key=value ...`; with the instance in the name, `<label>_id` is not repeated."""
 
     def __init__(self, label: str, instance: int | None = None, steps_key: str | None = None):
         self._name = label if instance is None else f"{label} {instance}"

@@ -1,10 +1,6 @@
-"""Weights & Biases: one run per experiment, every node's records namespaced by label.
-
-Every namespace is plotted against `actor_steps` (logged once per record, outside the
-namespaces), so the curves of all nodes, and of runs with other replay ratios, line up;
-a node whose records lack it, against its own steps key. The run config is the resolved
-config plus the git commit and dirty flag, secrets redacted.
-"""
+"""Weights & Biases: one run per experiment, every node's records namespaced by label and
+plotted against `actor_steps` (logged outside the namespaces; a node whose records lack it,
+against its own steps key). The run config: the resolved config, git state, secrets redacted."""
 
 from __future__ import annotations
 
@@ -41,12 +37,10 @@ _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 
 def git_state(directory: str | None = None) -> dict[str, Any] | None:
-    """The commit checked out in `directory` (the code's repository by default) and
-    whether tracked files have uncommitted changes; None outside a git repository."""
+    """The commit of `directory` (None: the code's) and whether tracked files changed; None outside git."""
 
     def git(*args: str) -> subprocess.CompletedProcess:
-        command = ["git", *args]
-        return subprocess.run(command, cwd=directory or _CODE_ROOT, capture_output=True, text=True, timeout=20)
+        return subprocess.run(["git", *args], cwd=directory or _CODE_ROOT, capture_output=True, text=True, timeout=20)
 
     try:
         commit = git("rev-parse", "HEAD")
@@ -75,8 +69,8 @@ def redact_secrets(value: Any, secrets: Sequence[str] | None = None) -> Any:
 
 
 def node_metrics(label: str, data: LoggingData, steps_key: str | None = None) -> dict[str, Any]:
-    """What node `label`'s namespace shows of a record: all but `actor_steps` (the
-    x-axis), `<label>_id` and the other nodes' counts (unless one is `steps_key`)."""
+    """A record in node `label`'s namespace: all but `actor_steps` (the x-axis), `<label>_id`
+    and the other nodes' counts (unless one is `steps_key`)."""
     metrics = {}
     for key, value in data.items():
         count = COUNT_KEY.match(key)
@@ -87,32 +81,24 @@ def node_metrics(label: str, data: LoggingData, steps_key: str | None = None) ->
 
 
 def step_metric(label: str, data: LoggingData, steps_key: str | None = None) -> str:
-    """The x-axis of node `label`'s namespace, from its first record: `actor_steps`, or
-    `<label>/<steps_key>` when the record lacks `actor_steps`."""
+    """The x-axis of `label`'s namespace, from its first record: `actor_steps`, else `<label>/<steps_key>`."""
     if STEP_METRIC in data or not steps_key or steps_key not in data:
         return STEP_METRIC
     return f"{label}/{steps_key}"
 
 
 def summary_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """summary.json's fields that W&B shows as the run's results, but unknown (None) and
-    non-finite values."""
+    """summary.json's fields W&B shows as the run's results, but unknown (None) and non-finite ones."""
     values = {key: summary.get(key) for key in SUMMARY_KEYS}
-    return {
-        key: value
-        for key, value in values.items()
-        if value is not None and not (isinstance(value, float) and not math.isfinite(value))
-    }
+    return {k: v for k, v in values.items() if v is not None and (not isinstance(v, float) or math.isfinite(v))}
 
 
 _SWEEP_STAMP = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})[/\\_T -]+(?P<time>\d{2}[-:]\d{2}[-:]\d{2})$")
 
 
 def default_group(sweep_dir: str, subject: Sequence[str] = ()) -> str:
-    """The W&B group of a multirun's jobs, `<subject>-<when>`
-    (`dqn_cartpole-CartPole-v1-2024-05-01-19-09-19`): `subject` is what every job shares
-    (the caller leaves out what the sweep varies), `<when>` the date and time of Hydra's
-    default sweep directory, or the sweep directory's own name."""
+    """A multirun's W&B group, `<subject>-<when>` (`dqn_cartpole-CartPole-v1-2024-05-01-19-09-19`):
+    what every job shares, then the date and time of Hydra's sweep directory (else its name)."""
     path = os.path.normpath(str(sweep_dir))
     stamp = _SWEEP_STAMP.search(path)
     when = f"{stamp.group('date')}-{stamp.group('time').replace(':', '-')}" if stamp else os.path.basename(path)
@@ -120,26 +106,14 @@ def default_group(sweep_dir: str, subject: Sequence[str] = ()) -> str:
 
 
 def override_tags(overrides: Sequence[str]) -> list[str]:
-    """A job's command-line overrides as W&B tags, Hydra's own (`hydra.*`) left out,
-    shortened to the length W&B allows."""
-    tags = []
-    for override in map(str, overrides):
-        if override.lstrip("+~").startswith(("hydra.", "hydra/")):
-            continue
-        if len(override) > MAX_TAG_LENGTH:
-            override = override[: MAX_TAG_LENGTH - 1] + "…"
-        if override not in tags:
-            tags.append(override)
-    return tags
+    """A job's command-line overrides but Hydra's own (`hydra.*`) as W&B tags, cut to W&B's length."""
+    kept = [tag for tag in map(str, overrides) if not tag.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    return list(dict.fromkeys(tag if len(tag) <= MAX_TAG_LENGTH else tag[: MAX_TAG_LENGTH - 1] + "…" for tag in kept))
 
 
 class WandbRun:
-    """Owns the wandb run of one experiment; started on first use, finished once.
-
-    `mode` None leaves it to WANDB_MODE. wandb.init's `reinit`: "finish_previous" ends a
-    run this process still has open (a multirun's previous job); "create_new" lets runs
-    coexist (replicas).
-    """
+    """The wandb run of one experiment, started on first use, finished once. `mode` None: WANDB_MODE's.
+    `reinit`: "finish_previous" ends a run still open (a multirun's last job), "create_new" keeps it (replicas)."""
 
     def __init__(
         self,
@@ -159,18 +133,8 @@ class WandbRun:
         config = redact_secrets(dict(config or {}))
         if git:
             config["git"] = git_state()
-        self._settings = dict(
-            project=project,
-            entity=entity,
-            group=group,
-            tags=list(tags) or None,
-            mode=mode,
-            name=name,
-            dir=directory,
-            config=config,
-            id=None,
-            resume=None,
-        )
+        self._settings = dict(project=project, entity=entity, group=group, tags=list(tags) or None, mode=mode)
+        self._settings.update(name=name, dir=directory, config=config, id=None, resume=None)  # wandb.init's.
         self._reinit = reinit
         self._run = None
         self._lock = threading.Lock()
@@ -182,8 +146,7 @@ class WandbRun:
     run_id = property(lambda self: self._settings["id"], doc="The W&B run id (None: W&B picks one).")
 
     def use_run_id(self, run_id: str, resume: bool = False) -> None:
-        """Logs to the run `run_id` (kept in run.json); `resume=True` continues it. Call
-        before the run starts."""
+        """Logs to the run `run_id` (kept in run.json), continuing it with `resume`; before it starts."""
         if self._run is not None:
             raise RuntimeError("the W&B run has started already; set its id before")
         self._settings.update(id=run_id, resume="allow" if resume else None)
@@ -204,10 +167,9 @@ class WandbRun:
             return self._run
 
     def replica(self, index: int, seed: int, directory: str | None = None) -> "WandbRun":
-        """The run of replica `index` (trained with `seed`; launcher=anakin, docs/anakin.md):
-        `<name>-seed_<index>` in this run's group (or one named after this run), this run's
-        config with `seed` and `replica`, id `<id>-seed_<index>`, files under `directory`
-        (None: this run's). Start this run first: it finishes the runs open when it starts."""
+        """Replica `index`'s run (launcher=anakin): `<name>-seed_<index>` in this run's group (or
+        one named after it), config plus `seed` and `replica`, id `<id>-seed_<index>`, files under
+        `directory` (None: this run's). Start this run first: it finishes the runs open then."""
         replica = WandbRun(self._settings["project"], git=False, reinit="create_new")
         replica._settings = {
             **self._settings,

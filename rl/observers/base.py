@@ -9,12 +9,9 @@ import numpy as np
 
 
 class Observer:
-    """Does nothing; subclasses override what they watch: batched timesteps and actions
-    of a loop's `VectorEnvironment` copies `env_ids`, and per copy the metrics of the
-    episode it ended. One per loop, made with its `label` ("actor" or "evaluator"),
-    `instance` and run directory; `labels` names the loops it runs in (None: all), and
-    `render` asks for environments made with `render_mode="rgb_array"`.
-    """
+    """Watches a loop's `VectorEnvironment` copies `env_ids`; subclasses override what they use.
+    One per loop (`label` "actor" or "evaluator"); `labels`: the loops it runs in (None: all);
+    `render`: environments made with `render_mode="rgb_array"`."""
 
     labels: tuple[str, ...] | None = None
     render = False

@@ -1,6 +1,5 @@
-"""The game's own score in Atari training records: with `reward_clip` and `episodic_life`
-an actor's `episode_return` is a clipped return of one life, so make_experiment adds this
-observer to those actors (evaluators play unprocessed games)."""
+"""The game's own score in Atari actors' records, whose `episode_return` `reward_clip` and
+`episodic_life` make a clipped return of one life (make_experiment adds it to those actors)."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from rl.observers.base import Observer
 
 
 class GameScore(Observer):
-    """`game_score`, the unclipped score (rl/environments/atari.py), in the record of an
-    episode whose last step ended a whole game; episodes that ended only a life have none."""
+    """`game_score`, the unclipped score, in the record of an episode that ended a whole game."""
 
     labels = ("actor",)
 

@@ -40,10 +40,9 @@ def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
 
 
 class VideoRecorder(Observer):
-    """Records copy 0 of its loop's environment through every `every`-th episode it plays
-    (in an evaluator, one episode every `every` rounds) to `<run_directory>/videos/<label>_
-    <instance>_episode_<n>.mp4`, or only the first to `path`. `fps` None: the environment's.
-    """
+    """Records copy 0's every `every`-th episode (an evaluator's: every `every` rounds) to
+    `<run_directory>/videos/<label>_<instance>_episode_<n>.mp4`, or only the first to `path`.
+    `fps` None: the environment's."""
 
     render = True
 

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
 
 class ReplayTimeoutError(TimeoutError):
-    """A replay write that did not complete within its bound: the server is gone,
-    unreachable or (for a full queue) never drained."""
+    """A replay write or sample that did not complete within its bound."""
 
 
 # A write waits in slices of this many milliseconds (see `Adder._wait`).
@@ -26,14 +25,13 @@ WRITE_SLICE_MS = 2_000
 
 
 def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], None]:
-    """`insert(table, priority, columns)`: appends `columns` as one step and inserts one
-    item referencing it. A `SeededReplay` inserts directly; reverb's trajectory writer is
-    called through its C++ writer, the one private reverb call: reverb 0.14's Python
-    wrapper re-validates the structure on every call, at twice the cost per item
-    (tests/test_seeded_replay.py pins reverb to 0.14)."""
-    own = getattr(writer, "insert_item", None)
-    if own is not None:
-        return own
+    """`insert(table, priority, columns)`: one step of `columns` and one item of it. Reverb's
+    writer goes through its C++ writer (the one private reverb call): reverb 0.14's Python
+    wrapper re-validates the structure per call, twice the cost (pinned in test_seeded_replay)."""
+    import reverb
+
+    if not isinstance(writer, reverb.TrajectoryWriter):
+        return writer.insert_item  # A SeededReplay.
     native = writer._writer  # noqa: SLF001 - see the docstring.
 
     def insert(table: str, priority: float, columns: Sequence[np.ndarray]) -> None:
@@ -44,9 +42,8 @@ def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], N
 
 
 class Adder(abc.ABC):
-    """Turns an actor's batched timesteps into replay items, through one trajectory writer.
-    Row `k` belongs to copy `env_ids[k]` of a vector environment (copy `k` when `env_ids` is
-    None); every item comes from one copy's consecutive steps."""
+    """Turns an actor's batched timesteps into items through one trajectory writer. Row `k`
+    is copy `env_ids[k]` (None: `k`) of a vector environment; an item holds one copy's steps."""
 
     def __init__(self, client: reverb.Client, table: str, timeout_ms: int):
         self._client = client
@@ -70,14 +67,14 @@ class Adder(abc.ABC):
         return self._num_items
 
     def _wait(self, call: Callable[..., Any], what: str, timeout_ms: int, **kwargs: Any) -> None:
-        """Runs `call(timeout_ms=slice, **kwargs)` (a flush or episode end) until it
-        completes; raises a `ReplayTimeoutError` naming the server, the call and the bound
-        after `timeout_ms`, or at once when the client's `replaced()` (asked between
-        slices) says a new server replaced the one that never confirmed these items."""
+        """`call(timeout_ms=slice, **kwargs)` until it completes; a `ReplayTimeoutError` after
+        `timeout_ms`, or at once when a `WatchedClient`'s server was replaced."""
         from reverb.errors import DeadlineExceededError
 
-        address = getattr(self._client, "server_address", "?")
-        replaced = getattr(self._client, "replaced", None)
+        from rl.replay.server import WatchedClient
+
+        replaced = self._client.replaced if isinstance(self._client, WatchedClient) else None
+        where = f"replay server at {self._client.server_address}: {what}"
         left = timeout_ms
         while True:
             wait = min(left, WRITE_SLICE_MS) if replaced is not None else left
@@ -86,11 +83,9 @@ class Adder(abc.ABC):
             except DeadlineExceededError:
                 left -= wait
             if left <= 0:
-                raise ReplayTimeoutError(
-                    f"replay server at {address}: {what} did not complete within {timeout_ms / 1000:g} s"
-                )
+                raise ReplayTimeoutError(f"{where} did not complete within {timeout_ms / 1000:g} s")
             if replaced():
-                raise ReplayTimeoutError(f"replay server at {address}: {what} was cut short, the server was replaced")
+                raise ReplayTimeoutError(f"{where} was cut short, the server was replaced")
 
     def _flush(self, pending: int) -> None:
         """Waits until at most `pending` items are not yet confirmed."""
@@ -99,8 +94,7 @@ class Adder(abc.ABC):
         )
 
     def reset(self, timeout_ms: int | None = None) -> None:
-        """Ends the writer's episode once its items are confirmed (an episode end or
-        shutdown); subclasses drop their partial state first."""
+        """Ends the episode once its items are confirmed; subclasses drop their partial state first."""
         what = f"the end of an episode in table {self._table!r}"
         self._wait(self._writer.end_episode, what, timeout_ms or self._timeout_ms, clear_buffers=True)
 
@@ -109,8 +103,7 @@ class Adder(abc.ABC):
 
 
 def n_step_return(rewards: list[float], discounts: list[float], gamma: float) -> tuple[float, float]:
-    """Discounted return over the given steps and the bootstrap factor after them;
-    `discounts[k]` comes with `rewards[k]`, and a 0 stops both."""
+    """The discounted return and the bootstrap factor after it; a 0 in `discounts` stops both."""
     total, factor = 0.0, 1.0
     for reward, discount in zip(rewards, discounts):
         total += factor * reward
@@ -118,19 +111,14 @@ def n_step_return(rewards: list[float], discounts: list[float], gamma: float) ->
     return total, factor
 
 
-def _rows(batch: Any, count: int) -> list[Any]:
-    """Splits a batched (possibly nested) array into its `count` rows."""
-    if isinstance(batch, np.ndarray):
-        return list(batch)
-    flat = [list(leaf) for leaf in tree.flatten(batch)]
-    return [tree.unflatten_as(batch, [leaf[k] for leaf in flat]) for k in range(count)]
+def _row(batch: Any, k: int) -> Any:
+    return tree.map_structure(lambda leaf: leaf[k], batch)
 
 
 class NStepTransitionAdder(Adder):
-    """Writes (s_t, a_t, R_t^(n), gamma^m * prod(d), s_{t+m}) items, m <= n, per copy; at an
-    episode end the shorter transitions of its last n-1 steps too (every visited state is
-    a sample). `codec` (rl.replay.codecs) lays them out as the table does (default: a
-    column per leaf)."""
+    """Writes (s_t, a_t, R_t^(n), gamma^m * prod(d), s_{t+m}), m <= n, per copy, and at an
+    episode end its last n-1 steps' shorter ones. `codec` (rl.replay.codecs) lays them out
+    (None: a column per leaf)."""
 
     def __init__(
         self,
@@ -156,28 +144,20 @@ class NStepTransitionAdder(Adder):
         self._unflushed = 0
 
     def add_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        ids = range(len(timestep.step_type)) if env_ids is None else env_ids
-        for env_id, observation in zip(ids, _rows(timestep.observation, len(timestep.step_type))):
+        for k, env_id in enumerate(range(len(timestep.step_type)) if env_ids is None else env_ids):
             self._windows[int(env_id)] = collections.deque()
-            self._observations[int(env_id)] = observation
+            self._observations[int(env_id)] = _row(timestep.observation, k)
 
     def add(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        count = len(next_timestep.step_type)
-        ids = range(count) if env_ids is None else env_ids
-        observations = _rows(next_timestep.observation, count)
         rewards = next_timestep.reward.tolist()
         discounts = next_timestep.discount.tolist()
         lasts = (next_timestep.step_type == dm_env.StepType.LAST).tolist()
-        for k, env_id in enumerate(ids):
-            env_id = int(env_id)
-            window = self._windows[env_id]
-            window.append((self._observations[env_id], actions[k], rewards[k], discounts[k]))
-            self._observations[env_id] = observations[k]
-            if len(window) == self._n_step:
-                self._write_oldest(window, observations[k])
-            if lasts[k]:
-                while window:
-                    self._write_oldest(window, observations[k])
+        for k, env_id in enumerate(range(len(lasts)) if env_ids is None else env_ids):
+            window = self._windows[int(env_id)]
+            window.append((self._observations[int(env_id)], actions[k], rewards[k], discounts[k]))
+            observation = self._observations[int(env_id)] = _row(next_timestep.observation, k)
+            while len(window) == self._n_step or (lasts[k] and window):
+                self._write_oldest(window, observation)
 
     def _write_oldest(self, window: collections.deque, next_observation: Any) -> None:
         observation, action, _, _ = window[0]
@@ -194,8 +174,7 @@ class NStepTransitionAdder(Adder):
             self._unflushed = 0
 
     def get_state(self) -> dict[str, Any]:
-        """Each copy's window and observation, and the count (a deterministic run's
-        checkpoint); flushed items are in replay."""
+        """Each copy's window and observation, and the count (a deterministic run's checkpoint)."""
         return {
             "windows": {k: list(w) for k, w in self._windows.items()},
             "observations": dict(self._observations),

@@ -1,13 +1,10 @@
-"""How a transition is laid out in a reverb table: one column per leaf, or packed into one.
-
-Reverb stores each column of an item as its own chunk, and inserts and samples cost about
-the same per chunk whatever its size: a small transition packed into one float32 vector
-roughly doubles both (`scripts/benchmark.py replay`). Large observations (pixels) keep
-their own columns, which float32 would multiply.
-"""
+"""How a transition is laid out in a reverb table: a column per leaf, or packed into one.
+Reverb's costs are per column (chunk): packing a small transition into one float32 vector
+about doubles inserts and samples (`scripts/benchmark.py replay`); pixels keep their columns."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -30,16 +27,6 @@ def stored_actions(action_spec: Any) -> Any:
     )
 
 
-def _leaf_specs(environment_spec: EnvironmentSpec) -> Transition:
-    return Transition(
-        observation=environment_spec.observations,
-        action=stored_actions(environment_spec.actions),
-        reward=specs.Array((), np.float32, "reward"),
-        discount=specs.Array((), np.float32, "discount"),
-        next_observation=environment_spec.observations,
-    )
-
-
 def _packable(spec: Any) -> bool:
     """Whether float32 holds every value of this (environment) leaf exactly."""
     dtype = np.dtype(spec.dtype)
@@ -51,15 +38,17 @@ def _packable(spec: Any) -> bool:
     return dtype.kind in "iu" and all(np.all(np.abs(bound) < FLOAT32_EXACT_INTEGERS) for bound in bounds)
 
 
-def _size(spec: Any) -> int:
-    return int(np.prod(spec.shape, dtype=np.int64))
-
-
 class ColumnCodec:
     """One reverb column per leaf of the transition (the general layout)."""
 
     def __init__(self, environment_spec: EnvironmentSpec):
-        self.leaf_specs = _leaf_specs(environment_spec)
+        self.leaf_specs = Transition(
+            observation=environment_spec.observations,
+            action=stored_actions(environment_spec.actions),
+            reward=specs.Array((), np.float32, "reward"),
+            discount=specs.Array((), np.float32, "discount"),
+            next_observation=environment_spec.observations,
+        )
 
     def signature(self) -> Any:
         import tensorflow as tf
@@ -67,11 +56,11 @@ class ColumnCodec:
         return tree.map_structure(lambda s: tf.TensorSpec(s.shape, tf.as_dtype(s.dtype), s.name), self.leaf_specs)
 
     def encode(self, transition: Transition) -> list[Any]:
-        """The columns of one transition, in the order of the table's signature."""
+        """One transition's columns, in the signature's order."""
         return tree.flatten(transition)
 
     def decode(self, data: Any) -> Transition:
-        """A batch as sampled from the table, as a Transition of arrays."""
+        """A sampled batch as a Transition of arrays."""
         return data
 
 
@@ -81,7 +70,7 @@ class PackedCodec(ColumnCodec):
     def __init__(self, environment_spec: EnvironmentSpec):
         super().__init__(environment_spec)
         self._leaves = tree.flatten(self.leaf_specs)
-        self._bounds = np.cumsum([0] + [_size(s) for s in self._leaves]).tolist()
+        self._bounds = np.cumsum([0] + [math.prod(s.shape) for s in self._leaves]).tolist()
         self.size = self._bounds[-1]
 
     def signature(self) -> Any:
@@ -104,7 +93,7 @@ class PackedCodec(ColumnCodec):
 
 def transition_codec(environment_spec: EnvironmentSpec) -> ColumnCodec:
     """The packed layout where it is exact and small, one column per leaf otherwise."""
-    size = sum(_size(s) for s in tree.flatten(_leaf_specs(environment_spec)))
+    size = sum(math.prod(s.shape) for s in tree.flatten(ColumnCodec(environment_spec).leaf_specs))
     leaves = tree.flatten(environment_spec.observations) + tree.flatten(environment_spec.actions)
     if size <= MAX_PACKED_VALUES and all(_packable(s) for s in leaves):
         return PackedCodec(environment_spec)

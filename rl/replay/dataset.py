@@ -28,21 +28,14 @@ class ReplaySample(NamedTuple):
     data: Any
 
 
-def make_dataset(
-    server_address: str,
-    table: str,
-    batch_size: int,
-    num_parallel_calls: int = 1,
-) -> Any:
-    """Batches of `batch_size` items sampled from `table`. One worker reads the table
-    directly: an interleave (for `num_parallel_calls > 1`) costs twice the CPU per item."""
+def make_dataset(server_address: str, table: str, batch_size: int, num_parallel_calls: int = 1) -> Any:
+    """Batches of `batch_size` items of `table`. One worker reads the table directly: an
+    interleave (`num_parallel_calls > 1`) costs twice the CPU per item."""
     import tensorflow as tf
 
     def make_one(_: Any = None) -> tf.data.Dataset:
         return reverb.TrajectoryDataset.from_table_signature(
-            server_address=server_address,
-            table=table,
-            max_in_flight_samples_per_worker=2 * batch_size,
+            server_address=server_address, table=table, max_in_flight_samples_per_worker=2 * batch_size
         )
 
     if num_parallel_calls == 1:
@@ -55,9 +48,9 @@ def make_dataset(
 
 
 class PrefetchingIterator(Iterator[ReplaySample]):
-    """Pulls batches on a daemon thread, `decode`s them (e.g. a codec's unpacking) and
-    hands them over as device arrays. A batch that does not come within `timeout_s`
-    (None: wait for ever) raises a `ReplayTimeoutError` naming `source`."""
+    """Pulls batches on a daemon thread, `decode`s them (e.g. a codec's unpacking) and hands
+    them over as device arrays; none within `timeout_s` (None: no bound) raises a
+    `ReplayTimeoutError` naming `source`."""
 
     def __init__(
         self,
@@ -70,7 +63,7 @@ class PrefetchingIterator(Iterator[ReplaySample]):
         self._timeout_s = timeout_s
         self._source_name = source
         self._queue: queue.Queue = queue.Queue(maxsize=2)
-        self._decode = decode
+        self._decode = decode or (lambda data: data)
         self._stop = threading.Event()
         self._finished: BaseException | None = None
         self._thread = threading.Thread(target=self._fill, name="replay-prefetch", daemon=True)
@@ -79,9 +72,10 @@ class PrefetchingIterator(Iterator[ReplaySample]):
     def _fill(self) -> None:
         try:
             for sample in self._source:
-                data = sample.data if self._decode is None else self._decode(sample.data)
                 info = sample.info
-                batch = ReplaySample(info.key, info.probability, info.table_size, jax.device_put(data))
+                batch = ReplaySample(
+                    info.key, info.probability, info.table_size, jax.device_put(self._decode(sample.data))
+                )
                 while not self._stop.is_set():
                     with contextlib.suppress(queue.Full):
                         self._queue.put(batch, timeout=0.1)

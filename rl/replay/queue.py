@@ -1,5 +1,4 @@
-"""Queue tables for on-policy agents: every item is sampled exactly once, oldest first.
-Importing this module imports reverb (and TensorFlow)."""
+"""Queue tables for on-policy agents: every item is sampled once, oldest first (imports reverb)."""
 
 from __future__ import annotations
 
@@ -11,9 +10,8 @@ import reverb
 
 @dataclasses.dataclass(frozen=True)
 class QueueRatio:
-    """The single-process stepping rule for a queue table (`run_local`, `LearnerThread`):
-    the learner takes a batch as soon as a whole one is unconsumed. The waiting itself (a
-    full queue, an empty one) is reverb's `Queue` rate limiter's."""
+    """A one-process learner's stepping rule for a queue (`run_local`, `LearnerThread`): a
+    batch as soon as a whole one is unconsumed; reverb's `Queue` limiter does the waiting."""
 
     batch_size: int
     max_size: int
@@ -33,6 +31,6 @@ class QueueRatio:
 
 
 def make_queue_table(name: str, max_size: int, signature: Any) -> reverb.Table:
-    """A FIFO queue of at most `max_size` items, each sampled once: an insert waits while
-    it is full (actors wait for the learner), a sample while it is empty."""
+    """A FIFO queue of at most `max_size` items, each sampled once: inserts wait while it is
+    full (actors wait for the learner), samples while it is empty."""
     return reverb.Table.queue(name=name, max_size=int(max_size), signature=signature)

@@ -1,21 +1,17 @@
-"""In-process replay with a seeded choice of items: the store of `launcher.deterministic=true`.
-
-Reverb 0.14's selectors take no seed. `SeededReplay` holds the agent's own tables and
-items but draws batches from a NumPy generator seeded by the run's seed and the table's
-position. Kept from reverb: uniform sampling with replacement, prioritized sampling
-(P(i) = p_i^a / sum_j p_j^a) with priority updates by key, FIFO removal at `max_size`,
-queues (each item sampled once). Not kept: waiting (a sample the replay ratio did not
-allow is a bug that raises).
-"""
+"""In-process replay with a seeded choice of items (`launcher.deterministic=true`): reverb
+0.14's selectors take no seed. Kept from reverb: uniform sampling with replacement,
+prioritized sampling (P(i) = p_i^a / sum_j p_j^a) with priority updates by key, FIFO
+removal at `max_size`, queues. Not kept: waiting (a sample the ratio did not allow raises)."""
 
 from __future__ import annotations
 
 from typing import Any, Iterator, Mapping, Sequence
 
+import jax
 import numpy as np
 import tree
 
-from rl.replay.dataset import ReplaySample
+from rl.replay.dataset import ReplaySample, make_replay_iterator
 
 
 def _sampler_kind(options: Any) -> tuple[str, float]:
@@ -29,7 +25,7 @@ def _sampler_kind(options: Any) -> tuple[str, float]:
 
 
 class SeededTable:
-    """One table: items are lists of columns (one array per leaf of the signature)."""
+    """One table, its items lists of columns, drawn by a generator seeded with `seed`."""
 
     def __init__(self, table: Any, seed: Sequence[int]):
         info = table.info
@@ -106,17 +102,10 @@ class SeededTable:
                 self._priorities[int(key) % self.max_size] = priority
 
     def get_state(self) -> dict[str, Any]:
-        """Items, priorities and the generator's state, so a resumed run draws as this one would."""
-        return {
-            "name": self.name,
-            "sampler": self.sampler,
-            "max_size": self.max_size,
-            "inserts": self.inserts,
-            "taken": self.taken,
-            "items": list(self._items),
-            "priorities": self._priorities.copy(),
-            "rng": self.rng.bit_generator.state,
-        }
+        """Items, priorities and the generator's state: a resumed run draws as this one would."""
+        state = {key: vars(self)[key] for key in ("name", "sampler", "max_size", "inserts", "taken")}
+        rng = self.rng.bit_generator.state
+        return {**state, "items": list(self._items), "priorities": self._priorities.copy(), "rng": rng}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         saved = (state["name"], state["sampler"], state["max_size"])
@@ -133,8 +122,8 @@ class SeededTable:
 
 
 class SeededReplay:
-    """The tables of one run in this process, standing where a reverb client and its
-    trajectory writer would: items go straight in (`insert_item`), nothing is pending."""
+    """The run's tables, standing where a reverb client and its writer would: items go
+    straight in (`insert_item`), nothing is pending."""
 
     server_address = "in-process (launcher.deterministic=true)"  # For messages.
 
@@ -153,14 +142,10 @@ class SeededReplay:
     def insert_item(self, table: str, priority: float, columns: Sequence[np.ndarray]) -> None:
         self.table(table).insert(priority, columns)
 
-    def flush(self, block_until_num_items: int = 0, timeout_ms: int | None = None) -> None:
-        pass
+    def flush(self, **_: Any) -> None:
+        """Nothing is ever pending: a flush, an episode's end and closing have nothing to wait for."""
 
-    def end_episode(self, clear_buffers: bool = True, timeout_ms: int | None = None) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+    end_episode = close = flush
 
     def mutate_priorities(self, table: str, updates: Mapping[int, float]) -> None:
         self.table(table).mutate_priorities(updates)
@@ -176,8 +161,6 @@ class SeededReplay:
 
 
 def _seeded_batches(table: SeededTable, batch_size: int, decode: Any) -> Iterator[ReplaySample]:
-    import jax
-
     while True:
         keys, probabilities, sizes, columns = table.sample(batch_size)
         data = tree.unflatten_as(table.signature, columns)
@@ -185,10 +168,7 @@ def _seeded_batches(table: SeededTable, batch_size: int, decode: Any) -> Iterato
 
 
 def learner_iterator(replay_client: Any, table: str, batch_size: int, decode: Any = None) -> Iterator[ReplaySample]:
-    """The learner's batches of `table` (decoded by `decode`): drawn from a `SeededReplay`
-    when asked for, or prefetched from reverb's server."""
+    """The learner's batches of `table`, decoded: a `SeededReplay`'s, or prefetched from reverb."""
     if isinstance(replay_client, SeededReplay):
         return _seeded_batches(replay_client.table(table), batch_size, decode)
-    from rl.replay.dataset import make_replay_iterator
-
     return make_replay_iterator(replay_client.server_address, table, batch_size, decode=decode)

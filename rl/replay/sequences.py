@@ -1,15 +1,8 @@
-"""Sequence replay: fixed-length sequences of one environment copy's consecutive steps.
-
-`SequenceAdder` cuts each copy's steps into items of `sequence_length` rows, a new one
-every `period` rows, never across an episode boundary. A row (`SequenceStep`) holds o_t,
-the action a_t, the reward r_t and discount d_t after it, `mask` (1 for a step taken) and
-the actor's `extras` at o_t. An episode's end (termination or truncation) adds one row of
-the final observation (mask 0; zero action, reward and discount), so a truncation
-(d_t = 1) bootstraps from it, then pads the item with zero rows. With `period =
-sequence_length - 1` every step taken is a non-final row of exactly one item (PPO,
-IMPALA); a smaller period overlaps items (R2D2, whose first-row extras hold the
-recurrent state). An item is one writer step (a chunk per column). Imports reverb (and TF).
-"""
+"""Sequence replay: items of `sequence_length` rows of one copy's steps, a new one every
+`period` rows, never across an episode boundary. An episode's end adds a row of the final
+observation (mask 0, zero action, reward and discount: a truncation bootstraps from it),
+then zero rows. `period = sequence_length - 1` puts every step in one item (PPO, IMPALA);
+a smaller one overlaps items (R2D2, whose first-row extras hold the recurrent state)."""
 
 from __future__ import annotations
 
@@ -27,17 +20,14 @@ from rl.specs import EnvironmentSpec
 
 
 class SequenceStep(NamedTuple):
-    """One row of a stored sequence; in a sampled item every field has a leading time
-    axis (and a batch axis before it)."""
+    """One row: o_t, a_t, then r_t and d_t after it; sampled, (batch, time, ...) fields."""
 
     observation: Any
     action: Any
     reward: Any
     discount: Any
-    # 1.0 for a step taken; 0.0 for the final observation row and the padding after it.
-    mask: Any
-    # Per-step extras of the actor (a dict of arrays), e.g. {"log_prob": ...}.
-    extras: Any
+    mask: Any  # 1.0 for a step taken; 0.0 for the final observation row and the padding.
+    extras: Any  # The actor's, at o_t (a dict of arrays), e.g. {"log_prob": ...}.
 
 
 def step_spec(environment_spec: EnvironmentSpec, extras_spec: Mapping[str, Any] | None = None) -> SequenceStep:
@@ -59,20 +49,19 @@ def sequence_signature(
     import tensorflow as tf
 
     return tree.map_structure(
-        lambda s: tf.TensorSpec((sequence_length, *s.shape), tf.as_dtype(s.dtype), getattr(s, "name", None)),
+        lambda s: tf.TensorSpec((sequence_length, *s.shape), tf.as_dtype(s.dtype), s.name),
         step_spec(environment_spec, extras_spec),
     )
 
 
 def decode_sequences(data: Any) -> SequenceStep:
     """A sampled batch (reverb rebuilds the signature's structure) as a SequenceStep."""
-    return SequenceStep(**(data._asdict() if hasattr(data, "_asdict") else data))
+    return SequenceStep(*data) if isinstance(data, tuple) else SequenceStep(**data)
 
 
 class SequenceAdder(Adder):
-    """Writes `sequence_length`-row items of each copy's steps, one every `period` rows,
-    from preallocated arrays (per leaf, a leading axis over the copies). `add` takes the
-    actor's `extras` (a dict of arrays, one row per copy, matching `step_spec`'s)."""
+    """Writes each copy's items from preallocated arrays (per leaf, a leading axis over the
+    copies). `add` takes the actor's `extras` (one row per copy, as in `step_spec`)."""
 
     def __init__(
         self,
@@ -95,16 +84,13 @@ class SequenceAdder(Adder):
         self._period = period
         self._priority = priority
         self._capacity = 0
-        # A row's leaves in the table's column order, the observation's first.
-        self._leaf_specs = tree.flatten(spec)
+        # A row's leaves in column order, the observation's first; per leaf, a buffer of
+        # (copies, sequence_length, ...), and per observation leaf each copy's current one.
+        leaf_specs = tree.flatten(spec)
         self._num_observation_leaves = len(tree.flatten(spec.observation))
         self._mask_leaf = self._num_observation_leaves + len(tree.flatten(spec.action)) + 2
-        # Per leaf: (copies, sequence_length, ...); per observation leaf, each copy's
-        # current one.
-        self._buffers = [np.zeros((0, sequence_length, *s.shape), s.dtype) for s in self._leaf_specs]
-        self._observations = [
-            np.zeros((0, *s.shape), s.dtype) for s in self._leaf_specs[: self._num_observation_leaves]
-        ]
+        self._buffers = [np.zeros((0, sequence_length, *s.shape), s.dtype) for s in leaf_specs]
+        self._observations = [np.zeros((0, *s.shape), s.dtype) for s in leaf_specs[: self._num_observation_leaves]]
         self._positions = np.zeros(0, np.int64)  # Rows filled per copy.
         self._fresh = np.zeros(0, np.int64)  # Rows appended since the copy's last item.
 
@@ -114,9 +100,7 @@ class SequenceAdder(Adder):
             return
 
         def grow(old: np.ndarray) -> np.ndarray:
-            new = np.zeros((copies, *old.shape[1:]), old.dtype)
-            new[: len(old)] = old
-            return new
+            return np.pad(old, [(0, copies - len(old))] + [(0, 0)] * (old.ndim - 1))
 
         self._buffers = [grow(buffer) for buffer in self._buffers]
         self._observations = [grow(current) for current in self._observations]
@@ -141,8 +125,7 @@ class SequenceAdder(Adder):
     ) -> None:
         if not self._capacity:
             raise RuntimeError("add_first must start an episode before add")
-        count = len(next_timestep.step_type)
-        ids = np.arange(count) if env_ids is None else np.asarray(env_ids, np.int64)
+        ids = np.arange(len(next_timestep.step_type)) if env_ids is None else np.asarray(env_ids, np.int64)
         positions = self._positions[ids]
         values = [
             *(current[ids] for current in self._observations),
@@ -208,7 +191,7 @@ class SequenceAdder(Adder):
 
     def get_state(self) -> dict[str, Any]:
         """Each copy's partial sequence and the counts (a deterministic run's checkpoint)."""
-        return {name.lstrip("_"): getattr(self, name) for name in self._STATE}
+        return {name.lstrip("_"): vars(self)[name] for name in self._STATE}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         for name in self._STATE:

@@ -1,6 +1,5 @@
-"""The replay server, without the `/tmp/tmpXXXXXXXX` directory that reverb's default
-checkpointer (`TempDirCheckpointer`) leaves behind: a server checkpoints only with the
-checkpointer a run passes (under its run directory), else writes nothing to disk."""
+"""The replay server, without the `/tmp/tmpXXXXXXXX` directory reverb's default checkpointer
+leaves: it checkpoints only with the checkpointer a run passes, else writes nothing."""
 
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ def make_server(
 
 
 class WatchedClient(reverb.Client):
-    """A reverb client whose `replaced()` (a probe the owner supplies) tells whether its
-    server was replaced by a new one on the same address; an adder's bounded wait then
-    stops waiting for items the old server never confirmed."""
+    """A reverb client whose `replaced()` (the owner's probe) tells whether a new server
+    replaced its own on the same address: an adder then stops waiting for its items."""
 
     def __init__(self, server_address: str, replaced: Callable[[], bool]):
         super().__init__(server_address)

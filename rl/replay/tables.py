@@ -1,5 +1,4 @@
-"""Reverb table factories and the replay-ratio rule they enforce. Importing this module
-imports reverb and so TensorFlow: only replay code should."""
+"""Reverb table factories and the replay-ratio rule they enforce (imports reverb and TF)."""
 
 from __future__ import annotations
 
@@ -18,33 +17,24 @@ tf.config.set_visible_devices([], "GPU")
 
 @dataclasses.dataclass(frozen=True)
 class ReplayRatio:
-    """A `SampleToInsertRatio` rate limiter (the gate of learners on their own thread or
-    node), and the stepping rule of a loop that acts and learns on one thread
-    (`can_sample`).
-
-    The target is `samples_per_insert` samples per item inserted once `min_size_to_sample`
-    items are in; samples may run ahead of it by the first part of `error_buffer` and lag
-    behind it by the second (a single number is both).
-    """
+    """A `SampleToInsertRatio` rate limiter (learners on their own thread or node) and the
+    stepping rule of a one-thread loop (`can_sample`): `samples_per_insert` samples per
+    insert once `min_size_to_sample` items are in; samples may run ahead of that by
+    `error_buffer`'s first part and lag by its second (a single number is both)."""
 
     samples_per_insert: float
     min_size_to_sample: int
     error_buffer: float | tuple[float, float]
 
     @property
-    def _buffer(self) -> tuple[float, float]:
-        """(ahead, behind): how far samples may run ahead of the target, and lag."""
-        buffer = self.error_buffer
-        ahead, behind = (buffer, buffer) if isinstance(buffer, (int, float)) else buffer
-        return float(ahead), float(behind)
-
-    @property
     def min_diff(self) -> float:
-        return self.samples_per_insert * self.min_size_to_sample - self._buffer[0]
+        ahead = self.error_buffer if isinstance(self.error_buffer, (int, float)) else self.error_buffer[0]
+        return self.samples_per_insert * self.min_size_to_sample - float(ahead)
 
     @property
     def max_diff(self) -> float:
-        return self.samples_per_insert * self.min_size_to_sample + self._buffer[1]
+        behind = self.error_buffer if isinstance(self.error_buffer, (int, float)) else self.error_buffer[1]
+        return self.samples_per_insert * self.min_size_to_sample + float(behind)
 
     def make_rate_limiter(self) -> reverb.rate_limiters.RateLimiter:
         return reverb.rate_limiters.SampleToInsertRatio(
@@ -58,7 +48,7 @@ class ReplayRatio:
         return (inserts - self.min_size_to_sample) * self.samples_per_insert
 
     def can_sample(self, inserts: int, samples: int) -> bool:
-        """Whether a single-process learner that has consumed `samples` may take another batch."""
+        """Whether a one-thread learner that has consumed `samples` may take another batch."""
         return inserts >= self.min_size_to_sample and samples <= self.target_samples(inserts)
 
 
@@ -69,10 +59,9 @@ PREFETCH_BATCHES = 2
 
 
 def make_error_buffer(samples_per_insert: float, samples_per_learner_step: int) -> tuple[float, float]:
-    """Reverb's slack around the target, (ahead, behind): samples may run ahead by the
-    learner's batch and the batches its dataset prefetches (so `next` rarely waits); they
-    may lag by that plus `INSERT_SLACK` inserts, so an actor step never blocks on a learner
-    that takes every batch it may."""
+    """(ahead, behind) the target: ahead by the learner's batch and those its dataset
+    prefetches (`next` rarely waits), behind by that plus `INSERT_SLACK` inserts (an actor
+    step never blocks on a learner that takes every batch it may)."""
     ahead = (1 + PREFETCH_BATCHES) * samples_per_learner_step
     return float(ahead), ahead + INSERT_SLACK * samples_per_insert
 
@@ -107,7 +96,6 @@ def make_transition_table(
     prioritized: bool = False,
     priority_exponent: float = 0.6,
 ) -> reverb.Table:
-    """A FIFO table of transitions sampled uniformly or in proportion to priority, laid
-    out by `transition_codec` (packed into one column where that is exact and small)."""
+    """A FIFO table of transitions (uniform or prioritized), laid out by `transition_codec`."""
     signature = transition_codec(environment_spec).signature()
     return make_sequence_table(name, signature, max_size, rate_limiter, priority_exponent if prioritized else None)
