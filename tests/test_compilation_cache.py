@@ -66,5 +66,5 @@ def test_a_training_run_caches_its_learner_update_and_policies(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     programs = [name.rsplit("-", 2)[0] for name in os.listdir(cache) if name.endswith("-cache")]
-    assert programs.count("jit_guarded") == 1  # The learner's (finite-checked) update.
+    assert programs.count("jit__guarded_update") == 1  # The learner's (finite-checked) update.
     assert programs.count("jit_act") == 2  # The behaviour and the evaluation policy.
