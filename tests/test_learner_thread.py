@@ -10,7 +10,7 @@ import reverb
 import tensorflow as tf
 
 from rl import core
-from rl.experiments.launchers.local import LearnerThread, StepLockReleasingIterator
+from rl.experiments.launchers.local import LearnerThread, StepLockReleasingIterator, batches_allowed
 from rl.replay.dataset import make_replay_iterator
 from rl.replay.server import make_server
 from rl.replay.tables import ReplayRatio, make_error_buffer
@@ -72,11 +72,27 @@ def _insert(client, count):
     writer.close()
 
 
-def _threaded_learner(client, fail_at=None):
+class SlowIterator:
+    """Replay whose batches take `delay` seconds to arrive once `slow` is set (a loaded machine)."""
+
+    def __init__(self, iterator):
+        self._iterator, self.slow, self.delay = iterator, threading.Event(), 1.0
+
+    def __next__(self):
+        if self.slow.is_set():
+            time.sleep(self.delay)
+        return next(self._iterator)
+
+    def close(self):
+        self._iterator.close()
+
+
+def _threaded_learner(client, fail_at=None, iterator=None):
     lock = threading.Lock()
-    dataset = StepLockReleasingIterator(make_replay_iterator(client.server_address, "t", BATCH), lock)
+    iterator = iterator or make_replay_iterator(client.server_address, "t", BATCH)
+    dataset = StepLockReleasingIterator(iterator, lock)
     learner = CountingLearner(dataset, fail_at)
-    return learner, lock, LearnerThread(learner, lock, dataset)
+    return learner, lock, LearnerThread(learner, lock, dataset, lambda: batches_allowed(client, "t", BATCH))
 
 
 def test_the_learner_takes_exactly_the_batches_reverbs_rate_limiter_allows(replay):
@@ -91,6 +107,19 @@ def test_the_learner_takes_exactly_the_batches_reverbs_rate_limiter_allows(repla
     assert sampled == ratio.target_samples(100) + ahead  # Reverb sampled all it allows, no more ...
     assert learner.steps == sampled // BATCH  # ... and the learner took every whole batch of it.
     assert learner.threads == {"learner"}
+
+
+def test_a_slow_replay_still_hands_the_learner_every_batch_allowed(replay):
+    """The drain counts batches: one that takes a second to arrive is still taken."""
+    ratio, client = replay
+    slow = SlowIterator(make_replay_iterator(client.server_address, "t", BATCH))
+    learner, _, thread = _threaded_learner(client, iterator=slow)
+    _insert(client, 100)
+    slow.slow.set()
+    thread.finish()
+    sampled = client.server_info()["t"].rate_limiter_info.sample_stats.completed
+    assert sampled == ratio.target_samples(100) + make_error_buffer(2.0, BATCH)[0]
+    assert learner.steps == sampled // BATCH
 
 
 def test_the_learner_waits_for_replay_without_holding_the_step_lock(replay):

@@ -9,6 +9,7 @@ process state (an exact resume), and learner rows logged by actor steps.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -42,6 +43,7 @@ class StepLockReleasingIterator:
         self._iterator = iterator
         self._lock = lock
         self.waiting_since: float | None = None  # When the wait for the current batch began.
+        self.batches = 0  # Batches handed to the learner.
 
     def __iter__(self) -> "StepLockReleasingIterator":
         return self
@@ -50,7 +52,9 @@ class StepLockReleasingIterator:
         self._lock.release()
         self.waiting_since = time.monotonic()
         try:
-            return next(self._iterator)
+            batch = next(self._iterator)
+            self.batches += 1
+            return batch
         finally:
             self.waiting_since = None
             self._lock.acquire()
@@ -59,9 +63,18 @@ class StepLockReleasingIterator:
         self._iterator.close()
 
 
-# After the actor's last inserts, the learner takes batches until it has waited this long
-# for one: reverb's rate limiter refuses it (a sampled batch arrives within milliseconds).
-DRAIN_IDLE_S = 0.5
+# After the actor's last inserts, a learner waiting this long for a batch the rate limiter
+# still allows is taken to be stuck: the run ends with a warning rather than hanging.
+DRAIN_TIMEOUT_S = 120.0
+
+
+def batches_allowed(client: Any, table: str, batch_size: int, sampled_before: int = 0) -> int:
+    """Batches of `batch_size` reverb's rate limiter on `table` lets a learner take in all:
+    it hands out `inserts * samples_per_insert - min_diff` items (a restored table's counts
+    include its earlier sessions: `sampled_before` of them)."""
+    info = client.server_info()[table].rate_limiter_info
+    allowed = info.insert_stats.completed * info.samples_per_insert - info.min_diff - sampled_before
+    return int(allowed // batch_size)
 
 
 class LearnerThread:
@@ -71,8 +84,15 @@ class LearnerThread:
     `finish()` takes the batches the last inserts allow, then stops; `close()` stops after
     the current step. Both close the dataset, so a waiting step ends at once."""
 
-    def __init__(self, learner: core.Learner, lock: threading.Lock, dataset: StepLockReleasingIterator):
+    def __init__(
+        self,
+        learner: core.Learner,
+        lock: threading.Lock,
+        dataset: StepLockReleasingIterator,
+        batches_allowed: Callable[[], int],
+    ):
         self._learner = learner
+        self._batches_allowed = batches_allowed
         self._lock = lock
         self._dataset = dataset
         self._stopping = threading.Event()
@@ -97,9 +117,14 @@ class LearnerThread:
             raise error
 
     def finish(self) -> None:
+        """Stops once the learner waits for a batch beyond `batches_allowed()` (reverb's rate
+        limiter's count, not a wait, decides: a loaded machine drains the same)."""
         while self._thread.is_alive():
             since = self._dataset.waiting_since
-            if since is not None and time.monotonic() - since >= DRAIN_IDLE_S:
+            if since is not None and self._dataset.batches >= self._batches_allowed():
+                break
+            if since is not None and time.monotonic() - since >= DRAIN_TIMEOUT_S:
+                log.warning("the learner waited %.0f s for a batch the replay allows; stopping it", DRAIN_TIMEOUT_S)
                 break
             time.sleep(0.01)
         self.close()
@@ -162,7 +187,9 @@ class LocalNodes(lifecycle.Nodes):
         if self.deterministic and restore is not None:
             self._restore_process_state(restore.checkpoint)
         if not self.deterministic:
-            self.learner_thread = LearnerThread(self.learner, self.pause, self.dataset)
+            table, batch = experiment.builder.config.replay_table_name, experiment.builder.samples_per_learner_step
+            allowed = functools.partial(batches_allowed, self.client, table, batch, self.samples)
+            self.learner_thread = LearnerThread(self.learner, self.pause, self.dataset, allowed)
 
     def _release_pause_while_sampling(self, dataset: Any) -> StepLockReleasingIterator:
         self.dataset = StepLockReleasingIterator(dataset, self.pause)
