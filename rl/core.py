@@ -4,9 +4,11 @@ loop or a distributed launcher can run an actor, a learner or a whole experiment
 from __future__ import annotations
 
 import abc
-from typing import Any, Generic, Sequence, TypeVar
+import dataclasses
+from typing import Any, Generic, NamedTuple, Sequence, TypeVar
 
 import dm_env
+from dm_env import specs
 
 State = TypeVar("State")
 
@@ -61,3 +63,77 @@ class Learner(VariableSource, Generic[State]):
     @abc.abstractmethod
     def restore(self, state: State) -> None:
         """Replaces the learner's state by one returned from `save`."""
+
+
+class Transition(NamedTuple):
+    """One (possibly n-step) transition as stored in replay: `reward` is the discounted sum of
+    the m <= n rewards it spans, `discount` gamma^m times the environment discounts, so the
+    target is `reward + discount * value(next_observation)` (0 at a terminal step)."""
+
+    observation: Any
+    action: Any
+    reward: Any
+    discount: Any
+    next_observation: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvironmentSpec:
+    observations: Any
+    actions: Any
+    rewards: Any
+    discounts: Any
+
+
+def make_environment_spec(environment: dm_env.Environment) -> EnvironmentSpec:
+    return EnvironmentSpec(
+        observations=environment.observation_spec(),
+        actions=environment.action_spec(),
+        rewards=environment.reward_spec(),
+        discounts=environment.discount_spec(),
+    )
+
+
+def is_discrete(action_spec: Any) -> bool:
+    """True for a single categorical action, the only kind value-based agents can act in."""
+    return isinstance(action_spec, specs.DiscreteArray)
+
+
+def num_actions(action_spec: Any) -> int:
+    if not is_discrete(action_spec):
+        raise ValueError(f"expected a discrete action spec, got {action_spec}")
+    return int(action_spec.num_values)
+
+
+class VariableClient:
+    """Fetches variable `key` from `source` every `update_period` calls to `update`."""
+
+    def __init__(self, source: VariableSource, key: str = "policy", update_period: int = 1):
+        self._source = source
+        self._key = key
+        self._update_period = max(1, int(update_period))
+        self._calls = 0
+        self._params: Any = None
+
+    @property
+    def params(self) -> Any:
+        if self._params is None:
+            self.update_and_wait()
+        return self._params
+
+    def update(self, wait: bool = False) -> None:
+        self._calls += 1
+        if wait or self._calls >= self._update_period:
+            self.update_and_wait()
+
+    def get_state(self) -> dict[str, Any]:
+        """The parameters held and the calls since they were fetched (a restored client fetches when this one would)."""
+        return {"params": self._params, "calls": self._calls}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._params = state["params"]
+        self._calls = int(state["calls"])
+
+    def update_and_wait(self) -> None:
+        self._params = self._source.get_variables([self._key])[0]
+        self._calls = 0

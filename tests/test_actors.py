@@ -15,7 +15,7 @@ from dm_env import specs
 from rl.agents.actors import FeedForwardActor
 from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment
-from rl.variables import VariableClient
+from rl.core import VariableClient
 
 
 class Walk(dm_env.Environment):

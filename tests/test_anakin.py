@@ -472,7 +472,7 @@ def test_the_anakin_sac_steps_are_the_reverb_learners(tmp_path):
     per half) and one step of the reverb learner (2 SGD steps fused per learner step)
     end with the same training state."""
     from rl.agents.builder import Batch, SGDLearner
-    from rl.types import Transition
+    from rl.core import Transition
 
     experiment, _ = compose_experiment(SMALL_SAC, str(tmp_path))
     system, _ = make_system(experiment)

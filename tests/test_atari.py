@@ -15,7 +15,7 @@ from rl.environments.atari import make_atari_environment, make_atari_envpool
 from rl.environments.envpool_vector import envpool_factory
 from rl.experiments.make_experiment import ConfigError
 from rl.networks import conv
-from rl.specs import make_environment_spec
+from rl.core import make_environment_spec
 
 pytest.importorskip("ale_py")
 
@@ -183,7 +183,7 @@ def test_an_unknown_game_names_close_ones(tmp_path):
 def atari_spec():
     from dm_env import specs
 
-    from rl.specs import EnvironmentSpec
+    from rl.core import EnvironmentSpec
 
     return EnvironmentSpec(
         observations=specs.BoundedArray(FRAMES, np.uint8, 0, 255, "observation"),

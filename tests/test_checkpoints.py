@@ -22,8 +22,7 @@ from rl.checkpointing import CheckpointError, CheckpointSettings
 from rl.networks import make_q_network
 from rl.agents.builder import NumericalError
 from rl.replay.dataset import ReplaySample
-from rl.specs import EnvironmentSpec
-from rl.types import Transition
+from rl.core import EnvironmentSpec, Transition
 
 SPEC = EnvironmentSpec(
     observations=specs.Array((4,), np.float32, "observation"),

@@ -9,7 +9,7 @@ from conftest import ROOT, run_train
 from rl.experiments.launchers.local import LocalLauncher
 from rl.experiments.launchers.ray import RayLauncher
 from rl.experiments.make_experiment import ConfigError, make_experiment
-from rl.specs import is_discrete
+from rl.core import is_discrete
 from rl.train import integral_overrides
 
 CONF = os.path.join(ROOT, "conf")

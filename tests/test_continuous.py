@@ -24,8 +24,7 @@ from rl.environments import make_dm_control_environment, make_gymnasium_environm
 from rl.networks import GaussianParams, make_actor_critic_networks
 from rl.policies import Deterministic, GaussianNoise, Stochastic
 from rl.replay.dataset import ReplaySample
-from rl.specs import make_environment_spec
-from rl.types import Transition
+from rl.core import make_environment_spec, Transition
 
 
 @pytest.fixture(scope="module")

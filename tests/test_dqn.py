@@ -5,7 +5,7 @@ import pytest
 
 from rl.agents.dqn import DQNConfig
 from rl.agents.dqn.builder import double_q_loss
-from rl.types import Transition
+from rl.core import Transition
 
 
 def test_double_q_loss_on_a_tiny_batch():

@@ -6,7 +6,7 @@ import pytest
 from dm_env import specs
 
 from rl.environments import make_gymnasium_environment
-from rl.specs import is_discrete, make_environment_spec
+from rl.core import is_discrete, make_environment_spec
 
 
 def test_cartpole_spec_is_float32_with_discrete_actions():

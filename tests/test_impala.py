@@ -26,7 +26,7 @@ from rl.agents.impala.builder import impala_loss, vtrace_targets
 from rl.counting import Counter
 from rl.replay.sequences import SequenceStep
 from rl.replay.server import make_server
-from rl.specs import EnvironmentSpec
+from rl.core import EnvironmentSpec
 
 SPEC = EnvironmentSpec(
     observations=specs.Array((3,), np.float32, "observation"),

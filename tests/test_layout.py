@@ -30,7 +30,7 @@ from rl.policies import EpsilonGreedy
 from rl.replay.dataset import make_dataset, make_replay_iterator
 from rl.replay.codecs import transition_codec
 from rl.replay.tables import make_transition_table
-from rl.variables import VariableClient
+from rl.core import VariableClient
 
 TABLE = "priority_table"
 

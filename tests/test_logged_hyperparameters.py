@@ -19,8 +19,7 @@ from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.replay.dataset import ReplaySample
 from rl.replay.sequences import SequenceStep
-from rl.specs import EnvironmentSpec
-from rl.types import Transition
+from rl.core import EnvironmentSpec, Transition
 
 DISCRETE = EnvironmentSpec(
     observations=specs.Array((3,), np.float32, "observation"),
@@ -262,7 +261,7 @@ def _run_actor(builder, network, evaluation: bool = False, steps: int = 300) -> 
 
 def _cartpole_spec() -> EnvironmentSpec:
     from rl.environments import make_gymnasium_environment
-    from rl.specs import make_environment_spec
+    from rl.core import make_environment_spec
 
     return make_environment_spec(make_gymnasium_environment("CartPole-v1", 0))
 

@@ -28,7 +28,7 @@ from rl.replay.queue import QueueRatio, make_queue_table
 from rl.replay.adders import ReplayTimeoutError
 from rl.replay.sequences import SequenceAdder, decode_sequences, sequence_signature, step_spec
 from rl.replay.server import make_server
-from rl.specs import EnvironmentSpec
+from rl.core import EnvironmentSpec
 
 TABLE = "queue"
 SPEC = EnvironmentSpec(
@@ -249,7 +249,7 @@ def test_clipped_surrogate_gradient_vanishes_outside_the_clip_range():
 def test_behaviour_samples_and_evaluation_acts_with_the_mode():
     from rl.networks.base import make_policy_value_network
     from rl.environments.factories import make_gymnasium_environment
-    from rl.specs import make_environment_spec
+    from rl.core import make_environment_spec
 
     spec = make_environment_spec(make_gymnasium_environment("CartPole-v1", seed=0))
     network = make_policy_value_network(spec, (8,), (8,))
@@ -399,7 +399,7 @@ def test_continuous_actions_store_the_raw_sample_and_act_in_bounds():
     bounds [-2, 2]; replay keeps the raw sample, whose log-probability is the stored one."""
     from rl.environments.factories import make_gymnasium_environment
     from rl.networks.base import log_prob, make_policy_value_network
-    from rl.specs import make_environment_spec
+    from rl.core import make_environment_spec
 
     spec = make_environment_spec(make_gymnasium_environment("Pendulum-v1", seed=0))
     network = make_policy_value_network(spec, (8,), (8,), initial_log_std=1.0)  # std e: many samples clip.

@@ -29,7 +29,7 @@ def test_masked_cartpole_shows_position_and_angle_only():
 
 
 def masked_spec():
-    from rl.specs import make_environment_spec
+    from rl.core import make_environment_spec
 
     return make_environment_spec(make_masked_environment(seed=0))
 
@@ -70,7 +70,7 @@ import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
 from dm_env import specs  # noqa: E402
 
-from rl.specs import EnvironmentSpec  # noqa: E402
+from rl.core import EnvironmentSpec  # noqa: E402
 
 COUNTER_SPEC = EnvironmentSpec(
     observations=specs.Array((2,), np.float32, "observation"),

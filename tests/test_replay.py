@@ -9,8 +9,7 @@ import tree
 from rl.replay.adders import NStepTransitionAdder, n_step_return
 from rl.replay.codecs import ColumnCodec
 from rl.replay.tables import ReplayRatio
-from rl.types import Transition
-from rl.specs import EnvironmentSpec
+from rl.core import EnvironmentSpec, Transition
 from dm_env import specs
 
 GAMMA = 0.9

@@ -48,7 +48,7 @@ def test_a_writer_facing_a_dead_server_raises_a_timeout_naming_it_after_its_boun
     from rl.replay.adders import NStepTransitionAdder, ReplayTimeoutError
     from rl.replay.codecs import transition_codec
     from rl.replay.tables import make_transition_table
-    from rl.specs import EnvironmentSpec
+    from rl.core import EnvironmentSpec
 
     spec = EnvironmentSpec(
         observations=specs.Array((4,), np.float32),

@@ -87,7 +87,7 @@ def test_an_nstep_adder_writes_the_same_items_to_reverb_and_to_the_seeded_replay
     from dm_env import specs
 
     from rl.replay.codecs import transition_codec
-    from rl.specs import EnvironmentSpec
+    from rl.core import EnvironmentSpec
 
     spec = EnvironmentSpec(
         observations=specs.Array((4,), np.float32, "observation"),

@@ -13,7 +13,7 @@ import numpy as np
 import tree
 
 from rl import core
-from rl.variables import VariableClient
+from rl.core import VariableClient
 
 if TYPE_CHECKING:  # Replay (reverb, TensorFlow) loads when an adder is built.
     from rl.replay.adders import Adder

@@ -16,8 +16,7 @@ from rl.agents.actors import FeedForwardActor, Policy
 from rl.counting import Counter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.policies import EpsilonGreedy
-from rl.specs import EnvironmentSpec, is_discrete
-from rl.variables import VariableClient
+from rl.core import EnvironmentSpec, is_discrete, VariableClient
 
 # Added to every written priority, so an item whose TD errors are all 0 can still be sampled.
 PRIORITY_FLOOR = 1e-6

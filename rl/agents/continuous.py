@@ -17,7 +17,7 @@ from rl.agents.builder import Learning, TransitionReplayBuilder
 from rl.agents.configs import ContinuousConfig
 from rl.networks.base import ActorCriticNetworks
 from rl.policies import Deterministic, GaussianNoise, Stochastic
-from rl.specs import EnvironmentSpec, is_discrete
+from rl.core import EnvironmentSpec, is_discrete
 
 # The training-state fields of a deterministic actor-critic with target networks (TD3, D4PG).
 TARGET_FIELDS = (

@@ -18,7 +18,7 @@ from rl.agents.builder import SequenceReplayBuilder
 from rl.agents.configs import OnPolicyConfig
 from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec
 from rl.policies import Sample
-from rl.specs import EnvironmentSpec, is_discrete
+from rl.core import EnvironmentSpec, is_discrete
 
 if TYPE_CHECKING:
     from rl.replay.sequences import SequenceStep

@@ -14,7 +14,7 @@ from rl.agents.builder import Batch
 from rl.agents.ppo.builder import TrainingState
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
 from rl.experiments.config import ExperimentConfig
-from rl.types import Transition
+from rl.core import Transition
 
 # `(params, key, observations, step) -> (actions, extras)`: a builder's `make_policy`.
 Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, Any]]

@@ -12,7 +12,7 @@ import dm_env
 from rl.checkpointing import CheckpointSettings
 from rl.checks import require_positive
 from rl.loggers.base import LoggerFactory
-from rl.specs import EnvironmentSpec, make_environment_spec
+from rl.core import EnvironmentSpec, make_environment_spec
 
 if TYPE_CHECKING:  # Only a type here: importing the builders imports reverb and TensorFlow.
     from rl.agents.builder import ActorLearnerBuilder

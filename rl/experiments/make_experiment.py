@@ -26,7 +26,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, ValidationError
 
 from rl.experiments.config import ExperimentConfig, enable_compilation_cache
-from rl.specs import is_discrete, make_environment_spec
+from rl.core import is_discrete, make_environment_spec
 
 HYDRA_KEYS = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
 

@@ -16,7 +16,7 @@ import numpy as np
 import tree
 
 from rl.lazy_tensorflow import import_without_tensorflow
-from rl.specs import EnvironmentSpec, is_discrete, num_actions
+from rl.core import EnvironmentSpec, is_discrete, num_actions
 
 if TYPE_CHECKING:
     import distrax

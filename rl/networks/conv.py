@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from dm_env import specs
 
 from rl.networks.base import policy_head, policy_value_network, q_head, transform, value_head, zeros_like_spec
-from rl.specs import EnvironmentSpec, num_actions
+from rl.core import EnvironmentSpec, num_actions
 
 Torso = Callable[[jax.Array], jax.Array]
 # The network kinds (rl/agents/builder.py) these factories build; the experiment says which.

@@ -14,7 +14,7 @@ import numpy as np
 from dm_env import specs
 
 from rl.networks.base import check_sizes, flatten, mlp, q_head, zeros_like_spec
-from rl.specs import EnvironmentSpec, num_actions
+from rl.core import EnvironmentSpec, num_actions
 
 CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
 

@@ -8,7 +8,7 @@ import dm_env
 import numpy as np
 
 from rl.observers.base import Observer
-from rl.specs import is_discrete
+from rl.core import is_discrete
 
 
 class ActionStatistics(Observer):

@@ -10,7 +10,7 @@ import dm_env
 import numpy as np
 import tree
 
-from rl.types import Transition
+from rl.core import Transition
 
 if TYPE_CHECKING:
     import reverb

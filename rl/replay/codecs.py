@@ -11,8 +11,7 @@ import numpy as np
 import tree
 from dm_env import specs
 
-from rl.specs import EnvironmentSpec
-from rl.types import Transition
+from rl.core import EnvironmentSpec, Transition
 
 # Transitions with at most this many values are packed (e.g. proprioceptive states).
 MAX_PACKED_VALUES = 4096

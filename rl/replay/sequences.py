@@ -16,7 +16,7 @@ from dm_env import specs
 
 from rl.replay.adders import Adder
 from rl.replay.codecs import stored_actions
-from rl.specs import EnvironmentSpec
+from rl.core import EnvironmentSpec
 
 
 class SequenceStep(NamedTuple):

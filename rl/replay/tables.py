@@ -9,7 +9,7 @@ import reverb
 import tensorflow as tf
 
 from rl.replay.codecs import transition_codec
-from rl.specs import EnvironmentSpec
+from rl.core import EnvironmentSpec
 
 # TensorFlow is only here for reverb's datasets: keep it off any accelerator JAX may use.
 tf.config.set_visible_devices([], "GPU")

@@ -15,7 +15,7 @@ from rl.agents.builder import Learning
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.base import ActorCriticNetworks
 from rl.policies import GaussianNoise
-from rl.types import Transition
+from rl.core import Transition
 
 
 def projected_target(atoms: jax.Array, reward: jax.Array, discount: jax.Array, target_logits: jax.Array) -> jax.Array:

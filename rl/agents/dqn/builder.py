@@ -15,8 +15,7 @@ from rl.agents.actors import Policy, with_exploration
 from rl.agents.builder import Batch, Learning, TransitionReplayBuilder, normalized_weights
 from rl.networks.base import FeedForwardNetwork
 from rl.policies import Greedy
-from rl.specs import EnvironmentSpec
-from rl.types import Transition
+from rl.core import EnvironmentSpec, Transition
 
 
 class TrainingState(NamedTuple):

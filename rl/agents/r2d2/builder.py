@@ -17,7 +17,7 @@ from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
 from rl.policies import EpsilonGreedy, Greedy
-from rl.specs import EnvironmentSpec
+from rl.core import EnvironmentSpec
 
 if TYPE_CHECKING:
     from rl.replay.sequences import SequenceStep

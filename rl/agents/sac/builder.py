@@ -13,7 +13,7 @@ from rl.agents import continuous
 from rl.agents.builder import Learning
 from rl.networks.base import ActorCriticNetworks, tanh_normal
 from rl.policies import Stochastic
-from rl.types import Transition
+from rl.core import Transition
 
 
 class TrainingState(NamedTuple):

@@ -12,7 +12,7 @@ import optax
 from rl.agents import continuous
 from rl.agents.builder import Learning
 from rl.networks.base import ActorCriticNetworks
-from rl.types import Transition
+from rl.core import Transition
 
 TrainingState = NamedTuple("TrainingState", [(name, Any) for name in (*continuous.TARGET_FIELDS, "key", "steps")])
 
