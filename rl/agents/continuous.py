@@ -83,6 +83,22 @@ def gradient_step(
     return optax.apply_updates(params, updates), opt_state
 
 
+def apply_gradients(state: Any, network: str, optimizer: optax.GradientTransformation, gradients: Any) -> Any:
+    """`state` after one optimiser step of its `{network}_params` ("policy" or "critic")."""
+    params, opt_state = gradient_step(
+        optimizer, gradients, getattr(state, f"{network}_opt_state"), getattr(state, f"{network}_params")
+    )
+    return state._replace(**{f"{network}_params": params, f"{network}_opt_state": opt_state})
+
+
+def update_targets(state: Any, tau: float) -> Any:
+    """`state` with both target networks moved a Polyak step `tau` towards the current ones."""
+    return state._replace(
+        target_policy_params=optax.incremental_update(state.policy_params, state.target_policy_params, tau),
+        target_critic_params=optax.incremental_update(state.critic_params, state.target_critic_params, tau),
+    )
+
+
 def init_with_targets(
     policy: Any, critic: Any, optimizers: tuple[Any, Any], policy_key: jax.Array, critic_key: jax.Array
 ) -> dict[str, Any]:

@@ -88,22 +88,9 @@ class D4PGBuilder(continuous.ContinuousBuilder):
             loss, policy_grads = jax.value_and_grad(policy_loss)(
                 state.policy_params, state.critic_params, policy.apply, critic.apply, batch.observation, atoms
             )
-            critic_params, critic_opt_state = continuous.gradient_step(
-                critic_optimizer, critic_grads, state.critic_opt_state, state.critic_params
-            )
-            policy_params, policy_opt_state = continuous.gradient_step(
-                policy_optimizer, policy_grads, state.policy_opt_state, state.policy_params
-            )
-            polyak = functools.partial(optax.incremental_update, step_size=config.tau)
-            new_state = TrainingState(
-                policy_params=policy_params,
-                target_policy_params=polyak(policy_params, state.target_policy_params),
-                critic_params=critic_params,
-                target_critic_params=polyak(critic_params, state.target_critic_params),
-                policy_opt_state=policy_opt_state,
-                critic_opt_state=critic_opt_state,
-                steps=state.steps + 1,
-            )
+            state = continuous.apply_gradients(state, "critic", critic_optimizer, critic_grads)
+            state = continuous.apply_gradients(state, "policy", policy_optimizer, policy_grads)
+            new_state = continuous.update_targets(state._replace(steps=state.steps + 1), config.tau)
             return new_state, {**metrics, "policy_loss": loss, **continuous.learning_rates(config)}
 
         return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec.actions)

@@ -105,34 +105,28 @@ class SACBuilder(continuous.ContinuousBuilder):
             critic_grads, critic_metrics = jax.grad(critic_loss, has_aux=True)(
                 state.critic_params, state, batch, temperature, critic_key, policy.apply, critic.apply
             )
-            critic_params, critic_opt_state = continuous.gradient_step(
-                critic_optimizer, critic_grads, state.critic_opt_state, state.critic_params
-            )
+            updated = continuous.apply_gradients(state, "critic", critic_optimizer, critic_grads)
             (loss, log_prob), policy_grads = jax.value_and_grad(policy_loss, has_aux=True)(
                 state.policy_params,
-                critic_params,
+                updated.critic_params,
                 policy.apply,
                 critic.apply,
                 batch.observation,
                 temperature,
                 policy_key,
             )
-            policy_params, policy_opt_state = continuous.gradient_step(
-                policy_optimizer, policy_grads, state.policy_opt_state, state.policy_params
-            )
+            updated = continuous.apply_gradients(updated, "policy", policy_optimizer, policy_grads)
             temperature_value, temperature_grad = jax.value_and_grad(temperature_loss)(
                 state.log_temperature, log_prob, entropy_target
             )
             log_temperature, temperature_opt_state = continuous.gradient_step(
                 temperature_optimizer, temperature_grad, state.temperature_opt_state, state.log_temperature
             )
-            new_state = TrainingState(
-                policy_params=policy_params,
-                critic_params=critic_params,
-                target_critic_params=optax.incremental_update(critic_params, state.target_critic_params, config.tau),
+            new_state = updated._replace(
+                target_critic_params=optax.incremental_update(
+                    updated.critic_params, state.target_critic_params, config.tau
+                ),
                 log_temperature=log_temperature,
-                policy_opt_state=policy_opt_state,
-                critic_opt_state=critic_opt_state,
                 temperature_opt_state=temperature_opt_state,
                 key=key,
                 steps=state.steps + 1,

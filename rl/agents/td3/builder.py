@@ -7,7 +7,6 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from rl.agents import continuous
 from rl.agents.builder import Learning
@@ -68,17 +67,8 @@ class TD3Builder(continuous.ContinuousBuilder):
             loss, grads = jax.value_and_grad(policy_loss)(
                 state.policy_params, state.critic_params, policy.apply, critic.apply, observation
             )
-            policy_params, policy_opt_state = continuous.gradient_step(
-                policy_optimizer, grads, state.policy_opt_state, state.policy_params
-            )
-            state = state._replace(
-                policy_params=policy_params,
-                policy_opt_state=policy_opt_state,
-                target_policy_params=optax.incremental_update(policy_params, state.target_policy_params, config.tau),
-                target_critic_params=optax.incremental_update(
-                    state.critic_params, state.target_critic_params, config.tau
-                ),
-            )
+            state = continuous.apply_gradients(state, "policy", policy_optimizer, grads)
+            state = continuous.update_targets(state, config.tau)
             return state, loss
 
         def skip_update(state: TrainingState, observation: jax.Array):
@@ -91,12 +81,8 @@ class TD3Builder(continuous.ContinuousBuilder):
             grads, metrics = jax.grad(critic_loss, has_aux=True)(
                 state.critic_params, state, batch, noise_key, sigma, noise_clip, policy.apply, critic.apply
             )
-            critic_params, critic_opt_state = continuous.gradient_step(
-                critic_optimizer, grads, state.critic_opt_state, state.critic_params
-            )
-            state = state._replace(
-                critic_params=critic_params, critic_opt_state=critic_opt_state, key=key, steps=state.steps + 1
-            )
+            state = continuous.apply_gradients(state, "critic", critic_optimizer, grads)
+            state = state._replace(key=key, steps=state.steps + 1)
             state, loss = jax.lax.cond(
                 state.steps % config.policy_delay == 0, policy_and_target_update, skip_update, state, batch.observation
             )
