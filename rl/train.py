@@ -167,7 +167,7 @@ def integral_overrides(argv: list[str]) -> list[str]:
 
 
 def train(config: DictConfig) -> float:
-    from rl.experiments.interrupts import Interrupted, RunInterrupted, signal_name
+    from rl.experiments.lifecycle import Interrupted, RunInterrupted, signal_name
     from rl.experiments.launchers.base import LauncherError
     from rl.experiments.resume import apply_plan
     from rl.experiments.summary import close_loggers
@@ -220,7 +220,7 @@ def train(config: DictConfig) -> float:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def main(config: DictConfig) -> float:
-    from rl.experiments.interrupts import Interrupted, raise_on_signals, signal_name
+    from rl.experiments.lifecycle import Interrupted, raise_on_signals, signal_name
 
     try:
         with raise_on_signals():

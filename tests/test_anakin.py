@@ -635,7 +635,7 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch
     The same run resumed finishes at the budget with the uninterrupted run's training
     state (bit for bit: the same compiled chunks on the same restored state and keys),
     evaluation curve and log rows; run again, it is finished and does nothing."""
-    from rl.experiments.interrupts import RunInterrupted
+    from rl.experiments.lifecycle import RunInterrupted
 
     whole = str(tmp_path / "whole")
     _launch_as_train_does(RESUMABLE_DQN, whole)

@@ -16,7 +16,7 @@ import yaml
 from rich.console import Console
 
 from conftest import ROOT, read_summary, read_wandb_offline_run, run_train
-from rl.experiments.progress import ProgressDisplay
+from rl.experiments.summary import ProgressDisplay
 from rl.loggers.factory import DefaultLoggerFactory
 from rl.loggers.wandb import REDACTED, WandbRun, git_state, redact_secrets
 

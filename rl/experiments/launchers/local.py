@@ -23,8 +23,7 @@ from rl.experiments import lifecycle
 from rl.experiments.builders import DistributedProgram
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher
-from rl.experiments.progress import ProgressDisplay
-from rl.experiments.summary import RunSummary
+from rl.experiments.summary import ProgressDisplay, RunSummary
 from rl.loggers.aggregators import StepFilter
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,7 @@ from rl.experiments import lifecycle
 from rl.experiments.builders import DistributedProgram
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher, LauncherError
-from rl.experiments.progress import ProgressDisplay
-from rl.experiments.summary import RunSummary, run_start_time
+from rl.experiments.summary import ProgressDisplay, RunSummary, run_start_time
 
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
 # Ray's notice on every start that token authentication is on (its default for a local
