@@ -157,7 +157,9 @@ def test_ray_run_with_its_replay_learner_and_an_actor_killed_still_solves_cartpo
     )
     died = lambda *names: lambda: {row["event"].split(" died")[0] for row in _launcher_events(run_dir)} >= set(names)
     try:
-        assert _wait_for(lambda: _checkpoint_states(run_dir), 600, process), process.communicate()[0][-3000:]
+        # A checkpoint whose replay holds items (the one written as the run starts holds none).
+        filled = lambda: any(s["counts"].get("actor_steps", 0) >= 100 for s in _checkpoint_states(run_dir).values())
+        assert _wait_for(filled, 600, process), process.communicate()[0][-3000:]
         with open(os.path.join(run_dir, "logs", "nodes.json")) as file:
             pids = json.load(file)
         os.kill(pids["replay"], signal.SIGKILL)
@@ -288,8 +290,8 @@ def _launcher_events(run_dir):
 @pytest.fixture(scope="module")
 def faulted_ray_run(tmp_path_factory):
     """One small Ray run that meets every fault the launcher must survive: its replay
-    node's process is killed (SIGKILL) after the first checkpoint, its learner's and
-    actor 1's together after the first checkpoint that follows the replay's restart, the
+    node's process is killed (SIGKILL) after the first checkpoint that holds replay items,
+    its learner's and actor 1's together after the first checkpoint that follows the replay's restart, the
     run is stopped with SIGTERM after the restored learner's first checkpoint, and the
     same command resumes it to the end. What each session left behind is kept
     for the tests."""
@@ -297,7 +299,9 @@ def faulted_ray_run(tmp_path_factory):
     seen = {"run_dir": run_dir}
     process = _start_train(FAULT_COMMAND, run_dir)
     try:
-        assert _wait_for(lambda: _checkpoint_states(run_dir), 600, process), process.communicate()[0][-3000:]
+        # A checkpoint whose replay holds items (the one written as the run starts holds none).
+        filled = lambda: any(s["counts"].get("actor_steps", 0) >= 100 for s in _checkpoint_states(run_dir).values())
+        assert _wait_for(filled, 600, process), process.communicate()[0][-3000:]
         with open(os.path.join(run_dir, "logs", "nodes.json")) as file:
             seen["pids"] = json.load(file)
         replay = psutil.Process(seen["pids"]["replay"])
