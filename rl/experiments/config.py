@@ -72,7 +72,7 @@ class ExperimentConfig:
     evaluation_environment_factory: Callable[..., dm_env.Environment] | None = None
     compilation_cache: str | None = None  # Directory of the persistent XLA cache (None: none).
     threshold: float | None = None  # The evaluation return that solves the task (None: none).
-    # A resumed run: its rl.experiments.resume.RestorePoint and session (0 for a new run).
+    # A resumed run: its rl.checkpointing.RestorePoint and session (0 for a new run).
     restore: Any = None
     session: int = 0
     _environment_spec: EnvironmentSpec | None = dataclasses.field(default=None, repr=False)

@@ -15,6 +15,7 @@ import rich
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Column
 
+from rl.checkpointing import write_json
 from rl.experiments.config import ExperimentConfig
 
 # A run's status: it ran to its budget, was stopped (SIGINT/SIGTERM), or failed.
@@ -122,13 +123,6 @@ def finish_run(
 
 def close_loggers(experiment: ExperimentConfig, exit_code: int) -> None:
     experiment.logger_factory.close(exit_code=exit_code)
-
-
-def write_json(path: str, value: Any) -> None:
-    """Writes a JSON file whole, then renames it into place: a reader never sees half a file."""
-    with open(f"{path}.tmp", "w") as file:
-        json.dump(value, file, indent=2)
-    os.replace(f"{path}.tmp", path)
 
 
 def write_summary(directory: str, summary: RunSummary) -> str:
