@@ -16,7 +16,7 @@ from rl import checkpointing
 from rl.checkpointing import CheckpointSettings
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import LauncherError
-from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, run_start_time
+from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
 from rl.agents.builder import NumericalError
 
 
@@ -116,7 +116,7 @@ class RunRecord:
         restore = experiment.restore
         if restore is None:
             return cls(next_eval=next_evaluation(experiment, 0))
-        state, steps, start = restore.state, restore.actor_steps, run_start_time(experiment)
+        state, steps, start = restore.state, restore.actor_steps, experiment.logger_factory.start_time
         next_eval = int(state.get("next_eval", 0))
         returns = [(int(s), float(v)) for s, v in state.get("eval_returns", [])]
         relative = state.get("eval_times_s")
@@ -138,7 +138,7 @@ class Snapshot:
 
 
 def run_state(experiment: ExperimentConfig, record: RunRecord, snapshot: Snapshot) -> dict[str, Any]:
-    start = run_start_time(experiment)
+    start = experiment.logger_factory.start_time
     state = {
         "agent": experiment.agent_name,
         "environment": experiment.environment_name,

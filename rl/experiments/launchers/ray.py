@@ -21,7 +21,7 @@ from rl.experiments import lifecycle
 from rl.experiments.builders import DistributedProgram
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher, LauncherError
-from rl.experiments.summary import ProgressDisplay, RunSummary, run_start_time
+from rl.experiments.summary import ProgressDisplay, RunSummary
 
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
 # Ray's notice that token authentication is on is dropped; a warning that it is off shows.
@@ -138,7 +138,7 @@ class RayNodes(lifecycle.Nodes):
         self.experiment = experiment
         token = uuid.uuid4().hex[:12]  # Nodes find each other by names unique to the run.
         self.names = {n: f"rl-{n}-{token}".replace("_", "-") for n in ("replay", "counter", "learner", "log_queue")}
-        factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], run_start_time(experiment))
+        factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], experiment.logger_factory.start_time)
         remote_experiment = dataclasses.replace(experiment, logger_factory=factory)
         self.program = DistributedProgram(remote_experiment, launcher.num_actors, launcher.num_evaluators)
         self.loggers: dict[tuple, Any] = {}
