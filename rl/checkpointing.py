@@ -110,10 +110,6 @@ def state_digest(leaves: Sequence[Any]) -> str:
     return digest.hexdigest()
 
 
-def _leaf_key(index: int) -> str:
-    return f"{index:06d}"
-
-
 def _orbax() -> Any:
     import orbax.checkpoint as ocp
     from absl import logging
@@ -196,7 +192,7 @@ def save_checkpoint(
         "files": _files_save()(moves=moves, writes=writes),
     }
     if leaves:
-        items["learner"] = ocp.args.StandardSave({_leaf_key(i): leaf for i, leaf in enumerate(leaves)})
+        items["learner"] = ocp.args.StandardSave({f"{i:06d}": leaf for i, leaf in enumerate(leaves)})
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep,
         step_prefix="step",
@@ -212,7 +208,7 @@ def save_checkpoint(
     return os.path.join(checkpoint_root(run_directory), f"step_{step}")
 
 
-def damage(path: str) -> str | None:
+def _damage(path: str) -> str | None:
     """Why the checkpoint at `path` cannot be used (None: its learner state and files match their digests)."""
     try:
         state = read_state(path)
@@ -234,7 +230,7 @@ def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list
     when the run has none, a `CheckpointError` when every one is damaged."""
     skipped: list[tuple[str, str]] = []
     for path in list_checkpoints(run_directory):
-        reason = damage(path)
+        reason = _damage(path)
         if reason is None:
             return path, skipped
         skipped.append((path, reason))
@@ -301,7 +297,7 @@ def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
 
     ocp = _orbax()
     target = {
-        _leaf_key(i): jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
+        f"{i:06d}": jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
         for i, (shape, dtype) in enumerate(zip(saved["shapes"], saved["dtypes"]))
     }
     try:
@@ -443,26 +439,6 @@ def _read_json(path: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def config_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
-    """(key, saved value, current value) for every setting a resumed run may not change."""
-    before, now = flatten_mapping(saved), flatten_mapping(current)
-    keys = sorted(key for key in set(before) | set(now) if key.split(".")[0] not in MUTABLE_KEYS)
-    values = [(key, before.get(key, "<unset>"), now.get(key, "<unset>")) for key in keys]
-    return [difference for difference in values if difference[1] != difference[2]]
-
-
-def _saved_config(run_directory: str) -> dict[str, Any] | None:
-    from omegaconf import OmegaConf
-
-    path = os.path.join(run_directory, ".hydra", "config.yaml")
-    if not os.path.isfile(path):
-        return None
-    try:
-        return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except Exception as error:  # noqa: BLE001 - an unreadable or unresolvable file: say so.
-        raise CheckpointError(f"cannot read the run's configuration {path} ({error})") from None
-
-
 def prepare_run(
     experiment: Any,
     config: Any,
@@ -485,11 +461,20 @@ def prepare_run(
     plan.previous = True
     plan.session = int(run_file.get("sessions", 1))
 
-    saved = _saved_config(run_directory)
-    if saved is not None:
+    config_path = os.path.join(run_directory, ".hydra", "config.yaml")
+    if os.path.isfile(config_path):
+        from omegaconf import OmegaConf
+
         from rl.experiments.make_experiment import resolved_container
 
-        differences = config_differences(saved, resolved_container(config))
+        try:
+            before = flatten_mapping(OmegaConf.to_container(OmegaConf.load(config_path), resolve=True))
+        except Exception as error:  # noqa: BLE001 - an unreadable or unresolvable file: say so.
+            raise CheckpointError(f"cannot read the run's configuration {config_path} ({error})") from None
+        now = flatten_mapping(resolved_container(config))
+        keys = sorted(key for key in set(before) | set(now) if key.split(".")[0] not in MUTABLE_KEYS)
+        values = [(key, before.get(key, "<unset>"), now.get(key, "<unset>")) for key in keys]
+        differences = [difference for difference in values if difference[1] != difference[2]]
         if differences:
             key, before, now = differences[0]
             more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""

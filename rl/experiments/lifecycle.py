@@ -187,14 +187,6 @@ class RunCheckpointer:
             return None, None
         return checkpointing.replay_root(self.run_directory), restore.replay_checkpoint if restore_replay else None
 
-    def replay_checkpointer(self, restore: Any) -> Any:
-        directory, fallback = self.replay_paths(restore)
-        if directory is None:
-            return None
-        import reverb
-
-        return reverb.checkpointers.DefaultCheckpointer(directory, fallback_checkpoint_path=fallback)
-
     def save(self, state: Mapping[str, Any], snapshot: Snapshot) -> str:
         replay = tables = None
         if snapshot.replay is not None:

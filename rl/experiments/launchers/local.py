@@ -142,7 +142,10 @@ class LocalNodes(lifecycle.Nodes):
         if self.deterministic:
             self.client = SeededReplay(program.make_replay_tables(), experiment.seed)
         else:
-            checkpointer = self.checkpoints.replay_checkpointer(restore)
+            directory, fallback = self.checkpoints.replay_paths(restore)
+            checkpointer = directory and reverb.checkpointers.DefaultCheckpointer(
+                directory, fallback_checkpoint_path=fallback
+            )
             self.server = make_server(program.make_replay_tables(), checkpointer=checkpointer)
             self.client = reverb.Client(f"localhost:{self.server.port}")
         self.counter = program.make_counter()

@@ -68,7 +68,12 @@ class RayLauncher(Launcher):
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         import ray
 
-        self._check_reachable()
+        match = _HOST_PORT.match(self.address or "")
+        try:  # Fails fast when a given cluster address does not answer.
+            if match is not None:
+                socket.create_connection((match["host"], int(match["port"])), self.connect_timeout_s).close()
+        except OSError as error:
+            raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
         started_here = not ray.is_initialized()
         if started_here:
             self._init_ray(ray)
@@ -81,15 +86,6 @@ class RayLauncher(Launcher):
                 ray.shutdown()
                 if nodes is not None:
                     _wait_for_exit(nodes.node_pids.values(), self.stop_timeout_s)
-
-    def _check_reachable(self) -> None:
-        match = _HOST_PORT.match(self.address or "")
-        if match is None:
-            return
-        try:
-            socket.create_connection((match.group("host"), int(match.group("port"))), self.connect_timeout_s).close()
-        except OSError as error:
-            raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
 
     def _init_ray(self, ray: Any) -> None:
         notice = "Token authentication is enabled"
