@@ -406,14 +406,6 @@ class RestorePoint:
     def counts(self) -> dict[str, Any]:
         return dict(self.state["counts"])
 
-    @property
-    def actor_steps(self) -> int:
-        return int(self.state["actor_steps"])
-
-    @property
-    def replay_checkpoint(self) -> str:
-        return replay_of(self.checkpoint)
-
     def learner_state(self, template: Any) -> Any:
         return restore_learner_state(self.checkpoint, template)
 
@@ -516,7 +508,7 @@ def prepare_run(
             f"checkpoint {path} is at {state['actor_steps']} actor steps, beyond max_actor_steps={experiment.max_actor_steps}"
         )
     restore = RestorePoint(path, state, skipped)
-    has_replay = os.path.isdir(restore.replay_checkpoint)
+    has_replay = os.path.isdir(replay_of(path))
     if has_replay and experiment.checkpoint.replay:
         from rl.experiments.builders import DistributedProgram
 

@@ -116,7 +116,7 @@ class RunRecord:
         restore = experiment.restore
         if restore is None:
             return cls(next_eval=next_evaluation(experiment, 0))
-        state, steps, start = restore.state, restore.actor_steps, experiment.logger_factory.start_time
+        state, steps, start = restore.state, int(restore.state["actor_steps"]), experiment.logger_factory.start_time
         next_eval = int(state.get("next_eval", 0))
         returns = [(int(s), float(v)) for s, v in state.get("eval_returns", [])]
         relative = state.get("eval_times_s")
@@ -185,7 +185,9 @@ class RunCheckpointer:
         restore_replay = restore is not None and restore.restore_replay
         if not (self.settings.replay and (self.settings.enabled or restore_replay)):
             return None, None
-        return checkpointing.replay_root(self.run_directory), restore.replay_checkpoint if restore_replay else None
+        return checkpointing.replay_root(self.run_directory), checkpointing.replay_of(
+            restore.checkpoint
+        ) if restore_replay else None
 
     def save(self, state: Mapping[str, Any], snapshot: Snapshot) -> str:
         replay = tables = None
@@ -238,6 +240,7 @@ class Nodes:
         """Before the last checkpoint: the learner stops (still answering `snapshot`)."""
 
     def counts(self) -> Mapping[str, Any]:
+        """The counts so far, for a failed run's summary."""
         return self.snapshot(checkpoint=False).counts
 
     def failure(self, error: Exception) -> str | None:
@@ -249,6 +252,7 @@ class Nodes:
         return None
 
     def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
+        """After summary.json is written: a launcher's own summaries."""
         return summary
 
     def close(self) -> None:
@@ -256,6 +260,7 @@ class Nodes:
 
 
 def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
+    """Trains `nodes` to `experiment.max_actor_steps`."""
     start = time.perf_counter()
     record = RunRecord.start(experiment)
     checkpoints = RunCheckpointer(experiment)

@@ -16,8 +16,6 @@ from rich.table import Column
 from rl.checkpointing import write_json
 from rl.experiments.config import ExperimentConfig
 
-STATUSES = ("finished", "interrupted", "failed")
-
 
 def first_reaching(
     threshold: float | None, eval_returns: Sequence[tuple[int, float]], eval_times_s: Sequence[float] | None
@@ -42,7 +40,7 @@ class RunSummary:
     final_eval_return: float
     best_eval_return: float
     eval_returns: list[tuple[int, float]]
-    status: str = "finished"
+    status: str = "finished"  # Or "interrupted" (SIGINT/SIGTERM) or "failed".
     threshold: float | None = None
     time_to_threshold_s: float | None = None
     steps_to_threshold: int | None = None
@@ -59,8 +57,6 @@ class RunSummary:
         eval_times_s: Sequence[float] | None = None,
         status: str = "finished",
     ) -> "RunSummary":
-        if status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         returns = [value for _, value in eval_returns]
         actor_steps = int(counts.get("actor_steps", 0))
         time_to_threshold, steps_to_threshold = first_reaching(experiment.threshold, eval_returns, eval_times_s)
@@ -131,6 +127,8 @@ def _rate_text(rate: float) -> str:
 
 
 class ProgressDisplay:
+    """Actor steps out of the budget, steps/s, ETA and the latest returns."""
+
     def __init__(self, total_steps: int, enabled: bool = True, refresh_every: int = 200):
         console = rich.get_console()
         self.enabled = enabled and console.is_terminal

@@ -124,6 +124,8 @@ class LearnerThread:
 
 
 class LocalNodes(lifecycle.Nodes):
+    """The replay, the learner and one actor and evaluator, in this process."""
+
     def __init__(self, experiment: ExperimentConfig, deterministic: bool):
         self.program = DistributedProgram(experiment, num_actors=1, num_evaluators=1)
         self.deterministic = deterministic

@@ -111,6 +111,7 @@ class RayLauncher(Launcher):
 
 
 def _first_line(error: BaseException) -> str:
+    """One line about a Ray error: the task's own exception when there is one."""
     from ray.exceptions import RayTaskError
 
     if isinstance(error, RayTaskError) and isinstance(error.cause, BaseException):
@@ -124,6 +125,8 @@ def _title(node: str) -> str:
 
 
 class RayNodes(lifecycle.Nodes):
+    """The nodes of one run, placed by Ray and watched from this process."""
+
     def __init__(self, launcher: RayLauncher, experiment: ExperimentConfig):
         import ray
 
@@ -208,7 +211,7 @@ class RayNodes(lifecycle.Nodes):
             except checkpointing.CheckpointError as error:
                 raise LauncherError(f"cannot restore the learner: {error}") from None
             self._get(self.learner.restore.remote(state), "learner", "restore")
-            self.saved(restore.checkpoint, lifecycle.Snapshot(restore.actor_steps, restore.counts, state))
+            self.saved(restore.checkpoint, lifecycle.Snapshot(restore.state["actor_steps"], restore.counts, state))
         actor = ray_nodes.ActorNode.options(
             num_cpus=launcher.actor_num_cpus,
             resources=dict(launcher.actor_resources or {}),
