@@ -16,6 +16,8 @@ from rich.table import Column
 from rl.checkpointing import write_json
 from rl.experiments.config import ExperimentConfig
 
+STATUSES = ("finished", "interrupted", "failed")  # Ran to its budget, stopped by a signal, failed.
+
 
 def first_reaching(
     threshold: float | None, eval_returns: Sequence[tuple[int, float]], eval_times_s: Sequence[float] | None
@@ -40,7 +42,7 @@ class RunSummary:
     final_eval_return: float
     best_eval_return: float
     eval_returns: list[tuple[int, float]]
-    status: str = "finished"  # Or "interrupted" (SIGINT/SIGTERM) or "failed".
+    status: str = "finished"
     threshold: float | None = None
     time_to_threshold_s: float | None = None
     steps_to_threshold: int | None = None
@@ -57,6 +59,8 @@ class RunSummary:
         eval_times_s: Sequence[float] | None = None,
         status: str = "finished",
     ) -> "RunSummary":
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         returns = [value for _, value in eval_returns]
         actor_steps = int(counts.get("actor_steps", 0))
         time_to_threshold, steps_to_threshold = first_reaching(experiment.threshold, eval_returns, eval_times_s)
