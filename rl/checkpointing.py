@@ -1,5 +1,5 @@
-"""Checkpoints of a run, and starting or resuming a run in its directory: `checkpoints/step_<actor steps>/` written atomically by orbax
-(`learner/` leaves, `state/` JSON with digests, `files/` replay, tables.json, process.pkl)."""
+"""Checkpoints of a run (`checkpoints/step_<actor steps>/`, written atomically by orbax: `learner/`
+leaves, `state/` JSON with digests, `files/`), and starting or resuming a run in its directory."""
 
 from __future__ import annotations
 
