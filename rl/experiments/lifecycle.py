@@ -138,6 +138,7 @@ class Snapshot:
 
 
 def run_state(experiment: ExperimentConfig, record: RunRecord, snapshot: Snapshot) -> dict[str, Any]:
+    """A checkpoint's state item: all but the learner state."""
     start = experiment.logger_factory.start_time
     state = {
         "agent": experiment.agent_name,
@@ -185,9 +186,8 @@ class RunCheckpointer:
         restore_replay = restore is not None and restore.restore_replay
         if not (self.settings.replay and (self.settings.enabled or restore_replay)):
             return None, None
-        return checkpointing.replay_root(self.run_directory), checkpointing.replay_of(
-            restore.checkpoint
-        ) if restore_replay else None
+        fallback = checkpointing.replay_of(restore.checkpoint) if restore_replay else None
+        return checkpointing.replay_root(self.run_directory), fallback
 
     def save(self, state: Mapping[str, Any], snapshot: Snapshot) -> str:
         replay = tables = None
