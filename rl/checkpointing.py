@@ -1,18 +1,11 @@
-"""Checkpoints of a run, written by orbax's `CheckpointManager` (atomic: complete or
-absent; the newest `keep` kept), with reverb's checkpoint of the replay tables moved inside.
-
-`<run dir>/checkpoints/step_<actor steps>/`: `learner/` (orbax PyTree: the learner state's
-leaves in tree order), `state/` (orbax JSON: counts, schedules, history, clocks, the learner
-state's structure and digest, the sha256 of every file under files/), `files/replay/`
-(reverb's checkpoint, checkpoint.replay=true), `files/tables.json` (those tables' settings),
-`files/process.pkl` (a deterministic run's in-process state). `checkpoints/replay/`: reverb's
-checkpointer root, whose checkpoints move into their step.
-"""
+"""Checkpoints of a run (`checkpoints/step_<actor steps>/`, written atomically by orbax: `learner/`
+leaves, `state/` JSON with digests, `files/`), and starting or resuming a run in its directory."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime
 import functools
 import hashlib
 import json
@@ -20,8 +13,12 @@ import math
 import os
 import pickle
 import re
+import secrets
+import shutil
+import string
+import time
 import warnings
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -47,9 +44,9 @@ class CheckpointError(Exception):
 class CheckpointSettings:
     """conf/config.yaml's `checkpoint` (true/false stand for the defaults, on or off)."""
 
-    enabled: bool = True  # Write checkpoints at all (a resume still reads existing ones).
-    every_seconds: float = 300.0  # Also one at the start, the end and on SIGINT/SIGTERM.
-    keep: int = 2  # The newest `keep` are kept, older ones deleted.
+    enabled: bool = True
+    every_seconds: float = 300.0  # Also one at the end and on SIGINT/SIGTERM.
+    keep: int = 2
     replay: bool = False  # Also the replay tables: a resumed run keeps its buffer.
 
     def __post_init__(self) -> None:
@@ -113,12 +110,8 @@ def state_digest(leaves: Sequence[Any]) -> str:
     return digest.hexdigest()
 
 
-def _leaf_key(index: int) -> str:
-    return f"{index:06d}"
-
-
 def _orbax() -> Any:
-    import orbax.checkpoint as ocp  # Imported lazily: it is slow to import.
+    import orbax.checkpoint as ocp
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)  # Orbax narrates every save at INFO.
@@ -127,7 +120,7 @@ def _orbax() -> Any:
 
 @functools.cache
 def _files_save() -> Any:
-    """The `files` item's save args: directories moved into, small files written in the step's temporary directory."""
+    """The `files` item's save args: directories moved in, small files written."""
     ocp = _orbax()
 
     class FilesHandler(ocp.CheckpointHandler):
@@ -170,9 +163,8 @@ def save_checkpoint(
     process_state: Any = None,
     tables: Mapping[str, Any] | None = None,
 ) -> str:
-    """Writes `checkpoints/step_<step>` atomically (a step saved again replaces it; the newest
-    `keep` remain) and returns its path. `state`: JSON-able; `replay_checkpoint`: a directory
-    reverb's checkpointer just wrote, moved inside with `tables` (`describe_tables`)."""
+    """Writes `checkpoints/step_<step>` atomically (replacing one of that step) and returns its path;
+    `replay_checkpoint` (reverb's directory) is moved inside with `tables`."""
     import jax
 
     ocp = _orbax()
@@ -200,7 +192,7 @@ def save_checkpoint(
         "files": _files_save()(moves=moves, writes=writes),
     }
     if leaves:
-        items["learner"] = ocp.args.StandardSave({_leaf_key(i): leaf for i, leaf in enumerate(leaves)})
+        items["learner"] = ocp.args.StandardSave({f"{i:06d}": leaf for i, leaf in enumerate(leaves)})
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep,
         step_prefix="step",
@@ -216,7 +208,7 @@ def save_checkpoint(
     return os.path.join(checkpoint_root(run_directory), f"step_{step}")
 
 
-def damage(path: str) -> str | None:
+def _damage(path: str) -> str | None:
     """Why the checkpoint at `path` cannot be used (None: its learner state and files match their digests)."""
     try:
         state = read_state(path)
@@ -238,7 +230,7 @@ def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list
     when the run has none, a `CheckpointError` when every one is damaged."""
     skipped: list[tuple[str, str]] = []
     for path in list_checkpoints(run_directory):
-        reason = damage(path)
+        reason = _damage(path)
         if reason is None:
             return path, skipped
         skipped.append((path, reason))
@@ -267,7 +259,7 @@ def replay_of(path: str) -> str:
 
 
 def read_process_state(path: str) -> Any:
-    """A checkpoint's deterministic process state, or None (verified by `find_latest` before any resume)."""
+    """A checkpoint's deterministic process state, or None."""
     file_path = os.path.join(path, "files", PROCESS)
     if not os.path.isfile(file_path):
         return None
@@ -276,8 +268,8 @@ def read_process_state(path: str) -> Any:
 
 
 def check_learner_structure(path: str, template: Any) -> dict[str, Any]:
-    """Raises a `CheckpointError` unless the checkpoint's learner state has the structure,
-    shapes and dtypes of `template` (a fresh learner's state); returns the saved structure."""
+    """Raises a `CheckpointError` unless the saved learner state has `template`'s structure,
+    shapes and dtypes; returns the saved structure."""
     import jax
 
     saved = read_state(path)["learner"]
@@ -305,7 +297,7 @@ def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
 
     ocp = _orbax()
     target = {
-        _leaf_key(i): jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
+        f"{i:06d}": jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
         for i, (shape, dtype) in enumerate(zip(saved["shapes"], saved["dtypes"]))
     }
     try:
@@ -362,8 +354,8 @@ def flatten_mapping(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def check_replay_tables(checkpoint: str, tables: Sequence[Any]) -> None:
-    """Raises a `CheckpointError` naming every difference between the tables a checkpoint's
-    replay was saved with and `tables` (reverb 0.14 would silently keep the checkpoint's)."""
+    """Raises a `CheckpointError` naming every difference between the checkpoint's tables and
+    `tables` (reverb would silently keep the checkpoint's)."""
     path = os.path.join(checkpoint, "files", TABLES)
     try:
         with open(path) as file:
@@ -388,3 +380,203 @@ def check_replay_tables(checkpoint: str, tables: Sequence[Any]) -> None:
             + "; ".join(differences)
             + "): resume with the run's own settings, or set checkpoint.replay=false to start with an empty buffer"
         )
+
+
+def write_json(path: str, value: Any) -> None:
+    """Writes a JSON file whole, then renames it into place: a reader never sees half a file."""
+    with open(f"{path}.tmp", "w") as file:
+        json.dump(value, file, indent=2)
+    os.replace(f"{path}.tmp", path)
+
+
+# Top-level keys a resumed run may change: they do not change what is learned.
+MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume")
+
+
+@dataclasses.dataclass
+class RestorePoint:
+    """The checkpoint a run continues from and its state item."""
+
+    checkpoint: str
+    state: dict[str, Any]
+    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    restore_replay: bool = False
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        return dict(self.state["counts"])
+
+    def learner_state(self, template: Any) -> Any:
+        return restore_learner_state(self.checkpoint, template)
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """What the entry point does with a run directory."""
+
+    run_directory: str
+    finished: dict[str, Any] | None = None  # A finished run's summary: nothing to do.
+    restore: RestorePoint | None = None  # None: start from the beginning.
+    previous: bool = False  # An earlier run's rows after the restore point are set aside.
+    session: int = 0  # 0 for a new run, one more for each resume.
+    wandb_run_id: str | None = None
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as file:
+            value = json.load(file)
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def prepare_run(
+    experiment: Any,
+    config: Any,
+    run_directory: str,
+    explicit: bool = False,
+    learner_template: Callable[[Any], Any] | None = None,
+) -> RunPlan:
+    """Whether the run in `run_directory` is new, finished or to be resumed; checks everything, writes
+    nothing. `explicit` (`resume=DIR`): nothing to resume is an error."""
+    from rl.experiments.make_experiment import ConfigError
+
+    warn = functools.partial(warnings.warn, category=RunWarning, stacklevel=2)
+    run_directory = os.path.abspath(run_directory)
+    run_file = _read_json(os.path.join(run_directory, RUN_FILE))
+    plan = RunPlan(run_directory, wandb_run_id=run_file.get("wandb_run_id"))
+    if not holds_a_run(run_directory):
+        if explicit:
+            raise ConfigError("resume", f"{run_directory} holds no run to resume (no run.json, checkpoint or logs)")
+        return plan
+    plan.previous = True
+    plan.session = int(run_file.get("sessions", 1))
+
+    config_path = os.path.join(run_directory, ".hydra", "config.yaml")
+    if os.path.isfile(config_path):
+        from omegaconf import OmegaConf
+
+        from rl.experiments.make_experiment import resolved_container
+
+        try:
+            before = flatten_mapping(OmegaConf.to_container(OmegaConf.load(config_path), resolve=True))
+        except Exception as error:  # noqa: BLE001 - an unreadable or unresolvable file: say so.
+            raise CheckpointError(f"cannot read the run's configuration {config_path} ({error})") from None
+        now = flatten_mapping(resolved_container(config))
+        keys = sorted(key for key in set(before) | set(now) if key.split(".")[0] not in MUTABLE_KEYS)
+        values = [(key, before.get(key, "<unset>"), now.get(key, "<unset>")) for key in keys]
+        differences = [difference for difference in values if difference[1] != difference[2]]
+        if differences:
+            key, before, now = differences[0]
+            more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
+            raise ConfigError(
+                key,
+                f"is {now!r} but the run in {run_directory} used {before!r}{more}; a resumed run keeps its "
+                "configuration: repeat the run's own command, or use a new hydra.run.dir for a new run",
+            )
+
+    summary = _read_json(os.path.join(run_directory, SUMMARY_FILE))
+    if summary.get("status") == "finished":
+        plan.finished = summary
+        return plan
+
+    path, skipped = find_latest(run_directory, warn=False)
+    for damaged, reason in skipped:
+        warn(f"checkpoint {damaged} is damaged ({reason}); using the previous one")
+    if path is None:
+        if explicit:
+            raise CheckpointError(
+                f"no checkpoint to resume in {checkpoint_root(run_directory)} (the run stopped before "
+                "its first checkpoint, or ran with checkpoint.enabled=false)"
+            )
+        warn(
+            f"{run_directory} holds an earlier run but no checkpoint: the run starts from the beginning "
+            "(earlier log rows move to logs/superseded/)"
+        )
+        return plan
+    state = read_state(path)
+    for key, value in (("agent", experiment.agent_name), ("environment", experiment.environment_name)):
+        if state.get(key) != value:
+            raise CheckpointError(f"checkpoint {path} is of {key} {state.get(key)!r}, this config's is {value!r}")
+    from rl.experiments.launchers.base import Launcher
+
+    template = (learner_template or Launcher().checkpoint_template)(experiment)
+    check_learner_structure(path, template)
+    if state["actor_steps"] > experiment.max_actor_steps:
+        raise CheckpointError(
+            f"checkpoint {path} is at {state['actor_steps']} actor steps, beyond max_actor_steps={experiment.max_actor_steps}"
+        )
+    restore = RestorePoint(path, state, skipped)
+    has_replay = os.path.isdir(replay_of(path))
+    if has_replay and experiment.checkpoint.replay:
+        from rl.experiments.builders import DistributedProgram
+
+        check_replay_tables(restore.checkpoint, DistributedProgram(experiment).make_replay_tables())
+        restore.restore_replay = True
+    elif has_replay or experiment.checkpoint.replay:
+        warn(
+            "the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it"
+            if has_replay
+            else "the checkpoint holds no replay buffer: the resumed run refills it"
+        )
+    plan.restore = restore
+    plan.session = int(state.get("session", 0)) + 1
+    return plan
+
+
+def trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session: int) -> None:
+    """Moves the log rows written after the restore point to logs/superseded/."""
+    from rl.loggers.csv import move_rows
+
+    def after(row: dict[str, str]) -> bool:
+        for key, limit in (("actor_steps", actor_steps), ("learner_steps", learner_steps)):
+            try:
+                if float(row.get(key) or "nan") > limit:
+                    return True
+            except ValueError:
+                continue
+        return False
+
+    for path in log_files(run_directory):
+        with open(path, newline="") as file:
+            if "actor_steps" not in (csv.DictReader(file).fieldnames or []):
+                continue
+        label = os.path.splitext(os.path.basename(path))[0]
+        move_rows(path, after, os.path.join(os.path.dirname(path), "superseded", f"{label}.session{session}.csv"))
+
+
+def apply_plan(plan: RunPlan, experiment: Any) -> Any:
+    """Renames damaged checkpoints, sets later log rows aside, continues the clock and W&B run;
+    returns the experiment to launch."""
+    run_directory = plan.run_directory
+    restore = plan.restore
+    if restore is not None:
+        for damaged, _ in restore.skipped:
+            target = os.path.join(os.path.dirname(damaged), f"damaged_{os.path.basename(damaged)}")
+            if not os.path.exists(target):
+                os.rename(damaged, target)
+    if plan.previous:
+        counts = restore.counts if restore is not None else {}
+        trim_logs(run_directory, int(counts.get("actor_steps", 0)), int(counts.get("learner_steps", 0)), plan.session)
+    leftovers = replay_root(run_directory)  # Table checkpoints never moved into a step.
+    for name in _names(leftovers):
+        shutil.rmtree(os.path.join(leftovers, name), ignore_errors=True)
+    factory = experiment.logger_factory
+    if restore is not None and restore.state.get("wall_time_s") is not None and factory.start_time is not None:
+        factory.start_time = time.time() - float(restore.state["wall_time_s"])
+    run_id = plan.wandb_run_id or "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+    if factory.wandb_run is not None:
+        factory.wandb_run.use_run_id(run_id, resume=plan.previous)
+    path = os.path.join(run_directory, RUN_FILE)
+    history = list(_read_json(path).get("history", []))
+    history.append(
+        {
+            "session": plan.session,
+            "started": datetime.datetime.now().isoformat(timespec="seconds"),
+            "restored_from": os.path.basename(restore.checkpoint) if restore is not None else None,
+        }
+    )
+    os.makedirs(run_directory, exist_ok=True)
+    write_json(path, {"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history})
+    return dataclasses.replace(experiment, restore=restore, session=plan.session)

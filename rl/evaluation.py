@@ -4,12 +4,10 @@
     python scripts/evaluate.py run_dir=DIR episodes=20 video=true
     python scripts/evaluate.py run_dir=DIR seed=7 video=true video_path=/tmp/episode.mp4
 
-Rebuilds the experiment from `<run_dir>/.hydra/config.yaml`, its learner (restored from the
-newest undamaged checkpoint) and evaluator 0; runs the evaluation policy for `episodes`
-episodes with the run's evaluation seed (or `seed=`) and prints the return's mean and std.
-`video=true` writes an MP4 of the first episode to `<run_dir>/videos/` (or `video_path`) and
-adds it to the run's online W&B run (an offline one: `wandb sync` it first). Nothing the run
-saved is modified.
+Runs the run's evaluation policy (its newest undamaged checkpoint) for `episodes` episodes with
+the run's evaluation seed (or `seed=`) and prints the return's mean and std. `video=true` writes
+an MP4 of the first episode to `<run_dir>/videos/` (or `video_path`) and adds it to the run's
+online W&B run. Nothing the run saved is modified.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ OPTIONS = {"run_dir": None, "episodes": 10, "video": False, "seed": None, "video
 
 
 class EvaluationError(Exception):
-    """A user error: printed as one line, exit status 1, no traceback."""
+    """A user error: one line, exit status 1."""
 
 
 def parse_arguments(argv: list[str]) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def report(message: str, error: bool = False, transcript: bool = True) -> None:
 def _prepare(config: DictConfig, output_dir: str) -> tuple:
     """The experiment, its launcher and the plan for its run directory; exits on bad input."""
     from rl.experiments.make_experiment import ConfigError, make_experiment, tracking_settings
-    from rl.experiments.resume import prepare_run
+    from rl.checkpointing import prepare_run
 
     try:
         hydra_config = HydraConfig.get()
@@ -169,7 +169,7 @@ def integral_overrides(argv: list[str]) -> list[str]:
 def train(config: DictConfig) -> float:
     from rl.experiments.lifecycle import Interrupted, RunInterrupted, signal_name
     from rl.experiments.launchers.base import LauncherError
-    from rl.experiments.resume import apply_plan
+    from rl.checkpointing import apply_plan
     from rl.experiments.summary import close_loggers
 
     if _FULL_ERROR_OURS:

@@ -20,7 +20,7 @@ from rl.anakin.system import System, evaluate, make_chunk
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
-from rl.experiments.resume import trim_logs
+from rl.checkpointing import trim_logs
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
 from rl.loggers.base import Logger
 from rl.loggers.terminal import format_number

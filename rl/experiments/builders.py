@@ -19,7 +19,7 @@ from rl.loggers.aggregators import TimeFilter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.observers.base import Observer
 
-MakeActor = Callable[..., core.Actor]  # (random_key, policy, environment_spec, variable_source, adder): make_actor.
+MakeActor = Callable[..., core.Actor]  # (random_key, policy, environment_spec, variable_source, adder)
 # (random_key, variable_source, counter, make_actor, instance=) -> evaluation loop: `build_evaluator`.
 EvaluatorFactory = Callable[..., EnvironmentLoop]
 
@@ -44,8 +44,8 @@ def make_environment(
     observers: Sequence[Observer],
     evaluation: bool = False,
 ) -> Any:
-    """`num_envs` copies seeded from `random_key`, rendering (gymnasium's) when an observer
-    asks; evaluators play the evaluation environment where there is one (the game's score)."""
+    """`num_envs` copies seeded from `random_key`, rendering when an observer asks; evaluators play
+    the evaluation environment where there is one."""
     factory = experiment.environment_factory
     seed = environment_seed(random_key)
     render = any(observer.render for observer in observers)
@@ -66,8 +66,7 @@ def build_learner(
     log_filter: Callable[[Logger], Logger] | None = None,
     wrap_dataset: Callable[[Iterator[Any]], Iterator[Any]] | None = None,
 ) -> core.Learner:
-    """The learner reading from replay (without a client it only serves restored parameters),
-    logging every `learner_log_interval_s` or through `log_filter`; `wrap_dataset` wraps its iterator."""
+    """The learner reading from replay (without a client it only serves restored parameters)."""
     enable_compilation_cache(experiment.compilation_cache)
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
     if replay_client is None:
@@ -87,7 +86,6 @@ def behaviour_policy(builder: Any, networks: Any, environment_spec: Any, actor_i
 
 
 def _loop_parts(experiment: ExperimentConfig, random_key: jax.Array, label: str, instance: int) -> tuple:
-    """A loop's actor key, observers, environment (an evaluator's: one copy per episode) and networks."""
     enable_compilation_cache(experiment.compilation_cache)
     environment_key, actor_key = jax.random.split(random_key)
     observers = make_observers(experiment, label, instance)
@@ -106,8 +104,7 @@ def build_actor(
     counter: Counter,
     actor_id: int,
 ) -> EnvironmentLoop:
-    """An environment loop acting with the behaviour policy and writing to replay; only
-    actor 0 writes episode records."""
+    """A loop acting with the behaviour policy, writing to replay; only actor 0 logs episodes."""
     actor_key, observers, environment, networks = _loop_parts(experiment, random_key, "actor", actor_id)
     builder, spec = experiment.builder, experiment.environment_spec
     policy = behaviour_policy(builder, networks, spec, actor_id)
@@ -124,8 +121,7 @@ def build_evaluator(
     make_actor: MakeActor | None = None,
     instance: int = 0,
 ) -> EnvironmentLoop:
-    """An evaluation loop with the evaluation policy and no adder; a round plays its
-    `eval_episodes` episodes side by side, one per environment copy."""
+    """A loop with the evaluation policy and no adder; a round plays `eval_episodes` side by side."""
     actor_key, observers, environment, networks = _loop_parts(experiment, random_key, "evaluator", instance)
     builder, spec = experiment.builder, experiment.environment_spec
     policy = builder.make_policy(networks, spec, evaluation=True)
@@ -136,14 +132,13 @@ def build_evaluator(
 
 
 def evaluator_factories(experiment: ExperimentConfig) -> list[EvaluatorFactory]:
-    """The experiment's evaluator factories; by default the one `build_evaluator`."""
     factories = experiment.evaluator_factories
     return list(factories) if factories is not None else [functools.partial(build_evaluator, experiment)]
 
 
 @dataclasses.dataclass(frozen=True)
 class NodeKeys:
-    """Independent random keys for every node, all derived from the experiment seed."""
+    """Independent random keys for every node, derived from the experiment seed."""
 
     learner: jax.Array
     actors: tuple[jax.Array, ...]
@@ -152,13 +147,12 @@ class NodeKeys:
 
 @dataclasses.dataclass
 class Evaluations:
-    """One evaluator's rounds: (actor steps, mean return) and the epoch time each took its parameters."""
+    """One evaluator's rounds: (actor steps, mean return) and each round's epoch time."""
 
     returns: list[tuple[int, float]] = dataclasses.field(default_factory=list)
     times: list[float] = dataclasses.field(default_factory=list)
 
     def evaluate(self, loop: EnvironmentLoop, num_episodes: int) -> float:
-        """Runs and keeps a round of `loop`; returns its mean return."""
         record = loop.run_evaluation(num_episodes)
         self.returns.append((int(record.get("actor_steps", 0)), float(record["episode_return"])))
         self.times.append(loop.round_started_at)
@@ -167,8 +161,8 @@ class Evaluations:
 
 @dataclasses.dataclass
 class DistributedProgram:
-    """The nodes of an experiment with their keys, whatever launches them: `num_actors`
-    actors and `num_evaluators` evaluators per evaluator factory, numbered factory by factory."""
+    """The nodes of an experiment with their keys, whatever launches them (`num_evaluators` per
+    evaluator factory)."""
 
     experiment: ExperimentConfig
     num_actors: int = 1
@@ -183,7 +177,6 @@ class DistributedProgram:
 
     @property
     def keys(self) -> NodeKeys:
-        # Often a node's first compilation (in a Ray node, unpickled): the cache goes first.
         enable_compilation_cache(self.experiment.compilation_cache)
         learner, actors, evaluators = jax.random.split(jax.random.PRNGKey(self.experiment.seed), 3)
         return NodeKeys(
@@ -204,8 +197,7 @@ class DistributedProgram:
         return build_learner(self.experiment, self.keys.learner, replay_client, counter, log_filter, wrap_dataset)
 
     def actor_key(self, actor_id: int, restart: int = 0) -> jax.Array:
-        """Actor `actor_id`'s key after `restart` restarts: a rebuilt actor neither replays
-        its exploration nor reuses its environment seed."""
+        """Actor `actor_id`'s key after `restart` restarts: a rebuilt actor does not replay its exploration."""
         if restart < 0:
             raise ValueError(f"restart must be >= 0, got {restart}")
         key = self.keys.actors[actor_id]
@@ -220,8 +212,7 @@ class DistributedProgram:
         restart: int = 0,
         initial_step: int = 0,
     ) -> EnvironmentLoop:
-        """Actor `actor_id`'s loop; a restarted one gets a fresh key (`actor_key`) and
-        resumes its schedules at `initial_step`."""
+        """Actor `actor_id`'s loop, its schedules resumed at `initial_step`."""
         loop = build_actor(
             self.experiment, self.actor_key(actor_id, restart), replay_client, variable_source, counter, actor_id
         )
@@ -230,7 +221,6 @@ class DistributedProgram:
         return loop
 
     def make_evaluator(self, instance: int, variable_source: core.VariableSource, counter: Any) -> EnvironmentLoop:
-        """Evaluator `instance`: from factory `instance // num_evaluators`, with its own key."""
         factory = evaluator_factories(self.experiment)[instance // self.num_evaluators]
         return factory(
             self.keys.evaluators[instance],

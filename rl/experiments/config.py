@@ -1,5 +1,4 @@
-"""ExperimentConfig: everything needed to build the nodes of one experiment; and the
-persistent cache of compiled XLA programs its runs share."""
+"""ExperimentConfig: everything needed to build the nodes of one experiment; and the XLA cache."""
 
 from __future__ import annotations
 
@@ -17,13 +16,11 @@ from rl.core import EnvironmentSpec, make_environment_spec
 if TYPE_CHECKING:  # Only a type here: importing the builders imports reverb and TensorFlow.
     from rl.agents.builder import ActorLearnerBuilder
 
-# Programs that compile faster than this are cheaper to rebuild than to read back.
 MIN_COMPILE_TIME_S = 0.1
 
 
 def enable_compilation_cache(directory: str | None) -> None:
-    """Points JAX's persistent compilation cache at `directory` (None leaves it off), so
-    sweeps, seeds and tests compile a program once per machine."""
+    """Points JAX's persistent compilation cache at `directory` (None leaves it off)."""
     if not directory:
         return
     import jax
@@ -32,9 +29,7 @@ def enable_compilation_cache(directory: str | None) -> None:
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_S)
-    # JAX decides at a process's first compilation whether the cache is used and keeps that
-    # answer (code that compiled earlier would leave it off): forgetting it makes the next
-    # compilation ask again, with the directory now set.
+    # JAX decides at its first compilation whether the cache is used: make it ask again.
     from jax.experimental.compilation_cache import compilation_cache
 
     compilation_cache.reset_cache()
@@ -42,10 +37,8 @@ def enable_compilation_cache(directory: str | None) -> None:
 
 @dataclasses.dataclass
 class ExperimentConfig:
-    """A composed experiment, independent of Hydra and of how its nodes are launched.
-    `environment_factory(seed=...)` makes one environment, `network_factory(environment_spec=...)`
-    the networks; `observers` are observer factories, called for every actor and evaluator
-    loop; `evaluator_factories` (builders.py `EvaluatorFactory`; None: `build_evaluator`)."""
+    """A composed experiment, independent of Hydra and of how its nodes are launched; `observers`
+    and `evaluator_factories` (None: `build_evaluator`) are factories."""
 
     builder: ActorLearnerBuilder
     environment_factory: Callable[[int], dm_env.Environment]
@@ -56,7 +49,6 @@ class ExperimentConfig:
     eval_every: int = 10_000
     eval_episodes: int = 10
     run_directory: str = "."
-    # Periodic, final and on-stop checkpoints (a bool stands for the defaults, on or off).
     checkpoint: CheckpointSettings | bool = dataclasses.field(default_factory=CheckpointSettings)
     progress: bool = True
     agent_name: str = "agent"
@@ -65,15 +57,12 @@ class ExperimentConfig:
     observers: Sequence[Callable[..., Any]] = ()
     evaluator_factories: Sequence[Callable[..., Any]] | None = None
     num_envs: int = 1  # Environment copies each actor steps with one batched policy call.
-    # `(seed=..., num_envs=...)` -> an actor's copies, when another backend steps them (envpool).
     vector_environment_factory: Callable[..., Any] | None = None
-    # `(seed=...)` -> what evaluators play where it differs from training's (Atari's
-    # reward_clip, episodic_life: the game's own score, in whole games).
+    # What evaluators play where it differs from training's (Atari: the game's own score).
     evaluation_environment_factory: Callable[..., dm_env.Environment] | None = None
-    compilation_cache: str | None = None  # Directory of the persistent XLA cache (None: none).
-    threshold: float | None = None  # The evaluation return that solves the task (None: none).
-    # A resumed run: its rl.experiments.resume.RestorePoint and session (0 for a new run).
-    restore: Any = None
+    compilation_cache: str | None = None
+    threshold: float | None = None  # The evaluation return that solves the task.
+    restore: Any = None  # A resumed run's rl.checkpointing.RestorePoint.
     session: int = 0
     _environment_spec: EnvironmentSpec | None = dataclasses.field(default=None, repr=False)
 
@@ -84,7 +73,6 @@ class ExperimentConfig:
 
     @property
     def environment_spec(self) -> EnvironmentSpec:
-        """The spec of the environment, read once from a throwaway instance."""
         if self._environment_spec is None:
             environment = self.environment_factory(seed=0)
             self._environment_spec = make_environment_spec(environment)

@@ -1,13 +1,6 @@
-"""The life of a run, once for every launcher (local, ray, anakin): a launcher's `Nodes`
-act, evaluate, snapshot and stop; `run` evaluates every `eval_every` actor steps and at
-`max_actor_steps`, checkpoints on a clock, at the end and on SIGINT/SIGTERM, keeps the
-evaluation curve across restores and ends the run `finished`, `interrupted` or `failed`.
-
-SIGINT and SIGTERM stop a run cleanly: the first becomes a request `run` polls (checkpoint,
-"interrupted" summary, `RunInterrupted`), a second raises `Interrupted` at once;
-`raise_on_signals()` raises it for SIGTERM as Python does for SIGINT, so every `finally`
-runs. The exit code is 128 + the signal.
-"""
+"""The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run`
+evaluates, checkpoints (on a clock, at the end, on SIGINT/SIGTERM) and ends the run `finished`,
+`interrupted` or `failed`. A first signal stops cleanly, a second raises `Interrupted` at once."""
 
 from __future__ import annotations
 
@@ -23,7 +16,7 @@ from rl import checkpointing
 from rl.checkpointing import CheckpointSettings
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import LauncherError
-from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, run_start_time
+from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
 from rl.agents.builder import NumericalError
 
 
@@ -60,8 +53,7 @@ class RunInterrupted(Exception):
 
 
 class StopRequest:
-    """SIGINT and SIGTERM set `signum` (a second one raises `Interrupted`) until `restore()`
-    puts the previous handlers back."""
+    """SIGINT and SIGTERM set `signum` (a second one raises `Interrupted`) until `restore()`."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -78,8 +70,7 @@ class StopRequest:
 
 
 def _set_handlers(handler: Any) -> Callable[[], None]:
-    """Sets `handler` for SIGINT and SIGTERM; returns what puts the previous ones back.
-    Only the main thread may set handlers: elsewhere they are left be."""
+    """Sets `handler` for SIGINT and SIGTERM (main thread only); returns what puts the old ones back."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
@@ -106,15 +97,13 @@ def raise_on_signals() -> Iterator[None]:
 
 
 def next_evaluation(experiment: ExperimentConfig, actor_steps: int) -> int:
-    """The first evaluation point after `actor_steps`."""
     every, budget = experiment.eval_every, experiment.max_actor_steps
     return min((actor_steps // every + 1) * every, budget)
 
 
 @dataclasses.dataclass
 class RunRecord:
-    """The run so far: the evaluation curve (actor steps, mean return) with each round's
-    epoch time, and the seconds spent acting; a resumed run starts from its checkpoint's."""
+    """The evaluation curve (actor steps, mean return, epoch time) and seconds spent acting so far."""
 
     steps: int = 0
     next_eval: int = 0
@@ -127,7 +116,7 @@ class RunRecord:
         restore = experiment.restore
         if restore is None:
             return cls(next_eval=next_evaluation(experiment, 0))
-        state, steps, start = restore.state, restore.actor_steps, run_start_time(experiment)
+        state, steps, start = restore.state, int(restore.state["actor_steps"]), experiment.logger_factory.start_time
         next_eval = int(state.get("next_eval", 0))
         returns = [(int(s), float(v)) for s, v in state.get("eval_returns", [])]
         relative = state.get("eval_times_s")
@@ -138,9 +127,7 @@ class RunRecord:
 
 @dataclasses.dataclass
 class Snapshot:
-    """One moment of the run, the learner paused: the counts and, for a checkpoint, the
-    launcher's own state keys, what writes the replay checkpoint and returns its directory
-    (None: not saved) and a deterministic run's process state."""
+    """The run at one moment, learner paused; `replay()` writes the replay checkpoint, returns its directory."""
 
     actor_steps: int
     counts: Mapping[str, Any]
@@ -151,8 +138,8 @@ class Snapshot:
 
 
 def run_state(experiment: ExperimentConfig, record: RunRecord, snapshot: Snapshot) -> dict[str, Any]:
-    """A checkpoint's state item (all but the learner state)."""
-    start = run_start_time(experiment)
+    """A checkpoint's state item: all but the learner state."""
+    start = experiment.logger_factory.start_time
     state = {
         "agent": experiment.agent_name,
         "environment": experiment.environment_name,
@@ -164,7 +151,6 @@ def run_state(experiment: ExperimentConfig, record: RunRecord, snapshot: Snapsho
         "actor_schedule_step": int(snapshot.actor_steps),
         "session": int(experiment.session),
         "eval_returns": [[int(s), float(v)] for s, v in record.eval_returns],
-        # Seconds since the run started (the logger factory's clock), per evaluation.
         "eval_times_s": [t - start for t in record.eval_times] if start is not None else None,
         "wall_time_s": time.time() - start if start is not None else None,
         "acting_time_s": float(record.acting_time_s),
@@ -187,7 +173,6 @@ class RunCheckpointer:
         return self.settings.enabled and self.settings.replay
 
     def start(self) -> None:
-        """Starts the clock of periodic checkpoints."""
         self._next = time.monotonic() + self.settings.every_seconds
 
     def due(self) -> bool:
@@ -197,25 +182,16 @@ class RunCheckpointer:
         return f"the last good checkpoint is {self.last}" if self.last else "no checkpoint was written"
 
     def replay_paths(self, restore: Any) -> tuple[str | None, str | None]:
-        """Where a replay server checkpoints and the checkpoint it starts from (None, None:
-        it does not checkpoint)."""
+        """Where a replay server checkpoints and what it starts from ((None, None): no checkpoints)."""
         restore_replay = restore is not None and restore.restore_replay
         if not (self.settings.replay and (self.settings.enabled or restore_replay)):
             return None, None
-        return checkpointing.replay_root(self.run_directory), restore.replay_checkpoint if restore_replay else None
-
-    def replay_checkpointer(self, restore: Any) -> Any:
-        """Reverb's checkpointer for a replay server (None: reverb's default temporary one)."""
-        directory, fallback = self.replay_paths(restore)
-        if directory is None:
-            return None
-        import reverb
-
-        return reverb.checkpointers.DefaultCheckpointer(directory, fallback_checkpoint_path=fallback)
+        fallback = checkpointing.replay_of(restore.checkpoint) if restore_replay else None
+        return checkpointing.replay_root(self.run_directory), fallback
 
     def save(self, state: Mapping[str, Any], snapshot: Snapshot) -> str:
         replay = tables = None
-        if snapshot.replay is not None:  # The tables' configuration goes beside them, as JSON.
+        if snapshot.replay is not None:
             replay = snapshot.replay()
             builder, spec = self.experiment.builder, self.experiment.environment_spec
             tables = checkpointing.describe_tables(builder.make_replay_tables(spec))
@@ -234,23 +210,21 @@ class RunCheckpointer:
 
 
 class Nodes:
-    """What a launcher runs; `run` sets `experiment`, `record` and `checkpoints` before
-    `start`. The hooks with a body do nothing unless a launcher needs them."""
+    """What a launcher runs; `run` sets `experiment`, `record` and `checkpoints` before `start`."""
 
     experiment: ExperimentConfig
     record: RunRecord
     checkpoints: RunCheckpointer
 
     def start(self) -> None:
-        """Builds the nodes and restores them from the restore point."""
+        """Builds the nodes, restored from the restore point."""
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
-        """Acts to `until` actor steps (past it only in fixed chunks), or until `pause()`;
-        returns the actor steps now."""
+        """Acts to `until` actor steps or until `pause()`; returns the actor steps now."""
         raise NotImplementedError
 
     def evaluate(self) -> tuple[int, float, float]:
-        """A round of every evaluator: (actor steps, mean return, epoch time)."""
+        """(actor steps, mean return, epoch time) of a round of every evaluator."""
         raise NotImplementedError
 
     def end_acting(self, interrupted: bool) -> None:
@@ -263,10 +237,10 @@ class Nodes:
         """A checkpoint of `snapshot` was written at `path`."""
 
     def end_learning(self) -> None:
-        """Before the last checkpoint: the learner stops (it still answers `snapshot`)."""
+        """Before the last checkpoint: the learner stops (still answering `snapshot`)."""
 
     def counts(self) -> Mapping[str, Any]:
-        """The counts so far, for the summary of a failed run."""
+        """The counts so far, for a failed run's summary."""
         return self.snapshot(checkpoint=False).counts
 
     def failure(self, error: Exception) -> str | None:
@@ -278,7 +252,7 @@ class Nodes:
         return None
 
     def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
-        """After summary.json is written: a launcher's own summaries and fields."""
+        """After summary.json is written: a launcher's own summaries."""
         return summary
 
     def close(self) -> None:
@@ -291,7 +265,7 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
     record = RunRecord.start(experiment)
     checkpoints = RunCheckpointer(experiment)
     nodes.experiment, nodes.record, nodes.checkpoints = experiment, record, checkpoints
-    stop = StopRequest()  # SIGINT/SIGTERM: checkpoint and stop.
+    stop = StopRequest()
     loggers_closed = False
 
     def save(periodic: bool = False) -> tuple[str | None, Snapshot]:
@@ -300,7 +274,7 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
         if not enabled:
             return None, snapshot
         if periodic and checkpoints.last and checkpointing.step_of(checkpoints.last) == snapshot.actor_steps:
-            checkpoints.start()  # Nothing moved since the last (which a restore may have named): try later.
+            checkpoints.start()  # Nothing moved since the last one: try later.
             return None, snapshot
         path = checkpoints.save(run_state(experiment, record, snapshot), snapshot)
         nodes.saved(path, snapshot)
@@ -341,7 +315,7 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
         if stop.requested:
             nodes.end_acting(interrupted=True)
         nodes.end_learning()  # The last checkpoint's counts are the learner's last.
-        path, snapshot = save()  # The final (or interrupt) checkpoint.
+        path, snapshot = save()
         if stop.requested:
             summary = finish(snapshot, "interrupted", 128 + stop.signum)
             raise RunInterrupted(stop.signum, summary, path)
@@ -355,7 +329,7 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
         if message is None or isinstance(error, RunInterrupted):
             raise
         wall_time_s, curve = time.perf_counter() - start, (record.eval_returns, record.eval_times)
-        try:  # A "failed" summary with the counts so far, when they can still be had.
+        try:  # A "failed" summary, when the counts can still be had.
             nodes.end_learning()
             counts = nodes.counts()
         except Exception:  # noqa: BLE001 - best effort: the failure is raised either way.

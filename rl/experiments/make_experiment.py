@@ -1,7 +1,5 @@
-"""Turns a composed Hydra configuration into an ExperimentConfig and a launcher. Everything
-is checked before it starts, as a one-line `ConfigError`: the run settings, each `_target_`
-factory's keys and types (against its config dataclass or signature), then the environment
-before any agent, network or launcher code is imported."""
+"""Turns a composed Hydra configuration into an ExperimentConfig and a launcher, checking everything
+(run settings, each `_target_`'s keys and types, the environment first) as a one-line `ConfigError`."""
 
 from __future__ import annotations
 
@@ -39,11 +37,6 @@ class ConfigError(ValueError):
         self.key = key
 
 
-def declared(target: Any, name: str) -> Any:
-    """A factory's declared tag (`network_kind`, `observation_kind`, `config_class`...), or None."""
-    return getattr(target, name, None)
-
-
 def resolve_target(key: str, path: Any) -> Callable[..., Any]:
     if not isinstance(path, str) or not path:
         raise ConfigError(f"{key}._target_", "must name a Python callable, e.g. rl.agents.dqn.make_builder")
@@ -58,8 +51,7 @@ def resolve_target(key: str, path: Any) -> Callable[..., Any]:
 
 
 def nearest_option(name: str, options: list[str]) -> str | None:
-    """The option a mistyped key most likely meant: one whose words' initials spell it
-    (lr -> learning_rate), one it begins, or the closest spelling."""
+    """The option a mistyped key most likely meant: by initials (lr -> learning_rate), prefix or spelling."""
     for option in options:
         if "".join(word[0] for word in option.split("_") if word) == name:
             return option
@@ -88,9 +80,9 @@ def omegaconf_type(hint: Any) -> Any:
 
 
 def options_schema(target: Callable[..., Any]) -> tuple[type, bool]:
-    """The dataclass an option is checked against (an agent's `make_builder.config_class`,
-    else one made from the factory's signature), and whether it takes other keywords too."""
-    config_class = declared(target, "config_class")
+    """The dataclass a factory's options are checked against (its `config_class` or one made from
+    its signature), and whether it takes other keywords too."""
+    config_class = getattr(target, "config_class", None)
     if config_class is not None:
         return config_class, False
     try:
@@ -108,7 +100,6 @@ def options_schema(target: Callable[..., Any]) -> tuple[type, bool]:
 
 
 def check_values(key: str, schema: type, values: Mapping[str, Any]) -> None:
-    """OmegaConf's type check of `values` against `schema`, as a ConfigError on the key."""
     try:
         OmegaConf.merge(OmegaConf.structured(schema), dict(values))
     except ValidationError as error:
@@ -121,7 +112,6 @@ def check_values(key: str, schema: type, values: Mapping[str, Any]) -> None:
 
 
 def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) -> Callable[..., Any]:
-    """Checks one `_target_` node's keys and value types; returns the resolved target."""
     if not isinstance(node, Mapping) or "_target_" not in node:
         raise ConfigError(key, "must be a config group option with a _target_ (see conf/)")
     target = resolve_target(key, node["_target_"])
@@ -147,24 +137,21 @@ def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) 
 
 @dataclasses.dataclass
 class RunSettings:
-    """The top-level keys of conf/config.yaml."""
-
     seed: int
     max_actor_steps: int
     eval_every: int
     eval_episodes: int
-    checkpoint: Any  # true / false or {enabled, every_seconds, keep, replay}: a CheckpointSettings.
+    checkpoint: Any  # true / false or a mapping: a CheckpointSettings.
     progress: bool
-    threshold: float | None  # The evaluation return that solves the task (None: none).
-    compilation_cache: str | None  # Where compiled XLA programs are cached (None: no cache).
-    resume: str | None = None  # The run directory to resume (None: Hydra's run directory).
+    threshold: float | None
+    compilation_cache: str | None
+    resume: str | None = None
 
 
 CHECKPOINT_KEYS = ("enabled", "every_seconds", "keep", "replay")
 
 
 def check_checkpoint_settings(value: Any) -> Any:
-    """`checkpoint`: true/false or a mapping of CheckpointSettings fields."""
     from rl.checkpointing import CheckpointSettings
 
     if isinstance(value, bool):
@@ -187,7 +174,6 @@ def check_checkpoint_settings(value: Any) -> Any:
 
 
 def check_replay_settings(builder: Any, max_actor_steps: int) -> None:
-    """Refuses replay settings whose rate limiter could never let the learner sample."""
     config = vars(builder.config)
     minimum, maximum = config.get("min_replay_size"), config.get("max_replay_size")
     ratio = config.get("samples_per_insert")
@@ -230,18 +216,6 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
     return settings
 
 
-def network_kind_error(network: str, network_kind: str, agent_network_kind: str) -> ConfigError:
-    """Network option `network` builds `network_kind` networks where the agent needs
-    `agent_network_kind` ones; recurrent Q-networks say which agents they are for."""
-    message = f"'{network}' builds {network_kind} networks, but the agent needs {agent_network_kind} networks"
-    if "recurrent_q" in (network_kind, agent_network_kind):
-        message += (
-            "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
-            "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"
-        )
-    return ConfigError("network", message)
-
-
 # Pixel networks by the network kind an agent needs.
 PIXEL_NETWORKS = {
     "q_values": "network=atari_cnn or network=impala_resnet",
@@ -258,19 +232,18 @@ def check_network_observations(
     environment: str,
     agent_network_kind: str,
 ) -> None:
-    """Refuses a network that cannot read the environment's observations: a convolutional
-    torso (its factory's or, network=lstm, its torso's `observation_kind`) on vectors, an MLP
-    on uint8 [height, width, channels] frames. Nested observations are left to the network."""
+    """Refuses a convolutional network on vector observations, or an MLP on uint8 [height, width,
+    channels] frames (nested observations are left to the network)."""
     if not isinstance(observation_spec, specs.Array):
         return
     shape = tuple(observation_spec.shape)
     observations = "pixels" if len(shape) == 3 and str(observation_spec.dtype) == "uint8" else "vector"
-    reads = declared(target, "observation_kind")
+    reads = getattr(target, "observation_kind", None)
     if reads is None and isinstance(options.get("torso"), str):
         from rl.networks.recurrent import resolve_torso
 
         try:
-            reads = declared(resolve_torso(options["torso"]), "observation_kind")
+            reads = getattr(resolve_torso(options["torso"]), "observation_kind", None)
         except ValueError:
             pass  # The factory reports a bad torso itself.
     reads = reads or "vector"
@@ -305,13 +278,12 @@ RUNTIME_ARGUMENTS = {
 
 
 def _bound(values: Any) -> str | None:
-    """One bound of a spec: a single number when every dimension shares it."""
     flat = np.asarray(values, dtype=np.float64).reshape(-1)
     return f"{flat[0]:g}" if flat.size and (flat == flat[0]).all() else None
 
 
 def describe_actions(action_spec: Any) -> str:
-    """`3 discrete actions`, `continuous actions of shape (6,) in [-1, 1]` (never a spec's repr)."""
+    """`3 discrete actions`, `continuous actions of shape (6,) in [-1, 1]`."""
     if is_discrete(action_spec):
         return f"{action_spec.num_values} discrete actions"
     shape = tuple(action_spec.shape) if isinstance(action_spec, specs.Array) else ()
@@ -323,7 +295,6 @@ def describe_actions(action_spec: Any) -> str:
 
 
 def _user_error(key: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Calls a factory; what it rejects becomes a ConfigError on `key`."""
     try:
         return function(*args, **kwargs)
     except (TypeError, ValueError, InstantiationException) as error:
@@ -340,9 +311,8 @@ def _instantiate(key: str, node: DictConfig, **kwargs: Any) -> Any:
 
 
 def preset_message(experiment: Any, agent: Any, key: str) -> str | None:
-    """For an agent option that preset `experiment` (conf/experiment/<name>.yaml, whose
-    `override /agent` default names its agent) set for another agent than `agent`
-    (`experiment=dqn_cartpole agent=ppo`), the message that says so; None otherwise."""
+    """The message for an agent option preset `experiment` set for another agent than `agent`
+    (`experiment=dqn_cartpole agent=ppo`); None otherwise."""
     from rl.train import CONFIG_DIR
 
     path = os.path.join(CONFIG_DIR, "experiment", f"{experiment}.yaml")
@@ -370,13 +340,12 @@ def resolved_container(config: DictConfig) -> dict[str, Any]:
 
 
 def environment_label(environment: Mapping[str, Any], choices: Mapping[str, Any]) -> str:
-    """`environment.name` (dm_control's is `<domain>-<task>`), else the environment option."""
+    """`environment.name`, else the environment option."""
     return str(environment.get("name") or choices.get("environment") or "environment")
 
 
 def _swept_keys(hydra_config: Any) -> set[str]:
-    """The keys a multirun varies: the sweeper's `params` and the command line's sweep
-    overrides (`seed=0,1`, `x=range(3)`) as the sweep directory's multirun.yaml recorded them."""
+    """The keys a multirun varies: the sweeper's `params` and the sweep overrides multirun.yaml recorded."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     keys = {str(key) for key in ((hydra_config.sweeper or {}).get("params") or {})}
@@ -397,10 +366,8 @@ def _swept_keys(hydra_config: Any) -> set[str]:
 
 
 def tracking_settings(hydra_config: Any, config: DictConfig) -> dict[str, Any]:
-    """`run_group` and `run_tags` for `make_experiment` from this job's Hydra config (passed
-    in). A multirun job's group is `<experiment or agent>-<environment>-<date>-<time>`
-    (rl.loggers.wandb.default_group) without what the sweep varies: every job of a sweep
-    shares it, two sweeps never do; a single run has none. The tags are the job's overrides."""
+    """`run_group` and `run_tags` for `make_experiment`: a multirun's group names the sweep (without
+    what it varies; a single run has none), the tags are the job's overrides."""
     from hydra.types import RunMode
 
     from rl.loggers.wandb import default_group, override_tags
@@ -432,9 +399,7 @@ def make_experiment(
     run_group: str | None = None,
     run_tags: Sequence[str] = (),
 ) -> tuple[ExperimentConfig, Callable[[ExperimentConfig], Any]]:
-    """Validates `config` and builds the experiment and its launcher (nothing started).
-    `run_group` (W&B's group, unless the logger config sets its own) and `run_tags` come
-    from `tracking_settings`."""
+    """Validates `config` and builds the experiment and its launcher (nothing started)."""
     choices = dict(choices or {})
     # The run's settings first: an agent option interpolating a bad max_actor_steps is named as max_actor_steps.
     top_level = [field.name for field in dataclasses.fields(RunSettings) if field.name in config]
@@ -451,8 +416,7 @@ def make_experiment(
     backend = environment_options.pop("backend", "gymnasium")
     if backend not in BACKENDS:
         raise ConfigError("environment.backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
-    # The environment first: a wrong name or option is answered before the other groups'
-    # code (networks, agents, launchers: JAX, TensorFlow, reverb) is even imported.
+    # The environment first: answered before the other groups' code (JAX, TensorFlow) is imported.
     check_factory("environment", environment_options, RUNTIME_ARGUMENTS["environment"])
     environment_factory = _instantiate("environment", environment_options, _partial_=True)
     probe = _user_error("environment.name", environment_factory, seed=settings.seed)
@@ -466,8 +430,7 @@ def make_experiment(
             vector_environment_factory = envpool_factory(environment_options, environment_spec)
         except ValueError as error:
             raise ConfigError("environment.backend", str(error)) from None
-    # Training-only preprocessing (Atari: clipped rewards, an episode per life): evaluators
-    # play the unprocessed game, so evaluation reports the game's own score.
+    # Evaluators play without training-only preprocessing (Atari): the game's own score.
     evaluation_environment_factory = None
     if environment_options.get("reward_clip") or environment_options.get("episodic_life"):
         evaluation_environment_factory = _instantiate(
@@ -490,7 +453,7 @@ def make_experiment(
 
     policy = _instantiate("policy", config.policy)
     builder = _user_error("agent", _instantiate("agent", config.agent, _partial_=True), exploration=policy)
-    for key, kind in (("agent", builder.action_kind), ("policy", declared(policy, "action_kind"))):
+    for key, kind in (("agent", builder.action_kind), ("policy", getattr(policy, "action_kind", None))):
         if kind is not None and kind != environment_kind:
             raise ConfigError(
                 key,
@@ -500,8 +463,8 @@ def make_experiment(
             )
     check_replay_settings(builder, settings.max_actor_steps)
     network_factory = _instantiate("network", config.network, _partial_=True)
-    network_kind = declared(network_factory.func, "network_kind")
-    network_kinds = declared(network_factory.func, "network_kinds")
+    network_kind = getattr(network_factory.func, "network_kind", None)
+    network_kinds = getattr(network_factory.func, "network_kinds", None)
     if network_kinds is not None:  # A torso under several heads (atari_cnn): build the agent's kind.
         network_kind = builder.network_kind if builder.network_kind in network_kinds else "/".join(network_kinds)
         if network_kind == builder.network_kind:
@@ -509,8 +472,16 @@ def make_experiment(
                 network_factory.func, *network_factory.args, **network_factory.keywords, network_kind=network_kind
             )
     if network_kind is not None and network_kind != builder.network_kind:
-        raise network_kind_error(network_choice, network_kind, builder.network_kind)
-    outputs = builder.network_outputs()  # The agent's output needs (rl/agents/builder.py `network_outputs`).
+        message = (
+            f"'{network_choice}' builds {network_kind} networks, but the agent needs {builder.network_kind} networks"
+        )
+        if "recurrent_q" in (network_kind, builder.network_kind):
+            message += (
+                "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
+                "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"
+            )
+        raise ConfigError("network", message)
+    outputs = builder.network_outputs()
     if outputs:
         missing = sorted(set(outputs) - set(inspect.signature(network_factory.func).parameters))
         if missing:
@@ -551,8 +522,7 @@ def make_experiment(
         run_tags=list(run_tags),
     )
     launcher = _instantiate("launcher", config.launcher)
-    # Before anything compiles: JAX decides once per process, at its first compilation,
-    # whether the persistent cache is on, and a later setting would be ignored.
+    # Before anything compiles: JAX decides at its first compilation whether the cache is on.
     enable_compilation_cache(settings.compilation_cache)
     experiment = ExperimentConfig(
         builder=builder,
@@ -569,5 +539,4 @@ def make_experiment(
         _environment_spec=environment_spec,
         **{name: value for name, value in vars(settings).items() if name != "resume"},  # The run settings.
     )
-    # What only this launcher derives or refuses (launcher=anakin: a non-JAX environment, ...).
     return launcher.fit_experiment(experiment), launcher

@@ -1,6 +1,4 @@
-"""summary.json: the one-file result of a run that tools and sweepers read; and the live
-progress bar (actor steps, rate, latest returns, time left) that fits 80 columns, log lines
-scrolling above it, silent when output is not a terminal."""
+"""summary.json, the one-file result of a run; and the live progress bar (silent off a terminal)."""
 
 from __future__ import annotations
 
@@ -15,22 +13,17 @@ import rich
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Column
 
+from rl.checkpointing import write_json
 from rl.experiments.config import ExperimentConfig
 
-# A run's status: it ran to its budget, was stopped (SIGINT/SIGTERM), or failed.
-STATUSES = ("finished", "interrupted", "failed")
-
-
-def run_start_time(experiment: ExperimentConfig) -> float | None:
-    """The epoch time every record's `wall_time_s` counts from (None: the factory keeps no clock)."""
-    return experiment.logger_factory.start_time
+STATUSES = ("finished", "interrupted", "failed")  # Ran to its budget, stopped by a signal, failed.
 
 
 def first_reaching(
     threshold: float | None, eval_returns: Sequence[tuple[int, float]], eval_times_s: Sequence[float] | None
 ) -> tuple[float | None, int | None]:
-    """Seconds (None when the times are unknown) and actor steps of the first evaluation at
-    or above `threshold`; (None, None) without a threshold or when it was never reached."""
+    """Seconds (None when times are unknown) and actor steps of the first evaluation at or above
+    `threshold`; (None, None) when there is none."""
     for k, (steps, value) in enumerate(eval_returns if threshold is not None else ()):
         if value >= threshold:
             return (round(float(eval_times_s[k]), 2) if eval_times_s is not None else None), int(steps)
@@ -45,17 +38,15 @@ class RunSummary:
     actor_steps: int
     learner_steps: int
     episodes: int
-    wall_time_s: float  # Since the run started (the logger factory's clock, when it has one).
+    wall_time_s: float
     final_eval_return: float
     best_eval_return: float
     eval_returns: list[tuple[int, float]]
     status: str = "finished"
-    # The experiment's threshold and the seconds and actor steps of the first evaluation
-    # that reached it (None: no threshold, or not reached).
     threshold: float | None = None
     time_to_threshold_s: float | None = None
     steps_to_threshold: int | None = None
-    actor_steps_per_second: float | None = None  # Of the acting phase (set-up, final evaluation excluded).
+    actor_steps_per_second: float | None = None  # Of the acting phase only.
 
     @classmethod
     def from_run(
@@ -68,7 +59,6 @@ class RunSummary:
         eval_times_s: Sequence[float] | None = None,
         status: str = "finished",
     ) -> "RunSummary":
-        """`eval_times_s`: each evaluation's seconds since the run started."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         returns = [value for _, value in eval_returns]
@@ -102,11 +92,9 @@ def finish_run(
     acting_time_s: float | None = None,
     status: str = "finished",
 ) -> RunSummary:
-    """Writes summary.json (and W&B's summary metrics), what every launcher leaves behind.
-    `eval_times` are epoch times; with a logger factory that keeps the run's clock, times
-    count from its start like every record's, else `wall_time_s` is the launcher's and the
-    time to the threshold is unknown."""
-    start_time = run_start_time(experiment)
+    """Writes summary.json and W&B's summary metrics; `eval_times` are epoch times, counted from the
+    logger factory's clock (without one, the time to the threshold is unknown)."""
+    start_time = experiment.logger_factory.start_time
     eval_times_s = None
     if start_time is not None:
         wall_time_s = time.time() - start_time
@@ -115,7 +103,7 @@ def finish_run(
     summary = RunSummary.from_run(
         experiment, counts, eval_returns, wall_time_s, acting_time_s, eval_times_s, status=status
     )
-    write_summary(experiment.run_directory, summary)
+    write_json(os.path.join(experiment.run_directory, "summary.json"), dataclasses.asdict(summary))
     experiment.logger_factory.record_summary(dataclasses.asdict(summary))
     return summary
 
@@ -124,26 +112,12 @@ def close_loggers(experiment: ExperimentConfig, exit_code: int) -> None:
     experiment.logger_factory.close(exit_code=exit_code)
 
 
-def write_json(path: str, value: Any) -> None:
-    """Writes a JSON file whole, then renames it into place: a reader never sees half a file."""
-    with open(f"{path}.tmp", "w") as file:
-        json.dump(value, file, indent=2)
-    os.replace(f"{path}.tmp", path)
-
-
-def write_summary(directory: str, summary: RunSummary) -> str:
-    path = os.path.join(directory, "summary.json")
-    write_json(path, dataclasses.asdict(summary))
-    return path
-
-
 def read_summary(directory: str) -> dict[str, Any]:
     with open(os.path.join(directory, "summary.json")) as file:
         return json.load(file)
 
 
 def _return_text(value: float) -> str:
-    """A return for the bar: one decimal, `-` before there is one."""
     value = float(value) if value is not None else math.nan
     return "-" if not math.isfinite(value) else f"{value:.1f}"
 
@@ -181,14 +155,14 @@ class ProgressDisplay:
         self._task = self._progress.add_task("train", total=total_steps, rate="-", **self._texts())
 
     def __enter__(self) -> "ProgressDisplay":
-        if self.enabled:  # A disabled rich Live still prints a newline when it stops.
+        if self.enabled:
             self._progress.start()
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         if self.enabled:
             if self._step:
-                self._refresh()  # End on the true final count, not the last multiple of refresh_every.
+                self._refresh()  # End on the true final count.
             self._progress.stop()
 
     def update(self, **fields: float) -> None:

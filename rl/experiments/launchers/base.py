@@ -8,15 +8,12 @@ from rl.experiments.config import ExperimentConfig
 
 
 class LauncherError(RuntimeError):
-    """The run could not start or finish (unreachable cluster, failed learner...): reported
-    as a message, not a traceback."""
+    """The run could not start or finish: reported as a message, not a traceback."""
 
 
 class Launcher:
-    """Runs an experiment's nodes and returns its `RunSummary`. Before anything starts,
-    `fit_experiment` derives or refuses what only this launcher constrains; a resume checks
-    the checkpoint against `checkpoint_template`, a freshly built learner's state (the
-    structure, shapes and dtypes this launcher saves)."""
+    """Runs an experiment's nodes and returns its `RunSummary`; `fit_experiment` refuses what only
+    this launcher cannot run, `checkpoint_template` is the learner state it saves."""
 
     def __call__(self, experiment: ExperimentConfig) -> Any:
         raise NotImplementedError

@@ -1,11 +1,6 @@
-"""launcher=local: replay, learner, one actor and one evaluator in this process.
-
-By default the learner steps on its own thread (`LearnerThread`), held to the replay ratio
-by reverb's rate limiter as in a distributed run. `deterministic=True` makes the run a
-function of its command: one thread in a fixed order (`ReplayRatio.can_sample` after each
-actor step), seeded in-process replay (rl/replay/seeded.py), checkpoints of the whole
-process state (an exact resume), and learner rows logged by actor steps.
-"""
+"""launcher=local: replay, learner (on its own thread), one actor and one evaluator in this process.
+`deterministic=True` makes the run a function of its command: one thread in a fixed order, seeded
+in-process replay, checkpoints of the whole process state, learner rows logged by actor steps."""
 
 from __future__ import annotations
 
@@ -29,20 +24,19 @@ from rl.loggers.aggregators import StepFilter
 log = logging.getLogger(__name__)
 
 
-# Learner records of a deterministic run: this many per evaluation interval, at most.
+# Learner records of a deterministic run per evaluation interval, at most.
 DETERMINISTIC_LOG_WINDOWS = 10
 
 
 class StepLockReleasingIterator:
-    """A learner's replay iterator that releases `lock` while it waits for a batch: the
-    learner holds `lock` during each step (holding it elsewhere pauses learning between
-    steps), and whoever would insert what it waits for may be waiting for the lock."""
+    """A learner's replay iterator that releases `lock` (held during each step) while it waits for
+    a batch: whoever would insert what it waits for may be waiting for the lock."""
 
     def __init__(self, iterator: Any, lock: threading.Lock):
         self._iterator = iterator
         self._lock = lock
-        self.waiting_since: float | None = None  # When the wait for the current batch began.
-        self.batches = 0  # Batches handed to the learner.
+        self.waiting_since: float | None = None
+        self.batches = 0
 
     def __iter__(self) -> "StepLockReleasingIterator":
         return self
@@ -62,26 +56,21 @@ class StepLockReleasingIterator:
         self._iterator.close()
 
 
-# After the actor's last inserts, a learner waiting this long for a batch the rate limiter
-# still allows is taken to be stuck: the run ends with a warning rather than hanging.
+# A learner waiting this long for a batch the rate limiter still allows is taken to be stuck.
 DRAIN_TIMEOUT_S = 120.0
 
 
 def batches_allowed(client: Any, table: str, batch_size: int, sampled_before: int = 0) -> int:
-    """Batches of `batch_size` reverb's rate limiter on `table` lets a learner take in all:
-    it hands out `inserts * samples_per_insert - min_diff` items (a restored table's counts
-    include its earlier sessions: `sampled_before` of them)."""
+    """Batches of `batch_size` reverb's rate limiter on `table` lets a learner take in all
+    (`sampled_before`: a restored table's earlier sessions' samples)."""
     info = client.server_info()[table].rate_limiter_info
     allowed = info.insert_stats.completed * info.samples_per_insert - info.min_diff - sampled_before
     return int(allowed // batch_size)
 
 
 class LearnerThread:
-    """Runs `learner.step()` under `lock` on its own thread (XLA and reverb release the
-    GIL), each step waiting in `dataset` (a `StepLockReleasingIterator`) for a batch the
-    rate limiter allows. `notify()` re-raises the learner's error in the actor's thread;
-    `finish()` takes the batches the last inserts allow, then stops; `close()` stops after
-    the current step. Both close the dataset, so a waiting step ends at once."""
+    """Runs `learner.step()` under `lock` on its own thread. `notify()` re-raises its error;
+    `finish()` takes the batches the last inserts allow, then stops; `close()` stops now."""
 
     def __init__(
         self,
@@ -116,8 +105,7 @@ class LearnerThread:
             raise error
 
     def finish(self) -> None:
-        """Stops once the learner waits for a batch beyond `batches_allowed()` (reverb's rate
-        limiter's count, not a wait, decides: a loaded machine drains the same)."""
+        """Stops once the learner waits for a batch beyond `batches_allowed()` (a count, not a wait)."""
         while self._thread.is_alive():
             since = self._dataset.waiting_since
             if since is not None and self._dataset.batches >= self._batches_allowed():
@@ -136,19 +124,18 @@ class LearnerThread:
 
 
 class LocalNodes(lifecycle.Nodes):
-    """The replay (a reverb server, or the seeded in-process replay), the learner (on
-    its own thread, or stepped by the actor's thread) and one actor and evaluator."""
+    """The replay, the learner and one actor and evaluator, in this process."""
 
     def __init__(self, experiment: ExperimentConfig, deterministic: bool):
         self.program = DistributedProgram(experiment, num_actors=1, num_evaluators=1)
         self.deterministic = deterministic
         self.server = self.learner_thread = None
         self.learner_log: list[StepFilter] = []  # A deterministic run's filter of learner records.
-        self.pause = threading.Lock()  # Held between two learner steps: learning pauses (checkpoints).
-        self.samples = self.inserted = 0  # Batches taken and items inserted (a restored table's counts).
+        self.pause = threading.Lock()  # Held between two learner steps: learning pauses.
+        self.samples = self.inserted = 0  # A restored table's counts.
 
     def start(self) -> None:
-        import reverb  # Replay pulls in TensorFlow: import it only when a run starts.
+        import reverb
 
         from rl.replay.seeded import SeededReplay
         from rl.replay.server import make_server
@@ -157,13 +144,15 @@ class LocalNodes(lifecycle.Nodes):
         if self.deterministic:
             self.client = SeededReplay(program.make_replay_tables(), experiment.seed)
         else:
-            checkpointer = self.checkpoints.replay_checkpointer(restore)
+            directory, fallback = self.checkpoints.replay_paths(restore)
+            checkpointer = directory and reverb.checkpointers.DefaultCheckpointer(
+                directory, fallback_checkpoint_path=fallback
+            )
             self.server = make_server(program.make_replay_tables(), checkpointer=checkpointer)
             self.client = reverb.Client(f"localhost:{self.server.port}")
         self.counter = program.make_counter()
         if restore is not None:
             self.counter.restore(restore.counts)
-        # Stepped on its own thread (the default mode), the learner releases `pause` while it waits for replay.
         self.dataset: StepLockReleasingIterator | None = None
         self.learner = program.make_learner(
             self.client,
@@ -288,14 +277,13 @@ def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunS
 
 
 class LocalLauncher(Launcher):
-    """Runs every node in this process; `deterministic` as in the module docstring."""
+    """Runs every node in this process."""
 
     def __init__(self, deterministic: bool = False):
         self.deterministic = deterministic
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
-        """A deterministic checkpoint pickles the environments mid-episode (exact resume; it
-        always holds its in-process replay): refuses environments that cannot be pickled."""
+        """A deterministic checkpoint pickles the environments: refuses those that cannot be pickled."""
         if not (self.deterministic and experiment.checkpoint.enabled):
             return experiment
         import pickle
@@ -325,5 +313,5 @@ class LocalLauncher(Launcher):
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         from rl.quiet import reverb_info_filtered
 
-        with reverb_info_filtered():  # Only our own lines: reverb's INFO lines are dropped.
+        with reverb_info_filtered():
             return run_local(experiment, deterministic=self.deterministic)

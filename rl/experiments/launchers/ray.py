@@ -1,8 +1,5 @@
-"""conf/launcher/ray.yaml: every node in its own Ray process. The driver (this process)
-places the nodes, owns the loggers (nodes send records through a Ray queue) and resumes
-nodes Ray restarted; lifecycle.py runs the rest. Every wait on a node is bounded: an answer
-that does not come is a `LauncherError` naming the node and the call.
-"""
+"""launcher=ray: every node in its own Ray process. The driver places the nodes, owns the loggers
+(records come through a Ray queue) and resumes nodes Ray restarted; every wait on a node is bounded."""
 
 from __future__ import annotations
 
@@ -24,22 +21,16 @@ from rl.experiments import lifecycle
 from rl.experiments.builders import DistributedProgram
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher, LauncherError
-from rl.experiments.summary import ProgressDisplay, RunSummary, run_start_time
+from rl.experiments.summary import ProgressDisplay, RunSummary
 
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
-# Ray's notice on every start that token authentication is on (its default for a local
-# instance, see the README's security section) is dropped; a warning that it is off shows.
+# Ray's notice that token authentication is on is dropped; a warning that it is off shows.
 TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
-# Environment of every node: no GPU pre-allocation fights, no TensorFlow chatter.
 NODE_ENVIRONMENT = {
     "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
     "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     "TF_CPP_MIN_LOG_LEVEL": "2",
 }
-
-
-def _drop_token_auth_notice(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith("Token authentication is enabled")
 
 
 @dataclasses.dataclass
@@ -77,7 +68,12 @@ class RayLauncher(Launcher):
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         import ray
 
-        self._check_reachable()
+        match = _HOST_PORT.match(self.address or "")
+        try:  # Fails fast when a given cluster address does not answer.
+            if match is not None:
+                socket.create_connection((match["host"], int(match["port"])), self.connect_timeout_s).close()
+        except OSError as error:
+            raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
         started_here = not ray.is_initialized()
         if started_here:
             self._init_ray(ray)
@@ -91,28 +87,18 @@ class RayLauncher(Launcher):
                 if nodes is not None:
                     _wait_for_exit(nodes.node_pids.values(), self.stop_timeout_s)
 
-    def _check_reachable(self) -> None:
-        """Fails fast (no hang) when a given cluster address does not answer."""
-        match = _HOST_PORT.match(self.address or "")
-        if match is None:
-            return
-        try:
-            socket.create_connection((match.group("host"), int(match.group("port"))), self.connect_timeout_s).close()
-        except OSError as error:
-            raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
-
     def _init_ray(self, ray: Any) -> None:
-        logging.getLogger(TOKEN_AUTH_LOGGER).addFilter(_drop_token_auth_notice)
+        notice = "Token authentication is enabled"
+        logging.getLogger(TOKEN_AUTH_LOGGER).addFilter(lambda record: not record.getMessage().startswith(notice))
         # The installed `rl` package travels to every node (a remote cluster has no copy).
         runtime_env: dict[str, Any] = {"env_vars": dict(NODE_ENVIRONMENT), "py_modules": [rl]}
-        quiet = {"log_to_driver": False, "logging_level": logging.WARNING}  # Not Ray's INFO lines on every run.
+        quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
         if self.address is not None:
             try:
                 ray.init(address=self.address, runtime_env=runtime_env, **quiet)
             except (ConnectionError, RuntimeError, TimeoutError) as error:
                 raise LauncherError(f"launcher.address: cannot join Ray at {self.address} ({error})") from None
             return
-        # A local instance sized to this machine, but large enough for the nodes asked for.
         num_cpus = max(os.cpu_count() or 1, int(self.learner_num_cpus + self.num_actors * self.actor_num_cpus + 0.999))
         for attempt in (1, 2):  # A busy machine can miss Ray's start-up deadline once.
             try:
@@ -135,7 +121,6 @@ def _first_line(error: BaseException) -> str:
 
 
 def _title(node: str) -> str:
-    """A node of nodes.json as messages name it."""
     return {"learner": "the learner", "replay": "the replay node"}.get(node, node.replace("_", " "))
 
 
@@ -150,13 +135,13 @@ class RayNodes(lifecycle.Nodes):
         self.ray = ray
         self.launcher = launcher
         self.experiment = experiment
-        token = uuid.uuid4().hex[:12]  # Names unique to the run, by which nodes find each other.
+        token = uuid.uuid4().hex[:12]  # Nodes find each other by names unique to the run.
         self.names = {n: f"rl-{n}-{token}".replace("_", "-") for n in ("replay", "counter", "learner", "log_queue")}
-        factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], run_start_time(experiment))
+        factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], experiment.logger_factory.start_time)
         remote_experiment = dataclasses.replace(experiment, logger_factory=factory)
         self.program = DistributedProgram(remote_experiment, launcher.num_actors, launcher.num_evaluators)
         self.loggers: dict[tuple, Any] = {}
-        self.deaths: dict[str, int] = {}  # Per node, named as in nodes.json.
+        self.deaths: dict[str, int] = {}
         self.node_pids: dict[str, int] = {}
         self.handles: dict[str, Any] = {}
         self.log_queue = None
@@ -164,7 +149,6 @@ class RayNodes(lifecycle.Nodes):
         self.saved_learner: tuple[str | None, Any, int] = (None, None, 0)
 
     def _get(self, refs: Any, node: str, call: str, timeout: float | None = None) -> Any:
-        """`ray.get` with a bound: an answer that does not come names the node and the call."""
         timeout = self.launcher.call_timeout_s if timeout is None else timeout
         try:
             return self.ray.get(refs, timeout=timeout)
@@ -183,7 +167,6 @@ class RayNodes(lifecycle.Nodes):
                 self._log(key, row)
 
     def _event(self, message: str) -> None:
-        """A launcher event (restart, failure) for the terminal and logs/launcher.csv."""
         self._log(("launcher", None, None), {"event": message, "time": time.time()})
 
     def start(self) -> None:
@@ -193,14 +176,13 @@ class RayNodes(lifecycle.Nodes):
         from rl.experiments.launchers import ray_nodes
 
         launcher, experiment, names, restore = self.launcher, self.experiment, self.names, self.experiment.restore
-        # Nodes holding no CPU go to the head node (a soft preference lets Ray place them
-        # anywhere), the learner near it (or where its GPUs are), actors where their resources are.
+        # Nodes holding no CPU go to the head node, the learner near it, actors where their resources are.
         alive = [node for node in self.ray.nodes() if node.get("Alive")]
         heads = [node["NodeID"] for node in alive if "node:__internal_head__" in node.get("Resources", {})]
         head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=False)} if heads else {}
         near_head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=True)} if heads else {}
         self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0, "name": names["log_queue"], **head})
-        counts, schedule_steps = {}, {}  # At the restore point (a local run's schedule step is actor 0's).
+        counts, schedule_steps = {}, {}  # At the restore point (a local run's is actor 0's).
         if restore is not None:
             counts = restore.counts
             schedule_steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
@@ -208,10 +190,8 @@ class RayNodes(lifecycle.Nodes):
         key_offset = experiment.session * (launcher.max_restarts + 1)  # No session replays another's keys.
         counter = ray_nodes.CounterNode.options(name=names["counter"], **head)
         self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps, key_offset)
-        # Acting stops at each evaluation point until its round is played.
         self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
-        # The program goes by value (a few kilobytes) inline in each node's creation task, where
-        # a restart finds it. Nodes start at once; each waits for the replay node's address.
+        # The program goes by value in each node's creation task, where a restart finds it.
         program = self.program
         replay = ray_nodes.ReplayNode.options(name=names["replay"], max_restarts=launcher.max_replay_restarts, **head)
         self.replay = replay.remote(program, *self.checkpoints.replay_paths(restore), names["counter"])
@@ -231,7 +211,7 @@ class RayNodes(lifecycle.Nodes):
             except checkpointing.CheckpointError as error:
                 raise LauncherError(f"cannot restore the learner: {error}") from None
             self._get(self.learner.restore.remote(state), "learner", "restore")
-            self.saved(restore.checkpoint, lifecycle.Snapshot(restore.actor_steps, restore.counts, state))
+            self.saved(restore.checkpoint, lifecycle.Snapshot(restore.state["actor_steps"], restore.counts, state))
         actor = ray_nodes.ActorNode.options(
             num_cpus=launcher.actor_num_cpus,
             resources=dict(launcher.actor_resources or {}),
@@ -253,8 +233,7 @@ class RayNodes(lifecycle.Nodes):
         self.actor_runs = {actor.run.remote(): i for i, actor in enumerate(self.actors)}
 
     def act(self, until: int, pause: Any, progress: ProgressDisplay) -> int:
-        """Watches the actors until the count reaches `until` (they are held there) or, at
-        the budget, every actor is done."""
+        """Watches the actors until the count reaches `until` (held there) or, at the budget, all are done."""
         final = until >= self.experiment.max_actor_steps
         self._get(self.counter.hold_until.remote(until), "counter", "hold_until")
         steps = self._actor_steps()
@@ -277,7 +256,6 @@ class RayNodes(lifecycle.Nodes):
         return int(self._get(self.counter.get_counts.remote(), "counter", "get_counts").get("actor_steps", 0))
 
     def evaluate(self) -> tuple[int, float, float]:
-        """A round of every evaluator, at exactly the point's actor steps (actors held there)."""
         timeout = self.launcher.evaluation_timeout_s
         # One call per evaluator, asked again of one Ray has rebuilt.
         self.evaluations = [e.evaluate.remote(self.experiment.eval_episodes) for e in self.evaluators]
@@ -302,8 +280,7 @@ class RayNodes(lifecycle.Nodes):
         return steps, float(sum(mean for _, mean, _ in results) / len(results)), max(ended for _, _, ended in results)
 
     def end_acting(self, interrupted: bool) -> None:
-        """Interrupted: the actors end their leases; finished: the budget is checked. A
-        learner that died unnoticed is restored."""
+        """Interrupted: the actors end their leases; finished: the budget is checked."""
         if interrupted:
             self._get(self.counter.close.remote(), "counter", "close")
             if self.actor_runs:
@@ -323,7 +300,6 @@ class RayNodes(lifecycle.Nodes):
             self._ended(self.learner_run, "learner")
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
-        """The learner's state between two steps, with the counts at that moment."""
         try:
             taken = self._get_or_revive(self.learner.checkpoint, "learner")
         except self.ray.exceptions.RayTaskError as error:  # A numerical fault, say.
@@ -389,7 +365,6 @@ class RayNodes(lifecycle.Nodes):
             time.sleep(0.5)
 
     def _get_or_revive(self, method: Any, node: str) -> Any:
-        """`method.remote()`, asked again once a node that died meanwhile is back."""
         try:
             return self._get(method.remote(), node, "checkpoint")
         except self.ray.exceptions.RayActorError as error:
@@ -408,7 +383,6 @@ class RayNodes(lifecycle.Nodes):
             raise LauncherError(f"{_title(node)} stopped before the actors finished")
 
     def _died(self, node: str, error: Exception) -> None:
-        """Counts a death against launcher.max_*restarts; resumes `node` once Ray rebuilt it."""
         launcher, handle = self.launcher, self.handles[node]
         setting, limit = {
             "learner": ("max_learner_restarts", launcher.max_learner_restarts),
@@ -470,7 +444,7 @@ class RayNodes(lifecycle.Nodes):
         )
 
     def _record_pids(self, pids: dict[str, int]) -> None:
-        """logs/nodes.json: which process hosts which node, for operators (and tests)."""
+        """logs/nodes.json: which process hosts which node."""
         self.node_pids.update(pids)
         directory = os.path.join(self.experiment.run_directory, "logs")
         os.makedirs(directory, exist_ok=True)
@@ -479,7 +453,6 @@ class RayNodes(lifecycle.Nodes):
 
 
 def _wait_for_exit(pids: Any, timeout_s: float) -> None:
-    """Waits for node processes to end after shutdown, killing any that linger."""
     import psutil
 
     processes = []

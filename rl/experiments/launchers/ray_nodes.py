@@ -1,7 +1,5 @@
-"""The Ray actors hosting the nodes (built from the shared `DistributedProgram`) and the
-proxies they talk through. Nodes find each other by name: a name stays in a node's creation
-task, where a restart finds it (a handle would sit in the object store; Ray warns).
-"""
+"""The Ray actors hosting the nodes (built from the `DistributedProgram`) and the proxies they
+talk through. Nodes find each other by name, which stays in a node's creation task for restarts."""
 
 from __future__ import annotations
 
@@ -34,8 +32,8 @@ RETRY_S = 1.0  # How often a node asks again for the parameters of a learner Ray
 
 
 class RemoteCounter:
-    """A `Counter` parent in the counter node, sent increments at most every `flush_interval_s`
-    (the learner pays no round trip per step); an `actor`'s (id, incarnation) go to its lease."""
+    """A `Counter` parent in the counter node, sent increments at most every `flush_interval_s`;
+    an `actor`'s (id, incarnation) go to its lease."""
 
     def __init__(self, handle: Any, flush_interval_s: float = 0.5, actor: tuple[int, int] | tuple[()] = ()):
         self._handle = handle
@@ -67,9 +65,8 @@ class RemoteCounter:
 
 
 class RemoteVariableSource(core.VariableSource):
-    """The learner's parameters from another process: asynchronous (actors), the newest
-    received while fresher ones are fetched, so only the first call blocks; else (evaluators)
-    the current ones. A blocking call waits out a learner restart for `timeout_s`."""
+    """The learner's parameters from another process: asynchronous (actors: only the first call
+    blocks) or current (evaluators); a blocking call waits out a learner restart for `timeout_s`."""
 
     def __init__(self, learner: Any, asynchronous: bool = True, timeout_s: float = 300.0):
         self._learner = learner
@@ -85,7 +82,7 @@ class RemoteVariableSource(core.VariableSource):
             try:
                 return ray.get(self._learner.get_variables.remote(names), timeout=max(0.1, deadline - time.monotonic()))
             except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
-                pass  # Dead, restarting, or restarted and not yet restored: ask again.
+                pass  # Dead, restarting, or not yet restored: ask again.
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"learner.get_variables did not answer within {self._timeout_s:g} s")
             time.sleep(RETRY_S)
@@ -108,7 +105,7 @@ class RemoteVariableSource(core.VariableSource):
 
 @dataclasses.dataclass(eq=False)
 class QueueLogger(Logger):
-    """Sends records to the driver, stamped with `wall_time_s` when made (given `start_time`)."""
+    """Sends records to the driver, stamped with `wall_time_s` when made."""
 
     queue: Any
     key: tuple
@@ -133,7 +130,7 @@ class QueueLoggerFactory(LoggerFactory):
 
 
 def watched_replay_client(replay: str) -> Any:
-    """A client that knows the replay incarnation (pid) it joined: a writer learns at once of a restart."""
+    """A client that knows the replay incarnation (pid) it joined, to learn at once of a restart."""
     from rl.replay.server import WatchedClient
 
     handle = ray.get_actor(replay)
@@ -143,7 +140,7 @@ def watched_replay_client(replay: str) -> Any:
         try:
             return ray.get(handle.pid.remote(), timeout=REPLAY_PROBE_TIMEOUT_S) != start["pid"]
         except ray.exceptions.GetTimeoutError:
-            return False  # Restarting, or a busy machine: not known yet; the next slice asks again.
+            return False  # Not known yet: the next slice asks again.
         except ray.exceptions.RayActorError:
             return True  # Gone for good: the driver ends the run.
 
@@ -162,9 +159,8 @@ class _Node:
 
 @ray.remote(num_cpus=0, max_concurrency=4)
 class ReplayNode(_Node):
-    """The reverb server, checkpointing to `directory` (None: not at all) from `fallback`;
-    rebuilt by Ray, on the same port (the counter keeps it) with the tables of the run's
-    newest checkpoint that holds them, or empty."""
+    """The reverb server, checkpointing to `directory` (None: not at all) from `fallback`; rebuilt by
+    Ray on the same port with the tables of the newest checkpoint that holds them, or empty."""
 
     def __init__(self, program: DistributedProgram, directory: str | None, fallback: str | None, counter: str):
         import reverb
@@ -183,7 +179,7 @@ class ReplayNode(_Node):
             checkpointer = reverb.checkpointers.DefaultCheckpointer(directory, fallback_checkpoint_path=fallback)
         self._server = make_server(program.make_replay_tables(), port=port, checkpointer=checkpointer)
         self._client = reverb.Client(f"localhost:{self._server.port}")
-        self._start = {  # The replay checkpoint it `restored` (None: none) and the `items` it holds.
+        self._start = {
             "pid": os.getpid(),
             "address": f"{ray.util.get_node_ip_address()}:{self._server.port}",
             "restored": fallback if directory is not None else None,
@@ -191,7 +187,6 @@ class ReplayNode(_Node):
         }
 
     def serve(self) -> None:
-        """Never returns: the driver keeps it in flight to learn of a death."""
         threading.Event().wait()
 
     def checkpoint(self) -> str:
@@ -200,8 +195,8 @@ class ReplayNode(_Node):
 
 @ray.remote(num_cpus=0)
 class CounterNode(_Node):
-    """The root counter and the actor-step budget (what restored `counts` leave); actors'
-    restored `schedule_steps` add to what they count, their keys count from `key_offset`."""
+    """The root counter and the actor-step budget; restored `schedule_steps` add to what actors
+    count, their keys count from `key_offset`."""
 
     def __init__(self, max_actor_steps: int, counts: dict, schedule_steps: dict[int, int], key_offset: int):
         self._counter = Counter()
@@ -214,7 +209,6 @@ class CounterNode(_Node):
         self._replay_port: int | None = None
 
     def increment(self, counts: dict[str, float], actor_id: int | None = None, incarnation: int = 0) -> dict:
-        """Adds `counts`, an actor's to its lease (dropped if `incarnation` was replaced)."""
         if actor_id is None or self._budget.count(actor_id, incarnation, int(counts.get("actor_steps", 0))):
             return self._counter.increment(**counts)
         return self._counter.get_counts()
@@ -233,15 +227,13 @@ class CounterNode(_Node):
         return 0 if self._closed else self._budget.lease(actor_id, incarnation, wanted)
 
     def hold_until(self, actor_steps: int) -> None:
-        """Actors step only up to `actor_steps` (the next evaluation point, as in a local run)."""
+        """Actors step only up to `actor_steps` (the next evaluation point)."""
         self._budget.hold_at(int(actor_steps) - self._done)
 
     def close(self) -> None:
-        """No more leases: each actor ends after the one it holds."""
         self._closed = True
 
     def budget(self) -> dict[str, Any]:
-        """`StepBudget.state`, earlier sessions' steps `counted` too."""
         state = self._budget.state()
         counted = collections.Counter(self._schedule_steps)
         counted.update(state["counted"])
@@ -251,7 +243,6 @@ class CounterNode(_Node):
         return {"counts": self._counter.get_counts(), "schedule_steps": self.budget()["counted"]}
 
     def replay_port(self, proposed: int) -> int:
-        """The replay node's port: the first one proposed, for every incarnation."""
         if self._replay_port is None:
             self._replay_port = int(proposed)
         return self._replay_port
@@ -266,8 +257,7 @@ class CounterNode(_Node):
 
 @ray.remote(max_concurrency=4)
 class LearnerNode(_Node):
-    """Steps the learner (a step holds a lock, released while it waits for replay) and
-    serves numpy parameters; rebuilt by Ray, it waits to be `restore`d."""
+    """Steps the learner and serves numpy parameters; rebuilt by Ray, it waits to be `restore`d."""
 
     def __init__(self, program: DistributedProgram, replay: str, counter: str):
         self._counter_handle = ray.get_actor(counter)
@@ -287,7 +277,6 @@ class LearnerNode(_Node):
             self._ready.set()
 
     def run(self) -> None:
-        """Steps until `stop` (or for good on the rate limiter, once actors stop inserting)."""
         self._ready.wait()
         while not self._stop.is_set():
             with self._step_lock:
@@ -308,7 +297,6 @@ class LearnerNode(_Node):
         return jax.tree_util.tree_map(np.asarray, self._learner.save())
 
     def checkpoint(self) -> dict[str, Any]:
-        """Between two steps: the `state` (checked finite), `counts` and `schedule_steps`."""
         with self._step_lock:
             self._learner.check_finite()
             self._counter.flush()
@@ -316,7 +304,7 @@ class LearnerNode(_Node):
             return snapshot | {"state": self.save()}
 
     def restore(self, state: Any) -> str:
-        """Continues from `state` (None: the initial one) and serves again; returns its sha256."""
+        """Continues from `state` (None: the initial one); returns its sha256."""
         with self._step_lock:
             if state is not None:
                 self._learner.restore(state)
@@ -338,7 +326,6 @@ class ActorNode(_Node):
         self._replay = replay
         self._actor_id = actor_id
         self._counter = ray.get_actor(counter)
-        # Its `restart` count, `key`, the `steps` counted before and lease steps `reclaimed`.
         self._start = ray.get(self._counter.register_actor.remote(actor_id))
         self._loop = program.make_actor(
             actor_id,
@@ -363,7 +350,6 @@ class ActorNode(_Node):
             self._loop.actor.adder.reset()
 
     def _act(self, lease: int) -> None:
-        """Exactly `lease` steps, reconnecting to a restarted replay node (episodes restart)."""
         start = self._loop.steps_taken
         for attempt in range(REPLAY_RECONNECTS + 1):
             try:
