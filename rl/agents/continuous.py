@@ -75,9 +75,7 @@ def twin_critic_loss(q_values: jax.Array, target: jax.Array) -> tuple[jax.Array,
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q_values), "target_mean": jnp.mean(target)}
 
 
-def gradient_step(
-    optimizer: optax.GradientTransformation, gradients: Any, opt_state: Any, params: Any
-) -> tuple[Any, Any]:
+def gradient_step(optimizer: optax.GradientTransformation, gradients: Any, opt_state: Any, params: Any) -> Any:
     """One optimiser step: (new parameters, new optimiser state)."""
     updates, opt_state = optimizer.update(gradients, opt_state)
     return optax.apply_updates(params, updates), opt_state
@@ -99,14 +97,23 @@ def update_targets(state: Any, tau: float) -> Any:
     )
 
 
-def init_with_targets(
-    policy: Any, critic: Any, optimizers: tuple[Any, Any], policy_key: jax.Array, critic_key: jax.Array
-) -> dict[str, Any]:
+def init_with_targets(policy: Any, critic: Any, optimizers: tuple[Any, Any], keys: Any) -> dict[str, Any]:
     """The `TARGET_FIELDS`: fresh networks, targets copying them, fresh optimisers."""
-    policy_params = policy.init(policy_key)
-    critic_params = critic.init(critic_key)
+    policy_params = policy.init(keys[0])
+    critic_params = critic.init(keys[1])
     opt_states = (optimizers[0].init(policy_params), optimizers[1].init(critic_params))
     return dict(zip(TARGET_FIELDS, (policy_params, policy_params, critic_params, critic_params, *opt_states)))
+
+
+def deterministic_policy_loss(policy: Any, critic: Any, value: Callable[[jax.Array], jax.Array]) -> Callable[..., Any]:
+    """`loss(policy_params, critic_params, observation) = -E[value(critic(s, pi(s)))]`, the
+    deterministic policy gradient through the critic's read-out `value`."""
+
+    def loss(policy_params: Any, critic_params: Any, observation: jax.Array) -> jax.Array:
+        action = policy.apply(policy_params, observation)
+        return -jnp.mean(value(critic.apply(critic_params, observation, action)))
+
+    return loss
 
 
 def make_optimizers(config: ContinuousConfig) -> tuple[optax.GradientTransformation, optax.GradientTransformation]:
