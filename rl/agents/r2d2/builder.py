@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.actors import RecurrentActor, RecurrentPolicy, exploration_of
+from rl.agents.actors import RecurrentActor, RecurrentPolicy
 from rl.agents.builder import Batch, Learning, SequenceReplayBuilder, TransitionReplayBuilder, normalized_weights
 from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
@@ -152,7 +152,9 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
             q_values, next_state = networks.apply(params, observations, state)
             return head(q_values, key, actor_step), next_state
 
-        return RecurrentPolicy(step=step, initial_state=networks.initial_state, exploration=exploration_of(head))
+        return RecurrentPolicy(
+            step=step, initial_state=networks.initial_state, exploration=getattr(head, "exploration_metrics", None)
+        )
 
     def make_policy(
         self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool
