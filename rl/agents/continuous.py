@@ -1,6 +1,6 @@
 """What SAC, TD3 and D4PG share: action rescaling between the networks' [-1, 1] and the
-environment's bounds (replay stores environment-scale actions), the twin-critic target
-and loss, the optimisers, and `ContinuousBuilder` with `continuous_learning`."""
+environment's bounds (replay stores environment-scale actions), twin critics, target networks,
+optimisers, and `ContinuousBuilder` with `continuous_learning`."""
 
 from __future__ import annotations
 
@@ -54,15 +54,9 @@ def to_network_scale(action: jax.Array, action_spec: Any) -> jax.Array:
     return jnp.clip(2.0 * (action - low) / (high - low) - 1.0, -1.0, 1.0).astype(jnp.float32)
 
 
-def twin_critic_target(
-    reward: jax.Array,
-    discount: jax.Array,
-    next_q_values: jax.Array,
-    next_log_prob: jax.Array | None = None,
-    entropy_temperature: jax.Array | float = 0.0,
-) -> jax.Array:
-    """`r + discount * (min_i Q_i(s', a') - alpha * log pi(a'|s'))`, without gradient;
-    `next_q_values` is (num_critics, B): the smallest counters overestimation."""
+def twin_critic_target(reward, discount, next_q_values, next_log_prob=None, entropy_temperature=0.0) -> jax.Array:
+    """`r + discount * (min_i Q_i(s', a') - alpha * log pi(a'|s'))`, without gradient, for
+    (num_critics, B) `next_q_values`."""
     next_value = jnp.min(next_q_values, axis=0)
     if next_log_prob is not None:
         next_value = next_value - entropy_temperature * next_log_prob
@@ -170,9 +164,7 @@ class ContinuousBuilder(TransitionReplayBuilder):
         return with_exploration(policy, head)
 
 
-def continuous_learning(
-    init: Callable[[jax.Array], Any], sgd_step: Any, config: ContinuousConfig, action_spec: Any
-) -> Learning:
+def continuous_learning(init: Callable, sgd_step: Any, config: ContinuousConfig, action_spec: Any) -> Learning:
     """The `Learning` whose `sgd_step(state, transitions)` sees the replayed actions mapped
     back to [-1, 1]; the policy acts with `state.policy_params`."""
 
