@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tree
 from dm_env import specs
 
 from rl.agents.actors import ExtrasActor, Policy
@@ -32,12 +31,8 @@ class RunningStatistics(NamedTuple):
 
 def init_statistics(observation_spec: Any) -> RunningStatistics:
     """No observations yet: mean 0 and variance 1 (normalising is the identity)."""
-    zeros = tree.map_structure(lambda x: np.asarray(x, np.float32), zeros_like_spec(observation_spec, None))
-    return RunningStatistics(
-        count=jnp.zeros((), jnp.float32),
-        mean=jax.tree_util.tree_map(jnp.asarray, zeros),
-        variance=jax.tree_util.tree_map(lambda x: jnp.ones_like(x), zeros),
-    )
+    zeros = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), zeros_like_spec(observation_spec, None))
+    return RunningStatistics(jnp.zeros((), jnp.float32), zeros, jax.tree_util.tree_map(jnp.ones_like, zeros))
 
 
 def no_statistics() -> RunningStatistics:  # Served by a learner that does not normalise observations.
@@ -128,9 +123,8 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
         from rl.replay.queue import make_queue_table
         from rl.replay.sequences import sequence_signature
 
-        signature = sequence_signature(
-            environment_spec, self.config.sequence_length, self.extras_spec(environment_spec)
-        )
+        extras = self.extras_spec(environment_spec)
+        signature = sequence_signature(environment_spec, self.config.sequence_length, extras)
         return [make_queue_table(self.config.replay_table_name, self.config.queue_size, signature)]
 
     def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:

@@ -4,7 +4,6 @@ is 1 for a step actually taken and every mean is over those rows."""
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import jax
@@ -119,18 +118,9 @@ def impala_sgd_step(
     learning_rate = scheduled(
         config.learning_rate, config.final_learning_rate_fraction, schedule_fraction(config, state.actor_steps)
     )
-    loss_fn = functools.partial(
-        impala_loss,
-        apply=apply,
-        batch=batch,
-        actions=stored_actions(batch),
-        gamma=config.discount,
-        value_cost=config.value_cost,
-        entropy_cost=config.entropy_cost,
-        lambda_=config.vtrace_lambda,
-        clip_rho_threshold=config.clip_rho_threshold,
-        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-    )
+    costs = (config.discount, config.value_cost, config.entropy_cost)
+    vtrace = (config.vtrace_lambda, config.clip_rho_threshold, config.clip_pg_rho_threshold)
+    loss_fn = lambda p: impala_loss(p, apply, batch, stored_actions(batch), *costs, *vtrace)
     gradients, metrics = jax.grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
     params = optax.apply_updates(state.params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))

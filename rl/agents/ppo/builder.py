@@ -190,19 +190,12 @@ def ppo_update(
             observation=normalize_observations(statistics, batch.observation, config.observation_clip)
         )
     minibatches, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
-    loss_fn = functools.partial(
-        ppo_loss,
-        apply=apply,
-        clip_epsilon=clip_epsilon,
-        value_cost=config.value_cost,
-        entropy_cost=config.entropy_cost,
-        value_clip_epsilon=config.value_clip_epsilon,
-        normalize_advantages=config.normalize_advantages,
-    )
+    costs = (clip_epsilon, config.value_cost, config.entropy_cost)
+    options = (config.value_clip_epsilon, config.normalize_advantages)
 
     def sgd_step(carry: tuple[Any, Any], minibatch: Minibatch) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
         params, opt_state = carry
-        gradients, metrics = jax.grad(lambda p: loss_fn(p, batch=minibatch), has_aux=True)(params)
+        gradients, metrics = jax.grad(lambda p: ppo_loss(p, apply, minibatch, *costs, *options), has_aux=True)(params)
         updates, opt_state = optimizer.update(gradients, opt_state, params)
         params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
         return (params, opt_state), {**metrics, "gradient_norm": optax.global_norm(gradients)}
