@@ -116,7 +116,11 @@ def value_head(features: jax.Array) -> jax.Array:
 
 @tagged(network_kind="q_values")
 def make_q_network(
-    environment_spec: EnvironmentSpec, hidden_sizes=(256, 256), dueling=False, layer_norm=False, outputs_per_action=1
+    environment_spec: EnvironmentSpec,
+    hidden_sizes: Sequence[int] = (256, 256),
+    dueling: bool = False,
+    layer_norm: bool = False,
+    outputs_per_action: int = 1,
 ) -> FeedForwardNetwork:
     """An MLP from observations to one value per action (B, actions), or with
     `outputs_per_action` k > 1 (a distributional agent's) k per action: (B, actions, k)."""
@@ -260,7 +264,10 @@ class ActorCriticNetworks:
 
 @tagged(network_kind="actor_critic")
 def make_actor_critic_networks(
-    environment_spec: EnvironmentSpec, policy_hidden_sizes=(256, 256), critic_hidden_sizes=(256, 256), layer_norm=False
+    environment_spec: EnvironmentSpec,
+    policy_hidden_sizes: Sequence[int] = (256, 256),
+    critic_hidden_sizes: Sequence[int] = (256, 256),
+    layer_norm: bool = False,
 ) -> ActorCriticNetworks:
     """Policy and critic MLPs for a continuous (bounded) action spec."""
     if is_discrete(environment_spec.actions):

@@ -63,7 +63,11 @@ def resolve_torso(torso: str) -> Callable[..., Callable[[jax.Array], jax.Array]]
 
 @tagged(network_kind="recurrent_q")
 def make_recurrent_q_network(
-    environment_spec: EnvironmentSpec, torso: str = "mlp", torso_kwargs=None, lstm_size=128, dueling=False
+    environment_spec: EnvironmentSpec,
+    torso: str = "mlp",
+    torso_kwargs: Mapping[str, Any] | None = None,
+    lstm_size: int = 128,
+    dueling: bool = False,
 ) -> RecurrentNetwork:
     """A torso (MLP by default), an LSTM of `lstm_size` units and a (dueling) Q head."""
     if int(lstm_size) <= 0:
