@@ -1,6 +1,6 @@
 """Action-selection heads named by conf/policy: `head(output, key, step)` acts inside the
-actor's jitted policy, continuous heads in [-1, 1]; a head exploring with a scale it can
-name has `exploration_metrics(step)`, which actors add to their episode records."""
+actor's jitted policy (continuous heads in [-1, 1]); `exploration_metrics(step)`, where a head
+has it, goes into the actors' episode records."""
 
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ class Greedy:
 @dataclasses.dataclass(frozen=True)
 class EpsilonGreedy:
     """Random action with probability epsilon, annealed linearly to `epsilon_end` over
-    `decay_fraction` of the run's `run_steps` (conf/policy/epsilon_greedy.yaml:
-    `max_actor_steps`); each of `num_actors` actors counts its own share of the steps."""
+    `decay_fraction` of `run_steps`, of which each of `num_actors` actors counts its share."""
 
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
@@ -43,14 +42,12 @@ class EpsilonGreedy:
 
     @property
     def decay_steps(self) -> int:
-        """The actor's own environment steps until epsilon reaches `epsilon_end`."""
         return max(1, round(self.decay_fraction * self.run_steps / self.num_actors))
 
     def epsilon(self, step: jax.Array) -> jax.Array:
         return optax.linear_schedule(self.epsilon_start, self.epsilon_end, self.decay_steps)(step)
 
     def exploration_metrics(self, step: int) -> dict[str, float]:
-        """`epsilon` at the actor's step, computed on the host (no device call per record)."""
         fraction = min(max(step / self.decay_steps, 0.0), 1.0)
         return {"epsilon": self.epsilon_start + (self.epsilon_end - self.epsilon_start) * fraction}
 
@@ -70,7 +67,6 @@ def deterministic_action(output: object) -> jax.Array:
 
 
 def _uniform_warmup(action: jax.Array, key: jax.Array, step: jax.Array, warmup_steps: int) -> jax.Array:
-    """Uniform random actions in [-1, 1] for the actor's first `warmup_steps` steps."""
     if warmup_steps <= 0:
         return action
     uniform = jax.random.uniform(key, action.shape, action.dtype, -1.0, 1.0)
@@ -89,8 +85,7 @@ class Deterministic:
 
 @dataclasses.dataclass(frozen=True)
 class GaussianNoise:
-    """Deterministic action plus N(0, sigma^2) noise, clipped to [-1, 1]; uniformly random
-    for the actor's first `warmup_steps` steps."""
+    """Deterministic action plus N(0, sigma^2) noise, clipped to [-1, 1]; uniform for the first `warmup_steps`."""
 
     sigma: float = 0.1
     warmup_steps: int = 0
@@ -112,8 +107,7 @@ class GaussianNoise:
 
 @dataclasses.dataclass(frozen=True)
 class Stochastic:
-    """A sample of a stochastic (tanh-Gaussian) policy, e.g. SAC's; uniformly random for
-    the actor's first `warmup_steps` steps."""
+    """A sample of a tanh-Gaussian policy (SAC's); uniformly random for the first `warmup_steps`."""
 
     warmup_steps: int = 0
 
@@ -134,8 +128,7 @@ class Stochastic:
 
 @dataclasses.dataclass(frozen=True)
 class Sample:
-    """A sample of the policy's own action distribution (categorical or Gaussian), for
-    agents that learn on-policy from it (ppo, impala); evaluation acts with its mode."""
+    """A sample of the policy's own action distribution, for on-policy agents (ppo, impala)."""
 
     action_kind = None
 

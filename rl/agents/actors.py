@@ -13,7 +13,6 @@ import numpy as np
 import tree
 
 from rl import core
-from rl.core import VariableClient
 
 if TYPE_CHECKING:  # Replay (reverb, TensorFlow) loads when an adder is built.
     from rl.replay.adders import Adder
@@ -24,39 +23,24 @@ Policy = Callable[[Any, jax.Array, Any, jax.Array], jax.Array]
 Exploration = Callable[[int], dict[str, float]]
 
 
-def exploration_of(head: Any) -> Exploration | None:
-    """What a head explores with (its `exploration_metrics`), for the actor's episode records."""
-    return getattr(head, "exploration_metrics", None)
-
-
 def with_exploration(policy: Policy, head: Any) -> Policy:
-    """`policy` with the head's exploration (if any) as its `exploration`."""
-    exploration = exploration_of(head)
-    if exploration is not None:
-        policy.exploration = exploration  # type: ignore[attr-defined]
+    """`policy` with the head's `exploration_metrics` (if any) as its `exploration`, for records."""
+    if hasattr(head, "exploration_metrics"):
+        policy.exploration = head.exploration_metrics  # type: ignore[attr-defined]
     return policy
 
 
 class FeedForwardActor(core.Actor):
     """Acts with a jitted policy (one call for every copy of a vector environment) on the
-    latest parameters and feeds an adder, if any; schedules see the actor's steps. With
-    `defer_adder` a step's adder calls are made in the next `select_action`, while XLA
-    computes the actions (the same calls, one step later); `flush()` makes them now."""
+    latest parameters and feeds an adder, if any. With `defer_adder` a step's adder calls are
+    made in the next `select_action`, while XLA computes the actions; `flush()` makes them now."""
 
-    def __init__(
-        self,
-        policy: Policy,
-        random_key: jax.Array,
-        variable_client: VariableClient,
-        adder: Adder | None = None,
-        action_dtype: Any = None,
-        defer_adder: bool = True,
-    ):
+    def __init__(self, policy: Policy, random_key, variable_client, adder=None, action_dtype=None, defer_adder=True):
         def act(params: Any, key: jax.Array, *inputs: Any):
             key, policy_key = jax.random.split(key)
             return policy(params, policy_key, *inputs), key
 
-        self._act = jax.jit(act)  # Key splitting inside the one jitted call.
+        self._act = jax.jit(act)
         self._key = random_key
         self._client = variable_client
         self._adder = adder
@@ -72,8 +56,7 @@ class FeedForwardActor(core.Actor):
             self.flush()
 
     def flush(self) -> None:
-        """Makes the queued adder calls, in order; one that raises (a replay write timed
-        out) drops those after it: their episodes cannot be completed."""
+        """Makes the queued adder calls, in order; one that raises drops those after it."""
         pending, self._pending = self._pending, []
         for call in pending:
             call()
@@ -86,13 +69,12 @@ class FeedForwardActor(core.Actor):
     def _inputs(self) -> tuple[Any, ...]:
         return (self._step,)
 
-    def _keep(self, outputs: Any) -> Any:
-        """The actions of the policy's outputs (subclasses keep the rest)."""
+    def _keep(self, outputs: Any) -> Any:  # The actions of the outputs (subclasses keep the rest).
         return outputs
 
     @property
     def step_count(self) -> int:
-        """Environment steps observed so far: where this actor's schedules (epsilon, warm-up) are."""
+        """Environment steps observed so far: where this actor's schedules are."""
         return self._step
 
     @step_count.setter
@@ -129,8 +111,7 @@ class FeedForwardActor(core.Actor):
         if self._adder is not None:
             self._to_adder(self._adder.add, actions, next_timestep, env_ids, **self._extras_of(env_ids))
 
-    def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:
-        """The adder's keyword arguments besides the step (a row per copy stepped)."""
+    def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:  # More `adder.add` arguments.
         return {}
 
     def update(self, wait: bool = False) -> None:
@@ -144,15 +125,14 @@ class FeedForwardActor(core.Actor):
 
     @adder.setter
     def adder(self, adder: Adder | None) -> None:
-        """A new adder (a new connection to replay); calls queued for the old one are
-        dropped, with their episodes."""
+        """A new adder (a new connection to replay); calls queued for the old one are dropped."""
         self._pending = []
         self._adder = adder
 
 
 class ExtrasActor(FeedForwardActor):
     """A `FeedForwardActor` whose policy returns `(actions, extras)`: the extras (a row per
-    copy, e.g. behaviour log-probabilities; none when evaluating) go to the adder."""
+    copy, e.g. behaviour log-probabilities) go to the adder."""
 
     _extras: Any = None
 
@@ -174,7 +154,6 @@ class RecurrentPolicy:
 
     step: Callable[[Any, jax.Array, Any, Any, jax.Array], tuple[jax.Array, Any]]
     initial_state: Callable[[int], Any]
-    # The head's exploration at an actor step, for the actor's records (None: none named).
     exploration: Exploration | None = None
 
 
@@ -190,8 +169,7 @@ class RecurrentActor(FeedForwardActor):
         self._next_state: Any = None  # Per copy: the state after the last chosen action.
 
     @property
-    def state(self) -> Any:
-        """Every copy's current core state (numpy arrays, one row per copy)."""
+    def state(self) -> Any:  # Every copy's current core state (numpy arrays).
         return self._state
 
     def get_state(self) -> dict[str, Any]:
@@ -201,8 +179,7 @@ class RecurrentActor(FeedForwardActor):
         super().set_state(state)
         self._state, self._next_state = state["core_state"], state["next_core_state"]
 
-    def _reserve(self, copies: int) -> None:
-        """Room for `copies` rows; copies never seen before start from the initial state."""
+    def _reserve(self, copies: int) -> None:  # Copies never seen before start from the initial state.
         have = 0 if self._state is None else len(tree.flatten(self._state)[0])
         if copies <= have:
             return

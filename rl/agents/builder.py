@@ -1,6 +1,5 @@
-"""The agent surface: what every agent's builder provides so experiments can build its
-nodes without knowing it, an agent's learning as pure functions (`Learning`), and the
-learner that runs them on replay (`SGDLearner`)."""
+"""The agent surface: what every builder provides so experiments can build its nodes, an
+agent's learning as pure functions (`Learning`), and the learner running them on replay."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import numpy as np
 from rl import core
 from rl.agents.actors import FeedForwardActor, Policy
 from rl.counting import Counter
-from rl.loggers.base import Logger, NoOpLogger
+from rl.loggers.base import NoOpLogger
 from rl.policies import EpsilonGreedy
 from rl.core import EnvironmentSpec, is_discrete, VariableClient
 
@@ -35,7 +34,7 @@ class Batch(NamedTuple):
     importance_weights: Any
 
     @classmethod
-    def uniform(cls, data: Any) -> "Batch":
+    def uniform(cls, data: Any) -> Batch:
         size = jax.tree_util.tree_leaves(data)[0].shape[0]
         return cls(data, jnp.ones((size,), jnp.float32))
 
@@ -52,25 +51,24 @@ def normalized_weights(weights: jax.Array) -> jax.Array:
 
 class Learning(NamedTuple):
     """An agent's learning, jitted alike by `SGDLearner` and launcher=anakin: `init(key)` makes
-    its state (a NamedTuple with `steps`, the SGD steps taken), `policy_params(state)` acts."""
+    its state (a NamedTuple with `steps`, the SGD steps taken); `sgd_step(state, batch)` returns
+    (state, metrics, per-item extras such as TD errors, or None)."""
 
     init: Callable[[jax.Array], Any]
-    # (state, batch) -> (state, metrics, per-item extras such as TD errors, or None).
     sgd_step: Callable[[Any, Batch], tuple[Any, dict[str, jax.Array], Any]]
     policy_params: Callable[[Any], Any]
     # SGD steps fused into one learner step, each on its slice of the learner's batch.
     sgd_steps_per_learner_step: int = 1
-    # The replay table whose sampled items get the SGD steps' extras as new priorities.
+    # The table whose sampled items get the extras as new priorities.
     priority_table: str | None = None
-    # beta of the batches' importance weights (None: sampled uniformly, every weight 1).
+    # beta of the importance weights (None: sampled uniformly, every weight 1).
     importance_sampling_exponent: float | None = None
 
     def learner_steps(self, state: Any) -> jax.Array:
         return state.steps // self.sgd_steps_per_learner_step
 
     def update(self, state: Any, batch: Batch) -> tuple[Any, dict[str, jax.Array], Any]:
-        """One learner step: `sgd_steps_per_learner_step` SGD steps in one `lax.scan` (mean
-        metrics, concatenated extras)."""
+        """`sgd_steps_per_learner_step` SGD steps in one `lax.scan` (mean metrics, concatenated extras)."""
         steps = self.sgd_steps_per_learner_step
 
         def scan_step(state: Any, minibatch: Batch) -> tuple[Any, tuple[Any, Any]]:
@@ -84,7 +82,7 @@ class Learning(NamedTuple):
 
 
 def _no_fault() -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(first non-finite learner step or -1, index of the term, its value)."""
+    """(first non-finite learner step or -1, index of its term, its value)."""
     return jnp.asarray(-1, jnp.int32), jnp.asarray(-1, jnp.int32), jnp.asarray(0.0, jnp.float32)
 
 
@@ -94,19 +92,11 @@ def _all_finite(tree: Any) -> jax.Array:
 
 
 class SGDLearner(core.Learner[Any]):
-    """Runs a `Learning` on replayed batches: writes priorities, counts, logs the mean metrics,
-    serves "policy". A non-finite metric is recorded inside the jitted update and raises
-    `NumericalError` when read (every CHECK_EVERY steps, and in `check_finite`)."""
+    """Runs a `Learning` on replayed batches: writes priorities, logs the mean metrics, serves
+    "policy". A non-finite metric, recorded inside the jitted update, raises `NumericalError`
+    when read (every CHECK_EVERY steps, and in `check_finite`)."""
 
-    def __init__(
-        self,
-        learning: Learning,
-        random_key: jax.Array,
-        iterator: Any,
-        replay_client: Any = None,
-        counter: Counter | None = None,
-        logger: Logger | None = None,
-    ):
+    def __init__(self, learning: Learning, random_key, iterator, replay_client=None, counter=None, logger=None):
         self._learning = learning
         self._state = learning.init(random_key)
         self._iterator = iterator
@@ -130,15 +120,11 @@ class SGDLearner(core.Learner[Any]):
         flat = jnp.stack([jnp.mean(jnp.asarray(metrics[name], jnp.float32)) for name in names])
         finite = jnp.isfinite(flat)
         step = jnp.asarray(self._learning.learner_steps(outputs[0]), jnp.int32)
-        first, term, value = record
-        fresh = (first < 0) & ~jnp.all(finite)
+        fresh = (record[0] < 0) & ~jnp.all(finite)
         bad = jnp.argmin(finite)  # The first non-finite term.
-        record = (
-            jnp.where(fresh, step, first).astype(jnp.int32),
-            jnp.where(fresh, bad, term).astype(jnp.int32),
-            jnp.where(fresh, flat[bad], value).astype(jnp.float32),
-        )
-        return outputs, record
+        new = (step, bad, flat[bad])
+        dtypes = (jnp.int32, jnp.int32, jnp.float32)
+        return outputs, tuple(jnp.where(fresh, n, o).astype(d) for n, o, d in zip(new, record, dtypes))
 
     @property
     def state(self) -> Any:
@@ -183,11 +169,11 @@ class SGDLearner(core.Learner[Any]):
     def check_finite(self) -> None:
         """Raises `NumericalError` if an update was not finite, or any float of the state is not (a device sync)."""
         self._check_record()
-        terms = [(f"{field} (parameters/optimiser state)", tree) for field, tree in self._state._asdict().items()]
-        finite = np.asarray(jax.device_get(self._state_finite([tree for _, tree in terms])))
+        finite = np.asarray(jax.device_get(self._state_finite(list(self._state))))
         if not finite.all():
             step = int(np.asarray(jax.device_get(self._learning.learner_steps(self._state))))
-            raise NumericalError(f"learner step {step}: {terms[int(np.argmin(finite))][0]} is not finite (nan or inf)")
+            term = f"{self._state._fields[int(np.argmin(finite))]} (parameters/optimiser state)"
+            raise NumericalError(f"learner step {step}: {term} is not finite (nan or inf)")
 
 
 class ActorLearnerBuilder(abc.ABC):
@@ -198,11 +184,8 @@ class ActorLearnerBuilder(abc.ABC):
     action_kind: str | None = "discrete"
     # What the network factory must build (network factories carry the same attribute).
     network_kind: str = "q_values"
-    # How launcher=anakin compiles the agent: "off_policy" (n-step transitions replayed
-    # inside the program, rl/anakin/system.py OffPolicySystem), "on_policy" (rollouts, PPOSystem)
-    # or None (it does not).
+    # How launcher=anakin compiles it (rl/anakin/system.py): "off_policy", "on_policy" or None (not).
     anakin: str | None = None
-    # The head behaviour policies use when none is given.
     default_exploration: Callable[[], Any] = EpsilonGreedy
     actor_class: type = FeedForwardActor
 
@@ -211,21 +194,17 @@ class ActorLearnerBuilder(abc.ABC):
         self.exploration = self.default_exploration() if exploration is None else exploration
 
     def network_outputs(self) -> dict[str, Any]:
-        """Keyword arguments for the network factory beyond the kind's default
-        (e.g. `outputs_per_action` for a distributional head)."""
+        """Network factory keyword arguments beyond the kind's default (e.g. `outputs_per_action`)."""
         return {}
 
     @abc.abstractmethod
-    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
-        """The reverb tables this agent writes to and samples from."""
+    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]: ...
 
     @abc.abstractmethod
-    def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
-        """The adder an actor writes experience with."""
+    def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any: ...
 
     @abc.abstractmethod
-    def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        """Batches for the learner, read from replay."""
+    def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]: ...
 
     @abc.abstractmethod
     def make_policy(self, networks: Any, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
@@ -235,32 +214,16 @@ class ActorLearnerBuilder(abc.ABC):
         """Actor `actor_id`'s behaviour policy (R2D2 gives each actor its own)."""
         return self.make_policy(networks, environment_spec, evaluation=False)
 
-    def make_actor(
-        self,
-        random_key: jax.Array,
-        policy: Policy,
-        environment_spec: EnvironmentSpec,
-        variable_source: core.VariableSource,
-        adder: Any = None,
-    ) -> core.Actor:
+    def make_actor(self, random_key, policy, environment_spec, variable_source, adder=None) -> core.Actor:
         """An actor acting with `policy` on parameters pulled from `variable_source`."""
         client = VariableClient(variable_source, "policy", self.config.variable_update_period)
         dtype = np.int32 if is_discrete(environment_spec.actions) else np.float32
         return self.actor_class(policy, random_key, client, adder, action_dtype=dtype)
 
     @abc.abstractmethod
-    def make_learning(self, networks: Any) -> Learning:
-        """The agent's `Learning`."""
+    def make_learning(self, networks: Any) -> Learning: ...
 
-    def make_learner(
-        self,
-        random_key: jax.Array,
-        networks: Any,
-        dataset: Iterator[Any],
-        replay_client: Any,
-        counter: Counter,
-        logger: Logger,
-    ) -> core.Learner:
+    def make_learner(self, random_key, networks, dataset, replay_client, counter, logger) -> core.Learner:
         return SGDLearner(self.make_learning(networks), random_key, dataset, replay_client, counter, logger)
 
     @property
@@ -275,8 +238,8 @@ class ActorLearnerBuilder(abc.ABC):
 
 
 class TransitionReplayBuilder(ActorLearnerBuilder):
-    """Replay of n-step transitions (uniform, or prioritized where `config.prioritized`);
-    the config is a `ReplayConfig`. Reverb is imported only when replay is built."""
+    """Replay of n-step transitions (prioritized where `config.prioritized`); the config is a
+    `ReplayConfig`. Reverb is imported only when replay is built."""
 
     @property
     def replay_ratio(self) -> Any:

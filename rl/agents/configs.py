@@ -1,6 +1,5 @@
-"""The config sections agents share, and how an agent's config dataclass becomes its
-Hydra schema `schema/agent/<name>`, which `conf/agent/<name>.yaml` extends. Imports no
-JAX: `--help`, `--cfg` and configuration checks read configs without it."""
+"""The config sections agents share, and how an agent's config dataclass becomes its Hydra
+schema `schema/agent/<name>`, which `conf/agent/<name>.yaml` extends. Imports no JAX."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from rl.checks import require_non_negative, require_positive, require_unit_inter
 
 @dataclasses.dataclass
 class ReplayConfig:
-    """The replay section of every replay agent's config (`agent.*`); agents change the
-    defaults, not the meaning."""
+    """The replay section of every replay agent's config (`agent.*`)."""
 
     # Not fields here: an agent sampling by priority makes them fields (DQN) or sets them (R2D2).
     prioritized = False
@@ -24,14 +22,12 @@ class ReplayConfig:
     discount: float = 0.99
     n_step: int = 1
     batch_size: int = 256
-    # Items sampled per item inserted (samples_per_insert == batch_size: one SGD step per actor step).
     samples_per_insert: float = 256.0
     min_replay_size: int = 1_000
     max_replay_size: int = 1_000_000
     # SGD steps fused (lax.scan) into one learner step, each on its own batch.
     sgd_steps_per_learner_step: int = 1
-    # Actor steps between two fetches of the learner's parameters.
-    variable_update_period: int = 50
+    variable_update_period: int = 50  # Actor steps between two fetches of the parameters.
     replay_table_name: str = "replay_table"
 
     def __post_init__(self) -> None:
@@ -51,14 +47,12 @@ class QLearningConfig(ReplayConfig):
     priority_exponent: float = 0.6
     importance_sampling_exponent: float = 0.4
     learning_rate: float = 5e-4
-    # Decay ("linear" or "cosine") to final_learning_rate_fraction of the rate by this
-    # actor step (0: constant; conf/agent/<name>.yaml: max_actor_steps), `sgd_steps_by`.
+    # Decay ("linear" or "cosine") to final_learning_rate_fraction of the rate by this actor step (0: none).
     learning_rate_decay_actor_steps: int = 0
     final_learning_rate_fraction: float = 0.0
     learning_rate_decay: str = "linear"
     adam_eps: float = 1e-8
     max_gradient_norm: float = 10.0
-    # In SGD steps, as every count of learner updates.
     target_update_period: int = 250
 
     def __post_init__(self) -> None:
@@ -76,10 +70,8 @@ class ContinuousConfig(ReplayConfig):
 
     policy_learning_rate: float = 3e-4
     critic_learning_rate: float = 3e-4
-    # Global-norm gradient clipping for both networks (null: none).
-    max_gradient_norm: float | None = None
-    # Polyak averaging rate of the target networks.
-    tau: float = 0.005
+    max_gradient_norm: float | None = None  # Global-norm clipping of both networks (null: none).
+    tau: float = 0.005  # Polyak averaging rate of the target networks.
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -92,28 +84,25 @@ class ContinuousConfig(ReplayConfig):
 
 @dataclasses.dataclass
 class OnPolicyConfig:
-    """The settings PPO and IMPALA share (`agent.*`); each changes the defaults, not the meaning."""
+    """The settings PPO and IMPALA share (`agent.*`)."""
 
     # How messages name `sequences_per_learner_step`.
     LEARNER_STEP_SEQUENCES: ClassVar[str] = "batch_size"
 
     # An item holds unroll_length + 1 rows, the last only bootstrapping (the next item's first).
     unroll_length: int = 20
-    # Sequences per batch the learner trains on.
     batch_size: int = 8
-    # Items the queue holds before actors wait (null: two learner steps' worth); each is trained on once.
+    # Items the queue holds before actors wait (null: two learner steps' worth).
     max_queue_size: int | None = None
 
     discount: float = 0.99
     learning_rate: float = 3e-4
-    # Linear decay of the learning rate to final_learning_rate_fraction of it by this many
-    # actor steps trained on (conf/agent/<name>.yaml: max_actor_steps; 0: constant).
+    # Linear decay of the learning rate to final_learning_rate_fraction of it by this actor step (0: none).
     decay_actor_steps: int = 0
     final_learning_rate_fraction: float = 1.0
     max_gradient_norm: float = 0.5
     value_cost: float = 0.5
     entropy_cost: float = 0.0
-    # Actor steps between two fetches of the learner's parameters.
     variable_update_period: int = 1
     replay_table_name: str = "queue"
 
@@ -166,8 +155,7 @@ def agent_schema(config_class: type, target: str) -> type:
 
 
 def register_schemas() -> None:
-    """Stores every agent package's schema (`rl.agents.<name>.make_builder.config_class`)
-    in Hydra's ConfigStore as `schema/agent/<name>` (hydra_plugins/rl_agent_schemas.py). Idempotent."""
+    """Stores every agent package's schema in Hydra's ConfigStore as `schema/agent/<name>`."""
     from hydra.core.config_store import ConfigStore
 
     import rl.agents

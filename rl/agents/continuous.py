@@ -1,6 +1,6 @@
 """What SAC, TD3 and D4PG share: action rescaling between the networks' [-1, 1] and the
-environment's bounds (replay stores environment-scale actions), the twin-critic target
-and loss, the optimisers, and `ContinuousBuilder` with `continuous_learning`."""
+environment's bounds (replay stores environment-scale actions), twin critics, target networks,
+optimisers, and `ContinuousBuilder` with `continuous_learning`."""
 
 from __future__ import annotations
 
@@ -54,15 +54,9 @@ def to_network_scale(action: jax.Array, action_spec: Any) -> jax.Array:
     return jnp.clip(2.0 * (action - low) / (high - low) - 1.0, -1.0, 1.0).astype(jnp.float32)
 
 
-def twin_critic_target(
-    reward: jax.Array,
-    discount: jax.Array,
-    next_q_values: jax.Array,
-    next_log_prob: jax.Array | None = None,
-    entropy_temperature: jax.Array | float = 0.0,
-) -> jax.Array:
-    """`r + discount * (min_i Q_i(s', a') - alpha * log pi(a'|s'))`, without gradient;
-    `next_q_values` is (num_critics, B): the smallest counters overestimation."""
+def twin_critic_target(reward, discount, next_q_values, next_log_prob=None, entropy_temperature=0.0) -> jax.Array:
+    """`r + discount * (min_i Q_i(s', a') - alpha * log pi(a'|s'))`, without gradient, for
+    (num_critics, B) `next_q_values`."""
     next_value = jnp.min(next_q_values, axis=0)
     if next_log_prob is not None:
         next_value = next_value - entropy_temperature * next_log_prob
@@ -75,9 +69,7 @@ def twin_critic_loss(q_values: jax.Array, target: jax.Array) -> tuple[jax.Array,
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q_values), "target_mean": jnp.mean(target)}
 
 
-def gradient_step(
-    optimizer: optax.GradientTransformation, gradients: Any, opt_state: Any, params: Any
-) -> tuple[Any, Any]:
+def gradient_step(optimizer: optax.GradientTransformation, gradients: Any, opt_state: Any, params: Any) -> Any:
     """One optimiser step: (new parameters, new optimiser state)."""
     updates, opt_state = optimizer.update(gradients, opt_state)
     return optax.apply_updates(params, updates), opt_state
@@ -99,14 +91,23 @@ def update_targets(state: Any, tau: float) -> Any:
     )
 
 
-def init_with_targets(
-    policy: Any, critic: Any, optimizers: tuple[Any, Any], policy_key: jax.Array, critic_key: jax.Array
-) -> dict[str, Any]:
+def init_with_targets(policy: Any, critic: Any, optimizers: tuple[Any, Any], keys: Any) -> dict[str, Any]:
     """The `TARGET_FIELDS`: fresh networks, targets copying them, fresh optimisers."""
-    policy_params = policy.init(policy_key)
-    critic_params = critic.init(critic_key)
+    policy_params = policy.init(keys[0])
+    critic_params = critic.init(keys[1])
     opt_states = (optimizers[0].init(policy_params), optimizers[1].init(critic_params))
     return dict(zip(TARGET_FIELDS, (policy_params, policy_params, critic_params, critic_params, *opt_states)))
+
+
+def deterministic_policy_loss(policy: Any, critic: Any, value: Callable[[jax.Array], jax.Array]) -> Callable[..., Any]:
+    """`loss(policy_params, critic_params, observation) = -E[value(critic(s, pi(s)))]`, the
+    deterministic policy gradient through the critic's read-out `value`."""
+
+    def loss(policy_params: Any, critic_params: Any, observation: jax.Array) -> jax.Array:
+        action = policy.apply(policy_params, observation)
+        return -jnp.mean(value(critic.apply(critic_params, observation, action)))
+
+    return loss
 
 
 def make_optimizers(config: ContinuousConfig) -> tuple[optax.GradientTransformation, optax.GradientTransformation]:
@@ -163,9 +164,7 @@ class ContinuousBuilder(TransitionReplayBuilder):
         return with_exploration(policy, head)
 
 
-def continuous_learning(
-    init: Callable[[jax.Array], Any], sgd_step: Any, config: ContinuousConfig, action_spec: Any
-) -> Learning:
+def continuous_learning(init: Callable, sgd_step: Any, config: ContinuousConfig, action_spec: Any) -> Learning:
     """The `Learning` whose `sgd_step(state, transitions)` sees the replayed actions mapped
     back to [-1, 1]; the policy acts with `state.policy_params`."""
 

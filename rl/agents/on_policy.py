@@ -1,7 +1,5 @@
-"""What the on-policy sequence agents (PPO, IMPALA) share: one builder
-(`SequenceQueueBuilder`: a queue of sequences storing the behaviour log-probabilities,
-`ExtrasActor`, the sampling / mode policies), the running observation statistics, the
-linear schedules and masked means. Imports neither rlax nor reverb (fast config checks)."""
+"""What the on-policy sequence agents (PPO, IMPALA) share: `SequenceQueueBuilder`, running
+observation statistics, linear schedules and masked means. Imports neither rlax nor reverb."""
 
 from __future__ import annotations
 
@@ -10,7 +8,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tree
 from dm_env import specs
 
 from rl.agents.actors import ExtrasActor, Policy
@@ -25,8 +22,7 @@ if TYPE_CHECKING:
 
 
 class RunningStatistics(NamedTuple):
-    """Mean and variance per observation element over `count` observations: the learner
-    folds in each batch before training on it and serves them with the parameters."""
+    """Mean and variance per observation element over `count` observations."""
 
     count: jax.Array
     mean: Any
@@ -34,23 +30,17 @@ class RunningStatistics(NamedTuple):
 
 
 def init_statistics(observation_spec: Any) -> RunningStatistics:
-    """No observations yet: mean 0 and variance 1 (normalising is then the identity)."""
-    zeros = tree.map_structure(lambda x: np.asarray(x, np.float32), zeros_like_spec(observation_spec, None))
-    return RunningStatistics(
-        count=jnp.zeros((), jnp.float32),
-        mean=jax.tree_util.tree_map(jnp.asarray, zeros),
-        variance=jax.tree_util.tree_map(lambda x: jnp.ones_like(x), zeros),
-    )
+    """No observations yet: mean 0 and variance 1 (normalising is the identity)."""
+    zeros = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), zeros_like_spec(observation_spec, None))
+    return RunningStatistics(jnp.zeros((), jnp.float32), zeros, jax.tree_util.tree_map(jnp.ones_like, zeros))
 
 
-def no_statistics() -> RunningStatistics:
-    """What a learner that does not normalise observations serves."""
+def no_statistics() -> RunningStatistics:  # Served by a learner that does not normalise observations.
     return RunningStatistics(jnp.zeros((), jnp.float32), (), ())
 
 
 def update_statistics(statistics: RunningStatistics, observations: Any, mask: jax.Array) -> RunningStatistics:
-    """Folds in the observations whose `mask` (their leading axes) is 1, by Chan et al.'s
-    parallel update: mean += delta * n_b / n, var = (n_a var_a + n_b var_b + delta^2 n_a n_b / n) / n."""
+    """Folds in the observations whose `mask` (their leading axes) is 1, by Chan et al.'s parallel update."""
     count_b = jnp.sum(mask)
     total = statistics.count + count_b
     safe_total = jnp.maximum(total, 1.0)
@@ -88,7 +78,7 @@ def normalize_observations(statistics: RunningStatistics, observations: Any, cli
 
 
 class PolicyParams(NamedTuple):
-    """What actors fetch: the parameters and the observation statistics (used with `normalize_observations`)."""
+    """What actors fetch: the parameters and the observation statistics."""
 
     params: Any
     observation_statistics: RunningStatistics
@@ -96,15 +86,13 @@ class PolicyParams(NamedTuple):
 
 class SequenceQueueBuilder(SequenceReplayBuilder):
     """Actors write `unroll_length + 1`-row sequences (one every `unroll_length` steps per
-    copy) into a queue; the learner trains on each once. Subclasses provide `make_learning`;
-    the config is an `OnPolicyConfig` with `normalize_observations` and `observation_clip`."""
+    copy) into a queue; the learner trains on each once. Subclasses provide `make_learning`."""
 
-    action_kind = None  # Discrete (categorical policy) or continuous (Gaussian policy) actions.
+    action_kind = None
     network_kind = "policy_value"
     default_exploration = Sample
     actor_class = ExtrasActor
-    # Names the agent in messages.
-    agent_name = "on-policy agent"
+    agent_name = "on-policy agent"  # For messages.
 
     def __init__(self, config: OnPolicyConfig, exploration: Any = None):
         super().__init__(config, exploration)
@@ -125,8 +113,7 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
         return self.config.sequences_per_learner_step
 
     def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
-        """The behaviour log-probability and, for continuous actions, the raw Gaussian sample
-        (whose probability is stored; the environment gets it clipped and rescaled)."""
+        """The behaviour log-probability and, for continuous actions, the raw Gaussian sample."""
         extras: dict[str, Any] = {"log_prob": specs.Array((), np.float32, "log_prob")}
         if not is_discrete(environment_spec.actions):
             extras["raw_action"] = specs.Array(environment_spec.actions.shape, np.float32, "raw_action")
@@ -136,14 +123,13 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
         from rl.replay.queue import make_queue_table
         from rl.replay.sequences import sequence_signature
 
-        signature = sequence_signature(
-            environment_spec, self.config.sequence_length, self.extras_spec(environment_spec)
-        )
+        extras = self.extras_spec(environment_spec)
+        signature = sequence_signature(environment_spec, self.config.sequence_length, extras)
         return [make_queue_table(self.config.replay_table_name, self.config.queue_size, signature)]
 
     def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
         """`(params, key, observations, step) -> (actions, extras)`: a sample and its
-        log-probability (behaviour), or the mode and no extras (evaluation)."""
+        log-probability, or when evaluating the mode and no extras."""
         action_spec = environment_spec.actions
         discrete = is_discrete(action_spec)
         head = self.exploration
@@ -174,7 +160,6 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
 
 
 def schedule_fraction(config: OnPolicyConfig, actor_steps: jax.Array) -> jax.Array:
-    """actor_steps / decay_actor_steps, in [0, 1]."""
     if config.decay_actor_steps <= 0:
         return jnp.zeros((), jnp.float32)
     return jnp.clip(actor_steps.astype(jnp.float32) / config.decay_actor_steps, 0.0, 1.0)
@@ -186,7 +171,7 @@ def scheduled(value: float, final_fraction: float, fraction: jax.Array) -> jax.A
 
 
 def stored_actions(batch: SequenceStep) -> Any:
-    """The actions whose probabilities the behaviour policy stored (the raw sample, if kept)."""
+    """The actions whose probabilities the behaviour policy stored."""
     return batch.extras.get("raw_action", batch.action)
 
 
@@ -196,5 +181,4 @@ def steps_taken(batch: SequenceStep) -> jax.Array:
 
 
 def masked_mean(values: jax.Array, mask: jax.Array) -> jax.Array:
-    """sum(mask * values) / max(sum(mask), 1)."""
     return jnp.sum(mask * values) / jnp.maximum(jnp.sum(mask), 1.0)

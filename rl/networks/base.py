@@ -1,7 +1,6 @@
-"""The feed-forward networks and what every network is built from (init/apply pairs, MLP
-layers, heads, Gaussian policy outputs): the MLP Q-network; policy-and-value MLPs (PPO,
-IMPALA: `apply(params, observations) -> (logits or GaussianParams, (B,) value)`) with the
-distribution helpers their policies and losses use; actor-critic MLPs (SAC, TD3, D4PG)."""
+"""Feed-forward networks and their parts (init/apply pairs, MLPs, heads): the MLP Q-network,
+policy-and-value MLPs (PPO, IMPALA) with their distribution helpers, actor-critic MLPs (SAC,
+TD3, D4PG). Factories carry `network_kind`, what experiments check before building."""
 
 from __future__ import annotations
 
@@ -39,6 +38,16 @@ class GaussianParams(NamedTuple):
     scale: jax.Array
 
 
+def tagged(**attributes: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Sets `attributes` on the decorated factory."""
+
+    def tag(factory: Callable[..., Any]) -> Callable[..., Any]:
+        vars(factory).update(attributes)
+        return factory
+
+    return tag
+
+
 def tanh_normal(loc: jax.Array, scale: jax.Array) -> distrax.Distribution:
     """A diagonal Gaussian squashed into [-1, 1] by tanh, one event over the last axis
     (distrax keeps its samples' log-probabilities finite; imported on use, about 3 s)."""
@@ -54,7 +63,7 @@ def zeros_like_spec(spec: Any, batch_size: int | None = 1) -> Any:
 
 
 def transform(forward: Callable[..., Any], *dummy_inputs: Any) -> FeedForwardNetwork:
-    """`forward` as an (init, apply) pair; init is jitted (one cached program, not dozens of ops)."""
+    """`forward` as an (init, apply) pair; init is jitted (one cached program)."""
     transformed = hk.without_apply_rng(hk.transform(forward))
     return FeedForwardNetwork(init=jax.jit(lambda key: transformed.init(key, *dummy_inputs)), apply=transformed.apply)
 
@@ -70,13 +79,7 @@ def flatten(observation: jax.Array) -> jax.Array:
     return jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
 
 
-def mlp(
-    features: jax.Array,
-    hidden_sizes: Sequence[int],
-    layer_norm: bool = False,
-    activation: Callable[[jax.Array], jax.Array] = jax.nn.relu,
-    w_init: Any = None,
-) -> jax.Array:
+def mlp(features: jax.Array, hidden_sizes: Sequence[int], layer_norm=False, activation=jax.nn.relu, w_init=None):
     """Linear layers, each followed by an optional layer norm and the activation."""
     for size in hidden_sizes:
         features = hk.Linear(int(size), w_init=w_init)(features)
@@ -111,6 +114,7 @@ def value_head(features: jax.Array) -> jax.Array:
     return hk.Linear(1, w_init=hk.initializers.Orthogonal(1.0), name="value_head")(features)[:, 0]
 
 
+@tagged(network_kind="q_values")
 def make_q_network(
     environment_spec: EnvironmentSpec,
     hidden_sizes: Sequence[int] = (256, 256),
@@ -118,7 +122,7 @@ def make_q_network(
     layer_norm: bool = False,
     outputs_per_action: int = 1,
 ) -> FeedForwardNetwork:
-    """An MLP from a batch of observations to one value per action (B, actions), or with
+    """An MLP from observations to one value per action (B, actions), or with
     `outputs_per_action` k > 1 (a distributional agent's) k per action: (B, actions, k)."""
     actions = num_actions(environment_spec.actions)
     k = outputs_per_action
@@ -138,12 +142,10 @@ def make_q_network(
     return transform(forward, zeros_like_spec(environment_spec.observations))
 
 
-make_q_network.network_kind = "q_values"
-
-
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
 
 
+@tagged(network_kind="policy_value")
 def make_policy_value_network(
     environment_spec: EnvironmentSpec,
     policy_hidden_sizes: Sequence[int] = (64, 64),
@@ -151,8 +153,8 @@ def make_policy_value_network(
     activation: str = "tanh",
     initial_log_std: float = 0.0,
 ) -> FeedForwardNetwork:
-    """Separate policy and value MLPs over the flattened observation, hidden layers
-    orthogonally initialised (gain sqrt(2)), the usual PPO initialisation."""
+    """Separate policy and value MLPs, hidden layers orthogonally initialised (gain sqrt(2)):
+    `apply(params, observations) -> (logits or GaussianParams, (B,) value)`."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
     check_sizes(policy_hidden_sizes=policy_hidden_sizes, value_hidden_sizes=value_hidden_sizes)
@@ -173,8 +175,6 @@ def policy_value_network(forward: Any, environment_spec: EnvironmentSpec) -> Fee
     network = transform(forward, zeros_like_spec(environment_spec.observations))
     return dataclasses.replace(network, observation_spec=environment_spec.observations)
 
-
-make_policy_value_network.network_kind = "policy_value"
 
 # Distributions written out: importing distrax costs seconds of start-up.
 LOG_2PI = math.log(2.0 * math.pi)
@@ -205,7 +205,7 @@ def entropy(policy_output: Any) -> jax.Array:
 
 
 def sample_with_log_prob(policy_output: Any, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """An action drawn from the policy (int32, or mu + sigma * N(0, 1)) and its log-probability."""
+    """An action drawn from the policy and its log-probability."""
     if isinstance(policy_output, GaussianParams):
         noise = jax.random.normal(key, policy_output.loc.shape, policy_output.loc.dtype)
         action = policy_output.loc + policy_output.scale * noise
@@ -248,8 +248,7 @@ class ActorCriticNetworks:
         return transform(forward, zeros_like_spec(self.environment_spec.observations))
 
     def critic_network(self, num_critics: int = 1, num_outputs: int = 1) -> FeedForwardNetwork:
-        """`apply(params, observations, actions)` -> (num_critics, B, num_outputs): independent
-        MLPs on the observation and [-1, 1] action."""
+        """`apply(params, observations, actions)` -> (num_critics, B, num_outputs): independent MLPs."""
 
         def forward(observation: jax.Array, action: jax.Array) -> jax.Array:
             inputs = jnp.concatenate([flatten(observation), flatten(action)], axis=-1)
@@ -263,6 +262,7 @@ class ActorCriticNetworks:
         return transform(forward, zeros_like_spec(self.environment_spec.observations), dummy_action)
 
 
+@tagged(network_kind="actor_critic")
 def make_actor_critic_networks(
     environment_spec: EnvironmentSpec,
     policy_hidden_sizes: Sequence[int] = (256, 256),
@@ -279,6 +279,3 @@ def make_actor_critic_networks(
         critic_hidden_sizes=tuple(int(s) for s in critic_hidden_sizes),
         layer_norm=bool(layer_norm),
     )
-
-
-make_actor_critic_networks.network_kind = "actor_critic"

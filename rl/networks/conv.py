@@ -1,6 +1,6 @@
-"""Convolutional networks for pixel observations (environment=atari): a torso on uint8
-[H, W, C] frames (scaled by 1/255 here, so replay keeps uint8) under a Q head (dqn) or
-policy and value heads (ppo, impala); network=lstm takes a torso by its dotted path."""
+"""Convolutional networks for pixel observations: a torso on uint8 [H, W, C] frames (scaled
+by 1/255 here, so replay keeps uint8) under a Q head or policy and value heads; network=lstm
+takes a torso by its dotted path. `observation_kind` says what torsos and factories read."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ import jax
 import jax.numpy as jnp
 from dm_env import specs
 
-from rl.networks.base import policy_head, policy_value_network, q_head, transform, value_head, zeros_like_spec
+from rl.networks.base import policy_head, policy_value_network, q_head, tagged, transform, value_head, zeros_like_spec
 from rl.core import EnvironmentSpec, num_actions
 
 Torso = Callable[[jax.Array], jax.Array]
-# The network kinds (rl/agents/builder.py) these factories build; the experiment says which.
-NETWORK_KINDS = ("q_values", "policy_value")
+NETWORK_KINDS = ("q_values", "policy_value")  # What the factories build; the experiment says which.
 
 
 def scale_frames(frames: jax.Array) -> jax.Array:
@@ -25,9 +24,9 @@ def scale_frames(frames: jax.Array) -> jax.Array:
     return frames.astype(jnp.float32)
 
 
+@tagged(observation_kind="pixels")
 def nature_torso(hidden_size: int = 512) -> Torso:
-    """The Nature DQN torso (Mnih et al., 2015): 32 8x8/4, 64 4x4/2, 64 3x3/1 convolutions
-    (VALID, ReLU), then a ReLU layer of `hidden_size`."""
+    """The Nature DQN torso (Mnih et al., 2015): three ReLU convolutions, then a ReLU layer."""
 
     def torso(frames: jax.Array) -> jax.Array:
         x = scale_frames(frames)
@@ -39,9 +38,10 @@ def nature_torso(hidden_size: int = 512) -> Torso:
     return torso
 
 
+@tagged(observation_kind="pixels")
 def impala_torso(channels: Sequence[int] = (16, 32, 32), num_blocks: int = 2, hidden_size: int = 256) -> Torso:
-    """IMPALA's residual torso (Espeholt et al., 2018): per stage a 3x3 convolution, a 3x3
-    max pool at stride 2 and `num_blocks` residual blocks, then a ReLU layer of `hidden_size`."""
+    """IMPALA's residual torso (Espeholt et al., 2018): per stage a convolution, a max pool and
+    `num_blocks` residual blocks, then a ReLU layer of `hidden_size`."""
 
     def torso(frames: jax.Array) -> jax.Array:
         x = scale_frames(frames)
@@ -56,11 +56,6 @@ def impala_torso(channels: Sequence[int] = (16, 32, 32), num_blocks: int = 2, hi
         return jax.nn.relu(hk.Linear(int(hidden_size))(x))
 
     return torso
-
-
-# What the torsos read: validation refuses them on vector observations (and MLPs on pixels).
-nature_torso.observation_kind = "pixels"
-impala_torso.observation_kind = "pixels"
 
 
 def _build(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], network_kind: str, dueling: bool) -> Any:
@@ -84,6 +79,7 @@ def _build(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], n
     raise ValueError(f"network_kind must be one of {list(NETWORK_KINDS)}, got {network_kind!r}")
 
 
+@tagged(network_kinds=NETWORK_KINDS, observation_kind="pixels")
 def make_atari_cnn(
     environment_spec: EnvironmentSpec, hidden_size: int = 512, dueling: bool = False, network_kind: str = "q_values"
 ) -> Any:
@@ -93,6 +89,7 @@ def make_atari_cnn(
     return _build(environment_spec, lambda: nature_torso(hidden_size), network_kind, dueling)
 
 
+@tagged(network_kinds=NETWORK_KINDS, observation_kind="pixels")
 def make_impala_resnet(
     environment_spec: EnvironmentSpec,
     channels: Sequence[int] = (16, 32, 32),
@@ -107,8 +104,3 @@ def make_impala_resnet(
             f"channels and hidden_size must be positive and num_blocks >= 0, got {list(channels)}, {num_blocks}, {hidden_size}"
         )
     return _build(environment_spec, lambda: impala_torso(channels, num_blocks, hidden_size), network_kind, dueling)
-
-
-for _factory in (make_atari_cnn, make_impala_resnet):
-    _factory.network_kinds = NETWORK_KINDS
-    _factory.observation_kind = "pixels"

@@ -5,6 +5,7 @@ learners `unroll` the same modules over stored (time-major) sequences, so they a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pkgutil
 from typing import Any, Callable, Mapping, Sequence
 
@@ -13,7 +14,7 @@ import jax
 import numpy as np
 from dm_env import specs
 
-from rl.networks.base import check_sizes, flatten, mlp, q_head, zeros_like_spec
+from rl.networks.base import check_sizes, flatten, mlp, q_head, tagged, zeros_like_spec
 from rl.core import EnvironmentSpec, num_actions
 
 CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
@@ -40,17 +41,13 @@ def mlp_torso(hidden_sizes: Sequence[int] = (128,), layer_norm: bool = False) ->
     return lambda observation: mlp(flatten(observation), hidden_sizes, layer_norm)
 
 
-def identity_torso() -> Callable[[jax.Array], jax.Array]:
-    """No torso: the core reads the flattened observation."""
-    return flatten
-
-
-TORSOS: dict[str, Callable[..., Callable[[jax.Array], jax.Array]]] = {"mlp": mlp_torso, "identity": identity_torso}
+# "identity": no torso, the core reads the flattened observation.
+TORSOS: dict[str, Callable[..., Callable[[jax.Array], jax.Array]]] = {"mlp": mlp_torso, "identity": lambda: flatten}
 
 
 def resolve_torso(torso: str) -> Callable[..., Callable[[jax.Array], jax.Array]]:
-    """A torso factory by short name or dotted path: given `torso_kwargs`, it returns a
-    haiku function from (B, ...) observations to (B, F) features."""
+    """A torso factory by short name or dotted path: given `torso_kwargs`, it returns a haiku
+    function from (B, ...) observations to (B, F) features."""
     if torso in TORSOS:
         return TORSOS[torso]
     if "." not in torso:
@@ -64,6 +61,7 @@ def resolve_torso(torso: str) -> Callable[..., Callable[[jax.Array], jax.Array]]
     return factory
 
 
+@tagged(network_kind="recurrent_q")
 def make_recurrent_q_network(
     environment_spec: EnvironmentSpec,
     torso: str = "mlp",
@@ -101,17 +99,8 @@ def make_recurrent_q_network(
     transformed = hk.without_apply_rng(hk.multi_transform(functions))
     step_apply, unroll_apply = transformed.apply
 
-    def initial_state(batch_size: int) -> dict[str, np.ndarray]:
-        return {"cell": np.zeros((batch_size, size), np.float32), "hidden": np.zeros((batch_size, size), np.float32)}
-
+    state_spec = lstm_state_spec(size)
+    initial_state = functools.partial(zeros_like_spec, state_spec)
     dummy = zeros_like_spec(environment_spec.observations)
-    return RecurrentNetwork(
-        init=jax.jit(lambda key: transformed.init(key, dummy, initial_state(1))),
-        initial_state=initial_state,
-        apply=step_apply,
-        unroll=unroll_apply,
-        state_spec=lstm_state_spec(size),
-    )
-
-
-make_recurrent_q_network.network_kind = "recurrent_q"
+    init = jax.jit(lambda key: transformed.init(key, dummy, initial_state(1)))
+    return RecurrentNetwork(init, initial_state, step_apply, unroll_apply, state_spec)

@@ -4,7 +4,7 @@ distributional targets, with Polyak targets (the rest is rl/agents/continuous.py
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,39 +31,6 @@ def projected_target(atoms: jax.Array, reward: jax.Array, discount: jax.Array, t
 TrainingState = NamedTuple("TrainingState", [(name, Any) for name in (*continuous.TARGET_FIELDS, "steps")])
 
 
-def critic_loss(
-    critic_params: Any,
-    state: TrainingState,
-    batch: Transition,
-    atoms: jax.Array,
-    policy_apply: Callable[..., jax.Array],
-    critic_apply: Callable[..., jax.Array],
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Cross-entropy of the critic's distribution and the projected target (the target
-    critic's, at the target policy's action)."""
-    next_action = policy_apply(state.target_policy_params, batch.next_observation)
-    target_logits = critic_apply(state.target_critic_params, batch.next_observation, next_action)[0]
-    target = projected_target(atoms, batch.reward, batch.discount, target_logits)
-    logits = critic_apply(critic_params, batch.observation, batch.action)[0]
-    loss = jnp.mean(optax.softmax_cross_entropy(logits, target))
-    q = jnp.sum(jax.nn.softmax(logits, axis=-1) * atoms, axis=-1)
-    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q)}
-
-
-def policy_loss(
-    policy_params: Any,
-    critic_params: Any,
-    policy_apply: Callable[..., jax.Array],
-    critic_apply: Callable[..., jax.Array],
-    observation: jax.Array,
-    atoms: jax.Array,
-) -> jax.Array:
-    """-E[Z(s, pi(s))]: the deterministic policy gradient of the critic's mean."""
-    action = policy_apply(policy_params, observation)
-    logits = critic_apply(critic_params, observation, action)[0]
-    return -jnp.mean(jnp.sum(jax.nn.softmax(logits, axis=-1) * atoms, axis=-1))
-
-
 class D4PGBuilder(continuous.ContinuousBuilder):
     default_exploration = functools.partial(GaussianNoise, sigma=0.3)
 
@@ -73,20 +40,27 @@ class D4PGBuilder(continuous.ContinuousBuilder):
         critic = networks.critic_network(num_critics=1, num_outputs=config.num_atoms)
         policy_optimizer, critic_optimizer = optimizers = continuous.make_optimizers(config)
         atoms = jnp.linspace(config.v_min, config.v_max, config.num_atoms, dtype=jnp.float32)
+        mean_value = lambda logits: jnp.sum(jax.nn.softmax(logits, axis=-1) * atoms, axis=-1)
+        policy_loss = continuous.deterministic_policy_loss(policy, critic, lambda logits: mean_value(logits[0]))
+
+        def critic_loss(critic_params: Any, state: TrainingState, batch: Transition):
+            """Cross-entropy of the critic's distribution and the projected target (the target
+            critic's, at the target policy's action)."""
+            next_action = policy.apply(state.target_policy_params, batch.next_observation)
+            target_logits = critic.apply(state.target_critic_params, batch.next_observation, next_action)[0]
+            target = projected_target(atoms, batch.reward, batch.discount, target_logits)
+            logits = critic.apply(critic_params, batch.observation, batch.action)[0]
+            loss = jnp.mean(optax.softmax_cross_entropy(logits, target))
+            return loss, {"critic_loss": loss, "q_mean": jnp.mean(mean_value(logits))}
 
         def init(random_key: jax.Array) -> TrainingState:
-            policy_key, critic_key = jax.random.split(random_key)
-            return TrainingState(
-                **continuous.init_with_targets(policy, critic, optimizers, policy_key, critic_key),
-                steps=jnp.zeros((), jnp.int32),
-            )
+            fields = continuous.init_with_targets(policy, critic, optimizers, jax.random.split(random_key))
+            return TrainingState(**fields, steps=jnp.zeros((), jnp.int32))
 
         def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
-            critic_grads, metrics = jax.grad(critic_loss, has_aux=True)(
-                state.critic_params, state, batch, atoms, policy.apply, critic.apply
-            )
+            critic_grads, metrics = jax.grad(critic_loss, has_aux=True)(state.critic_params, state, batch)
             loss, policy_grads = jax.value_and_grad(policy_loss)(
-                state.policy_params, state.critic_params, policy.apply, critic.apply, batch.observation, atoms
+                state.policy_params, state.critic_params, batch.observation
             )
             state = continuous.apply_gradients(state, "critic", critic_optimizer, critic_grads)
             state = continuous.apply_gradients(state, "policy", policy_optimizer, policy_grads)

@@ -24,8 +24,7 @@ class DQNConfig(QLearningConfig):
         require_positive(self, "huber_loss_delta")
 
     def sgd_steps_by(self, actor_steps: int) -> int:
-        """SGD steps the replay ratio allows by `actor_steps` (one item per step): none before
-        `min_replay_size` items, then `samples_per_insert / batch_size` per item."""
+        """SGD steps the replay ratio allows by `actor_steps` (one item per step)."""
         return max(0, round((actor_steps - self.min_replay_size) * self.samples_per_insert / self.batch_size))
 
 

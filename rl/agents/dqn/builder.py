@@ -1,7 +1,6 @@
-"""DQN: the double-DQN loss on n-step transitions, its learning and its builder, and what
-the Q-learning agents (DQN, R2D2, user agents such as QR-DQN) share: an online network
-trained with Adam (gradients clipped by global norm, the learning rate optionally
-decayed), copied into a target network every `target_update_period` SGD steps."""
+"""DQN: the double-DQN loss, its learning and builder, and what the Q-learning agents (DQN,
+R2D2, QR-DQN) share: an online network trained with clipped Adam, copied into a target
+network every `target_update_period` SGD steps."""
 
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ class TrainingState(NamedTuple):
 
 
 def learning_rate_schedule(config: Any) -> float | optax.Schedule:
-    """Constant, or decayed (linear or cosine) to `final_learning_rate_fraction` of the rate
-    by `learning_rate_decay_actor_steps`, converted to SGD steps by `config.sgd_steps_by`."""
+    """Constant, or decayed (linear or cosine) to `final_learning_rate_fraction` of the rate by
+    `learning_rate_decay_actor_steps` (in SGD steps: `config.sgd_steps_by`)."""
     if config.learning_rate_decay_actor_steps <= 0:
         return config.learning_rate
     decay_steps = max(1, config.sgd_steps_by(config.learning_rate_decay_actor_steps))
@@ -37,8 +36,7 @@ def learning_rate_schedule(config: Any) -> float | optax.Schedule:
     return optax.linear_schedule(config.learning_rate, config.learning_rate * fraction, decay_steps)
 
 
-def learning_rate_at(config: Any, steps: jax.Array) -> jax.Array:
-    """The learning rate Adam applies at SGD step `steps` (a learner metric)."""
+def learning_rate_at(config: Any, steps: jax.Array) -> jax.Array:  # A learner metric.
     schedule = learning_rate_schedule(config)
     return jnp.asarray(schedule(steps) if callable(schedule) else schedule, jnp.float32)
 
@@ -55,8 +53,8 @@ def apply_gradients(
 
 
 def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: Any, prioritized: bool) -> Learning:
-    """The `Learning` of an online and a target network (a copy at first), `sgd_step(optimizer,
-    state, batch)`; with `prioritized` its extras become the sampled items' priorities."""
+    """The `Learning` of an online and a target network, `sgd_step(optimizer, state, batch)`;
+    with `prioritized` its extras become the sampled items' priorities."""
     learning_rate = learning_rate_schedule(config)
     optimizer = optax.chain(
         optax.clip_by_global_norm(config.max_gradient_norm), optax.adam(learning_rate, eps=config.adam_eps)
@@ -77,16 +75,10 @@ def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: A
 
 
 def double_q_loss(
-    params: Any,
-    target_params: Any,
-    apply: Callable[[Any, Any], jax.Array],
-    batch: Transition,
-    weights: jax.Array,
-    huber_loss_delta: float,
+    params, target_params, apply: Callable, batch: Transition, weights: jax.Array, huber_loss_delta: float
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L = mean_b w_b * huber(delta_b), delta = r + discount * Q'(s', argmax_a Q(s', a)) - Q(s, a)
-    (the online network picks, the target values it); also the per-item |delta|. Written out:
-    rlax's import costs seconds of start-up."""
+    """L = mean_b w_b * huber(delta_b), delta = r + discount * Q'(s', argmax_a Q(s', a)) - Q(s, a),
+    and the per-item |delta|."""
     q_tm1 = apply(params, batch.observation)
     next_action = jnp.argmax(apply(params, batch.next_observation), axis=-1)
     next_value = jnp.take_along_axis(apply(target_params, batch.next_observation), next_action[:, None], axis=-1)[:, 0]
@@ -108,7 +100,6 @@ class DQNBuilder(TransitionReplayBuilder):
         return with_exploration(policy, head)
 
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
-        """Priorities (if prioritized) are the sampled items' absolute TD errors."""
         config = self.config
 
         def sgd_step(optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch):

@@ -1,6 +1,5 @@
-"""IMPALA: an actor-critic learning from a queue of sequences that asynchronous actors
-fill, off-policy corrected by V-trace (Espeholt et al., 2018); `IMPALAConfig` holds
-everything `agent.*` can override (conf/agent/impala.yaml)."""
+"""IMPALA: an actor-critic learning from a queue of sequences that asynchronous actors fill,
+off-policy corrected by V-trace; `IMPALAConfig` holds everything `agent.*` can override."""
 
 from __future__ import annotations
 
@@ -14,9 +13,7 @@ OPTIMIZERS = ("adam", "rmsprop")
 
 @dataclasses.dataclass
 class IMPALAConfig(OnPolicyConfig):
-    # batch_size is sequences per SGD step; a learner step takes batch_size *
-    # sgd_steps_per_learner_step from the queue (max_queue_size bounds how off-policy the
-    # data may get, which V-trace corrects).
+    # batch_size is sequences per SGD step; a learner step takes sgd_steps_per_learner_step batches.
     LEARNER_STEP_SEQUENCES = "batch_size * sgd_steps_per_learner_step"
 
     learning_rate: float = 6e-4
@@ -26,17 +23,14 @@ class IMPALAConfig(OnPolicyConfig):
     replay_table_name: str = "impala_queue"
 
     sgd_steps_per_learner_step: int = 1
-    # V-trace: ratios clipped at clip_rho_threshold in the value targets and at
-    # clip_pg_rho_threshold in the advantage; traces c_t = lambda * min(1, rho_t).
+    # V-trace: ratio clipping in the value targets and in the advantage; traces lambda * min(1, rho_t).
     clip_rho_threshold: float = 1.0
     clip_pg_rho_threshold: float = 1.0
     vtrace_lambda: float = 1.0
 
     optimizer: str = "adam"
-    # Adam divides by sqrt(v_hat) + eps, RMSProp by sqrt(ms + eps), as TF1's RMSPropOptimizer
-    # (the IMPALA paper's, epsilon 0.01) does.
+    # Adam divides by sqrt(v_hat) + eps, RMSProp by sqrt(ms + eps) (TF1's, the paper's).
     optimizer_eps: float = 1e-5
-    # RMSProp's decay of the mean square of the gradients.
     rmsprop_decay: float = 0.99
 
     def __post_init__(self) -> None:
@@ -52,7 +46,7 @@ class IMPALAConfig(OnPolicyConfig):
     def sequences_per_learner_step(self) -> int:
         return self.batch_size * self.sgd_steps_per_learner_step
 
-    # IMPALA acts on raw observations (not configurable: `agent.normalize_observations` is refused).
+    # Raw observations (not configurable: `agent.normalize_observations` is refused).
     @property
     def normalize_observations(self) -> bool:
         return False

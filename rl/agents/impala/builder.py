@@ -1,12 +1,9 @@
-"""IMPALA (Espeholt et al., 2018): V-trace targets and losses as pure functions, the
-learning and the builder (the rest is rl/agents/on_policy.py's). pi is the trained
-policy, mu the behaviour policy, rho_t = pi(a_t|o_t) / mu(a_t|o_t); `mask` is 1 for a
-step actually taken and every mean is over those rows. rlax loads when a loss is traced.
-"""
+"""IMPALA (Espeholt et al., 2018): V-trace targets and losses, the learning and the builder.
+pi is the trained policy, mu the behaviour policy, rho_t = pi(a_t|o_t) / mu(a_t|o_t); `mask`
+is 1 for a step actually taken and every mean is over those rows."""
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import jax
@@ -34,21 +31,10 @@ if TYPE_CHECKING:
 
 
 def vtrace_targets(
-    values: jax.Array,
-    rewards: jax.Array,
-    discounts: jax.Array,
-    mask: jax.Array,
-    log_rhos: jax.Array,
-    gamma: float,
-    lambda_: float = 1.0,
-    clip_rho_threshold: float = 1.0,
-    clip_pg_rho_threshold: float = 1.0,
+    values, rewards, discounts, mask, log_rhos, gamma, lambda_=1.0, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0
 ) -> tuple[jax.Array, jax.Array]:
-    """(V-trace targets v_t, policy-gradient advantages A_t) of rows 0..L-2 of one sequence
-    (rlax.vtrace_td_error_and_advantage, no gradient), gamma_t = gamma * d_t, ratios
-    clipped at the thresholds, traces c_t = lambda_t min(1, rho_t) with lambda_t =
-    lambda * mask_{t+1}: the trace stops before a row with no step (a truncation still
-    bootstraps from its value)."""
+    """(V-trace targets v_t, policy-gradient advantages A_t) of rows 0..L-2 of one sequence, no
+    gradient; traces c_t = lambda * mask_{t+1} * min(1, rho_t) stop before a row with no step."""
     output = import_without_tensorflow("rlax").vtrace_td_error_and_advantage(
         values[:-1],
         values[1:],
@@ -118,8 +104,7 @@ class TrainingState(NamedTuple):
 def make_optimizer(config: Any) -> optax.GradientTransformation:
     """Clipped gradients into Adam's or RMSProp's direction (the update scales the step)."""
     if config.optimizer == "rmsprop":
-        # g / sqrt(ms + eps), epsilon inside as TF1's RMSPropOptimizer (the paper's); unlike
-        # TF1, ms starts at 0 (initial_scale), not 1.
+        # Epsilon inside the sqrt, as TF1's RMSPropOptimizer (the paper's); ms starts at 0, not 1.
         direction = optax.scale_by_rms(decay=config.rmsprop_decay, eps=config.optimizer_eps)
     else:
         direction = optax.scale_by_adam(eps=config.optimizer_eps)
@@ -133,18 +118,9 @@ def impala_sgd_step(
     learning_rate = scheduled(
         config.learning_rate, config.final_learning_rate_fraction, schedule_fraction(config, state.actor_steps)
     )
-    loss_fn = functools.partial(
-        impala_loss,
-        apply=apply,
-        batch=batch,
-        actions=stored_actions(batch),
-        gamma=config.discount,
-        value_cost=config.value_cost,
-        entropy_cost=config.entropy_cost,
-        lambda_=config.vtrace_lambda,
-        clip_rho_threshold=config.clip_rho_threshold,
-        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-    )
+    costs = (config.discount, config.value_cost, config.entropy_cost)
+    vtrace = (config.vtrace_lambda, config.clip_rho_threshold, config.clip_pg_rho_threshold)
+    loss_fn = lambda p: impala_loss(p, apply, batch, stored_actions(batch), *costs, *vtrace)
     gradients, metrics = jax.grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
     params = optax.apply_updates(state.params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
@@ -162,15 +138,14 @@ class IMPALABuilder(SequenceQueueBuilder):
     agent_name = "impala"
 
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
-        """It serves `PolicyParams` with no statistics (IMPALA acts on raw observations)."""
         config = self.config
         optimizer = make_optimizer(config)
-        statistics = no_statistics()
+        statistics = no_statistics()  # IMPALA acts on raw observations.
 
         def init(random_key: jax.Array) -> TrainingState:
             params = network.init(random_key)
             zero = jnp.zeros((), jnp.int32)
-            return TrainingState(params=params, opt_state=optimizer.init(params), steps=zero, actor_steps=zero)
+            return TrainingState(params, optimizer.init(params), steps=zero, actor_steps=zero)
 
         return Learning(
             init=init,

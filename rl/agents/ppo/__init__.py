@@ -1,5 +1,5 @@
 """Proximal Policy Optimisation: clipped surrogate, GAE, entropy bonus, from a reverb queue
-of sequences; `PPOConfig` holds everything `agent.*` can override (conf/agent/ppo.yaml)."""
+of sequences; `PPOConfig` holds everything `agent.*` can override."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from rl.checks import require_positive, require_unit_interval
 
 @dataclasses.dataclass
 class PPOConfig(OnPolicyConfig):
-    # unroll_length is the RL-Zoo's n_steps; a learner step trains on batch_size *
-    # unroll_length steps (fewer where a sequence was padded). A small queue keeps the
-    # data close to on-policy.
+    # unroll_length is the RL-Zoo's n_steps; a learner step trains on batch_size * unroll_length steps.
     unroll_length: int = 32
     replay_table_name: str = "ppo_queue"
 
@@ -22,11 +20,11 @@ class PPOConfig(OnPolicyConfig):
     num_minibatches: int = 4
 
     gae_lambda: float = 0.95
-    # PPO's clipping range: the probability ratio is clipped to [1 - eps, 1 + eps].
+    # The probability ratio is clipped to [1 - eps, 1 + eps].
     clip_epsilon: float = 0.2
     # clip_epsilon decays with the learning rate (over decay_actor_steps) to this fraction.
     final_clip_epsilon_fraction: float = 1.0
-    # Value predictions clipped to within this of the batch's initial ones (null: not), as in OpenAI's baselines.
+    # Value predictions clipped to within this of the batch's initial ones (null: not).
     value_clip_epsilon: float | None = None
     normalize_advantages: bool = True
     # Normalise observations by the learner's running statistics, clipped to +-observation_clip.

@@ -1,8 +1,6 @@
-"""PPO: losses and advantages as pure functions, the learner update (GAE once per batch of
-sequences, then epochs of minibatch updates) and the builder (the rest is
-rl/agents/on_policy.py's). pi is the trained policy, mu the behaviour policy; `mask` is 1
-for a step actually taken (rl/replay/sequences.py), and every mean is over those rows.
-"""
+"""PPO: losses and advantages as pure functions, the learner update (GAE once per batch, then
+epochs of minibatch updates) and the builder. pi is the trained policy, mu the behaviour
+policy; `mask` is 1 for a step actually taken, and every mean is over those rows."""
 
 from __future__ import annotations
 
@@ -36,13 +34,9 @@ if TYPE_CHECKING:
     from rl.replay.sequences import SequenceStep
 
 
-def sequence_advantages(
-    rewards: jax.Array, discounts: jax.Array, values: jax.Array, mask: jax.Array, gamma: float, lambda_: float
-) -> tuple[jax.Array, jax.Array]:
-    """GAE(gamma, lambda) advantages A_t and return targets R_t = A_t + V_t of rows 0..L-2
-    of one sequence: delta_t = r_t + gamma d_t V_{t+1} - V_t, A_t = delta_t + gamma d_t
-    lambda_t A_{t+1}, lambda_t = lambda * mask_{t+1} (the trace stops before a row with no
-    step; a truncation, d_t = 1, still bootstraps). A reverse scan: rlax's import is slow."""
+def sequence_advantages(rewards, discounts, values: jax.Array, mask, gamma: float, lambda_: float):
+    """GAE(gamma, lambda) advantages A_t and return targets R_t = A_t + V_t of rows 0..L-2 of one
+    sequence, lambda_t = lambda * mask_{t+1}: the trace stops before a row with no step."""
     step_discounts = gamma * discounts[:-1]
     deltas = rewards[:-1] + step_discounts * values[1:] - values[:-1]
 
@@ -57,13 +51,7 @@ def sequence_advantages(
     return advantages, advantages + values[:-1]
 
 
-def clipped_surrogate_loss(
-    log_prob: jax.Array,
-    behaviour_log_prob: jax.Array,
-    advantages: jax.Array,
-    epsilon: jax.Array | float,
-    mask: jax.Array,
-) -> tuple[jax.Array, jax.Array]:
+def clipped_surrogate_loss(log_prob, behaviour_log_prob, advantages, epsilon, mask) -> tuple[jax.Array, jax.Array]:
     """L = -mean_t min(rho_t A_t, clip(rho_t, 1 - eps, 1 + eps) A_t), rho_t = pi / mu, and the
     share of rows with |rho_t - 1| > eps."""
     ratio = jnp.exp(log_prob - behaviour_log_prob)
@@ -72,13 +60,7 @@ def clipped_surrogate_loss(
     return -masked_mean(surrogate, mask), masked_mean(clipped, mask)
 
 
-def value_loss(
-    values: jax.Array,
-    returns: jax.Array,
-    mask: jax.Array,
-    old_values: jax.Array | None = None,
-    clip_epsilon: float | None = None,
-) -> jax.Array:
+def value_loss(values, returns, mask, old_values=None, clip_epsilon: float | None = None) -> jax.Array:
     """L_V = mean_t 0.5 (V_t - R_t)^2; with `clip_epsilon` the larger of that and the error of
     V_clip = old_V_t + clip(V_t - old_V_t, -eps, eps)."""
     error = jnp.square(values - returns)
@@ -195,8 +177,8 @@ def prepare_minibatches(
 def ppo_update(
     apply: Any, optimizer: optax.GradientTransformation, config: Any, state: TrainingState, batch: SequenceStep
 ) -> tuple[TrainingState, dict[str, jax.Array], None]:
-    """One learner step: the observation statistics (with `normalize_observations`), GAE,
-    then one `lax.scan` of clipped Adam steps over every epoch's minibatches."""
+    """One learner step: the observation statistics (if normalising), GAE, then one `lax.scan`
+    of SGD steps over every epoch's minibatches."""
     key, shuffle_key = jax.random.split(state.key)
     fraction = schedule_fraction(config, state.actor_steps)
     learning_rate = scheduled(config.learning_rate, config.final_learning_rate_fraction, fraction)
@@ -208,19 +190,12 @@ def ppo_update(
             observation=normalize_observations(statistics, batch.observation, config.observation_clip)
         )
     minibatches, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
-    loss_fn = functools.partial(
-        ppo_loss,
-        apply=apply,
-        clip_epsilon=clip_epsilon,
-        value_cost=config.value_cost,
-        entropy_cost=config.entropy_cost,
-        value_clip_epsilon=config.value_clip_epsilon,
-        normalize_advantages=config.normalize_advantages,
-    )
+    costs = (clip_epsilon, config.value_cost, config.entropy_cost)
+    options = (config.value_clip_epsilon, config.normalize_advantages)
 
     def sgd_step(carry: tuple[Any, Any], minibatch: Minibatch) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
         params, opt_state = carry
-        gradients, metrics = jax.grad(lambda p: loss_fn(p, batch=minibatch), has_aux=True)(params)
+        gradients, metrics = jax.grad(lambda p: ppo_loss(p, apply, minibatch, *costs, *options), has_aux=True)(params)
         updates, opt_state = optimizer.update(gradients, opt_state, params)
         params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
         return (params, opt_state), {**metrics, "gradient_norm": optax.global_norm(gradients)}
@@ -247,7 +222,7 @@ class PPOBuilder(SequenceQueueBuilder):
             raise ValueError(
                 "normalize_observations needs a network that names its observation spec (policy_value_mlp)"
             )
-        # Clipped gradients into Adam's direction; `ppo_update` applies the scheduled step size.
+        # `ppo_update` applies the scheduled step size.
         optimizer = optax.chain(
             optax.clip_by_global_norm(config.max_gradient_norm), optax.scale_by_adam(eps=config.adam_eps)
         )

@@ -12,9 +12,8 @@ from rl.checks import require_non_negative, require_positive, require_unit_inter
 @dataclasses.dataclass
 class R2D2Config(QLearningConfig):
     # Items are burn_in_length + trace_length rows of one environment copy, a new one every
-    # sequence_period rows (null: trace_length // 2). The learner unrolls the LSTM over the
-    # burn-in rows (no loss) from the state stored with the first row, then trains on the
-    # trace (its last row only bootstraps). Counts below are items.
+    # sequence_period rows (null: trace_length // 2); the trace's last row only bootstraps.
+    # Counts below are items.
     burn_in_length: int = 8
     trace_length: int = 40
     sequence_period: int | None = None
@@ -25,23 +24,21 @@ class R2D2Config(QLearningConfig):
     min_replay_size: int = 100
     max_replay_size: int = 10_000
     replay_table_name: str = "r2d2_table"
-    # P(i) ~ p_i ** priority_exponent, p_i = eta * max_t |td_t| + (1 - eta) * mean_t |td_t|
-    # over the item's trained rows; new items get priority 1.
+    # p_i = eta * max_t |td_t| + (1 - eta) * mean_t |td_t| over the item's trained rows.
     prioritized = True
     priority_exponent: float = 0.9
     priority_eta: float = 0.9
     importance_sampling_exponent: float = 0.6
-    # h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x on the n-step targets (Pohlen et al.).
+    # h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x on the n-step targets.
     value_rescaling: bool = True
     rescaling_epsilon: float = 1e-3
-    # The learning rate's decay counts one item per sequence_period actor steps.
     learning_rate: float = 1e-4
     adam_eps: float = 1e-3
     max_gradient_norm: float = 40.0
     target_update_period: int = 2500
-    # Units of the LSTM state stored with every step (replay's layout precedes the network).
+    # Units of the LSTM state stored with every step.
     core_state_size: int | None = None
-    # Ape-X exploration with num_actors > 1 (launcher=ray): actor i of N acts with epsilon
+    # Ape-X exploration with num_actors > 1: actor i of N acts with epsilon
     # actor_epsilon ** (1 + actor_epsilon_alpha * i / (N - 1)) instead of the policy group.
     per_actor_epsilon: bool = True
     actor_epsilon: float = 0.4
@@ -70,13 +67,12 @@ class R2D2Config(QLearningConfig):
     def sequence_length(self) -> int:
         return self.burn_in_length + self.trace_length
 
-    def sgd_steps_by(self, actor_steps: int) -> int:
-        """SGD steps the replay ratio allows by `actor_steps` (one item per `sequence_period`)."""
+    def sgd_steps_by(self, actor_steps: int) -> int:  # One item per `sequence_period` actor steps.
         items = actor_steps / self.sequence_period
         return max(0, round((items - self.min_replay_size) * self.samples_per_insert / self.batch_size))
 
     def actor_epsilon_of(self, actor_id: int) -> float | None:
-        """Actor `actor_id`'s fixed Ape-X epsilon, or None where the policy group decides."""
+        """Actor `actor_id`'s Ape-X epsilon, or None where the policy group decides."""
         if not self.per_actor_epsilon or self.num_actors < 2:
             return None
         exponent = 1.0 + self.actor_epsilon_alpha * actor_id / (self.num_actors - 1)

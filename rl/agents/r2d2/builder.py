@@ -1,26 +1,22 @@
-"""R2D2's loss on stored sequences (B burn-in rows, then a trace of T; each row with the
-LSTM state acted from), its learning and builder (the optimiser, target copies and
-priorities are rl/agents/dqn/builder.py's); h is the value rescaling. rlax loads when traced."""
+"""R2D2's loss on stored sequences (burn-in rows, then a trace; each row with the LSTM state
+acted from), its learning and builder (the optimiser and target copies are DQN's); h is the
+value rescaling."""
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.actors import RecurrentActor, RecurrentPolicy, exploration_of
+from rl.agents.actors import RecurrentActor, RecurrentPolicy
 from rl.agents.builder import Batch, Learning, SequenceReplayBuilder, TransitionReplayBuilder, normalized_weights
 from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
 from rl.policies import EpsilonGreedy, Greedy
 from rl.core import EnvironmentSpec
-
-if TYPE_CHECKING:
-    from rl.replay.sequences import SequenceStep
 
 # (params, observations (T, B, ...), state) -> (q_values (T, B, A), final state).
 Unroll = Callable[[Any, Any, Any], tuple[jax.Array, Any]]
@@ -31,24 +27,13 @@ def rescale(x: jax.Array, epsilon: float) -> jax.Array:
     return import_without_tensorflow("rlax").signed_hyperbolic(x, epsilon)
 
 
-def unrescale(x: jax.Array, epsilon: float) -> jax.Array:
-    """h^-1(x), so that unrescale(rescale(x)) == x."""
+def unrescale(x: jax.Array, epsilon: float) -> jax.Array:  # h^-1
     return import_without_tensorflow("rlax").signed_parabolic(x, epsilon)
 
 
-def n_step_double_q_targets(
-    q_online: jax.Array,
-    q_target: jax.Array,
-    rewards: jax.Array,
-    discounts: jax.Array,
-    mask: jax.Array,
-    gamma: float,
-    n: int,
-    rescaling_epsilon: float | None,
-) -> jax.Array:
-    """y_t = h(G_t) for rows 0..T-2 of one trace (Q-values (T, A)), no gradient: G_t is the
-    n-step return (rlax.n_step_bootstrapped_returns, gamma_t = gamma * d_t) bootstrapping
-    from v = h^-1(Q'(o, argmax_a Q(o, a))) (double Q), cut short before a row with mask 0
+def n_step_double_q_targets(q_online, q_target, rewards, discounts, mask, gamma, n, rescaling_epsilon) -> jax.Array:
+    """y_t = h(G_t) for rows 0..T-2 of one trace (Q-values (T, A)), no gradient: G_t is the n-step
+    return bootstrapping from h^-1(Q'(o, argmax_a Q(o, a))), cut short before a row with mask 0
     and at the trace's end. `rescaling_epsilon=None`: h is the identity."""
     rlax = import_without_tensorflow("rlax")
     transform = (lambda x: x) if rescaling_epsilon is None else (lambda x: rescale(x, rescaling_epsilon))
@@ -72,8 +57,7 @@ def burn_in_and_unroll(unroll: Unroll, params: Any, observations: Any, state: An
 
 
 def sequence_priorities(abs_td: jax.Array, mask: jax.Array, eta: float) -> jax.Array:
-    """p = eta * max_t |td_t| + (1 - eta) * mean_t |td_t| over each item's trained rows
-    (abs_td, mask: (T-1, batch)); an item with none gets 0."""
+    """p = eta * max_t |td_t| + (1 - eta) * mean_t |td_t| over each item's trained rows (axis 0)."""
     count = jnp.sum(mask, axis=0)
     largest = jnp.max(jnp.where(mask > 0, abs_td, 0.0), axis=0)
     mean = jnp.sum(abs_td * mask, axis=0) / jnp.maximum(count, 1.0)
@@ -81,21 +65,11 @@ def sequence_priorities(abs_td: jax.Array, mask: jax.Array, eta: float) -> jax.A
 
 
 def r2d2_loss(
-    params: Any,
-    target_params: Any,
-    unroll: Unroll,
-    batch: SequenceStep,
-    weights: jax.Array,
-    burn_in: int,
-    gamma: float,
-    n: int,
-    priority_eta: float,
-    rescaling_epsilon: float | None,
+    params, target_params, unroll, batch, weights, burn_in, gamma, n, priority_eta, rescaling_epsilon
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L = mean_b w_b * 0.5 * sum_t (y_t - Q(o_t, a_t))^2 over each item's trained rows, both
-    networks unrolled from the stored core state after the burn-in; `batch` is batch-major.
-    A sum over time, as Acme's: the paper's Adam epsilon (1e-3) and clip (40) suit its size.
-    Returns the loss and the metrics with each item's new priority."""
+    """L = mean_b w_b * 0.5 * sum_t (y_t - Q(o_t, a_t))^2 over each item's trained rows (a sum
+    over time, as Acme's), both networks unrolled from the stored core state after the burn-in;
+    `batch` is batch-major. Returns the loss and the metrics with each item's new priority."""
     time_major = jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), batch)
     state = jax.tree_util.tree_map(lambda x: x[:, 0], batch.extras["core_state"])
     q_online = burn_in_and_unroll(unroll, params, time_major.observation, state, burn_in)
@@ -152,40 +126,28 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
             q_values, next_state = networks.apply(params, observations, state)
             return head(q_values, key, actor_step), next_state
 
-        return RecurrentPolicy(step=step, initial_state=networks.initial_state, exploration=exploration_of(head))
+        return RecurrentPolicy(step, networks.initial_state, getattr(head, "exploration_metrics", None))
 
-    def make_policy(
-        self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool
-    ) -> RecurrentPolicy:
+    def make_policy(self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool):
         return self._policy(networks, Greedy() if evaluation else self.exploration)
 
-    def make_actor_policy(
-        self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int
-    ) -> RecurrentPolicy:
-        """With several actors each acts with its own Ape-X epsilon (`actor_epsilon_of`)."""
+    def make_actor_policy(self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int):
+        """With several actors each acts with its own Ape-X epsilon."""
         epsilon = self.config.actor_epsilon_of(actor_id)
         if epsilon is None:
             return self.make_policy(networks, environment_spec, evaluation=False)
         return self._policy(networks, EpsilonGreedy(epsilon_start=epsilon, epsilon_end=epsilon))
 
     def make_learning(self, network: RecurrentNetwork) -> Learning:
-        """Each SGD step's extras are the new priority per item."""
         self._check_network(network)
         config = self.config
+        rescaling_epsilon = config.rescaling_epsilon if config.value_rescaling else None
+        settings = (config.burn_in_length, config.discount, config.n_step, config.priority_eta, rescaling_epsilon)
 
         def sgd_step(optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch):
-            loss_fn = functools.partial(
-                r2d2_loss,
-                unroll=network.unroll,
-                batch=batch.data,
-                weights=normalized_weights(batch.importance_weights),
-                burn_in=config.burn_in_length,
-                gamma=config.discount,
-                n=config.n_step,
-                priority_eta=config.priority_eta,
-                rescaling_epsilon=config.rescaling_epsilon if config.value_rescaling else None,
-            )
-            gradients, extras = jax.grad(lambda p: loss_fn(p, state.target_params), has_aux=True)(state.params)
+            weights = normalized_weights(batch.importance_weights)
+            loss = lambda p: r2d2_loss(p, state.target_params, network.unroll, batch.data, weights, *settings)
+            gradients, extras = jax.grad(loss, has_aux=True)(state.params)
             priorities = extras.pop("priorities")
             metrics = {
                 **extras,

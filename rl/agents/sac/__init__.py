@@ -11,8 +11,7 @@ from rl.checks import require_positive
 
 @dataclasses.dataclass
 class SACConfig(ContinuousConfig):
-    # Learning rate of the log entropy temperature.
-    temperature_learning_rate: float = 3e-4
+    temperature_learning_rate: float = 3e-4  # Of the log entropy temperature.
     initial_temperature: float = 1.0
     # Target policy entropy; null means the usual -|A| (minus the action dimension).
     target_entropy: float | None = None

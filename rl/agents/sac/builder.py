@@ -3,7 +3,7 @@ and a learned entropy temperature (the rest is rl/agents/continuous.py's)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -28,39 +28,6 @@ class TrainingState(NamedTuple):
     steps: jax.Array
 
 
-def critic_loss(
-    critic_params: Any,
-    state: TrainingState,
-    batch: Transition,
-    temperature: jax.Array,
-    key: jax.Array,
-    policy_apply: Callable[..., Any],
-    critic_apply: Callable[..., jax.Array],
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Both critics against y = r + discount * (min_i Q'_i(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s')."""
-    next_params = policy_apply(state.policy_params, batch.next_observation)
-    next_action, next_log_prob = tanh_normal(next_params.loc, next_params.scale).sample_and_log_prob(seed=key)
-    next_q = critic_apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]
-    target = continuous.twin_critic_target(batch.reward, batch.discount, next_q, next_log_prob, temperature)
-    return continuous.twin_critic_loss(critic_apply(critic_params, batch.observation, batch.action)[..., 0], target)
-
-
-def policy_loss(
-    policy_params: Any,
-    critic_params: Any,
-    policy_apply: Callable[..., Any],
-    critic_apply: Callable[..., jax.Array],
-    observation: jax.Array,
-    temperature: jax.Array,
-    key: jax.Array,
-) -> tuple[jax.Array, jax.Array]:
-    """E[alpha * log pi(a|s) - min_i Q_i(s, a)] with a reparameterised a ~ pi(.|s)."""
-    params = policy_apply(policy_params, observation)
-    action, log_prob = tanh_normal(params.loc, params.scale).sample_and_log_prob(seed=key)
-    q = jnp.min(critic_apply(critic_params, observation, action)[..., 0], axis=0)
-    return jnp.mean(temperature * log_prob - q), log_prob
-
-
 def temperature_loss(log_temperature: jax.Array, log_prob: jax.Array, target_entropy: float) -> jax.Array:
     """-log(alpha) * (log pi + target entropy): alpha rises when entropy is below target."""
     return -jnp.mean(log_temperature * jax.lax.stop_gradient(log_prob + target_entropy))
@@ -78,24 +45,36 @@ class SACBuilder(continuous.ContinuousBuilder):
         config = self.config
         policy = networks.policy_network(stochastic=True)
         critic = networks.critic_network(num_critics=2)
-        policy_optimizer, critic_optimizer = continuous.make_optimizers(config)
+        policy_optimizer, critic_optimizer = optimizers = continuous.make_optimizers(config)
         temperature_optimizer = optax.adam(config.temperature_learning_rate)
         entropy_target = target_entropy(config, networks.action_size)
 
+        def critic_loss(critic_params: Any, state: TrainingState, batch: Transition, temperature: jax.Array, key: Any):
+            """Both critics against y = r + discount * (min_i Q'_i(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s')."""
+            next_params = policy.apply(state.policy_params, batch.next_observation)
+            next_action, next_log_prob = tanh_normal(next_params.loc, next_params.scale).sample_and_log_prob(seed=key)
+            next_q = critic.apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]
+            target = continuous.twin_critic_target(batch.reward, batch.discount, next_q, next_log_prob, temperature)
+            q_values = critic.apply(critic_params, batch.observation, batch.action)[..., 0]
+            return continuous.twin_critic_loss(q_values, target)
+
+        def policy_loss(policy_params: Any, critic_params: Any, observation: Any, temperature: jax.Array, key: Any):
+            """E[alpha * log pi(a|s) - min_i Q_i(s, a)] with a reparameterised a ~ pi(.|s)."""
+            params = policy.apply(policy_params, observation)
+            action, log_prob = tanh_normal(params.loc, params.scale).sample_and_log_prob(seed=key)
+            q = jnp.min(critic.apply(critic_params, observation, action)[..., 0], axis=0)
+            return jnp.mean(temperature * log_prob - q), log_prob
+
         def init(random_key: jax.Array) -> TrainingState:
-            policy_key, critic_key, key = jax.random.split(random_key, 3)
-            policy_params = policy.init(policy_key)
-            critic_params = critic.init(critic_key)
+            keys = jax.random.split(random_key, 3)
+            fields = continuous.init_with_targets(policy, critic, optimizers, keys)
+            del fields["target_policy_params"]
             log_temperature = jnp.log(jnp.asarray(config.initial_temperature, jnp.float32))
             return TrainingState(
-                policy_params=policy_params,
-                critic_params=critic_params,
-                target_critic_params=critic_params,
+                **fields,
                 log_temperature=log_temperature,
-                policy_opt_state=policy_optimizer.init(policy_params),
-                critic_opt_state=critic_optimizer.init(critic_params),
                 temperature_opt_state=temperature_optimizer.init(log_temperature),
-                key=key,
+                key=keys[2],
                 steps=jnp.zeros((), jnp.int32),
             )
 
@@ -103,17 +82,11 @@ class SACBuilder(continuous.ContinuousBuilder):
             key, critic_key, policy_key = jax.random.split(state.key, 3)
             temperature = jnp.exp(state.log_temperature)
             critic_grads, critic_metrics = jax.grad(critic_loss, has_aux=True)(
-                state.critic_params, state, batch, temperature, critic_key, policy.apply, critic.apply
+                state.critic_params, state, batch, temperature, critic_key
             )
             updated = continuous.apply_gradients(state, "critic", critic_optimizer, critic_grads)
             (loss, log_prob), policy_grads = jax.value_and_grad(policy_loss, has_aux=True)(
-                state.policy_params,
-                updated.critic_params,
-                policy.apply,
-                critic.apply,
-                batch.observation,
-                temperature,
-                policy_key,
+                state.policy_params, updated.critic_params, batch.observation, temperature, policy_key
             )
             updated = continuous.apply_gradients(updated, "policy", policy_optimizer, policy_grads)
             temperature_value, temperature_grad = jax.value_and_grad(temperature_loss)(

@@ -1,6 +1,5 @@
 """TD3: twin critics, target policy smoothing and delayed policy updates; `TD3Config` holds
-everything `agent.*` can override. Exploration noise and the uniform-random warm-up are
-behaviour-policy settings: `policy.sigma` and `policy.warmup_steps` (conf/policy/gaussian_noise.yaml)."""
+everything `agent.*` can override (exploration is `policy.sigma` and `policy.warmup_steps`)."""
 
 from __future__ import annotations
 

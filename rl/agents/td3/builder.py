@@ -3,7 +3,7 @@ targets updated every `policy_delay` critic updates (the rest is rl/agents/conti
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -16,76 +16,48 @@ from rl.core import Transition
 TrainingState = NamedTuple("TrainingState", [(name, Any) for name in (*continuous.TARGET_FIELDS, "key", "steps")])
 
 
-def critic_loss(
-    critic_params: Any,
-    state: TrainingState,
-    batch: Transition,
-    key: jax.Array,
-    sigma: float,
-    noise_clip: float,
-    policy_apply: Callable[..., jax.Array],
-    critic_apply: Callable[..., jax.Array],
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Both critics against y = r + discount * min_i Q'_i(s', a~'), a~' the target policy's
-    action plus N(0, sigma^2) noise clipped to +-noise_clip (kept in [-1, 1])."""
-    target_action = policy_apply(state.target_policy_params, batch.next_observation)
-    noise = jnp.clip(sigma * jax.random.normal(key, target_action.shape), -noise_clip, noise_clip)
-    next_action = jnp.clip(target_action + noise, -1.0, 1.0)
-    next_q = critic_apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]
-    target = continuous.twin_critic_target(batch.reward, batch.discount, next_q)
-    return continuous.twin_critic_loss(critic_apply(critic_params, batch.observation, batch.action)[..., 0], target)
-
-
-def policy_loss(
-    policy_params: Any,
-    critic_params: Any,
-    policy_apply: Callable[..., jax.Array],
-    critic_apply: Callable[..., jax.Array],
-    observation: jax.Array,
-) -> jax.Array:
-    """-Q_1(s, pi(s)): the deterministic policy gradient through the first critic."""
-    action = policy_apply(policy_params, observation)
-    return -jnp.mean(critic_apply(critic_params, observation, action)[0, :, 0])
-
-
 class TD3Builder(continuous.ContinuousBuilder):
     def make_learning(self, networks: ActorCriticNetworks) -> Learning:
         config = self.config
         policy = networks.policy_network(stochastic=False)
         critic = networks.critic_network(num_critics=2)
         policy_optimizer, critic_optimizer = optimizers = continuous.make_optimizers(config)
+        # -Q_1(s, pi(s)): through the first critic only.
+        policy_loss = continuous.deterministic_policy_loss(policy, critic, lambda q: q[0, :, 0])
+
+        def critic_loss(critic_params: Any, state: TrainingState, batch: Transition, key: jax.Array):
+            """Both critics against y = r + discount * min_i Q'_i(s', a~'), a~' the target policy's
+            action plus N(0, sigma^2) noise clipped to +-noise_clip (kept in [-1, 1])."""
+            target_action = policy.apply(state.target_policy_params, batch.next_observation)
+            sigma, noise_clip = config.target_policy_sigma, config.target_noise_clip
+            noise = jnp.clip(sigma * jax.random.normal(key, target_action.shape), -noise_clip, noise_clip)
+            next_action = jnp.clip(target_action + noise, -1.0, 1.0)
+            next_q = critic.apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]
+            target = continuous.twin_critic_target(batch.reward, batch.discount, next_q)
+            q_values = critic.apply(critic_params, batch.observation, batch.action)[..., 0]
+            return continuous.twin_critic_loss(q_values, target)
 
         def init(random_key: jax.Array) -> TrainingState:
-            policy_key, critic_key, key = jax.random.split(random_key, 3)
-            return TrainingState(
-                **continuous.init_with_targets(policy, critic, optimizers, policy_key, critic_key),
-                key=key,
-                steps=jnp.zeros((), jnp.int32),
-            )
+            keys = jax.random.split(random_key, 3)
+            fields = continuous.init_with_targets(policy, critic, optimizers, keys)
+            return TrainingState(**fields, key=keys[2], steps=jnp.zeros((), jnp.int32))
 
         def policy_and_target_update(state: TrainingState, observation: jax.Array):
-            loss, grads = jax.value_and_grad(policy_loss)(
-                state.policy_params, state.critic_params, policy.apply, critic.apply, observation
-            )
+            loss, grads = jax.value_and_grad(policy_loss)(state.policy_params, state.critic_params, observation)
             state = continuous.apply_gradients(state, "policy", policy_optimizer, grads)
-            state = continuous.update_targets(state, config.tau)
-            return state, loss
+            return continuous.update_targets(state, config.tau), loss
 
         def skip_update(state: TrainingState, observation: jax.Array):
             # Only the metric: a forward pass, so every step logs the current policy loss.
-            return state, policy_loss(state.policy_params, state.critic_params, policy.apply, critic.apply, observation)
+            return state, policy_loss(state.policy_params, state.critic_params, observation)
 
         def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
             key, noise_key = jax.random.split(state.key)
-            sigma, noise_clip = config.target_policy_sigma, config.target_noise_clip
-            grads, metrics = jax.grad(critic_loss, has_aux=True)(
-                state.critic_params, state, batch, noise_key, sigma, noise_clip, policy.apply, critic.apply
-            )
+            grads, metrics = jax.grad(critic_loss, has_aux=True)(state.critic_params, state, batch, noise_key)
             state = continuous.apply_gradients(state, "critic", critic_optimizer, grads)
             state = state._replace(key=key, steps=state.steps + 1)
-            state, loss = jax.lax.cond(
-                state.steps % config.policy_delay == 0, policy_and_target_update, skip_update, state, batch.observation
-            )
+            delayed = state.steps % config.policy_delay == 0
+            state, loss = jax.lax.cond(delayed, policy_and_target_update, skip_update, state, batch.observation)
             return state, {**metrics, "policy_loss": loss, **continuous.learning_rates(config)}
 
         return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
