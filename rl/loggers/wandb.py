@@ -29,8 +29,7 @@ SUMMARY_KEYS = (
 )
 MAX_TAG_LENGTH = 64  # W&B refuses longer tags.
 REDACTED = "<redacted>"
-# Config keys whose values are never written to a run config, and environment variables
-# whose values are scrubbed wherever they appear in it.
+# Keys whose values a run config never holds; variables whose values are scrubbed from it.
 SECRET_KEY_PATTERN = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential)", re.IGNORECASE)
 SECRET_ENVIRONMENT_VARIABLES = ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE")
 _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -155,21 +154,19 @@ class WandbRun:
         """Starts the run now, if it has not started, and returns it."""
         with self._lock:
             if self._run is None:
-                import wandb  # Imported lazily: only runs that log to wandb pay for it.
+                import wandb
 
                 if self._settings["dir"]:
                     os.makedirs(self._settings["dir"], exist_ok=True)
-                # W&B reports non-zero exits (an interrupted run's 130/143 too) to its own
-                # error tracker, retrying noisily offline; WANDB_ERROR_REPORTING=true restores it.
+                # Else W&B reports non-zero exits to its error tracker, retrying noisily offline.
                 os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
                 self._run = wandb.init(reinit=self._reinit, **self._settings)
                 self._run.define_metric(STEP_METRIC)
             return self._run
 
     def replica(self, index: int, seed: int, directory: str | None = None) -> "WandbRun":
-        """Replica `index`'s run (launcher=anakin): `<name>-seed_<index>` in this run's group (or
-        one named after it), config plus `seed` and `replica`, id `<id>-seed_<index>`, files under
-        `directory` (None: this run's). Start this run first: it finishes the runs open then."""
+        """Replica `index`'s run (launcher=anakin): `<name>-seed_<index>` in this run's group, files
+        under `directory` (None: this run's). Start this run first: it finishes the runs open then."""
         replica = WandbRun(self._settings["project"], git=False, reinit="create_new")
         replica._settings = {
             **self._settings,
@@ -182,7 +179,6 @@ class WandbRun:
         return replica
 
     def log(self, label: str, data: LoggingData, steps_key: str | None = None) -> None:
-        """Logs a record of node `label` in its namespace (see the module docstring)."""
         run = self.start()
         if label not in self._defined:
             axis = step_metric(label, data, steps_key)

@@ -24,7 +24,7 @@ from rl.experiments.builders import DistributedProgram
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher
 from rl.experiments.summary import ProgressDisplay, RunSummary
-from rl.loggers.aggregators import StepFilter
+from rl.loggers.base import StepFilter
 
 log = logging.getLogger(__name__)
 
