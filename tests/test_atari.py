@@ -165,7 +165,7 @@ def test_evaluators_play_whole_unclipped_games_while_training_clips(tmp_path):
     _, start, lives = play(evaluation=True)
     assert lives == 0 and start == 5  # A whole game.
     assert experiment.evaluation_environment_factory.keywords["reward_clip"] is False
-    from rl.observers.game_score import GameScore
+    from rl.observers import GameScore
 
     assert GameScore in experiment.observers  # Training records carry the game's score too.
 
@@ -463,7 +463,7 @@ def test_training_records_carry_the_game_score_of_each_whole_game(backend):
     clipped per-life returns. The record of the episode that ends a game carries the
     game's own score: the unclipped sum over its lives (SpaceInvaders scores 5 to 200 a hit)."""
     from rl.environments.vector import VectorEnvironment
-    from rl.observers.game_score import GameScore
+    from rl.observers import GameScore
 
     def make(reward_clip: bool):
         if backend == "envpool":
