@@ -86,7 +86,7 @@ def test_an_nstep_adder_writes_the_same_items_to_reverb_and_to_the_seeded_replay
     import dm_env
     from dm_env import specs
 
-    from rl.replay.codecs import transition_codec
+    from rl.replay.adders import transition_codec
     from rl.core import EnvironmentSpec
 
     spec = EnvironmentSpec(

@@ -8,13 +8,13 @@ import dm_env
 import numpy as np
 from dm_env import specs
 
+from rl.environments.factories import Float32Specs
 from rl.environments.rendering import RenderingError, choose_mujoco_gl, missing_backend_message
-from rl.environments.wrappers import Float32Specs
 from rl.quiet import known_warnings_dropped
 
 
 def _suite(rendering: bool = False) -> Any:
-    # dm_control picks its OpenGL backend when first imported (rl/environments/rendering.py).
+    # dm_control picks its OpenGL backend when first imported.
     choose_mujoco_gl(rendering)
     try:
         from dm_control import suite
@@ -65,7 +65,7 @@ class FlatDmControlWrapper(Float32Specs, dm_env.Environment):
         self._reset_next = timestep.last()
         return self._convert(timestep)
 
-    def __getattr__(self, name: str) -> Any:  # physics, control_timestep, ...
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
         return getattr(self._environment, name)

@@ -1,4 +1,5 @@
-"""Factories named by `_target_` in conf/environment (no JAX import here: config checks stay fast)."""
+"""Factories named by `_target_` in conf/environment and the gymnasium -> dm_env adapter (no JAX
+import here: config checks stay fast)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,101 @@ import difflib
 import functools
 import importlib
 import importlib.util
-from typing import Any
+from typing import Any, Sequence
 
 import dm_env
 import gymnasium
+import numpy as np
+import tree
+from dm_env import specs
 
 from rl.environments.rendering import choose_mujoco_gl
-from rl.environments.wrappers import GymnasiumToDmEnv
 from rl.quiet import known_warnings_dropped
 
-# Packages whose gymnasium ids exist once imported (ale_py's `ALE/Pong-v5`, ...);
-# gymnasium's own (classic control, MuJoCo, Box2D, toy text) are always registered.
+
+class Float32Specs:
+    """Specs from `_observation_spec` and `_action_spec`; float32 rewards and discounts in [0, 1]."""
+
+    def observation_spec(self) -> Any:
+        return self._observation_spec
+
+    def action_spec(self) -> Any:
+        return self._action_spec
+
+    def reward_spec(self) -> specs.Array:
+        return specs.Array((), np.float32, "reward")
+
+    def discount_spec(self) -> specs.BoundedArray:
+        return specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
+
+    game_score: float | None = None  # Atari: the game's own score where a step ended a game.
+
+
+def space_to_spec(space: gymnasium.Space, name: str, float32: bool = False) -> Any:
+    """The dm_env spec of a gymnasium space (nested for Dict/Tuple); `float32`: floating Boxes as float32."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        if space.start != 0:
+            raise ValueError(f"{name}: Discrete spaces must start at 0, got start={space.start}")
+        return specs.DiscreteArray(num_values=int(space.n), dtype=np.int32, name=name)
+    if isinstance(space, gymnasium.spaces.Box):
+        dtype = np.float32 if float32 and np.issubdtype(space.dtype, np.floating) else space.dtype
+        return specs.BoundedArray(space.shape, dtype, np.asarray(space.low, dtype), np.asarray(space.high, dtype), name)
+    if isinstance(space, gymnasium.spaces.MultiBinary):
+        return specs.BoundedArray(space.shape, space.dtype, 0, 1, name)
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        return specs.BoundedArray(space.shape, space.dtype, 0, space.nvec - 1, name)
+    if isinstance(space, gymnasium.spaces.Dict):
+        return {key: space_to_spec(sub, f"{name}/{key}", float32) for key, sub in space.spaces.items()}
+    if isinstance(space, gymnasium.spaces.Tuple):
+        return tuple(space_to_spec(sub, f"{name}/{i}", float32) for i, sub in enumerate(space.spaces))
+    raise TypeError(f"{name}: unsupported gymnasium space {space!r}")
+
+
+class GymnasiumToDmEnv(Float32Specs, dm_env.Environment):
+    """A float32 dm_env view of a gymnasium environment: termination ends the episode with discount 0,
+    truncation (a time limit) with discount 1. Only the first reset is seeded."""
+
+    def __init__(self, environment: gymnasium.Env, seed: int | None = None):
+        self.gymnasium_environment = self._environment = environment
+        self._seed, self._reset_next = seed, True
+        self._observation_spec = space_to_spec(environment.observation_space, "observation", float32=True)
+        self._single_dtype = None if tree.is_nested(self._observation_spec) else self._observation_spec.dtype
+        self._action_spec = space_to_spec(environment.action_space, "action")
+
+    def _timestep(self, step_type: dm_env.StepType, reward: Any, discount: Any, observation: Any) -> dm_env.TimeStep:
+        if self._single_dtype is not None:
+            observation = np.asarray(observation, dtype=self._single_dtype)
+        else:
+            observation = tree.map_structure(
+                lambda x, s: np.asarray(x, dtype=s.dtype), observation, self._observation_spec
+            )
+        return dm_env.TimeStep(step_type, reward, discount, observation)
+
+    def reset(self) -> dm_env.TimeStep:
+        observation, _ = self._environment.reset(seed=self._seed)
+        self.game_score = self._seed = None
+        self._reset_next = False
+        return self._timestep(dm_env.StepType.FIRST, None, None, observation)
+
+    def step(self, action: Any) -> dm_env.TimeStep:
+        if self._reset_next:
+            return self.reset()
+        if isinstance(self._action_spec, specs.DiscreteArray):
+            action = int(action)
+        observation, reward, terminated, truncated, info = self._environment.step(action)
+        self.game_score = info["game_score"]["r"] if "game_score" in info else None
+        self._reset_next = terminated or truncated
+        step_type = dm_env.StepType.LAST if self._reset_next else dm_env.StepType.MID
+        return self._timestep(step_type, np.float32(reward), np.float32(0.0 if terminated else 1.0), observation)
+
+    def render(self) -> Any:
+        return self._environment.render()
+
+    def close(self) -> None:
+        self._environment.close()
+
+
+# Packages whose gymnasium ids exist once imported (ale_py's `ALE/Pong-v5`, ...).
 ENVIRONMENT_PACKAGES = ("ale_py", "shimmy", "gymnasium_robotics", "minigrid", "miniworld", "highway_env")
 MUJOCO_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")
 _registered: set[str] = set()
@@ -31,7 +116,7 @@ def register_installed_families() -> list[str]:
         try:
             module = importlib.import_module(package)
             gymnasium.register_envs(module)
-            if package == "ale_py":  # No "A.L.E: Arcade Learning Environment ... [Powered by Stella]" banner.
+            if package == "ale_py":  # No banner.
                 module.ALEInterface.setLoggerMode(module.LoggerMode.Error)
         except Exception:  # noqa: BLE001 - a broken optional package must not stop the others.
             continue
@@ -51,33 +136,29 @@ def environment_family(env_id: str) -> str:
     return ".".join(parts[:3]) if parts[:2] == ["gymnasium", "envs"] else parts[0]
 
 
-def _suggestion(name: str) -> str:
-    """Close registered ids from the family `name` seems to belong to."""
+def validate_gymnasium_id(name: str) -> None:
+    """A ValueError naming close ids (of the same family) unless `name` is registered (all families imported)."""
+    if name in gymnasium.envs.registry:
+        return
+    register_installed_families()
+    if name in gymnasium.envs.registry:
+        return
     known = sorted(gymnasium.envs.registry.keys())
     namespace, _, _ = name.rpartition("/")
     if namespace:
         family = [env_id for env_id in known if env_id.rpartition("/")[0].lower() == namespace.lower()]
         if not family:
             spaces = sorted({env_id.rpartition("/")[0] for env_id in known if "/" in env_id})
-            return f"there is no '{namespace}' namespace (installed namespaces: {spaces})"
+            hint = f"there is no '{namespace}' namespace (installed namespaces: {spaces})"
+            raise ValueError(f"'{name}' is not a registered gymnasium environment; {hint}")
     else:
         nearest = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
         family = known if not nearest else [i for i in known if environment_family(i) == environment_family(nearest[0])]
-    # The same name in some namespace (Pong-v5 -> ALE/Pong-v5), or in another case, first.
+    # The same name in another namespace or case first (Pong-v5 -> ALE/Pong-v5).
     close = [env_id for env_id in known if env_id.rpartition("/")[2].lower() == name.rpartition("/")[2].lower()]
     close += [env_id for env_id in difflib.get_close_matches(name, family, n=5, cutoff=0.5) if env_id not in close]
-    if close:
-        return f"did you mean one of {close[:5]}?"
-    return f"registered ids include {family[:8]}"
-
-
-def validate_gymnasium_id(name: str) -> None:
-    """A ValueError naming close ids (of the same family) unless `name` is registered (all families imported)."""
-    if name in gymnasium.envs.registry:
-        return
-    register_installed_families()
-    if name not in gymnasium.envs.registry:
-        raise ValueError(f"'{name}' is not a registered gymnasium environment; {_suggestion(name)}")
+    hint = f"did you mean one of {close[:5]}?" if close else f"registered ids include {family[:8]}"
+    raise ValueError(f"'{name}' is not a registered gymnasium environment; {hint}")
 
 
 def make_gymnasium_environment(
@@ -118,6 +199,28 @@ def make_mujoco_environment(
     )
 
 
+def make_masked_environment(
+    seed: int,
+    task: str = "CartPole-v1",
+    keep: Sequence[int] = (0, 2),
+    render_mode: str | None = None,
+    max_episode_steps: int | None = None,
+) -> dm_env.Environment:
+    """`environment=cartpole_masked`: task `task` showing only the components `keep` of its flat
+    observation (by default CartPole's position and angle: only a recurrent agent learns it well)."""
+    environment = make_gymnasium_environment(task, seed, render_mode, max_episode_steps).gymnasium_environment
+    spec = space_to_spec(environment.observation_space, "observation")
+    if not isinstance(spec, specs.BoundedArray) or len(spec.shape) != 1:
+        raise ValueError(f"masking needs a flat vector observation, got {spec}")
+    keep = np.asarray([int(index) for index in keep], np.int64)
+    if not len(keep) or any(not 0 <= index < spec.shape[0] for index in keep):
+        raise ValueError(f"keep must name components in [0, {spec.shape[0]}), got {keep.tolist()}")
+    low, high = (np.broadcast_to(bound, spec.shape)[keep] for bound in (spec.minimum, spec.maximum))
+    masked = gymnasium.spaces.Box(low, high, dtype=spec.dtype)
+    environment = gymnasium.wrappers.TransformObservation(environment, functools.partial(np.take, indices=keep), masked)
+    return GymnasiumToDmEnv(environment, seed=int(seed))
+
+
 def make_gymnax_environment(name: str, seed: int, kwargs: dict[str, Any] | None = None) -> dm_env.Environment:
     """gymnax environment `name` (CartPole-v1, Breakout-MinAtar, ...) as a float32 dm_env; `kwargs`
     go to `gymnax.make`. launcher=anakin compiles it instead (`is_jax_native`)."""
@@ -126,11 +229,10 @@ def make_gymnax_environment(name: str, seed: int, kwargs: dict[str, Any] | None 
     return GymnaxToDmEnv(name, seed, kwargs)
 
 
-# Factories whose environments compile into a JAX program.
 JAX_NATIVE = (make_gymnax_environment,)
 
 
 def is_jax_native(environment_factory: Any) -> bool:
-    """Whether an environment factory (a `_target_`, or a functools.partial of one) is in JAX_NATIVE."""
+    """Whether an environment factory (or a functools.partial of one) compiles into a JAX program."""
     partial = isinstance(environment_factory, functools.partial)
     return (environment_factory.func if partial else environment_factory) in JAX_NATIVE

@@ -1,5 +1,5 @@
-"""Headless rendering for video: the OpenGL backend MuJoCo reads from `MUJOCO_GL` (EGL or OSMesa,
-`libegl1`/`libosmesa6` from scripts/setup.sh, without a display), and one-line errors where none works."""
+"""Headless rendering for video: the OpenGL backend MuJoCo reads from `MUJOCO_GL` (EGL or OSMesa),
+and one-line errors where none works."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import ctypes.util
 import os
 from typing import Any
 
-# MUJOCO_GL value -> the system library it loads.
 HEADLESS_BACKENDS = {"egl": "EGL", "osmesa": "OSMesa"}
 # The MUJOCO_GL value `choose_mujoco_gl` set (None: it set none; any other value is the user's).
 _chosen: str | None = None
@@ -41,7 +40,7 @@ def choose_mujoco_gl(rendering: bool) -> str | None:
 def missing_backend_message(detail: str = "") -> str:
     chosen = os.environ.get("MUJOCO_GL")
     if chosen is not None and chosen == _chosen == "disable":
-        chosen = None  # Set here because no backend is installed: say that.
+        chosen = None  # Set here because no backend is installed.
     if chosen in HEADLESS_BACKENDS:
         what = f"the OpenGL backend MUJOCO_GL={chosen} ({HEADLESS_BACKENDS[chosen]}) does not work here"
     elif chosen in ("disable", "disabled", "off", "false", "0"):
@@ -68,7 +67,7 @@ def render_fps(environment: Any, default: int = 30) -> int:
     """Frames per second of an environment's video: gymnasium's `render_fps` metadata,
     dm_control's control timestep, or `default`."""
     from rl.environments.dm_control import FlatDmControlWrapper
-    from rl.environments.wrappers import GymnasiumToDmEnv
+    from rl.environments.factories import GymnasiumToDmEnv
 
     if isinstance(environment, GymnasiumToDmEnv) and environment.gymnasium_environment.metadata.get("render_fps"):
         return int(round(environment.gymnasium_environment.metadata["render_fps"]))

@@ -460,7 +460,7 @@ def make_experiment(
     probe.close()
     vector_environment_factory = None
     if backend == "envpool":
-        from rl.environments.envpool_vector import envpool_factory
+        from rl.environments.vector import envpool_factory
 
         try:
             vector_environment_factory = envpool_factory(environment_options, environment_spec)

@@ -1,5 +1,5 @@
-"""Reading batches out of reverb: a TrajectoryDataset (an order of magnitude faster than
-sampling from Python) and a thread that makes device arrays while the learner computes."""
+"""Reading batches out of reverb: a TrajectoryDataset and a thread that makes device arrays
+while the learner computes."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import reverb
 
 from rl.replay.adders import ReplayTimeoutError
 
-# The learner's wait for one batch before it reports replay as stuck: far beyond a healthy
-# run's rate-limiter waits and a replay node's restart, short of a silent hang.
+# The learner's wait for one batch before it reports replay as stuck (beyond a replay node's restart).
 SAMPLE_TIMEOUT_S = 600.0
 
 
@@ -29,8 +28,7 @@ class ReplaySample(NamedTuple):
 
 
 def make_dataset(server_address: str, table: str, batch_size: int, num_parallel_calls: int = 1) -> Any:
-    """Batches of `batch_size` items of `table`. One worker reads the table directly: an
-    interleave (`num_parallel_calls > 1`) costs twice the CPU per item."""
+    """Batches of `batch_size` items of `table` (`num_parallel_calls > 1`: an interleave, twice the CPU per item)."""
     import tensorflow as tf
 
     def make_one(_: Any = None) -> tf.data.Dataset:
@@ -82,7 +80,7 @@ class PrefetchingIterator(Iterator[ReplaySample]):
                         break
                 if self._stop.is_set():
                     return
-        except Exception as error:  # Surface replay errors in the learner, not a dead thread.
+        except Exception as error:  # Raised in the learner, not a dead thread.
             self._queue.put(error)
             return
         self._queue.put(StopIteration())
@@ -98,7 +96,7 @@ class PrefetchingIterator(Iterator[ReplaySample]):
                 " or no actor inserts any more)"
             ) from None
         if isinstance(item, BaseException):
-            self._finished = item  # The source is done (or broken): say so on every call.
+            self._finished = item
             raise item
         return item
 

@@ -1,7 +1,6 @@
-"""In-process replay with a seeded choice of items (`launcher.deterministic=true`): reverb
-0.14's selectors take no seed. Kept from reverb: uniform sampling with replacement,
-prioritized sampling (P(i) = p_i^a / sum_j p_j^a) with priority updates by key, FIFO
-removal at `max_size`, queues. Not kept: waiting (a sample the ratio did not allow raises)."""
+"""In-process replay with a seeded choice of items (`launcher.deterministic=true`; reverb's
+selectors take no seed): uniform and prioritized sampling, priority updates, FIFO removal at
+`max_size`, queues; no waiting (a sample the ratio did not allow raises)."""
 
 from __future__ import annotations
 
@@ -14,23 +13,16 @@ import tree
 from rl.replay.dataset import ReplaySample, make_replay_iterator
 
 
-def _sampler_kind(options: Any) -> tuple[str, float]:
-    """('uniform' | 'prioritized' | 'fifo', priority exponent) of reverb's sampler options."""
-    kind = options.WhichOneof("distribution")
-    if kind == "prioritized":
-        return kind, float(options.prioritized.priority_exponent)
-    if kind in ("uniform", "fifo"):
-        return kind, 0.0
-    raise ValueError(f"the deterministic mode has no seeded equivalent of reverb's {kind!r} sampler")
-
-
 class SeededTable:
     """One table, its items lists of columns, drawn by a generator seeded with `seed`."""
 
     def __init__(self, table: Any, seed: Sequence[int]):
         info = table.info
         self.name: str = info.name
-        self.sampler, self.priority_exponent = _sampler_kind(info.sampler_options)
+        self.sampler = info.sampler_options.WhichOneof("distribution")
+        if self.sampler not in ("uniform", "prioritized", "fifo"):
+            raise ValueError(f"the deterministic mode has no seeded equivalent of reverb's {self.sampler!r} sampler")
+        self.priority_exponent = float(info.sampler_options.prioritized.priority_exponent)
         if info.remover_options.WhichOneof("distribution") != "fifo":
             raise ValueError(f"table {self.name!r}: the deterministic mode keeps FIFO removal only")
         self.max_size = int(info.max_size)
@@ -39,9 +31,9 @@ class SeededTable:
         self.signature = info.signature
         self._dtypes = [np.dtype(spec.dtype.as_numpy_dtype) for spec in tree.flatten(self.signature)]
         self.rng = np.random.Generator(np.random.PCG64(list(seed)))
-        self.inserts = 0  # Items ever inserted; an item's key is its insert index.
+        self.inserts = 0  # An item's key is its insert index.
         self.taken = 0  # A queue's items below this key were sampled.
-        self._items: list[list[np.ndarray]] = []  # A ring: the item of key k in slot k % max_size.
+        self._items: list[list[np.ndarray]] = []  # The item of key k in slot k % max_size.
         self._priorities = np.zeros(0, np.float64)
 
     @property
@@ -53,7 +45,6 @@ class SeededTable:
             raise ValueError(
                 f"table {self.name!r}: an item of {len(columns)} columns, the signature has {len(self._dtypes)}"
             )
-        # Copies: an adder reuses its buffers for the next items.
         columns = [np.array(column, dtype, copy=True) for column, dtype in zip(columns, self._dtypes)]
         slot = self.inserts % self.max_size
         if slot == len(self._items):
@@ -122,10 +113,9 @@ class SeededTable:
 
 
 class SeededReplay:
-    """The run's tables, standing where a reverb client and its writer would: items go
-    straight in (`insert_item`), nothing is pending."""
+    """The run's tables, standing where a reverb client and its writer would (nothing is pending)."""
 
-    server_address = "in-process (launcher.deterministic=true)"  # For messages.
+    server_address = "in-process (launcher.deterministic=true)"
 
     def __init__(self, tables: Sequence[Any], seed: int):
         self.tables = {table.name: SeededTable(table, (int(seed), index)) for index, table in enumerate(tables)}
@@ -143,7 +133,7 @@ class SeededReplay:
         self.table(table).insert(priority, columns)
 
     def flush(self, **_: Any) -> None:
-        """Nothing is ever pending: a flush, an episode's end and closing have nothing to wait for."""
+        pass
 
     end_episode = close = flush
 
@@ -160,15 +150,16 @@ class SeededReplay:
             self.tables[name].set_state(table_state)
 
 
-def _seeded_batches(table: SeededTable, batch_size: int, decode: Any) -> Iterator[ReplaySample]:
-    while True:
-        keys, probabilities, sizes, columns = table.sample(batch_size)
-        data = tree.unflatten_as(table.signature, columns)
-        yield ReplaySample(keys, probabilities, sizes, jax.device_put(data if decode is None else decode(data)))
-
-
 def learner_iterator(replay_client: Any, table: str, batch_size: int, decode: Any = None) -> Iterator[ReplaySample]:
     """The learner's batches of `table`, decoded: a `SeededReplay`'s, or prefetched from reverb."""
-    if isinstance(replay_client, SeededReplay):
-        return _seeded_batches(replay_client.table(table), batch_size, decode)
-    return make_replay_iterator(replay_client.server_address, table, batch_size, decode=decode)
+    if not isinstance(replay_client, SeededReplay):
+        return make_replay_iterator(replay_client.server_address, table, batch_size, decode=decode)
+    seeded = replay_client.table(table)
+
+    def batches() -> Iterator[ReplaySample]:
+        while True:
+            keys, probabilities, sizes, columns = seeded.sample(batch_size)
+            data = tree.unflatten_as(seeded.signature, columns)
+            yield ReplaySample(keys, probabilities, sizes, jax.device_put(data if decode is None else decode(data)))
+
+    return batches()

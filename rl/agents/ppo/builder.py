@@ -1,7 +1,7 @@
 """PPO: losses and advantages as pure functions, the learner update (GAE once per batch of
 sequences, then epochs of minibatch updates) and the builder (the rest is
 rl/agents/on_policy.py's). pi is the trained policy, mu the behaviour policy; `mask` is 1
-for a step actually taken (rl/replay/sequences.py), and every mean is over those rows.
+for a step actually taken (rl/replay/adders.py), and every mean is over those rows.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from rl.networks.base import entropy as policy_entropy
 from rl.networks.base import log_prob as policy_log_prob
 
 if TYPE_CHECKING:
-    from rl.replay.sequences import SequenceStep
+    from rl.replay.adders import SequenceStep
 
 
 def sequence_advantages(

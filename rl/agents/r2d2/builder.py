@@ -20,7 +20,7 @@ from rl.policies import EpsilonGreedy, Greedy
 from rl.core import EnvironmentSpec
 
 if TYPE_CHECKING:
-    from rl.replay.sequences import SequenceStep
+    from rl.replay.adders import SequenceStep
 
 # (params, observations (T, B, ...), state) -> (q_values (T, B, A), final state).
 Unroll = Callable[[Any, Any, Any], tuple[jax.Array, Any]]
@@ -131,7 +131,7 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
         return {"core_state": lstm_state_spec(self.config.core_state_size)}
 
     def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.sequences import sequence_signature
+        from rl.replay.adders import sequence_signature
 
         return sequence_signature(environment_spec, self.config.sequence_length, self.extras_spec())
 
