@@ -79,17 +79,10 @@ class VectorEnvironment:
         scores = [self.environments[i].game_score for i in self._ids(env_ids).tolist()]
         return np.array([np.nan if s is None else s for s in scores], np.float64)
 
-    def observation_spec(self) -> Any:
-        return self.environments[0].observation_spec()
-
-    def action_spec(self) -> Any:
-        return self.environments[0].action_spec()
-
-    def reward_spec(self) -> Any:
-        return self.environments[0].reward_spec()
-
-    def discount_spec(self) -> Any:
-        return self.environments[0].discount_spec()
+    observation_spec = lambda self: self.environments[0].observation_spec()
+    action_spec = lambda self: self.environments[0].action_spec()
+    reward_spec = lambda self: self.environments[0].reward_spec()
+    discount_spec = lambda self: self.environments[0].discount_spec()
 
     def render(self) -> Any:
         """The first copy's frame (what a video of this vector shows)."""
@@ -118,10 +111,9 @@ def quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 class EnvpoolVectorEnvironment(Float32Specs):
-    """`num_envs` copies of envpool task `name`; `kwargs` go to `envpool.make` (`max_episode_steps`
-    None: the task's own). With `atari`: frames stacked channels last; a copy that has played
-    resets as envpool's auto-reset does (one ignored step: play goes on after a lost life);
-    `game_scores` sum the unclipped `info["reward"]` up to a game's end (terminated or time limit)."""
+    """`num_envs` copies of envpool task `name` (`kwargs` go to `envpool.make`); other episodes than
+    gymnasium's at a seed, no rendering. With `atari`: frames channels last, resets as envpool's
+    auto-reset (play goes on after a lost life), `game_scores` sum the unclipped rewards of a game."""
 
     def __init__(self, name: str, seed: int, num_envs: int, atari: bool = False, **kwargs: Any):
         try:

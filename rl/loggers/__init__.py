@@ -16,11 +16,9 @@ __all__ = ["CSVLogger", "DefaultLoggerFactory", "Dispatcher", "TimeFilter", "Wal
 
 
 class DefaultLoggerFactory(LoggerFactory):
-    """One logger per node label (`steps_key`: the count its records are read against, None:
-    `actor_steps`) to the sinks the config switches on. Set, `wandb.name` and `wandb.group` win
-    over `run_name` and `run_group`; `run_tags` join `wandb.tags`. The terminal shows every
-    evaluation, at most one other record per `terminal_time_delta` s. `start_time` (epoch s, at
-    creation; a resume moves it back) is the origin of `wall_time_s` and the summary's times."""
+    """One logger per node label to the sinks the config switches on; set, `wandb.name`/`group` win
+    over `run_name`/`run_group`. The terminal shows every evaluation, at most one other record per
+    `terminal_time_delta` s. `start_time` (epoch s; a resume moves it back) is `wall_time_s`'s origin."""
 
     def __init__(
         self,
@@ -75,8 +73,7 @@ class DefaultLoggerFactory(LoggerFactory):
             self.wandb_run.summarize(summary)
 
     def replica(self, directory: str, index: int, seed: int) -> "DefaultLoggerFactory":
-        """CSV logs under `directory`/logs on the run's clock, no terminal (the run's lines show
-        the replicas' mean) and the replica's W&B run (`WandbRun.replica`)."""
+        """CSV logs under `directory`/logs on the run's clock, no terminal, the replica's W&B run."""
         replica = copy.copy(self)
         replica.directory = os.path.join(directory, "logs")
         replica.terminal = False

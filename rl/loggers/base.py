@@ -23,10 +23,10 @@ TRANSCRIPT = logging.getLogger("rl.transcript")
 class Logger(abc.ABC):
     @abc.abstractmethod
     def write(self, data: LoggingData) -> None:
-        """Records one row."""
+        pass
 
     def close(self) -> None:
-        """Flushes and releases whatever the logger holds."""
+        pass
 
 
 class LoggerFactory:
@@ -160,8 +160,7 @@ def format_number(value: Any) -> str:
 
 
 def _fields(data: LoggingData, hidden: tuple[str, ...], steps_key: str | None) -> list[tuple[str, str]]:
-    """(key, number) pairs: steps key (None: `actor_steps`), `actor_steps`, metrics, counts
-    (each A-Z), `wall_time_s`."""
+    """(key, number) pairs: steps key, `actor_steps`, metrics, counts (each A-Z), `wall_time_s`."""
     leading = (steps_key or "actor_steps", "actor_steps")
 
     def rank(key: str) -> tuple[int, str]:

@@ -68,8 +68,7 @@ def redact_secrets(value: Any, secrets: Sequence[str] | None = None) -> Any:
 
 
 def node_metrics(label: str, data: LoggingData, steps_key: str | None = None) -> dict[str, Any]:
-    """A record in node `label`'s namespace: all but `actor_steps` (the x-axis), `<label>_id`
-    and the other nodes' counts (unless one is `steps_key`)."""
+    """A record in node `label`'s namespace: all but `actor_steps`, `<label>_id` and the other nodes' counts."""
     metrics = {}
     for key, value in data.items():
         count = COUNT_KEY.match(key)
@@ -96,8 +95,8 @@ _SWEEP_STAMP = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})[/\\_T -]+(?P<time>\d{2}[
 
 
 def default_group(sweep_dir: str, subject: Sequence[str] = ()) -> str:
-    """A multirun's W&B group, `<subject>-<when>` (`dqn_cartpole-CartPole-v1-2024-05-01-19-09-19`):
-    what every job shares, then the date and time of Hydra's sweep directory (else its name)."""
+    """A multirun's W&B group, `<subject>-<when>`: what every job shares, then the date and time of
+    Hydra's sweep directory (else its name)."""
     path = os.path.normpath(str(sweep_dir))
     stamp = _SWEEP_STAMP.search(path)
     when = f"{stamp.group('date')}-{stamp.group('time').replace(':', '-')}" if stamp else os.path.basename(path)

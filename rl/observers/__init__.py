@@ -33,7 +33,7 @@ class Observer:
         """The actions taken in copies `env_ids` and the timesteps they led to."""
 
     def get_metrics(self, env_id: int) -> dict[str, Any]:
-        """Metrics of the episode copy `env_id` has just ended, for its record."""
+        """Metrics of the episode copy `env_id` has just ended."""
         return {}
 
 

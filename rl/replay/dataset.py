@@ -46,9 +46,8 @@ def make_dataset(server_address: str, table: str, batch_size: int, num_parallel_
 
 
 class PrefetchingIterator(Iterator[ReplaySample]):
-    """Pulls batches on a daemon thread, `decode`s them (e.g. a codec's unpacking) and hands
-    them over as device arrays; none within `timeout_s` (None: no bound) raises a
-    `ReplayTimeoutError` naming `source`."""
+    """Pulls batches on a daemon thread, `decode`s them and hands them over as device arrays; none
+    within `timeout_s` (None: no bound) raises a `ReplayTimeoutError` naming `source`."""
 
     def __init__(
         self,
