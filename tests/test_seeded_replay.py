@@ -1,4 +1,4 @@
-"""The deterministic mode's in-process replay (rl/replay/seeded.py): reverb's table
+"""The deterministic mode's in-process replay (rl/replay/dataset.py): reverb's table
 semantics with a seeded choice of items."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from rl.replay.adders import NStepTransitionAdder, item_inserter
 from rl.replay.dataset import PrefetchingIterator
-from rl.replay.seeded import SeededReplay, SeededTable, learner_iterator
+from rl.replay.dataset import SeededReplay, SeededTable, learner_iterator
 
 SIGNATURE = tf.TensorSpec((2,), tf.float32)
 

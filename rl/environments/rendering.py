@@ -66,8 +66,7 @@ def render_frame(environment: Any) -> Any:
 def render_fps(environment: Any, default: int = 30) -> int:
     """Frames per second of an environment's video: gymnasium's `render_fps` metadata,
     dm_control's control timestep, or `default`."""
-    from rl.environments.dm_control import FlatDmControlWrapper
-    from rl.environments.factories import GymnasiumToDmEnv
+    from rl.environments.factories import FlatDmControlWrapper, GymnasiumToDmEnv
 
     if isinstance(environment, GymnasiumToDmEnv) and environment.gymnasium_environment.metadata.get("render_fps"):
         return int(round(environment.gymnasium_environment.metadata["render_fps"]))

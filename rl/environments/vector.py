@@ -205,10 +205,6 @@ class EnvpoolVectorEnvironment(Float32Specs):
         self._pool.close()
 
 
-def _layout(spec: Any) -> tuple:
-    return type(spec), spec.shape, spec.dtype, spec.num_values if isinstance(spec, specs.DiscreteArray) else None
-
-
 def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
     """`make(seed=..., num_envs=...)` for the composed `environment` group, or a ValueError saying
     why envpool cannot step it (not installed, not a gymnasium id, no such task, other specs)."""
@@ -224,12 +220,13 @@ def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
     else:
         raise ValueError(f"envpool steps gymnasium ids (environment=gymnasium, mujoco or atari), not {target}")
     probe = factory(seed=0, num_envs=1)
+    layout = lambda s: (type(s), s.shape, s.dtype, s.num_values if isinstance(s, specs.DiscreteArray) else None)
     try:
         for what, ours, theirs in (
             ("observations", environment_spec.observations, probe.observation_spec()),
             ("actions", environment_spec.actions, probe.action_spec()),
         ):
-            if _layout(ours) != _layout(theirs):
+            if layout(ours) != layout(theirs):
                 raise ValueError(f"envpool's '{probe.name}' has other {what} ({theirs}) than gymnasium's ({ours})")
     finally:
         probe.close()

@@ -344,23 +344,16 @@ class SequenceAdder(Adder):
         self._positions = np.zeros(0, np.int64)  # Rows filled per copy.
         self._fresh = np.zeros(0, np.int64)  # Rows appended since the copy's last item.
 
-    def _reserve(self, copies: int) -> None:
-        """Room for `copies` streams (buffers grow when a larger copy id shows up)."""
-        if copies <= self._capacity:
-            return
-
-        def grow(old: np.ndarray) -> np.ndarray:
-            return np.pad(old, [(0, copies - len(old))] + [(0, 0)] * (old.ndim - 1))
-
-        self._buffers = [grow(buffer) for buffer in self._buffers]
-        self._observations = [grow(current) for current in self._observations]
-        self._positions = grow(self._positions)
-        self._fresh = grow(self._fresh)
-        self._capacity = copies
-
     def add_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         ids = np.arange(len(timestep.step_type)) if env_ids is None else np.asarray(env_ids, np.int64)
-        self._reserve(int(ids.max()) + 1)
+        copies = int(ids.max()) + 1
+        if copies > self._capacity:  # Buffers grow when a larger copy id shows up.
+            grow = lambda old: np.pad(old, [(0, copies - len(old))] + [(0, 0)] * (old.ndim - 1))
+            self._buffers = [grow(buffer) for buffer in self._buffers]
+            self._observations = [grow(current) for current in self._observations]
+            self._positions = grow(self._positions)
+            self._fresh = grow(self._fresh)
+            self._capacity = copies
         self._positions[ids] = 0
         self._fresh[ids] = 0
         for current, observation in zip(self._observations, tree.flatten(timestep.observation)):

@@ -3,7 +3,7 @@
 By default the learner steps on its own thread (`LearnerThread`), held to the replay ratio
 by reverb's rate limiter as in a distributed run. `deterministic=True` makes the run a
 function of its command: one thread in a fixed order (`ReplayRatio.can_sample` after each
-actor step), seeded in-process replay (rl/replay/seeded.py), checkpoints of the whole
+actor step), seeded in-process replay (rl/replay/dataset.py), checkpoints of the whole
 process state (an exact resume), and learner rows logged by actor steps.
 """
 
@@ -150,7 +150,7 @@ class LocalNodes(lifecycle.Nodes):
     def start(self) -> None:
         import reverb  # Replay pulls in TensorFlow: import it only when a run starts.
 
-        from rl.replay.seeded import SeededReplay
+        from rl.replay.dataset import SeededReplay
         from rl.replay.server import make_server
 
         experiment, program, restore = self.experiment, self.program, self.experiment.restore
