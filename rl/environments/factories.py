@@ -1,14 +1,17 @@
 """Factories named by `_target_` in conf/environment (gymnasium, MuJoCo, DeepMind Control Suite,
-masked, gymnax) and the gymnasium -> dm_env adapter (no JAX import here: config checks stay fast)."""
+gymnax), the gymnasium -> dm_env adapter and headless rendering (MuJoCo's `MUJOCO_GL`, EGL
+or OSMesa, with one-line errors where none works). No JAX import here: config checks stay fast."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes.util
 import difflib
 import functools
 import importlib
 import importlib.util
-from typing import Any, Sequence
+import os
+from typing import Any
 
 import dm_env
 import gymnasium
@@ -16,8 +19,73 @@ import numpy as np
 import tree
 from dm_env import specs
 
-from rl.environments.rendering import RenderingError, choose_mujoco_gl, missing_backend_message
 from rl.quiet import known_warnings_dropped
+
+
+HEADLESS_BACKENDS = {"egl": "EGL", "osmesa": "OSMesa"}
+# The MUJOCO_GL value `choose_mujoco_gl` set (None: it set none; any other value is the user's).
+_chosen: str | None = None
+
+
+class RenderingError(RuntimeError):
+    """An environment cannot render frames here; the message is one line."""
+
+
+def available_headless_backend() -> str | None:
+    """The first headless backend whose library is installed (None: neither)."""
+    return next((backend for backend, library in HEADLESS_BACKENDS.items() if ctypes.util.find_library(library)), None)
+
+
+def choose_mujoco_gl(rendering: bool) -> str | None:
+    """Sets `MUJOCO_GL` unless the user has: without a display a headless backend, or "disable" when
+    none is installed and nothing renders. Returns the backend MuJoCo will use (None: its choice)."""
+    global _chosen
+    current = os.environ.get("MUJOCO_GL")
+    if current is not None and current != _chosen:
+        return current  # The user's choice.
+    if current is None and os.environ.get("DISPLAY"):
+        return None
+    backend = current if current in HEADLESS_BACKENDS else available_headless_backend()
+    if backend is None and rendering:
+        raise RenderingError(missing_backend_message())
+    _chosen = os.environ["MUJOCO_GL"] = backend or "disable"
+    return _chosen
+
+
+def missing_backend_message(detail: str = "") -> str:
+    chosen = os.environ.get("MUJOCO_GL")
+    if chosen is not None and chosen == _chosen == "disable":
+        chosen = None  # Set here because no backend is installed.
+    if chosen in HEADLESS_BACKENDS:
+        what = f"the OpenGL backend MUJOCO_GL={chosen} ({HEADLESS_BACKENDS[chosen]}) does not work here"
+    elif chosen in ("disable", "disabled", "off", "false", "0"):
+        what = f"MUJOCO_GL={chosen} turns rendering off; set MUJOCO_GL=egl or MUJOCO_GL=osmesa"
+    else:
+        what = "no headless OpenGL backend: neither EGL (libegl1) nor OSMesa (libosmesa6) is installed"
+    return f"cannot render MuJoCo frames: {what}" + (f" ({detail})" if detail else "")
+
+
+def render_frame(environment: Any) -> Any:
+    """`environment.render()`, with any rendering failure as one `RenderingError` line."""
+    try:
+        return environment.render()
+    except RenderingError:
+        raise
+    except Exception as error:  # noqa: BLE001 - OpenGL and pygame fail in many ways.
+        message = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        if "mujoco" in type(error).__module__ or "OpenGL" in type(error).__module__ or "GL" in message:
+            raise RenderingError(missing_backend_message(message[:200])) from None
+        raise RenderingError(f"the environment cannot render rgb frames ({message[:200]})") from None
+
+
+def render_fps(environment: Any, default: int = 30) -> int:
+    """Frames per second of an environment's video: gymnasium's `render_fps` metadata,
+    dm_control's control timestep, or `default`."""
+    if isinstance(environment, GymnasiumToDmEnv) and environment.gymnasium_environment.metadata.get("render_fps"):
+        return int(round(environment.gymnasium_environment.metadata["render_fps"]))
+    if isinstance(environment, FlatDmControlWrapper):
+        return max(1, int(round(1.0 / environment.control_timestep())))
+    return default
 
 
 class Float32Specs:
@@ -179,7 +247,7 @@ def make_mujoco_environment(
     kwargs: dict[str, Any] | None = None,
     render_mode: str | None = None,
 ) -> dm_env.Environment:
-    """A gymnasium MuJoCo task; `render_mode="rgb_array"` renders headless (rl/environments/rendering.py)."""
+    """A gymnasium MuJoCo task; `render_mode="rgb_array"` renders headless (`choose_mujoco_gl`)."""
     validate_gymnasium_id(name)
     if not str(gymnasium.envs.registry[name].entry_point).startswith("gymnasium.envs.mujoco"):
         raise ValueError(
@@ -190,28 +258,6 @@ def make_mujoco_environment(
     return make_gymnasium_environment(
         name, seed, render_mode=render_mode, max_episode_steps=max_episode_steps, kwargs=kwargs
     )
-
-
-def make_masked_environment(
-    seed: int,
-    task: str = "CartPole-v1",
-    keep: Sequence[int] = (0, 2),
-    render_mode: str | None = None,
-    max_episode_steps: int | None = None,
-) -> dm_env.Environment:
-    """`environment=cartpole_masked`: task `task` showing only the components `keep` of its flat
-    observation (by default CartPole's position and angle: only a recurrent agent learns it well)."""
-    environment = make_gymnasium_environment(task, seed, render_mode, max_episode_steps).gymnasium_environment
-    spec = space_to_spec(environment.observation_space, "observation")
-    if not isinstance(spec, specs.BoundedArray) or len(spec.shape) != 1:
-        raise ValueError(f"masking needs a flat vector observation, got {spec}")
-    keep = np.asarray([int(index) for index in keep], np.int64)
-    if not len(keep) or any(not 0 <= index < spec.shape[0] for index in keep):
-        raise ValueError(f"keep must name components in [0, {spec.shape[0]}), got {keep.tolist()}")
-    low, high = (np.broadcast_to(bound, spec.shape)[keep] for bound in (spec.minimum, spec.maximum))
-    masked = gymnasium.spaces.Box(low, high, dtype=spec.dtype)
-    environment = gymnasium.wrappers.TransformObservation(environment, functools.partial(np.take, indices=keep), masked)
-    return GymnasiumToDmEnv(environment, seed=int(seed))
 
 
 def _suite(rendering: bool = False) -> Any:

@@ -11,7 +11,7 @@ import dm_env
 import numpy as np
 
 from rl.core import is_discrete
-from rl.environments.rendering import RenderingError, render_fps, render_frame
+from rl.environments.factories import RenderingError, render_fps, render_frame
 
 
 class Observer:

@@ -43,8 +43,7 @@ def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], N
 
 
 class Adder(abc.ABC):
-    """Turns an actor's batched timesteps into items through one trajectory writer. Row `k`
-    is copy `env_ids[k]` (None: `k`) of a vector environment; an item holds one copy's steps."""
+    """Turns an actor's batched timesteps (row `k`: copy `env_ids[k]`, None: `k`) into items of one copy's steps."""
 
     def __init__(self, client: reverb.Client, table: str, timeout_ms: int):
         self._client = client

@@ -21,14 +21,12 @@ def make_server(
     port: int | None = None,
     checkpointer: reverb.checkpointers.CheckpointerBase | None = None,
 ) -> reverb.Server:
-    """A reverb server of `tables` on `port` (None: a free one), checkpointing with
-    `checkpointer` (None: not at all)."""
+    """A reverb server of `tables` on `port` (None: a free one), checkpointing with `checkpointer`, if any."""
     return reverb.Server(list(tables), port=port, checkpointer=checkpointer or NoCheckpointer())
 
 
 class WatchedClient(reverb.Client):
-    """A reverb client whose `replaced()` (the owner's probe) tells whether a new server
-    replaced its own on the same address: an adder then stops waiting for its items."""
+    """A reverb client whose `replaced()` tells whether a new server replaced its own (an adder then stops waiting)."""
 
     def __init__(self, server_address: str, replaced: Callable[[], bool]):
         super().__init__(server_address)
@@ -37,8 +35,7 @@ class WatchedClient(reverb.Client):
 
 @dataclasses.dataclass(frozen=True)
 class QueueRatio:
-    """A one-process learner's stepping rule for a queue (`run_local`, `LearnerThread`): a
-    batch as soon as a whole one is unconsumed; reverb's `Queue` limiter does the waiting."""
+    """A one-process learner's stepping rule for a queue: a batch as soon as a whole one is unconsumed."""
 
     batch_size: int
     max_size: int
@@ -58,6 +55,5 @@ class QueueRatio:
 
 
 def make_queue_table(name: str, max_size: int, signature: Any) -> reverb.Table:
-    """A FIFO queue of at most `max_size` items, each sampled once: inserts wait while it is
-    full (actors wait for the learner), samples while it is empty."""
+    """A FIFO queue of at most `max_size` items, each sampled once: inserts wait while it is full."""
     return reverb.Table.queue(name=name, max_size=int(max_size), signature=signature)

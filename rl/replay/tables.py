@@ -69,8 +69,7 @@ def make_sequence_table(
     rate_limiter: reverb.rate_limiters.RateLimiter,
     priority_exponent: float | None = 0.6,
 ) -> reverb.Table:
-    """A FIFO table of items of `signature` (e.g. R2D2's sequences), sampled in proportion
-    to priority ** `priority_exponent` (None: uniformly)."""
+    """A FIFO table of items of `signature`, sampled by priority ** `priority_exponent` (None: uniformly)."""
     sampler = (
         reverb.selectors.Uniform() if priority_exponent is None else reverb.selectors.Prioritized(priority_exponent)
     )
