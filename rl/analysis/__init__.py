@@ -190,8 +190,7 @@ def _sort_value(label: str) -> tuple[int, Any]:
 
 
 def group_runs(runs: Sequence[Run], hue: str | Sequence[str] | None = None) -> dict[str, list[Run]]:
-    """Runs grouped by `hue`'s value (an override or config key; several give "k1=v1, k2=v2" labels
-    by `short_keys`); no hue: every override that varies but the seed."""
+    """Runs grouped by `hue`'s values (override or config keys); no hue: every override that varies but the seed."""
     if hue is None:
         keys = varying_keys(runs)
     else:
@@ -260,9 +259,8 @@ def summarize(values: np.ndarray) -> dict[str, float]:
 
 
 def aggregate(curves: Sequence[tuple[np.ndarray, np.ndarray]], statistic: Any = np.mean) -> dict[str, np.ndarray]:
-    """`statistic` over the (steps, values) curves ("value") with its 95% bootstrap band ("low",
-    "high") and the curves ("runs") interpolated at the steps all cover: the union of their
-    steps within the shared range (the whole range if none), at most MAX_CURVE_POINTS of them."""
+    """`statistic` over the (steps, values) curves ("value"), its 95% bootstrap band ("low", "high")
+    and the curves ("runs"), interpolated at their steps within the range all cover."""
     curves = [(steps, values) for steps, values in curves if steps.size]
     if not curves:
         return {**dict.fromkeys(("steps", "value", "low", "high"), np.zeros(0)), "runs": np.zeros((0, 0))}
@@ -283,8 +281,7 @@ def plot_curves(
     hue: str | None = None,
     title: str | None = None,
 ) -> Any:
-    """Mean curve per group against actor steps with its 95% bootstrap band (module docstring); the
-    legend, right of the axes, says what lines and bands are (save with bbox_inches="tight")."""
+    """Mean curve per group against actor steps with its 95% bootstrap band (save with bbox_inches="tight")."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 

@@ -37,8 +37,7 @@ def validate_game(name: str) -> str:
 
 
 class EpisodicLife(gymnasium.Wrapper):
-    """Ends the episode at a lost life and plays on, resetting the game only when it is over (DQN's
-    and envpool's `episodic_life`)."""
+    """Ends the episode at a lost life and plays on, resetting the game only when it is over (DQN's)."""
 
     def __init__(self, env: gymnasium.Env):
         super().__init__(env)
@@ -123,8 +122,7 @@ def make_atari_environment(
 
 
 def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVectorEnvironment:
-    """`num_envs` copies of the game stepped by envpool with `make_atari_environment`'s preprocessing
-    and observations for `settings` (its defaults for the rest)."""
+    """`num_envs` copies of the game stepped by envpool, preprocessed as `make_atari_environment(**settings)`."""
     parameters = inspect.signature(make_atari_environment).parameters
     unknown = set(settings) - set(parameters)
     if unknown:

@@ -79,8 +79,7 @@ def render_frame(environment: Any) -> Any:
 
 
 def render_fps(environment: Any, default: int = 30) -> int:
-    """Frames per second of an environment's video: gymnasium's `render_fps` metadata,
-    dm_control's control timestep, or `default`."""
+    """Frames per second of an environment's video: gymnasium's metadata, dm_control's timestep, or `default`."""
     if isinstance(environment, GymnasiumToDmEnv) and environment.gymnasium_environment.metadata.get("render_fps"):
         return int(round(environment.gymnasium_environment.metadata["render_fps"]))
     if isinstance(environment, FlatDmControlWrapper):
@@ -186,8 +185,7 @@ def register_installed_families() -> list[str]:
 
 
 def environment_family(env_id: str) -> str:
-    """A registered id's namespace (`ALE`), else its entry point's package or gymnasium module
-    (`gymnasium.envs.mujoco`)."""
+    """A registered id's namespace (`ALE`), else its entry point's package or gymnasium module."""
     spec = gymnasium.envs.registry[env_id]
     if spec.namespace:
         return spec.namespace
@@ -273,8 +271,7 @@ def _suite(rendering: bool = False) -> Any:
 
 
 class FlatDmControlWrapper(Float32Specs, dm_env.Environment):
-    """The observation dict as one float32 vector (the spec's key order), float32 actions and
-    rewards; dm_control's time limit and `max_episode_steps` truncate (discount 1)."""
+    """The observation dict as one float32 vector, float32 actions and rewards; time limits truncate."""
 
     def __init__(self, environment: dm_env.Environment, max_episode_steps: int | None, render_mode: str | None):
         self._environment = environment
@@ -336,8 +333,7 @@ def make_dm_control_environment(
     name: str | None = None,
     render_mode: str | None = None,
 ) -> dm_env.Environment:
-    """Control Suite task `domain`-`task` seeded with a uint32; `render_mode="rgb_array"` renders
-    headless (EGL or OSMesa). `name` only labels runs."""
+    """Control Suite task `domain`-`task` seeded with a uint32 (`name` only labels runs)."""
     if max_episode_steps is not None and max_episode_steps <= 0:
         raise ValueError(f"max_episode_steps must be > 0 or null, got {max_episode_steps}")
     if render_mode not in (None, "rgb_array"):
@@ -356,8 +352,7 @@ def make_dm_control_environment(
 
 
 def make_gymnax_environment(name: str, seed: int, kwargs: dict[str, Any] | None = None) -> dm_env.Environment:
-    """gymnax environment `name` (CartPole-v1, Breakout-MinAtar, ...) as a float32 dm_env; `kwargs`
-    go to `gymnax.make`. launcher=anakin compiles it instead (`is_jax_native`)."""
+    """gymnax environment `name` as a float32 dm_env (`kwargs` go to `gymnax.make`); launcher=anakin compiles it."""
     from rl.environments.gymnax_vector import GymnaxToDmEnv
 
     return GymnaxToDmEnv(name, seed, kwargs)

@@ -37,8 +37,7 @@ def stack(items: Sequence[Any]) -> Any:
 
 
 class VectorEnvironment:
-    """`num_envs` dm_envs behind one batched interface (fields with a leading (len(env_ids),) axis); a copy
-    whose step was its episode's last is `reset(env_ids=...)` before its next step."""
+    """`num_envs` dm_envs behind one batched interface; a copy whose episode ended is `reset(env_ids=...)` next."""
 
     def __init__(self, environments: Sequence[dm_env.Environment]):
         if not environments:
@@ -111,9 +110,8 @@ def quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 class EnvpoolVectorEnvironment(Float32Specs):
-    """`num_envs` copies of envpool task `name` (`kwargs` go to `envpool.make`); other episodes than
-    gymnasium's at a seed, no rendering. With `atari`: frames channels last, resets as envpool's
-    auto-reset (play goes on after a lost life), `game_scores` sum the unclipped rewards of a game."""
+    """`num_envs` copies of envpool task `name` (`kwargs` go to `envpool.make`; no rendering). With
+    `atari`: frames channels last, resets as envpool's auto-reset, `game_scores` of whole games."""
 
     def __init__(self, name: str, seed: int, num_envs: int, atari: bool = False, **kwargs: Any):
         try:

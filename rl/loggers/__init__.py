@@ -16,9 +16,8 @@ __all__ = ["CSVLogger", "DefaultLoggerFactory", "Dispatcher", "TimeFilter", "Wal
 
 
 class DefaultLoggerFactory(LoggerFactory):
-    """One logger per node label to the sinks the config switches on; set, `wandb.name`/`group` win
-    over `run_name`/`run_group`. The terminal shows every evaluation, at most one other record per
-    `terminal_time_delta` s. `start_time` (epoch s; a resume moves it back) is `wall_time_s`'s origin."""
+    """One logger per node label to the sinks the config switches on; the terminal shows every evaluation,
+    at most one other record per `terminal_time_delta` s. `start_time` (epoch s) is `wall_time_s`'s origin."""
 
     def __init__(
         self,

@@ -79,8 +79,7 @@ def _shared(path: str) -> _SharedFile:
 
 
 def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: str) -> int:
-    """Moves the rows of `path` for which `moved` holds to the end of `destination` and returns
-    how many; `path` is replaced atomically, its loggers here waiting."""
+    """Moves the rows of `path` for which `moved` holds to the end of `destination`; returns how many."""
     shared = _shared(os.path.abspath(path))
     with shared.lock:
         if not os.path.exists(path):

@@ -95,8 +95,7 @@ _SWEEP_STAMP = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})[/\\_T -]+(?P<time>\d{2}[
 
 
 def default_group(sweep_dir: str, subject: Sequence[str] = ()) -> str:
-    """A multirun's W&B group, `<subject>-<when>`: what every job shares, then the date and time of
-    Hydra's sweep directory (else its name)."""
+    """A multirun's W&B group: what every job shares, then the date and time of Hydra's sweep directory."""
     path = os.path.normpath(str(sweep_dir))
     stamp = _SWEEP_STAMP.search(path)
     when = f"{stamp.group('date')}-{stamp.group('time').replace(':', '-')}" if stamp else os.path.basename(path)

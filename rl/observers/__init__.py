@@ -128,9 +128,8 @@ def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
 
 
 class VideoRecorder(Observer):
-    """conf/observers/video.yaml: MP4s of copy 0's every `every`-th episode, to
-    `<run_directory>/videos/<label>_<instance>_episode_<n>.mp4` (or only the first to `path`), their
-    paths as the records' `video`. `fps` None: the environment's."""
+    """conf/observers/video.yaml: MP4s of copy 0's every `every`-th episode in `<run_directory>/videos/`
+    (or only the first, to `path`), their paths as the records' `video`. `fps` None: the environment's."""
 
     render = True
 

@@ -309,9 +309,8 @@ def decode_sequences(data: Any) -> SequenceStep:
 
 
 class SequenceAdder(Adder):
-    """Items of `sequence_length` rows of one copy's steps, a new one every `period` rows, never across
-    an episode's end, which adds a row of the final observation (mask 0: a truncation bootstraps from
-    it), then zero rows. `add` takes the actor's `extras` (one row per copy, as in `step_spec`)."""
+    """Items of `sequence_length` rows of one copy's steps, one every `period` rows, never across an
+    episode's end, which adds a row of the final observation (mask 0), then zero rows."""
 
     def __init__(
         self,
