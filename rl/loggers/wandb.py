@@ -15,17 +15,9 @@ from rl.loggers.base import COUNT_KEY, Logger, LoggingData, to_python_scalar
 
 STEP_METRIC = "actor_steps"
 # summary.json's fields that become the W&B run's summary metrics.
-SUMMARY_KEYS = (
-    "final_eval_return",
-    "best_eval_return",
-    "actor_steps_per_second",
-    "time_to_threshold_s",
-    "steps_to_threshold",
-    "actor_steps",
-    "learner_steps",
-    "episodes",
-    "wall_time_s",
-    "status",
+SUMMARY_KEYS = tuple(
+    "final_eval_return best_eval_return actor_steps_per_second time_to_threshold_s steps_to_threshold actor_steps "
+    "learner_steps episodes wall_time_s status".split()
 )
 MAX_TAG_LENGTH = 64  # W&B refuses longer tags.
 REDACTED = "<redacted>"
