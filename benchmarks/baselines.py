@@ -81,7 +81,7 @@ class PresetResult:
 
     def statistics(self) -> dict[str, float]:
         """IQM and mean of the final returns with their 95% bootstrap intervals (as rliable's, for one task)."""
-        from rl.analysis.stats import summarize
+        from rl.analysis import summarize
 
         return summarize(self.values("final_eval_return"))
 
@@ -169,8 +169,7 @@ def curve_iqm(curves: Sequence[Sequence[Sequence[float]]]) -> dict[str, Any]:
     """IQM over seeds of [[actor steps, return], ...] curves on the steps they share, with 95% bootstrap bands."""
     import numpy as np
 
-    from rl.analysis.plotting import aggregate
-    from rl.analysis.stats import iqm
+    from rl.analysis import aggregate, iqm
 
     arrays = []
     for curve in curves:

@@ -18,7 +18,7 @@ def learner_rates(experiment: Any, settings: Settings, reverb_fed: bool = True) 
     import jax
 
     from rl.counting import Counter
-    from rl.loggers.aggregators import TimeFilter
+    from rl.loggers.base import TimeFilter
 
     builder, spec = experiment.builder, experiment.environment_spec
     sgd_steps = int(getattr(builder.config, "sgd_steps_per_learner_step", 1))

@@ -16,7 +16,7 @@ from rl import core
 from rl.counting import Counter
 from rl.environments.vector import VectorEnvironment
 from rl.loggers.base import Logger, NoOpLogger
-from rl.observers.base import Observer
+from rl.observers import Observer
 
 # Keys of an episode record that are not an observer's metric.
 EPISODE_KEYS = ("episode_return", "episode_length", "steps_per_second")

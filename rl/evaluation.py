@@ -134,7 +134,7 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
 
     from rl.checkpointing import CheckpointError, read_state, restore_learner_state
     from rl.counting import Counter
-    from rl.environments.rendering import RenderingError
+    from rl.environments.factories import RenderingError
     from rl.experiments.builders import DistributedProgram
     from rl.observers import VideoRecorder
 

@@ -29,8 +29,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")  # Files only: no display, no interactive backend.
 
-from rl.analysis import DEFAULT_METRIC, find_runs, final_table, format_table, group_runs, plot_curves  # noqa: E402
-from rl.analysis.runs import varying_keys  # noqa: E402
+from rl.analysis import DEFAULT_METRIC, find_runs, final_table, format_table, group_runs, plot_curves, varying_keys  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

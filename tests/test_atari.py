@@ -12,7 +12,7 @@ import pytest
 from conftest import read_summary, run_train
 from test_config import build
 from rl.environments.atari import make_atari_environment, make_atari_envpool
-from rl.environments.envpool_vector import envpool_factory
+from rl.environments.vector import envpool_factory
 from rl.experiments.make_experiment import ConfigError
 from rl.networks import conv
 from rl.core import make_environment_spec
@@ -165,7 +165,7 @@ def test_evaluators_play_whole_unclipped_games_while_training_clips(tmp_path):
     _, start, lives = play(evaluation=True)
     assert lives == 0 and start == 5  # A whole game.
     assert experiment.evaluation_environment_factory.keywords["reward_clip"] is False
-    from rl.observers.game_score import GameScore
+    from rl.observers import GameScore
 
     assert GameScore in experiment.observers  # Training records carry the game's score too.
 
@@ -463,7 +463,7 @@ def test_training_records_carry_the_game_score_of_each_whole_game(backend):
     clipped per-life returns. The record of the episode that ends a game carries the
     game's own score: the unclipped sum over its lives (SpaceInvaders scores 5 to 200 a hit)."""
     from rl.environments.vector import VectorEnvironment
-    from rl.observers.game_score import GameScore
+    from rl.observers import GameScore
 
     def make(reward_clip: bool):
         if backend == "envpool":

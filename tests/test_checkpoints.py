@@ -171,7 +171,7 @@ def test_replay_checkpoint_tables_are_compared_with_the_config(tmp_path):
 
     from rl.agents.dqn.builder import DQNBuilder
     from rl.replay.adders import NStepTransitionAdder
-    from rl.replay.codecs import transition_codec
+    from rl.replay.adders import transition_codec
 
     def tables(**settings):
         config = DQNConfig(**{"batch_size": BATCH, "min_replay_size": 10, "max_replay_size": 1000, **settings})

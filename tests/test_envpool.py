@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from test_config import build
-from rl.environments.envpool_vector import EnvpoolVectorEnvironment
+from rl.environments.vector import EnvpoolVectorEnvironment
 from rl.experiments.make_experiment import ConfigError
 
 pytest.importorskip("envpool")
@@ -61,7 +61,7 @@ def test_episodes_end_with_dm_env_discounts_and_reset_on_request():
 
 
 def test_an_experiment_with_the_envpool_backend_acts_through_it(tmp_path):
-    from rl.environments.envpool_vector import EnvpoolVectorEnvironment as Envpool
+    from rl.environments.vector import EnvpoolVectorEnvironment as Envpool
     from rl.experiments.builders import make_environment
 
     experiment, _ = build(["environment.backend=envpool", "environment.num_envs=3"], tmp_path)

@@ -24,7 +24,7 @@ from rl.agents.impala import IMPALAConfig
 from rl.agents.impala.builder import IMPALABuilder
 from rl.agents.impala.builder import impala_loss, vtrace_targets
 from rl.counting import Counter
-from rl.replay.sequences import SequenceStep
+from rl.replay.adders import SequenceStep
 from rl.replay.server import make_server
 from rl.core import EnvironmentSpec
 

@@ -28,7 +28,7 @@ from rl.loggers.base import Logger, NoOpLogger
 from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy
 from rl.replay.dataset import make_dataset, make_replay_iterator
-from rl.replay.codecs import transition_codec
+from rl.replay.adders import transition_codec
 from rl.replay.tables import make_transition_table
 from rl.core import VariableClient
 

@@ -18,7 +18,7 @@ from rl.agents.dqn.builder import learning_rate_schedule
 from rl.counting import Counter
 from rl.loggers.base import Logger
 from rl.replay.dataset import ReplaySample
-from rl.replay.sequences import SequenceStep
+from rl.replay.adders import SequenceStep
 from rl.core import EnvironmentSpec, Transition
 
 DISCRETE = EnvironmentSpec(

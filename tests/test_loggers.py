@@ -213,7 +213,7 @@ def test_learner_csv_keeps_one_record_per_interval_as_documented(tmp_path, monke
     """What rl/loggers/csv.py and docs/architecture.md say of learner.csv: behind the
     learner's `TimeFilter` the first record is kept, the next ones within
     `learner_log_interval_s` are dropped (not averaged), and the first after it is kept."""
-    import rl.loggers.aggregators as aggregators
+    import rl.loggers.base as aggregators
     import rl.loggers.csv as csv_module
     from rl.loggers import TimeFilter
 

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from conftest import ROOT
 from rl.experiments.make_experiment import tracking_settings
-from rl.loggers.terminal import TerminalLogger, format_number, format_record
+from rl.loggers.base import TerminalLogger, format_number, format_record
 from rl.loggers.wandb import default_group, node_metrics, override_tags, summary_metrics
 
 RECORD = {
@@ -183,7 +183,7 @@ LEARNER_RECORD = {"td_error": 0.5, "actor_episodes": 3, "learner_steps": 7, "act
 def test_the_steps_key_leads_the_terminal_line_and_the_csv_columns(tmp_path, monkeypatch):
     import csv
 
-    from rl.loggers.factory import DefaultLoggerFactory
+    from rl.loggers import DefaultLoggerFactory
 
     assert format_record("learner", LEARNER_RECORD, steps_key="learner_steps") == (
         "[learner] learner_steps=7 actor_steps=1400 td_error=0.5 actor_episodes=3 wall_time_s=2"

@@ -179,7 +179,7 @@ def test_optuna_labels_are_rounded_and_the_legend_lies_outside_the_axes(optuna_s
 
 
 def test_labels_keep_short_values_and_round_long_ones():
-    from rl.analysis.runs import short_keys, short_value
+    from rl.analysis import short_keys, short_value
 
     assert [short_value(v) for v in ("1e-3", "3e-4", "0.25", "500", "3.14159", "0.00012345678", "2.5e-05", "dqn")] == [
         "1e-3",

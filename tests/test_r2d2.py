@@ -164,7 +164,7 @@ def all_items(client, builder, count: int) -> dict[int, tuple[object, float]]:
     `count` are seen."""
     import tree
 
-    from rl.replay.sequences import step_spec
+    from rl.replay.adders import step_spec
 
     layout = step_spec(COUNTER_SPEC, builder.extras_spec())
     found: dict[int, tuple[object, float]] = {}
@@ -269,7 +269,7 @@ def toy_batch(discount_2: float):
     Q-values themselves (see `scaled_unroll`). Trace rows: steps at 0, 1, 2, the episode's
     final observation at 3 (mask 0) and padding at 4; d_2 = `discount_2` (1: time limit,
     0: termination)."""
-    from rl.replay.sequences import SequenceStep
+    from rl.replay.adders import SequenceStep
 
     burn = [[9.0, -9.0], [7.0, 5.0]]
     trace = [[0.5, 1.0], [1.0, 2.0], [3.0, 1.0], [2.0, 4.0], [0.0, 0.0]]

@@ -7,7 +7,7 @@ import reverb
 import tree
 
 from rl.replay.adders import NStepTransitionAdder, n_step_return
-from rl.replay.codecs import ColumnCodec
+from rl.replay.adders import ColumnCodec
 from rl.replay.tables import ReplayRatio
 from rl.core import EnvironmentSpec, Transition
 from dm_env import specs
@@ -265,7 +265,7 @@ def test_sampling_that_gets_no_batch_within_its_bound_names_the_server_and_table
 
 
 def test_packed_codec_round_trips_a_transition_exactly():
-    from rl.replay.codecs import ColumnCodec, PackedCodec, transition_codec
+    from rl.replay.adders import ColumnCodec, PackedCodec, transition_codec
 
     spec = EnvironmentSpec(
         observations={"position": specs.Array((2, 3), np.float32), "flag": specs.Array((), np.bool_)},
@@ -297,7 +297,7 @@ def test_packed_codec_round_trips_a_transition_exactly():
 
 
 def test_packed_items_round_trip_through_a_table_and_the_learners_iterator():
-    from rl.replay.codecs import transition_codec
+    from rl.replay.adders import transition_codec
     from rl.replay.dataset import make_replay_iterator
     from rl.replay.tables import make_transition_table
 

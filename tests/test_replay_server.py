@@ -46,7 +46,7 @@ def test_a_writer_facing_a_dead_server_raises_a_timeout_naming_it_after_its_boun
     from dm_env import specs
 
     from rl.replay.adders import NStepTransitionAdder, ReplayTimeoutError
-    from rl.replay.codecs import transition_codec
+    from rl.replay.adders import transition_codec
     from rl.replay.tables import make_transition_table
     from rl.core import EnvironmentSpec
 

@@ -1,4 +1,4 @@
-"""The deterministic mode's in-process replay (rl/replay/seeded.py): reverb's table
+"""The deterministic mode's in-process replay (rl/replay/dataset.py): reverb's table
 semantics with a seeded choice of items."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from rl.replay.adders import NStepTransitionAdder, item_inserter
 from rl.replay.dataset import PrefetchingIterator
-from rl.replay.seeded import SeededReplay, SeededTable, learner_iterator
+from rl.replay.dataset import SeededReplay, SeededTable, learner_iterator
 
 SIGNATURE = tf.TensorSpec((2,), tf.float32)
 
@@ -86,7 +86,7 @@ def test_an_nstep_adder_writes_the_same_items_to_reverb_and_to_the_seeded_replay
     import dm_env
     from dm_env import specs
 
-    from rl.replay.codecs import transition_codec
+    from rl.replay.adders import transition_codec
     from rl.core import EnvironmentSpec
 
     spec = EnvironmentSpec(

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from conftest import ROOT, read_summary, read_wandb_offline_run, run_train
 from rl.experiments.summary import ProgressDisplay
-from rl.loggers.factory import DefaultLoggerFactory
+from rl.loggers import DefaultLoggerFactory
 from rl.loggers.wandb import REDACTED, WandbRun, git_state, redact_secrets
 
 FAKE_KEY = "fake0wandb0api0key0" + "7f3a9c1e5b2d4f6a8c0e1d3b5f7a9c1e"

@@ -22,7 +22,7 @@ from rl.experiments.config import ExperimentConfig
 from rl.loggers.base import Logger
 from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy
-from rl.replay.codecs import transition_codec
+from rl.replay.adders import transition_codec
 
 N_STEP = 2
 

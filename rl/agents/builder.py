@@ -253,7 +253,7 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
         return self.config.batch_size * self.config.sgd_steps_per_learner_step
 
     def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.codecs import transition_codec
+        from rl.replay.adders import transition_codec
 
         return transition_codec(environment_spec).signature()
 
@@ -270,7 +270,7 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
 
     def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
         from rl.replay.adders import NStepTransitionAdder
-        from rl.replay.codecs import transition_codec
+        from rl.replay.adders import transition_codec
 
         codec = transition_codec(environment_spec)
         return NStepTransitionAdder(
@@ -278,8 +278,8 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
         )
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        from rl.replay.codecs import transition_codec
-        from rl.replay.seeded import learner_iterator
+        from rl.replay.adders import transition_codec
+        from rl.replay.dataset import learner_iterator
 
         decode = transition_codec(environment_spec).decode
         return learner_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step, decode)
@@ -294,7 +294,7 @@ class SequenceReplayBuilder(ActorLearnerBuilder):
         """What each stored row carries besides the step."""
 
     def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.sequences import SequenceAdder, step_spec
+        from rl.replay.adders import SequenceAdder, step_spec
 
         return SequenceAdder(
             replay_client,
@@ -305,8 +305,8 @@ class SequenceReplayBuilder(ActorLearnerBuilder):
         )
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        from rl.replay.seeded import learner_iterator
-        from rl.replay.sequences import decode_sequences
+        from rl.replay.dataset import learner_iterator
+        from rl.replay.adders import decode_sequences
 
         table, batch_size = self.config.replay_table_name, self.samples_per_learner_step
         return learner_iterator(replay_client, table, batch_size, decode=decode_sequences)

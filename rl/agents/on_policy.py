@@ -18,7 +18,7 @@ from rl.policies import Sample
 from rl.core import EnvironmentSpec, is_discrete
 
 if TYPE_CHECKING:
-    from rl.replay.sequences import SequenceStep
+    from rl.replay.adders import SequenceStep
 
 
 class RunningStatistics(NamedTuple):
@@ -104,7 +104,7 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
 
     @property
     def replay_ratio(self) -> Any:
-        from rl.replay.queue import QueueRatio
+        from rl.replay.server import QueueRatio
 
         return QueueRatio(self.samples_per_learner_step, self.config.queue_size)
 
@@ -120,8 +120,8 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
         return extras
 
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
-        from rl.replay.queue import make_queue_table
-        from rl.replay.sequences import sequence_signature
+        from rl.replay.server import make_queue_table
+        from rl.replay.adders import sequence_signature
 
         extras = self.extras_spec(environment_spec)
         signature = sequence_signature(environment_spec, self.config.sequence_length, extras)

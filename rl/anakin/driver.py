@@ -22,8 +22,7 @@ from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
 from rl.checkpointing import trim_logs
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
-from rl.loggers.base import Logger
-from rl.loggers.terminal import format_number
+from rl.loggers.base import Logger, format_number
 
 # The run's transcript: train.log only (conf/hydra/job_logging/rl.yaml), as the records' lines.
 TRANSCRIPT = logging.getLogger("rl.transcript")

@@ -280,7 +280,7 @@ class OffPolicySystem(System):
 
 
 class Sequences(NamedTuple):
-    """rl.replay.sequences.SequenceStep's fields (what `ppo_update` reads) without reverb, each (N, T + 1, ...)."""
+    """rl.replay.adders.SequenceStep's fields (what `ppo_update` reads) without reverb, each (N, T + 1, ...)."""
 
     observation: Any
     action: Any

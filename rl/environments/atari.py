@@ -1,6 +1,5 @@
 """`environment=atari`: ALE games with the standard DQN preprocessing, through gymnasium or envpool
-alike (docs/atari.md): uint8 [84, 84, 4] observations (frames oldest first); the step that ends a
-whole game carries its unclipped score (`info["game_score"]`, envpool: `game_scores`)."""
+alike (docs/atari.md); the step that ends a whole game carries its unclipped score."""
 
 from __future__ import annotations
 
@@ -13,9 +12,8 @@ import dm_env
 import gymnasium
 import numpy as np
 
-from rl.environments.envpool_vector import EnvpoolVectorEnvironment
-from rl.environments.factories import register_installed_families
-from rl.environments.wrappers import GymnasiumToDmEnv
+from rl.environments.factories import GymnasiumToDmEnv, register_installed_families
+from rl.environments.vector import EnvpoolVectorEnvironment
 
 
 def game_name(name: str) -> str:
@@ -39,8 +37,7 @@ def validate_game(name: str) -> str:
 
 
 class EpisodicLife(gymnasium.Wrapper):
-    """Ends the episode at a lost life and plays on with the lives left, resetting the game only
-    when it is over (DQN's and envpool's `episodic_life`; gymnasium's restarts the game)."""
+    """Ends the episode at a lost life and plays on, resetting the game only when it is over (DQN's)."""
 
     def __init__(self, env: gymnasium.Env):
         super().__init__(env)
@@ -108,7 +105,7 @@ def make_atari_environment(
     environment = gymnasium.wrappers.AtariPreprocessing(
         environment, noop_max=int(noop_max), frame_skip=int(frame_skip), screen_size=int(screen_size), scale_obs=False
     )
-    # `info["game_score"]["r"]` where a game ends: inside `EpisodicLife` and clipping, it sees whole games.
+    # `info["game_score"]["r"]` where a whole game ends (inside `EpisodicLife` and clipping).
     environment = gymnasium.wrappers.RecordEpisodeStatistics(environment, stats_key="game_score")
     if episodic_life:
         environment = EpisodicLife(environment)
@@ -125,8 +122,7 @@ def make_atari_environment(
 
 
 def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVectorEnvironment:
-    """`num_envs` copies of the game stepped by envpool with `make_atari_environment`'s preprocessing
-    for `settings` (its defaults for the rest) and observations."""
+    """`num_envs` copies of the game stepped by envpool, preprocessed as `make_atari_environment(**settings)`."""
     parameters = inspect.signature(make_atari_environment).parameters
     unknown = set(settings) - set(parameters)
     if unknown:
@@ -147,7 +143,7 @@ def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVect
         "use_fire_reset": False,  # So that both backends play the same game.
         "use_inter_area_resize": True,
         "max_episode_steps": int(max_episode_steps if max_episode_steps is not None else 10**9),
-        # envpool's default, a thread per copy, fights over a small machine's cores (x32 slower than x8).
+        # Not a thread per copy (its default): they fight over a small machine's cores.
         "num_threads": max(1, min(int(num_envs), os.cpu_count() or 1)),
     }
     return EnvpoolVectorEnvironment(f"{game_name(chosen['name'])}-v5", seed, num_envs, atari=True, **options)

@@ -1,6 +1,5 @@
-"""gymnax environments: `GymnaxVector`, pure copies for compiled runs (launcher=anakin), and
-`GymnaxToDmEnv`, one copy as a dm_env for launcher=local/ray (slow, for checking). Unlike
-gymnax's `step`, theirs tell termination (discount 0) from the time limit."""
+"""gymnax environments: `GymnaxVector`, pure copies for launcher=anakin, and `GymnaxToDmEnv`, one
+copy as a dm_env for launcher=local/ray; both tell termination (discount 0) from the time limit."""
 
 from __future__ import annotations
 
@@ -14,16 +13,15 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from rl.environments.wrappers import Float32Specs
+from rl.environments.factories import Float32Specs
 
-# MinAtar's gymnax code writes ints into boolean arrays; JAX warns at every trace.
+# MinAtar writes ints into boolean arrays; JAX warns at every trace.
 warnings.filterwarnings("ignore", message="scatter inputs have incompatible types", category=FutureWarning)
 
 
 def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, Any, specs.Array, specs.Array]:
-    """(environment, default parameters, observation spec, action spec) of gymnax id `name`, or
-    a ValueError naming the registered ids. Observations are float32, their shape traced from a
-    reset (`observation_space` would compile, and JAX's first compilation decides on the cache)."""
+    """(environment, default parameters, observation spec, action spec) of gymnax id `name`; float32
+    observations, their shape traced from a reset (`observation_space` would compile)."""
     import gymnax
     from gymnax.environments.spaces import Discrete
 
@@ -42,9 +40,8 @@ def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, A
 
 
 class EnvStep(NamedTuple):
-    """One batched step, fields (num_envs, ...): `observation` the next to act on (a new
-    episode's first where `done`), `discount` 0 only at terminations, `final_observation` the
-    one reached before any reset, `episode_return`/`episode_length` of the ended episode (else 0)."""
+    """One batched step, fields (num_envs, ...): `observation` the next to act on (a new episode's
+    where `done`), `final_observation` the one before any reset, episode return/length where it ended (else 0)."""
 
     observation: jax.Array
     reward: jax.Array
@@ -64,9 +61,8 @@ class VectorState(NamedTuple):
 
 
 def single_step(environment: Any, params: Any, key: jax.Array, env_state: Any, action: jax.Array) -> tuple:
-    """One step of one copy without a reset: (observation, state, reward, done, truncated).
-    `truncated`: the time limit where the task (asked with an unreachable limit) did not end too,
-    so a termination on the last allowed step has discount 0."""
+    """One step of one copy without a reset: (observation, state, reward, done, truncated); a
+    termination on the last allowed step is not truncated."""
     observation, env_state, reward, done, _ = environment.step_env(key, env_state, action, params)
     done = jnp.asarray(done, bool)
     unlimited = dataclasses.replace(params, max_steps_in_episode=np.iinfo(np.int32).max)
@@ -124,7 +120,7 @@ class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
 
     def __init__(self, name: str, seed: int, kwargs: dict[str, Any] | None = None):
         self._environment, self._params, self._observation_spec, self._action_spec = make_gymnax(name, kwargs)
-        # The key is made at the first reset: JAX's first computation decides on the compilation cache.
+        # The key is made at the first reset: JAX's first computation decides on the cache.
         self._seed, self._key, self._state = int(seed), None, None
         self._reset = jax.jit(lambda key: self._environment.reset_env(key, self._params))
         self._step = jax.jit(

@@ -1,6 +1,5 @@
-"""`environment=cartpole_masked`: observations that keep only some components. CartPole
-without its velocities must infer them from the past: a feed-forward agent plays it
-poorly, a recurrent one (R2D2) can learn it."""
+"""`environment=cartpole_masked`: observations that keep only some components (CartPole without
+its velocities: a feed-forward agent plays it poorly, a recurrent one, R2D2, can learn it)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ import gymnasium
 import numpy as np
 from dm_env import specs
 
-from rl.environments.factories import make_gymnasium_environment
-from rl.environments.wrappers import GymnasiumToDmEnv, space_to_spec
+from rl.environments.factories import GymnasiumToDmEnv, make_gymnasium_environment, space_to_spec
 
 
 def make_masked_environment(
@@ -23,8 +21,7 @@ def make_masked_environment(
     render_mode: str | None = None,
     max_episode_steps: int | None = None,
 ) -> dm_env.Environment:
-    """Gymnasium task `task` showing only the components `keep` of its flat observation, in that
-    order (by default CartPole-v1's cart position and pole angle)."""
+    """Task `task` showing only the components `keep` of its flat observation, in that order."""
     environment = make_gymnasium_environment(task, seed, render_mode, max_episode_steps).gymnasium_environment
     spec = space_to_spec(environment.observation_space, "observation")
     if not isinstance(spec, specs.BoundedArray) or len(spec.shape) != 1:

@@ -15,9 +15,8 @@ from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment
 from rl.experiments.config import ExperimentConfig, enable_compilation_cache
-from rl.loggers.aggregators import TimeFilter
-from rl.loggers.base import Logger, NoOpLogger
-from rl.observers.base import Observer
+from rl.loggers.base import Logger, NoOpLogger, TimeFilter
+from rl.observers import Observer
 
 MakeActor = Callable[..., core.Actor]  # (random_key, policy, environment_spec, variable_source, adder)
 # (random_key, variable_source, counter, make_actor, instance=) -> evaluation loop: `build_evaluator`.

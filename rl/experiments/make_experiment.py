@@ -424,7 +424,7 @@ def make_experiment(
     probe.close()
     vector_environment_factory = None
     if backend == "envpool":
-        from rl.environments.envpool_vector import envpool_factory
+        from rl.environments.vector import envpool_factory
 
         try:
             vector_environment_factory = envpool_factory(environment_options, environment_spec)
@@ -507,7 +507,7 @@ def make_experiment(
         _user_error(key, observer_factory, label="actor", instance=0, run_directory=run_directory)  # Builds?
         observers.append(observer_factory)
     if evaluation_environment_factory is not None:  # Training records show the game's own score too.
-        from rl.observers.game_score import GameScore
+        from rl.observers import GameScore
 
         observers.append(GameScore)
 

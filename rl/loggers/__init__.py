@@ -1,7 +1,88 @@
-"""Loggers: terminal, CSV and Weights & Biases sinks plus wrappers that combine them."""
+"""Loggers: terminal, CSV and Weights & Biases sinks, the wrappers that combine them, and the
+factory conf/logger names."""
 
-from rl.loggers.aggregators import Dispatcher, TimeFilter, WallTime
+from __future__ import annotations
+
+import copy
+import os
+import time
+from typing import Any, Mapping, Sequence
+
+from rl.loggers.base import Dispatcher, Logger, LoggerFactory, NoOpLogger, TerminalLogger, TimeFilter, WallTime
 from rl.loggers.csv import CSVLogger
-from rl.loggers.factory import DefaultLoggerFactory
+from rl.loggers.wandb import WandbLogger, WandbRun
 
 __all__ = ["CSVLogger", "DefaultLoggerFactory", "Dispatcher", "TimeFilter", "WallTime"]
+
+
+class DefaultLoggerFactory(LoggerFactory):
+    """One logger per node label to the sinks the config switches on; the terminal shows every evaluation,
+    at most one other record per `terminal_time_delta` s. `start_time` (epoch s) is `wall_time_s`'s origin."""
+
+    def __init__(
+        self,
+        terminal: bool = True,
+        csv: bool = True,
+        wandb: Mapping[str, Any] | None = None,
+        terminal_time_delta: float = 5.0,
+        directory: str = "logs",
+        run_name: str | None = None,
+        run_config: Mapping[str, Any] | None = None,
+        run_group: str | None = None,
+        run_tags: Sequence[str] = (),
+    ):
+        self.terminal = terminal
+        self.csv = csv
+        self.terminal_time_delta = terminal_time_delta
+        self.directory = os.path.abspath(directory)
+        self.start_time = time.time()
+        self.wandb_run: WandbRun | None = None
+        if wandb is not None:
+            settings = dict(wandb)
+            tags = list(settings.get("tags") or [])
+            settings["tags"] = tags + [tag for tag in run_tags if tag not in tags]
+            for key, default in (("name", run_name), ("group", run_group)):
+                if settings.get(key) is None:
+                    settings[key] = default
+            self.wandb_run = WandbRun(directory=os.path.dirname(self.directory), config=run_config, **settings)
+        self._loggers: list[Logger] = []
+
+    def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
+        sinks: list[Logger] = []
+        if self.terminal:
+            terminal = TerminalLogger(label, instance, steps_key)
+            sinks.append(terminal if label == "evaluator" else TimeFilter(terminal, self.terminal_time_delta))
+        if self.csv:
+            sinks.append(CSVLogger(self.directory, label, steps_key=steps_key or "actor_steps"))
+        if self.wandb_run is not None:
+            sinks.append(WandbLogger(self.wandb_run, label, steps_key))
+        if not sinks:
+            return NoOpLogger()
+        fields = {f"{label}_id": instance} if instance is not None else None
+        logger = WallTime(Dispatcher(sinks), lambda: time.time() - self.start_time, fields)
+        self._loggers.append(logger)
+        return logger
+
+    def start(self) -> None:
+        if self.wandb_run is not None:
+            self.wandb_run.start()
+
+    def record_summary(self, summary: Mapping[str, Any]) -> None:
+        if self.wandb_run is not None:
+            self.wandb_run.summarize(summary)
+
+    def replica(self, directory: str, index: int, seed: int) -> "DefaultLoggerFactory":
+        """CSV logs under `directory`/logs on the run's clock, no terminal, the replica's W&B run."""
+        replica = copy.copy(self)
+        replica.directory = os.path.join(directory, "logs")
+        replica.terminal = False
+        replica.wandb_run = self.wandb_run.replica(index, seed, directory) if self.wandb_run is not None else None
+        replica._loggers = []
+        return replica
+
+    def close(self, exit_code: int = 0) -> None:
+        for logger in self._loggers:
+            logger.close()
+        self._loggers.clear()
+        if self.wandb_run is not None:
+            self.wandb_run.finish(exit_code=exit_code)

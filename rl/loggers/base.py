@@ -1,25 +1,32 @@
-"""The logger interface: a record is a flat mapping of names to numbers or strings."""
+"""The logger interface (a record is a flat mapping of names to numbers or strings), the
+terminal logger and the loggers that wrap others: fan-out, rate limits, fixed fields, wall time."""
 
 from __future__ import annotations
 
 import abc
+import logging
+import math
 import re
-from typing import Any, Mapping
+import time
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import rich
+from rich.markup import escape
 
 LoggingData = Mapping[str, Any]
 # Step and episode counts of any node (`learner_steps`, `evaluator_episodes`, ...).
 COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")
+TRANSCRIPT = logging.getLogger("rl.transcript")
 
 
 class Logger(abc.ABC):
     @abc.abstractmethod
     def write(self, data: LoggingData) -> None:
-        """Records one row."""
+        pass
 
     def close(self) -> None:
-        """Flushes and releases whatever the logger holds."""
+        pass
 
 
 class LoggerFactory:
@@ -57,3 +64,133 @@ def to_python_scalar(value: Any) -> Any:
         return value
     array = np.asarray(value)
     return array.item() if array.size == 1 else array.tolist()
+
+
+class Dispatcher(Logger):
+    """Writes each record to several loggers."""
+
+    def __init__(self, loggers: Sequence[Logger]):
+        self._loggers = list(loggers)
+
+    def write(self, data: LoggingData) -> None:
+        for logger in self._loggers:
+            logger.write(data)
+
+    def close(self) -> None:
+        for logger in self._loggers:
+            logger.close()
+
+
+class TimeFilter(Logger):
+    """Passes at most one record every `time_delta` seconds (all of them when it is 0)."""
+
+    def __init__(self, logger: Logger, time_delta: float):
+        self._logger = logger
+        self._time_delta = time_delta
+        self._last = -float("inf")
+
+    def write(self, data: LoggingData) -> None:
+        now = time.monotonic()
+        if self._time_delta <= 0 or now - self._last >= self._time_delta:
+            self._last = now
+            self._logger.write(data)
+
+    def close(self) -> None:
+        self._logger.close()
+
+
+class StepFilter(Logger):
+    """Passes the first record in each window of `every` counts of `steps_key` (a schedule
+    independent of the run's speed); `get_state`/`set_state`: the last window passed."""
+
+    def __init__(self, logger: Logger, steps_key: str, every: int):
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self._logger = logger
+        self._steps_key = steps_key
+        self._every = every
+        self._window = -1
+
+    def write(self, data: LoggingData) -> None:
+        window = int(data.get(self._steps_key, 0)) // self._every
+        if window > self._window:
+            self._window = window
+            self._logger.write(data)
+
+    def get_state(self) -> int:
+        return self._window
+
+    def set_state(self, window: int) -> None:
+        self._window = int(window)
+
+    def close(self) -> None:
+        self._logger.close()
+
+
+class WallTime(Logger):
+    """Adds `fields` (a node's `<label>_id`) to each record and stamps it with `wall_time_s`,
+    seconds since the run started by `clock()`, unless it has one (stamped in another process)."""
+
+    def __init__(self, logger: Logger, clock: Callable[[], float], fields: Mapping[str, Any] | None = None):
+        self._logger = logger
+        self._clock = clock
+        self._fields = dict(fields or {})
+
+    def write(self, data: LoggingData) -> None:
+        data = {**self._fields, **data}
+        if "wall_time_s" not in data:
+            data["wall_time_s"] = round(self._clock(), 3)
+        self._logger.write(data)
+
+    def close(self) -> None:
+        self._logger.close()
+
+
+def format_number(value: Any) -> str:
+    """Integers whole, other numbers to about 4 significant figures, the rest as `str` gives
+    them: 1709 -> 1709, 224.0 -> 224, 15.137 -> 15.14, 0.38374 -> 0.384, 123456.7 -> 123457."""
+    value = to_python_scalar(value)
+    if not isinstance(value, float) or not math.isfinite(value):
+        return str(value)
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    return f"{value:.4g}" if abs(value) >= 1 else f"{value:.3g}"
+
+
+def _fields(data: LoggingData, hidden: tuple[str, ...], steps_key: str | None) -> list[tuple[str, str]]:
+    """(key, number) pairs: steps key, `actor_steps`, metrics, counts (each A-Z), `wall_time_s`."""
+    leading = (steps_key or "actor_steps", "actor_steps")
+
+    def rank(key: str) -> tuple[int, str]:
+        group = leading.index(key) if key in leading else 4 if key == "wall_time_s" else 2 + bool(COUNT_KEY.match(key))
+        return (group, key)
+
+    return [(key, format_number(data[key])) for key in sorted(data, key=rank) if key not in hidden]
+
+
+def format_record(name: str, data: LoggingData, hidden: tuple[str, ...] = (), steps_key: str | None = None) -> str:
+    """`[name] key=value key=value ...` on one line."""
+    return f"[{name}] " + " ".join(f"{key}={value}" for key, value in _fields(data, hidden, steps_key))
+
+
+class TerminalLogger(Logger):
+    """`[label instance] key=value ...` on one line (rich's console on a terminal; plain and
+    unwrapped to a pipe), also to the `rl.transcript` logger (`train.log` only)."""
+
+    def __init__(self, label: str, instance: int | None = None, steps_key: str | None = None):
+        self._name = label if instance is None else f"{label} {instance}"
+        self._hidden = (f"{label}_id",) if instance is not None else ()
+        self._steps_key = steps_key
+
+    def write(self, data: LoggingData) -> None:
+        line = format_record(self._name, data, self._hidden, self._steps_key)
+        console = rich.get_console()
+        if console.is_terminal:
+            fields = _fields(data, self._hidden, self._steps_key)
+            markup = " ".join(f"[dim]{escape(key)}=[/dim]{escape(value)}" for key, value in fields)
+            console.print(f"[bold]{escape(f'[{self._name}]')}[/bold] {markup}", markup=True, highlight=False)
+        else:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        TRANSCRIPT.info(line)

@@ -1,9 +1,6 @@
-"""Appends records to `<directory>/<label>.csv`, dropping no key: columns in order of first
-appearance (a new file's led by `steps_key` and `actor_steps`); a new key rewrites the file
-atomically, wider. One path's loggers in a process share one open file (the Ray driver's);
-other processes must not write it. An existing file keeps its header (a resumed run).
-`learner.csv` is a sample: the learner's `TimeFilter` keeps one record per
-`learner_log_interval_s` (docs/architecture.md)."""
+"""Appends records to `<directory>/<label>.csv`: a new key rewrites the file, wider; one path's
+loggers in a process share one open file, other processes must not write it. `learner.csv` is a
+sample: the learner's `TimeFilter` keeps one record per `learner_log_interval_s`."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ from rl.loggers.base import Logger, LoggingData, to_python_scalar
 def _read(path: str) -> tuple[list[str], list[dict[str, str]]]:
     with open(path, newline="") as file:
         reader = csv.DictReader(file)
-        return list(reader.fieldnames or []), list(reader)  # The header first, then the rows.
+        return list(reader.fieldnames or []), list(reader)
 
 
 def _rewrite(path: str, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
@@ -82,9 +79,7 @@ def _shared(path: str) -> _SharedFile:
 
 
 def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: str) -> int:
-    """Moves the rows of `path` for which `moved` holds to the end of `destination` (new: same
-    header) and returns how many; `path` is replaced atomically, its loggers here waiting. Rows a
-    fault or a resume went back past are kept this way, out of the curves."""
+    """Moves the rows of `path` for which `moved` holds to the end of `destination`; returns how many."""
     shared = _shared(os.path.abspath(path))
     with shared.lock:
         if not os.path.exists(path):
@@ -93,7 +88,7 @@ def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: s
         gone = [row for row in rows if moved(row)]
         if not gone:
             return 0
-        shared.close()  # Opened again, after the rows kept, by the next write.
+        shared.close()
         os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
         with open(destination, "a", newline="") as file:
             writer = csv.DictWriter(file, columns, extrasaction="ignore")
@@ -108,7 +103,6 @@ class CSVLogger(Logger):
     def __init__(self, directory: str, label: str, steps_key: str | None = None):
         os.makedirs(directory, exist_ok=True)
         self._shared = _shared(os.path.abspath(os.path.join(directory, f"{label}.csv")))
-        # The node's steps key, then actor_steps (those present), lead each row.
         self._leading = list(dict.fromkeys((steps_key, "actor_steps"))) if steps_key else []
 
     def write(self, data: LoggingData) -> None:
@@ -117,6 +111,5 @@ class CSVLogger(Logger):
             self._shared.write({**{key: row[key] for key in self._leading if key in row}, **row})
 
     def close(self) -> None:
-        """Closes the file; the next write of any of its loggers opens it again."""
         with self._shared.lock:
             self._shared.close()

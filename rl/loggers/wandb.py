@@ -15,22 +15,13 @@ from rl.loggers.base import COUNT_KEY, Logger, LoggingData, to_python_scalar
 
 STEP_METRIC = "actor_steps"
 # summary.json's fields that become the W&B run's summary metrics.
-SUMMARY_KEYS = (
-    "final_eval_return",
-    "best_eval_return",
-    "actor_steps_per_second",
-    "time_to_threshold_s",
-    "steps_to_threshold",
-    "actor_steps",
-    "learner_steps",
-    "episodes",
-    "wall_time_s",
-    "status",
+SUMMARY_KEYS = tuple(
+    "final_eval_return best_eval_return actor_steps_per_second time_to_threshold_s steps_to_threshold actor_steps "
+    "learner_steps episodes wall_time_s status".split()
 )
 MAX_TAG_LENGTH = 64  # W&B refuses longer tags.
 REDACTED = "<redacted>"
-# Config keys whose values are never written to a run config, and environment variables
-# whose values are scrubbed wherever they appear in it.
+# Keys whose values a run config never holds; variables whose values are scrubbed from it.
 SECRET_KEY_PATTERN = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential)", re.IGNORECASE)
 SECRET_ENVIRONMENT_VARIABLES = ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE")
 _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -69,8 +60,7 @@ def redact_secrets(value: Any, secrets: Sequence[str] | None = None) -> Any:
 
 
 def node_metrics(label: str, data: LoggingData, steps_key: str | None = None) -> dict[str, Any]:
-    """A record in node `label`'s namespace: all but `actor_steps` (the x-axis), `<label>_id`
-    and the other nodes' counts (unless one is `steps_key`)."""
+    """A record in node `label`'s namespace: all but `actor_steps`, `<label>_id` and the other nodes' counts."""
     metrics = {}
     for key, value in data.items():
         count = COUNT_KEY.match(key)
@@ -97,8 +87,7 @@ _SWEEP_STAMP = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})[/\\_T -]+(?P<time>\d{2}[
 
 
 def default_group(sweep_dir: str, subject: Sequence[str] = ()) -> str:
-    """A multirun's W&B group, `<subject>-<when>` (`dqn_cartpole-CartPole-v1-2024-05-01-19-09-19`):
-    what every job shares, then the date and time of Hydra's sweep directory (else its name)."""
+    """A multirun's W&B group: what every job shares, then the date and time of Hydra's sweep directory."""
     path = os.path.normpath(str(sweep_dir))
     stamp = _SWEEP_STAMP.search(path)
     when = f"{stamp.group('date')}-{stamp.group('time').replace(':', '-')}" if stamp else os.path.basename(path)
@@ -155,21 +144,19 @@ class WandbRun:
         """Starts the run now, if it has not started, and returns it."""
         with self._lock:
             if self._run is None:
-                import wandb  # Imported lazily: only runs that log to wandb pay for it.
+                import wandb
 
                 if self._settings["dir"]:
                     os.makedirs(self._settings["dir"], exist_ok=True)
-                # W&B reports non-zero exits (an interrupted run's 130/143 too) to its own
-                # error tracker, retrying noisily offline; WANDB_ERROR_REPORTING=true restores it.
+                # Else W&B reports non-zero exits to its error tracker, retrying noisily offline.
                 os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
                 self._run = wandb.init(reinit=self._reinit, **self._settings)
                 self._run.define_metric(STEP_METRIC)
             return self._run
 
     def replica(self, index: int, seed: int, directory: str | None = None) -> "WandbRun":
-        """Replica `index`'s run (launcher=anakin): `<name>-seed_<index>` in this run's group (or
-        one named after it), config plus `seed` and `replica`, id `<id>-seed_<index>`, files under
-        `directory` (None: this run's). Start this run first: it finishes the runs open then."""
+        """Replica `index`'s run (launcher=anakin): `<name>-seed_<index>` in this run's group, files
+        under `directory` (None: this run's). Start this run first: it finishes the runs open then."""
         replica = WandbRun(self._settings["project"], git=False, reinit="create_new")
         replica._settings = {
             **self._settings,
@@ -182,7 +169,6 @@ class WandbRun:
         return replica
 
     def log(self, label: str, data: LoggingData, steps_key: str | None = None) -> None:
-        """Logs a record of node `label` in its namespace (see the module docstring)."""
         run = self.start()
         if label not in self._defined:
             axis = step_metric(label, data, steps_key)

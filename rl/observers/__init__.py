@@ -1,8 +1,182 @@
 """Observers: watch an environment loop and add metrics to its episode records
 (conf/observers/ names them for the command line: `observers=[action_stats,video]`)."""
 
-from rl.observers.action_stats import ActionStatistics
-from rl.observers.base import Observer
-from rl.observers.video import VideoRecorder
+from __future__ import annotations
 
-__all__ = ["ActionStatistics", "Observer", "VideoRecorder"]
+import os
+import warnings
+from typing import Any, Sequence
+
+import dm_env
+import numpy as np
+
+from rl.core import is_discrete
+from rl.environments.factories import RenderingError, render_fps, render_frame
+
+
+class Observer:
+    """Watches a loop's `VectorEnvironment` copies `env_ids`; one per loop (`label`). `labels`: the
+    loops it runs in (None: all); `render`: environments made with `render_mode="rgb_array"`."""
+
+    labels: tuple[str, ...] | None = None
+    render = False
+
+    def __init__(self, label: str = "actor", instance: int = 0, run_directory: str = "."):
+        self.label = label
+        self.instance = instance
+        self.run_directory = run_directory
+
+    def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
+        """The first timesteps of new episodes in copies `env_ids`."""
+
+    def observe(self, environment: Any, timestep: dm_env.TimeStep, actions: Any, env_ids: np.ndarray) -> None:
+        """The actions taken in copies `env_ids` and the timesteps they led to."""
+
+    def get_metrics(self, env_id: int) -> dict[str, Any]:
+        """Metrics of the episode copy `env_id` has just ended."""
+        return {}
+
+
+class ActionStatistics(Observer):
+    """conf/observers/action_stats.yaml: per episode, `action_mean`, `_std`, `_min` and `_max` over
+    every action component taken; discrete actions also `action_<a>_fraction`."""
+
+    def __init__(self, label: str = "actor", instance: int = 0, run_directory: str = "."):
+        super().__init__(label, instance, run_directory)
+        self._count: np.ndarray | None = None
+
+    def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
+        if self._count is None:
+            num_envs, spec = environment.num_envs, environment.action_spec()
+            self._count = np.zeros(num_envs, np.int64)
+            self._sum = np.zeros(num_envs, np.float64)
+            self._squares = np.zeros(num_envs, np.float64)
+            self._min = np.full(num_envs, np.inf)
+            self._max = np.full(num_envs, -np.inf)
+            self._histogram = np.zeros((num_envs, spec.num_values), np.int64) if is_discrete(spec) else None
+        self._count[env_ids] = 0
+        self._sum[env_ids] = self._squares[env_ids] = 0.0
+        self._min[env_ids], self._max[env_ids] = np.inf, -np.inf
+        if self._histogram is not None:
+            self._histogram[env_ids] = 0
+
+    def observe(self, environment: Any, timestep: dm_env.TimeStep, actions: Any, env_ids: np.ndarray) -> None:
+        values = np.asarray(actions, np.float64).reshape(len(env_ids), -1)
+        self._count[env_ids] += values.shape[1]
+        self._sum[env_ids] += values.sum(axis=1)
+        self._squares[env_ids] += np.square(values).sum(axis=1)
+        self._min[env_ids] = np.minimum(self._min[env_ids], values.min(axis=1))
+        self._max[env_ids] = np.maximum(self._max[env_ids], values.max(axis=1))
+        if self._histogram is not None:
+            np.add.at(self._histogram, (env_ids, np.asarray(actions, np.int64)), 1)
+
+    def get_metrics(self, env_id: int) -> dict[str, Any]:
+        count = int(self._count[env_id])
+        if count == 0:
+            return {}
+        mean = self._sum[env_id] / count
+        metrics = {
+            "action_mean": float(mean),
+            "action_std": float(np.sqrt(max(self._squares[env_id] / count - mean**2, 0.0))),
+            "action_min": float(self._min[env_id]),
+            "action_max": float(self._max[env_id]),
+        }
+        if self._histogram is not None:
+            steps = self._histogram[env_id].sum()
+            for action, taken in enumerate(self._histogram[env_id]):
+                metrics[f"action_{action}_fraction"] = float(taken / steps)
+        return metrics
+
+
+class GameScore(Observer):
+    """`game_score`, the unclipped score, in the record of an Atari episode that ended a whole game
+    (`reward_clip` and `episodic_life` make `episode_return` a clipped return of one life)."""
+
+    labels = ("actor",)
+
+    def observe(self, environment: Any, timestep: dm_env.TimeStep, actions: Any, env_ids: np.ndarray) -> None:
+        self._environment = environment
+
+    def get_metrics(self, env_id: int) -> dict[str, Any]:
+        score = float(self._environment.game_scores([env_id])[0])
+        return {} if np.isnan(score) else {"game_score": score}
+
+
+def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
+    """Writes RGB(A) frames to an H.264 MP4 at `path` (sizes padded to even numbers)."""
+    import imageio_ffmpeg
+
+    if not frames:
+        raise RenderingError("the environment rendered no frames")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    first = np.asarray(frames[0])
+    height, width = first.shape[0] + first.shape[0] % 2, first.shape[1] + first.shape[1] % 2  # x264 wants even sizes.
+    warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")  # ffmpeg runs as a subprocess.
+    writer = imageio_ffmpeg.write_frames(
+        path, (width, height), fps=fps, codec="libx264", pix_fmt_out="yuv420p", macro_block_size=1, quality=7
+    )
+    writer.send(None)
+    try:
+        for frame in frames:
+            frame = np.asarray(frame, dtype=np.uint8)[..., :3]
+            padded = np.zeros((height, width, 3), dtype=np.uint8)
+            padded[: frame.shape[0], : frame.shape[1]] = frame
+            writer.send(np.ascontiguousarray(padded).tobytes())
+    finally:
+        writer.close()
+    return path
+
+
+class VideoRecorder(Observer):
+    """conf/observers/video.yaml: MP4s of copy 0's every `every`-th episode in `<run_directory>/videos/`
+    (or only the first, to `path`), their paths as the records' `video`. `fps` None: the environment's."""
+
+    render = True
+
+    def __init__(
+        self,
+        every: int = 5,
+        fps: int | None = None,
+        labels: Sequence[str] = ("evaluator",),
+        path: str | None = None,
+        label: str = "evaluator",
+        instance: int = 0,
+        run_directory: str = ".",
+    ):
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        super().__init__(label, instance, run_directory)
+        self.labels = tuple(labels)
+        self.every = every
+        self.fps = fps
+        self.path = path
+        self.frames: list[Any] = []
+        self.videos: list[str] = []
+        self.video_frames: list[int] = []
+        self._episodes = 0
+        self._recording = False
+
+    def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
+        if env_ids[0] != 0:  # Ids are ascending.
+            return
+        self._recording = self._episodes % self.every == 0 and not (self.path and self.videos)
+        self._episodes += 1
+        if not self.fps:
+            self.fps = render_fps(environment.environments[0])
+        self.frames = [render_frame(environment)] if self._recording else []
+
+    def observe(self, environment: Any, timestep: dm_env.TimeStep, actions: Any, env_ids: np.ndarray) -> None:
+        if self._recording and env_ids[0] == 0:
+            self.frames.append(render_frame(environment))
+
+    def get_metrics(self, env_id: int) -> dict[str, Any]:
+        if env_id != 0 or not self._recording:
+            return {}
+        self._recording = False
+        path = self.path or os.path.join(
+            self.run_directory, "videos", f"{self.label}_{self.instance}_episode_{self._episodes}.mp4"
+        )
+        self.videos.append(write_mp4(path, self.frames, self.fps or 30))
+        self.video_frames.append(len(self.frames))
+        self.frames = []
+        return {"video": path}

@@ -1,16 +1,19 @@
-"""Adders turn an actor's stream of timesteps into replay items."""
+"""Adders turn an actor's stream of timesteps into replay items: n-step transitions (laid out
+by a codec: a column per leaf, or packed into one float32 vector) or sequences (`SequenceAdder`)."""
 
 from __future__ import annotations
 
 import abc
 import collections
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+import math
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import dm_env
 import numpy as np
 import tree
+from dm_env import specs
 
-from rl.core import Transition
+from rl.core import EnvironmentSpec, Transition
 
 if TYPE_CHECKING:
     import reverb
@@ -20,19 +23,17 @@ class ReplayTimeoutError(TimeoutError):
     """A replay write or sample that did not complete within its bound."""
 
 
-# A write waits in slices of this many milliseconds (see `Adder._wait`).
 WRITE_SLICE_MS = 2_000
 
 
 def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], None]:
-    """`insert(table, priority, columns)`: one step of `columns` and one item of it. Reverb's
-    writer goes through its C++ writer (the one private reverb call): reverb 0.14's Python
-    wrapper re-validates the structure per call, twice the cost (pinned in test_seeded_replay)."""
+    """`insert(table, priority, columns)`: one step of `columns` and one item of it, through reverb's
+    C++ writer (the one private reverb call: the Python wrapper re-validates per call, twice the cost)."""
     import reverb
 
     if not isinstance(writer, reverb.TrajectoryWriter):
-        return writer.insert_item  # A SeededReplay.
-    native = writer._writer  # noqa: SLF001 - see the docstring.
+        return writer.insert_item  # A SeededReplay's.
+    native = writer._writer
 
     def insert(table: str, priority: float, columns: Sequence[np.ndarray]) -> None:
         references = native.Append(columns)
@@ -42,8 +43,7 @@ def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], N
 
 
 class Adder(abc.ABC):
-    """Turns an actor's batched timesteps into items through one trajectory writer. Row `k`
-    is copy `env_ids[k]` (None: `k`) of a vector environment; an item holds one copy's steps."""
+    """Turns an actor's batched timesteps (row `k`: copy `env_ids[k]`, None: `k`) into items of one copy's steps."""
 
     def __init__(self, client: reverb.Client, table: str, timeout_ms: int):
         self._client = client
@@ -61,10 +61,7 @@ class Adder(abc.ABC):
     def add(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         """Records one step of each copy named: the actions taken and where they led."""
 
-    @property
-    def num_items(self) -> int:
-        """Items created so far: the inserts a rate limiter counts."""
-        return self._num_items
+    num_items = property(lambda self: self._num_items, doc="Items created so far: the inserts a rate limiter counts.")
 
     def _wait(self, call: Callable[..., Any], what: str, timeout_ms: int, **kwargs: Any) -> None:
         """`call(timeout_ms=slice, **kwargs)` until it completes; a `ReplayTimeoutError` after
@@ -116,9 +113,8 @@ def _row(batch: Any, k: int) -> Any:
 
 
 class NStepTransitionAdder(Adder):
-    """Writes (s_t, a_t, R_t^(n), gamma^m * prod(d), s_{t+m}), m <= n, per copy, and at an
-    episode end its last n-1 steps' shorter ones. `codec` (rl.replay.codecs) lays them out
-    (None: a column per leaf)."""
+    """Writes (s_t, a_t, R_t^(n), gamma^m * prod(d), s_{t+m}), m <= n, per copy, and at an episode
+    end its last n-1 steps' shorter ones, laid out by `codec` (None: a column per leaf)."""
 
     def __init__(
         self,
@@ -157,21 +153,16 @@ class NStepTransitionAdder(Adder):
             window.append((self._observations[int(env_id)], actions[k], rewards[k], discounts[k]))
             observation = self._observations[int(env_id)] = _row(next_timestep.observation, k)
             while len(window) == self._n_step or (lasts[k] and window):
-                self._write_oldest(window, observation)
-
-    def _write_oldest(self, window: collections.deque, next_observation: Any) -> None:
-        observation, action, _, _ = window[0]
-        reward, discount = n_step_return([s[2] for s in window], [s[3] for s in window], self._gamma)
-        window.popleft()
-        transition = Transition(observation, action, np.float32(reward), np.float32(discount), next_observation)
-        self._insert(self._table, self._priority, self._encode(transition))
-        self._num_items += 1
-        self._unflushed += 1
-        if self._unflushed >= self._max_pending_items:
-            # At most 2 * max_pending_items items in flight: no hoarded memory, and no
-            # warning (reverb 0.14 warns from about 50 pending items).
-            self._flush(self._max_pending_items)
-            self._unflushed = 0
+                reward, discount = n_step_return([s[2] for s in window], [s[3] for s in window], self._gamma)
+                first, action, _, _ = window.popleft()
+                transition = Transition(first, action, np.float32(reward), np.float32(discount), observation)
+                self._insert(self._table, self._priority, self._encode(transition))
+                self._num_items += 1
+                self._unflushed += 1
+                if self._unflushed >= self._max_pending_items:
+                    # At most 2 * max_pending_items in flight (reverb 0.14 warns from about 50).
+                    self._flush(self._max_pending_items)
+                    self._unflushed = 0
 
     def get_state(self) -> dict[str, Any]:
         """Each copy's window and observation, and the count (a deterministic run's checkpoint)."""
@@ -191,3 +182,262 @@ class NStepTransitionAdder(Adder):
         self._observations.clear()
         super().reset(timeout_ms)
         self._unflushed = 0
+
+
+MAX_PACKED_VALUES = 4096  # Larger transitions (pixels) keep a column per leaf.
+FLOAT32_EXACT_INTEGERS = 2**24
+
+
+def stored_actions(action_spec: Any) -> Any:
+    """The spec of actions as replay stores them: discrete actions are int32 scalars."""
+    return tree.map_structure(
+        lambda s: specs.Array((), np.int32, s.name) if isinstance(s, specs.DiscreteArray) else s, action_spec
+    )
+
+
+def tensor_specs(spec: Any, leading: tuple[int, ...] = ()) -> Any:
+    """The TensorSpecs (a reverb signature) of a structure of dm_env specs, `leading` axes first."""
+    import tensorflow as tf
+
+    return tree.map_structure(lambda s: tf.TensorSpec((*leading, *s.shape), tf.as_dtype(s.dtype), s.name), spec)
+
+
+def _packable(spec: Any) -> bool:
+    """Whether float32 holds every value of this (environment) leaf exactly."""
+    dtype = np.dtype(spec.dtype)
+    if dtype in (np.float32, np.bool_) or (dtype.kind in "iu" and dtype.itemsize <= 2):
+        return True
+    if isinstance(spec, specs.DiscreteArray):
+        return spec.num_values <= FLOAT32_EXACT_INTEGERS
+    bounds = (spec.minimum, spec.maximum) if isinstance(spec, specs.BoundedArray) else [np.inf]
+    return dtype.kind in "iu" and all(np.all(np.abs(bound) < FLOAT32_EXACT_INTEGERS) for bound in bounds)
+
+
+class ColumnCodec:
+    """One reverb column per leaf of the transition (the general layout)."""
+
+    def __init__(self, environment_spec: EnvironmentSpec):
+        self.leaf_specs = Transition(
+            observation=environment_spec.observations,
+            action=stored_actions(environment_spec.actions),
+            reward=specs.Array((), np.float32, "reward"),
+            discount=specs.Array((), np.float32, "discount"),
+            next_observation=environment_spec.observations,
+        )
+
+    def signature(self) -> Any:
+        return tensor_specs(self.leaf_specs)
+
+    def encode(self, transition: Transition) -> list[Any]:
+        """One transition's columns, in the signature's order."""
+        return tree.flatten(transition)
+
+    def decode(self, data: Any) -> Transition:
+        """A sampled batch as a Transition of arrays."""
+        return data
+
+
+class PackedCodec(ColumnCodec):
+    """Every leaf, ravelled and cast to float32, side by side in one vector."""
+
+    def __init__(self, environment_spec: EnvironmentSpec):
+        super().__init__(environment_spec)
+        self._leaves = tree.flatten(self.leaf_specs)
+        self._bounds = np.cumsum([0] + [math.prod(s.shape) for s in self._leaves]).tolist()
+        self.size = self._bounds[-1]
+
+    def signature(self) -> Any:
+        import tensorflow as tf
+
+        return tf.TensorSpec((self.size,), tf.float32, "transition")
+
+    def encode(self, transition: Transition) -> list[Any]:
+        return [np.concatenate([np.asarray(leaf, np.float32).ravel() for leaf in tree.flatten(transition)])]
+
+    def decode(self, data: Any) -> Transition:
+        data = np.asarray(data)
+        batch = data.shape[:-1]
+        leaves = [
+            data[..., start:end].reshape(batch + tuple(spec.shape)).astype(spec.dtype, copy=False)
+            for spec, start, end in zip(self._leaves, self._bounds[:-1], self._bounds[1:])
+        ]
+        return tree.unflatten_as(self.leaf_specs, leaves)
+
+
+def transition_codec(environment_spec: EnvironmentSpec) -> ColumnCodec:
+    """The packed layout where it is exact and small, one column per leaf otherwise."""
+    size = sum(math.prod(s.shape) for s in tree.flatten(ColumnCodec(environment_spec).leaf_specs))
+    leaves = tree.flatten(environment_spec.observations) + tree.flatten(environment_spec.actions)
+    if size <= MAX_PACKED_VALUES and all(_packable(s) for s in leaves):
+        return PackedCodec(environment_spec)
+    return ColumnCodec(environment_spec)
+
+
+class SequenceStep(NamedTuple):
+    """One row: o_t, a_t, then r_t and d_t after it; sampled, (batch, time, ...) fields."""
+
+    observation: Any
+    action: Any
+    reward: Any
+    discount: Any
+    mask: Any  # 1.0 for a step taken; 0.0 for the final observation row and the padding.
+    extras: Any  # The actor's, at o_t (a dict of arrays), e.g. {"log_prob": ...}.
+
+
+def step_spec(environment_spec: EnvironmentSpec, extras_spec: Mapping[str, Any] | None = None) -> SequenceStep:
+    """The dm_env spec of one row: discrete actions are int32 scalars."""
+    return SequenceStep(
+        observation=environment_spec.observations,
+        action=stored_actions(environment_spec.actions),
+        reward=specs.Array((), np.float32, "reward"),
+        discount=specs.Array((), np.float32, "discount"),
+        mask=specs.Array((), np.float32, "mask"),
+        extras=dict(extras_spec or {}),
+    )
+
+
+def sequence_signature(
+    environment_spec: EnvironmentSpec, sequence_length: int, extras_spec: Mapping[str, Any] | None = None
+) -> SequenceStep:
+    """The reverb signature of an item: every row field with a leading time axis."""
+    return tensor_specs(step_spec(environment_spec, extras_spec), (sequence_length,))
+
+
+def decode_sequences(data: Any) -> SequenceStep:
+    """A sampled batch (reverb rebuilds the signature's structure) as a SequenceStep."""
+    return SequenceStep(*data) if isinstance(data, tuple) else SequenceStep(**data)
+
+
+class SequenceAdder(Adder):
+    """Items of `sequence_length` rows of one copy's steps, one every `period` rows, never across an
+    episode's end, which adds a row of the final observation (mask 0), then zero rows."""
+
+    def __init__(
+        self,
+        client: reverb.Client,
+        table: str,
+        spec: SequenceStep,
+        sequence_length: int,
+        period: int | None = None,
+        priority: float = 1.0,
+        timeout_ms: int = 120_000,
+    ):
+        period = sequence_length if period is None else period
+        if sequence_length < 2:
+            raise ValueError(f"sequence_length must be >= 2, got {sequence_length}")
+        if not 1 <= period <= sequence_length:
+            raise ValueError(f"period must be in [1, sequence_length={sequence_length}], got {period}")
+        super().__init__(client, table, timeout_ms)
+        self._spec = spec
+        self._length = sequence_length
+        self._period = period
+        self._priority = priority
+        self._capacity = 0
+        # Per leaf (column order), a buffer of (copies, sequence_length, ...); each copy's observation.
+        leaf_specs = tree.flatten(spec)
+        self._num_observation_leaves = len(tree.flatten(spec.observation))
+        self._mask_leaf = self._num_observation_leaves + len(tree.flatten(spec.action)) + 2
+        self._buffers = [np.zeros((0, sequence_length, *s.shape), s.dtype) for s in leaf_specs]
+        self._observations = [np.zeros((0, *s.shape), s.dtype) for s in leaf_specs[: self._num_observation_leaves]]
+        self._positions = np.zeros(0, np.int64)  # Rows filled per copy.
+        self._fresh = np.zeros(0, np.int64)  # Rows appended since the copy's last item.
+
+    def add_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
+        ids = np.arange(len(timestep.step_type)) if env_ids is None else np.asarray(env_ids, np.int64)
+        copies = int(ids.max()) + 1
+        if copies > self._capacity:  # Buffers grow when a larger copy id shows up.
+            grow = lambda old: np.pad(old, [(0, copies - len(old))] + [(0, 0)] * (old.ndim - 1))
+            self._buffers = [grow(buffer) for buffer in self._buffers]
+            self._observations = [grow(current) for current in self._observations]
+            self._positions = grow(self._positions)
+            self._fresh = grow(self._fresh)
+            self._capacity = copies
+        self._positions[ids] = 0
+        self._fresh[ids] = 0
+        for current, observation in zip(self._observations, tree.flatten(timestep.observation)):
+            current[ids] = observation
+
+    def add(
+        self,
+        actions: Any,
+        next_timestep: dm_env.TimeStep,
+        env_ids: Sequence[int] | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not self._capacity:
+            raise RuntimeError("add_first must start an episode before add")
+        ids = np.arange(len(next_timestep.step_type)) if env_ids is None else np.asarray(env_ids, np.int64)
+        positions = self._positions[ids]
+        values = [
+            *(current[ids] for current in self._observations),
+            *tree.flatten(actions),
+            next_timestep.reward,
+            next_timestep.discount,
+            1.0,  # mask: a step taken
+            *tree.flatten(dict(extras or {})),
+        ]
+        if len(values) != len(self._buffers):
+            raise ValueError(
+                f"a step has {len(values)} leaves but the table's rows have {len(self._buffers)}: "
+                f"check the extras ({sorted(extras or {})}) against the spec's ({sorted(self._spec.extras)})"
+            )
+        for buffer, value in zip(self._buffers, values):
+            buffer[ids, positions] = value
+        self._positions[ids] += 1
+        self._fresh[ids] += 1
+        for current, observation in zip(self._observations, tree.flatten(next_timestep.observation)):
+            current[ids] = observation
+        before = self._num_items
+        for env_id in ids[self._positions[ids] == self._length]:
+            self._write(int(env_id))
+        for env_id in ids[next_timestep.step_type == dm_env.StepType.LAST]:
+            self._end_episode(int(env_id))
+        if self._num_items > before:
+            # Fewer items than copies may wait: a full queue holds the actor here until the
+            # learner makes room, and a one-thread loop (act, then learn) never waits on itself.
+            self._flush(self._capacity - 1)
+
+    def _end_episode(self, env_id: int) -> None:
+        """Appends the final observation's row, then writes what no item holds yet, padded."""
+        position = int(self._positions[env_id])
+        for index, buffer in enumerate(self._buffers):
+            buffer[env_id, position] = self._observations[index][env_id] if index < self._num_observation_leaves else 0
+        self._positions[env_id] += 1
+        self._fresh[env_id] += 1
+        if self._positions[env_id] == self._length:
+            self._write(env_id)
+        start = int(self._positions[env_id])
+        # Rows appended since the last item, among them a step taken: one no item holds.
+        if self._fresh[env_id] > 0 and self._buffers[self._mask_leaf][env_id, :start].any():
+            for buffer in self._buffers:
+                buffer[env_id, start:] = 0
+            self._write(env_id)
+        self._positions[env_id] = 0
+        self._fresh[env_id] = 0
+
+    def _write(self, env_id: int) -> None:
+        """Inserts copy `env_id`'s full buffer as one item and keeps its overlap rows."""
+        columns = [np.ascontiguousarray(buffer[env_id]) for buffer in self._buffers]
+        self._insert(self._table, self._priority, columns)
+        self._num_items += 1
+        overlap = self._length - self._period
+        if overlap:
+            for buffer in self._buffers:
+                buffer[env_id, :overlap] = buffer[env_id, self._period :]
+        self._positions[env_id] = overlap
+        self._fresh[env_id] = 0
+
+    _STATE = ("_buffers", "_observations", "_positions", "_fresh", "_num_items", "_capacity")
+
+    def get_state(self) -> dict[str, Any]:
+        """Each copy's partial sequence and the counts (a deterministic run's checkpoint)."""
+        return {name.lstrip("_"): vars(self)[name] for name in self._STATE}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        for name in self._STATE:
+            setattr(self, name, state[name.lstrip("_")])
+
+    def reset(self, timeout_ms: int | None = None) -> None:
+        self._positions[:] = 0
+        self._fresh[:] = 0
+        super().reset(timeout_ms)

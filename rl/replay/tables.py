@@ -8,19 +8,17 @@ from typing import Any
 import reverb
 import tensorflow as tf
 
-from rl.replay.codecs import transition_codec
+from rl.replay.adders import transition_codec
 from rl.core import EnvironmentSpec
 
-# TensorFlow is only here for reverb's datasets: keep it off any accelerator JAX may use.
+# TensorFlow only serves reverb's datasets: keep it off any accelerator JAX may use.
 tf.config.set_visible_devices([], "GPU")
 
 
 @dataclasses.dataclass(frozen=True)
 class ReplayRatio:
-    """A `SampleToInsertRatio` rate limiter (learners on their own thread or node) and the
-    stepping rule of a one-thread loop (`can_sample`): `samples_per_insert` samples per
-    insert once `min_size_to_sample` items are in; samples may run ahead of that by
-    `error_buffer`'s first part and lag by its second (a single number is both)."""
+    """A `SampleToInsertRatio` rate limiter and the stepping rule of a one-thread loop (`can_sample`);
+    samples may run ahead of the ratio by `error_buffer`'s first part, lag by its second (or both)."""
 
     samples_per_insert: float
     min_size_to_sample: int
@@ -52,16 +50,14 @@ class ReplayRatio:
         return inserts >= self.min_size_to_sample and samples <= self.target_samples(inserts)
 
 
-# Inserts one actor step may add (copies ending episodes flush their n-step tails), and
-# batches a dataset may sample ahead.
+# Inserts one actor step may add (n-step tails at episode ends); batches a dataset samples ahead.
 INSERT_SLACK = 256
 PREFETCH_BATCHES = 2
 
 
 def make_error_buffer(samples_per_insert: float, samples_per_learner_step: int) -> tuple[float, float]:
-    """(ahead, behind) the target: ahead by the learner's batch and those its dataset
-    prefetches (`next` rarely waits), behind by that plus `INSERT_SLACK` inserts (an actor
-    step never blocks on a learner that takes every batch it may)."""
+    """(ahead, behind) the target: ahead by the learner's batch and those its dataset prefetches,
+    behind by that plus `INSERT_SLACK` inserts (an actor step never blocks on a keen learner)."""
     ahead = (1 + PREFETCH_BATCHES) * samples_per_learner_step
     return float(ahead), ahead + INSERT_SLACK * samples_per_insert
 
@@ -73,8 +69,7 @@ def make_sequence_table(
     rate_limiter: reverb.rate_limiters.RateLimiter,
     priority_exponent: float | None = 0.6,
 ) -> reverb.Table:
-    """A FIFO table of items of `signature` (e.g. R2D2's sequences), sampled in proportion
-    to priority ** `priority_exponent` (None: uniformly)."""
+    """A FIFO table of items of `signature`, sampled by priority ** `priority_exponent` (None: uniformly)."""
     sampler = (
         reverb.selectors.Uniform() if priority_exponent is None else reverb.selectors.Prioritized(priority_exponent)
     )

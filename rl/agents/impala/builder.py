@@ -27,7 +27,7 @@ from rl.networks.base import entropy as policy_entropy
 from rl.networks.base import log_prob as policy_log_prob
 
 if TYPE_CHECKING:
-    from rl.replay.sequences import SequenceStep
+    from rl.replay.adders import SequenceStep
 
 
 def vtrace_targets(

@@ -31,7 +31,7 @@ from rl.networks.base import entropy as policy_entropy
 from rl.networks.base import log_prob as policy_log_prob
 
 if TYPE_CHECKING:
-    from rl.replay.sequences import SequenceStep
+    from rl.replay.adders import SequenceStep
 
 
 def sequence_advantages(rewards, discounts, values: jax.Array, mask, gamma: float, lambda_: float):

@@ -105,7 +105,7 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
         return {"core_state": lstm_state_spec(self.config.core_state_size)}
 
     def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.sequences import sequence_signature
+        from rl.replay.adders import sequence_signature
 
         return sequence_signature(environment_spec, self.config.sequence_length, self.extras_spec())
 

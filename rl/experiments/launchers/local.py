@@ -19,7 +19,7 @@ from rl.experiments.builders import DistributedProgram
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher
 from rl.experiments.summary import ProgressDisplay, RunSummary
-from rl.loggers.aggregators import StepFilter
+from rl.loggers.base import StepFilter
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class LocalNodes(lifecycle.Nodes):
     def start(self) -> None:
         import reverb
 
-        from rl.replay.seeded import SeededReplay
+        from rl.replay.dataset import SeededReplay
         from rl.replay.server import make_server
 
         experiment, program, restore = self.experiment, self.program, self.experiment.restore
