@@ -1,7 +1,5 @@
-"""Output a researcher cannot act on, dropped where it is made; everything else passes:
-reverb 0.14's C++ INFO lines on fd 2 (`reverb_info_filtered`), MuJoCo's deprecation warnings
-in third-party models (`known_warnings_dropped`), a sweep's libraries narrating at INFO
-(`quiet_libraries`, a Hydra callback: conf/hydra/job_logging/rl.yaml)."""
+"""Output a researcher cannot act on, dropped where it is made: reverb's C++ INFO lines on fd 2,
+MuJoCo's deprecation warnings in third-party models, a sweep's libraries narrating at INFO."""
 
 from __future__ import annotations
 
@@ -32,7 +30,7 @@ _MUJOCO_LOCK = threading.RLock()
 @contextlib.contextmanager
 def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
     """Within the block, fd 2 goes through `grep -v REVERB_INFO_LINES` (its own process: what a
-    dying run wrote still shows); unchanged when disabled, without grep, or fd 2 is not replaceable."""
+    dying run wrote still shows)."""
     grep = shutil.which("grep")
     if not enabled or grep is None:
         yield
@@ -58,8 +56,7 @@ def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(original, 2)
         os.close(original)
-        # grep writes the rest and exits once every writer has closed the pipe: this
-        # process now, a child started meanwhile (W&B's service) when it exits.
+        # grep exits once every writer (a child started meanwhile too) has closed the pipe.
         filter_process.stdin.close()
         try:
             filter_process.wait(timeout=1.0)
@@ -69,9 +66,7 @@ def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
 
 @contextlib.contextmanager
 def known_warnings_dropped() -> Iterator[None]:
-    """Within the block (a model load), MuJoCo's `MUJOCO_KNOWN_WARNINGS` are dropped and the
-    others passed to the hook installed before (dm_control's), or printed as MuJoCo's own
-    `WARNING: ...` line; that hook is put back afterwards."""
+    """Within the block, MuJoCo's `MUJOCO_KNOWN_WARNINGS` are dropped and the others passed on."""
     import mujoco
 
     def hook(message: str) -> None:
@@ -92,8 +87,7 @@ def known_warnings_dropped() -> Iterator[None]:
 
 
 def quiet_libraries() -> Any:
-    """A Hydra callback that sets `CHATTY_LOGGERS` (and optuna, under its sweeper) to WARNING
-    when a multirun starts; Hydra's own lines stay."""
+    """A Hydra callback that sets `CHATTY_LOGGERS` (and optuna) to WARNING when a multirun starts."""
     from hydra.experimental.callback import Callback  # Hydra loads it only for a multirun.
 
     class QuietLibraries(Callback):

@@ -1,8 +1,5 @@
-"""Trains an agent: `python -m rl.train [group=option ...] [key=value ...]` (also
-`scripts/train.py` and `rl-train`); returns the final evaluation return, for sweepers.
-`hydra.run.dir=DIR` or `resume=DIR` resumes a run from its newest checkpoint; Ctrl-C or
-SIGTERM stops it cleanly (checkpoint, "interrupted" summary, exit status 130 / 143).
-"""
+"""Trains an agent: `python -m rl.train [group=option ...] [key=value ...]`; returns the final
+evaluation return, for sweepers. `resume=DIR` resumes a run; Ctrl-C or SIGTERM stops it cleanly."""
 
 from __future__ import annotations
 
@@ -20,15 +17,14 @@ from omegaconf import DictConfig
 
 from rl.checkpointing import CheckpointError, RunWarning, holds_a_run
 
-# The rest (JAX, TensorFlow) is imported in `main`: a bad command line fails in a fraction of a second.
-TRANSCRIPT = logging.getLogger("rl.transcript")  # To train.log (conf/hydra/job_logging/rl.yaml).
+# JAX and TensorFlow are imported in `main`: a bad command line fails in a fraction of a second.
+TRANSCRIPT = logging.getLogger("rl.transcript")
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
 
 
 def resume_arguments(argv: list[str]) -> list[str]:
     """The command line Hydra sees: `resume=DIR` runs in DIR, and a run directory that holds
-    a run keeps its `.hydra/` config (`hydra.output_subdir=null`): a resume is checked
-    against it and a refused one changes nothing. Exit status 2: `resume` names no directory."""
+    a run keeps its `.hydra/` config (`hydra.output_subdir=null`)."""
     if any(arg in ("-m", "--multirun") for arg in argv):
         return argv
     values = {
@@ -57,15 +53,13 @@ def resume_arguments(argv: list[str]) -> list[str]:
 
 
 def report(message: str, error: bool = False, transcript: bool = True) -> None:
-    """Prints a line for the user (stderr for errors) and, with `transcript`, copies it into
-    train.log; lines about a run that is not started stay off it (looking changes nothing)."""
+    """Prints a line for the user and, with `transcript`, copies it into train.log."""
     print(message, file=sys.stderr if error else sys.stdout)
     if transcript:
         TRANSCRIPT.info(message)
 
 
 def _prepare(config: DictConfig, output_dir: str) -> tuple:
-    """The experiment, its launcher and the plan for its run directory; exits on bad input."""
     from rl.experiments.make_experiment import ConfigError, make_experiment, tracking_settings
     from rl.experiments.resume import prepare_run
 
@@ -96,14 +90,12 @@ def _prepare(config: DictConfig, output_dir: str) -> tuple:
     return experiment, launch, plan
 
 
-# Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`;
-# unset once a job runs, whose own errors Hydra reports.
+# Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`.
 _FULL_ERROR_OURS = False
 
 
 def composition_error(error: Exception, argv: list[str]) -> str:
-    """One line for a command line Hydra cannot compose: an unknown key (`agent.lr=1e-3`)
-    names the option it most likely meant, or says that the preset is another agent's."""
+    """One line for a command line Hydra cannot compose; an unknown key names the nearest option."""
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
@@ -149,8 +141,7 @@ _FLOAT_LITERAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
 
 
 def integral_overrides(argv: list[str]) -> list[str]:
-    """An integer written as a float is that integer (`max_actor_steps=1e5` is 100000; a float
-    option reads it unchanged), in single values and comma sweeps."""
+    """An integer written as a float is that integer (`max_actor_steps=1e5` is 100000)."""
 
     def integral(value: str) -> str:
         if _FLOAT_LITERAL.fullmatch(value) and not value.lstrip("+-").isdigit() and float(value).is_integer():
@@ -194,7 +185,7 @@ def train(config: DictConfig) -> float:
     try:
         experiment.logger_factory.start()  # The W&B run exists (with its config) before the first step.
         summary = launch(experiment=experiment)
-    except RunInterrupted as stop:  # Checkpoint and summary written, loggers closed.
+    except RunInterrupted as stop:
         hint = "the same command resumes it" if stop.checkpoint else "the same command starts it over"
         report(f"Interrupted: {stop}; {hint}", error=True)
         sys.exit(stop.exit_code)
@@ -207,10 +198,10 @@ def train(config: DictConfig) -> float:
         close_loggers(experiment, exit_code=code)
         report(f"Interrupted by {signal_name(code - 128)} before a checkpoint could be written", error=True)
         sys.exit(code)
-    except BaseException:  # W&B marks the run failed; the next job of a multirun gets a free logger.
+    except BaseException:
         close_loggers(experiment, exit_code=1)
         raise
-    close_loggers(experiment, exit_code=0)  # A no-op when the launcher has closed them.
+    close_loggers(experiment, exit_code=0)
     report(
         f"final evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
         f"({summary.wall_time_s:.0f} s); summary in {output_dir}/summary.json"
@@ -230,16 +221,11 @@ def main(config: DictConfig) -> float:
         sys.exit(error.exit_code)
 
 
-# Flags with which Hydra prints something and starts no job (no run directory).
-INFORMATION_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
-
-
 def run_directory_error(argv: list[str]) -> str | None:
-    """Why the run (or sweep, `-m`) directory this command would write cannot be written, as
-    one line; None when it can or no job starts. The directory (up to its first
-    interpolation, else `outputs/`, `multirun/`) is probed by making and removing a directory
-    in its nearest existing ancestor: nothing is left behind."""
-    if any(arg in INFORMATION_FLAGS or arg.startswith("--cfg=") for arg in argv):
+    """Why the run (or sweep) directory this command would write cannot be written, as one line;
+    None when it can or no job starts. Probed in its nearest existing ancestor, nothing left behind."""
+    information = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
+    if any(arg in information or arg.startswith("--cfg=") for arg in argv):
         return None
     multirun = any(arg in ("-m", "--multirun") for arg in argv)
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
@@ -261,8 +247,7 @@ def run_directory_error(argv: list[str]) -> str | None:
 
 
 def cli() -> None:
-    """The command line: `resume_arguments`, then an unwritable run directory is refused in
-    one line (exit status 1). Re-executes itself once under jemalloc (rl/allocator.py)."""
+    """The command line: an unwritable run directory is refused in one line (exit status 1)."""
     from rl.allocator import reexec_with_jemalloc
 
     reexec_with_jemalloc()  # sys.orig_argv keeps `-m rl.train` and the arguments.
