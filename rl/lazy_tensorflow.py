@@ -42,16 +42,14 @@ _NAMES: dict[str, dict[str, tuple[str, str]]] = {
 }
 # Packages whose `__init__` waits for the first name asked of them, outermost first.
 _DEFERRED = ("tensorflow.python.data", "tensorflow.python.data.experimental")
-_state: dict[str, Any] = {"stand_in": None, "full": False, "behaviour": False}
+_state: dict[str, Any] = {"stand_in": None, "full": False}
 # Threads (actor, learner) may ask for a full import at once: one runs it, the others wait.
 _full_import = threading.RLock()
 
 
+@functools.cache
 def _behave_as_tensorflow_2() -> None:
     """TensorFlow's `enable_v2_behavior`, once, without its tf.data half (TF2_BEHAVIOR does that)."""
-    if _state["behaviour"]:
-        return
-    _state["behaviour"] = True
     from tensorflow.python import tf2
     from tensorflow.python.framework import ops, tensor, tensor_shape
     from tensorflow.python.ops import control_flow_v2_toggles, variable_scope
@@ -178,27 +176,16 @@ def import_without_tensorflow(name: str) -> types.ModuleType:
             sys.modules.update(hidden)
 
 
-def _standard_library_distutils() -> None:
-    """As if started with SETUPTOOLS_USE_DISTUTILS=stdlib: reverb's `distutils.version` then skips
-    setuptools' slow shim (Python 3.11), unless distutils or setuptools is already imported."""
-    shim = sys.modules.get("_distutils_hack")
-    if (
-        shim is None
-        or sys.version_info >= (3, 12)
-        or "SETUPTOOLS_USE_DISTUTILS" in os.environ
-        or "distutils" in sys.modules
-        or "setuptools" in sys.modules
-    ):
-        return
-    os.environ["SETUPTOOLS_USE_DISTUTILS"] = "stdlib"
-    shim.remove_shim()
-
-
 def install() -> None:
     """Puts the stand-in in place unless TensorFlow is imported, missing, or `RL_LAZY_TENSORFLOW=0`."""
     if "tensorflow" in sys.modules or os.environ.get("RL_LAZY_TENSORFLOW", "1") == "0":
         return
-    _standard_library_distutils()
+    # As if started with SETUPTOOLS_USE_DISTUTILS=stdlib: reverb's `distutils.version` skips setuptools' slow shim.
+    shim = sys.modules.get("_distutils_hack")
+    if shim is not None and "SETUPTOOLS_USE_DISTUTILS" not in os.environ and sys.version_info < (3, 12):
+        if "distutils" not in sys.modules and "setuptools" not in sys.modules:
+            os.environ["SETUPTOOLS_USE_DISTUTILS"] = "stdlib"
+            shim.remove_shim()
     spec = importlib.util.find_spec("tensorflow")
     if spec is None or not spec.submodule_search_locations:
         return

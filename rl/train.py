@@ -34,13 +34,11 @@ def resume_arguments(argv: list[str]) -> list[str]:
     resume = values.get("resume")
     if resume not in (None, "", "null"):
         path = os.path.abspath(os.path.expanduser(resume))
-        if not os.path.isdir(path):
-            print(f"Invalid configuration: resume: no run directory at {path}", file=sys.stderr)
-            sys.exit(2)
-        if run_directory is not None and os.path.abspath(os.path.expanduser(run_directory)) != path:
-            print(
-                f"Invalid configuration: resume: names {path} but hydra.run.dir names {run_directory}", file=sys.stderr
-            )
+        error = None if os.path.isdir(path) else f"no run directory at {path}"
+        if error is None and run_directory is not None and os.path.abspath(os.path.expanduser(run_directory)) != path:
+            error = f"names {path} but hydra.run.dir names {run_directory}"
+        if error is not None:
+            print(f"Invalid configuration: resume: {error}", file=sys.stderr)
             sys.exit(2)
         if run_directory is None:
             argv = [*argv, f"hydra.run.dir={path}"]
@@ -57,37 +55,6 @@ def report(message: str, error: bool = False, transcript: bool = True) -> None:
     print(message, file=sys.stderr if error else sys.stdout)
     if transcript:
         TRANSCRIPT.info(message)
-
-
-def _prepare(config: DictConfig, output_dir: str) -> tuple:
-    from rl.experiments.make_experiment import ConfigError, make_experiment, tracking_settings
-    from rl.experiments.resume import prepare_run
-
-    try:
-        hydra_config = HydraConfig.get()
-        tracking = tracking_settings(hydra_config, config)
-        experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", RunWarning)  # Libraries' warnings keep their filters.
-            plan = prepare_run(
-                experiment,
-                config,
-                output_dir,
-                explicit=config.get("resume") is not None,
-                learner_template=launch.checkpoint_template,
-            )
-        for warning in caught:
-            if issubclass(warning.category, RunWarning):
-                report(f"Warning: {warning.message}", error=True, transcript=False)
-            else:
-                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
-    except ConfigError as error:
-        report(f"Invalid configuration: {error}", error=True, transcript=False)
-        sys.exit(2)
-    except CheckpointError as error:
-        report(f"Cannot resume: {error}", error=True, transcript=False)
-        sys.exit(1)
-    return experiment, launch, plan
 
 
 # Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`.
@@ -160,13 +127,33 @@ def integral_overrides(argv: list[str]) -> list[str]:
 def train(config: DictConfig) -> float:
     from rl.experiments.lifecycle import Interrupted, RunInterrupted, signal_name
     from rl.experiments.launchers.base import LauncherError
-    from rl.experiments.resume import apply_plan
+    from rl.experiments.make_experiment import ConfigError, make_experiment, tracking_settings
+    from rl.experiments.resume import apply_plan, prepare_run
     from rl.experiments.summary import close_loggers
 
     if _FULL_ERROR_OURS:
         os.environ.pop("HYDRA_FULL_ERROR", None)
-    output_dir = HydraConfig.get().runtime.output_dir
-    experiment, launch, plan = _prepare(config, output_dir)
+    hydra_config = HydraConfig.get()
+    output_dir, explicit = hydra_config.runtime.output_dir, config.get("resume") is not None
+    try:
+        tracking = tracking_settings(hydra_config, config)
+        experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RunWarning)  # Libraries' warnings keep their filters.
+            plan = prepare_run(
+                experiment, config, output_dir, explicit=explicit, learner_template=launch.checkpoint_template
+            )
+        for warning in caught:
+            if issubclass(warning.category, RunWarning):
+                report(f"Warning: {warning.message}", error=True, transcript=False)
+            else:
+                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    except ConfigError as error:
+        report(f"Invalid configuration: {error}", error=True, transcript=False)
+        sys.exit(2)
+    except CheckpointError as error:
+        report(f"Cannot resume: {error}", error=True, transcript=False)
+        sys.exit(1)
     if plan.finished is not None:
         summary = plan.finished
         report(

@@ -190,7 +190,12 @@ class AnakinNodes(lifecycle.Nodes):
             extra["replicas"] = replicas
             acting, steps = self.record.acting_time_s, self.record.steps * self.num_seeds
             extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None
-            _report_replicas(self.experiment.seed, self.curves)
+            flagged = sum(1 for curve in self.curves if improvement_flag([value for _, value in curve]))
+            title = f"Evaluation returns of each of the {len(self.curves)} replicas ({flagged} flagged):"
+            table = replica_table([self.experiment.seed + i for i in range(len(self.curves))], self.curves)
+            for line in (title, *(f"  {line}" for line in table)):
+                print(line, flush=True)
+                TRANSCRIPT.info(line)
         _add_fields(self.experiment.run_directory, extra)
         return summary
 
@@ -213,6 +218,7 @@ def improvement_flag(returns: list[float]) -> str:
 
 
 def replica_table(seeds: list[int], curves: list[list[tuple[int, float]]]) -> list[str]:
+    """A header and one aligned line per replica: index, seed, final, best and first return, flag."""
     rows = []
     for index, (seed, curve) in enumerate(zip(seeds, curves)):
         returns = [float(value) for _, value in curve]
@@ -221,15 +227,6 @@ def replica_table(seeds: list[int], curves: list[list[tuple[int, float]]]) -> li
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(REPLICA_COLUMNS)]
     line = lambda cells: f"{'  '.join(c.rjust(w) for c, w in zip(cells[:-1], widths))}  {cells[-1]}".rstrip()
     return [line(list(REPLICA_COLUMNS)), *(line(row) for row in rows)]
-
-
-def _report_replicas(seed: int, curves: list[list[tuple[int, float]]]) -> None:
-    lines = replica_table([seed + i for i in range(len(curves))], curves)
-    flagged = sum(1 for curve in curves if improvement_flag([value for _, value in curve]))
-    title = f"Evaluation returns of each of the {len(curves)} replicas ({flagged} flagged):"
-    for line in (title, *(f"  {line}" for line in lines)):
-        print(line, flush=True)
-        TRANSCRIPT.info(line)
 
 
 def _add_fields(directory: str, fields: dict[str, Any]) -> None:
