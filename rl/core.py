@@ -83,12 +83,8 @@ class EnvironmentSpec:
 
 
 def make_environment_spec(environment: dm_env.Environment) -> EnvironmentSpec:
-    return EnvironmentSpec(
-        observations=environment.observation_spec(),
-        actions=environment.action_spec(),
-        rewards=environment.reward_spec(),
-        discounts=environment.discount_spec(),
-    )
+    spec = environment.observation_spec(), environment.action_spec(), environment.reward_spec()
+    return EnvironmentSpec(*spec, environment.discount_spec())
 
 
 def is_discrete(action_spec: Any) -> bool:

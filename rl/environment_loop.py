@@ -100,9 +100,8 @@ class EnvironmentLoop:
         if not self.evaluation:
             self.actor.update()
         count = len(timestep.step_type)
-        rows = slice(None) if env_ids is None else env_ids
-        self._returns[rows] += timestep.reward
-        self._lengths[rows] += 1
+        self._returns[ids] += timestep.reward
+        self._lengths[ids] += 1
         self._observation = _replace_rows(self._observation, env_ids, timestep.observation)
         self._uncounted_steps += count
         self.steps_taken += count

@@ -200,9 +200,8 @@ class AnakinNodes(lifecycle.Nodes):
         return summary
 
     def close(self) -> None:
-        for log in self.logs:
-            for logger in log.values():
-                logger.close()
+        for logger in (logger for log in self.logs for logger in log.values()):
+            logger.close()
         self.logs = []
 
 
