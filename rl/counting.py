@@ -15,15 +15,12 @@ class Counter:
 
     def __init__(self, parent: "Counter | None" = None, prefix: str = "", time_delta: float = 1.0):
         self._parent = parent
-        self._prefix = prefix
+        self._prefix = f"{prefix}_" if prefix else ""
         self._time_delta = time_delta
         self._counts: dict[str, Number] = {}
         self._lock = threading.Lock()
         self._cached: dict[str, Number] | None = None
         self._cached_at = 0.0
-
-    def _key(self, key: str) -> str:
-        return f"{self._prefix}_{key}" if self._prefix else key
 
     def increment(self, **counts: Number) -> dict[str, Number]:
         with self._lock:
@@ -31,10 +28,10 @@ class Counter:
                 self._counts[key] = self._counts.get(key, 0) + value
             if self._parent is None:
                 return dict(self._counts)
-        return self._tell_parent({self._key(k): v for k, v in counts.items()})
+        return self._tell_parent(counts)
 
     def _tell_parent(self, counts: Mapping[str, Number]) -> dict[str, Number]:
-        self._cached = dict(self._parent.increment(**counts))
+        self._cached = dict(self._parent.increment(**{self._prefix + key: value for key, value in counts.items()}))
         self._cached_at = time.monotonic()
         return dict(self._cached)
 
@@ -62,7 +59,7 @@ class Counter:
                 return
             keys = dict.fromkeys([*previous, *self._counts])
             deltas = {key: self._counts.get(key, 0) - previous.get(key, 0) for key in keys}
-        deltas = {self._key(key): delta for key, delta in deltas.items() if delta != 0}
+        deltas = {key: delta for key, delta in deltas.items() if delta != 0}
         if deltas:
             self._tell_parent(deltas)
 

@@ -31,23 +31,20 @@ _MUJOCO_LOCK = threading.RLock()
 def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
     """Within the block, fd 2 goes through `grep -v REVERB_INFO_LINES` (its own process: what a
     dying run wrote still shows)."""
-    grep = shutil.which("grep")
-    if not enabled or grep is None:
-        yield
-        return
-    try:
-        original = os.dup(2)
-    except OSError:
-        yield
-        return
+    grep, original, filter_process = shutil.which("grep"), None, None
     arguments = [grep, "--line-buffered", "-v", "-E", *(a for p in REVERB_INFO_LINES for a in ("-e", p))]
     try:
-        filter_process = subprocess.Popen(arguments, stdin=subprocess.PIPE, stdout=original, stderr=subprocess.DEVNULL)
+        if enabled and grep is not None:
+            original = os.dup(2)
+            filter_process = subprocess.Popen(
+                arguments, stdin=subprocess.PIPE, stdout=original, stderr=subprocess.DEVNULL
+            )
     except OSError:
-        os.close(original)
+        if original is not None:
+            os.close(original)
+    if filter_process is None or filter_process.stdin is None:  # Unchanged: disabled, no grep, or no fd 2.
         yield
         return
-    assert filter_process.stdin is not None
     sys.stderr.flush()
     os.dup2(filter_process.stdin.fileno(), 2)
     try:
