@@ -49,8 +49,7 @@ class AnakinLauncher(Launcher):
             )
         if steps_per_chunk is not None and (isinstance(steps_per_chunk, bool) or steps_per_chunk < 1):
             raise ConfigError("launcher.steps_per_chunk", f"must be an integer >= 1 or null, got {steps_per_chunk!r}")
-        self.num_seeds = num_seeds
-        self.steps_per_chunk = steps_per_chunk
+        self.num_seeds, self.steps_per_chunk = num_seeds, steps_per_chunk
         prefer_fast_cpu_runtime()  # Made before any program is compiled.
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
