@@ -107,12 +107,9 @@ class EnvironmentLoop:
         self.steps_taken += count
         self._rate_steps += count
         ended = timestep.step_type == LAST
-        if not ended.any():
-            self.ended_ids = []
-            return []
         self.ended_ids = ids[ended].tolist()
         records = [self._end_episode(env_id) for env_id in self.ended_ids]
-        if restart:
+        if restart and records:
             self._begin_episodes(ids[ended])
         return records
 
@@ -174,11 +171,9 @@ class EnvironmentLoop:
     def run_steps(self, num_steps: int) -> list[dict[str, Any]]:
         """Takes exactly `num_steps` environment steps (all copies together)."""
         records: list[dict[str, Any]] = []
-        remaining = num_steps
-        while remaining > 0:
-            count = min(self.num_envs, remaining)
+        for taken in range(0, num_steps, self.num_envs):
+            count = min(self.num_envs, num_steps - taken)
             records += self.step(None if count == self.num_envs else np.arange(count))
-            remaining -= count
         self.actor.flush()
         return records
 
@@ -189,10 +184,7 @@ class EnvironmentLoop:
         active = list(range(started))
         records: list[dict[str, Any]] = []
         while active:
-            ended = self.step(np.asarray(active), restart=False)
-            if not ended:
-                continue
-            records += ended
+            records += self.step(np.asarray(active), restart=False)
             for env_id in self.ended_ids:
                 if started < num_episodes:
                     self._begin_episodes(np.asarray([env_id]))
@@ -208,10 +200,9 @@ class EnvironmentLoop:
         self.actor.update(wait=True)
         self.round_started_at = time.time()  # When the evaluated parameters were taken.
         records = self.run_episodes(num_episodes)
-        returns = np.array([r["episode_return"] for r in records], dtype=np.float64)
         record: dict[str, Any] = {
             **self.counter.get_counts(),
-            **spread(returns),
+            **spread(np.array([r["episode_return"] for r in records], dtype=np.float64)),
             "episode_length": float(np.mean([r["episode_length"] for r in records])),
             "episodes": num_episodes,
         }

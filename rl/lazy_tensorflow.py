@@ -99,13 +99,6 @@ def _run_package_init(module: types.ModuleType) -> None:
             module.__spec__.loader.exec_module(module)
 
 
-def _unexecuted_package(cls: type[types.ModuleType], spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-    module = cls(spec.name)
-    module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
-    module.__path__, module.__package__ = list(spec.submodule_search_locations), spec.name
-    return module
-
-
 def installed() -> bool:
     """Whether `tensorflow` is the stand-in and TensorFlow's `__init__` has not run yet."""
     return _state["stand_in"] is not None and not _state["full"]
@@ -190,7 +183,8 @@ def install() -> None:
     if spec is None or not spec.submodule_search_locations:
         return
     os.environ["TF2_BEHAVIOR"] = "1"  # As TensorFlow's __init__ sets it, first thing.
-    module = _unexecuted_package(_Lazy, spec)
+    module = importlib.util.module_from_spec(spec)  # Its `__init__` not run.
+    module.__class__ = _Lazy
     compat = types.ModuleType("tensorflow.compat")
     compat.__path__ = []
     compat.v1 = _Lazy("tensorflow.compat.v1")
@@ -202,5 +196,6 @@ def install() -> None:
         spec = importlib.util.spec_from_file_location(
             name, os.path.join(path, "__init__.py"), submodule_search_locations=[path]
         )
-        sys.modules[name] = _unexecuted_package(_DeferredPackage, spec)
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        sys.modules[name].__class__ = _DeferredPackage
     sys.modules.update({"tensorflow": module, "tensorflow.compat": compat, "tensorflow.compat.v1": compat.v1})
