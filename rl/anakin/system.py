@@ -198,6 +198,7 @@ class OffPolicySystem(System):
     """One update: one step of `num_envs` copies into a flashbax buffer, then (from `min_replay_size`)
     `num_envs * samples_per_insert / batch_size` SGD steps. A sampled sequence t..t+n-1 is one
     n-step transition, m <= n its steps up to the first episode end:
+
         reward   = sum_{k<m} gamma^k r_{t+k}
         discount = gamma^m * d_{t+m-1}          (d = 0 at a termination, 1 at a truncation)
         next     = s'_{t+m-1}
