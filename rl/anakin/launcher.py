@@ -38,6 +38,13 @@ def _rounded(experiment: ExperimentConfig, key: str, value: int, step: int, why:
     return dataclasses.replace(experiment, **{key: rounded})
 
 
+def steps_per_update(experiment: ExperimentConfig) -> int:
+    """Environment steps (all copies) one learner update consumes."""
+    if experiment.builder.anakin == "on_policy":
+        return experiment.num_envs * experiment.builder.config.unroll_length
+    return experiment.num_envs
+
+
 class AnakinLauncher(Launcher):
     """`num_seeds` replicas in one compiled program; `steps_per_chunk` updates (null: an evaluation
     period's) per host call."""
@@ -54,8 +61,6 @@ class AnakinLauncher(Launcher):
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
         """The experiment with an on-policy batch of one rollout, whole updates and chunks, checked."""
-        from rl.anakin.system import steps_per_update
-
         builder = experiment.builder
         if builder.anakin is None:
             raise ConfigError(
@@ -88,8 +93,6 @@ class AnakinLauncher(Launcher):
 
     def check_experiment(self, experiment: ExperimentConfig) -> int:
         """Refuses a (fitted) experiment this launcher cannot run; returns the updates per chunk."""
-        from rl.anakin.system import steps_per_update
-
         if not is_jax_native(experiment.environment_factory):
             raise ConfigError(
                 "environment",

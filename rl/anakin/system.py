@@ -13,6 +13,7 @@ from rl.agents.builder import Batch
 from rl.agents.ppo.builder import TrainingState
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
 from rl.experiments.config import ExperimentConfig
+from rl.anakin.launcher import steps_per_update
 from rl.core import Transition
 
 # `(params, key, observations, step) -> (actions, extras)`: a builder's `make_policy`.
@@ -20,13 +21,6 @@ Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, Any]]
 
 # False: the update took no SGD step; its other metrics are placeholders, left out of the means.
 TRAINED = "trained"
-
-
-def steps_per_update(experiment: ExperimentConfig) -> int:
-    """Environment steps (all copies) one learner update consumes."""
-    if experiment.builder.anakin == "on_policy":
-        return experiment.num_envs * experiment.builder.config.unroll_length
-    return experiment.num_envs
 
 
 class System:
