@@ -71,8 +71,7 @@ class StepBudget:
     def __init__(self, total: int):
         if total < 0:
             raise ValueError(f"total must be >= 0, got {total}")
-        self._total = int(total)
-        self._unleased = int(total)
+        self._total = self._unleased = int(total)
         self._limit: int | None = None  # Steps that may be leased in all, when held at a point.
         self._incarnations: dict[int, int] = {}
         self._outstanding: dict[int, int] = {}

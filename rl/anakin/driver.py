@@ -108,11 +108,9 @@ class AnakinNodes(lifecycle.Nodes):
         self.exploration_metrics = getattr(experiment.builder.exploration, "exploration_metrics", None)
 
     def counts_of(self, replica: int) -> dict[str, int]:
-        return {
-            "actor_steps": self.record.steps,
-            "learner_steps": self.learner_steps,
-            "actor_episodes": self.episodes[replica],
-        }
+        return dict(
+            actor_steps=self.record.steps, learner_steps=self.learner_steps, actor_episodes=self.episodes[replica]
+        )
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
         while self.record.steps < until:
