@@ -148,12 +148,10 @@ def train(config: DictConfig) -> float:
                 report(f"Warning: {warning.message}", error=True, transcript=False)
             else:
                 warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
-    except ConfigError as error:
-        report(f"Invalid configuration: {error}", error=True, transcript=False)
-        sys.exit(2)
-    except CheckpointError as error:
-        report(f"Cannot resume: {error}", error=True, transcript=False)
-        sys.exit(1)
+    except (ConfigError, CheckpointError) as error:
+        what, code = ("Invalid configuration", 2) if isinstance(error, ConfigError) else ("Cannot resume", 1)
+        report(f"{what}: {error}", error=True, transcript=False)
+        sys.exit(code)
     if plan.finished is not None:
         summary = plan.finished
         report(
