@@ -245,8 +245,7 @@ def cli() -> None:
 
     global _FULL_ERROR_OURS
     _FULL_ERROR_OURS = "HYDRA_FULL_ERROR" not in os.environ
-    if _FULL_ERROR_OURS:
-        os.environ["HYDRA_FULL_ERROR"] = "1"
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
         main()
     except CompactHydraException as error:
