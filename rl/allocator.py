@@ -1,9 +1,6 @@
-"""Runs the entry points under jemalloc (Ray's bundled one, else the system's) instead of
-glibc's malloc, which dominated reverb's sampling path (docs/performance.md, "Allocator"):
-`reexec_with_jemalloc()` sets `LD_PRELOAD` and re-executes the same command once (children
-inherit it). `RL_ALLOCATOR`: `auto` (default: jemalloc when found), `jemalloc` (or a one-line
-error), `system` (glibc). `python -m rl.allocator` prints the `LD_PRELOAD` to start with.
-"""
+"""Runs the entry points under jemalloc (Ray's bundled one, else the system's) instead of glibc's
+malloc (docs/performance.md, "Allocator"). `RL_ALLOCATOR`: `auto` (default), `jemalloc` (or a
+one-line error), `system`. `python -m rl.allocator` prints the `LD_PRELOAD` to start with."""
 
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ import ctypes.util
 import importlib.util
 import os
 import sys
-from typing import Mapping, Sequence
+from typing import Sequence
 
 MODE = "RL_ALLOCATOR"
 MODES = ("auto", "jemalloc", "system")
@@ -39,32 +36,21 @@ def find_jemalloc() -> str | None:
     except (ImportError, ValueError):
         spec = None
     ray = [os.path.join(p, "core", "libjemalloc.so") for p in (spec and spec.submodule_search_locations) or []]
-    for path in (*ray, *SYSTEM_PATHS):
-        if os.path.isfile(path):
-            return path
-    return ctypes.util.find_library("jemalloc")  # A soname (libjemalloc.so.2) the loader finds, or None.
+    found = [path for path in (*ray, *SYSTEM_PATHS) if os.path.isfile(path)]
+    return found[0] if found else ctypes.util.find_library("jemalloc")
 
 
-def preload_entries(value: str) -> list[str]:
-    """The libraries in an LD_PRELOAD value (separated by colons or spaces)."""
-    return value.replace(" ", ":").split(":") if value else []
-
-
-def allocator_mode(environ: Mapping[str, str] | None = None) -> str:
-    environ = os.environ if environ is None else environ
-    mode = environ.get(MODE, "").strip().lower() or "auto"
+def allocator_mode() -> str:
+    mode = os.environ.get(MODE, "").strip().lower() or "auto"
     if mode not in MODES:
-        raise AllocatorError(f"{MODE}={environ[MODE]!r}: must be one of {', '.join(MODES)}")
+        raise AllocatorError(f"{MODE}={os.environ[MODE]!r}: must be one of {', '.join(MODES)}")
     return mode
 
 
-def wanted_preload(environ: Mapping[str, str] | None = None) -> str | None:
-    """LD_PRELOAD with jemalloc prepended; None when nothing is to change (opted out, already
-    preloaded, or none found with RL_ALLOCATOR=auto: an AllocatorError with =jemalloc)."""
-    environ = os.environ if environ is None else environ
-    mode = allocator_mode(environ)
-    current = environ.get("LD_PRELOAD", "")
-    if mode == "system" or any("jemalloc" in os.path.basename(entry) for entry in preload_entries(current)):
+def wanted_preload() -> str | None:
+    """LD_PRELOAD with jemalloc prepended; None when nothing is to change."""
+    mode, current = allocator_mode(), os.environ.get("LD_PRELOAD", "")
+    if mode == "system" or any("jemalloc" in os.path.basename(e) for e in current.replace(" ", ":").split(":")):
         return None
     library = find_jemalloc()
     if library is None and mode == "jemalloc":
@@ -81,20 +67,16 @@ def jemalloc_loaded() -> str | None:
     """The jemalloc library mapped into this process (from /proc/self/maps), or None."""
     try:
         with open("/proc/self/maps") as maps:
-            for line in maps:
-                fields = line.split(maxsplit=5)  # address, permissions, offset, device, inode, path
-                if len(fields) == 6 and "jemalloc" in os.path.basename(fields[5].strip()):
-                    return fields[5].strip()
+            paths = [line.split(maxsplit=5)[5].strip() for line in maps if len(line.split(maxsplit=5)) == 6]
     except OSError:
-        pass
-    return None
+        return None
+    return next((path for path in paths if "jemalloc" in os.path.basename(path)), None)
 
 
 def reexec_with_jemalloc(argv: Sequence[str] | None = None) -> None:
     """Replaces this process by the same command (`argv`, by default `sys.orig_argv`) under
-    jemalloc, once; returns when there is nothing to do. Call it before the heavy imports.
-    Exits with a one-line error when RL_ALLOCATOR is invalid or its jemalloc cannot be found
-    or loaded; if exec fails, warns in one line and carries on with the system allocator."""
+    jemalloc, once; call it before the heavy imports. Exits with a one-line error when
+    RL_ALLOCATOR is invalid or its jemalloc missing; if exec fails, warns and carries on."""
     try:
         mode = allocator_mode()
         if os.environ.get(MARKER):  # Re-executed already: never again.
@@ -112,7 +94,7 @@ def reexec_with_jemalloc(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.orig_argv if argv is None else argv)
     previous = os.environ.get("LD_PRELOAD")
     os.environ["LD_PRELOAD"] = preload
-    os.environ[MARKER] = preload_entries(preload)[0]
+    os.environ[MARKER] = preload.split(":")[0]
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             stream.flush()

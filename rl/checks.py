@@ -6,7 +6,6 @@ from typing import Any, Callable
 
 
 def _require(config: Any, names: tuple[str, ...], holds: Callable[[Any], bool], condition: str) -> None:
-    """Raises a ValueError naming the first field among `names` whose value `holds` is false for."""
     for name in names:
         value = getattr(config, name)
         if not holds(value):

@@ -1,5 +1,4 @@
-"""The interfaces every agent and launcher is written against, small so that a single-process
-loop or a distributed launcher can run an actor, a learner or a whole experiment unchanged."""
+"""The interfaces every agent and launcher is written against."""
 
 from __future__ import annotations
 
@@ -22,8 +21,8 @@ class VariableSource(abc.ABC):
 
 
 class Actor(abc.ABC):
-    """Chooses actions and feeds the experience it sees to replay, batched over the copies of
-    a vector environment; `env_ids` names the copies a batched timestep's rows belong to."""
+    """Chooses actions and feeds its experience to replay, batched over a vector environment's
+    copies; `env_ids` names the copies a batched timestep's rows belong to."""
 
     @abc.abstractmethod
     def select_action(self, observations: Any) -> Any:
@@ -66,9 +65,7 @@ class Learner(VariableSource, Generic[State]):
 
 
 class Transition(NamedTuple):
-    """One (possibly n-step) transition as stored in replay: `reward` is the discounted sum of
-    the m <= n rewards it spans, `discount` gamma^m times the environment discounts, so the
-    target is `reward + discount * value(next_observation)` (0 at a terminal step)."""
+    """One (possibly n-step) transition: the target is `reward + discount * value(next_observation)`."""
 
     observation: Any
     action: Any
@@ -86,12 +83,8 @@ class EnvironmentSpec:
 
 
 def make_environment_spec(environment: dm_env.Environment) -> EnvironmentSpec:
-    return EnvironmentSpec(
-        observations=environment.observation_spec(),
-        actions=environment.action_spec(),
-        rewards=environment.reward_spec(),
-        discounts=environment.discount_spec(),
-    )
+    spec = environment.observation_spec(), environment.action_spec(), environment.reward_spec()
+    return EnvironmentSpec(*spec, environment.discount_spec())
 
 
 def is_discrete(action_spec: Any) -> bool:
@@ -127,7 +120,6 @@ class VariableClient:
             self.update_and_wait()
 
     def get_state(self) -> dict[str, Any]:
-        """The parameters held and the calls since they were fetched (a restored client fetches when this one would)."""
         return {"params": self._params, "calls": self._calls}
 
     def set_state(self, state: dict[str, Any]) -> None:

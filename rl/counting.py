@@ -1,6 +1,5 @@
-"""Hierarchical step counters: each node counts under its own prefix (`actor_steps`,
-`learner_steps`) into one root and reads back every count, so any record it logs carries
-`actor_steps`, the x-axis all curves share."""
+"""Hierarchical step counters: each node counts under its own prefix (`actor_steps`) into one root
+and reads back every count, so any record carries `actor_steps`, the x-axis all curves share."""
 
 from __future__ import annotations
 
@@ -16,15 +15,12 @@ class Counter:
 
     def __init__(self, parent: "Counter | None" = None, prefix: str = "", time_delta: float = 1.0):
         self._parent = parent
-        self._prefix = prefix
+        self._prefix = f"{prefix}_" if prefix else ""
         self._time_delta = time_delta
         self._counts: dict[str, Number] = {}
         self._lock = threading.Lock()
         self._cached: dict[str, Number] | None = None
         self._cached_at = 0.0
-
-    def _key(self, key: str) -> str:
-        return f"{self._prefix}_{key}" if self._prefix else key
 
     def increment(self, **counts: Number) -> dict[str, Number]:
         with self._lock:
@@ -32,10 +28,10 @@ class Counter:
                 self._counts[key] = self._counts.get(key, 0) + value
             if self._parent is None:
                 return dict(self._counts)
-        return self._tell_parent({self._key(k): v for k, v in counts.items()})
+        return self._tell_parent(counts)
 
     def _tell_parent(self, counts: Mapping[str, Number]) -> dict[str, Number]:
-        self._cached = dict(self._parent.increment(**counts))
+        self._cached = dict(self._parent.increment(**{self._prefix + key: value for key, value in counts.items()}))
         self._cached_at = time.monotonic()
         return dict(self._cached)
 
@@ -56,29 +52,26 @@ class Counter:
             return dict(self._counts)
 
     def restore(self, counts: Mapping[str, Number]) -> None:
-        """Sets this node's own counts to `counts` (from `save`) and moves its parent's by the
-        same amounts. Restore the root (with every count) or each child (its own), not both."""
+        """Sets this node's own counts (from `save`) and moves its parent's by the same amounts."""
         with self._lock:
             previous, self._counts = self._counts, dict(counts)
             if self._parent is None:
                 return
             keys = dict.fromkeys([*previous, *self._counts])
             deltas = {key: self._counts.get(key, 0) - previous.get(key, 0) for key in keys}
-        deltas = {self._key(key): delta for key, delta in deltas.items() if delta != 0}
+        deltas = {key: delta for key, delta in deltas.items() if delta != 0}
         if deltas:
             self._tell_parent(deltas)
 
 
 class StepBudget:
-    """The actor-step budget of a distributed run, handed to actors in leases. Every (re)start
-    `register`s: a dead incarnation's leased but uncounted steps go back to the budget and its
-    late calls are refused, so the run counts exactly the budget, each step once."""
+    """The actor-step budget of a distributed run, leased to actors; a dead incarnation's leased but
+    uncounted steps go back to the budget and its late calls are refused."""
 
     def __init__(self, total: int):
         if total < 0:
             raise ValueError(f"total must be >= 0, got {total}")
-        self._total = int(total)
-        self._unleased = int(total)
+        self._total = self._unleased = int(total)
         self._limit: int | None = None  # Steps that may be leased in all, when held at a point.
         self._incarnations: dict[int, int] = {}
         self._outstanding: dict[int, int] = {}
@@ -86,8 +79,7 @@ class StepBudget:
         self._lock = threading.Lock()
 
     def register(self, actor_id: int) -> dict[str, int]:
-        """Starts an incarnation of `actor_id` (the first: restart 0); returns its `restart`, the
-        `steps` counted over all incarnations (where schedules resume), the steps `reclaimed`."""
+        """Starts an incarnation of `actor_id`: its `restart`, the `steps` counted, the steps `reclaimed`."""
         with self._lock:
             restart = self._incarnations.get(actor_id, -1) + 1
             self._incarnations[actor_id] = restart
@@ -97,14 +89,12 @@ class StepBudget:
             return {"restart": restart, "steps": self._counted.get(actor_id, 0), "reclaimed": reclaimed}
 
     def hold_at(self, steps: int | None) -> None:
-        """Leases stop once `steps` of the budget are leased (None: no hold), so the count stops
-        exactly there (an evaluation point); reclaimed steps can be leased again below it."""
+        """Leases stop once `steps` of the budget are leased (None: no hold)."""
         with self._lock:
             self._limit = None if steps is None else max(0, int(steps))
 
     def lease(self, actor_id: int, incarnation: int, wanted: int) -> int:
-        """Grants up to `wanted` steps: 0 when the budget is spent or the caller is stale,
-        -1 while the budget is held (`hold_at`): the caller waits and asks again."""
+        """Grants up to `wanted` steps: 0 when spent or stale, -1 while held (ask again)."""
         with self._lock:
             if self._incarnations.get(actor_id) != incarnation:
                 return 0

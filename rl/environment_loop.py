@@ -1,6 +1,5 @@
-"""Runs an actor in a `VectorEnvironment`: one batched policy call per step for every copy,
-each copy's episodes counted and logged on their own (with observers' and exploration metrics);
-an evaluation loop refreshes its parameters and logs once per round (`run_evaluation`)."""
+"""Runs an actor in a `VectorEnvironment`: one batched policy call per step for every copy, each
+copy's episodes counted and logged on their own; an evaluation loop logs once per round."""
 
 from __future__ import annotations
 
@@ -24,8 +23,14 @@ EPISODE_KEYS = ("episode_return", "episode_length", "steps_per_second")
 LAST = int(dm_env.StepType.LAST)
 
 
+def spread(returns: Any) -> dict[str, float]:
+    """The mean, standard deviation, minimum and maximum of episode returns, as record keys."""
+    statistics = {"": np.mean, "_std": np.std, "_min": np.min, "_max": np.max}
+    return {f"episode_return{suffix}": float(statistic(returns)) for suffix, statistic in statistics.items()}
+
+
 def _replace_rows(batch: Any, rows: np.ndarray | None, values: Any) -> Any:
-    """A copy of `batch` with `rows` replaced (adders may still hold views of the original); `values` for all rows."""
+    """A copy of `batch` with `rows` replaced (adders may still hold views of the original)."""
     if rows is None:
         return values
 
@@ -47,7 +52,7 @@ class EnvironmentLoop:
         observers: Sequence[Observer] = (),
         evaluation: bool = False,
     ):
-        if isinstance(environment, dm_env.Environment):  # One environment: a vector of one.
+        if isinstance(environment, dm_env.Environment):
             environment = VectorEnvironment([environment])
         self.environment = environment
         self.num_envs = environment.num_envs
@@ -61,11 +66,10 @@ class EnvironmentLoop:
         self._returns = np.zeros(self.num_envs, np.float64)
         self._lengths = np.zeros(self.num_envs, np.int64)
         self._uncounted_steps = 0
-        self.steps_taken = 0  # Environment steps of all copies since the loop was made.
+        self.steps_taken = 0
         self._rate_steps = 0
         self._rate_start = time.perf_counter()
         self.ended_ids: list[int] = []  # The copies whose episode ended at the last step.
-        # Epoch time the last evaluation round took its parameters (SB3's time to a threshold).
         self.round_started_at: float | None = None
 
     def _begin_episodes(self, env_ids: np.ndarray | None = None) -> None:
@@ -81,8 +85,8 @@ class EnvironmentLoop:
         self._lengths[rows] = 0
 
     def step(self, env_ids: np.ndarray | None = None, restart: bool = True) -> list[dict[str, Any]]:
-        """Steps the copies named (all by default) once; returns the records of the
-        episodes that ended, whose copies start anew unless `restart` is False."""
+        """Steps the copies named (all by default) once; returns the records of the episodes that
+        ended, whose copies start anew unless `restart` is False."""
         if self._observation is None:
             self._begin_episodes()
         actions = self.actor.select_action(self._observation)
@@ -90,27 +94,23 @@ class EnvironmentLoop:
             actions = actions[env_ids]
         timestep = self.environment.step(actions, env_ids)
         self.actor.observe(actions, timestep, env_ids)
+        ids = self._all_ids if env_ids is None else np.asarray(env_ids)
         for observer in self.observers:
-            observer.observe(self.environment, timestep, actions, self._all_ids if env_ids is None else env_ids)
+            observer.observe(self.environment, timestep, actions, ids)
         if not self.evaluation:
             self.actor.update()
         count = len(timestep.step_type)
-        rows = slice(None) if env_ids is None else env_ids
-        self._returns[rows] += timestep.reward
-        self._lengths[rows] += 1
+        self._returns[ids] += timestep.reward
+        self._lengths[ids] += 1
         self._observation = _replace_rows(self._observation, env_ids, timestep.observation)
         self._uncounted_steps += count
         self.steps_taken += count
         self._rate_steps += count
         ended = timestep.step_type == LAST
-        if not ended.any():
-            self.ended_ids = []
-            return []
-        ended_ids = (np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids))[ended]
-        self.ended_ids = ended_ids.tolist()
+        self.ended_ids = ids[ended].tolist()
         records = [self._end_episode(env_id) for env_id in self.ended_ids]
-        if restart:
-            self._begin_episodes(ended_ids)
+        if restart and records:
+            self._begin_episodes(ids[ended])
         return records
 
     def _end_episode(self, env_id: int) -> dict[str, Any]:
@@ -121,7 +121,6 @@ class EnvironmentLoop:
             **counts,
             "episode_return": float(self._returns[env_id]),
             "episode_length": int(self._lengths[env_id]),
-            # This loop's environment steps per second (all copies) since its last record.
             "steps_per_second": self._rate_steps / max(now - self._rate_start, 1e-9),
         }
         self._rate_steps, self._rate_start = 0, now
@@ -133,7 +132,7 @@ class EnvironmentLoop:
         return record
 
     def get_state(self) -> dict[str, Any]:
-        """What an exact resume continues from (the environments pickled mid-episode; not observers' statistics)."""
+        """What an exact resume continues from (not observers' statistics)."""
         return {
             "environment": pickle.dumps(self.environment, protocol=pickle.HIGHEST_PROTOCOL),
             "observation": self._observation,
@@ -155,30 +154,27 @@ class EnvironmentLoop:
         self.actor.set_state(state["actor"])
 
     def flush(self) -> None:
-        """Makes the adder calls the actor has queued."""
         self.actor.flush()
 
     def count_partial_episode(self) -> None:
-        """Counts the steps of unfinished episodes (at a budget or an evaluation point) and `flush`es."""
-        self.flush()
+        """Counts the steps of unfinished episodes and flushes the actor."""
+        self.actor.flush()
         if self._uncounted_steps:
             self.counter.increment(steps=self._uncounted_steps)
             self._uncounted_steps = 0
 
     def drop_episodes(self) -> None:
-        """Abandons every copy's episode (counting its steps): a rebuilt replay connection's adder starts afresh."""
+        """Abandons every copy's episode: a rebuilt replay connection's adder starts afresh."""
         self.count_partial_episode()
         self._observation = None
 
     def run_steps(self, num_steps: int) -> list[dict[str, Any]]:
         """Takes exactly `num_steps` environment steps (all copies together)."""
         records: list[dict[str, Any]] = []
-        remaining = num_steps
-        while remaining > 0:
-            count = min(self.num_envs, remaining)
+        for taken in range(0, num_steps, self.num_envs):
+            count = min(self.num_envs, num_steps - taken)
             records += self.step(None if count == self.num_envs else np.arange(count))
-            remaining -= count
-        self.flush()
+        self.actor.flush()
         return records
 
     def run_episodes(self, num_episodes: int) -> list[dict[str, Any]]:
@@ -188,32 +184,25 @@ class EnvironmentLoop:
         active = list(range(started))
         records: list[dict[str, Any]] = []
         while active:
-            ended = self.step(np.asarray(active), restart=False)
-            if not ended:
-                continue
-            records += ended
+            records += self.step(np.asarray(active), restart=False)
             for env_id in self.ended_ids:
                 if started < num_episodes:
                     self._begin_episodes(np.asarray([env_id]))
                     started += 1
                 else:
                     active.remove(env_id)
-        self.flush()
+        self.actor.flush()
         return records
 
     def run_evaluation(self, num_episodes: int) -> dict[str, Any]:
-        """One round with the newest parameters: one record of the counts, the return's mean
-        and spread, the mean length and the observers' metrics (numbers averaged)."""
+        """One round with the newest parameters: one record of the counts, the return's spread, the
+        mean length and the observers' metrics (numbers averaged)."""
         self.actor.update(wait=True)
         self.round_started_at = time.time()  # When the evaluated parameters were taken.
         records = self.run_episodes(num_episodes)
-        returns = np.array([r["episode_return"] for r in records], dtype=np.float64)
         record: dict[str, Any] = {
             **self.counter.get_counts(),
-            "episode_return": float(returns.mean()),
-            "episode_return_std": float(returns.std()),
-            "episode_return_min": float(returns.min()),
-            "episode_return_max": float(returns.max()),
+            **spread(np.array([r["episode_return"] for r in records], dtype=np.float64)),
             "episode_length": float(np.mean([r["episode_length"] for r in records])),
             "episodes": num_episodes,
         }

@@ -1,10 +1,6 @@
-"""TensorFlow for reverb without importing all of TensorFlow (about 5 s per process).
-
-`install()` (run by `import rl`) puts a stand-in `tensorflow` into `sys.modules`: it answers
-`_NAMES` from the `tensorflow.python` modules defining them; any other attribute first runs
-TensorFlow's own `__init__` into it (once). tf.data's two packages wait the same way.
-`RL_LAZY_TENSORFLOW=0` turns it off. Pinned to TensorFlow 2.15 (tests check every name).
-"""
+"""TensorFlow for reverb without importing all of TensorFlow: `install()` puts a stand-in `tensorflow`
+into `sys.modules` that answers `_NAMES` from their defining modules; any other attribute runs
+TensorFlow's own `__init__` into it (once). `RL_LAZY_TENSORFLOW=0` turns it off. Pinned to TF 2.15."""
 
 from __future__ import annotations
 
@@ -32,8 +28,7 @@ _LIGHT: dict[str, tuple[str, str]] = {
     "load_op_library": ("tensorflow.python.framework.load_library", "load_op_library"),
     **{name: (_DTYPES, name) for name in ("float32", "float64", "double", "int32", "int64", "uint64", "string")},
 }
-# Module or namespace: {name: (module, attribute)} of what it answers without the full import
-# (tf.compat.v1's `to_float`: reverb's datasets test for it to tell a TF1 runtime).
+# Module or namespace: {name: (module, attribute)} of what it answers without the full import.
 _NAMES: dict[str, dict[str, tuple[str, str]]] = {
     "tensorflow": _LIGHT,
     "tensorflow.version": {"VERSION": _VERSION},
@@ -47,18 +42,14 @@ _NAMES: dict[str, dict[str, tuple[str, str]]] = {
 }
 # Packages whose `__init__` waits for the first name asked of them, outermost first.
 _DEFERRED = ("tensorflow.python.data", "tensorflow.python.data.experimental")
-_state: dict[str, Any] = {"stand_in": None, "full": False, "behaviour": False}
+_state: dict[str, Any] = {"stand_in": None, "full": False}
 # Threads (actor, learner) may ask for a full import at once: one runs it, the others wait.
 _full_import = threading.RLock()
 
 
+@functools.cache
 def _behave_as_tensorflow_2() -> None:
-    """What TensorFlow's `__init__` switches on first (`enable_v2_behavior`), once, without its
-    tf.data half (TF2_BEHAVIOR does that as those modules load; calling it would import
-    `tensorflow.python.data.experimental`, seconds that replay never uses)."""
-    if _state["behaviour"]:
-        return
-    _state["behaviour"] = True
+    """TensorFlow's `enable_v2_behavior`, once, without its tf.data half (TF2_BEHAVIOR does that)."""
     from tensorflow.python import tf2
     from tensorflow.python.framework import ops, tensor, tensor_shape
     from tensorflow.python.ops import control_flow_v2_toggles, variable_scope
@@ -72,8 +63,7 @@ def _behave_as_tensorflow_2() -> None:
 
 
 class _Lazy(types.ModuleType):
-    """`tensorflow`, `tensorflow.compat.v1` or one of their namespaces before TensorFlow's
-    `__init__` ran: answers its `_NAMES`, and anything else from the real module."""
+    """A TensorFlow namespace before TensorFlow's `__init__` ran: answers its `_NAMES`, else the real module's."""
 
     def __getattr__(self, name: str) -> Any:
         names = _NAMES[self.__name__]
@@ -93,8 +83,7 @@ class _Lazy(types.ModuleType):
 
 
 class _DeferredPackage(types.ModuleType):
-    """A tf.data package whose `__init__` (seconds gathering public names that reverb, importing
-    modules by their full names, never uses) runs when a name is first asked of it."""
+    """A tf.data package whose slow `__init__` runs when a name is first asked of it."""
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -108,14 +97,6 @@ def _run_package_init(module: types.ModuleType) -> None:
         if type(module) is _DeferredPackage:
             module.__class__ = types.ModuleType
             module.__spec__.loader.exec_module(module)
-
-
-def _unexecuted_package(cls: type[types.ModuleType], spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-    """A `cls` module for the package `spec` describes, its `__init__` not run."""
-    module = cls(spec.name)
-    module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
-    module.__path__, module.__package__ = list(spec.submodule_search_locations), spec.name
-    return module
 
 
 def installed() -> bool:
@@ -135,8 +116,7 @@ def load_fully() -> types.ModuleType:
                 sys.modules.pop(name, None)
             for name in [*_LIGHT, "version", "data", "config", "compat"]:
                 module.__dict__.pop(name, None)
-            # tf.data's packages first, innermost first, as TensorFlow's own order has them:
-            # its public tree imports the data service's modules, which need theirs.
+            # tf.data's packages first, innermost first, as TensorFlow's own order has them.
             for name in _DEFERRED[::-1]:
                 _run_package_init(sys.modules[name])
             module.__class__ = types.ModuleType
@@ -146,8 +126,7 @@ def load_fully() -> types.ModuleType:
 
 class _FullImportFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Last on `sys.meta_path`: a module of TensorFlow's public tree that no file provides
-    (`tensorflow.keras`, `tensorflow.compat.v2`: TensorFlow's `__init__` makes them) runs
-    the full import and hands over that module. Other misses stay misses."""
+    (`tensorflow.keras`) runs the full import and hands over that module."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         parent, _, child = name.rpartition(".")
@@ -175,9 +154,8 @@ class _Unimportable(importlib.abc.MetaPathFinder):
 
 
 def import_without_tensorflow(name: str) -> types.ModuleType:
-    """Imports `name` (rlax, distrax) as if TensorFlow were not installed, when the stand-in
-    is in place: TensorFlow Probability's JAX substrate, which both bring, would otherwise run
-    TensorFlow's full import (for docstrings, or its TensorFlow part). One thread at a time."""
+    """Imports `name` (rlax, distrax) as if TensorFlow were not installed, when the stand-in is in
+    place: TensorFlow Probability's JAX substrate would otherwise run TensorFlow's full import."""
     with _full_import:
         if not installed() or name in sys.modules:
             return importlib.import_module(name)
@@ -191,34 +169,22 @@ def import_without_tensorflow(name: str) -> types.ModuleType:
             sys.modules.update(hidden)
 
 
-def _standard_library_distutils() -> None:
-    """reverb checks TensorFlow's version with `distutils.version`: on Python 3.11 setuptools'
-    shim would serve it from setuptools (about 0.5 s, pkg_resources). As if started with
-    SETUPTOOLS_USE_DISTUTILS=stdlib (children inherit it), unless that is set, distutils or
-    setuptools is already imported, or Python has no distutils (3.12)."""
-    shim = sys.modules.get("_distutils_hack")
-    if (
-        shim is None
-        or sys.version_info >= (3, 12)
-        or "SETUPTOOLS_USE_DISTUTILS" in os.environ
-        or "distutils" in sys.modules
-        or "setuptools" in sys.modules
-    ):
-        return
-    os.environ["SETUPTOOLS_USE_DISTUTILS"] = "stdlib"
-    shim.remove_shim()
-
-
 def install() -> None:
-    """Puts the stand-in in place unless TensorFlow is already imported, missing, or `RL_LAZY_TENSORFLOW=0`."""
+    """Puts the stand-in in place unless TensorFlow is imported, missing, or `RL_LAZY_TENSORFLOW=0`."""
     if "tensorflow" in sys.modules or os.environ.get("RL_LAZY_TENSORFLOW", "1") == "0":
         return
-    _standard_library_distutils()
+    # As if started with SETUPTOOLS_USE_DISTUTILS=stdlib: reverb's `distutils.version` skips setuptools' slow shim.
+    shim = sys.modules.get("_distutils_hack")
+    if shim is not None and "SETUPTOOLS_USE_DISTUTILS" not in os.environ and sys.version_info < (3, 12):
+        if "distutils" not in sys.modules and "setuptools" not in sys.modules:
+            os.environ["SETUPTOOLS_USE_DISTUTILS"] = "stdlib"
+            shim.remove_shim()
     spec = importlib.util.find_spec("tensorflow")
     if spec is None or not spec.submodule_search_locations:
         return
     os.environ["TF2_BEHAVIOR"] = "1"  # As TensorFlow's __init__ sets it, first thing.
-    module = _unexecuted_package(_Lazy, spec)
+    module = importlib.util.module_from_spec(spec)  # Its `__init__` not run.
+    module.__class__ = _Lazy
     compat = types.ModuleType("tensorflow.compat")
     compat.__path__ = []
     compat.v1 = _Lazy("tensorflow.compat.v1")
@@ -230,5 +196,6 @@ def install() -> None:
         spec = importlib.util.spec_from_file_location(
             name, os.path.join(path, "__init__.py"), submodule_search_locations=[path]
         )
-        sys.modules[name] = _unexecuted_package(_DeferredPackage, spec)
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        sys.modules[name].__class__ = _DeferredPackage
     sys.modules.update({"tensorflow": module, "tensorflow.compat": compat, "tensorflow.compat.v1": compat.v1})

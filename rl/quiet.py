@@ -1,7 +1,5 @@
-"""Output a researcher cannot act on, dropped where it is made; everything else passes:
-reverb 0.14's C++ INFO lines on fd 2 (`reverb_info_filtered`), MuJoCo's deprecation warnings
-in third-party models (`known_warnings_dropped`), a sweep's libraries narrating at INFO
-(`quiet_libraries`, a Hydra callback: conf/hydra/job_logging/rl.yaml)."""
+"""Output a researcher cannot act on, dropped where it is made: reverb's C++ INFO lines on fd 2,
+MuJoCo's deprecation warnings in third-party models, a sweep's libraries narrating at INFO."""
 
 from __future__ import annotations
 
@@ -32,24 +30,21 @@ _MUJOCO_LOCK = threading.RLock()
 @contextlib.contextmanager
 def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
     """Within the block, fd 2 goes through `grep -v REVERB_INFO_LINES` (its own process: what a
-    dying run wrote still shows); unchanged when disabled, without grep, or fd 2 is not replaceable."""
-    grep = shutil.which("grep")
-    if not enabled or grep is None:
-        yield
-        return
-    try:
-        original = os.dup(2)
-    except OSError:
-        yield
-        return
+    dying run wrote still shows)."""
+    grep, original, filter_process = shutil.which("grep"), None, None
     arguments = [grep, "--line-buffered", "-v", "-E", *(a for p in REVERB_INFO_LINES for a in ("-e", p))]
     try:
-        filter_process = subprocess.Popen(arguments, stdin=subprocess.PIPE, stdout=original, stderr=subprocess.DEVNULL)
+        if enabled and grep is not None:
+            original = os.dup(2)
+            filter_process = subprocess.Popen(
+                arguments, stdin=subprocess.PIPE, stdout=original, stderr=subprocess.DEVNULL
+            )
     except OSError:
-        os.close(original)
+        if original is not None:
+            os.close(original)
+    if filter_process is None or filter_process.stdin is None:  # Unchanged: disabled, no grep, or no fd 2.
         yield
         return
-    assert filter_process.stdin is not None
     sys.stderr.flush()
     os.dup2(filter_process.stdin.fileno(), 2)
     try:
@@ -58,8 +53,7 @@ def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(original, 2)
         os.close(original)
-        # grep writes the rest and exits once every writer has closed the pipe: this
-        # process now, a child started meanwhile (W&B's service) when it exits.
+        # grep exits once every writer (a child started meanwhile too) has closed the pipe.
         filter_process.stdin.close()
         try:
             filter_process.wait(timeout=1.0)
@@ -69,9 +63,7 @@ def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
 
 @contextlib.contextmanager
 def known_warnings_dropped() -> Iterator[None]:
-    """Within the block (a model load), MuJoCo's `MUJOCO_KNOWN_WARNINGS` are dropped and the
-    others passed to the hook installed before (dm_control's), or printed as MuJoCo's own
-    `WARNING: ...` line; that hook is put back afterwards."""
+    """Within the block, MuJoCo's `MUJOCO_KNOWN_WARNINGS` are dropped and the others passed on."""
     import mujoco
 
     def hook(message: str) -> None:
@@ -92,8 +84,7 @@ def known_warnings_dropped() -> Iterator[None]:
 
 
 def quiet_libraries() -> Any:
-    """A Hydra callback that sets `CHATTY_LOGGERS` (and optuna, under its sweeper) to WARNING
-    when a multirun starts; Hydra's own lines stay."""
+    """A Hydra callback that sets `CHATTY_LOGGERS` (and optuna) to WARNING when a multirun starts."""
     from hydra.experimental.callback import Callback  # Hydra loads it only for a multirun.
 
     class QuietLibraries(Callback):

@@ -1,8 +1,5 @@
-"""Trains an agent: `python -m rl.train [group=option ...] [key=value ...]` (also
-`scripts/train.py` and `rl-train`); returns the final evaluation return, for sweepers.
-`hydra.run.dir=DIR` or `resume=DIR` resumes a run from its newest checkpoint; Ctrl-C or
-SIGTERM stops it cleanly (checkpoint, "interrupted" summary, exit status 130 / 143).
-"""
+"""Trains an agent: `python -m rl.train [group=option ...] [key=value ...]`; returns the final
+evaluation return, for sweepers. `resume=DIR` resumes a run; Ctrl-C or SIGTERM stops it cleanly."""
 
 from __future__ import annotations
 
@@ -20,15 +17,14 @@ from omegaconf import DictConfig
 
 from rl.checkpointing import CheckpointError, RunWarning, holds_a_run
 
-# The rest (JAX, TensorFlow) is imported in `main`: a bad command line fails in a fraction of a second.
-TRANSCRIPT = logging.getLogger("rl.transcript")  # To train.log (conf/hydra/job_logging/rl.yaml).
+# JAX and TensorFlow are imported in `main`: a bad command line fails in a fraction of a second.
+TRANSCRIPT = logging.getLogger("rl.transcript")
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
 
 
 def resume_arguments(argv: list[str]) -> list[str]:
     """The command line Hydra sees: `resume=DIR` runs in DIR, and a run directory that holds
-    a run keeps its `.hydra/` config (`hydra.output_subdir=null`): a resume is checked
-    against it and a refused one changes nothing. Exit status 2: `resume` names no directory."""
+    a run keeps its `.hydra/` config (`hydra.output_subdir=null`)."""
     if any(arg in ("-m", "--multirun") for arg in argv):
         return argv
     values = {
@@ -38,13 +34,11 @@ def resume_arguments(argv: list[str]) -> list[str]:
     resume = values.get("resume")
     if resume not in (None, "", "null"):
         path = os.path.abspath(os.path.expanduser(resume))
-        if not os.path.isdir(path):
-            print(f"Invalid configuration: resume: no run directory at {path}", file=sys.stderr)
-            sys.exit(2)
-        if run_directory is not None and os.path.abspath(os.path.expanduser(run_directory)) != path:
-            print(
-                f"Invalid configuration: resume: names {path} but hydra.run.dir names {run_directory}", file=sys.stderr
-            )
+        error = None if os.path.isdir(path) else f"no run directory at {path}"
+        if error is None and run_directory is not None and os.path.abspath(os.path.expanduser(run_directory)) != path:
+            error = f"names {path} but hydra.run.dir names {run_directory}"
+        if error is not None:
+            print(f"Invalid configuration: resume: {error}", file=sys.stderr)
             sys.exit(2)
         if run_directory is None:
             argv = [*argv, f"hydra.run.dir={path}"]
@@ -57,53 +51,18 @@ def resume_arguments(argv: list[str]) -> list[str]:
 
 
 def report(message: str, error: bool = False, transcript: bool = True) -> None:
-    """Prints a line for the user (stderr for errors) and, with `transcript`, copies it into
-    train.log; lines about a run that is not started stay off it (looking changes nothing)."""
+    """Prints a line for the user and, with `transcript`, copies it into train.log."""
     print(message, file=sys.stderr if error else sys.stdout)
     if transcript:
         TRANSCRIPT.info(message)
 
 
-def _prepare(config: DictConfig, output_dir: str) -> tuple:
-    """The experiment, its launcher and the plan for its run directory; exits on bad input."""
-    from rl.experiments.make_experiment import ConfigError, make_experiment, tracking_settings
-    from rl.checkpointing import prepare_run
-
-    try:
-        hydra_config = HydraConfig.get()
-        tracking = tracking_settings(hydra_config, config)
-        experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", RunWarning)  # Libraries' warnings keep their filters.
-            plan = prepare_run(
-                experiment,
-                config,
-                output_dir,
-                explicit=config.get("resume") is not None,
-                learner_template=launch.checkpoint_template,
-            )
-        for warning in caught:
-            if issubclass(warning.category, RunWarning):
-                report(f"Warning: {warning.message}", error=True, transcript=False)
-            else:
-                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
-    except ConfigError as error:
-        report(f"Invalid configuration: {error}", error=True, transcript=False)
-        sys.exit(2)
-    except CheckpointError as error:
-        report(f"Cannot resume: {error}", error=True, transcript=False)
-        sys.exit(1)
-    return experiment, launch, plan
-
-
-# Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`;
-# unset once a job runs, whose own errors Hydra reports.
+# Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`.
 _FULL_ERROR_OURS = False
 
 
 def composition_error(error: Exception, argv: list[str]) -> str:
-    """One line for a command line Hydra cannot compose: an unknown key (`agent.lr=1e-3`)
-    names the option it most likely meant, or says that the preset is another agent's."""
+    """One line for a command line Hydra cannot compose; an unknown key names the nearest option."""
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
@@ -149,8 +108,7 @@ _FLOAT_LITERAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
 
 
 def integral_overrides(argv: list[str]) -> list[str]:
-    """An integer written as a float is that integer (`max_actor_steps=1e5` is 100000; a float
-    option reads it unchanged), in single values and comma sweeps."""
+    """An integer written as a float is that integer (`max_actor_steps=1e5` is 100000)."""
 
     def integral(value: str) -> str:
         if _FLOAT_LITERAL.fullmatch(value) and not value.lstrip("+-").isdigit() and float(value).is_integer():
@@ -169,13 +127,31 @@ def integral_overrides(argv: list[str]) -> list[str]:
 def train(config: DictConfig) -> float:
     from rl.experiments.lifecycle import Interrupted, RunInterrupted, signal_name
     from rl.experiments.launchers.base import LauncherError
-    from rl.checkpointing import apply_plan
+    from rl.experiments.make_experiment import ConfigError, make_experiment, tracking_settings
+    from rl.checkpointing import apply_plan, prepare_run
     from rl.experiments.summary import close_loggers
 
     if _FULL_ERROR_OURS:
         os.environ.pop("HYDRA_FULL_ERROR", None)
-    output_dir = HydraConfig.get().runtime.output_dir
-    experiment, launch, plan = _prepare(config, output_dir)
+    hydra_config = HydraConfig.get()
+    output_dir, explicit = hydra_config.runtime.output_dir, config.get("resume") is not None
+    try:
+        tracking = tracking_settings(hydra_config, config)
+        experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RunWarning)  # Libraries' warnings keep their filters.
+            plan = prepare_run(
+                experiment, config, output_dir, explicit=explicit, learner_template=launch.checkpoint_template
+            )
+        for warning in caught:
+            if issubclass(warning.category, RunWarning):
+                report(f"Warning: {warning.message}", error=True, transcript=False)
+            else:
+                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    except (ConfigError, CheckpointError) as error:
+        what, code = ("Invalid configuration", 2) if isinstance(error, ConfigError) else ("Cannot resume", 1)
+        report(f"{what}: {error}", error=True, transcript=False)
+        sys.exit(code)
     if plan.finished is not None:
         summary = plan.finished
         report(
@@ -194,7 +170,7 @@ def train(config: DictConfig) -> float:
     try:
         experiment.logger_factory.start()  # The W&B run exists (with its config) before the first step.
         summary = launch(experiment=experiment)
-    except RunInterrupted as stop:  # Checkpoint and summary written, loggers closed.
+    except RunInterrupted as stop:
         hint = "the same command resumes it" if stop.checkpoint else "the same command starts it over"
         report(f"Interrupted: {stop}; {hint}", error=True)
         sys.exit(stop.exit_code)
@@ -207,10 +183,10 @@ def train(config: DictConfig) -> float:
         close_loggers(experiment, exit_code=code)
         report(f"Interrupted by {signal_name(code - 128)} before a checkpoint could be written", error=True)
         sys.exit(code)
-    except BaseException:  # W&B marks the run failed; the next job of a multirun gets a free logger.
+    except BaseException:
         close_loggers(experiment, exit_code=1)
         raise
-    close_loggers(experiment, exit_code=0)  # A no-op when the launcher has closed them.
+    close_loggers(experiment, exit_code=0)
     report(
         f"final evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
         f"({summary.wall_time_s:.0f} s); summary in {output_dir}/summary.json"
@@ -230,16 +206,11 @@ def main(config: DictConfig) -> float:
         sys.exit(error.exit_code)
 
 
-# Flags with which Hydra prints something and starts no job (no run directory).
-INFORMATION_FLAGS = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
-
-
 def run_directory_error(argv: list[str]) -> str | None:
-    """Why the run (or sweep, `-m`) directory this command would write cannot be written, as
-    one line; None when it can or no job starts. The directory (up to its first
-    interpolation, else `outputs/`, `multirun/`) is probed by making and removing a directory
-    in its nearest existing ancestor: nothing is left behind."""
-    if any(arg in INFORMATION_FLAGS or arg.startswith("--cfg=") for arg in argv):
+    """Why the run (or sweep) directory this command would write cannot be written, as one line;
+    None when it can or no job starts. Probed in its nearest existing ancestor, nothing left behind."""
+    information = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
+    if any(arg in information or arg.startswith("--cfg=") for arg in argv):
         return None
     multirun = any(arg in ("-m", "--multirun") for arg in argv)
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
@@ -261,8 +232,7 @@ def run_directory_error(argv: list[str]) -> str | None:
 
 
 def cli() -> None:
-    """The command line: `resume_arguments`, then an unwritable run directory is refused in
-    one line (exit status 1). Re-executes itself once under jemalloc (rl/allocator.py)."""
+    """The command line: an unwritable run directory is refused in one line (exit status 1)."""
     from rl.allocator import reexec_with_jemalloc
 
     reexec_with_jemalloc()  # sys.orig_argv keeps `-m rl.train` and the arguments.
@@ -275,8 +245,7 @@ def cli() -> None:
 
     global _FULL_ERROR_OURS
     _FULL_ERROR_OURS = "HYDRA_FULL_ERROR" not in os.environ
-    if _FULL_ERROR_OURS:
-        os.environ["HYDRA_FULL_ERROR"] = "1"
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
         main()
     except CompactHydraException as error:

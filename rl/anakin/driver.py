@@ -1,7 +1,6 @@
-"""The host side of an anakin run (rl/experiments/lifecycle.py): compile once, run chunks,
-write every replica's records and summaries. Replica i of `seed=s` trains with PRNGKey(s + i)
-(a single run's with `seed=s+i`) and writes `<run dir>/seed_<i>/`; the run directory holds
-their mean. The replica axis is sharded over devices; nothing written depends on them."""
+"""The host side of an anakin run: compile once, run chunks, write every replica's records. Replica i
+of `seed=s` trains as a run with `seed=s+i` and writes `<run dir>/seed_<i>/`; the run directory
+holds their mean."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rl.anakin.system import System, evaluate, make_chunk
+from rl.environment_loop import spread
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
@@ -24,7 +24,6 @@ from rl.checkpointing import trim_logs
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
 from rl.loggers.base import Logger, format_number
 
-# The run's transcript: train.log only (conf/hydra/job_logging/rl.yaml), as the records' lines.
 TRANSCRIPT = logging.getLogger("rl.transcript")
 
 # Each replica's loggers: label -> (steps key, instance).
@@ -33,13 +32,11 @@ REPLICA_COLUMNS = ("replica", "seed", "final_eval_return", "best_eval_return", "
 
 
 def replica_keys(seed: int, num_seeds: int) -> jax.Array:
-    """(num_seeds, 2) keys: PRNGKey(seed + i) for replica i."""
     return jax.numpy.stack([jax.random.PRNGKey(seed + i) for i in range(num_seeds)])
 
 
 def replica_sharding(num_seeds: int) -> NamedSharding | None:
-    """The sharding of (num_seeds, ...) arrays over the first d devices, d the largest
-    count that divides `num_seeds`; None when one device holds them all."""
+    """(num_seeds, ...) arrays over the most devices that divide `num_seeds`; None for one device."""
     devices = jax.devices()
     count = max(d for d in range(1, min(len(devices), num_seeds) + 1) if num_seeds % d == 0)
     return NamedSharding(Mesh(devices[:count], ("replicas",)), PartitionSpec("replicas")) if count > 1 else None
@@ -60,15 +57,9 @@ def compile_programs(
     return chunk, evaluation, jax.block_until_ready(state)
 
 
-def _spread(returns: Any) -> dict[str, float]:
-    statistics = {"": np.mean, "_std": np.std, "_min": np.min, "_max": np.max}
-    return {f"episode_return{suffix}": float(statistic(returns)) for suffix, statistic in statistics.items()}
-
-
 class AnakinNodes(lifecycle.Nodes):
-    """`num_seeds` replicas of `system` in chunks of `steps_per_chunk` updates. A checkpoint
-    holds the whole stacked training state (and each replica's episodes and curve), so a
-    resumed run computes bit for bit what an uninterrupted one does."""
+    """`num_seeds` replicas of `system` in chunks of `steps_per_chunk` updates; a checkpoint holds
+    the whole stacked training state, so a resumed run computes bit for bit what one run does."""
 
     def __init__(self, system: System, evaluation_environment: GymnaxVector, num_seeds: int, steps_per_chunk: int):
         self.system, self.evaluation_environment = system, evaluation_environment
@@ -76,8 +67,7 @@ class AnakinNodes(lifecycle.Nodes):
         self.logs: list[dict[str, Logger]] = []
 
     def _replica(self, index: int) -> ExperimentConfig:
-        """Replica `index`'s experiment: seed, logger factory, run directory (rows past the restore
-        point moved to logs/superseded/)."""
+        """Replica `index`'s experiment (rows past the restore point moved to logs/superseded/)."""
         experiment, seed = self.experiment, self.experiment.seed + index
         directory = os.path.join(experiment.run_directory, f"seed_{index}")
         os.makedirs(directory, exist_ok=True)
@@ -92,7 +82,7 @@ class AnakinNodes(lifecycle.Nodes):
         experiment, num_seeds, restore = self.experiment, self.num_seeds, self.experiment.restore
         self.replica_experiments = [experiment]
         if num_seeds > 1:
-            experiment.logger_factory.start()  # The run's own W&B run before its replicas' (WandbRun.replica).
+            experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
             self.replica_experiments = [self._replica(index) for index in range(num_seeds)]
         keys = replica_keys(experiment.seed, num_seeds)
         self.sharding = replica_sharding(num_seeds)
@@ -114,15 +104,12 @@ class AnakinNodes(lifecycle.Nodes):
             self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
         self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if num_seeds > 1 else None
         self.chunk_steps = self.steps_per_chunk * self.system.steps_per_update
-        # The behaviour policy's named schedule (DQN's epsilon) at a replica's actor steps.
         self.exploration_metrics = getattr(experiment.builder.exploration, "exploration_metrics", None)
 
     def counts_of(self, replica: int) -> dict[str, int]:
-        return {
-            "actor_steps": self.record.steps,
-            "learner_steps": self.learner_steps,
-            "actor_episodes": self.episodes[replica],
-        }
+        return dict(
+            actor_steps=self.record.steps, learner_steps=self.learner_steps, actor_episodes=self.episodes[replica]
+        )
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
         while self.record.steps < until:
@@ -139,8 +126,7 @@ class AnakinNodes(lifecycle.Nodes):
         return self.record.steps
 
     def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
-        """Each replica's learner record (only counts and rate when no update trained) and, when
-        episodes ended, its actor record with the exploration at the chunk's end (epsilon, sigma)."""
+        """Each replica's learner record and, when episodes ended, its actor record."""
         for index, log in enumerate(self.logs):
             values = {key: value[index].item() for key, value in metrics.items()}
             self.learner_steps = int(values.pop("learner_steps"))
@@ -148,28 +134,28 @@ class AnakinNodes(lifecycle.Nodes):
             self.episodes[index] += episodes
             counts = self.counts_of(index)
             episode = {"episode_return": values.pop("episode_return"), "episode_length": values.pop("episode_length")}
-            learner_metrics = values if trained else {}  # What is left in `values`: the learner's means.
+            learner_metrics = values if trained else {}
             log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
             if episodes:
                 named = self.exploration_metrics(counts["actor_steps"]) if self.exploration_metrics else {}
                 log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
 
     def evaluate(self) -> tuple[int, float, float]:
-        """An evaluation round of every replica, keyed by seed and step only (resumes evaluate alike)."""
+        """An evaluation round of every replica, keyed by seed and step only."""
         steps = self.record.steps
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
         result = jax.device_get(self.evaluation(self.state, jax.device_put(keys, self.sharding)))
         means = []
         for index, log in enumerate(self.logs):
             returns, lengths = result.returns[index], result.lengths[index]
-            spread = _spread(returns)
+            record = spread(returns)
             log["evaluator"].write(
-                {**self.counts_of(index), **spread, "episode_length": float(lengths.mean()), "episodes": returns.size}
+                {**self.counts_of(index), **record, "episode_length": float(lengths.mean()), "episodes": returns.size}
             )
-            self.curves[index].append((steps, spread["episode_return"]))
-            means.append(spread["episode_return"])
+            self.curves[index].append((steps, record["episode_return"]))
+            means.append(record["episode_return"])
         if self.mean_evaluator is not None:
-            record = {"actor_steps": steps, "learner_steps": self.learner_steps, **_spread(means)}
+            record = {"actor_steps": steps, "learner_steps": self.learner_steps, **spread(means)}
             self.mean_evaluator.write({**record, "replicas": len(self.logs)})
         return steps, float(np.mean(means)), time.time()
 
@@ -187,7 +173,6 @@ class AnakinNodes(lifecycle.Nodes):
         return snapshot
 
     def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
-        """Each replica's summary.json beside the run's (the mean), and the launcher's fields."""
         compile_time = round(self.compile_time_s, 2)
         extra: dict[str, Any] = {"launcher": "anakin", "compile_time_s": compile_time, "num_seeds": self.num_seeds}
         self.close()
@@ -197,19 +182,23 @@ class AnakinNodes(lifecycle.Nodes):
                 times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
                 replica_summary = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=status)
                 _add_fields(replica.run_directory, {"compile_time_s": compile_time})
-                close_loggers(replica, exit_code=exit_code)  # The replica's W&B run.
+                close_loggers(replica, exit_code=exit_code)
                 replicas.append(dataclasses.asdict(replica_summary) | {"run_directory": replica.run_directory})
             extra["replicas"] = replicas
             acting, steps = self.record.acting_time_s, self.record.steps * self.num_seeds
             extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None
-            _report_replicas(self.experiment.seed, self.curves)
+            flagged = sum(1 for curve in self.curves if improvement_flag([value for _, value in curve]))
+            title = f"Evaluation returns of each of the {len(self.curves)} replicas ({flagged} flagged):"
+            table = replica_table([self.experiment.seed + i for i in range(len(self.curves))], self.curves)
+            for line in (title, *(f"  {line}" for line in table)):
+                print(line, flush=True)
+                TRANSCRIPT.info(line)
         _add_fields(self.experiment.run_directory, extra)
         return summary
 
     def close(self) -> None:
-        for log in self.logs:
-            for logger in log.values():
-                logger.close()
+        for logger in (logger for log in self.logs for logger in log.values()):
+            logger.close()
         self.logs = []
 
 
@@ -232,19 +221,8 @@ def replica_table(seeds: list[int], curves: list[list[tuple[int, float]]]) -> li
         values = [format_number(v) for v in (returns[-1], max(returns), returns[0])] if returns else ["-"] * 3
         rows.append([str(index), str(seed), *values, improvement_flag(returns)])
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(REPLICA_COLUMNS)]
-    # Numbers right-aligned; the flag last, left-aligned, so a flagged line stands out.
     line = lambda cells: f"{'  '.join(c.rjust(w) for c, w in zip(cells[:-1], widths))}  {cells[-1]}".rstrip()
     return [line(list(REPLICA_COLUMNS)), *(line(row) for row in rows)]
-
-
-def _report_replicas(seed: int, curves: list[list[tuple[int, float]]]) -> None:
-    """Prints `replica_table`, copied to train.log."""
-    lines = replica_table([seed + i for i in range(len(curves))], curves)
-    flagged = sum(1 for curve in curves if improvement_flag([value for _, value in curve]))
-    title = f"Evaluation returns of each of the {len(curves)} replicas ({flagged} flagged):"
-    for line in (title, *(f"  {line}" for line in lines)):
-        print(line, flush=True)
-        TRANSCRIPT.info(line)
 
 
 def _add_fields(directory: str, fields: dict[str, Any]) -> None:

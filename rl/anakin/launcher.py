@@ -1,5 +1,5 @@
-"""conf/launcher/anakin.yaml: a whole run compiled into one JAX program. Values that must follow
-others are derived (and logged); what it cannot run is a ConfigError naming the key, before compiling."""
+"""conf/launcher/anakin.yaml: a whole run compiled into one JAX program; what it cannot run is a
+ConfigError naming the key, before compiling."""
 
 from __future__ import annotations
 
@@ -16,9 +16,7 @@ from rl.experiments.make_experiment import ConfigError
 
 log = logging.getLogger(__name__)
 
-# XLA's CPU "thunk" runtime (the default from jaxlib 0.4.32) runs every operation as a
-# separate task; for these long `lax.scan`s of small operations the previous runtime,
-# which compiles a loop body into one function, is 20-40% faster (docs/anakin.md).
+# XLA's CPU thunk runtime is slower on these long `lax.scan`s of small operations (docs/anakin.md).
 CPU_XLA_FLAGS = "--xla_cpu_use_thunk_runtime=false"
 
 
@@ -33,7 +31,6 @@ def prefer_fast_cpu_runtime() -> bool:
 
 
 def _rounded(experiment: ExperimentConfig, key: str, value: int, step: int, why: str) -> ExperimentConfig:
-    """The experiment with `key` (now `value`) rounded to the nearest multiple of `step` (at least one), logged."""
     if value % step == 0:
         return experiment
     rounded = max(step, round(value / step) * step)
@@ -41,9 +38,16 @@ def _rounded(experiment: ExperimentConfig, key: str, value: int, step: int, why:
     return dataclasses.replace(experiment, **{key: rounded})
 
 
+def steps_per_update(experiment: ExperimentConfig) -> int:
+    """Environment steps (all copies) one learner update consumes."""
+    if experiment.builder.anakin == "on_policy":
+        return experiment.num_envs * experiment.builder.config.unroll_length
+    return experiment.num_envs
+
+
 class AnakinLauncher(Launcher):
-    """Acting, replay and learning of `num_seeds` replicas in one compiled program (Podracer's
-    "Anakin"): `steps_per_chunk` learner updates (null: an evaluation period's) per host call."""
+    """`num_seeds` replicas in one compiled program; `steps_per_chunk` updates (null: an evaluation
+    period's) per host call."""
 
     def __init__(self, num_seeds: int = 1, steps_per_chunk: int | None = None):
         if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
@@ -52,15 +56,11 @@ class AnakinLauncher(Launcher):
             )
         if steps_per_chunk is not None and (isinstance(steps_per_chunk, bool) or steps_per_chunk < 1):
             raise ConfigError("launcher.steps_per_chunk", f"must be an integer >= 1 or null, got {steps_per_chunk!r}")
-        self.num_seeds = num_seeds
-        self.steps_per_chunk = steps_per_chunk
+        self.num_seeds, self.steps_per_chunk = num_seeds, steps_per_chunk
         prefer_fast_cpu_runtime()  # Made before any program is compiled.
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
-        """The experiment with what follows derived, then checked: an on-policy batch is one rollout
-        of every copy; `eval_every` whole updates (`steps_per_chunk` null); `max_actor_steps` whole chunks."""
-        from rl.anakin.system import steps_per_update
-
+        """The experiment with an on-policy batch of one rollout, whole updates and chunks, checked."""
         builder = experiment.builder
         if builder.anakin is None:
             raise ConfigError(
@@ -93,8 +93,6 @@ class AnakinLauncher(Launcher):
 
     def check_experiment(self, experiment: ExperimentConfig) -> int:
         """Refuses a (fitted) experiment this launcher cannot run; returns the updates per chunk."""
-        from rl.anakin.system import steps_per_update
-
         if not is_jax_native(experiment.environment_factory):
             raise ConfigError(
                 "environment",
@@ -128,8 +126,7 @@ class AnakinLauncher(Launcher):
         return steps_per_chunk
 
     def checkpoint_template(self, experiment: ExperimentConfig) -> Any:
-        """Every replica's training state traced (not compiled); a CheckpointError for a resume
-        whose chunks would not end at the budget."""
+        """Every replica's training state traced; a CheckpointError when chunks would miss the budget."""
         import jax
 
         from rl import checkpointing

@@ -1,6 +1,5 @@
-"""Agents as anakin *systems* (PPO, the off-policy ones): pure `init(key)` and `update(state)` (one
-learner update with its acting) over one replica's whole training state; a chunk is
-`steps_per_chunk` updates in one `lax.scan`, vmapped over replicas and compiled once."""
+"""Agents as anakin systems: pure `init(key)` and `update(state)` (one learner update with its
+acting) over one replica's training state; a chunk is `steps_per_chunk` updates in one `lax.scan`."""
 
 from __future__ import annotations
 
@@ -14,26 +13,18 @@ from rl.agents.builder import Batch
 from rl.agents.ppo.builder import TrainingState
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
 from rl.experiments.config import ExperimentConfig
+from rl.anakin.launcher import steps_per_update
 from rl.core import Transition
 
 # `(params, key, observations, step) -> (actions, extras)`: a builder's `make_policy`.
 Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, Any]]
 
-# This metric False: the update took no SGD step (off-policy, before `min_replay_size`);
-# its other metrics are placeholders, left out of the chunk's means.
+# False: the update took no SGD step; its other metrics are placeholders, left out of the means.
 TRAINED = "trained"
 
 
-def steps_per_update(experiment: ExperimentConfig) -> int:
-    """Environment steps (all copies) one learner update consumes."""
-    if experiment.builder.anakin == "on_policy":
-        return experiment.num_envs * experiment.builder.config.unroll_length
-    return experiment.num_envs
-
-
 class System:
-    """The builder's `Learning` and policies on a vector of copies. A subclass adds `init(key)`
-    and `update(state) -> (state, metrics, EnvStep)`; its state is a NamedTuple with `learner`."""
+    """A subclass adds `init(key)` and `update(state) -> (state, metrics, EnvStep)`; its state has `learner`."""
 
     def __init__(self, experiment: ExperimentConfig, network: Any, environment: GymnaxVector):
         builder, spec = experiment.builder, experiment.environment_spec
@@ -51,8 +42,7 @@ class System:
 
 
 def make_system(experiment: ExperimentConfig) -> tuple[System, GymnaxVector]:
-    """(the system the builder's `anakin` names on `num_envs` gymnax copies, the evaluation
-    environment of `eval_episodes` copies)."""
+    """(the builder's system on `num_envs` gymnax copies, the evaluation environment of `eval_episodes`)."""
     kind = PPOSystem if experiment.builder.anakin == "on_policy" else OffPolicySystem
     options = experiment.environment_factory.keywords  # The gymnax factory's name and kwargs.
     network = experiment.network_factory(environment_spec=experiment.environment_spec)
@@ -62,8 +52,7 @@ def make_system(experiment: ExperimentConfig) -> tuple[System, GymnaxVector]:
 
 
 class Trajectory(NamedTuple):
-    """T steps of N copies, each field (T, N, ...): the observation acted on, the action, the
-    policy's extras and the environment's answer."""
+    """T steps of N copies, each field (T, N, ...)."""
 
     observation: jax.Array
     action: jax.Array
@@ -80,8 +69,7 @@ def rollout(
     length: int,
     policy_step: jax.Array | int = 0,
 ) -> tuple[VectorState, Trajectory]:
-    """`length` steps of every copy in one `lax.scan`; step t splits split(key, length)[t] into
-    the policy's and the environment's key; `policy_step`: the schedules' clock (actor steps)."""
+    """`length` steps of every copy in one `lax.scan`; `policy_step`: the schedules' clock (actor steps)."""
 
     def one_step(state: VectorState, inputs: tuple[jax.Array, jax.Array]) -> tuple[VectorState, Trajectory]:
         step_key, t = inputs
@@ -95,9 +83,8 @@ def rollout(
 
 
 def make_chunk(system: System, steps_per_chunk: int) -> Callable[[Any], tuple[Any, dict[str, jax.Array]]]:
-    """`state -> (state, metrics)`: `steps_per_chunk` updates of one replica. Metrics: the
-    learner's means over the updates that trained (NaN if none did), `trained_updates`, the
-    ended `episodes` with mean `episode_return` and `episode_length`, and `learner_steps`."""
+    """`state -> (state, metrics)`: `steps_per_chunk` updates of one replica; learner metrics are
+    means over the updates that trained (NaN if none did)."""
 
     def body(state: Any, _: None) -> tuple[Any, tuple[dict[str, jax.Array], tuple[jax.Array, ...]]]:
         state, metrics, step = system.update(state)
@@ -130,16 +117,12 @@ def make_chunk(system: System, steps_per_chunk: int) -> Callable[[Any], tuple[An
 
 
 class EvaluationResult(NamedTuple):
-    """Each copy's first episode: its return and length (num_episodes,)."""
-
     returns: jax.Array
     lengths: jax.Array
 
 
 def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Array) -> EvaluationResult:
-    """A compiled evaluation round: every copy runs until its first episode ends (at most one
-    step past the episode limit); finished copies step on uncounted, one still running at the
-    limit counts what it has."""
+    """Every copy runs until its first episode ends (or one step past the episode limit)."""
     reset_key, key = jax.random.split(key)
     limit = int(environment.params.max_steps_in_episode) + 1
     zeros = jnp.zeros((environment.num_envs,), jnp.float32)
@@ -165,8 +148,6 @@ def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Ar
 
 
 class Stored(NamedTuple):
-    """One step of one copy as the buffer keeps it."""
-
     observation: jax.Array
     action: jax.Array
     reward: jax.Array
@@ -204,16 +185,13 @@ def n_step_transitions(sequences: Stored, gamma: float) -> Transition:
 
 
 def _without_extras(policy: Callable[..., jax.Array]) -> Policy:
-    """A builder's policy (actions only) as a rollout policy (actions, extras)."""
     return lambda params, key, observations, step: (policy(params, key, observations, step), {})
 
 
 class OffPolicySystem(System):
-    """The off-policy agents (DQN, SAC, TD3, D4PG) under launcher=anakin: one update = one step of
-    `num_envs` copies into a flashbax buffer and, from `min_replay_size` transitions on,
-    `num_envs * samples_per_insert / batch_size` SGD steps on uniformly sampled n-step transitions.
-    The buffer keeps 1-step transitions with their true next observation; a sampled sequence
-    t..t+n-1 is one n-step transition, m <= n its steps up to the first episode end:
+    """One update: one step of `num_envs` copies into a flashbax buffer, then (from `min_replay_size`)
+    `num_envs * samples_per_insert / batch_size` SGD steps. A sampled sequence t..t+n-1 is one
+    n-step transition, m <= n its steps up to the first episode end:
 
         reward   = sum_{k<m} gamma^k r_{t+k}
         discount = gamma^m * d_{t+m-1}          (d = 0 at a termination, 1 at a truncation)
@@ -245,8 +223,6 @@ class OffPolicySystem(System):
         return OffPolicyState(learner, self.buffer.init(self.example), environment, jnp.zeros((), jnp.int32), key)
 
     def learn(self, learner: Any, buffer: Any, key: jax.Array) -> tuple[Any, dict]:
-        """`sgd_steps` SGD steps, each on its own sample of n-step transitions."""
-
         def one(learner: Any, key: jax.Array) -> tuple[Any, dict]:
             sequences = self.buffer.sample(buffer, key).experience
             transitions = n_step_transitions(sequences, self.config.discount)
@@ -257,7 +233,6 @@ class OffPolicySystem(System):
         return learner, jax.tree_util.tree_map(jnp.mean, metrics)
 
     def skip(self, learner: Any, buffer: Any, key: jax.Array) -> tuple[Any, dict]:
-        """No SGD step (the buffer is short of `min_replay_size`): `learn`'s metrics as zeros."""
         metrics = jax.eval_shape(self.learn, learner, buffer, key)[1]
         return learner, jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
 
@@ -267,7 +242,7 @@ class OffPolicySystem(System):
         environment, trajectory = rollout(
             self.environment, self.behaviour_policy, params, state.environment, act_key, 1, state.actor_steps
         )
-        step = trajectory.step  # (1, num_envs, ...) each: the buffer's (num_envs, 1, ...) swapped.
+        step = trajectory.step
         stored = Stored(
             trajectory.observation, trajectory.action, step.reward, step.discount, step.done, step.final_observation
         )
@@ -275,12 +250,12 @@ class OffPolicySystem(System):
         actor_steps = state.actor_steps + self.environment.num_envs
         ready = actor_steps >= self.config.min_replay_size
         learner, metrics = jax.lax.cond(ready, self.learn, self.skip, state.learner, buffer, learn_key)
-        metrics = {**metrics, TRAINED: ready}  # Before `ready`, placeholders: make_chunk leaves them out.
+        metrics = {**metrics, TRAINED: ready}
         return OffPolicyState(learner, buffer, environment, actor_steps, key), metrics, step
 
 
 class Sequences(NamedTuple):
-    """rl.replay.adders.SequenceStep's fields (what `ppo_update` reads) without reverb, each (N, T + 1, ...)."""
+    """rl.replay.adders.SequenceStep's fields without reverb, each (N, T + 1, ...)."""
 
     observation: Any
     action: Any
@@ -297,15 +272,13 @@ class PPOState(NamedTuple):
 
 
 def _with_row(rows: jax.Array, last: jax.Array) -> jax.Array:
-    """(T, N, ...) rows and an (N, ...) last row -> (N, T + 1, ...) sequences."""
     return jnp.swapaxes(jnp.concatenate([rows, last[None]], axis=0), 0, 1)
 
 
 def to_sequences(
     trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array, gamma: float
 ) -> Sequences:
-    """A rollout as N sequences of T + 1 rows (mask 0 on the bootstrap row), truncations folded into
-    the rewards (PPOSystem's docstring); `final_values` (T, N): V(final observation) of every step."""
+    """A rollout as N sequences of T + 1 rows (PPOSystem's docstring); `final_values` (T, N)."""
     step = trajectory.step
     reward = step.reward + gamma * step.truncated.astype(jnp.float32) * final_values
     discount = 1.0 - step.done.astype(jnp.float32)
@@ -322,10 +295,8 @@ def to_sequences(
 
 
 class PPOSystem(System):
-    """PPO as an anakin system: one update = `unroll_length` steps of `num_envs` copies as `num_envs`
-    sequences of `unroll_length + 1` rows (the last only bootstraps), through the reverb PPO's learner
-    update. A truncation's row (the next holds a new episode) gets reward r_t + gamma * V(s_final) and
-    discount 0: GAE's delta_t = r_t + gamma * V(s_final) - V(s_t), its trace stopped there."""
+    """One update: `unroll_length` steps of every copy as sequences of `unroll_length + 1` rows (the last
+    only bootstraps). A truncation's row gets reward r_t + gamma * V(s_final) and discount 0."""
 
     def init(self, key: jax.Array) -> PPOState:
         learner_key, environment_key, key = jax.random.split(key, 3)
