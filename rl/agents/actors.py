@@ -13,6 +13,7 @@ import numpy as np
 import tree
 
 from rl import core
+from rl.core import VariableClient
 
 if TYPE_CHECKING:  # Replay (reverb, TensorFlow) loads when an adder is built.
     from rl.replay.adders import Adder
@@ -35,7 +36,15 @@ class FeedForwardActor(core.Actor):
     latest parameters and feeds an adder, if any. With `defer_adder` a step's adder calls are
     made in the next `select_action`, while XLA computes the actions; `flush()` makes them now."""
 
-    def __init__(self, policy: Policy, random_key, variable_client, adder=None, action_dtype=None, defer_adder=True):
+    def __init__(
+        self,
+        policy: Policy,
+        random_key: jax.Array,
+        variable_client: VariableClient,
+        adder: Adder | None = None,
+        action_dtype: Any = None,
+        defer_adder: bool = True,
+    ):
         def act(params: Any, key: jax.Array, *inputs: Any):
             key, policy_key = jax.random.split(key)
             return policy(params, policy_key, *inputs), key

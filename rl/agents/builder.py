@@ -13,7 +13,7 @@ import numpy as np
 from rl import core
 from rl.agents.actors import FeedForwardActor, Policy
 from rl.counting import Counter
-from rl.loggers.base import NoOpLogger
+from rl.loggers.base import Logger, NoOpLogger
 from rl.policies import EpsilonGreedy
 from rl.core import EnvironmentSpec, is_discrete, VariableClient
 
@@ -96,7 +96,15 @@ class SGDLearner(core.Learner[Any]):
     "policy". A non-finite metric, recorded inside the jitted update, raises `NumericalError`
     when read (every CHECK_EVERY steps, and in `check_finite`)."""
 
-    def __init__(self, learning: Learning, random_key, iterator, replay_client=None, counter=None, logger=None):
+    def __init__(
+        self,
+        learning: Learning,
+        random_key: jax.Array,
+        iterator: Any,
+        replay_client: Any = None,
+        counter: Counter | None = None,
+        logger: Logger | None = None,
+    ):
         self._learning = learning
         self._state = learning.init(random_key)
         self._iterator = iterator
@@ -214,7 +222,14 @@ class ActorLearnerBuilder(abc.ABC):
         """Actor `actor_id`'s behaviour policy (R2D2 gives each actor its own)."""
         return self.make_policy(networks, environment_spec, evaluation=False)
 
-    def make_actor(self, random_key, policy, environment_spec, variable_source, adder=None) -> core.Actor:
+    def make_actor(
+        self,
+        random_key: jax.Array,
+        policy: Policy,
+        environment_spec: EnvironmentSpec,
+        variable_source: core.VariableSource,
+        adder: Any = None,
+    ) -> core.Actor:
         """An actor acting with `policy` on parameters pulled from `variable_source`."""
         client = VariableClient(variable_source, "policy", self.config.variable_update_period)
         dtype = np.int32 if is_discrete(environment_spec.actions) else np.float32
@@ -223,7 +238,15 @@ class ActorLearnerBuilder(abc.ABC):
     @abc.abstractmethod
     def make_learning(self, networks: Any) -> Learning: ...
 
-    def make_learner(self, random_key, networks, dataset, replay_client, counter, logger) -> core.Learner:
+    def make_learner(
+        self,
+        random_key: jax.Array,
+        networks: Any,
+        dataset: Iterator[Any],
+        replay_client: Any,
+        counter: Counter,
+        logger: Logger,
+    ) -> core.Learner:
         return SGDLearner(self.make_learning(networks), random_key, dataset, replay_client, counter, logger)
 
     @property

@@ -54,9 +54,15 @@ def to_network_scale(action: jax.Array, action_spec: Any) -> jax.Array:
     return jnp.clip(2.0 * (action - low) / (high - low) - 1.0, -1.0, 1.0).astype(jnp.float32)
 
 
-def twin_critic_target(reward, discount, next_q_values, next_log_prob=None, entropy_temperature=0.0) -> jax.Array:
-    """`r + discount * (min_i Q_i(s', a') - alpha * log pi(a'|s'))`, without gradient, for
-    (num_critics, B) `next_q_values`."""
+def twin_critic_target(
+    reward: jax.Array,
+    discount: jax.Array,
+    next_q_values: jax.Array,
+    next_log_prob: jax.Array | None = None,
+    entropy_temperature: jax.Array | float = 0.0,
+) -> jax.Array:
+    """`r + discount * (min_i Q_i(s', a') - alpha * log pi(a'|s'))`, without gradient;
+    `next_q_values` is (num_critics, B): the smallest counters overestimation."""
     next_value = jnp.min(next_q_values, axis=0)
     if next_log_prob is not None:
         next_value = next_value - entropy_temperature * next_log_prob

@@ -90,10 +90,17 @@ def render_fps(environment: Any, default: int = 30) -> int:
 class Float32Specs:
     """Specs from `_observation_spec` and `_action_spec`; float32 rewards and discounts in [0, 1]."""
 
-    observation_spec = lambda self: self._observation_spec
-    action_spec = lambda self: self._action_spec
-    reward_spec = lambda self: specs.Array((), np.float32, "reward")
-    discount_spec = lambda self: specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
+    def observation_spec(self) -> Any:
+        return self._observation_spec
+
+    def action_spec(self) -> Any:
+        return self._action_spec
+
+    def reward_spec(self) -> specs.Array:
+        return specs.Array((), np.float32, "reward")
+
+    def discount_spec(self) -> specs.BoundedArray:
+        return specs.BoundedArray((), np.float32, 0.0, 1.0, "discount")
 
     game_score: float | None = None  # Atari: the game's own score where a step ended a game.
 

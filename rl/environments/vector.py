@@ -78,10 +78,17 @@ class VectorEnvironment:
         scores = [self.environments[i].game_score for i in self._ids(env_ids).tolist()]
         return np.array([np.nan if s is None else s for s in scores], np.float64)
 
-    observation_spec = lambda self: self.environments[0].observation_spec()
-    action_spec = lambda self: self.environments[0].action_spec()
-    reward_spec = lambda self: self.environments[0].reward_spec()
-    discount_spec = lambda self: self.environments[0].discount_spec()
+    def observation_spec(self) -> Any:
+        return self.environments[0].observation_spec()
+
+    def action_spec(self) -> Any:
+        return self.environments[0].action_spec()
+
+    def reward_spec(self) -> Any:
+        return self.environments[0].reward_spec()
+
+    def discount_spec(self) -> Any:
+        return self.environments[0].discount_spec()
 
     def render(self) -> Any:
         """The first copy's frame (what a video of this vector shows)."""

@@ -79,7 +79,13 @@ def flatten(observation: jax.Array) -> jax.Array:
     return jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
 
 
-def mlp(features: jax.Array, hidden_sizes: Sequence[int], layer_norm=False, activation=jax.nn.relu, w_init=None):
+def mlp(
+    features: jax.Array,
+    hidden_sizes: Sequence[int],
+    layer_norm: bool = False,
+    activation: Callable[[jax.Array], jax.Array] = jax.nn.relu,
+    w_init: Any = None,
+) -> jax.Array:
     """Linear layers, each followed by an optional layer norm and the activation."""
     for size in hidden_sizes:
         features = hk.Linear(int(size), w_init=w_init)(features)

@@ -75,10 +75,16 @@ def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: A
 
 
 def double_q_loss(
-    params, target_params, apply: Callable, batch: Transition, weights: jax.Array, huber_loss_delta: float
+    params: Any,
+    target_params: Any,
+    apply: Callable[[Any, Any], jax.Array],
+    batch: Transition,
+    weights: jax.Array,
+    huber_loss_delta: float,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L = mean_b w_b * huber(delta_b), delta = r + discount * Q'(s', argmax_a Q(s', a)) - Q(s, a),
-    and the per-item |delta|."""
+    """L = mean_b w_b * huber(delta_b), delta = r + discount * Q'(s', argmax_a Q(s', a)) - Q(s, a)
+    (the online network picks, the target values it); also the per-item |delta|. Written out:
+    rlax's import costs seconds of start-up."""
     q_tm1 = apply(params, batch.observation)
     next_action = jnp.argmax(apply(params, batch.next_observation), axis=-1)
     next_value = jnp.take_along_axis(apply(target_params, batch.next_observation), next_action[:, None], axis=-1)[:, 0]

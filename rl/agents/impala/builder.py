@@ -4,6 +4,8 @@ is 1 for a step actually taken and every mean is over those rows."""
 
 from __future__ import annotations
 
+import functools
+
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import jax
@@ -31,10 +33,21 @@ if TYPE_CHECKING:
 
 
 def vtrace_targets(
-    values, rewards, discounts, mask, log_rhos, gamma, lambda_=1.0, clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0
+    values: jax.Array,
+    rewards: jax.Array,
+    discounts: jax.Array,
+    mask: jax.Array,
+    log_rhos: jax.Array,
+    gamma: float,
+    lambda_: float = 1.0,
+    clip_rho_threshold: float = 1.0,
+    clip_pg_rho_threshold: float = 1.0,
 ) -> tuple[jax.Array, jax.Array]:
-    """(V-trace targets v_t, policy-gradient advantages A_t) of rows 0..L-2 of one sequence, no
-    gradient; traces c_t = lambda * mask_{t+1} * min(1, rho_t) stop before a row with no step."""
+    """(V-trace targets v_t, policy-gradient advantages A_t) of rows 0..L-2 of one sequence
+    (rlax.vtrace_td_error_and_advantage, no gradient), gamma_t = gamma * d_t, ratios
+    clipped at the thresholds, traces c_t = lambda_t min(1, rho_t) with lambda_t =
+    lambda * mask_{t+1}: the trace stops before a row with no step (a truncation still
+    bootstraps from its value)."""
     output = import_without_tensorflow("rlax").vtrace_td_error_and_advantage(
         values[:-1],
         values[1:],
@@ -118,9 +131,18 @@ def impala_sgd_step(
     learning_rate = scheduled(
         config.learning_rate, config.final_learning_rate_fraction, schedule_fraction(config, state.actor_steps)
     )
-    costs = (config.discount, config.value_cost, config.entropy_cost)
-    vtrace = (config.vtrace_lambda, config.clip_rho_threshold, config.clip_pg_rho_threshold)
-    loss_fn = lambda p: impala_loss(p, apply, batch, stored_actions(batch), *costs, *vtrace)
+    loss_fn = functools.partial(
+        impala_loss,
+        apply=apply,
+        batch=batch,
+        actions=stored_actions(batch),
+        gamma=config.discount,
+        value_cost=config.value_cost,
+        entropy_cost=config.entropy_cost,
+        lambda_=config.vtrace_lambda,
+        clip_rho_threshold=config.clip_rho_threshold,
+        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+    )
     gradients, metrics = jax.grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
     params = optax.apply_updates(state.params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))

@@ -34,9 +34,13 @@ if TYPE_CHECKING:
     from rl.replay.adders import SequenceStep
 
 
-def sequence_advantages(rewards, discounts, values: jax.Array, mask, gamma: float, lambda_: float):
-    """GAE(gamma, lambda) advantages A_t and return targets R_t = A_t + V_t of rows 0..L-2 of one
-    sequence, lambda_t = lambda * mask_{t+1}: the trace stops before a row with no step."""
+def sequence_advantages(
+    rewards: jax.Array, discounts: jax.Array, values: jax.Array, mask: jax.Array, gamma: float, lambda_: float
+) -> tuple[jax.Array, jax.Array]:
+    """GAE(gamma, lambda) advantages A_t and return targets R_t = A_t + V_t of rows 0..L-2
+    of one sequence: delta_t = r_t + gamma d_t V_{t+1} - V_t, A_t = delta_t + gamma d_t
+    lambda_t A_{t+1}, lambda_t = lambda * mask_{t+1} (the trace stops before a row with no
+    step; a truncation, d_t = 1, still bootstraps). A reverse scan: rlax's import is slow."""
     step_discounts = gamma * discounts[:-1]
     deltas = rewards[:-1] + step_discounts * values[1:] - values[:-1]
 
@@ -51,7 +55,13 @@ def sequence_advantages(rewards, discounts, values: jax.Array, mask, gamma: floa
     return advantages, advantages + values[:-1]
 
 
-def clipped_surrogate_loss(log_prob, behaviour_log_prob, advantages, epsilon, mask) -> tuple[jax.Array, jax.Array]:
+def clipped_surrogate_loss(
+    log_prob: jax.Array,
+    behaviour_log_prob: jax.Array,
+    advantages: jax.Array,
+    epsilon: jax.Array | float,
+    mask: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
     """L = -mean_t min(rho_t A_t, clip(rho_t, 1 - eps, 1 + eps) A_t), rho_t = pi / mu, and the
     share of rows with |rho_t - 1| > eps."""
     ratio = jnp.exp(log_prob - behaviour_log_prob)
@@ -60,7 +70,13 @@ def clipped_surrogate_loss(log_prob, behaviour_log_prob, advantages, epsilon, ma
     return -masked_mean(surrogate, mask), masked_mean(clipped, mask)
 
 
-def value_loss(values, returns, mask, old_values=None, clip_epsilon: float | None = None) -> jax.Array:
+def value_loss(
+    values: jax.Array,
+    returns: jax.Array,
+    mask: jax.Array,
+    old_values: jax.Array | None = None,
+    clip_epsilon: float | None = None,
+) -> jax.Array:
     """L_V = mean_t 0.5 (V_t - R_t)^2; with `clip_epsilon` the larger of that and the error of
     V_clip = old_V_t + clip(V_t - old_V_t, -eps, eps)."""
     error = jnp.square(values - returns)
@@ -190,12 +206,19 @@ def ppo_update(
             observation=normalize_observations(statistics, batch.observation, config.observation_clip)
         )
     minibatches, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
-    costs = (clip_epsilon, config.value_cost, config.entropy_cost)
-    options = (config.value_clip_epsilon, config.normalize_advantages)
+    loss_fn = functools.partial(
+        ppo_loss,
+        apply=apply,
+        clip_epsilon=clip_epsilon,
+        value_cost=config.value_cost,
+        entropy_cost=config.entropy_cost,
+        value_clip_epsilon=config.value_clip_epsilon,
+        normalize_advantages=config.normalize_advantages,
+    )
 
     def sgd_step(carry: tuple[Any, Any], minibatch: Minibatch) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
         params, opt_state = carry
-        gradients, metrics = jax.grad(lambda p: ppo_loss(p, apply, minibatch, *costs, *options), has_aux=True)(params)
+        gradients, metrics = jax.grad(lambda p: loss_fn(p, batch=minibatch), has_aux=True)(params)
         updates, opt_state = optimizer.update(gradients, opt_state, params)
         params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
         return (params, opt_state), {**metrics, "gradient_norm": optax.global_norm(gradients)}

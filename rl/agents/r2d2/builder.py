@@ -4,7 +4,9 @@ value rescaling."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +20,9 @@ from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
 from rl.policies import EpsilonGreedy, Greedy
 from rl.core import EnvironmentSpec
 
+if TYPE_CHECKING:
+    from rl.replay.adders import SequenceStep
+
 # (params, observations (T, B, ...), state) -> (q_values (T, B, A), final state).
 Unroll = Callable[[Any, Any, Any], tuple[jax.Array, Any]]
 
@@ -28,12 +33,23 @@ def rescale(x: jax.Array, epsilon: float) -> jax.Array:
 
 
 def unrescale(x: jax.Array, epsilon: float) -> jax.Array:  # h^-1
+    """h^-1(x), so that unrescale(rescale(x)) == x."""
     return import_without_tensorflow("rlax").signed_parabolic(x, epsilon)
 
 
-def n_step_double_q_targets(q_online, q_target, rewards, discounts, mask, gamma, n, rescaling_epsilon) -> jax.Array:
-    """y_t = h(G_t) for rows 0..T-2 of one trace (Q-values (T, A)), no gradient: G_t is the n-step
-    return bootstrapping from h^-1(Q'(o, argmax_a Q(o, a))), cut short before a row with mask 0
+def n_step_double_q_targets(
+    q_online: jax.Array,
+    q_target: jax.Array,
+    rewards: jax.Array,
+    discounts: jax.Array,
+    mask: jax.Array,
+    gamma: float,
+    n: int,
+    rescaling_epsilon: float | None,
+) -> jax.Array:
+    """y_t = h(G_t) for rows 0..T-2 of one trace (Q-values (T, A)), no gradient: G_t is the
+    n-step return (rlax.n_step_bootstrapped_returns, gamma_t = gamma * d_t) bootstrapping
+    from v = h^-1(Q'(o, argmax_a Q(o, a))) (double Q), cut short before a row with mask 0
     and at the trace's end. `rescaling_epsilon=None`: h is the identity."""
     rlax = import_without_tensorflow("rlax")
     transform = (lambda x: x) if rescaling_epsilon is None else (lambda x: rescale(x, rescaling_epsilon))
@@ -65,11 +81,21 @@ def sequence_priorities(abs_td: jax.Array, mask: jax.Array, eta: float) -> jax.A
 
 
 def r2d2_loss(
-    params, target_params, unroll, batch, weights, burn_in, gamma, n, priority_eta, rescaling_epsilon
+    params: Any,
+    target_params: Any,
+    unroll: Unroll,
+    batch: SequenceStep,
+    weights: jax.Array,
+    burn_in: int,
+    gamma: float,
+    n: int,
+    priority_eta: float,
+    rescaling_epsilon: float | None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L = mean_b w_b * 0.5 * sum_t (y_t - Q(o_t, a_t))^2 over each item's trained rows (a sum
-    over time, as Acme's), both networks unrolled from the stored core state after the burn-in;
-    `batch` is batch-major. Returns the loss and the metrics with each item's new priority."""
+    """L = mean_b w_b * 0.5 * sum_t (y_t - Q(o_t, a_t))^2 over each item's trained rows, both
+    networks unrolled from the stored core state after the burn-in; `batch` is batch-major.
+    A sum over time, as Acme's: the paper's Adam epsilon (1e-3) and clip (40) suit its size.
+    Returns the loss and the metrics with each item's new priority."""
     time_major = jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), batch)
     state = jax.tree_util.tree_map(lambda x: x[:, 0], batch.extras["core_state"])
     q_online = burn_in_and_unroll(unroll, params, time_major.observation, state, burn_in)
@@ -128,10 +154,14 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
 
         return RecurrentPolicy(step, networks.initial_state, getattr(head, "exploration_metrics", None))
 
-    def make_policy(self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool):
+    def make_policy(
+        self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool
+    ) -> RecurrentPolicy:
         return self._policy(networks, Greedy() if evaluation else self.exploration)
 
-    def make_actor_policy(self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int):
+    def make_actor_policy(
+        self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int
+    ) -> RecurrentPolicy:
         """With several actors each acts with its own Ape-X epsilon."""
         epsilon = self.config.actor_epsilon_of(actor_id)
         if epsilon is None:
@@ -141,13 +171,20 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
     def make_learning(self, network: RecurrentNetwork) -> Learning:
         self._check_network(network)
         config = self.config
-        rescaling_epsilon = config.rescaling_epsilon if config.value_rescaling else None
-        settings = (config.burn_in_length, config.discount, config.n_step, config.priority_eta, rescaling_epsilon)
 
         def sgd_step(optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch):
-            weights = normalized_weights(batch.importance_weights)
-            loss = lambda p: r2d2_loss(p, state.target_params, network.unroll, batch.data, weights, *settings)
-            gradients, extras = jax.grad(loss, has_aux=True)(state.params)
+            loss_fn = functools.partial(
+                r2d2_loss,
+                unroll=network.unroll,
+                batch=batch.data,
+                weights=normalized_weights(batch.importance_weights),
+                burn_in=config.burn_in_length,
+                gamma=config.discount,
+                n=config.n_step,
+                priority_eta=config.priority_eta,
+                rescaling_epsilon=config.rescaling_epsilon if config.value_rescaling else None,
+            )
+            gradients, extras = jax.grad(lambda p: loss_fn(p, state.target_params), has_aux=True)(state.params)
             priorities = extras.pop("priorities")
             metrics = {
                 **extras,
