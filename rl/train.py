@@ -13,6 +13,8 @@ import warnings
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rl.checkpointing import CheckpointError, RunWarning, holds_a_run
@@ -20,6 +22,7 @@ from rl.checkpointing import CheckpointError, RunWarning, holds_a_run
 # JAX and TensorFlow are imported in `main`: a bad command line fails in a fraction of a second.
 TRANSCRIPT = logging.getLogger("rl.transcript")
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+REFUSED_FILE = "refused.txt"  # In a refused sweep job's directory: why it was refused.
 
 
 def resume_arguments(argv: list[str]) -> list[str]:
@@ -150,8 +153,13 @@ def train(config: DictConfig) -> float:
                 warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     except (ConfigError, CheckpointError) as error:
         what, code = ("Invalid configuration", 2) if isinstance(error, ConfigError) else ("Cannot resume", 1)
-        report(f"{what}: {error}", error=True, transcript=False)
-        sys.exit(code)
+        report(f"{what}: {error}", error=True)
+        if hydra_config.mode != RunMode.MULTIRUN:
+            sys.exit(code)
+        # One refused job of a sweep: the sweep goes on; `RefusedJobs` lists the refusals at its end.
+        with open(os.path.join(output_dir, REFUSED_FILE), "w") as file:
+            file.write(f"{what}: {error}\n")
+        return float("nan")
     if plan.finished is not None:
         summary = plan.finished
         report(
@@ -192,6 +200,22 @@ def train(config: DictConfig) -> float:
         f"({summary.wall_time_s:.0f} s); summary in {output_dir}/summary.json"
     )
     return summary.final_eval_return
+
+
+class RefusedJobs(Callback):
+    """At the end of a multirun, lists the jobs refused before they started (their directories and
+    reasons, from each one's `REFUSED_FILE`) and exits with status 2 when there are any."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
+        sweep = str(config.hydra.sweep.dir)
+        refused = []
+        for directory, _, names in sorted(os.walk(sweep)):
+            if REFUSED_FILE in names:
+                with open(os.path.join(directory, REFUSED_FILE)) as file:
+                    refused.append(f"  {os.path.relpath(directory, sweep)}: {file.read().strip()}")
+        if refused:
+            print(f"{len(refused)} job(s) of the sweep in {sweep} were refused:", *refused, sep="\n", file=sys.stderr)
+            sys.exit(2)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")

@@ -67,3 +67,18 @@ def test_joblib_launcher_runs_jobs_in_parallel_with_one_wandb_group(tmp_path):
     assert {run["exit_code"] for run in runs} == {0}
     for job in ("0", "1"):
         assert os.path.exists(sweep / job / "summary.json") and os.path.isdir(sweep / job / "logs")
+
+
+def test_a_refused_job_is_reported_in_its_train_log_and_the_sweep_goes_on_to_list_it(tmp_path):
+    sweep = tmp_path / "refusals"
+    result = run_train(
+        ["-m", "max_actor_steps=-5,400", "eval_every=400", "logger=csv", *TINY, f"hydra.sweep.dir={sweep}"],
+        timeout=600,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]  # Some job was refused ...
+    assert read_summary(str(sweep / "1"))["status"] == "finished"  # ... and the next one still ran.
+    message = "Invalid configuration: max_actor_steps: must be a positive integer, got -5"
+    assert message in (sweep / "0" / "train.log").read_text()
+    assert not (sweep / "0" / "summary.json").exists() and not (sweep / "1" / "refused.txt").exists()
+    listing = result.stderr.split(f"1 job(s) of the sweep in {sweep} were refused:\n", 1)[1]
+    assert listing.splitlines()[0] == f"  0: {message}"
