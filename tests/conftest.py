@@ -45,13 +45,17 @@ def read_wandb_offline_run(run_dir: str) -> dict[str, Any]:
     assert len(paths) == 1, f"expected one offline run in {run_dir}, found {paths}"
     store = datastore.DataStore()
     store.open_for_scan(paths[0])
-    run: dict[str, Any] = {"config": {}, "history": [], "exit_code": None, "name": None, "group": None}
+    run: dict[str, Any] = {"config": {}, "history": [], "exit_code": None, "name": None, "group": None, "tags": []}
     while (data := store.scan_data()) is not None:
         record = wandb_internal_pb2.Record()
         record.ParseFromString(data)
         kind = record.WhichOneof("record_type")
         if kind == "run":
-            run["name"], run["group"] = record.run.display_name, record.run.run_group
+            run["name"], run["group"], run["tags"] = (
+                record.run.display_name,
+                record.run.run_group,
+                list(record.run.tags),
+            )
             run["config"].update({i.key: json.loads(i.value_json) for i in record.run.config.update})
         elif kind == "config":
             run["config"].update({i.key: json.loads(i.value_json) for i in record.config.update})

@@ -159,7 +159,8 @@ def test_multirun_groups_carry_the_date_and_leave_out_what_the_sweep_varies(tmp_
     first, second = tracking_settings(day_one, config), tracking_settings(day_two, config)
     assert first == {
         "run_group": "dqn_cartpole-CartPole-v1-2024-05-01-19-09-19",
-        "run_tags": ["experiment=dqn_cartpole", "seed=1"],
+        "run_tags": [],  # The sweep varies nothing here: no tag.
+        "job_number": None,
     }
     assert second["run_group"] == "dqn_cartpole-CartPole-v1-2024-05-02-19-09-19"
     # A sweep over agents: every job shares the group, which names no agent.
@@ -171,10 +172,27 @@ def test_multirun_groups_carry_the_date_and_leave_out_what_the_sweep_varies(tmp_
     groups = set()
     for agent in ("sac", "td3"):
         job, job_config = _hydra_config(str(sweep), [f"agent={agent}", "environment=pendulum", "seed=0"])
-        groups.add(tracking_settings(job, job_config)["run_group"])
+        settings = tracking_settings(job, job_config)
+        groups.add(settings["run_group"])
+        assert settings["run_tags"] == [f"agent={agent}", "seed=0"]  # What the sweep varies, no more.
     assert groups == {"Pendulum-v1-2024-05-03-08-00-00"}
-    single, single_config = _hydra_config(str(tmp_path / "unused"), ["seed=3"], mode="RUN")
-    assert tracking_settings(single, single_config) == {"run_group": None, "run_tags": ["seed=3"]}
+    single, single_config = _hydra_config(str(tmp_path / "unused"), ["seed=3", "logger=wandb"], mode="RUN")
+    assert tracking_settings(single, single_config) == {"run_group": None, "run_tags": ["seed=3"], "job_number": None}
+
+
+def test_two_sweeps_in_directories_of_one_name_get_two_groups(tmp_path):
+    """A sweep directory without a date and time: its name and the sweep's id (the directory
+    and when its multirun.yaml was written) make the group, so a second sweep there gets another."""
+    sweep = tmp_path / "lr_search"
+    sweep.mkdir()
+    groups = []
+    for stamp in (1_000_000_000, 2_000_000_000):
+        (sweep / "multirun.yaml").write_text("hydra: {}\n")
+        os.utime(sweep / "multirun.yaml", ns=(stamp, stamp))
+        job, config = _hydra_config(str(sweep), ["experiment=dqn_cartpole", "seed=1"])
+        groups.append(tracking_settings(job, config)["run_group"])
+    assert all(re.fullmatch(r"dqn_cartpole-CartPole-v1-lr_search-[0-9a-f]{6}", group) for group in groups), groups
+    assert groups[0] != groups[1]
 
 
 LEARNER_RECORD = {"td_error": 0.5, "actor_episodes": 3, "learner_steps": 7, "actor_steps": 1400, "wall_time_s": 2.0}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import yaml
 
@@ -61,9 +62,10 @@ def test_joblib_launcher_runs_jobs_in_parallel_with_one_wandb_group(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     runs = [read_wandb_offline_run(str(sweep / job)) for job in ("0", "1")]
     assert [run["config"]["seed"] for run in runs] == [0, 1]
-    # <agent>-<environment>-<sweep>: the sweep directory's name stands in for its date
-    # and time when it has none (rl.loggers.wandb.default_group).
-    assert {run["group"] for run in runs} == {"dqn-CartPole-v1-parallel"}
+    # <agent>-<environment>-<sweep>-<id>: the sweep directory's name and this sweep's id stand in
+    # for its date and time when it has none (rl.loggers.wandb.default_group).
+    (group,) = {run["group"] for run in runs}
+    assert re.fullmatch(r"dqn-CartPole-v1-parallel-[0-9a-f]{6}", group), group
     assert {run["exit_code"] for run in runs} == {0}
     for job in ("0", "1"):
         assert os.path.exists(sweep / job / "summary.json") and os.path.isdir(sweep / job / "logs")

@@ -91,13 +91,18 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
     runs = {seed: read_wandb_offline_run(str(sweep / str(seed))) for seed in (0, 1)}
     with open(os.path.join(ROOT, "conf", "experiment", "dqn_cartpole.yaml")) as file:
         preset = yaml.safe_load(file)
-    # What the jobs share (the preset and its environment) and the sweep directory's name
-    # (a default sweep directory gives its date and time instead).
-    assert {run["group"] for run in runs.values()} == {"dqn_cartpole-CartPole-v1-sweep_dqn_seeds"}
+    # What the jobs share (the preset and its environment), the sweep directory's name and this
+    # sweep's id (a default sweep directory gives its date and time instead).
+    (group,) = {run["group"] for run in runs.values()}
+    assert re.fullmatch(r"dqn_cartpole-CartPole-v1-sweep_dqn_seeds-[0-9a-f]{6}", group), group
     assert len({run["name"] for run in runs.values()}) == 2
     for seed, run in runs.items():
-        assert re.fullmatch(rf"CartPole-v1__dqn__{seed}__\d{{8}}_\d{{6}}", run["name"]), run["name"]
+        # Job `seed` of the sweep: its number ends the name, its tags are what the sweep varies.
+        assert re.fullmatch(rf"CartPole-v1__dqn__{seed}__\d{{8}}_\d{{6}}__{seed}", run["name"]), run["name"]
+        assert run["tags"] == [f"seed={seed}"]
         config = run["config"]
+        assert config["choices"]["experiment"] == "dqn_cartpole" and config["choices"]["agent"] == "dqn"
+        assert config["choices"]["launcher"] == "local" and config["choices"]["environment"] == "cartpole"
         # The resolved composed config (the preset's values, the command line's overrides).
         assert config["seed"] == seed and config["max_actor_steps"] == 1000
         assert config["agent"]["n_step"] == preset["agent"]["n_step"]  # From the preset ...
@@ -113,8 +118,7 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
         assert evaluations[-1]["evaluator/episode_return"] == pytest.approx(summary["final_eval_return"])
         assert run["exit_code"] == 0  # finished
         tags, results = _run_tags_and_summary(str(sweep / str(seed)))
-        assert f"seed={seed}" in tags and "experiment=dqn_cartpole" in tags  # The job's overrides.
-        assert not any(tag.startswith("hydra.") for tag in tags)
+        assert tags == [f"seed={seed}"]  # What the sweep varies (not experiment=, logger=, hydra.*).
         # The run's results are its summary metrics.
         assert results["final_eval_return"] == pytest.approx(summary["final_eval_return"])
         assert results["best_eval_return"] == pytest.approx(summary["best_eval_return"])

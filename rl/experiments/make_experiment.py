@@ -366,15 +366,18 @@ def _swept_keys(hydra_config: Any) -> set[str]:
 
 
 def tracking_settings(hydra_config: Any, config: DictConfig) -> dict[str, Any]:
-    """`run_group` and `run_tags` for `make_experiment`: a multirun's group names the sweep (without
-    what it varies; a single run has none), the tags are the job's overrides."""
+    """`run_group`, `run_tags` and `job_number` for `make_experiment`. A multirun's group names the
+    sweep (without what it varies), its tags are what it varies, its job number ends the run's name;
+    a single run has no group and is tagged with its overrides."""
+    import hashlib
+
     from hydra.types import RunMode
 
     from rl.loggers.wandb import default_group, override_tags
 
-    tags = override_tags(list(hydra_config.overrides.task or []))
+    overrides = list(hydra_config.overrides.task or [])
     if hydra_config.mode != RunMode.MULTIRUN:
-        return {"run_group": None, "run_tags": tags}
+        return {"run_group": None, "run_tags": override_tags(overrides), "job_number": None}
     swept = _swept_keys(hydra_config)
     choices = dict(hydra_config.runtime.choices or {})
     subject = []
@@ -389,7 +392,16 @@ def tracking_settings(hydra_config: Any, config: DictConfig) -> dict[str, Any]:
                 subject.append(environment_label(OmegaConf.to_container(environment, resolve=True), choices))
             except Exception:  # noqa: BLE001 - an unresolvable config fails later, with its message.
                 pass
-    return {"run_group": default_group(str(hydra_config.sweep.dir), subject), "run_tags": tags}
+    # This sweep's own id: its directory and when Hydra wrote the directory's multirun.yaml.
+    sweep_dir = os.path.abspath(str(hydra_config.sweep.dir))
+    recorded = os.path.join(sweep_dir, "multirun.yaml")
+    stamp = os.stat(recorded).st_mtime_ns if os.path.isfile(recorded) else ""
+    sweep_id = hashlib.sha1(f"{sweep_dir}:{stamp}".encode()).hexdigest()[:6]
+    return {
+        "run_group": default_group(str(hydra_config.sweep.dir), subject, sweep_id),
+        "run_tags": override_tags(overrides, swept),
+        "job_number": hydra_config.job.get("num"),
+    }
 
 
 def make_experiment(
@@ -398,6 +410,7 @@ def make_experiment(
     choices: Mapping[str, Any] | None = None,
     run_group: str | None = None,
     run_tags: Sequence[str] = (),
+    job_number: int | None = None,
 ) -> tuple[ExperimentConfig, Callable[[ExperimentConfig], Any]]:
     """Validates `config` and builds the experiment and its launcher (nothing started)."""
     choices = dict(choices or {})
@@ -516,8 +529,9 @@ def make_experiment(
         "logger",
         _instantiate("logger", config.logger, _partial_=True),
         directory=os.path.join(run_directory, "logs"),
-        run_name=f"{environment_name}__{agent_name}__{settings.seed}__{stamp}",
-        run_config=container,
+        run_name=f"{environment_name}__{agent_name}__{settings.seed}__{stamp}"
+        + (f"__{job_number}" if job_number is not None else ""),
+        run_config={**container, "choices": {k: v for k, v in choices.items() if not k.startswith("hydra/")}},
         run_group=run_group,
         run_tags=list(run_tags),
     )

@@ -86,17 +86,29 @@ def summary_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
 _SWEEP_STAMP = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})[/\\_T -]+(?P<time>\d{2}[-:]\d{2}[-:]\d{2})$")
 
 
-def default_group(sweep_dir: str, subject: Sequence[str] = ()) -> str:
-    """A multirun's W&B group: what every job shares, then the date and time of Hydra's sweep directory."""
+def default_group(sweep_dir: str, subject: Sequence[str] = (), sweep_id: str | None = None) -> str:
+    """A multirun's W&B group: what every job shares, then the date and time of Hydra's sweep directory
+    or, for a directory named otherwise, its name and `sweep_id` (two sweeps there get two groups)."""
     path = os.path.normpath(str(sweep_dir))
     stamp = _SWEEP_STAMP.search(path)
     when = f"{stamp.group('date')}-{stamp.group('time').replace(':', '-')}" if stamp else os.path.basename(path)
+    if not stamp and sweep_id:
+        when = f"{when}-{sweep_id}"
     return "-".join([str(part).replace("/", "-") for part in subject if part] + [when or "multirun"])
 
 
-def override_tags(overrides: Sequence[str]) -> list[str]:
-    """A job's command-line overrides but Hydra's own (`hydra.*`) as W&B tags, cut to W&B's length."""
-    kept = [tag for tag in map(str, overrides) if not tag.lstrip("+~").startswith(("hydra.", "hydra/"))]
+# Overrides that change how a run is watched, not what it learns: no W&B tag.
+UNTAGGED = ("hydra", "logger", "progress", "checkpoint", "compilation_cache", "resume")
+
+
+def override_tags(overrides: Sequence[str], keys: set[str] | None = None) -> list[str]:
+    """A job's command-line overrides as W&B tags, cut to W&B's length: those of `keys` (what a sweep
+    varies) or, with no `keys`, all but `UNTAGGED` ones."""
+    key = lambda tag: re.split(r"[=./]", tag.lstrip("+~"), maxsplit=1)[0]
+    full_key = lambda tag: tag.lstrip("+~").split("=", 1)[0]
+    kept = [
+        tag for tag in map(str, overrides) if (full_key(tag) in keys if keys is not None else key(tag) not in UNTAGGED)
+    ]
     return list(dict.fromkeys(tag if len(tag) <= MAX_TAG_LENGTH else tag[: MAX_TAG_LENGTH - 1] + "…" for tag in kept))
 
 
