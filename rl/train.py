@@ -156,7 +156,7 @@ def train(config: DictConfig) -> float:
         report(f"{what}: {error}", error=True)
         if hydra_config.mode != RunMode.MULTIRUN:
             sys.exit(code)
-        # One refused job of a sweep: the sweep goes on; `RefusedJobs` lists the refusals at its end.
+        # One refused job of a sweep: the sweep goes on; `SweepReport` lists the refusals at its end.
         with open(os.path.join(output_dir, REFUSED_FILE), "w") as file:
             file.write(f"{what}: {error}\n")
         return float("nan")
@@ -202,19 +202,60 @@ def train(config: DictConfig) -> float:
     return summary.final_eval_return
 
 
-class RefusedJobs(Callback):
-    """At the end of a multirun, lists the jobs refused before they started (their directories and
-    reasons, from each one's `REFUSED_FILE`) and exits with status 2 when there are any."""
+class SweepReport(Callback):
+    """At the end of a multirun: `<sweep dir>/results.yaml` maps every job (trial) to its directory,
+    overrides and value (`final_eval_return`, what the sweeper saw), with the best job's command line;
+    the jobs refused before they started are listed (each one's `REFUSED_FILE`), exit status 2."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
+        sweeper = config.hydra.sweeper
+        startup = (sweeper.get("sampler") or {}).get("n_startup_trials")
+        if "optuna" in str(sweeper.get("_target_", "")).lower() and startup and sweeper.n_trials <= startup:
+            print(
+                f"Warning: hydra.sweeper.n_trials={sweeper.n_trials} is within the sampler's n_startup_trials={startup}: "
+                "every trial is sampled at random",
+                file=sys.stderr,
+            )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
-        sweep = str(config.hydra.sweep.dir)
-        refused = []
-        for directory, _, names in sorted(os.walk(sweep)):
+        import json
+        import math
+        import shlex
+
+        import yaml
+
+        sweep = os.path.abspath(str(config.hydra.sweep.dir))
+        trials, refused = [], []
+        for directory, _, names in os.walk(sweep):
+            job = os.path.relpath(directory, sweep)
             if REFUSED_FILE in names:
                 with open(os.path.join(directory, REFUSED_FILE)) as file:
-                    refused.append(f"  {os.path.relpath(directory, sweep)}: {file.read().strip()}")
+                    refused.append((job, file.read().strip()))
+            overrides = os.path.join(directory, ".hydra", "overrides.yaml")
+            if "summary.json" in names and os.path.isfile(overrides):
+                with open(os.path.join(directory, "summary.json")) as file:
+                    summary = json.load(file)
+                with open(overrides) as file:
+                    job_overrides = [str(line) for line in yaml.safe_load(file) or []]
+                value = summary.get("final_eval_return")
+                value = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+                trials.append({"job": job, "directory": directory, "overrides": job_overrides, "value": value})
+                trials[-1]["status"] = summary.get("status")
+        trials.sort(key=lambda trial: [int(p) if p.isdigit() else p for p in trial["job"].split(os.sep)])
+        scored = [trial for trial in trials if trial["value"] is not None]
+        if scored:
+            pick = min if str(config.hydra.sweeper.get("direction", "maximize")).startswith("min") else max
+            best = pick(scored, key=lambda trial: trial["value"])
+            command = "python scripts/train.py " + " ".join(shlex.quote(o) for o in best["overrides"])
+            best_entry = {**best, "overrides": list(best["overrides"]), "command": command}  # No YAML anchors.
+            results = {"best": best_entry, "trials": trials, "refused": dict(refused)}
+            with open(os.path.join(sweep, "results.yaml"), "w") as file:
+                yaml.safe_dump(results, file, sort_keys=False, width=1000)
+            print(f"Best of {len(scored)} jobs: {best['job']} ({best['value']:.1f}): {command}")
+            print(f"Every job's directory, overrides and value: {os.path.join(sweep, 'results.yaml')}")
         if refused:
-            print(f"{len(refused)} job(s) of the sweep in {sweep} were refused:", *refused, sep="\n", file=sys.stderr)
+            lines = [f"  {job}: {reason}" for job, reason in sorted(refused)]
+            print(f"{len(refused)} job(s) of the sweep in {sweep} were refused:", *lines, sep="\n", file=sys.stderr)
             sys.exit(2)
 
 

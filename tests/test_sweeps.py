@@ -41,6 +41,15 @@ def test_optuna_sweep_maximises_final_eval_return_and_names_best_parameters(tmp_
         "agent.n_step": int(overrides["agent.n_step"]),
         "agent.target_update_period": int(overrides["agent.target_update_period"]),
     }
+    # results.yaml names every trial's directory and value, and the best one's command line.
+    with open(sweep / "results.yaml") as file:
+        report = yaml.safe_load(file)
+    assert [trial["value"] for trial in report["trials"]] == finals
+    assert report["best"]["job"] == winner and report["best"]["directory"] == str(sweep / winner)
+    assert report["best"]["command"].startswith("python scripts/train.py agent.learning_rate=")
+    assert "results.yaml" in result.stdout
+    # Two trials are within TPE's random start-up trials: the sweep says so.
+    assert "n_trials=2 is within the sampler's n_startup_trials=10: every trial is sampled at random" in result.stderr
 
 
 def test_joblib_launcher_runs_jobs_in_parallel_with_one_wandb_group(tmp_path):
@@ -84,3 +93,6 @@ def test_a_refused_job_is_reported_in_its_train_log_and_the_sweep_goes_on_to_lis
     assert not (sweep / "0" / "summary.json").exists() and not (sweep / "1" / "refused.txt").exists()
     listing = result.stderr.split(f"1 job(s) of the sweep in {sweep} were refused:\n", 1)[1]
     assert listing.splitlines()[0] == f"  0: {message}"
+    with open(sweep / "results.yaml") as file:
+        report = yaml.safe_load(file)
+    assert [trial["job"] for trial in report["trials"]] == ["1"] and report["refused"] == {"0": message}
