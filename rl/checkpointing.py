@@ -390,7 +390,7 @@ def write_json(path: str, value: Any) -> None:
 
 
 # Top-level keys a resumed run may change: they do not change what is learned.
-MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume")
+MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume", "objective")
 
 
 @dataclasses.dataclass

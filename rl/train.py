@@ -153,8 +153,9 @@ def train(config: DictConfig) -> float:
                 warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     except (ConfigError, CheckpointError) as error:
         what, code = ("Invalid configuration", 2) if isinstance(error, ConfigError) else ("Cannot resume", 1)
-        report(f"{what}: {error}", error=True)
-        if hydra_config.mode != RunMode.MULTIRUN:
+        multirun = hydra_config.mode == RunMode.MULTIRUN
+        report(f"{what}: {error}", error=True, transcript=multirun)  # A refused resume leaves its run as it was.
+        if not multirun:
             sys.exit(code)
         # One refused job of a sweep: the sweep goes on; `SweepReport` lists the refusals at its end.
         with open(os.path.join(output_dir, REFUSED_FILE), "w") as file:
@@ -167,7 +168,7 @@ def train(config: DictConfig) -> float:
             f"evaluation return {summary.get('final_eval_return')}); nothing to do.",
             transcript=False,
         )
-        return summary.get("final_eval_return", float("nan"))
+        return summary.get(config.get("objective", "final_eval_return"), float("nan"))
     experiment = apply_plan(plan, experiment)
     if plan.restore is not None:
         counts = plan.restore.counts
@@ -199,12 +200,12 @@ def train(config: DictConfig) -> float:
         f"final evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
         f"({summary.wall_time_s:.0f} s); summary in {output_dir}/summary.json"
     )
-    return summary.final_eval_return
+    return vars(summary)[config.get("objective", "final_eval_return")]  # What a sweeper optimises.
 
 
 class SweepReport(Callback):
     """At the end of a multirun: `<sweep dir>/results.yaml` maps every job (trial) to its directory,
-    overrides and value (`final_eval_return`, what the sweeper saw), with the best job's command line;
+    overrides and value (the run's `objective`, what the sweeper saw), with the best job's command line;
     the jobs refused before they started are listed (each one's `REFUSED_FILE`), exit status 2."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
@@ -237,7 +238,7 @@ class SweepReport(Callback):
                     summary = json.load(file)
                 with open(overrides) as file:
                     job_overrides = [str(line) for line in yaml.safe_load(file) or []]
-                value = summary.get("final_eval_return")
+                value = summary.get(config.get("objective", "final_eval_return"))
                 value = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
                 trials.append({"job": job, "directory": directory, "overrides": job_overrides, "value": value})
                 trials[-1]["status"] = summary.get("status")

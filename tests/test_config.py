@@ -129,6 +129,7 @@ BAD_OVERRIDES = [
     (["seed=abc"], "seed"),
     (["network.hidden_sizes=[a,b]"], "network.hidden_sizes"),
     (["policy.epsilon_end=2.0"], "epsilon_end"),
+    (["objective=best"], "objective"),
     # Settings the deterministic mode would otherwise ignore, or could not checkpoint.
     (["launcher.deterministic=true", "environment.num_envs=4", "environment.backend=envpool"], "environment.backend"),
 ]

@@ -165,3 +165,13 @@ def test_ray_run_with_two_evaluators_logs_both_and_summarises_their_mean(run_dir
     assert earliest <= summary["time_to_threshold_s"] <= latest + 0.01  # When the later of the two took its parameters.
     _check_wall_time(run_dir, summary)
     _check_wandb_wall_time(run_dir)
+
+
+def test_curve_statistics_are_the_mean_of_the_last_three_rounds_and_the_curves_mean_height():
+    from rl.experiments.summary import curve_statistics
+
+    curve = [(1000, 10.0), (2000, 30.0), (3000, 20.0), (4000, 40.0)]
+    # (20 + 25 + 30) * 1000 actor steps of trapezoids over the 3000 steps the curve spans.
+    assert curve_statistics(curve) == (30.0, 25.0)
+    assert curve_statistics([(500, 7.0)]) == (7.0, 7.0)
+    assert all(math.isnan(value) for value in curve_statistics([]))

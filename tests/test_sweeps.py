@@ -83,7 +83,15 @@ def test_joblib_launcher_runs_jobs_in_parallel_with_one_wandb_group(tmp_path):
 def test_a_refused_job_is_reported_in_its_train_log_and_the_sweep_goes_on_to_list_it(tmp_path):
     sweep = tmp_path / "refusals"
     result = run_train(
-        ["-m", "max_actor_steps=-5,400", "eval_every=400", "logger=csv", *TINY, f"hydra.sweep.dir={sweep}"],
+        [
+            "-m",
+            "max_actor_steps=-5,400",
+            "eval_every=200",
+            "objective=eval_return_auc",
+            "logger=csv",
+            *TINY,
+            f"hydra.sweep.dir={sweep}",
+        ],
         timeout=600,
     )
     assert result.returncode == 2, result.stderr[-3000:]  # Some job was refused ...
@@ -96,3 +104,5 @@ def test_a_refused_job_is_reported_in_its_train_log_and_the_sweep_goes_on_to_lis
     with open(sweep / "results.yaml") as file:
         report = yaml.safe_load(file)
     assert [trial["job"] for trial in report["trials"]] == ["1"] and report["refused"] == {"0": message}
+    # Ranked by the run's objective (here the mean return along the evaluation curve).
+    assert report["trials"][0]["value"] == read_summary(str(sweep / "1"))["eval_return_auc"]

@@ -146,6 +146,7 @@ class RunSettings:
     threshold: float | None
     compilation_cache: str | None
     resume: str | None = None
+    objective: str = "final_eval_return"
 
 
 CHECKPOINT_KEYS = ("enabled", "every_seconds", "keep", "replay")
@@ -209,6 +210,10 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
             raise ConfigError(name, f"must be a positive integer, got {values[name]}")
     if not 0 <= settings.seed < 2**32:
         raise ConfigError("seed", f"must be in [0, 2**32), got {settings.seed}")
+    from rl.experiments.summary import OBJECTIVES
+
+    if settings.objective not in OBJECTIVES:
+        raise ConfigError("objective", f"must be one of {', '.join(OBJECTIVES)}, got {settings.objective!r}")
     if settings.threshold is not None:
         if not math.isfinite(settings.threshold):
             raise ConfigError("threshold", f"must be a finite number or null, got {settings.threshold}")
@@ -551,6 +556,6 @@ def make_experiment(
         agent_name=agent_name,
         environment_name=environment_name,
         _environment_spec=environment_spec,
-        **{name: value for name, value in vars(settings).items() if name != "resume"},  # The run settings.
+        **{name: value for name, value in vars(settings).items() if name not in ("resume", "objective")},
     )
     return launcher.fit_experiment(experiment), launcher

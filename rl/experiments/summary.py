@@ -17,6 +17,23 @@ from rl.checkpointing import write_json
 from rl.experiments.config import ExperimentConfig
 
 STATUSES = ("finished", "interrupted", "failed")  # Ran to its budget, stopped by a signal, failed.
+# What a run returns to a sweeper (conf/config.yaml `objective`): summary.json's keys.
+OBJECTIVES = ("final_eval_return", "last_evals_mean", "eval_return_auc")
+LAST_EVALUATIONS = 3  # The rounds `last_evals_mean` averages.
+
+
+def curve_statistics(eval_returns: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """Objectives less noisy than the last round: the mean of the last `LAST_EVALUATIONS` rounds, and
+    the area under the curve over the actor steps it spans (trapezoids) divided by that span: the
+    mean return along the run (one round: its return; none: NaN, NaN)."""
+    if not eval_returns:
+        return float("nan"), float("nan")
+    steps, values = [float(s) for s, _ in eval_returns], [float(v) for _, v in eval_returns]
+    last = values[-LAST_EVALUATIONS:]
+    if len(values) == 1 or steps[-1] == steps[0]:
+        return sum(last) / len(last), values[-1]
+    area = sum((b - a) * (u + v) / 2 for a, b, u, v in zip(steps, steps[1:], values, values[1:]))
+    return sum(last) / len(last), area / (steps[-1] - steps[0])
 
 
 def first_reaching(
@@ -47,6 +64,8 @@ class RunSummary:
     time_to_threshold_s: float | None = None
     steps_to_threshold: int | None = None
     actor_steps_per_second: float | None = None  # Of the acting phase only.
+    last_evals_mean: float = float("nan")  # Mean of the last LAST_EVALUATIONS evaluation rounds.
+    eval_return_auc: float = float("nan")  # Mean return along the evaluation curve (curve_statistics).
 
     @classmethod
     def from_run(
@@ -80,6 +99,7 @@ class RunSummary:
             time_to_threshold_s=time_to_threshold,
             steps_to_threshold=steps_to_threshold,
             actor_steps_per_second=round(actor_steps / acting_time_s, 1) if acting_time_s else None,
+            **dict(zip(("last_evals_mean", "eval_return_auc"), curve_statistics(eval_returns))),
         )
 
 
