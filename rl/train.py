@@ -54,8 +54,10 @@ def resume_arguments(argv: list[str]) -> list[str]:
 
 
 def report(message: str, error: bool = False, transcript: bool = True) -> None:
-    """Prints a line for the user and, with `transcript`, copies it into train.log."""
-    print(message, file=sys.stderr if error else sys.stdout)
+    """Prints a line for the user (after a multirun job's prefix) and, with `transcript`, copies it into train.log."""
+    from rl.loggers.base import JOB_PREFIX
+
+    print(JOB_PREFIX["text"] + message, file=sys.stderr if error else sys.stdout)
     if transcript:
         TRANSCRIPT.info(message)
 
@@ -136,8 +138,12 @@ def train(config: DictConfig) -> float:
 
     if _FULL_ERROR_OURS:
         os.environ.pop("HYDRA_FULL_ERROR", None)
+    from rl.loggers.base import JOB_PREFIX
+
     hydra_config = HydraConfig.get()
     output_dir, explicit = hydra_config.runtime.output_dir, config.get("resume") is not None
+    multirun = hydra_config.mode == RunMode.MULTIRUN
+    JOB_PREFIX["text"] = f"[job {hydra_config.job.num}] " if multirun else ""
     try:
         tracking = tracking_settings(hydra_config, config)
         experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
@@ -153,7 +159,6 @@ def train(config: DictConfig) -> float:
                 warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     except (ConfigError, CheckpointError) as error:
         what, code = ("Invalid configuration", 2) if isinstance(error, ConfigError) else ("Cannot resume", 1)
-        multirun = hydra_config.mode == RunMode.MULTIRUN
         report(f"{what}: {error}", error=True, transcript=multirun)  # A refused resume leaves its run as it was.
         if not multirun:
             sys.exit(code)

@@ -101,6 +101,11 @@ def test_a_refused_job_is_reported_in_its_train_log_and_the_sweep_goes_on_to_lis
     assert not (sweep / "0" / "summary.json").exists() and not (sweep / "1" / "refused.txt").exists()
     listing = result.stderr.split(f"1 job(s) of the sweep in {sweep} were refused:\n", 1)[1]
     assert listing.splitlines()[0] == f"  0: {message}"
+    # Each job's terminal lines start with its number (parallel jobs' lines interleave); train.log's do not.
+    assert f"[job 0] {message}" in result.stderr.splitlines()
+    ours = [line for line in result.stdout.splitlines() if line.startswith("[") and not line.startswith("[20")]
+    assert ours and all(line.startswith("[job 1] ") for line in ours), ours
+    assert "[job" not in (sweep / "1" / "train.log").read_text()
     with open(sweep / "results.yaml") as file:
         report = yaml.safe_load(file)
     assert [trial["job"] for trial in report["trials"]] == ["1"] and report["refused"] == {"0": message}

@@ -175,6 +175,11 @@ def format_record(name: str, data: LoggingData, hidden: tuple[str, ...] = (), st
     return f"[{name}] " + " ".join(f"{key}={value}" for key, value in _fields(data, hidden, steps_key))
 
 
+# Starts every terminal line of a multirun's job (`[job 3] `, set by rl/train.py): parallel jobs'
+# lines interleave. train.log, one per job, has no prefix.
+JOB_PREFIX = {"text": ""}
+
+
 class TerminalLogger(Logger):
     """`[label instance] key=value ...` on one line (rich's console on a terminal; plain and
     unwrapped to a pipe), also to the `rl.transcript` logger (`train.log` only)."""
@@ -190,7 +195,8 @@ class TerminalLogger(Logger):
         if console.is_terminal:
             fields = _fields(data, self._hidden, self._steps_key)
             markup = " ".join(f"[dim]{escape(key)}=[/dim]{escape(value)}" for key, value in fields)
-            console.print(f"[bold]{escape(f'[{self._name}]')}[/bold] {markup}", markup=True, highlight=False)
+            name = escape(f"{JOB_PREFIX['text']}[{self._name}]")
+            console.print(f"[bold]{name}[/bold] {markup}", markup=True, highlight=False)
         else:
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+            console.print(JOB_PREFIX["text"] + line, markup=False, highlight=False, soft_wrap=True)
         TRANSCRIPT.info(line)
