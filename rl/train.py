@@ -10,6 +10,7 @@ import re
 import sys
 import tempfile
 import warnings
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -129,20 +130,29 @@ def integral_overrides(argv: list[str]) -> list[str]:
     return rewritten
 
 
-def train(config: DictConfig) -> float:
-    from rl.experiments.lifecycle import Interrupted, RunInterrupted, signal_name
-    from rl.experiments.launchers.base import LauncherError
+@dataclasses.dataclass
+class Job:
+    """A job ready to train: its experiment (restore point applied), launcher and run directory."""
+
+    experiment: Any
+    launch: Any
+    output_dir: str
+    objective: str
+
+
+def prepare_job(config: DictConfig) -> Job | float:
+    """Everything before training: the experiment built and checked, the resume plan applied. A
+    refused job of a multirun or an already finished run gives its value (NaN when refused)."""
     from rl.experiments.make_experiment import ConfigError, make_experiment, tracking_settings
     from rl.checkpointing import apply_plan, prepare_run
-    from rl.experiments.summary import close_loggers
+    from rl.loggers.base import JOB_PREFIX
 
     if _FULL_ERROR_OURS:
         os.environ.pop("HYDRA_FULL_ERROR", None)
-    from rl.loggers.base import JOB_PREFIX
-
     hydra_config = HydraConfig.get()
     output_dir, explicit = hydra_config.runtime.output_dir, config.get("resume") is not None
     multirun = hydra_config.mode == RunMode.MULTIRUN
+    objective = config.get("objective", "final_eval_return")
     JOB_PREFIX["text"] = f"[job {hydra_config.job.num}] " if multirun else ""
     try:
         tracking = tracking_settings(hydra_config, config)
@@ -159,13 +169,10 @@ def train(config: DictConfig) -> float:
                 warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     except (ConfigError, CheckpointError) as error:
         what, code = ("Invalid configuration", 2) if isinstance(error, ConfigError) else ("Cannot resume", 1)
-        report(f"{what}: {error}", error=True, transcript=multirun)  # A refused resume leaves its run as it was.
         if not multirun:
+            report(f"{what}: {error}", error=True, transcript=False)  # A refused resume leaves its run as it was.
             sys.exit(code)
-        # One refused job of a sweep: the sweep goes on; `SweepReport` lists the refusals at its end.
-        with open(os.path.join(output_dir, REFUSED_FILE), "w") as file:
-            file.write(f"{what}: {error}\n")
-        return float("nan")
+        return refuse_job(output_dir, f"{what}: {error}")
     if plan.finished is not None:
         summary = plan.finished
         report(
@@ -173,7 +180,7 @@ def train(config: DictConfig) -> float:
             f"evaluation return {summary.get('final_eval_return')}); nothing to do.",
             transcript=False,
         )
-        return summary.get(config.get("objective", "final_eval_return"), float("nan"))
+        return summary.get(objective, float("nan"))
     experiment = apply_plan(plan, experiment)
     if plan.restore is not None:
         counts = plan.restore.counts
@@ -181,9 +188,41 @@ def train(config: DictConfig) -> float:
             f"Resuming {output_dir} from {os.path.basename(plan.restore.checkpoint)} "
             f"({counts.get('actor_steps', 0)} actor steps, {counts.get('learner_steps', 0)} learner steps)"
         )
+    return Job(experiment, launch, output_dir, objective)
+
+
+def refuse_job(output_dir: str, reason: str) -> float:
+    """One refused job of a sweep: the sweep goes on; `SweepReport` lists the refusals at its end."""
+    report(reason, error=True)
+    with open(os.path.join(output_dir, REFUSED_FILE), "w") as file:
+        file.write(f"{reason}\n")
+    return float("nan")
+
+
+def finish_job(job: Job, summary: Any) -> float:
+    """After training: the loggers closed, the result line, the value a sweeper optimises."""
+    from rl.experiments.summary import close_loggers
+
+    close_loggers(job.experiment, exit_code=0)
+    report(
+        f"final evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
+        f"({summary.wall_time_s:.0f} s); summary in {job.output_dir}/summary.json"
+    )
+    return vars(summary)[job.objective]
+
+
+def train(config: DictConfig) -> float:
+    from rl.experiments.lifecycle import Interrupted, RunInterrupted, signal_name
+    from rl.experiments.launchers.base import LauncherError
+    from rl.experiments.summary import close_loggers
+
+    job = prepare_job(config)
+    if not isinstance(job, Job):
+        return job
+    experiment = job.experiment
     try:
         experiment.logger_factory.start()  # The W&B run exists (with its config) before the first step.
-        summary = launch(experiment=experiment)
+        summary = job.launch(experiment=experiment)
     except RunInterrupted as stop:
         hint = "the same command resumes it" if stop.checkpoint else "the same command starts it over"
         report(f"Interrupted: {stop}; {hint}", error=True)
@@ -200,12 +239,7 @@ def train(config: DictConfig) -> float:
     except BaseException:
         close_loggers(experiment, exit_code=1)
         raise
-    close_loggers(experiment, exit_code=0)
-    report(
-        f"final evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
-        f"({summary.wall_time_s:.0f} s); summary in {output_dir}/summary.json"
-    )
-    return vars(summary)[config.get("objective", "final_eval_return")]  # What a sweeper optimises.
+    return finish_job(job, summary)
 
 
 class SweepReport(Callback):

@@ -15,7 +15,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from rl.anakin.system import System, evaluate, make_chunk
+from rl.agents.builder import NumericalError
+from rl.anakin.system import System, evaluate, make_chunk, make_system, with_hyperparameters
 from rl.environment_loop import spread
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
@@ -43,17 +44,26 @@ def replica_sharding(num_seeds: int) -> NamedSharding | None:
 
 
 def compile_programs(
-    system: System, evaluation_environment: GymnaxVector, keys: jax.Array, steps_per_chunk: int, sharding: Any = None
+    make_system: Callable[[dict[str, jax.Array]], System],
+    evaluation_environment: GymnaxVector,
+    keys: jax.Array,
+    steps_per_chunk: int,
+    sharding: Any = None,
+    hyperparameters: dict[str, jax.Array] | None = None,
 ) -> tuple[Any, Any, Any]:
-    """(chunk, evaluation round, initial state) of `len(keys)` replicas, vmapped, sharded, compiled."""
+    """(chunk, evaluation round, initial state) of `len(keys)` replicas, vmapped, sharded, compiled.
+    `make_system(values)`: one replica's system, given its row of `hyperparameters` (traced)."""
     jit = jax.jit if sharding is None else functools.partial(jax.jit, in_shardings=sharding, out_shardings=sharding)
-    keys = jax.device_put(keys, sharding)
-    state = jit(jax.vmap(system.init))(keys)
-    chunk = jit(jax.vmap(make_chunk(system, steps_per_chunk))).lower(state).compile()
+    keys, values = jax.device_put((keys, hyperparameters or {}), sharding)
+    state = jit(jax.vmap(lambda key, values: make_system(values).init(key)))(keys, values)
+    chunk = lambda state, values: make_chunk(make_system(values), steps_per_chunk)(state)
+    chunk = jit(jax.vmap(chunk)).lower(state, values).compile()
 
-    policy = system.evaluation_policy
-    evaluation_round = lambda state, key: evaluate(evaluation_environment, policy, system.evaluation_params(state), key)
-    evaluation = jit(jax.vmap(evaluation_round)).lower(state, keys).compile()
+    def evaluation_round(state: Any, key: jax.Array, values: dict[str, jax.Array]) -> Any:
+        system = make_system(values)
+        return evaluate(evaluation_environment, system.evaluation_policy, system.evaluation_params(state), key)
+
+    evaluation = jit(jax.vmap(evaluation_round)).lower(state, keys, values).compile()
     return chunk, evaluation, jax.block_until_ready(state)
 
 
@@ -61,9 +71,23 @@ class AnakinNodes(lifecycle.Nodes):
     """`num_seeds` replicas of `system` in chunks of `steps_per_chunk` updates; a checkpoint holds
     the whole stacked training state, so a resumed run computes bit for bit what one run does."""
 
-    def __init__(self, system: System, evaluation_environment: GymnaxVector, num_seeds: int, steps_per_chunk: int):
+    def __init__(
+        self,
+        system: System,
+        evaluation_environment: GymnaxVector,
+        num_seeds: int,
+        steps_per_chunk: int,
+        replicas: list[ExperimentConfig] | None = None,
+        hyperparameters: dict[str, jax.Array] | None = None,
+        replica_fields: dict[str, Any] | None = None,
+    ):
+        """`replicas` (a grid's jobs): the replicas' own experiments, `hyperparameters` their values
+        ("agent.<field>" or "policy.<field>" -> one per replica), `replica_fields` added to their summaries."""
         self.system, self.evaluation_environment = system, evaluation_environment
-        self.num_seeds, self.steps_per_chunk = num_seeds, steps_per_chunk
+        self.num_seeds = num_seeds if replicas is None else len(replicas)
+        self.steps_per_chunk, self.replicas = steps_per_chunk, replicas
+        self.hyperparameters, self.replica_fields = hyperparameters or {}, replica_fields or {}
+        self.own_records = replicas is not None or num_seeds > 1  # Each replica writes its own run's records.
         self.logs: list[dict[str, Logger]] = []
 
     def _replica(self, index: int) -> ExperimentConfig:
@@ -80,17 +104,25 @@ class AnakinNodes(lifecycle.Nodes):
 
     def start(self) -> None:
         experiment, num_seeds, restore = self.experiment, self.num_seeds, self.experiment.restore
-        self.replica_experiments = [experiment]
-        if num_seeds > 1:
+        self.replica_experiments = [experiment] if self.replicas is None else self.replicas
+        if self.own_records:
             experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
+        if self.replicas is None and num_seeds > 1:
             self.replica_experiments = [self._replica(index) for index in range(num_seeds)]
-        keys = replica_keys(experiment.seed, num_seeds)
+        keys = jax.numpy.stack([jax.random.PRNGKey(replica.seed) for replica in self.replica_experiments])
+        if self.replicas is None:
+            keys = replica_keys(experiment.seed, num_seeds)
         self.sharding = replica_sharding(num_seeds)
         self.evaluation_keys = jax.device_put(jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys), self.sharding)
+        self.failed: list[str | None] = [None] * num_seeds
         start = time.perf_counter()
+        make = lambda values: self.system
+        if self.hyperparameters:
+            make = lambda values: make_system(with_hyperparameters(experiment, values))[0]
         self.chunk, self.evaluation, self.state = compile_programs(
-            self.system, self.evaluation_environment, keys, self.steps_per_chunk, self.sharding
+            make, self.evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
         )
+        self.values = jax.device_put(self.hyperparameters, self.sharding)
         self.compile_time_s = time.perf_counter() - start
         self.learner_steps, self.episodes, self.curves = 0, [0] * num_seeds, [[] for _ in range(num_seeds)]
         if restore is not None:
@@ -102,9 +134,11 @@ class AnakinNodes(lifecycle.Nodes):
             self.curves = [[(int(s), float(v)) for s, v in r["eval_returns"]] for r in replicas]
         for factory in (replica.logger_factory for replica in self.replica_experiments):
             self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
-        self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if num_seeds > 1 else None
+        self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
         self.chunk_steps = self.steps_per_chunk * self.system.steps_per_update
-        self.exploration_metrics = getattr(experiment.builder.exploration, "exploration_metrics", None)
+        self.exploration_metrics = [
+            getattr(replica.builder.exploration, "exploration_metrics", None) for replica in self.replica_experiments
+        ]
 
     def counts_of(self, replica: int) -> dict[str, int]:
         return dict(
@@ -114,7 +148,7 @@ class AnakinNodes(lifecycle.Nodes):
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
         while self.record.steps < until:
             chunk_start = time.perf_counter()
-            self.state, metrics = self.chunk(self.state)
+            self.state, metrics = self.chunk(self.state, self.values)
             metrics = jax.device_get(metrics)
             rate = self.chunk_steps / (time.perf_counter() - chunk_start)
             self.record.steps += self.chunk_steps
@@ -126,10 +160,13 @@ class AnakinNodes(lifecycle.Nodes):
         return self.record.steps
 
     def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
-        """Each replica's learner record and, when episodes ended, its actor record."""
+        """Each replica's learner record and, when episodes ended, its actor record; a non-finite learner
+        metric fails the replica (the run when it is the only one)."""
         for index, log in enumerate(self.logs):
             values = {key: value[index].item() for key, value in metrics.items()}
             self.learner_steps = int(values.pop("learner_steps"))
+            if self.failed[index]:
+                continue
             trained, episodes = int(values.pop("trained_updates")), int(values.pop("episodes"))
             self.episodes[index] += episodes
             counts = self.counts_of(index)
@@ -137,16 +174,28 @@ class AnakinNodes(lifecycle.Nodes):
             learner_metrics = values if trained else {}
             log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
             if episodes:
-                named = self.exploration_metrics(counts["actor_steps"]) if self.exploration_metrics else {}
+                exploration = self.exploration_metrics[index]
+                named = exploration(counts["actor_steps"]) if exploration else {}
                 log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
+            faults = sorted(key for key, value in learner_metrics.items() if not np.isfinite(value))
+            if faults:
+                message = f"non-finite {', '.join(faults)} in the updates up to learner step {self.learner_steps}"
+                if len(self.logs) == 1:
+                    raise NumericalError(message)
+                self.failed[index] = message
+                TRANSCRIPT.warning(
+                    "replica %d (%s) failed: %s", index, self.replica_experiments[index].run_directory, message
+                )
 
     def evaluate(self) -> tuple[int, float, float]:
         """An evaluation round of every replica, keyed by seed and step only."""
         steps = self.record.steps
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
-        result = jax.device_get(self.evaluation(self.state, jax.device_put(keys, self.sharding)))
+        result = jax.device_get(self.evaluation(self.state, jax.device_put(keys, self.sharding), self.values))
         means = []
         for index, log in enumerate(self.logs):
+            if self.failed[index]:
+                continue
             returns, lengths = result.returns[index], result.lengths[index]
             record = spread(returns)
             log["evaluator"].write(
@@ -156,8 +205,8 @@ class AnakinNodes(lifecycle.Nodes):
             means.append(record["episode_return"])
         if self.mean_evaluator is not None:
             record = {"actor_steps": steps, "learner_steps": self.learner_steps, **spread(means)}
-            self.mean_evaluator.write({**record, "replicas": len(self.logs)})
-        return steps, float(np.mean(means)), time.time()
+            self.mean_evaluator.write({**record, "replicas": len(means)})
+        return steps, float(np.mean(means)) if means else float("nan"), time.time()
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
         snapshot = lifecycle.Snapshot(self.record.steps, self.counts_of(0))
@@ -176,20 +225,27 @@ class AnakinNodes(lifecycle.Nodes):
         compile_time = round(self.compile_time_s, 2)
         extra: dict[str, Any] = {"launcher": "anakin", "compile_time_s": compile_time, "num_seeds": self.num_seeds}
         self.close()
-        if self.num_seeds > 1:
+        self.replica_summaries: list[RunSummary] = []
+        if self.own_records:
             replicas = []
             for index, replica in enumerate(self.replica_experiments):
                 times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
-                replica_summary = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=status)
-                _add_fields(replica.run_directory, {"compile_time_s": compile_time})
-                close_loggers(replica, exit_code=exit_code)
+                failed = self.failed[index]
+                replica_status, code = ("failed", 1) if failed else (status, exit_code)
+                replica_summary = finish_run(
+                    replica, self.counts_of(index), self.curves[index], *times, status=replica_status
+                )
+                fields = {"compile_time_s": compile_time, **self.replica_fields}
+                _add_fields(replica.run_directory, fields | ({"failure": failed} if failed else {}))
+                close_loggers(replica, exit_code=code)
+                self.replica_summaries.append(replica_summary)
                 replicas.append(dataclasses.asdict(replica_summary) | {"run_directory": replica.run_directory})
             extra["replicas"] = replicas
             acting, steps = self.record.acting_time_s, self.record.steps * self.num_seeds
             extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None
             flagged = sum(1 for curve in self.curves if improvement_flag([value for _, value in curve]))
             title = f"Evaluation returns of each of the {len(self.curves)} replicas ({flagged} flagged):"
-            table = replica_table([self.experiment.seed + i for i in range(len(self.curves))], self.curves)
+            table = replica_table([replica.seed for replica in self.replica_experiments], self.curves)
             for line in (title, *(f"  {line}" for line in table)):
                 print(line, flush=True)
                 TRANSCRIPT.info(line)

@@ -20,13 +20,15 @@ log = logging.getLogger(__name__)
 CPU_XLA_FLAGS = "--xla_cpu_use_thunk_runtime=false"
 
 
-def prefer_fast_cpu_runtime() -> bool:
-    """Sets XLA_FLAGS to CPU_XLA_FLAGS unless set (even empty) or a JAX backend has started; says whether it did."""
+def prefer_fast_cpu_runtime(host_devices: int | None = None) -> bool:
+    """Sets XLA_FLAGS to CPU_XLA_FLAGS (and `host_devices` CPU devices) unless set (even empty) or a
+    JAX backend has started; says whether it did."""
     from jax._src import xla_bridge
 
     if "XLA_FLAGS" in os.environ or xla_bridge.backends_are_initialized():
         return False
-    os.environ["XLA_FLAGS"] = CPU_XLA_FLAGS
+    devices = f" --xla_force_host_platform_device_count={host_devices}" if host_devices else ""
+    os.environ["XLA_FLAGS"] = CPU_XLA_FLAGS + devices
     return True
 
 

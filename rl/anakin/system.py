@@ -3,6 +3,8 @@ acting) over one replica's training state; a chunk is `steps_per_chunk` updates 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any, Callable, NamedTuple
 
 import flashbax
@@ -49,6 +51,17 @@ def make_system(experiment: ExperimentConfig) -> tuple[System, GymnaxVector]:
     environment = GymnaxVector(options["name"], experiment.num_envs, options.get("kwargs"))
     evaluation = GymnaxVector(options["name"], experiment.eval_episodes, options.get("kwargs"))
     return kind(experiment, network, environment), evaluation
+
+
+def with_hyperparameters(experiment: ExperimentConfig, values: dict[str, Any]) -> ExperimentConfig:
+    """The experiment with one replica's `values` ("agent.<field>": its config's, "policy.<field>": its
+    exploration's), traced scalars, set on copies: the agent's maths then reads them like any constant."""
+    builder = experiment.builder
+    parts = {"agent": copy.copy(builder.config), "policy": copy.copy(builder.exploration)}
+    for key, value in values.items():
+        group, name = key.split(".", 1)
+        object.__setattr__(parts[group], name, value)  # Frozen dataclasses, checked on the jobs' own values.
+    return dataclasses.replace(experiment, builder=type(builder)(parts["agent"], exploration=parts["policy"]))
 
 
 class Trajectory(NamedTuple):

@@ -125,7 +125,10 @@ def find_runs(paths: Sequence[str]) -> list[Run]:
         if not os.path.isdir(path):
             raise FileNotFoundError(f"{path} is not a directory")
         for root, directories, _ in os.walk(path):
-            directories[:] = sorted(d for d in directories if d not in (".hydra", "wandb", "logs", "checkpoints"))
+            # Hidden directories (.hydra/, a grid sweep's .grid/) hold no run of their own.
+            directories[:] = sorted(
+                d for d in directories if not d.startswith(".") and d not in ("wandb", "logs", "checkpoints")
+            )
             if is_run_directory(root):
                 found.append(root)
                 directories[:] = []

@@ -136,7 +136,7 @@ class WandbRun:
             config["git"] = git_state()
         self._settings = dict(project=project, entity=entity, group=group, tags=list(tags) or None, mode=mode)
         self._settings.update(name=name, dir=directory, config=config, id=None, resume=None)  # wandb.init's.
-        self._reinit = reinit
+        self.reinit = reinit
         self._run = None
         self._lock = threading.Lock()
         self._defined: set[str] = set()
@@ -162,7 +162,7 @@ class WandbRun:
                     os.makedirs(self._settings["dir"], exist_ok=True)
                 # Else W&B reports non-zero exits to its error tracker, retrying noisily offline.
                 os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
-                self._run = wandb.init(reinit=self._reinit, **self._settings)
+                self._run = wandb.init(reinit=self.reinit, **self._settings)
                 self._run.define_metric(STEP_METRIC)
             return self._run
 

@@ -1,0 +1,112 @@
+"""hydra/launcher=anakin_grid: a sweep's jobs trained as the replicas of one compiled program."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import yaml
+
+from conftest import read_summary, read_wandb_offline_run, run_train
+from rl.analysis import find_runs
+from rl.anakin.grid import group_jobs
+
+SHORT = ["experiment=ppo_gymnax_cartpole", "max_actor_steps=8192", "eval_every=4096", "progress=false"]
+
+
+def test_jobs_group_by_all_but_seed_records_and_float_agent_and_policy_settings():
+    def job(seed: int, lr: float, epsilon: float = 0.05, envs: int = 4, logger: str = "csv") -> dict:
+        return {
+            "seed": seed,
+            "logger": {"_target_": logger},
+            "agent": {"learning_rate": lr, "n_step": 3},
+            "policy": {"epsilon_end": epsilon},
+            "environment": {"num_envs": envs},
+        }
+
+    configs = [
+        job(0, 1e-3),
+        job(1, 1e-3, logger="wandb"),
+        job(0, 3e-4, 0.1),
+        job(0, 1e-3, envs=8),
+        job(1, 1e-3, envs=8),
+    ]
+    assert group_jobs(configs) == [([0, 1, 2], ["agent.learning_rate", "policy.epsilon_end"]), ([3, 4], [])]
+    # An agent setting written as an integer in one job is not a float in every job: it splits.
+    integral = [job(0, 1e-3), {**job(0, 1e-3), "agent": {"learning_rate": 1, "n_step": 3}}]
+    assert group_jobs(integral) == [([0], []), ([1], [])]
+
+
+def test_a_two_by_two_grid_is_one_program_whose_jobs_equal_separate_runs(tmp_path):
+    grid, separate = tmp_path / "grid", tmp_path / "separate"
+    sweep = ["-m", *SHORT, "agent.learning_rate=1e-4,1e-3", "seed=0,1"]
+    result = run_train([*sweep, "hydra/launcher=anakin_grid", "logger=wandb", f"hydra.sweep.dir={grid}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    reference = run_train([*sweep, "logger=csv", f"hydra.sweep.dir={separate}"])
+    assert reference.returncode == 0, reference.stderr[-3000:]
+
+    groups = os.listdir(grid / ".grid")
+    assert len(groups) == 1  # One compiled program for the four jobs.
+    assert read_summary(str(grid / ".grid" / groups[0]))["num_seeds"] == 4
+    for job in ("0", "1", "2", "3"):
+        ours, theirs = read_summary(str(grid / job)), read_summary(str(separate / job))
+        assert ours["status"] == "finished" and ours["actor_steps"] == theirs["actor_steps"] == 8192
+        assert ours["grid"] == {"group": str(grid / ".grid" / groups[0]), "jobs": 4, "batched": ["agent.learning_rate"]}
+        assert [step for step, _ in ours["eval_returns"]] == [step for step, _ in theirs["eval_returns"]]
+        for (_, value), (_, expected) in zip(ours["eval_returns"], theirs["eval_returns"]):
+            assert value == pytest.approx(expected, rel=1e-4)
+        for name in (".hydra/config.yaml", "logs/evaluator.csv", "train.log"):
+            assert os.path.isfile(grid / job / name), name
+        assert "final evaluation return" in (grid / job / "train.log").read_text()
+        run = read_wandb_offline_run(str(grid / job))
+        assert run["exit_code"] == 0 and run["name"].endswith(f"__{job}")
+        assert [row["evaluator/episode_return"] for row in run["history"] if "evaluator/episode_return" in row] == [
+            pytest.approx(value) for _, value in ours["eval_returns"]
+        ]
+    assert [os.path.basename(run.path) for run in find_runs([str(grid)])] == ["0", "1", "2", "3"]  # Not .grid/.
+    # The sweep's results: each job's value is what its run returned.
+    with open(grid / "results.yaml") as file:
+        trials = {trial["job"]: trial["value"] for trial in yaml.safe_load(file)["trials"]}
+    assert trials == {job: pytest.approx(read_summary(str(grid / job))["final_eval_return"]) for job in trials}
+
+
+def test_a_structural_difference_makes_two_programs_and_a_failing_replica_fails_alone(tmp_path):
+    sweep = tmp_path / "sweep"
+    result = run_train(
+        [
+            "-m",
+            "hydra/launcher=anakin_grid",
+            *SHORT,
+            "environment.num_envs=4,8",
+            "agent.learning_rate=2.5e-4,1e30",  # The second diverges to a non-finite loss.
+            "logger=csv",
+            f"hydra.sweep.dir={sweep}",
+        ]
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(os.listdir(sweep / ".grid")) == 2
+    for job, envs, diverges in (("0", 4, False), ("1", 4, True), ("2", 8, False), ("3", 8, True)):
+        summary = read_summary(str(sweep / job))
+        assert summary["grid"]["jobs"] == 2
+        if diverges:
+            assert summary["status"] == "failed" and "non-finite" in summary["failure"]
+            assert math.isnan(summary["final_eval_return"])
+            assert "Run failed: numerical fault: non-finite" in (sweep / job / "train.log").read_text()
+            assert f"[job {job}] Run failed" in result.stderr
+        else:
+            assert summary["status"] == "finished" and math.isfinite(summary["final_eval_return"])
+        with open(sweep / job / ".hydra" / "config.yaml") as file:
+            assert yaml.safe_load(file)["environment"]["num_envs"] == envs
+
+
+def test_jobs_the_grid_cannot_train_are_each_refused_and_listed(tmp_path):
+    sweep = tmp_path / "sweep"
+    result = run_train(
+        ["-m", "hydra/launcher=anakin_grid", *SHORT, "launcher.num_seeds=2,3", "logger=csv", f"hydra.sweep.dir={sweep}"]
+    )
+    assert result.returncode == 2  # The sweep's refusals, listed at its end.
+    for job in ("0", "1"):  # The first refusal did not end the sweep.
+        assert "launcher.num_seeds must be 1" in (sweep / job / "refused.txt").read_text()
+        assert "launcher.num_seeds must be 1" in (sweep / job / "train.log").read_text()
+    assert "2 job(s) of the sweep" in result.stderr and not os.path.exists(sweep / ".grid")
