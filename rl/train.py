@@ -7,6 +7,8 @@ import dataclasses
 import logging
 import os
 import re
+import shutil
+import signal
 import sys
 import tempfile
 import warnings
@@ -186,7 +188,8 @@ def prepare_job(config: DictConfig) -> Job | float:
         counts = plan.restore.counts
         report(
             f"Resuming {output_dir} from {os.path.basename(plan.restore.checkpoint)} "
-            f"({counts.get('actor_steps', 0)} actor steps, {counts.get('learner_steps', 0)} learner steps)"
+            f"({counts.get('actor_steps', 0)} actor steps, {counts.get('learner_steps', 0)} learner steps"
+            + ("; replay buffer restored)" if plan.restore.restore_replay else ")")
         )
     return Job(experiment, launch, output_dir, objective)
 
@@ -212,7 +215,7 @@ def finish_job(job: Job, summary: Any) -> float:
 
 
 def train(config: DictConfig) -> float:
-    from rl.experiments.lifecycle import Interrupted, RunInterrupted, signal_name
+    from rl.experiments.lifecycle import Interrupted, RunInterrupted, requeue_signal, signal_name
     from rl.experiments.launchers.base import LauncherError
     from rl.experiments.summary import close_loggers
 
@@ -224,8 +227,11 @@ def train(config: DictConfig) -> float:
         experiment.logger_factory.start()  # The W&B run exists (with its config) before the first step.
         summary = job.launch(experiment=experiment)
     except RunInterrupted as stop:
-        hint = "the same command resumes it" if stop.checkpoint else "the same command starts it over"
-        report(f"Interrupted: {stop}; {hint}", error=True)
+        requeue = stop.signum == requeue_signal() and callable(signal.getsignal(stop.signum))
+        who = "submitit requeues the job, which" if requeue else "the same command"
+        report(f"Interrupted: {stop}; {who} {'resumes it' if stop.checkpoint else 'starts it over'}", error=True)
+        if requeue:  # Submitit's handler, back in place: it requeues the job (the same run directory) and exits.
+            signal.raise_signal(stop.signum)
         sys.exit(stop.exit_code)
     except LauncherError as error:  # Expected failures (unreachable cluster, dead learner): no traceback.
         close_loggers(experiment, exit_code=1)
@@ -336,13 +342,26 @@ def run_directory_error(argv: list[str]) -> str | None:
     return None
 
 
+def cluster_error(argv: list[str]) -> str | None:
+    """A sweep sent to SLURM from a machine without it, as one line (submitit's own error is a traceback)."""
+    launcher = [arg.split("=", 1)[1] for arg in argv if arg.startswith("hydra/launcher=")]
+    multirun = any(arg in ("-m", "--multirun") for arg in argv)
+    if multirun and launcher and launcher[-1] in ("slurm", "submitit_slurm") and shutil.which("srun") is None:
+        return (
+            f"hydra/launcher={launcher[-1]}: SLURM's srun is not on this machine's PATH; submit from the cluster "
+            "(hydra/launcher=submitit_local runs the same jobs here)"
+        )
+    return None
+
+
 def cli() -> None:
-    """The command line: an unwritable run directory is refused in one line (exit status 1)."""
+    """The command line: an unwritable run directory, or SLURM where there is none, is refused in one
+    line (exit status 1)."""
     from rl.allocator import reexec_with_jemalloc
 
     reexec_with_jemalloc()  # sys.orig_argv keeps `-m rl.train` and the arguments.
     sys.argv[1:] = resume_arguments(integral_overrides(sys.argv[1:]))
-    error = run_directory_error(sys.argv[1:])
+    error = run_directory_error(sys.argv[1:]) or cluster_error(sys.argv[1:])
     if error is not None:
         print(error, file=sys.stderr)
         sys.exit(1)

@@ -1,12 +1,14 @@
 """The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run`
-evaluates, checkpoints (on a clock, at the end, on SIGINT/SIGTERM) and ends the run `finished`,
-`interrupted` or `failed`. A first signal stops cleanly, a second raises `Interrupted` at once."""
+evaluates, checkpoints (on a clock, at the end, on SIGINT/SIGTERM and, in a submitit job, on its
+requeue signal) and ends the run `finished`, `interrupted` or `failed`. A first signal stops cleanly,
+a second raises `Interrupted` at once."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import math
+import os
 import signal
 import threading
 import time
@@ -21,6 +23,15 @@ from rl.agents.builder import NumericalError
 
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def requeue_signal() -> int | None:
+    """The signal submitit sends a job before its time limit or a pre-emption (SIGUSR2 unless
+    SUBMITIT_PREEMPT_SIGNAL names another); None outside a submitit job. A run stops on it with a
+    checkpoint; the entry point then hands it on to submitit's handler, which requeues the job."""
+    if not os.environ.get("SUBMITIT_EXECUTOR"):
+        return None
+    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
 
 
 def signal_name(signum: int) -> str:
@@ -53,27 +64,30 @@ class RunInterrupted(Exception):
 
 
 class StopRequest:
-    """SIGINT and SIGTERM set `signum` (a second one raises `Interrupted`) until `restore()`."""
+    """SIGINT and SIGTERM (and a submitit job's requeue signal) set `signum` until `restore()`; a
+    second SIGINT or SIGTERM raises `Interrupted`. The requeue signal never cuts a clean stop short:
+    it turns a stop already under way into one that requeues the job."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self.restore = _set_handlers(self._handle)
+        self.requeue = requeue_signal()
+        self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ()))
 
     @property
     def requested(self) -> bool:
         return self.signum is not None
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is not None:  # A second signal: stop now.
+        if self.signum is not None and signum != self.requeue:  # A second signal: stop now.
             raise Interrupted(signum)
         self.signum = signum
 
 
-def _set_handlers(handler: Any) -> Callable[[], None]:
-    """Sets `handler` for SIGINT and SIGTERM (main thread only); returns what puts the old ones back."""
+def _set_handlers(handler: Any, signals: tuple[int, ...] = SIGNALS) -> Callable[[], None]:
+    """Sets `handler` for `signals` (main thread only); returns what puts the old ones back."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
+    previous = {signum: signal.signal(signum, handler) for signum in signals}
 
     def restore() -> None:
         for signum, old in previous.items():
