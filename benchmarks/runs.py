@@ -1,9 +1,10 @@
-"""`startup`, `scaling` and `anakin`: whole scripts/train.py processes, as a researcher starts them."""
+"""`startup`, `scaling`, `anakin` and `grid`: whole scripts/train.py processes, as a researcher starts them."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -89,3 +90,45 @@ def suite_anakin(settings: Settings) -> list[Row]:
         case, eight_runs = f"{agent} 8 seeds vs 8 runs: whole run", 8 * whole[1]
         rows.append(Row("anakin", case, whole[8], "s", eight_runs, ratio(whole[8], eight_runs)))
     return rows
+
+
+GRID = [
+    "experiment=ppo_gymnax_cartpole",
+    "agent.learning_rate=1e-4,3e-4,1e-3",
+    "agent.entropy_cost=0.0,0.01",
+    "seed=0,1,2",
+]
+# Rejax's CartPole PPO settings in our terms (as ../shared/peers/anakin_side_by_side.sh sets them).
+REJAX_SETTINGS = "environment.num_envs=5 agent.unroll_length=100 agent.batch_size=5 agent.num_epochs=5 "
+REJAX_SETTINGS += (
+    "agent.num_minibatches=5 agent.final_learning_rate_fraction=1.0 max_actor_steps=100000 eval_every=10000"
+)
+REJAX = os.environ.get("REJAX_PYTHON", "/tmp/peer-jax/bin/python"), "../shared/peers/rejax_bench.py"  # setup_jax.sh
+
+
+def seconds_of(command: Sequence[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    return time.perf_counter() - start
+
+
+def suite_grid(settings: Settings) -> list[Row]:
+    """seconds of the 18-job sweep GRID under hydra/launcher=anakin_grid against joblib with n_jobs=2 (bound), and
+    with Rejax's settings against Rejax's own vmapped grid (bound; where REJAX runs); ratio = value / bound."""
+
+    def sweep(*overrides: str) -> float:
+        quick = ANAKIN_QUICK if settings.quick else []
+        plain = ["logger=csv", "checkpoint=false", "progress=false", f"hydra.sweep.dir={tempfile.mkdtemp()}"]
+        seconds = seconds_of([sys.executable, settings.train_script, "-m", *GRID, *overrides, *quick, *plain])
+        progress(f"grid {' '.join(overrides)}: {seconds:.1f} s")
+        return seconds
+
+    grid, joblib = sweep("hydra/launcher=anakin_grid"), sweep("hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    rows = [Row("grid", "18 jobs: anakin_grid vs joblib n_jobs=2", grid, "s", joblib, ratio(grid, joblib))]
+    if not all(os.path.isfile(path) for path in REJAX) or settings.quick:
+        settings.note(f"grid: no Rejax row (needs {' and '.join(REJAX)}, without --quick)")
+        return rows
+    ours = sweep("hydra/launcher=anakin_grid", *REJAX_SETTINGS.split())
+    lrs, ents = (GRID[i].split("=")[1] for i in (1, 2))
+    rejax = seconds_of([*REJAX, "--algo", "ppo", "--lr", lrs, "--ent", ents, "--seeds", "3", "--out", "/dev/null"])
+    return rows + [Row("grid", "18 jobs, Rejax's settings: anakin_grid vs Rejax", ours, "s", rejax, ratio(ours, rejax))]
