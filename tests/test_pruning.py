@@ -138,6 +138,9 @@ def test_trials_in_separate_processes_share_one_study(tmp_path):
     with open(os.path.join(sweep, "optimization_results.yaml")) as file:
         results = yaml.safe_load(file)
     assert results["trials"] == {"complete": 0, "pruned": 2, "fail": 0} and "best_params" not in results
+    # No trial completed: no history of values to plot, but both evaluation curves.
+    assert not os.path.exists(os.path.join(sweep, "optimization_history.png"))
+    assert os.path.getsize(os.path.join(sweep, "intermediate_values.png")) > 0
 
 
 def test_the_median_pruner_stops_a_trial_below_the_completed_trials_median(tmp_path):

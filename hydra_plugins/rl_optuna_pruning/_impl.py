@@ -80,6 +80,8 @@ class PruningOptunaSweeperImpl(OptunaSweeperImpl):
         )
         pruner_spec = OmegaConf.to_container(self.config.hydra.sweeper.pruner, resolve=True)
         study.set_user_attr(pruning.PRUNER_ATTRIBUTE, pruner_spec)  # What each job prunes by.
+        # Job n is trial n, also when a search carries on a study: its directories are new ones.
+        self.job_idx = max(self.job_idx, len(study.get_trials(deepcopy=False)))
         log.info(
             f"Study {study.study_name} in {url}; pruner {type(self.pruner).__name__}, sampler {type(self.sampler).__name__}"
         )
@@ -158,12 +160,13 @@ def write_results(study: optuna.Study, sweep_dir: str, url: str, pruner_spec: An
         log.info(f"Best trial {best.number} ({best.value}): {best.params} in {directory}")
     log.info(f"Trials: {counts}")
     OmegaConf.save(OmegaConf.create(results), os.path.join(sweep_dir, RESULTS_FILE))
-    plot_study(study, sweep_dir)
+    plot_study(study, sweep_dir, counts["complete"] > 0)
     return directory
 
 
-def plot_study(study: optuna.Study, sweep_dir: str) -> None:
-    """The optimisation history (value per trial, best so far) and every trial's evaluation curve."""
+def plot_study(study: optuna.Study, sweep_dir: str, completed: bool) -> None:
+    """The optimisation history (value per trial, best so far; only once a trial completed) and every
+    trial's evaluation curve."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,6 +174,8 @@ def plot_study(study: optuna.Study, sweep_dir: str) -> None:
     from optuna.visualization import matplotlib as plots
 
     for name, function in PLOTS.items():
+        if function == "plot_optimization_history" and not completed:
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             axes = getattr(plots, function)(study)
