@@ -20,14 +20,8 @@ import numpy as np
 
 # name -> the module (benchmarks.<module>) whose suite_<name> runs it; its docstring is the --help line. Modules
 # load what they measure (JAX, reverb, Ray) lazily, so listing the suites is cheap.
-SUITES = {
-    "actor": "actor",
-    "learner": "learner",
-    "startup": "runs",
-    "scaling": "runs",
-    "anakin": "runs",
-    "grid": "runs",
-}
+SUITES = {"actor": "actor", "learner": "learner", "startup": "runs", "scaling": "runs", "anakin": "runs"}
+SUITES |= {"grid": "runs", "pruning": "pruning"}
 ROW_KEYS = ("suite", "case", "value", "unit", "bound", "ratio")
 POOL = 256  # Random actions and observations, drawn up front and cycled through.
 EPISODE_LENGTH = 200  # Of the synthetic episodes fed to adders.

@@ -207,8 +207,9 @@ def finish_job(job: Job, summary: Any) -> float:
     from rl.experiments.summary import close_loggers
 
     close_loggers(job.experiment, exit_code=0)
+    ended = "pruned by the search: last" if summary.status == "pruned" else "final"
     report(
-        f"final evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
+        f"{ended} evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
         f"({summary.wall_time_s:.0f} s); summary in {job.output_dir}/summary.json"
     )
     return vars(summary)[job.objective]
@@ -288,7 +289,7 @@ class SweepReport(Callback):
                 trials.append({"job": job, "directory": directory, "overrides": job_overrides, "value": value})
                 trials[-1]["status"] = summary.get("status")
         trials.sort(key=lambda trial: [int(p) if p.isdigit() else p for p in trial["job"].split(os.sep)])
-        scored = [trial for trial in trials if trial["value"] is not None]
+        scored = [trial for trial in trials if trial["value"] is not None and trial["status"] != "pruned"]
         if scored:
             pick = min if str(config.hydra.sweeper.get("direction", "maximize")).startswith("min") else max
             best = pick(scored, key=lambda trial: trial["value"])

@@ -1,7 +1,7 @@
 """The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run`
 evaluates, checkpoints (on a clock, at the end, on SIGINT/SIGTERM and, in a submitit job, on its
-requeue signal) and ends the run `finished`, `interrupted` or `failed`. A first signal stops cleanly,
-a second raises `Interrupted` at once."""
+requeue signal) and ends the run `finished`, `interrupted`, `failed` or, when an Optuna search's
+pruner stops its trial, `pruned`. A first signal stops cleanly, a second raises `Interrupted` at once."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from rl import checkpointing
 from rl.checkpointing import CheckpointSettings
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import LauncherError
+from rl.experiments.pruning import OptunaTrial
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
 from rl.agents.builder import NumericalError
 
@@ -280,7 +281,7 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
     checkpoints = RunCheckpointer(experiment)
     nodes.experiment, nodes.record, nodes.checkpoints = experiment, record, checkpoints
     stop = StopRequest()
-    loggers_closed = False
+    loggers_closed = pruned = False
 
     def save(periodic: bool = False) -> tuple[str | None, Snapshot]:
         enabled = checkpoints.settings.enabled
@@ -305,6 +306,7 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
         return summary
 
     try:
+        trial = OptunaTrial.from_environment(experiment.run_directory)  # None outside a search that prunes.
         nodes.start()
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             progress.advance(record.steps)
@@ -322,13 +324,18 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
                     record.eval_times.append(float(ended))
                     progress.update(eval_return=mean)
                     record.next_eval = next_evaluation(experiment, record.steps)
-                if stop.requested:
+                    if trial is not None and trial.report(steps, mean):
+                        pruned = record.steps < experiment.max_actor_steps  # The last round completes it.
+                if stop.requested or pruned:
                     break
                 if checkpoints.due():
                     save(periodic=True)
-        if stop.requested:
+        if stop.requested or pruned:
             nodes.end_acting(interrupted=True)
         nodes.end_learning()  # The last checkpoint's counts are the learner's last.
+        if pruned:  # No checkpoint: a pruned trial is not resumed.
+            trial.prune()
+            return finish(nodes.snapshot(checkpoint=False), "pruned", 0)
         path, snapshot = save()
         if stop.requested:
             summary = finish(snapshot, "interrupted", 128 + stop.signum)

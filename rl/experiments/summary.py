@@ -16,7 +16,8 @@ from rich.table import Column
 from rl.checkpointing import write_json
 from rl.experiments.config import ExperimentConfig
 
-STATUSES = ("finished", "interrupted", "failed")  # Ran to its budget, stopped by a signal, failed.
+# Ran to its budget, stopped by a signal, failed, stopped early by an Optuna search's pruner.
+STATUSES = ("finished", "interrupted", "failed", "pruned")
 # What a run returns to a sweeper (conf/config.yaml `objective`): summary.json's keys.
 OBJECTIVES = ("final_eval_return", "last_evals_mean", "eval_return_auc")
 LAST_EVALUATIONS = 3  # The rounds `last_evals_mean` averages.
