@@ -477,7 +477,7 @@ def prepare_run(
             )
 
     summary = _read_json(os.path.join(run_directory, SUMMARY_FILE))
-    if summary.get("status") == "finished":
+    if summary.get("status") in ("finished", "pruned"):  # A pruned trial is over: its search stopped it.
         plan.finished = summary
         return plan
 
