@@ -110,3 +110,41 @@ def test_jobs_the_grid_cannot_train_are_each_refused_and_listed(tmp_path):
         assert "launcher.num_seeds must be 1" in (sweep / job / "refused.txt").read_text()
         assert "launcher.num_seeds must be 1" in (sweep / job / "train.log").read_text()
     assert "2 job(s) of the sweep" in result.stderr and not os.path.exists(sweep / ".grid")
+
+
+def test_a_search_that_prunes_masks_its_pruned_replicas_and_skips_a_group_with_none_left(tmp_path):
+    import optuna
+
+    from rl.experiments.pruning import open_storage
+
+    sweep = tmp_path / "search"
+    result = run_train(
+        [
+            "-m",
+            "hydra/launcher=anakin_grid",
+            "hydra/sweeper=optuna_pruning",
+            "hydra/sweeper/pruner=threshold",  # Every return is below 1e9: each trial is pruned once judged.
+            "hydra.sweeper.pruner.lower=1e9",
+            "hydra.sweeper.pruner.n_warmup_steps=3000",
+            "hydra/sweeper/sampler=grid",
+            "hydra.sweeper.n_trials=2",
+            "hydra.sweeper.n_jobs=2",  # Both trials in one launch: one program.
+            "agent.learning_rate=choice(1e-4,1e-3)",
+            *SHORT,
+            "max_actor_steps=16384",
+            "logger=csv",
+            f"hydra.sweep.dir={sweep}",
+        ]
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(os.listdir(sweep / ".grid")) == 1
+    for job in ("0", "1"):
+        summary = read_summary(str(sweep / job))
+        assert summary["status"] == "pruned" and summary["actor_steps"] == 4096 < 16384 / 2
+        assert [step for step, _ in summary["eval_returns"]] == [4096]
+        learner_rows = (sweep / job / "logs" / "learner.csv").read_text().splitlines()
+        assert learner_rows[-1].split(",")[1] == "4096"  # Nothing trained past the pruning point.
+    storage = open_storage(f"sqlite:///{sweep}/optuna.db")
+    (study,) = storage.get_all_study_summaries()
+    trials = optuna.load_study(study_name=study.study_name, storage=storage).get_trials(deepcopy=False)
+    assert [trial.state for trial in trials] == [optuna.trial.TrialState.PRUNED] * 2

@@ -80,14 +80,17 @@ class AnakinNodes(lifecycle.Nodes):
         replicas: list[ExperimentConfig] | None = None,
         hyperparameters: dict[str, jax.Array] | None = None,
         replica_fields: dict[str, Any] | None = None,
+        trials: list[Any] | None = None,
     ):
         """`replicas` (a grid's jobs): the replicas' own experiments, `hyperparameters` their values
-        ("agent.<field>" or "policy.<field>" -> one per replica), `replica_fields` added to their summaries."""
+        ("agent.<field>" or "policy.<field>" -> one per replica), `replica_fields` added to their summaries,
+        `trials` their Optuna trials (rl.experiments.pruning; None: not in a search that prunes)."""
         self.system, self.evaluation_environment = system, evaluation_environment
         self.num_seeds = num_seeds if replicas is None else len(replicas)
         self.steps_per_chunk, self.replicas = steps_per_chunk, replicas
         self.hyperparameters, self.replica_fields = hyperparameters or {}, replica_fields or {}
         self.own_records = replicas is not None or num_seeds > 1  # Each replica writes its own run's records.
+        self.trials = trials or [None] * self.num_seeds
         self.logs: list[dict[str, Logger]] = []
 
     def _replica(self, index: int) -> ExperimentConfig:
@@ -114,7 +117,8 @@ class AnakinNodes(lifecycle.Nodes):
             keys = replica_keys(experiment.seed, num_seeds)
         self.sharding = replica_sharding(num_seeds)
         self.evaluation_keys = jax.device_put(jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys), self.sharding)
-        self.failed: list[str | None] = [None] * num_seeds
+        # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
+        self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
         make = lambda values: self.system
         if self.hyperparameters:
@@ -141,12 +145,21 @@ class AnakinNodes(lifecycle.Nodes):
         ]
 
     def counts_of(self, replica: int) -> dict[str, int]:
+        if self.ended[replica]:
+            return self.ended[replica][2]
         return dict(
             actor_steps=self.record.steps, learner_steps=self.learner_steps, actor_episodes=self.episodes[replica]
         )
 
+    def end(self, index: int, status: str, why: str) -> None:
+        self.ended[index] = (status, why, self.counts_of(index))
+        TRANSCRIPT.info("replica %d (%s) %s: %s", index, self.replica_experiments[index].run_directory, status, why)
+
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
         while self.record.steps < until:
+            if all(self.ended):  # Every replica failed or was pruned: nothing left to train.
+                self.record.steps = until
+                break
             chunk_start = time.perf_counter()
             self.state, metrics = self.chunk(self.state, self.values)
             metrics = jax.device_get(metrics)
@@ -165,7 +178,7 @@ class AnakinNodes(lifecycle.Nodes):
         for index, log in enumerate(self.logs):
             values = {key: value[index].item() for key, value in metrics.items()}
             self.learner_steps = int(values.pop("learner_steps"))
-            if self.failed[index]:
+            if self.ended[index]:
                 continue
             trained, episodes = int(values.pop("trained_updates")), int(values.pop("episodes"))
             self.episodes[index] += episodes
@@ -182,19 +195,18 @@ class AnakinNodes(lifecycle.Nodes):
                 message = f"non-finite {', '.join(faults)} in the updates up to learner step {self.learner_steps}"
                 if len(self.logs) == 1:
                     raise NumericalError(message)
-                self.failed[index] = message
-                TRANSCRIPT.warning(
-                    "replica %d (%s) failed: %s", index, self.replica_experiments[index].run_directory, message
-                )
+                self.end(index, "failed", message)
 
     def evaluate(self) -> tuple[int, float, float]:
         """An evaluation round of every replica, keyed by seed and step only."""
         steps = self.record.steps
+        if all(self.ended):
+            return steps, float("nan"), time.time()
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
         result = jax.device_get(self.evaluation(self.state, jax.device_put(keys, self.sharding), self.values))
         means = []
         for index, log in enumerate(self.logs):
-            if self.failed[index]:
+            if self.ended[index]:
                 continue
             returns, lengths = result.returns[index], result.lengths[index]
             record = spread(returns)
@@ -203,6 +215,10 @@ class AnakinNodes(lifecycle.Nodes):
             )
             self.curves[index].append((steps, record["episode_return"]))
             means.append(record["episode_return"])
+            trial = self.trials[index]
+            if trial is not None and trial.report(steps, means[-1]) and steps < self.experiment.max_actor_steps:
+                trial.prune()  # Its replica computes on, masked: the program is the whole group's.
+                self.end(index, "pruned", f"pruned by the search at {steps} actor steps")
         if self.mean_evaluator is not None:
             record = {"actor_steps": steps, "learner_steps": self.learner_steps, **spread(means)}
             self.mean_evaluator.write({**record, "replicas": len(means)})
@@ -230,13 +246,13 @@ class AnakinNodes(lifecycle.Nodes):
             replicas = []
             for index, replica in enumerate(self.replica_experiments):
                 times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
-                failed = self.failed[index]
-                replica_status, code = ("failed", 1) if failed else (status, exit_code)
+                replica_status, why, _ = self.ended[index] or (status, None, None)
+                code = 1 if replica_status == "failed" else 0 if replica_status == "pruned" else exit_code
                 replica_summary = finish_run(
                     replica, self.counts_of(index), self.curves[index], *times, status=replica_status
                 )
                 fields = {"compile_time_s": compile_time, **self.replica_fields}
-                _add_fields(replica.run_directory, fields | ({"failure": failed} if failed else {}))
+                _add_fields(replica.run_directory, fields | ({"failure": why} if replica_status == "failed" else {}))
                 close_loggers(replica, exit_code=code)
                 self.replica_summaries.append(replica_summary)
                 replicas.append(dataclasses.asdict(replica_summary) | {"run_directory": replica.run_directory})

@@ -139,10 +139,12 @@ def refusal(job: Any) -> str | None:
 
 
 def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[float]:
-    """Trains `jobs` as the replicas of one program; each job's value (NaN for a failed replica)."""
+    """Trains `jobs` as the replicas of one program; each job's value (NaN for a failed replica). In a
+    search that prunes, each evaluation is reported to the job's trial and a pruned replica is masked."""
     from rl.anakin.driver import AnakinNodes
     from rl.anakin.system import make_system
     from rl.experiments import lifecycle
+    from rl.experiments.pruning import OptunaTrial
     from rl.loggers import DefaultLoggerFactory
     from rl.train import finish_job, report
 
@@ -166,7 +168,9 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     )
     os.makedirs(directory, exist_ok=True)
     system, evaluation_environment = make_system(lead)
-    nodes = AnakinNodes(system, evaluation_environment, 1, launcher.check_experiment(lead), experiments, values, fields)
+    trials = [OptunaTrial.from_environment(j.job.output_dir, dict(j.result.hydra_cfg.hydra.job.env_set)) for j in jobs]
+    steps_per_chunk = launcher.check_experiment(lead)
+    nodes = AnakinNodes(system, evaluation_environment, 1, steps_per_chunk, experiments, values, fields, trials)
     with transcript_to(os.path.join(directory, "train.log"), f"[group {os.path.basename(directory)}] "):
         report(
             f"jobs {jobs_text} in one program, batching {', '.join(batched) or 'seeds only'}; records in {directory}"
@@ -177,10 +181,10 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
             report(f"Interrupted: {stop}; the grid's jobs keep no checkpoint: the same command starts them over", True)
             sys.exit(stop.exit_code)
     results = []
-    for grid_job, summary, failure in zip(jobs, nodes.replica_summaries, nodes.failed):
+    for grid_job, summary, ended in zip(jobs, nodes.replica_summaries, nodes.ended):
         with transcript_to(grid_job.log_file, f"[job {grid_job.number}] "):
-            if failure:
-                report(f"Run failed: numerical fault: {failure}", error=True)
+            if ended and ended[0] == "failed":
+                report(f"Run failed: numerical fault: {ended[1]}", error=True)
                 results.append(float("nan"))
             else:
                 results.append(finish_job(grid_job.job, summary))
