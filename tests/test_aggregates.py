@@ -9,8 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from rl.analysis import compare, default_keys, find_runs, group_runs, normalised_scores, parse_score_range
-from rl.analysis.aggregates import FIGURES, ScoreError, improvement_pairs, score_ranges
+from rl.analysis import find_runs, group_runs, varying_keys
+from rl.analysis.aggregates import FIGURES, PAIR, ScoreError, compare, normalised_scores
 from test_plot import PNG_MAGIC, _plot, _write_run
 
 RANGE = {"CartPole-v1": (0.0, 10.0)}  # Returns 1..8 normalise to 0.1..0.8.
@@ -40,7 +40,7 @@ def test_aggregates_are_rliables_on_known_scores(two_groups):
     groups = group_runs(find_runs([str(two_groups)]), exclude=("environment",))
     assert {label: len(runs) for label, runs in groups.items()} == {"3e-4": 8, "1e-3": 8}
     comparison = compare(groups, ranges=RANGE, reps=300)
-    low_rate = comparison.scores.matrices["1e-3"]
+    low_rate = comparison.scores["1e-3"]
     assert low_rate.shape == (8, 1) and low_rate[:, 0] == pytest.approx(np.arange(1, 9) / 10)
     # IQM of 0.1..0.8: the mean of the middle half, 0.3..0.6; optimality gap: 1 - mean(min(score, 1)).
     assert comparison.points["1e-3"] == pytest.approx([0.45, 0.45, 0.55])
@@ -56,9 +56,8 @@ def test_aggregates_are_rliables_on_known_scores(two_groups):
     assert lows[0] < 0.45 < highs[0] and lows[2] < 0.55 < highs[2]
     assert comparison.intervals["3e-4"][:, 2] == pytest.approx([0.0, 0.0])  # Every run solves.
     # Every 3e-4 run beats every 1e-3 run, whichever runs a resample draws.
-    (improvement,) = comparison.improvements
-    assert (improvement["x"], improvement["y"]) == ("3e-4", "1e-3")
-    assert [improvement["probability"], improvement["low"], improvement["high"]] == pytest.approx([1.0, 1.0, 1.0])
+    assert comparison.improvement == {f"3e-4{PAIR}1e-3": 1.0}
+    assert comparison.improvement_cis[f"3e-4{PAIR}1e-3"] == pytest.approx([1.0, 1.0])
     half = int(np.argmin(np.abs(comparison.taus - 0.55)))
     assert comparison.profiles["1e-3"][half] == pytest.approx(3 / 8)  # 0.6, 0.7, 0.8 lie above 0.55.
     assert comparison.profiles["3e-4"][half] == 1.0
@@ -68,7 +67,7 @@ def test_aggregates_are_rliables_on_known_scores(two_groups):
 
 def test_plot_aggregate_writes_the_figures_and_tables(two_groups, tmp_path):
     figures = tmp_path / "figures"
-    result = _plot(two_groups, "--aggregate", figures, "--score-range", "0,10", "--reps", "200")
+    result = _plot(two_groups, "--aggregate", figures, "--score-range", "CartPole-v1=0,10", "--reps", "200")
     assert result.returncode == 0, result.stderr
     for name in FIGURES:
         assert (figures / name).read_bytes()[:8] == PNG_MAGIC and (figures / name).stat().st_size > 5000
@@ -92,21 +91,15 @@ def test_plot_aggregate_writes_the_figures_and_tables(two_groups, tmp_path):
     assert (tmp_path / "c.png").read_bytes()[:8] == PNG_MAGIC
 
 
-def test_groups_leave_the_environment_out_and_keep_two_sweeps_apart(tmp_path):
+def test_environments_are_tasks_and_dir_keeps_two_sweeps_apart(tmp_path):
     finals = {"1e-3": [1.0, 2.0], "3e-4": [3.0, 4.0]}
     before = _sweep(tmp_path / "before", finals)
     after = _sweep(tmp_path / "after", {"1e-3": [5.0, 6.0], "3e-4": [7.0, 8.0]})
     runs = find_runs([str(before), str(after)])
-    assert default_keys(runs) == ["dir", "agent.learning_rate"]  # The same grid twice: by sweep too.
-    labels = list(group_runs(runs))
-    assert labels == [f"dir={after}, learning_rate=1e-3", f"dir={after}, learning_rate=3e-4"] + [
-        f"dir={before}, learning_rate=1e-3",
-        f"dir={before}, learning_rate=3e-4",
-    ]
-    assert list(group_runs(runs, "dir")) == [str(after), str(before)]
-    assert default_keys(find_runs([str(before)])) == ["agent.learning_rate"]
-    # Runs given one by one are pooled by their settings, not split by directory.
-    assert default_keys(find_runs([str(before / "0"), str(before / "2")])) == ["agent.learning_rate"]
+    assert list(group_runs(runs)) == ["3e-4", "1e-3"]  # The same grid twice: pooled by its settings ...
+    assert list(group_runs(runs, "dir")) == [str(after), str(before)]  # ... or kept apart by --hue dir.
+    labels = list(group_runs(runs, "dir,agent.learning_rate"))
+    assert labels[0] == f"dir={after}, learning_rate=1e-3" and len(labels) == 4
 
     # Environments are tasks: one group per learning rate, each a matrix of runs x environments.
     cartpole = _sweep(tmp_path / "envs", finals, extra=["environment.name=CartPole-v1"])
@@ -114,26 +107,23 @@ def test_groups_leave_the_environment_out_and_keep_two_sweeps_apart(tmp_path):
     for job in range(4):
         os.rename(acrobot / str(job), cartpole / str(job + 4))
     runs = find_runs([str(cartpole)])
-    assert default_keys(runs) == ["agent.learning_rate", "environment.name"]
-    assert default_keys(runs, exclude=("environment",)) == ["agent.learning_rate"]
-    scores = normalised_scores(group_runs(runs, exclude=("environment",)), ranges=score_ranges())
-    assert scores.tasks == ["Acrobot-v1", "CartPole-v1"] and scores.matrices["1e-3"].shape == (2, 2)
-    assert scores.matrices["1e-3"][:, 1] == pytest.approx((np.array([1.0, 2.0]) - 22.7) / (475.0 - 22.7))
+    assert varying_keys(runs) == ["agent.learning_rate", "environment.name"]
+    assert varying_keys(runs, exclude=("environment",)) == ["agent.learning_rate"]
+    matrices, tasks, _ = normalised_scores(group_runs(runs, exclude=("environment",)))
+    assert tasks == ["Acrobot-v1", "CartPole-v1"] and matrices["1e-3"].shape == (2, 2)
+    assert matrices["1e-3"][:, 1] == pytest.approx((np.array([1.0, 2.0]) - 22.7) / (475.0 - 22.7))
     with pytest.raises(ScoreError, match="groups ran on different environments"):
-        normalised_scores(group_runs(runs, "environment.name"), ranges=score_ranges())
+        normalised_scores(group_runs(runs, "environment.name"))
 
 
-def test_scores_pairs_and_ranges():
-    assert parse_score_range("CartPole-v1=22.7,475") == ("CartPole-v1", 22.7, 475.0)
-    assert parse_score_range("-1200,-200") == (None, -1200.0, -200.0)
-    for bad in ("1,2,3", "x", "CartPole-v1=5,1"):
-        with pytest.raises(ValueError):
-            parse_score_range(bad)
-    assert score_ranges([(None, 0.0, 1.0)]) == {None: (0.0, 1.0)}  # One range for all replaces the table.
-    assert score_ranges([("Pong", -21.0, 21.0)])["Pong"] == (-21.0, 21.0)
-    assert improvement_pairs({"a": 0.1, "b": 0.3, "c": 0.2}) == [("b", "a"), ("c", "a"), ("b", "c")]
-    many = {str(i): float(i) for i in range(6)}
-    assert improvement_pairs(many) == [("5", str(i)) for i in range(5)]  # The best against each other.
+def test_pairs_compared(tmp_path):
+    """Up to 4 groups every pair, the one with the higher IQM first; more: the best against each other."""
+    root = _sweep(tmp_path / "three", {"a": [1.0, 2.0], "b": [5.0, 6.0], "c": [3.0, 4.0]}, key="agent.name")
+    comparison = compare(group_runs(find_runs([str(root)])), ranges=RANGE, reps=20)
+    assert [pair.split(PAIR) for pair in comparison.improvement] == [["b", "c"], ["b", "a"], ["c", "a"]]
+    root = _sweep(tmp_path / "six", {str(level): [level, level + 0.5] for level in range(6)}, key="agent.name")
+    comparison = compare(group_runs(find_runs([str(root)])), ranges=RANGE, reps=20)
+    assert [pair.split(PAIR) for pair in comparison.improvement] == [["5", str(i)] for i in range(4, -1, -1)]
 
 
 def test_the_score_is_chosen_per_run(tmp_path):
@@ -155,17 +145,18 @@ def test_uneven_and_unscorable_runs_are_noted(tmp_path):
     os.rename(tmp_path / "more" / "0", root / "3")
     _write_run(str(root / "4"), ["experiment=dqn_cartpole", "seed=9", "agent.learning_rate=1e-3"], [1.0, float("nan")])
     groups = group_runs(find_runs([str(root)]), "agent.learning_rate")
-    scores = normalised_scores(groups, ranges=score_ranges())
-    assert scores.matrices["1e-3"].shape == (1, 2)
-    assert any("its final_eval_return is nan" in note for note in scores.notes)
-    assert any("1 on Acrobot-v1, 3 on CartPole-v1; the first 1 of each count" in note for note in scores.notes)
+    matrices, _, notes = normalised_scores(groups)
+    assert matrices["1e-3"].shape == (1, 2)
+    assert any("its final_eval_return is nan" in note for note in notes)
+    assert any("1 on Acrobot-v1, 3 on CartPole-v1; the first 1 of each count" in note for note in notes)
 
 
 def test_bad_aggregate_requests_fail_in_one_line(two_groups, tmp_path):
     figures = tmp_path / "figures"
     cases = [
-        (["--aggregate", figures, "--score-range", "CartPole-v1=9,1"], "HIGH must be a number above LOW"),
-        (["--aggregate", figures, "--reps", "0"], "'0' is not a positive whole number"),
+        (["--aggregate", figures, "--score-range", "CartPole-v1=9,1"], "invalid score_range value: 'CartPole-v1=9,1'"),
+        (["--aggregate", figures, "--score-range", "CartPole-v1=x"], "invalid score_range value"),
+        (["--aggregate", figures, "--reps", "0"], "--reps must be at least 1"),
         (["--aggregate", figures, "--score", "best"], "invalid choice: 'best'"),
         ([], "give --out FIG.png (curves), --aggregate DIR (rliable's aggregates), or both"),
     ]

@@ -1,32 +1,29 @@
-"""Comparing groups of runs as rliable recommends: each run's score normalised per environment
-(0: a random policy, 1: solved), then per group the IQM, mean and optimality gap with 95%
-stratified-bootstrap intervals, performance profiles and probabilities of improvement between
-groups; their figures and a plain-text table."""
+"""rliable's statistics (Agarwal et al., 2021), seeded: intervals of final values and curves, and the
+comparison of groups of runs on scores normalised per environment (IQM, mean, optimality gap, performance
+profiles, probability of improvement), with its figures and tables."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
-from typing import Any, Mapping, Sequence
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
+from rliable import library, metrics
 
-from rl.analysis.runs import Run
-from rl.analysis.statistics import (
-    AGGREGATE_METRICS,
-    CONFIDENCE,
-    DEFAULT_REPS,
-    aggregate_metrics,
-    performance_profiles,
-    probabilities_of_improvement,
-)
+if TYPE_CHECKING:
+    from rl.analysis import Run
 
-# Per environment (summary.json's `environment`): the return that normalises to 0, a uniformly
-# random policy's mean (measured here with gymnasium: 200 CartPole, 100 Pendulum, 50 Acrobot,
-# 30 HalfCheetah, 20 MountainCar episodes; Pong's from Mnih et al., 2015), and the one that
-# normalises to 1, the return that counts as solving (Gymnasium's reward_threshold, or the
-# presets' `threshold` where Gymnasium has none). Other environments: --score-range.
+# Bootstrap resamples unless told otherwise: few, for speed; rliable's papers use 50,000.
+DEFAULT_REPS = 1000
+SEED = 0  # The bootstrap's seed: the same runs always give the same intervals.
+METRICS = {"IQM": metrics.aggregate_iqm, "mean": metrics.aggregate_mean}
+METRICS["optimality gap"] = metrics.aggregate_optimality_gap
+# Per environment, the returns that normalise to 0 (a uniformly random policy's mean, measured here; Pong's
+# from Mnih et al., 2015) and to 1 (solved: Gymnasium's reward_threshold, or the presets' `threshold`).
 SCORE_RANGES: dict[str, tuple[float, float]] = {
     "CartPole-v1": (22.7, 475.0),
     "cartpole_masked": (22.7, 475.0),
@@ -36,58 +33,66 @@ SCORE_RANGES: dict[str, tuple[float, float]] = {
     "HalfCheetah-v5": (-262.8, 4800.0),
     "Pong": (-20.7, 18.0),
 }
-ALL_TASKS = None  # A --score-range without `ENV=`: for every environment.
-# Up to this many groups every pair is compared; more: the best group (by IQM) against each other.
-MAX_PAIRED_GROUPS = 4
+MAX_PAIRED_GROUPS = 4  # Up to this many groups every pair is compared; more: the best against each other.
 PROFILE_POINTS = 101
 FIGURES = ("aggregates.png", "profiles.png", "improvement.png")
+PAIR = "\x1f"  # Joins a pair of group labels (which may hold commas) into rliable's key.
 
 
 class ScoreError(ValueError):
     """Runs that cannot be compared as asked; the message is one line for the user."""
 
 
-def parse_score_range(text: str) -> tuple[str | None, float, float]:
-    """`[ENV=]LOW,HIGH` -> (ENV or None for every environment, LOW, HIGH); ValueError otherwise."""
-    task, separator, numbers = text.rpartition("=")
-    parts = numbers.split(",")
-    try:
-        low, high = (float(part) for part in parts)
-    except ValueError:
-        raise ValueError(f"{text!r} is not [ENV=]LOW,HIGH (e.g. CartPole-v1=22.7,475)") from None
-    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
-        raise ValueError(f"{text!r}: HIGH must be a number above LOW")
-    return (task.strip() or ALL_TASKS) if separator else ALL_TASKS, low, high
+def _per_group(estimate: Callable[..., tuple[dict, dict]], scores: Mapping[str, Any], *args: Any, **kwargs: Any):
+    """rliable's `estimate` called one group at a time, numpy's global generator (which its bootstrap draws
+    from) seeded alike for each, so a group's interval does not depend on the others; the caller's state kept."""
+    state, points, intervals = np.random.get_state(), {}, {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # Identical runs: a zero-width interval.
+        for key, value in scores.items():
+            np.random.seed(SEED)
+            point, interval = estimate({key: value}, *args, **kwargs)
+            points[key], intervals[key] = point[key], interval[key].reshape(2, *np.shape(point[key]))
+    np.random.set_state(state)
+    return points, intervals
 
 
-def score_ranges(given: Sequence[tuple[str | None, float, float]] = ()) -> dict[str | None, tuple[float, float]]:
-    """SCORE_RANGES overridden by the command line's ranges."""
-    ranges: dict[str | None, tuple[float, float]] = dict(SCORE_RANGES)
-    if any(task is ALL_TASKS for task, _, _ in given):
-        ranges = {}  # One range for every environment replaces the table.
-    ranges.update({task: (low, high) for task, low, high in given})
-    return ranges
+def estimates(scores: Mapping[str, Any], function: Callable, reps: int = DEFAULT_REPS) -> tuple[dict, dict]:
+    """rliable's point estimates of `function` per group and their 95% stratified-bootstrap intervals (2, ...)."""
+    return _per_group(library.get_interval_estimates, scores, function, reps=reps)
 
 
-@dataclasses.dataclass
-class Scores:
-    """Each group's normalised scores as a (runs, tasks) matrix, tasks in `tasks` order."""
+def summarize(values: Sequence[float], reps: int = DEFAULT_REPS) -> dict[str, float]:
+    """Mean, IQM and their 95% bootstrap intervals of one value per run (non-finite ones dropped)."""
+    values = np.asarray(values, dtype=np.float64)
+    values = values[np.isfinite(values)][:, None]
+    if values.size == 0:
+        return {"runs": 0, **dict.fromkeys(("mean", "mean_low", "mean_high", "iqm", "iqm_low", "iqm_high"), np.nan)}
+    points, intervals = estimates({"runs": values}, lambda s: np.array([s.mean(), metrics.aggregate_iqm(s)]), reps)
+    (mean, iqm_value), interval = points["runs"], intervals["runs"]
+    return {
+        "runs": len(values),
+        "mean": float(mean),
+        "mean_low": float(interval[0, 0]),
+        "mean_high": float(interval[1, 0]),
+        "iqm": float(iqm_value),
+        "iqm_low": float(interval[0, 1]),
+        "iqm_high": float(interval[1, 1]),
+    }
 
-    matrices: dict[str, np.ndarray]
-    tasks: list[str]
-    ranges: dict[str, tuple[float, float]]
-    notes: list[str]
+
+def text_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    """Plain-text table lines: the first column left-aligned, the others right-aligned, a rule under the header."""
+    widths = [max(map(len, column)) for column in zip(header, *body)]
+    lines = ["  ".join([row[0].ljust(widths[0]), *map(str.rjust, row[1:], widths[1:])]) for row in (header, *body)]
+    return [lines[0], "  ".join("-" * width for width in widths), *lines[1:]]
 
 
 def normalised_scores(
-    groups: Mapping[str, Sequence[Run]],
-    score: str = "final_eval_return",
-    ranges: Mapping[str | None, tuple[float, float]] | None = None,
-) -> Scores:
-    """Every run's `score` normalised by its environment's range, per group a matrix of runs by
-    environments. A group with more runs on one environment than another keeps the first of each
-    (noted); groups on different environments, or an environment with no range, raise ScoreError."""
-    ranges = score_ranges() if ranges is None else ranges
+    groups: Mapping[str, Sequence[Run]], score: str = "final_eval_return", ranges: Mapping[str, tuple] = SCORE_RANGES
+) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
+    """Per group, its runs' `score` normalised per environment as a (runs, environments) matrix; the environments
+    and notes. A group with more runs on one environment keeps the first of each; ScoreError when incomparable."""
     notes: list[str] = []
     per_group: dict[str, dict[str, list[float]]] = {}
     for label, runs in groups.items():
@@ -103,199 +108,131 @@ def normalised_scores(
             per_group.setdefault(label, {}).setdefault(run.task, []).append(value)
     if not per_group:
         raise ScoreError(f"no run has a finite {score}")
-    task_sets = {label: sorted(tasks) for label, tasks in per_group.items()}
-    tasks = next(iter(task_sets.values()))
-    if any(other != tasks for other in task_sets.values()):
-        listed = "; ".join(f"{label}: {', '.join(found)}" for label, found in task_sets.items())
-        raise ScoreError(
-            f"groups ran on different environments ({listed}); compare groups on the same environments "
-            "(--hue to group otherwise)"
-        )
-    missing = [task for task in tasks if task not in ranges and ALL_TASKS not in ranges]
+    tasks = sorted(next(iter(per_group.values())))
+    if any(sorted(by_task) != tasks for by_task in per_group.values()):
+        listed = "; ".join(f"{label}: {', '.join(sorted(by_task))}" for label, by_task in per_group.items())
+        raise ScoreError(f"groups ran on different environments ({listed}); compare groups on the same ones (--hue)")
+    missing = [task for task in tasks if task not in ranges]
     if missing:
         raise ScoreError(
-            f"no score range for {', '.join(missing)}: give the return of a random policy and of a solved task, "
-            f"e.g. --score-range {missing[0]}=LOW,HIGH (known: {', '.join(SCORE_RANGES)})"
+            f"no score range for {', '.join(missing)}: give a random policy's return and a solved one, "
+            f"e.g. --score-range {missing[0]}=LOW,HIGH (known: {', '.join(ranges)})"
         )
-    used = {task: ranges.get(task) or ranges[ALL_TASKS] for task in tasks}
     matrices = {}
     for label, by_task in per_group.items():
         counts = [len(by_task[task]) for task in tasks]
-        runs = min(counts)
         if len(set(counts)) > 1:
             found = ", ".join(f"{count} on {task}" for task, count in zip(tasks, counts))
-            notes.append(f"{label}: {found}; the first {runs} of each count")
-        columns = [
-            (np.asarray(by_task[task][:runs]) - used[task][0]) / (used[task][1] - used[task][0]) for task in tasks
-        ]
-        matrices[label] = np.stack(columns, axis=1)
-    return Scores(matrices, tasks, used, notes)
-
-
-def improvement_pairs(iqms: Mapping[str, float]) -> list[tuple[str, str]]:
-    """The (X, Y) pairs compared, X the one with the higher IQM: every pair up to MAX_PAIRED_GROUPS
-    groups, else the best group against each other."""
-    labels = list(iqms)
-    if len(labels) > MAX_PAIRED_GROUPS:
-        best = max(labels, key=lambda label: iqms[label])
-        return [(best, label) for label in labels if label != best]
-    pairs = []
-    for index, first in enumerate(labels):
-        for second in labels[index + 1 :]:
-            pairs.append((first, second) if iqms[first] >= iqms[second] else (second, first))
-    return pairs
+            notes.append(f"{label}: {found}; the first {min(counts)} of each count")
+        columns = [np.asarray(by_task[task][: min(counts)]) for task in tasks]
+        lows, highs = np.array([ranges[task] for task in tasks]).T
+        matrices[label] = (np.stack(columns, axis=1) - lows) / (highs - lows)
+    return matrices, tasks, notes
 
 
 @dataclasses.dataclass
 class Comparison:
-    scores: Scores
     score: str
     reps: int
-    points: dict[str, np.ndarray]  # Group -> (IQM, mean, optimality gap).
-    intervals: dict[str, np.ndarray]  # Group -> (2, metrics): lows, highs.
+    ranges: dict[str, tuple[float, float]]  # Environment -> the returns normalised to 0 and 1.
+    notes: list[str]  # Runs skipped or cut, one line each.
+    scores: dict[str, np.ndarray]  # Group -> (runs, environments) normalised scores.
+    points: dict[str, np.ndarray]  # Group -> its METRICS.
+    intervals: dict[str, np.ndarray]  # Group -> (2, METRICS): lows, highs.
     taus: np.ndarray
     profiles: dict[str, np.ndarray]
-    profile_bands: dict[str, np.ndarray]
-    improvements: list[dict[str, Any]]
+    profile_cis: dict[str, np.ndarray]
+    improvement: dict[str, float]  # "X<PAIR>Y" -> P(X > Y), X the group with the higher IQM.
+    improvement_cis: dict[str, np.ndarray]
 
 
 def compare(
     groups: Mapping[str, Sequence[Run]],
     score: str = "final_eval_return",
-    ranges: Mapping[str | None, tuple[float, float]] | None = None,
+    ranges: Mapping[str, tuple[float, float]] = SCORE_RANGES,
     reps: int = DEFAULT_REPS,
 ) -> Comparison:
     """Everything rliable says about these groups (see the module's docstring)."""
-    scores = normalised_scores(groups, score, ranges)
-    points, intervals = aggregate_metrics(scores.matrices, reps)
-    everything = np.concatenate([matrix.ravel() for matrix in scores.matrices.values()])
-    taus = np.linspace(min(0.0, float(everything.min())), max(1.0, float(everything.max())), PROFILE_POINTS)
-    profiles, bands = performance_profiles(scores.matrices, taus, reps)
-    iqms = {label: float(point[0]) for label, point in points.items()}
-    improvements = probabilities_of_improvement(scores.matrices, improvement_pairs(iqms), reps)
-    return Comparison(scores, score, reps, points, intervals, taus, profiles, bands, improvements)
-
-
-def _normalised_label(comparison: Comparison) -> str:
-    return f"normalised {comparison.score} (0: random policy, 1: solved)"
-
-
-def plot_aggregates(comparison: Comparison) -> Any:
-    """rliable's interval plot: per metric, each group's point estimate and 95% interval."""
-    from rliable import plot_utils
-
-    groups = list(comparison.points)
-    figure, _ = plot_utils.plot_interval_estimates(
-        comparison.points,
-        comparison.intervals,
-        metric_names=list(AGGREGATE_METRICS),
-        algorithms=groups,
-        row_height=max(0.45, 1.8 / len(groups)),
-        xlabel=_normalised_label(comparison),
-        xlabel_y_coordinate=-0.45 / max(0.45 * len(groups), 1.8),
+    scores, tasks, notes = normalised_scores(groups, score, ranges)
+    functions = list(METRICS.values())
+    points, intervals = estimates(scores, lambda scores: np.array([f(scores) for f in functions]), reps)
+    everything = np.concatenate([matrix.ravel() for matrix in scores.values()])
+    taus = np.linspace(min(0.0, everything.min()), max(1.0, everything.max()), PROFILE_POINTS)
+    profiles, profile_cis = _per_group(library.create_performance_profile, scores, taus, reps=reps)
+    ranked = sorted(points, key=lambda label: -points[label][0])
+    pairs = [(ranked[0], label) for label in ranked[1:]]  # More than MAX_PAIRED_GROUPS: the best against each other.
+    pairs = list(itertools.combinations(ranked, 2)) if len(ranked) <= MAX_PAIRED_GROUPS else pairs
+    paired = {f"{x}{PAIR}{y}": [scores[x], scores[y]] for x, y in pairs}
+    improvement, improvement_cis = estimates(paired, metrics.probability_of_improvement, reps)
+    ranges = {task: ranges[task] for task in tasks}
+    return Comparison(
+        score, reps, ranges, notes, scores, points, intervals, taus, profiles, profile_cis, improvement, improvement_cis
     )
-    return figure
 
 
-def plot_profiles(comparison: Comparison) -> Any:
-    """rliable's performance profiles: the fraction of runs above each normalised score, 95% bands."""
+def save_figures(comparison: Comparison, directory: str) -> list[str]:
+    """Writes FIGURES to `directory` with rliable's plots: the aggregates, performance profiles and P(X > Y)."""
     import matplotlib.pyplot as plt
     from rliable import plot_utils
 
-    figure, ax = plt.subplots(figsize=(7.0, 4.5))
+    label = f"normalised {comparison.score} (0: random policy, 1: solved)"
+    groups = list(comparison.points)
+    aggregates, _ = plot_utils.plot_interval_estimates(
+        comparison.points,
+        comparison.intervals,
+        metric_names=list(METRICS),
+        algorithms=groups,
+        row_height=max(0.45, 1.8 / len(groups)),
+        xlabel=label,
+        xlabel_y_coordinate=-0.45 / max(0.45 * len(groups), 1.8),
+    )
+    profiles, ax = plt.subplots(figsize=(7.0, 4.5))
     plot_utils.plot_performance_profiles(
         comparison.profiles,
         comparison.taus,
-        performance_profile_cis=comparison.profile_bands,
+        performance_profile_cis=comparison.profile_cis,
         ax=ax,
-        xlabel=_normalised_label(comparison) + r" $\tau$",
+        xlabel=label + r" $\tau$",
         ylabel=r"fraction of runs with score $> \tau$",
         labelsize="large",
         ticklabelsize="large",
     )
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, fontsize="medium")
-    return figure
-
-
-def plot_improvement(comparison: Comparison) -> Any:
-    """rliable's probability-of-improvement plot: P(X > Y) and its 95% interval per pair."""
-    import matplotlib.pyplot as plt
-    from rliable import plot_utils
-
-    rows = comparison.improvements
-    figure, ax = plt.subplots(figsize=(4.5, max(1.5, 0.6 * len(rows) + 0.8)))
-    if not rows:
-        ax.set_axis_off()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    improvement, ax = plt.subplots(figsize=(4.5, max(1.5, 0.6 * len(comparison.improvement) + 0.8)))
+    if comparison.improvement:
+        plot_utils.plot_probability_of_improvement(
+            comparison.improvement, comparison.improvement_cis, PAIR, ax, xticks=[0.0, 0.25, 0.5, 0.75, 1.0]
+        )
+    else:
         ax.text(0.5, 0.5, "one group: nothing to compare", ha="center", va="center")
-        return figure
-    plot_utils.plot_probability_of_improvement(
-        {f"{row['x']}\x1f{row['y']}": row["probability"] for row in rows},
-        {f"{row['x']}\x1f{row['y']}": np.array([row["low"], row["high"]]) for row in rows},
-        pair_separator="\x1f",
-        ax=ax,
-        xticks=[0.0, 0.25, 0.5, 0.75, 1.0],
-        xlabel="P(X > Y)",
-        left_ylabel="X",
-        right_ylabel="Y",
-    )
-    ax.set_xlim(0.0, 1.0)
-    return figure
-
-
-def save_figures(comparison: Comparison, directory: str) -> list[str]:
-    """Writes FIGURES (aggregates, performance profiles, probabilities of improvement) to `directory`."""
-    import matplotlib.pyplot as plt
-
     os.makedirs(directory, exist_ok=True)
-    paths = []
-    for name, plot in zip(FIGURES, (plot_aggregates, plot_profiles, plot_improvement)):
-        figure = plot(comparison)
-        path = os.path.join(directory, name)
+    paths = [os.path.join(directory, name) for name in FIGURES]
+    for figure, path in zip((aggregates, profiles, improvement), paths):
         figure.savefig(path, dpi=150, bbox_inches="tight")  # Never cut a group's label.
         plt.close(figure)
-        paths.append(path)
     return paths
-
-
-def _interval(low: float, high: float) -> str:
-    return f"[{low:.3f}, {high:.3f}]"
-
-
-def _columns(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(map(len, column)) for column in zip(header, *body)]
-    lines = []
-    for index, line in enumerate([header, *body]):
-        lines.append("  ".join([line[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(line[1:], widths[1:]))]))
-        if index == 0:
-            lines.append("  ".join("-" * width for width in widths))
-    return lines
 
 
 def format_comparison(comparison: Comparison, hue: str | None = None) -> str:
     """The aggregates and the probabilities of improvement as plain-text tables."""
-    scores = comparison.scores
-    ranges = ", ".join(f"{task}: {low:g} -> 0, {high:g} -> 1" for task, (low, high) in scores.ranges.items())
+    ranges = ", ".join(f"{task}: {low:g} -> 0, {high:g} -> 1" for task, (low, high) in comparison.ranges.items())
     lines = [
-        f"{_normalised_label(comparison)} per group ({ranges}); "
-        f"{CONFIDENCE:.0%} stratified-bootstrap CIs, {comparison.reps} resamples"
+        f"normalised {comparison.score} (0: random policy, 1: solved) per group ({ranges}); "
+        f"95% stratified-bootstrap CIs, {comparison.reps} resamples"
     ]
-    header = [hue or "group", "runs"]
-    for metric in AGGREGATE_METRICS:
-        header += [metric, "95% CI"]
+    header = [hue or "group", "runs", *(name for metric in METRICS for name in (metric, "95% CI"))]
     body = []
     for label, point in comparison.points.items():
-        row = [label, str(scores.matrices[label].size)]
-        for index in range(len(AGGREGATE_METRICS)):
-            row += [f"{point[index]:.3f}", _interval(*comparison.intervals[label][:, index])]
+        row = [label, str(comparison.scores[label].size)]
+        for value, (low, high) in zip(point, comparison.intervals[label].T):
+            row += [f"{value:.3f}", f"[{low:.3f}, {high:.3f}]"]
         body.append(row)
-    lines += _columns(header, body)
-    if comparison.improvements:
+    lines += text_table(header, body)
+    if comparison.improvement:
         lines += ["", "probability of improvement: P(X > Y), a run of X outscoring a run of Y"]
-        lines += _columns(
-            ["X", "Y", "P(X > Y)", "95% CI"],
-            [
-                [row["x"], row["y"], f"{row['probability']:.3f}", _interval(row["low"], row["high"])]
-                for row in comparison.improvements
-            ],
-        )
+        body = []
+        for pair, probability in comparison.improvement.items():
+            low, high = comparison.improvement_cis[pair]
+            body.append([*pair.split(PAIR), f"{probability:.3f}", f"[{low:.3f}, {high:.3f}]"])
+        lines += text_table(["X", "Y", "P(X > Y)", "95% CI"], body)
     return "\n".join(lines)
