@@ -6,6 +6,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
+import functools
 import json
 import math
 import os
@@ -168,8 +169,9 @@ def render_markdown(
 def curve_iqm(curves: Sequence[Sequence[Sequence[float]]]) -> dict[str, Any]:
     """IQM over seeds of [[actor steps, return], ...] curves on the steps they share, with 95% bootstrap bands."""
     import numpy as np
+    import scipy.stats
 
-    from rl.analysis import aggregate, iqm
+    from rl.analysis import aggregate_curve
 
     arrays = []
     for curve in curves:
@@ -177,7 +179,7 @@ def curve_iqm(curves: Sequence[Sequence[Sequence[float]]]) -> dict[str, Any]:
         points = points[np.isfinite(points).all(axis=1)]
         points = points[np.argsort(points[:, 0], kind="stable")]
         arrays.append((points[:, 0], points[:, 1]))
-    curve = aggregate(arrays, iqm)
+    curve = aggregate_curve(arrays, functools.partial(scipy.stats.trim_mean, proportiontocut=0.25))
     return {**curve, "iqm": curve["value"], "runs": len(curve["runs"])}
 
 

@@ -56,3 +56,10 @@ def test_analysis_notebook_plots_groups_and_final_table(tmp_path):
     assert "4 runs" in text and "final evaluator/episode_return per group" in text
     assert "1e-3" in text and "3e-4" in text
     assert _has_image(notebook)
+    # rliable's comparison of the two learning rates on the sweep's real summaries.
+    assert "normalised final_eval_return (0: random policy, 1: solved) per group (CartPole-v1: 22.7 -> 0" in text
+    assert "probability of improvement: P(X > Y)" in text
+    images = sum("image/png" in output.get("data", {}) for cell in notebook.cells for output in cell.get("outputs", []))
+    assert images == 4  # The curves, then aggregates, profiles and improvement.
+    (figures,) = [name for name in os.listdir(tmp_path) if name.startswith("aggregates_")]
+    assert sorted(os.listdir(tmp_path / figures)) == ["aggregates.png", "improvement.png", "profiles.png"]

@@ -1,4 +1,5 @@
-"""scripts/plot.py and rl.analysis: grouping runs by override, bootstrap bands, IQM tables."""
+"""scripts/plot.py and rl.analysis: grouping runs by override, bootstrap bands, IQM tables (curves);
+rliable's aggregates, performance profiles and probabilities of improvement (--aggregate)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from rl.analysis import bootstrap_ci, find_runs, final_table, group_runs, iqm, summarize, varying_keys
+from rl.analysis import find_runs, final_table, group_runs, varying_keys
+from rl.analysis.aggregates import summarize
 
 PLOT = os.path.join(ROOT, "scripts", "plot.py")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _write_run(path, overrides, returns, steps=(500, 1000, 1500), agent="dqn"):
+def _write_run(path, overrides, returns, steps=(500, 1000, 1500), agent="dqn", summary=None):
     """A run directory laid out as scripts/train.py leaves it (only what plot.py reads)."""
     os.makedirs(os.path.join(path, ".hydra"))
     os.makedirs(os.path.join(path, "logs"))
@@ -36,7 +38,8 @@ def _write_run(path, overrides, returns, steps=(500, 1000, 1500), agent="dqn"):
         for step, value in zip(steps, returns):
             writer.writerow([step, step // 2, value])
     with open(os.path.join(path, "summary.json"), "w") as file:
-        json.dump({"final_eval_return": float(returns[-1]), "seed": int(settings.get("seed", 0))}, file)
+        record = {"environment": "CartPole-v1", "seed": int(settings.get("seed", 0))}
+        json.dump({**record, "final_eval_return": float(returns[-1]), **(summary or {})}, file)
 
 
 @pytest.fixture
@@ -108,18 +111,40 @@ def test_runs_are_found_parsed_and_grouped(sweep):
     assert [row["group"] for row in table] == ["3e-4", "1e-3"] and table[1]["runs"] == 2
 
 
-def test_iqm_and_bootstrap_intervals():
-    values = np.array([1.0, 2.0, 3.0, 4.0, 100.0, 5.0, 6.0, 7.0])
-    assert iqm(values) == pytest.approx(np.mean([3.0, 4.0, 5.0, 6.0]))
-    low, high = bootstrap_ci(values)
-    assert low <= values.mean() <= high
-    curves = np.array([[0.0, 10.0], [2.0, 10.0], [4.0, 10.0]])
-    low, high = bootstrap_ci(curves)
-    assert low[0] < 2.0 < high[0] and low[1] == high[1] == 10.0
+def test_iqm_and_intervals_are_rliables():
+    """The table's statistics are rliable's, seeded: the IQM of 1..8 is the mean of 3..6, and the
+    intervals are what rliable's stratified bootstrap gives from numpy's generator seeded 0."""
+    from rliable import library, metrics
+
+    values = np.array([1.0, 2.0, 3.0, 4.0, 8.0, 5.0, 6.0, 7.0])
+    stats = summarize(values, reps=500)
+    assert stats["runs"] == 8 and stats["mean"] == pytest.approx(4.5) and stats["iqm"] == pytest.approx(4.5)
+    np.random.seed(0)
+    _, expected = library.get_interval_estimates(
+        {"x": values[:, None]},
+        lambda scores: np.array([metrics.aggregate_mean(scores), metrics.aggregate_iqm(scores)]),
+        reps=500,
+    )
+    assert [stats["mean_low"], stats["iqm_low"]] == pytest.approx(expected["x"][0])
+    assert [stats["mean_high"], stats["iqm_high"]] == pytest.approx(expected["x"][1])
+    assert 1.0 < stats["mean_low"] < 4.5 < stats["mean_high"] < 8.0
+    assert summarize(values, reps=500) == stats  # The same runs, the same intervals.
+    state = np.random.get_state()[1].copy()
+    summarize(values, reps=50)
+    assert (np.random.get_state()[1] == state).all()  # The caller's generator is left as it was.
     single = summarize([5.0])
     assert single["runs"] == 1 and single["mean_low"] == single["mean_high"] == 5.0
-    stats = summarize([1.0, 2.0, 3.0, 4.0])
-    assert stats["mean"] == pytest.approx(2.5) and stats["mean_low"] < 2.5 < stats["mean_high"]
+
+
+def test_curve_bands_resample_each_point():
+    from rl.analysis import aggregate_curve
+
+    steps = np.array([0.0, 1.0])
+    curve = aggregate_curve(
+        [(steps, np.array([0.0, 10.0])), (steps, np.array([2.0, 10.0])), (steps, np.array([4.0, 10.0]))]
+    )
+    assert curve["value"].tolist() == [2.0, 10.0]
+    assert curve["low"][0] < 2.0 < curve["high"][0] and curve["low"][1] == curve["high"][1] == 10.0
 
 
 OPTUNA_TRIALS = [

@@ -1,6 +1,6 @@
-"""Reading finished runs and sweeps (scripts/train.py's directories, however deeply nested; a
-many-seed run as its `seed_<i>/` replicas), grouping them, and their curves and final-return
-tables: mean and IQM with 95% percentile-bootstrap intervals over seeds (rliable's)."""
+"""Finding scripts/train.py's runs (however deeply nested in a sweep; a many-seed run as its `seed_<i>/`
+replicas), grouping them, and each group's learning curve and final values with rliable's intervals;
+rl.analysis.aggregates compares the groups with rliable on normalised scores."""
 
 from __future__ import annotations
 
@@ -8,25 +8,23 @@ import csv
 import dataclasses
 import glob
 import json
-import logging
 import math
 import os
 import re
-import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-import scipy.stats
 import yaml
 
-# Drops matplotlib's one-off "building the font cache" notice.
-logging.getLogger("matplotlib.font_manager").addFilter(lambda record: "font cache" not in record.getMessage())
+from rl.analysis.aggregates import DEFAULT_REPS, estimates, summarize, text_table
 
 DEFAULT_METRIC = "evaluator/episode_return"
 # Overrides that never name a group of runs.
 IGNORED_HUE_KEYS = ("seed", "hydra", "progress", "checkpoint", "logger")
 # summary.json fields that stand in for settings when a run has no .hydra/ directory.
 SUMMARY_SETTINGS = ("agent", "environment", "seed")
+# summary.json's return statistics a run can be scored by; "objective": the one its config named.
+SCORES = ("final_eval_return", "last_evals_mean", "eval_return_auc", "objective")
 MAX_CURVE_POINTS = 400
 MIN_BAND_RUNS = 3  # Fewer runs get no band: their curves are drawn thin.
 LEGEND_ROWS = 16  # Legend entries per column.
@@ -39,15 +37,24 @@ class Run:
     config: dict[str, Any]
     choices: dict[str, Any]
     summary: dict[str, Any] | None
+    source: str | None = dataclasses.field(default=None, compare=False)  # The directory it was found under.
 
     @property
     def name(self) -> str:
         return os.path.basename(os.path.normpath(self.path))
 
+    @property
+    def task(self) -> str:
+        """The environment the run trained on, as summary.json names it (`CartPole-v1`)."""
+        summary = self.summary or {}
+        return str(summary.get("environment") or self.setting("environment.name") or "unknown environment")
+
     def setting(self, key: str) -> str | None:
-        """`key`'s value as a string: an override, a group's option (`agent`) or a dotted config key."""
+        """`key`'s value as a string: an override, a group's option (`agent`), a dotted config key or `dir`."""
         if key in self.overrides:
             return self.overrides[key]
+        if key == "dir":  # The directory the run was found under, as given.
+            return self.source
         if self.choices.get(key) is not None:
             return str(self.choices[key])
         node: Any = self.config
@@ -58,8 +65,7 @@ class Run:
         return None if node is None or isinstance(node, (Mapping, list)) else str(node)
 
     def curve(self, metric: str = DEFAULT_METRIC) -> tuple[np.ndarray, np.ndarray]:
-        """Actor steps and values of `metric` ("<label>/<column>" of `logs/<label>.csv`, a bare column
-        the evaluator's), sorted by steps."""
+        """Actor steps and values of `metric` ("<label>/<column>" of `logs/<label>.csv`), sorted by steps."""
         label, _, column = metric.partition("/")
         if not column:
             label, column = "evaluator", label
@@ -88,6 +94,17 @@ class Run:
         _, values = self.curve(metric)
         return float(values[-1]) if values.size else float("nan")
 
+    def score(self, name: str = "final_eval_return") -> float:
+        """The run's score `name` (one of SCORES) from summary.json, else its last evaluation.
+        KeyError when the run has no such score."""
+        if name == "objective":
+            name = str(self.config.get("objective") or "final_eval_return")
+        if self.summary and self.summary.get(name) is not None:
+            return float(self.summary[name])
+        if name == "final_eval_return" and os.path.exists(os.path.join(self.path, "logs", "evaluator.csv")):
+            return self.final()
+        raise KeyError(f"{os.path.join(self.path, 'summary.json')} has no {name}")
+
 
 def _read(path: str, load: Any = yaml.safe_load) -> Any:
     if not os.path.exists(path):
@@ -105,7 +122,7 @@ def is_run_directory(path: str) -> bool:
     )
 
 
-def load_run(path: str) -> Run:
+def load_run(path: str, source: str | None = None) -> Run:
     hydra = _read(os.path.join(path, ".hydra", "hydra.yaml")) or {}
     choices = ((hydra.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
     overrides = {}
@@ -115,12 +132,12 @@ def load_run(path: str) -> Run:
             overrides[key.lstrip("+~")] = value
     summary = _read(os.path.join(path, "summary.json"), json.load)
     config = _read(os.path.join(path, ".hydra", "config.yaml")) or {}
-    return Run(os.path.abspath(path), overrides, config, dict(choices), summary)
+    return Run(os.path.abspath(path), overrides, config, dict(choices), summary, source)
 
 
 def find_runs(paths: Sequence[str]) -> list[Run]:
     """Every run in or under `paths`, in path order (a many-seed run: its replicas)."""
-    found: list[str] = []
+    found: dict[str, str] = {}
     for path in paths:
         if not os.path.isdir(path):
             raise FileNotFoundError(f"{path} is not a directory")
@@ -130,19 +147,19 @@ def find_runs(paths: Sequence[str]) -> list[Run]:
                 d for d in directories if not d.startswith(".") and d not in ("wandb", "logs", "checkpoints")
             )
             if is_run_directory(root):
-                found.append(root)
+                found.setdefault(os.path.abspath(root), path)
                 directories[:] = []
     runs = []
-    for path in sorted(set(os.path.abspath(p) for p in found), key=_natural_key):
-        run = load_run(path)
+    for path, source in sorted(found.items(), key=lambda item: _natural_key(item[0])):
+        run = load_run(path, source)
         names = [os.path.join(path, name) for name in os.listdir(path) if re.fullmatch(r"seed_\d+", name)]
         replicas = []
-        for replica in [load_run(p) for p in sorted(names, key=_natural_key) if is_run_directory(p)]:
+        for replica in [load_run(p, source) for p in sorted(names, key=_natural_key) if is_run_directory(p)]:
             seed = (replica.summary or {}).get("seed")
             overrides, config = dict(run.overrides), dict(run.config)
             if seed is not None:
                 overrides["seed"], config["seed"] = str(seed), seed
-            replicas.append(dataclasses.replace(replica, overrides=overrides, config=config, choices=dict(run.choices)))
+            replicas.append(dataclasses.replace(replica, overrides=overrides, config=config, choices=run.choices))
         runs += replicas or [run]
     return runs
 
@@ -152,10 +169,11 @@ def _natural_key(path: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
 
 
-def varying_keys(runs: Sequence[Run]) -> list[str]:
-    """Override keys whose values differ between runs, seeds and plumbing excluded."""
+def varying_keys(runs: Sequence[Run], exclude: Sequence[str] = ()) -> list[str]:
+    """Override keys whose values differ between runs, seeds, plumbing and top-level names in `exclude` left out."""
+    ignored = (*IGNORED_HUE_KEYS, *exclude)
     keys = dict.fromkeys(key for run in runs for key in run.overrides)
-    keys = [key for key in keys if key.split(".")[0].split("/")[0] not in IGNORED_HUE_KEYS]
+    keys = [key for key in keys if key.split(".")[0].split("/")[0] not in ignored]
     return [key for key in keys if len({run.setting(key) for run in runs}) > 1]
 
 
@@ -192,10 +210,12 @@ def _sort_value(label: str) -> tuple[int, Any]:
         return (1, label)
 
 
-def group_runs(runs: Sequence[Run], hue: str | Sequence[str] | None = None) -> dict[str, list[Run]]:
-    """Runs grouped by `hue`'s values (override or config keys); no hue: every override that varies but the seed."""
+def group_runs(
+    runs: Sequence[Run], hue: str | Sequence[str] | None = None, exclude: Sequence[str] = ()
+) -> dict[str, list[Run]]:
+    """Runs grouped by `hue`'s values (keys, comma-separated in a string); no hue: varying_keys(runs, exclude)."""
     if hue is None:
-        keys = varying_keys(runs)
+        keys = varying_keys(runs, exclude)
     else:
         keys = [key.strip() for key in hue.split(",") if key.strip()] if isinstance(hue, str) else list(hue)
     names = short_keys(keys)
@@ -206,64 +226,14 @@ def group_runs(runs: Sequence[Run], hue: str | Sequence[str] | None = None) -> d
         else:
             label = ", ".join(f"{names[key]}={short_value(run.setting(key))}" for key in keys) or "all runs"
         groups.setdefault(label, []).append(run)
-    if len(keys) == 1:
-        return dict(sorted(groups.items(), key=lambda item: _sort_value(item[0])))
-    return dict(sorted(groups.items()))
+    return dict(sorted(groups.items(), key=lambda item: _sort_value(item[0])))
 
 
-def iqm(values: np.ndarray, axis: int | None = 0) -> np.ndarray:
-    """Interquartile mean: the mean of the middle 50% of `values` along `axis`."""
-    return scipy.stats.trim_mean(np.asarray(values, dtype=np.float64), 0.25, axis=axis)
-
-
-def bootstrap_ci(values: np.ndarray, statistic: Callable[..., np.ndarray] = np.mean) -> tuple[np.ndarray, np.ndarray]:
-    """95% percentile-bootstrap interval (2000 resamples, seed 0) of `statistic` over runs (axis 0),
-    each column resampled independently; one run: its value, twice."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.ndim == 1:
-        low, high = bootstrap_ci(values[:, None], statistic)
-        return low[0], high[0]
-    point = statistic(values, axis=0)
-    if values.shape[0] < 2:
-        return point, point
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Identical runs give a degenerate (zero-width) interval.
-        interval = scipy.stats.bootstrap(
-            (values,),
-            statistic,
-            axis=0,
-            vectorized=True,
-            confidence_level=0.95,
-            n_resamples=2000,
-            method="percentile",
-            random_state=np.random.default_rng(0),
-        ).confidence_interval
-    low = np.where(np.isfinite(interval.low), interval.low, point)
-    return low, np.where(np.isfinite(interval.high), interval.high, point)
-
-
-def summarize(values: np.ndarray) -> dict[str, float]:
-    """Mean, IQM and their 95% bootstrap intervals of final returns (one value per run)."""
-    values = np.asarray(values, dtype=np.float64)
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return {"runs": 0, **dict.fromkeys(("mean", "mean_low", "mean_high", "iqm", "iqm_low", "iqm_high"), np.nan)}
-    mean_low, mean_high = bootstrap_ci(values)
-    iqm_low, iqm_high = bootstrap_ci(values, iqm)
-    return {
-        "runs": int(values.size),
-        "mean": float(values.mean()),
-        "mean_low": float(mean_low),
-        "mean_high": float(mean_high),
-        "iqm": float(iqm(values)),
-        "iqm_low": float(iqm_low),
-        "iqm_high": float(iqm_high),
-    }
-
-
-def aggregate(curves: Sequence[tuple[np.ndarray, np.ndarray]], statistic: Any = np.mean) -> dict[str, np.ndarray]:
-    """`statistic` over the (steps, values) curves ("value"), its 95% bootstrap band ("low", "high")
-    and the curves ("runs"), interpolated at their steps within the range all cover."""
+def aggregate_curve(
+    curves: Sequence[tuple[np.ndarray, np.ndarray]], statistic: Callable = np.mean, reps: int = DEFAULT_REPS
+) -> dict[str, np.ndarray]:
+    """`statistic(values, axis=0)` of (steps, values) curves at the steps all cover, its 95% band ("low", "high";
+    rliable's stratified bootstrap, each point a stratum; none under 2 runs or reps) and the "runs"."""
     curves = [(steps, values) for steps, values in curves if steps.size]
     if not curves:
         return {**dict.fromkeys(("steps", "value", "low", "high"), np.zeros(0)), "runs": np.zeros((0, 0))}
@@ -274,8 +244,11 @@ def aggregate(curves: Sequence[tuple[np.ndarray, np.ndarray]], statistic: Any = 
     grid = grid[(grid >= start) & (grid <= stop)]
     grid = np.linspace(start, stop, MAX_CURVE_POINTS) if grid.size > MAX_CURVE_POINTS else grid
     values = np.stack([np.interp(grid, steps, curve) for steps, curve in curves])
-    low, high = bootstrap_ci(values, statistic)
-    return {"steps": grid, "value": statistic(values, axis=0), "low": low, "high": high, "runs": values}
+    value = low = high = statistic(values, axis=0)
+    if len(curves) > 1 and reps > 0:
+        _, intervals = estimates({"curve": values}, lambda scores: statistic(scores, axis=0), reps)
+        low, high = intervals["curve"]
+    return {"steps": grid, "value": value, "low": low, "high": high, "runs": values}
 
 
 def plot_curves(
@@ -283,54 +256,35 @@ def plot_curves(
     metric: str = DEFAULT_METRIC,
     hue: str | None = None,
     title: str | None = None,
+    reps: int = DEFAULT_REPS,
 ) -> Any:
-    """Mean curve per group against actor steps with its 95% bootstrap band (save with bbox_inches="tight")."""
+    """Each group's mean curve against actor steps, with its 95% bootstrap band (save with bbox_inches="tight")."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 
     labels = [f"{label} (n={len(runs)})" for label, runs in groups.items()]
     columns = 1 + (len(labels) - 1) // LEGEND_ROWS
-    longest = max((len(label) for label in labels), default=0)
-    figure = Figure(figsize=(min(7.5 + 0.065 * longest * columns, 24.0), 4.5), dpi=150, layout="constrained")
+    width = 7.5 + 0.065 * columns * max((len(label) for label in labels), default=0)
+    figure = Figure(figsize=(min(width, 24.0), 4.5), dpi=150, layout="constrained")
     ax = figure.add_subplot()
-    band = few = thin = False
-    for index, (runs, legend_label) in enumerate(zip(groups.values(), labels)):
-        curve = aggregate([run.curve(metric) for run in runs])
-        if curve["steps"].size == 0:
-            continue
+    for index, (runs, label) in enumerate(zip(groups.values(), labels)):
+        curve = aggregate_curve([run.curve(metric) for run in runs], reps=reps if len(runs) >= MIN_BAND_RUNS else 0)
         color = f"C{index % 10}"
         marker = "o" if curve["steps"].size <= 25 else None  # Sparse evaluations: show the points.
-        ax.plot(
-            curve["steps"], curve["value"], color=color, linewidth=2, marker=marker, markersize=4, label=legend_label
-        )
-        if len(runs) < MIN_BAND_RUNS:
-            few = True
-            if len(runs) > 1:
-                thin = True
-                for values in curve["runs"]:
-                    ax.plot(curve["steps"], values, color=color, linewidth=0.8, alpha=0.4)
-        elif curve["steps"].size == 1:
-            band = True
-            error = [curve["value"] - curve["low"], curve["high"] - curve["value"]]
-            ax.errorbar(curve["steps"], curve["value"], yerr=error, color=color, capsize=4, linewidth=1.5)
-        else:
-            band = True
-            ax.fill_between(curve["steps"], curve["low"], curve["high"], color=color, alpha=0.2, linewidth=0)
+        ax.plot(curve["steps"], curve["value"], color=color, linewidth=2, marker=marker, markersize=4, label=label)
+        ax.fill_between(curve["steps"], curve["low"], curve["high"], color=color, alpha=0.2, linewidth=0)
+        for values in curve["runs"] if len(runs) < MIN_BAND_RUNS else []:
+            ax.plot(curve["steps"], values, color=color, linewidth=0.8, alpha=0.4)
     ax.set(xlabel="actor steps", ylabel=metric)
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))
     ax.grid(alpha=0.3)
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_title(title or metric, wrap=True)
+    legend = f"{hue or 'runs'}\nline: the mean over a group's runs, band: its 95% bootstrap CI"
+    legend += f"\nno band under {MIN_BAND_RUNS} runs (too few for a bootstrap): thin lines, the runs"
     if groups:
-        legend = [
-            ", ".join(key.strip() for key in hue.split(",")) if hue else "runs",
-            "line: mean over the group's runs",
-        ]
-        legend += ["band: 95% bootstrap CI of the mean"] * band
-        legend += [f"no band under {MIN_BAND_RUNS} runs (too few for a bootstrap)"] * few
-        legend += ["thin lines: the runs of such a group"] * thin
         ax.legend(
-            title="\n".join(legend),
+            title=legend,
             loc="upper left",
             bbox_to_anchor=(1.02, 1.0),
             borderaxespad=0.0,
@@ -342,35 +296,26 @@ def plot_curves(
     return figure
 
 
-def final_table(groups: Mapping[str, Sequence[Run]], metric: str = DEFAULT_METRIC) -> list[dict[str, Any]]:
+def final_table(
+    groups: Mapping[str, Sequence[Run]], metric: str = DEFAULT_METRIC, reps: int = DEFAULT_REPS
+) -> list[dict[str, Any]]:
     """One row per group: the final values of `metric` summarised over its runs."""
-    return [{"group": label, **summarize([run.final(metric) for run in runs])} for label, runs in groups.items()]
-
-
-def _number(value: float) -> str:
-    return "nan" if not math.isfinite(value) else f"{value:.1f}"
+    return [{"group": label, **summarize([run.final(metric) for run in runs], reps)} for label, runs in groups.items()]
 
 
 def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metric: str = DEFAULT_METRIC) -> str:
-    """A plain-text table: group, runs, mean [95% CI], IQM [95% CI] (`-` under MIN_BAND_RUNS runs)."""
-    header = [hue or "group", "runs", "mean", "95% CI", "IQM", "IQM 95% CI"]
+    """Group, runs, mean [95% CI], IQM [95% CI] per row of final_table (`-`: under MIN_BAND_RUNS runs)."""
 
     def interval(row: Mapping[str, Any], name: str) -> str:
-        if row["runs"] < MIN_BAND_RUNS:
-            return "-"
-        return f"[{_number(row[name + '_low'])}, {_number(row[name + '_high'])}]"
+        return "-" if row["runs"] < MIN_BAND_RUNS else f"[{row[name + '_low']:.1f}, {row[name + '_high']:.1f}]"
 
+    header = [hue or "group", "runs", "mean", "95% CI", "IQM", "IQM 95% CI"]
     body = [
-        [str(row["group"]), str(row["runs"]), _number(row["mean"]), interval(row, "mean")]
-        + [_number(row["iqm"]), interval(row, "iqm")]
+        [str(row["group"]), str(row["runs"]), f"{row['mean']:.1f}", interval(row, "mean")]
+        + [f"{row['iqm']:.1f}", interval(row, "iqm")]
         for row in rows
     ]
-    widths = [max(map(len, column)) for column in zip(header, *body)]
-    lines = [f"final {metric} per group"]
-    for index, line in enumerate([header, *body]):
-        lines.append("  ".join([line[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(line[1:], widths[1:]))]))
-        if index == 0:
-            lines.append("  ".join("-" * width for width in widths))
+    lines = [f"final {metric} per group", *text_table(header, body)]
     if any(row["runs"] < MIN_BAND_RUNS for row in rows):
         lines.append(f"CI: 95% percentile bootstrap over runs; - : fewer than {MIN_BAND_RUNS} runs, too few for one")
     return "\n".join(lines)
