@@ -114,11 +114,13 @@ def seconds_of(command: Sequence[str]) -> float:
 
 def suite_grid(settings: Settings) -> list[Row]:
     """seconds of the 18-job sweep GRID under hydra/launcher=anakin_grid against joblib with n_jobs=2 (bound), and
-    with Rejax's settings against Rejax's own vmapped grid (bound; where REJAX runs); ratio = value / bound."""
+    with Rejax's settings against Rejax's own vmapped grid (bound; where REJAX runs), each sweep with an empty XLA
+    cache; ratio = value / bound."""
 
     def sweep(*overrides: str) -> float:
         quick = ANAKIN_QUICK if settings.quick else []
         plain = ["logger=csv", "checkpoint=false", "progress=false", f"hydra.sweep.dir={tempfile.mkdtemp()}"]
+        plain.append(f"compilation_cache={tempfile.mkdtemp()}")  # Cold, as for a grid not run before.
         seconds = seconds_of([sys.executable, settings.train_script, "-m", *GRID, *overrides, *quick, *plain])
         progress(f"grid {' '.join(overrides)}: {seconds:.1f} s")
         return seconds

@@ -33,8 +33,9 @@ class AnakinGridLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from rl.anakin.grid import launch
-        from rl.anakin.launcher import prefer_fast_cpu_runtime
+        from rl.anakin.launcher import set_xla_flags
 
-        prefer_fast_cpu_runtime(self.host_devices)  # Before any job builds its experiment.
+        # Before any job builds its experiment; XLA's default CPU runtime: many replicas per device.
+        set_xla_flags(f"--xla_force_host_platform_device_count={self.host_devices}")
         assert self.hydra_context is not None and self.config is not None
         return launch(self.hydra_context, self.config, job_overrides, initial_job_idx)

@@ -16,20 +16,23 @@ from rl.experiments.make_experiment import ConfigError
 
 log = logging.getLogger(__name__)
 
-# XLA's CPU thunk runtime is slower on these long `lax.scan`s of small operations (docs/anakin.md).
+# XLA's CPU thunk runtime is slower on these long `lax.scan`s of small operations (docs/anakin.md), unless
+# each device runs many replicas (a grid: docs/performance.md).
 CPU_XLA_FLAGS = "--xla_cpu_use_thunk_runtime=false"
 
 
-def prefer_fast_cpu_runtime(host_devices: int | None = None) -> bool:
-    """Sets XLA_FLAGS to CPU_XLA_FLAGS (and `host_devices` CPU devices) unless set (even empty) or a
-    JAX backend has started; says whether it did."""
+def set_xla_flags(flags: str) -> bool:
+    """Sets XLA_FLAGS to `flags` unless set (even empty) or a JAX backend has started; says whether it did."""
     from jax._src import xla_bridge
 
     if "XLA_FLAGS" in os.environ or xla_bridge.backends_are_initialized():
         return False
-    devices = f" --xla_force_host_platform_device_count={host_devices}" if host_devices else ""
-    os.environ["XLA_FLAGS"] = CPU_XLA_FLAGS + devices
+    os.environ["XLA_FLAGS"] = flags
     return True
+
+
+def prefer_fast_cpu_runtime() -> bool:
+    return set_xla_flags(CPU_XLA_FLAGS)
 
 
 def _rounded(experiment: ExperimentConfig, key: str, value: int, step: int, why: str) -> ExperimentConfig:
