@@ -148,3 +148,14 @@ def test_a_search_that_prunes_masks_its_pruned_replicas_and_skips_a_group_with_n
     (study,) = storage.get_all_study_summaries()
     trials = optuna.load_study(study_name=study.study_name, storage=storage).get_trials(deepcopy=False)
     assert [trial.state for trial in trials] == [optuna.trial.TrialState.PRUNED] * 2
+
+
+def test_a_non_finite_loss_fails_a_plain_anakin_run_and_a_one_job_grid_job_alone(tmp_path):
+    diverging = [*SHORT, "agent.learning_rate=1e30", "logger=csv"]
+    result = run_train([*diverging, f"hydra.run.dir={tmp_path / 'run'}"])
+    assert result.returncode == 1 and "Run failed: numerical fault: non-finite" in result.stderr
+    assert read_summary(str(tmp_path / "run"))["status"] == "failed"
+    sweep = tmp_path / "sweep"
+    result = run_train(["-m", "hydra/launcher=anakin_grid", *diverging, f"hydra.sweep.dir={sweep}"])
+    assert result.returncode == 0, result.stderr[-3000:]  # The sweep ends; its one job failed.
+    assert read_summary(str(sweep / "0"))["status"] == "failed"

@@ -174,7 +174,7 @@ class AnakinNodes(lifecycle.Nodes):
 
     def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
         """Each replica's learner record and, when episodes ended, its actor record; a non-finite learner
-        metric fails the replica (the run when it is the only one)."""
+        metric fails the replica (a plain one-replica run: the run)."""
         for index, log in enumerate(self.logs):
             values = {key: value[index].item() for key, value in metrics.items()}
             self.learner_steps = int(values.pop("learner_steps"))
@@ -193,7 +193,7 @@ class AnakinNodes(lifecycle.Nodes):
             faults = sorted(key for key, value in learner_metrics.items() if not np.isfinite(value))
             if faults:
                 message = f"non-finite {', '.join(faults)} in the updates up to learner step {self.learner_steps}"
-                if len(self.logs) == 1:
+                if not self.own_records:  # A plain one-replica run fails as under launcher=local.
                     raise NumericalError(message)
                 self.end(index, "failed", message)
 
