@@ -117,6 +117,8 @@ def transcript_to(path: str, prefix: str) -> Iterator[None]:
 
 @dataclasses.dataclass
 class GridJob:
+    """A prepared job of the sweep: its number, Hydra's result (its value set once trained), train.log."""
+
     number: int
     result: JobReturn
     job: Any  # rl.train.Job
@@ -178,7 +180,10 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
         try:
             lifecycle.run(group, nodes)
         except lifecycle.RunInterrupted as stop:
-            report(f"Interrupted: {stop}; the grid's jobs keep no checkpoint: the same command starts them over", True)
+            report(
+                f"Interrupted: {stop}; the grid's jobs keep no checkpoint: the same command starts them over",
+                error=True,
+            )
             sys.exit(stop.exit_code)
     results = []
     for grid_job, summary, ended in zip(jobs, nodes.replica_summaries, nodes.ended):
