@@ -113,8 +113,6 @@ class AnakinNodes(lifecycle.Nodes):
         if self.replicas is None and num_seeds > 1:
             self.replica_experiments = [self._replica(index) for index in range(num_seeds)]
         keys = jax.numpy.stack([jax.random.PRNGKey(replica.seed) for replica in self.replica_experiments])
-        if self.replicas is None:
-            keys = replica_keys(experiment.seed, num_seeds)
         self.sharding = replica_sharding(num_seeds)
         self.evaluation_keys = jax.device_put(jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys), self.sharding)
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.

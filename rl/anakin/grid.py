@@ -83,20 +83,20 @@ def untraceable(experiment: Any, keys: Sequence[str]) -> str | None:
 def split_structural(experiments: Sequence[Any], varying: list[str]) -> list[tuple[list[int], list[str]]]:
     """The group as one program when its varying keys trace; otherwise split by the keys that do not."""
     lead = experiments[0]
-    structural = [key for key in varying if value_of(lead, key) is None]
-    if varying and not structural and untraceable(lead, varying):
-        structural = [key for key in varying if untraceable(lead, [key])] or list(varying)
-    if not structural:
+    reasons = {key: "not a field of the agent's config" for key in varying if value_of(lead, key) is None}
+    if varying and not reasons and untraceable(lead, varying):
+        reasons = {key: why for key in varying if (why := untraceable(lead, [key]))}
+        reasons = reasons or {key: "only together with the others" for key in varying}
+    if not reasons:
         return [(list(range(len(experiments))), varying)]
-    log.warning(
-        "hydra/launcher=anakin_grid: %s decide(s) shapes or control flow; jobs that differ in it train as separate "
-        "programs",
-        ", ".join(structural),
-    )
+    for key, why in reasons.items():
+        log.warning(
+            "hydra/launcher=anakin_grid: %s cannot be a per-replica value (%s): one program per value", key, why
+        )
     parts: dict[tuple, list[int]] = {}
     for index, experiment in enumerate(experiments):
-        parts.setdefault(tuple(repr(value_of(experiment, key)) for key in structural), []).append(index)
-    batched = [key for key in varying if key not in structural]
+        parts.setdefault(tuple(repr(value_of(experiment, key)) for key in reasons), []).append(index)
+    batched = [key for key in varying if key not in reasons]
     return [(members, batched) for members in parts.values()]
 
 
