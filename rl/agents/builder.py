@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from rl import core
 from rl.agents.actors import FeedForwardActor, Policy
@@ -86,11 +87,6 @@ def _no_fault() -> tuple[jax.Array, jax.Array, jax.Array]:
     return jnp.asarray(-1, jnp.int32), jnp.asarray(-1, jnp.int32), jnp.asarray(0.0, jnp.float32)
 
 
-def _all_finite(tree: Any) -> jax.Array:
-    leaves = [leaf for leaf in jax.tree_util.tree_leaves(tree) if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.inexact)]
-    return jnp.all(jnp.stack([jnp.asarray(True)] + [jnp.all(jnp.isfinite(leaf)) for leaf in leaves]))
-
-
 class SGDLearner(core.Learner[Any]):
     """Runs a `Learning` on replayed batches: writes priorities, logs the mean metrics, serves
     "policy". A non-finite metric, recorded inside the jitted update, raises `NumericalError`
@@ -112,7 +108,8 @@ class SGDLearner(core.Learner[Any]):
         self._counter = counter or Counter()
         self._logger = logger or NoOpLogger()
         self._update = jax.jit(self._guarded_update)
-        self._state_finite = jax.jit(lambda trees: jnp.stack([_all_finite(tree) for tree in trees]))
+        finite = lambda fields: jnp.stack([jnp.isfinite(ravel_pytree(field)[0]).all() for field in fields])
+        self._state_finite = jax.jit(finite)
         self._names: list[str] = []
         self._record = _no_fault()
         self._calls = 0
@@ -130,9 +127,7 @@ class SGDLearner(core.Learner[Any]):
         step = jnp.asarray(self._learning.learner_steps(outputs[0]), jnp.int32)
         fresh = (record[0] < 0) & ~jnp.all(finite)
         bad = jnp.argmin(finite)  # The first non-finite term.
-        new = (step, bad, flat[bad])
-        dtypes = (jnp.int32, jnp.int32, jnp.float32)
-        return outputs, tuple(jnp.where(fresh, n, o).astype(d) for n, o, d in zip(new, record, dtypes))
+        return outputs, tuple(jnp.where(fresh, new, old) for new, old in zip((step, bad, flat[bad]), record))
 
     @property
     def state(self) -> Any:
@@ -186,7 +181,8 @@ class SGDLearner(core.Learner[Any]):
 
 class ActorLearnerBuilder(abc.ABC):
     """Builds replay tables, adders, actors, learners and policies for one agent from its
-    config and `exploration`, the behaviour policy's head (conf/policy)."""
+    config and `exploration`, the behaviour policy's head (conf/policy). By default replay
+    holds n-step transitions (prioritized where `config.prioritized`; the config is a `ReplayConfig`)."""
 
     # The actions it acts in ("discrete", "continuous", None: either), checked before a run.
     action_kind: str | None = "discrete"
@@ -206,17 +202,11 @@ class ActorLearnerBuilder(abc.ABC):
         return {}
 
     @abc.abstractmethod
-    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]: ...
-
-    @abc.abstractmethod
-    def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any: ...
-
-    @abc.abstractmethod
-    def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]: ...
-
-    @abc.abstractmethod
     def make_policy(self, networks: Any, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
         """The behaviour policy, or with `evaluation=True` the policy to evaluate."""
+
+    @abc.abstractmethod
+    def make_learning(self, networks: Any) -> Learning: ...
 
     def make_actor_policy(self, networks: Any, environment_spec: EnvironmentSpec, actor_id: int) -> Policy:
         """Actor `actor_id`'s behaviour policy (R2D2 gives each actor its own)."""
@@ -235,9 +225,6 @@ class ActorLearnerBuilder(abc.ABC):
         dtype = np.int32 if is_discrete(environment_spec.actions) else np.float32
         return self.actor_class(policy, random_key, client, adder, action_dtype=dtype)
 
-    @abc.abstractmethod
-    def make_learning(self, networks: Any) -> Learning: ...
-
     def make_learner(
         self,
         random_key: jax.Array,
@@ -250,22 +237,8 @@ class ActorLearnerBuilder(abc.ABC):
         return SGDLearner(self.make_learning(networks), random_key, dataset, replay_client, counter, logger)
 
     @property
-    @abc.abstractmethod
     def replay_ratio(self) -> Any:
         """The `ReplayRatio` of the table the learner samples (for single-process runs)."""
-
-    @property
-    @abc.abstractmethod
-    def samples_per_learner_step(self) -> int:
-        """Items one `learner.step()` consumes."""
-
-
-class TransitionReplayBuilder(ActorLearnerBuilder):
-    """Replay of n-step transitions (prioritized where `config.prioritized`); the config is a
-    `ReplayConfig`. Reverb is imported only when replay is built."""
-
-    @property
-    def replay_ratio(self) -> Any:
         from rl.replay.tables import ReplayRatio, make_error_buffer
 
         error_buffer = make_error_buffer(self.config.samples_per_insert, self.samples_per_learner_step)
@@ -273,6 +246,7 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
 
     @property
     def samples_per_learner_step(self) -> int:
+        """Items one `learner.step()` consumes."""
         return self.config.batch_size * self.config.sgd_steps_per_learner_step
 
     def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
@@ -292,8 +266,7 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
         ]
 
     def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.adders import NStepTransitionAdder
-        from rl.replay.adders import transition_codec
+        from rl.replay.adders import NStepTransitionAdder, transition_codec
 
         codec = transition_codec(environment_spec)
         return NStepTransitionAdder(
@@ -316,6 +289,12 @@ class SequenceReplayBuilder(ActorLearnerBuilder):
     def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
         """What each stored row carries besides the step."""
 
+    def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
+        from rl.replay.adders import sequence_signature
+
+        extras = self.extras_spec(environment_spec)
+        return sequence_signature(environment_spec, self.config.sequence_length, extras)
+
     def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
         from rl.replay.adders import SequenceAdder, step_spec
 
@@ -328,8 +307,8 @@ class SequenceReplayBuilder(ActorLearnerBuilder):
         )
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        from rl.replay.dataset import learner_iterator
         from rl.replay.adders import decode_sequences
+        from rl.replay.dataset import learner_iterator
 
         table, batch_size = self.config.replay_table_name, self.samples_per_learner_step
         return learner_iterator(replay_client, table, batch_size, decode=decode_sequences)

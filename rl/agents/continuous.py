@@ -13,7 +13,7 @@ import optax
 from dm_env import specs
 
 from rl.agents.actors import Policy, with_exploration
-from rl.agents.builder import Learning, TransitionReplayBuilder
+from rl.agents.builder import Learning, ActorLearnerBuilder
 from rl.agents.configs import ContinuousConfig
 from rl.networks.base import ActorCriticNetworks
 from rl.policies import Deterministic, GaussianNoise, Stochastic
@@ -135,7 +135,7 @@ def learning_rates(config: ContinuousConfig) -> dict[str, jax.Array]:
     }
 
 
-class ContinuousBuilder(TransitionReplayBuilder):
+class ContinuousBuilder(ActorLearnerBuilder):
     """Replay, adder, actor and policies for an actor-critic agent; subclasses add the learning."""
 
     action_kind = "continuous"

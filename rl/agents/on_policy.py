@@ -121,10 +121,8 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
 
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
         from rl.replay.server import make_queue_table
-        from rl.replay.adders import sequence_signature
 
-        extras = self.extras_spec(environment_spec)
-        signature = sequence_signature(environment_spec, self.config.sequence_length, extras)
+        signature = self.replay_signature(environment_spec)
         return [make_queue_table(self.config.replay_table_name, self.config.queue_size, signature)]
 
     def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:

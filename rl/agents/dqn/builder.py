@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents.actors import Policy, with_exploration
-from rl.agents.builder import Batch, Learning, TransitionReplayBuilder, normalized_weights
+from rl.agents.builder import Batch, Learning, ActorLearnerBuilder, normalized_weights
 from rl.networks.base import FeedForwardNetwork
 from rl.policies import Greedy
 from rl.core import EnvironmentSpec, Transition
@@ -94,7 +94,7 @@ def double_q_loss(
     return loss, {"abs_td_error": jnp.abs(td_error), "q_mean": jnp.mean(q_tm1)}
 
 
-class DQNBuilder(TransitionReplayBuilder):
+class DQNBuilder(ActorLearnerBuilder):
     anakin = "off_policy"
 
     def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:

@@ -4,8 +4,6 @@ value rescaling."""
 
 from __future__ import annotations
 
-import functools
-
 from typing import TYPE_CHECKING, Any, Callable
 
 import jax
@@ -13,7 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents.actors import RecurrentActor, RecurrentPolicy
-from rl.agents.builder import Batch, Learning, SequenceReplayBuilder, TransitionReplayBuilder, normalized_weights
+from rl.agents.builder import Batch, Learning, SequenceReplayBuilder, normalized_weights
 from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
@@ -72,14 +70,6 @@ def burn_in_and_unroll(unroll: Unroll, params: Any, observations: Any, state: An
     return unroll(params, observations, state)[0]
 
 
-def sequence_priorities(abs_td: jax.Array, mask: jax.Array, eta: float) -> jax.Array:
-    """p = eta * max_t |td_t| + (1 - eta) * mean_t |td_t| over each item's trained rows (axis 0)."""
-    count = jnp.sum(mask, axis=0)
-    largest = jnp.max(jnp.where(mask > 0, abs_td, 0.0), axis=0)
-    mean = jnp.sum(abs_td * mask, axis=0) / jnp.maximum(count, 1.0)
-    return eta * largest + (1.0 - eta) * mean
-
-
 def r2d2_loss(
     params: Any,
     target_params: Any,
@@ -111,7 +101,11 @@ def r2d2_loss(
     td = targets - q_taken
     mask = trace.mask[:-1].astype(td.dtype)
     loss = jnp.mean(weights * (0.5 * jnp.sum(mask * jnp.square(td), axis=0)))
-    priorities = jax.lax.stop_gradient(sequence_priorities(jnp.abs(td), mask, priority_eta))
+    # p = eta * max_t |td_t| + (1 - eta) * mean_t |td_t| over each item's trained rows.
+    abs_td = jnp.abs(td)
+    largest = jnp.max(jnp.where(mask > 0, abs_td, 0.0), axis=0)
+    mean_td = jnp.sum(abs_td * mask, axis=0) / jnp.maximum(jnp.sum(mask, axis=0), 1.0)
+    priorities = jax.lax.stop_gradient(priority_eta * largest + (1.0 - priority_eta) * mean_td)
     metrics = {
         "loss": loss,
         "q_mean": jnp.sum(q_taken * mask) / jnp.maximum(jnp.sum(mask), 1.0),
@@ -120,7 +114,7 @@ def r2d2_loss(
     return loss, {"priorities": priorities, **metrics}
 
 
-class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
+class R2D2Builder(SequenceReplayBuilder):
     network_kind = "recurrent_q"
     actor_class = RecurrentActor
 
@@ -129,11 +123,6 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
         if self.config.core_state_size is None:
             raise ValueError("agent.core_state_size (the LSTM's units) must be set: r2d2 needs network=lstm")
         return {"core_state": lstm_state_spec(self.config.core_state_size)}
-
-    def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.adders import sequence_signature
-
-        return sequence_signature(environment_spec, self.config.sequence_length, self.extras_spec())
 
     def _check_network(self, networks: Any) -> None:
         if not isinstance(networks, RecurrentNetwork):
@@ -173,18 +162,12 @@ class R2D2Builder(SequenceReplayBuilder, TransitionReplayBuilder):
         config = self.config
 
         def sgd_step(optimizer: optax.GradientTransformation, state: TrainingState, batch: Batch):
-            loss_fn = functools.partial(
-                r2d2_loss,
-                unroll=network.unroll,
-                batch=batch.data,
-                weights=normalized_weights(batch.importance_weights),
-                burn_in=config.burn_in_length,
-                gamma=config.discount,
-                n=config.n_step,
-                priority_eta=config.priority_eta,
-                rescaling_epsilon=config.rescaling_epsilon if config.value_rescaling else None,
+            weights = normalized_weights(batch.importance_weights)
+            rescaling = config.rescaling_epsilon if config.value_rescaling else None
+            settings = (config.burn_in_length, config.discount, config.n_step, config.priority_eta, rescaling)
+            gradients, extras = jax.grad(r2d2_loss, has_aux=True)(
+                state.params, state.target_params, network.unroll, batch.data, weights, *settings
             )
-            gradients, extras = jax.grad(lambda p: loss_fn(p, state.target_params), has_aux=True)(state.params)
             priorities = extras.pop("priorities")
             metrics = {
                 **extras,
