@@ -54,15 +54,10 @@ class FeedForwardActor(core.Actor):
         self._client = variable_client
         self._adder = adder
         self._action_dtype = action_dtype
-        self._step = 0
+        self.step_count = 0  # Environment steps observed so far: where this actor's schedules are.
         self._defer = bool(defer_adder)
         self._pending: list[Callable[[], Any]] = []  # Queued adder calls, in order.
         self._exploration: Exploration | None = getattr(policy, "exploration", None)
-
-    def _to_adder(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        self._pending.append(functools.partial(call, *args, **kwargs))
-        if not self._defer:
-            self.flush()
 
     def flush(self) -> None:
         """Makes the queued adder calls, in order; one that raises drops those after it."""
@@ -76,49 +71,44 @@ class FeedForwardActor(core.Actor):
         return np.asarray(self._keep(outputs), dtype=self._action_dtype)
 
     def _inputs(self) -> tuple[Any, ...]:
-        return (self._step,)
+        return (self.step_count,)
 
     def _keep(self, outputs: Any) -> Any:  # The actions of the outputs (subclasses keep the rest).
         return outputs
-
-    @property
-    def step_count(self) -> int:
-        """Environment steps observed so far: where this actor's schedules are."""
-        return self._step
-
-    @step_count.setter
-    def step_count(self, value: int) -> None:  # Resumes the schedules (an actor rebuilt after a fault).
-        self._step = int(value)
 
     def get_state(self) -> dict[str, Any]:
         """What a deterministic run saves so that a resumed actor acts as this one would have."""
         self.flush()
         return {
             "key": np.asarray(self._key),
-            "step": self._step,
+            "step": self.step_count,
             "client": self._client.get_state(),
             "adder": None if self._adder is None else self._adder.get_state(),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._key = jax.numpy.asarray(state["key"])
-        self._step = int(state["step"])
+        self.step_count = int(state["step"])
         self._client.set_state(state["client"])
         if self._adder is not None:
             self._adder.set_state(state["adder"])
 
     def exploration_metrics(self) -> dict[str, float]:
         """The policy's exploration at this actor's step (`{"epsilon": ...}`; empty if none)."""
-        return {} if self._exploration is None else self._exploration(self._step)
+        return {} if self._exploration is None else self._exploration(self.step_count)
+
+    def _to_adder(self, method: str, *args: Any, **kwargs: Any) -> None:
+        if self._adder is not None:
+            self._pending.append(functools.partial(getattr(self._adder, method), *args, **kwargs))
+            if not self._defer:
+                self.flush()
 
     def observe_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        if self._adder is not None:
-            self._to_adder(self._adder.add_first, timestep, env_ids)
+        self._to_adder("add_first", timestep, env_ids)
 
     def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        self._step += len(next_timestep.step_type)
-        if self._adder is not None:
-            self._to_adder(self._adder.add, actions, next_timestep, env_ids, **self._extras_of(env_ids))
+        self.step_count += len(next_timestep.step_type)
+        self._to_adder("add", actions, next_timestep, env_ids, **self._extras_of(env_ids))
 
     def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:  # More `adder.add` arguments.
         return {}
@@ -153,7 +143,7 @@ class ExtrasActor(FeedForwardActor):
     def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:
         if env_ids is None:
             return {"extras": self._extras}
-        return {"extras": {name: value[env_ids] for name, value in self._extras.items()}}
+        return {"extras": tree.map_structure(lambda value: value[env_ids], self._extras)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,7 +156,7 @@ class RecurrentPolicy:
     exploration: Exploration | None = None
 
 
-class RecurrentActor(FeedForwardActor):
+class RecurrentActor(ExtrasActor):
     """Carries each copy's core state across steps (reset when its episode starts, committed
     for the copies stepped); the adder gets the state each acted from as `{"core_state": ...}`."""
 
@@ -190,13 +180,11 @@ class RecurrentActor(FeedForwardActor):
 
     def _reserve(self, copies: int) -> None:  # Copies never seen before start from the initial state.
         have = 0 if self._state is None else len(tree.flatten(self._state)[0])
-        if copies <= have:
-            return
-        fresh = tree.map_structure(np.array, self._initial_state(copies))
-        if self._state is not None:
-            for new, old in zip(tree.flatten(fresh), tree.flatten(self._state)):
+        if copies > have:
+            fresh = tree.map_structure(np.array, self._initial_state(copies))
+            for new, old in zip(tree.flatten(fresh), tree.flatten(self._state or {})):
                 new[:have] = old
-        self._state = fresh
+            self._state = fresh
 
     def observe_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         count = len(timestep.step_type)
@@ -211,7 +199,7 @@ class RecurrentActor(FeedForwardActor):
         return super().select_action(observations)
 
     def _inputs(self) -> tuple[Any, ...]:
-        return self._state, self._step
+        return self._state, self.step_count
 
     def _keep(self, outputs: Any) -> Any:
         actions, self._next_state = outputs
@@ -219,10 +207,7 @@ class RecurrentActor(FeedForwardActor):
 
     def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         rows = slice(None) if env_ids is None else np.asarray(env_ids)
-        self._acted_from = tree.map_structure(lambda x: x[rows].copy(), self._state)
+        self._extras = {"core_state": tree.map_structure(np.copy, self._state)}  # The states acted from.
         for current, following in zip(tree.flatten(self._state), tree.flatten(self._next_state)):
             current[rows] = np.asarray(following)[rows]
         super().observe(actions, next_timestep, env_ids)
-
-    def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:
-        return {"extras": {"core_state": self._acted_from}}
