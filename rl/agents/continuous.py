@@ -75,18 +75,13 @@ def twin_critic_loss(q_values: jax.Array, target: jax.Array) -> tuple[jax.Array,
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q_values), "target_mean": jnp.mean(target)}
 
 
-def gradient_step(optimizer: optax.GradientTransformation, gradients: Any, opt_state: Any, params: Any) -> Any:
-    """One optimiser step: (new parameters, new optimiser state)."""
-    updates, opt_state = optimizer.update(gradients, opt_state)
-    return optax.apply_updates(params, updates), opt_state
-
-
 def apply_gradients(state: Any, network: str, optimizer: optax.GradientTransformation, gradients: Any) -> Any:
     """`state` after one optimiser step of its `{network}_params` ("policy" or "critic")."""
-    params, opt_state = gradient_step(
-        optimizer, gradients, getattr(state, f"{network}_opt_state"), getattr(state, f"{network}_params")
+    params = getattr(state, f"{network}_params")
+    updates, opt_state = optimizer.update(gradients, getattr(state, f"{network}_opt_state"))
+    return state._replace(
+        **{f"{network}_params": optax.apply_updates(params, updates), f"{network}_opt_state": opt_state}
     )
-    return state._replace(**{f"{network}_params": params, f"{network}_opt_state": opt_state})
 
 
 def update_targets(state: Any, tau: float) -> Any:

@@ -157,14 +157,12 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
         return policy
 
 
-def schedule_fraction(config: OnPolicyConfig, actor_steps: jax.Array) -> jax.Array:
+def scheduled(config: OnPolicyConfig, actor_steps: jax.Array, value: float, final_fraction: float) -> jax.Array:
+    """`value` decayed linearly to `final_fraction * value` by `config.decay_actor_steps` (0: constant)."""
     if config.decay_actor_steps <= 0:
-        return jnp.zeros((), jnp.float32)
-    return jnp.clip(actor_steps.astype(jnp.float32) / config.decay_actor_steps, 0.0, 1.0)
-
-
-def scheduled(value: float, final_fraction: float, fraction: jax.Array) -> jax.Array:
-    """`value` decayed linearly to `final_fraction * value` as `fraction` goes 0 -> 1."""
+        fraction = jnp.zeros((), jnp.float32)
+    else:
+        fraction = jnp.clip(actor_steps.astype(jnp.float32) / config.decay_actor_steps, 0.0, 1.0)
     return value * (1.0 - fraction * (1.0 - final_fraction))
 
 

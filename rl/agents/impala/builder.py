@@ -4,25 +4,15 @@ is 1 for a step actually taken and every mean is over those rows."""
 
 from __future__ import annotations
 
-import functools
-
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.builder import Learning
-from rl.agents.on_policy import (
-    PolicyParams,
-    SequenceQueueBuilder,
-    masked_mean,
-    no_statistics,
-    schedule_fraction,
-    scheduled,
-    steps_taken,
-    stored_actions,
-)
+from rl.agents.builder import Batch, Learning
+from rl.agents import on_policy
+from rl.agents.on_policy import masked_mean
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.base import FeedForwardNetwork
 from rl.networks.base import entropy as policy_entropy
@@ -114,64 +104,50 @@ class TrainingState(NamedTuple):
     actor_steps: jax.Array  # Actor steps trained on: the schedule's clock.
 
 
-def make_optimizer(config: Any) -> optax.GradientTransformation:
-    """Clipped gradients into Adam's or RMSProp's direction (the update scales the step)."""
-    if config.optimizer == "rmsprop":
-        # Epsilon inside the sqrt, as TF1's RMSPropOptimizer (the paper's); ms starts at 0, not 1.
-        direction = optax.scale_by_rms(decay=config.rmsprop_decay, eps=config.optimizer_eps)
-    else:
-        direction = optax.scale_by_adam(eps=config.optimizer_eps)
-    return optax.chain(optax.clip_by_global_norm(config.max_gradient_norm), direction)
-
-
-def impala_sgd_step(
-    apply: Any, optimizer: optax.GradientTransformation, config: Any, state: TrainingState, batch: SequenceStep
-) -> tuple[TrainingState, dict[str, jax.Array], None]:
-    """One SGD step, the learning rate decayed linearly with the actor steps trained on."""
-    learning_rate = scheduled(
-        config.learning_rate, config.final_learning_rate_fraction, schedule_fraction(config, state.actor_steps)
-    )
-    loss_fn = functools.partial(
-        impala_loss,
-        apply=apply,
-        batch=batch,
-        actions=stored_actions(batch),
-        gamma=config.discount,
-        value_cost=config.value_cost,
-        entropy_cost=config.entropy_cost,
-        lambda_=config.vtrace_lambda,
-        clip_rho_threshold=config.clip_rho_threshold,
-        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-    )
-    gradients, metrics = jax.grad(loss_fn, has_aux=True)(state.params)
-    updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
-    actor_steps = state.actor_steps + steps_taken(batch)
-    metrics = {
-        **metrics,
-        "gradient_norm": optax.global_norm(gradients),
-        "learning_rate": learning_rate,
-        "steps_in_batch": jnp.sum(batch.mask[:, :-1]),
-    }
-    return TrainingState(params, opt_state, state.steps + 1, actor_steps), metrics, None
-
-
-class IMPALABuilder(SequenceQueueBuilder):
+class IMPALABuilder(on_policy.SequenceQueueBuilder):
     agent_name = "impala"
 
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
         config = self.config
-        optimizer = make_optimizer(config)
-        statistics = no_statistics()  # IMPALA acts on raw observations.
+        # Clipped gradients into Adam's or RMSProp's direction (the SGD step scales it).
+        if config.optimizer == "rmsprop":
+            # Epsilon inside the sqrt, as TF1's RMSPropOptimizer (the paper's); ms starts at 0, not 1.
+            direction = optax.scale_by_rms(decay=config.rmsprop_decay, eps=config.optimizer_eps)
+        else:
+            direction = optax.scale_by_adam(eps=config.optimizer_eps)
+        optimizer = optax.chain(optax.clip_by_global_norm(config.max_gradient_norm), direction)
+        statistics = on_policy.no_statistics()  # IMPALA acts on raw observations.
 
         def init(random_key: jax.Array) -> TrainingState:
             params = network.init(random_key)
             zero = jnp.zeros((), jnp.int32)
             return TrainingState(params, optimizer.init(params), steps=zero, actor_steps=zero)
 
+        def sgd_step(state: TrainingState, batch: Batch) -> tuple[TrainingState, dict[str, jax.Array], None]:
+            """One SGD step, the learning rate decayed linearly with the actor steps trained on."""
+            data = batch.data
+            learning_rate = on_policy.scheduled(
+                config, state.actor_steps, config.learning_rate, config.final_learning_rate_fraction
+            )
+            settings = (config.discount, config.value_cost, config.entropy_cost, config.vtrace_lambda)
+            thresholds = (config.clip_rho_threshold, config.clip_pg_rho_threshold)
+            gradients, metrics = jax.grad(impala_loss, has_aux=True)(
+                state.params, network.apply, data, on_policy.stored_actions(data), *settings, *thresholds
+            )
+            updates, opt_state = optimizer.update(gradients, state.opt_state, state.params)
+            params = optax.apply_updates(state.params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
+            actor_steps = state.actor_steps + on_policy.steps_taken(data)
+            metrics = {
+                **metrics,
+                "gradient_norm": optax.global_norm(gradients),
+                "learning_rate": learning_rate,
+                "steps_in_batch": jnp.sum(data.mask[:, :-1]),
+            }
+            return TrainingState(params, opt_state, state.steps + 1, actor_steps), metrics, None
+
         return Learning(
             init=init,
-            sgd_step=lambda state, batch: impala_sgd_step(network.apply, optimizer, config, state, batch.data),
-            policy_params=lambda state: PolicyParams(state.params, statistics),
+            sgd_step=sgd_step,
+            policy_params=lambda state: on_policy.PolicyParams(state.params, statistics),
             sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
         )

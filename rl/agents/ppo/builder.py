@@ -12,20 +12,9 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents.builder import Learning
-from rl.agents.on_policy import (
-    PolicyParams,
-    RunningStatistics,
-    SequenceQueueBuilder,
-    init_statistics,
-    masked_mean,
-    no_statistics,
-    normalize_observations,
-    schedule_fraction,
-    scheduled,
-    steps_taken,
-    stored_actions,
-    update_statistics,
-)
+from rl.agents import on_policy
+from rl.agents.on_policy import masked_mean
+from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.base import FeedForwardNetwork
 from rl.networks.base import entropy as policy_entropy
 from rl.networks.base import log_prob as policy_log_prob
@@ -37,20 +26,11 @@ if TYPE_CHECKING:
 def sequence_advantages(
     rewards: jax.Array, discounts: jax.Array, values: jax.Array, mask: jax.Array, gamma: float, lambda_: float
 ) -> tuple[jax.Array, jax.Array]:
-    """GAE(gamma, lambda) advantages A_t and return targets R_t = A_t + V_t of rows 0..L-2
-    of one sequence: delta_t = r_t + gamma d_t V_{t+1} - V_t, A_t = delta_t + gamma d_t
-    lambda_t A_{t+1}, lambda_t = lambda * mask_{t+1} (the trace stops before a row with no
-    step; a truncation, d_t = 1, still bootstraps). A reverse scan: rlax's import is slow."""
-    step_discounts = gamma * discounts[:-1]
-    deltas = rewards[:-1] + step_discounts * values[1:] - values[:-1]
-
-    def backwards(next_advantage: jax.Array, row: tuple[jax.Array, jax.Array, jax.Array]):
-        delta, discount, trace = row
-        advantage = delta + discount * trace * next_advantage
-        return advantage, advantage
-
-    _, advantages = jax.lax.scan(
-        backwards, jnp.zeros((), values.dtype), (deltas, step_discounts, lambda_ * mask[1:]), reverse=True
+    """GAE(gamma, lambda) advantages A_t (rlax.truncated_generalized_advantage_estimation, gamma_t =
+    gamma * d_t) and targets R_t = A_t + V_t of rows 0..L-2 of one sequence; lambda_t = lambda *
+    mask_{t+1}: the trace stops before a row with no step (a truncation, d_t = 1, still bootstraps)."""
+    advantages = import_without_tensorflow("rlax").truncated_generalized_advantage_estimation(
+        rewards[:-1], gamma * discounts[:-1], lambda_ * mask[1:], values
     )
     return advantages, advantages + values[:-1]
 
@@ -139,7 +119,7 @@ def ppo_loss(
 class TrainingState(NamedTuple):
     params: Any
     opt_state: Any
-    observation_statistics: RunningStatistics  # Used with `normalize_observations`.
+    observation_statistics: on_policy.RunningStatistics  # Used with `normalize_observations`.
     key: jax.Array
     steps: jax.Array  # Learner steps (batches) taken.
     actor_steps: jax.Array  # Actor steps trained on: the schedules' clock.
@@ -162,7 +142,7 @@ def prepare_minibatches(
     trained = lambda x: steps_of(x[:, :-1])  # The rows trained on: all but each sequence's last.
     steps = Minibatch(
         observation=jax.tree_util.tree_map(trained, batch.observation),
-        action=jax.tree_util.tree_map(trained, stored_actions(batch)),
+        action=jax.tree_util.tree_map(trained, on_policy.stored_actions(batch)),
         behaviour_log_prob=trained(batch.extras["log_prob"]),
         advantage=jax.lax.stop_gradient(steps_of(advantages)),
         target=jax.lax.stop_gradient(steps_of(targets)),
@@ -196,29 +176,20 @@ def ppo_update(
     """One learner step: the observation statistics (if normalising), GAE, then one `lax.scan`
     of SGD steps over every epoch's minibatches."""
     key, shuffle_key = jax.random.split(state.key)
-    fraction = schedule_fraction(config, state.actor_steps)
-    learning_rate = scheduled(config.learning_rate, config.final_learning_rate_fraction, fraction)
-    clip_epsilon = scheduled(config.clip_epsilon, config.final_clip_epsilon_fraction, fraction)
+    schedule = functools.partial(on_policy.scheduled, config, state.actor_steps)
+    learning_rate = schedule(config.learning_rate, config.final_learning_rate_fraction)
+    clip_epsilon = schedule(config.clip_epsilon, config.final_clip_epsilon_fraction)
     statistics = state.observation_statistics
     if config.normalize_observations:
-        statistics = update_statistics(statistics, batch.observation, batch.mask)
-        batch = batch._replace(
-            observation=normalize_observations(statistics, batch.observation, config.observation_clip)
-        )
+        statistics = on_policy.update_statistics(statistics, batch.observation, batch.mask)
+        observation = on_policy.normalize_observations(statistics, batch.observation, config.observation_clip)
+        batch = batch._replace(observation=observation)
     minibatches, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
-    loss_fn = functools.partial(
-        ppo_loss,
-        apply=apply,
-        clip_epsilon=clip_epsilon,
-        value_cost=config.value_cost,
-        entropy_cost=config.entropy_cost,
-        value_clip_epsilon=config.value_clip_epsilon,
-        normalize_advantages=config.normalize_advantages,
-    )
+    costs = (config.value_cost, config.entropy_cost, config.value_clip_epsilon, config.normalize_advantages)
 
     def sgd_step(carry: tuple[Any, Any], minibatch: Minibatch) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
         params, opt_state = carry
-        gradients, metrics = jax.grad(lambda p: loss_fn(p, batch=minibatch), has_aux=True)(params)
+        gradients, metrics = jax.grad(ppo_loss, has_aux=True)(params, apply, minibatch, clip_epsilon, *costs)
         updates, opt_state = optimizer.update(gradients, opt_state, params)
         params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
         return (params, opt_state), {**metrics, "gradient_norm": optax.global_norm(gradients)}
@@ -230,11 +201,11 @@ def ppo_update(
         "learning_rate": learning_rate,
         "clip_epsilon": clip_epsilon,
     }
-    actor_steps = state.actor_steps + steps_taken(batch)
+    actor_steps = state.actor_steps + on_policy.steps_taken(batch)
     return TrainingState(params, opt_state, statistics, key, state.steps + 1, actor_steps), metrics, None
 
 
-class PPOBuilder(SequenceQueueBuilder):
+class PPOBuilder(on_policy.SequenceQueueBuilder):
     agent_name = "ppo"
     anakin = "on_policy"
 
@@ -253,12 +224,13 @@ class PPOBuilder(SequenceQueueBuilder):
         def init(random_key: jax.Array) -> TrainingState:
             init_key, key = jax.random.split(random_key)
             params = network.init(init_key)
-            statistics = no_statistics() if observation_spec is None else init_statistics(observation_spec)
+            no_spec = observation_spec is None
+            statistics = on_policy.no_statistics() if no_spec else on_policy.init_statistics(observation_spec)
             zero = jnp.zeros((), jnp.int32)
             return TrainingState(params, optimizer.init(params), statistics, key, steps=zero, actor_steps=zero)
 
         return Learning(
             init=init,
             sgd_step=lambda state, batch: ppo_update(network.apply, optimizer, config, state, batch.data),
-            policy_params=lambda state: PolicyParams(state.params, state.observation_statistics),
+            policy_params=lambda state: on_policy.PolicyParams(state.params, state.observation_statistics),
         )

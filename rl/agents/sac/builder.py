@@ -92,9 +92,8 @@ class SACBuilder(continuous.ContinuousBuilder):
             temperature_value, temperature_grad = jax.value_and_grad(temperature_loss)(
                 state.log_temperature, log_prob, entropy_target
             )
-            log_temperature, temperature_opt_state = continuous.gradient_step(
-                temperature_optimizer, temperature_grad, state.temperature_opt_state, state.log_temperature
-            )
+            updates, temperature_opt_state = temperature_optimizer.update(temperature_grad, state.temperature_opt_state)
+            log_temperature = optax.apply_updates(state.log_temperature, updates)
             new_state = updated._replace(
                 target_critic_params=optax.incremental_update(
                     updated.critic_params, state.target_critic_params, config.tau
