@@ -1,5 +1,4 @@
-"""The actors: `FeedForwardActor`, `ExtrasActor` (PPO, IMPALA: the policy also returns
-per-step extras) and `RecurrentActor` (R2D2: a core state carried across steps)."""
+"""The actors: `FeedForwardActor` and `RecurrentActor` (R2D2: a core state carried across steps)."""
 
 from __future__ import annotations
 
@@ -32,8 +31,9 @@ def with_exploration(policy: Policy, head: Any) -> Policy:
 
 
 class FeedForwardActor(core.Actor):
-    """Acts with a jitted policy (one call for every copy of a vector environment) on the
-    latest parameters and feeds an adder, if any. With `defer_adder` a step's adder calls are
+    """Acts with a jitted policy (one call for every copy of a vector environment) on the latest
+    parameters and feeds an adder, if any, with the step and the `extras` of a policy returning
+    `(actions, extras)` (PPO, IMPALA: a row per copy). With `defer_adder` a step's adder calls are
     made in the next `select_action`, while XLA computes the actions; `flush()` makes them now."""
 
     def __init__(
@@ -58,6 +58,7 @@ class FeedForwardActor(core.Actor):
         self._defer = bool(defer_adder)
         self._pending: list[Callable[[], Any]] = []  # Queued adder calls, in order.
         self._exploration: Exploration | None = getattr(policy, "exploration", None)
+        self._extras: Any = None  # Of the last step, where the policy returns (actions, extras).
 
     def flush(self) -> None:
         """Makes the queued adder calls, in order; one that raises drops those after it."""
@@ -73,8 +74,12 @@ class FeedForwardActor(core.Actor):
     def _inputs(self) -> tuple[Any, ...]:
         return (self.step_count,)
 
-    def _keep(self, outputs: Any) -> Any:  # The actions of the outputs (subclasses keep the rest).
-        return outputs
+    def _keep(self, outputs: Any) -> Any:  # The actions of the outputs; extras are kept for the adder.
+        if not isinstance(outputs, tuple):
+            return outputs
+        actions, extras = outputs
+        self._extras = {name: np.asarray(value) for name, value in extras.items()}
+        return actions
 
     def get_state(self) -> dict[str, Any]:
         """What a deterministic run saves so that a resumed actor acts as this one would have."""
@@ -111,7 +116,11 @@ class FeedForwardActor(core.Actor):
         self._to_adder("add", actions, next_timestep, env_ids, **self._extras_of(env_ids))
 
     def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:  # More `adder.add` arguments.
-        return {}
+        if self._extras is None:
+            return {}
+        if env_ids is None:
+            return {"extras": self._extras}
+        return {"extras": tree.map_structure(lambda value: value[env_ids], self._extras)}
 
     def update(self, wait: bool = False) -> None:
         self._client.update(wait)
@@ -129,23 +138,6 @@ class FeedForwardActor(core.Actor):
         self._adder = adder
 
 
-class ExtrasActor(FeedForwardActor):
-    """A `FeedForwardActor` whose policy returns `(actions, extras)`: the extras (a row per
-    copy, e.g. behaviour log-probabilities) go to the adder."""
-
-    _extras: Any = None
-
-    def _keep(self, outputs: Any) -> Any:
-        actions, extras = outputs
-        self._extras = {name: np.asarray(value) for name, value in extras.items()}
-        return actions
-
-    def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:
-        if env_ids is None:
-            return {"extras": self._extras}
-        return {"extras": tree.map_structure(lambda value: value[env_ids], self._extras)}
-
-
 @dataclasses.dataclass(frozen=True)
 class RecurrentPolicy:
     """A policy with memory: `step(params, key, observations, core_state, actor_step) ->
@@ -156,7 +148,7 @@ class RecurrentPolicy:
     exploration: Exploration | None = None
 
 
-class RecurrentActor(ExtrasActor):
+class RecurrentActor(FeedForwardActor):
     """Carries each copy's core state across steps (reset when its episode starts, committed
     for the copies stepped); the adder gets the state each acted from as `{"core_state": ...}`."""
 

@@ -22,6 +22,8 @@ from rl.core import EnvironmentSpec, is_discrete, VariableClient
 PRIORITY_FLOOR = 1e-6
 # Learner steps between two reads of the device-side record of non-finite metrics.
 CHECK_EVERY = 100
+# That record before any fault: (first non-finite learner step or -1, index of its term, its value).
+NO_FAULT = (np.int32(-1), np.int32(-1), np.float32(0.0))
 
 
 class NumericalError(RuntimeError):
@@ -82,11 +84,6 @@ class Learning(NamedTuple):
         return state, jax.tree_util.tree_map(jnp.mean, metrics), jax.tree_util.tree_map(merge, extras)
 
 
-def _no_fault() -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(first non-finite learner step or -1, index of its term, its value)."""
-    return jnp.asarray(-1, jnp.int32), jnp.asarray(-1, jnp.int32), jnp.asarray(0.0, jnp.float32)
-
-
 class SGDLearner(core.Learner[Any]):
     """Runs a `Learning` on replayed batches: writes priorities, logs the mean metrics, serves
     "policy". A non-finite metric, recorded inside the jitted update, raises `NumericalError`
@@ -111,7 +108,7 @@ class SGDLearner(core.Learner[Any]):
         finite = lambda fields: jnp.stack([jnp.isfinite(ravel_pytree(field)[0]).all() for field in fields])
         self._state_finite = jax.jit(finite)
         self._names: list[str] = []
-        self._record = _no_fault()
+        self._record = NO_FAULT
         self._calls = 0
         exponent = learning.importance_sampling_exponent
         self._weights = None if exponent is None else jax.jit(lambda p, n: importance_weights(p, n, exponent))
@@ -160,7 +157,7 @@ class SGDLearner(core.Learner[Any]):
 
     def restore(self, state: Any) -> None:
         self._state = jax.tree_util.tree_map(jnp.asarray, type(self._state)(*state))
-        self._record = _no_fault()  # Earlier faults are forgotten.
+        self._record = NO_FAULT  # Earlier faults are forgotten.
 
     def _check_record(self) -> None:
         first, term, value = jax.device_get(self._record)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from rl.agents.actors import ExtrasActor, Policy
+from rl.agents.actors import Policy
 from rl.agents.builder import SequenceReplayBuilder
 from rl.agents.configs import OnPolicyConfig
 from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec
@@ -91,14 +91,13 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
     action_kind = None
     network_kind = "policy_value"
     default_exploration = Sample
-    actor_class = ExtrasActor
-    agent_name = "on-policy agent"  # For messages.
 
     def __init__(self, config: OnPolicyConfig, exploration: Any = None):
         super().__init__(config, exploration)
         if not isinstance(self.exploration, Sample):
+            name = type(self).__name__.removesuffix("Builder").lower()
             raise ValueError(
-                f"{self.agent_name} acts with samples of its own policy and learns from their probabilities: use policy=sample, "
+                f"{name} acts with samples of its own policy and learns from their probabilities: use policy=sample, "
                 f"not {type(self.exploration).__name__}"
             )
 
@@ -136,7 +135,9 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
 
             action_bounds(action_spec)  # Refuse unbounded actions before anything runs.
 
-        normalize, clip = self.config.normalize_observations, self.config.observation_clip
+        # PPO's option; IMPALA has no such field (`agent.normalize_observations` is refused): raw observations.
+        normalize = getattr(self.config, "normalize_observations", False)
+        clip = self.config.observation_clip if normalize else None
 
         def policy(params: Any, key: jax.Array, observations: Any, step: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
             network_params, statistics = params  # PolicyParams

@@ -46,14 +46,5 @@ class IMPALAConfig(OnPolicyConfig):
     def sequences_per_learner_step(self) -> int:
         return self.batch_size * self.sgd_steps_per_learner_step
 
-    # Raw observations (not configurable: `agent.normalize_observations` is refused).
-    @property
-    def normalize_observations(self) -> bool:
-        return False
-
-    @property
-    def observation_clip(self) -> float:
-        return 0.0
-
 
 make_builder = builder_factory("rl.agents.impala.builder:IMPALABuilder", IMPALAConfig)

@@ -105,8 +105,6 @@ class TrainingState(NamedTuple):
 
 
 class IMPALABuilder(on_policy.SequenceQueueBuilder):
-    agent_name = "impala"
-
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
         config = self.config
         # Clipped gradients into Adam's or RMSProp's direction (the SGD step scales it).

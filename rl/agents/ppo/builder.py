@@ -149,16 +149,10 @@ def prepare_minibatches(
         old_value=jax.lax.stop_gradient(trained(values)),
         mask=trained(batch.mask),
     )
-    size = count // config.num_minibatches
-
-    def shuffled(epoch_key: jax.Array) -> Minibatch:
-        order = jax.random.permutation(epoch_key, count)
-        return jax.tree_util.tree_map(
-            lambda x: jnp.reshape(x[order], (config.num_minibatches, size) + x.shape[1:]), steps
-        )
-
-    epochs = jax.vmap(shuffled)(jax.random.split(key, config.num_epochs))
-    minibatches = jax.tree_util.tree_map(lambda x: jnp.reshape(x, (-1,) + x.shape[2:]), epochs)
+    epoch_keys = jax.random.split(key, config.num_epochs)
+    orders = jax.vmap(lambda epoch_key: jax.random.permutation(epoch_key, count))(epoch_keys).reshape(-1)
+    shape = (config.num_epochs * config.num_minibatches, count // config.num_minibatches)
+    minibatches = jax.tree_util.tree_map(lambda x: jnp.reshape(x[orders], shape + x.shape[1:]), steps)
     mask = steps.mask
     target_variance = masked_mean(jnp.square(steps.target - masked_mean(steps.target, mask)), mask)
     metrics = {
@@ -206,7 +200,6 @@ def ppo_update(
 
 
 class PPOBuilder(on_policy.SequenceQueueBuilder):
-    agent_name = "ppo"
     anakin = "on_policy"
 
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
