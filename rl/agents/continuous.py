@@ -124,10 +124,8 @@ def make_optimizers(config: ContinuousConfig) -> tuple[optax.GradientTransformat
 
 def learning_rates(config: ContinuousConfig) -> dict[str, jax.Array]:
     """The (constant) learning rates, as learner metrics."""
-    return {
-        "policy_learning_rate": jnp.asarray(config.policy_learning_rate, jnp.float32),
-        "critic_learning_rate": jnp.asarray(config.critic_learning_rate, jnp.float32),
-    }
+    names = ("policy_learning_rate", "critic_learning_rate")
+    return {name: jnp.asarray(getattr(config, name), jnp.float32) for name in names}
 
 
 class ContinuousBuilder(ActorLearnerBuilder):

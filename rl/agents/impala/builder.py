@@ -33,11 +33,9 @@ def vtrace_targets(
     clip_rho_threshold: float = 1.0,
     clip_pg_rho_threshold: float = 1.0,
 ) -> tuple[jax.Array, jax.Array]:
-    """(V-trace targets v_t, policy-gradient advantages A_t) of rows 0..L-2 of one sequence
-    (rlax.vtrace_td_error_and_advantage, no gradient), gamma_t = gamma * d_t, ratios
-    clipped at the thresholds, traces c_t = lambda_t min(1, rho_t) with lambda_t =
-    lambda * mask_{t+1}: the trace stops before a row with no step (a truncation still
-    bootstraps from its value)."""
+    """(V-trace targets v_t, advantages A_t) of rows 0..L-2 of one sequence by rlax.vtrace_td_error_and_advantage
+    (no gradient), gamma_t = gamma * d_t, traces c_t = lambda * mask_{t+1} * min(1, rho_t): the trace stops
+    before a row with no step (a truncation still bootstraps from its value)."""
     output = import_without_tensorflow("rlax").vtrace_td_error_and_advantage(
         values[:-1],
         values[1:],
