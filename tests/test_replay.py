@@ -8,7 +8,7 @@ import tree
 
 from rl.replay.adders import NStepTransitionAdder, n_step_return
 from rl.replay.adders import ColumnCodec
-from rl.replay.tables import ReplayRatio
+from rl.replay.server import ReplayRatio
 from rl.core import EnvironmentSpec, Transition
 from dm_env import specs
 
@@ -299,7 +299,7 @@ def test_packed_codec_round_trips_a_transition_exactly():
 def test_packed_items_round_trip_through_a_table_and_the_learners_iterator():
     from rl.replay.adders import transition_codec
     from rl.replay.dataset import make_replay_iterator
-    from rl.replay.tables import make_transition_table
+    from rl.replay.server import make_transition_table
 
     codec = transition_codec(SPEC)
     table = make_transition_table("packed", SPEC, 1000, reverb.rate_limiters.MinSize(1))

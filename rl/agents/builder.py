@@ -266,7 +266,7 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
 
     @property
     def replay_ratio(self) -> Any:
-        from rl.replay.tables import ReplayRatio, make_error_buffer
+        from rl.replay.server import ReplayRatio, make_error_buffer
 
         error_buffer = make_error_buffer(self.config.samples_per_insert, self.samples_per_learner_step)
         return ReplayRatio(self.config.samples_per_insert, self.config.min_replay_size, error_buffer)
@@ -281,7 +281,7 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
         return transition_codec(environment_spec).signature()
 
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
-        from rl.replay.tables import make_sequence_table
+        from rl.replay.server import make_sequence_table
 
         config = self.config
         exponent = config.priority_exponent if config.prioritized else None

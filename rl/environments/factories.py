@@ -11,7 +11,7 @@ import functools
 import importlib
 import importlib.util
 import os
-from typing import Any
+from typing import Any, Sequence
 
 import dm_env
 import gymnasium
@@ -263,6 +263,28 @@ def make_mujoco_environment(
     return make_gymnasium_environment(
         name, seed, render_mode=render_mode, max_episode_steps=max_episode_steps, kwargs=kwargs
     )
+
+
+def make_masked_environment(
+    seed: int,
+    task: str = "CartPole-v1",
+    keep: Sequence[int] = (0, 2),
+    render_mode: str | None = None,
+    max_episode_steps: int | None = None,
+) -> dm_env.Environment:
+    """`environment=cartpole_masked`: task `task` showing only the components `keep` of its flat observation, in
+    that order (CartPole without its velocities: a recurrent agent, R2D2, can learn it, a feed-forward one hardly)."""
+    environment = make_gymnasium_environment(task, seed, render_mode, max_episode_steps).gymnasium_environment
+    spec = space_to_spec(environment.observation_space, "observation")
+    if not isinstance(spec, specs.BoundedArray) or len(spec.shape) != 1:
+        raise ValueError(f"masking needs a flat vector observation, got {spec}")
+    keep = np.asarray([int(index) for index in keep], np.int64)
+    if not len(keep) or any(not 0 <= index < spec.shape[0] for index in keep):
+        raise ValueError(f"keep must name components in [0, {spec.shape[0]}), got {keep.tolist()}")
+    low, high = (np.broadcast_to(bound, spec.shape)[keep] for bound in (spec.minimum, spec.maximum))
+    masked = gymnasium.spaces.Box(low, high, dtype=spec.dtype)
+    environment = gymnasium.wrappers.TransformObservation(environment, functools.partial(np.take, indices=keep), masked)
+    return GymnasiumToDmEnv(environment, seed=int(seed))
 
 
 def _suite(rendering: bool = False) -> Any:
