@@ -10,7 +10,7 @@ import numpy as np
 
 from conftest import read_summary, run_train
 from rl.environments import make_gymnasium_environment
-from rl.environments.factories import make_masked_environment
+from rl.environments.masked import make_masked_environment
 
 
 def test_masked_cartpole_shows_position_and_angle_only():

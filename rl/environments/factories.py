@@ -11,7 +11,7 @@ import functools
 import importlib
 import importlib.util
 import os
-from typing import Any, Sequence
+from typing import Any
 
 import dm_env
 import gymnasium
@@ -83,7 +83,7 @@ def render_fps(environment: Any, default: int = 30) -> int:
     if isinstance(environment, GymnasiumToDmEnv) and environment.gymnasium_environment.metadata.get("render_fps"):
         return int(round(environment.gymnasium_environment.metadata["render_fps"]))
     if isinstance(environment, FlatDmControlWrapper):
-        return max(1, int(round(1.0 / environment.control_timestep())))
+        return max(1, int(round(1.0 / environment._environment.control_timestep())))
     return default
 
 
@@ -265,28 +265,6 @@ def make_mujoco_environment(
     )
 
 
-def make_masked_environment(
-    seed: int,
-    task: str = "CartPole-v1",
-    keep: Sequence[int] = (0, 2),
-    render_mode: str | None = None,
-    max_episode_steps: int | None = None,
-) -> dm_env.Environment:
-    """`environment=cartpole_masked`: task `task` showing only the components `keep` of its flat observation, in
-    that order (CartPole without its velocities: a recurrent agent, R2D2, can learn it, a feed-forward one hardly)."""
-    environment = make_gymnasium_environment(task, seed, render_mode, max_episode_steps).gymnasium_environment
-    spec = space_to_spec(environment.observation_space, "observation")
-    if not isinstance(spec, specs.BoundedArray) or len(spec.shape) != 1:
-        raise ValueError(f"masking needs a flat vector observation, got {spec}")
-    keep = np.asarray([int(index) for index in keep], np.int64)
-    if not len(keep) or any(not 0 <= index < spec.shape[0] for index in keep):
-        raise ValueError(f"keep must name components in [0, {spec.shape[0]}), got {keep.tolist()}")
-    low, high = (np.broadcast_to(bound, spec.shape)[keep] for bound in (spec.minimum, spec.maximum))
-    masked = gymnasium.spaces.Box(low, high, dtype=spec.dtype)
-    environment = gymnasium.wrappers.TransformObservation(environment, functools.partial(np.take, indices=keep), masked)
-    return GymnasiumToDmEnv(environment, seed=int(seed))
-
-
 def _suite(rendering: bool = False) -> Any:
     # dm_control picks its OpenGL backend when first imported.
     choose_mujoco_gl(rendering)
@@ -337,11 +315,6 @@ class FlatDmControlWrapper(Float32Specs, dm_env.Environment):
             timestep = dm_env.truncation(timestep.reward, timestep.observation, timestep.discount)
         self._reset_next = timestep.last()
         return self._convert(timestep)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self._environment, name)
 
     def close(self) -> None:
         self._environment.close()
