@@ -360,10 +360,7 @@ def make_gymnax_environment(name: str, seed: int, kwargs: dict[str, Any] | None 
     return GymnaxToDmEnv(name, seed, kwargs)
 
 
-JAX_NATIVE = (make_gymnax_environment,)
-
-
 def is_jax_native(environment_factory: Any) -> bool:
     """Whether an environment factory (or a functools.partial of one) compiles into a JAX program."""
     partial = isinstance(environment_factory, functools.partial)
-    return (environment_factory.func if partial else environment_factory) in JAX_NATIVE
+    return (environment_factory.func if partial else environment_factory) is make_gymnax_environment
