@@ -302,7 +302,7 @@ class TransitionReplayBuilder(ActorLearnerBuilder):
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
         from rl.replay.adders import transition_codec
-        from rl.replay.dataset import learner_iterator
+        from rl.replay.server import learner_iterator
 
         decode = transition_codec(environment_spec).decode
         return learner_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step, decode)
@@ -328,7 +328,7 @@ class SequenceReplayBuilder(ActorLearnerBuilder):
         )
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        from rl.replay.dataset import learner_iterator
+        from rl.replay.server import learner_iterator
         from rl.replay.adders import decode_sequences
 
         table, batch_size = self.config.replay_table_name, self.samples_per_learner_step
