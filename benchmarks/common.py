@@ -152,8 +152,7 @@ def replay_server(builder: Any, environment_spec: Any) -> Iterator[Any]:
     """A client of a server here holding the agent's transition table without a rate limit (`MinSize(1)`)."""
     import reverb
 
-    from rl.replay.server import make_server
-    from rl.replay.tables import make_transition_table
+    from rl.replay.server import make_server, make_transition_table
 
     name, size = builder.config.replay_table_name, int(builder.config.max_replay_size)
     server = make_server([make_transition_table(name, environment_spec, size, reverb.rate_limiters.MinSize(1))])

@@ -75,14 +75,12 @@ class EnvironmentLoop:
     def _begin_episodes(self, env_ids: np.ndarray | None = None) -> None:
         timestep = self.environment.reset(env_ids)
         self.actor.observe_first(timestep, env_ids)
+        ids = self._all_ids if env_ids is None else env_ids
         for observer in self.observers:
-            observer.observe_first(self.environment, timestep, self._all_ids if env_ids is None else env_ids)
-        if self._observation is None:
-            env_ids = None
-        rows = slice(None) if env_ids is None else env_ids
+            observer.observe_first(self.environment, timestep, ids)
         self._observation = _replace_rows(self._observation, env_ids, timestep.observation)
-        self._returns[rows] = 0.0
-        self._lengths[rows] = 0
+        self._returns[ids] = 0.0
+        self._lengths[ids] = 0
 
     def step(self, env_ids: np.ndarray | None = None, restart: bool = True) -> list[dict[str, Any]]:
         """Steps the copies named (all by default) once; returns the records of the episodes that

@@ -59,13 +59,6 @@ class EpsilonGreedy:
         return jnp.where(explore, random_action, greedy_action).astype(jnp.int32)
 
 
-def deterministic_action(output: object) -> jax.Array:
-    """The policy's deterministic action in [-1, 1]: the output itself, or tanh(mean)."""
-    from rl.networks.base import GaussianParams
-
-    return jnp.tanh(output.loc) if isinstance(output, GaussianParams) else output
-
-
 def _uniform_warmup(action: jax.Array, key: jax.Array, step: jax.Array, warmup_steps: int) -> jax.Array:
     if warmup_steps <= 0:
         return action
@@ -75,12 +68,15 @@ def _uniform_warmup(action: jax.Array, key: jax.Array, step: jax.Array, warmup_s
 
 @dataclasses.dataclass(frozen=True)
 class Deterministic:
-    """The policy's mean action: the evaluation policy of continuous-control agents."""
+    """The policy's deterministic action in [-1, 1] (the output itself, or tanh(mean)): the evaluation
+    policy of continuous-control agents."""
 
     action_kind = "continuous"
 
     def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
-        return deterministic_action(output)
+        from rl.networks.base import GaussianParams
+
+        return jnp.tanh(output.loc) if isinstance(output, GaussianParams) else output
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +96,7 @@ class GaussianNoise:
 
     def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
         noise_key, warmup_key = jax.random.split(key)
-        action = deterministic_action(output)
+        action = Deterministic()(output, key, step)
         noisy = action + self.sigma * jax.random.normal(noise_key, action.shape, action.dtype)
         return _uniform_warmup(jnp.clip(noisy, -1.0, 1.0), warmup_key, step, self.warmup_steps)
 

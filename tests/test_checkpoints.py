@@ -21,7 +21,7 @@ from rl.agents.builder import SGDLearner
 from rl.checkpointing import CheckpointError, CheckpointSettings
 from rl.networks import make_q_network
 from rl.agents.builder import NumericalError
-from rl.replay.dataset import ReplaySample
+from rl.replay.server import ReplaySample
 from rl.core import EnvironmentSpec, Transition
 
 SPEC = EnvironmentSpec(

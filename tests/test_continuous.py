@@ -23,7 +23,7 @@ from rl.agents.td3 import make_builder as make_td3
 from rl.environments import make_dm_control_environment, make_gymnasium_environment, make_mujoco_environment
 from rl.networks import GaussianParams, make_actor_critic_networks
 from rl.policies import Deterministic, GaussianNoise, Stochastic
-from rl.replay.dataset import ReplaySample
+from rl.replay.server import ReplaySample
 from rl.core import make_environment_spec, Transition
 
 

@@ -27,9 +27,8 @@ from rl.experiments.builders import DistributedProgram, Evaluations
 from rl.loggers.base import Logger, NoOpLogger
 from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy
-from rl.replay.dataset import make_dataset, make_replay_iterator
+from rl.replay.server import make_dataset, make_replay_iterator, make_transition_table
 from rl.replay.adders import transition_codec
-from rl.replay.tables import make_transition_table
 from rl.core import VariableClient
 
 TABLE = "priority_table"

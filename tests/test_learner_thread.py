@@ -11,9 +11,7 @@ import tensorflow as tf
 
 from rl import core
 from rl.experiments.launchers.local import LearnerThread, StepLockReleasingIterator, batches_allowed
-from rl.replay.dataset import make_replay_iterator
-from rl.replay.server import make_server
-from rl.replay.tables import ReplayRatio, make_error_buffer
+from rl.replay.server import ReplayRatio, make_error_buffer, make_replay_iterator, make_server
 
 BATCH = 8
 

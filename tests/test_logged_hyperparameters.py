@@ -17,7 +17,7 @@ from rl.agents.builder import SGDLearner
 from rl.agents.dqn.builder import learning_rate_schedule
 from rl.counting import Counter
 from rl.loggers.base import Logger
-from rl.replay.dataset import ReplaySample
+from rl.replay.server import ReplaySample
 from rl.replay.adders import SequenceStep
 from rl.core import EnvironmentSpec, Transition
 

@@ -23,11 +23,9 @@ from rl.agents.on_policy import PolicyParams
 from rl.agents.ppo import PPOConfig
 from rl.agents.ppo.builder import PPOBuilder
 from rl.agents.ppo.builder import Minibatch, clipped_surrogate_loss, ppo_loss, sequence_advantages, value_loss
-from rl.replay.dataset import make_replay_iterator
-from rl.replay.server import QueueRatio, make_queue_table
+from rl.replay.server import QueueRatio, make_queue_table, make_replay_iterator, make_server
 from rl.replay.adders import ReplayTimeoutError
 from rl.replay.adders import SequenceAdder, decode_sequences, sequence_signature, step_spec
-from rl.replay.server import make_server
 from rl.core import EnvironmentSpec
 
 TABLE = "queue"

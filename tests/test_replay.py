@@ -8,7 +8,7 @@ import tree
 
 from rl.replay.adders import NStepTransitionAdder, n_step_return
 from rl.replay.adders import ColumnCodec
-from rl.replay.tables import ReplayRatio
+from rl.replay.server import ReplayRatio
 from rl.core import EnvironmentSpec, Transition
 from dm_env import specs
 
@@ -181,7 +181,7 @@ def test_adder_keeps_the_writer_below_reverbs_pending_items_warning(capfd):
 
 
 def test_prefetching_iterator_yields_the_plain_iterators_items_and_stops_cleanly():
-    from rl.replay.dataset import PrefetchingIterator, make_dataset
+    from rl.replay.server import PrefetchingIterator, make_dataset
 
     table = reverb.Table(
         "uniform",
@@ -217,7 +217,7 @@ def test_prefetching_iterator_yields_the_plain_iterators_items_and_stops_cleanly
 def test_closing_a_prefetching_iterator_wakes_a_waiting_learner():
     import threading
 
-    from rl.replay.dataset import PrefetchingIterator
+    from rl.replay.server import PrefetchingIterator
 
     blocked = threading.Event()
 
@@ -239,7 +239,7 @@ def test_sampling_that_gets_no_batch_within_its_bound_names_the_server_and_table
     """A learner whose replay gives nothing (the rate limiter never allows a sample, or
     the server is gone) raises a ReplayTimeoutError after `timeout_s`, not a hang."""
     from rl.replay.adders import ReplayTimeoutError
-    from rl.replay.dataset import make_replay_iterator
+    from rl.replay.server import make_replay_iterator
 
     table = reverb.Table(
         "starved",
@@ -298,8 +298,7 @@ def test_packed_codec_round_trips_a_transition_exactly():
 
 def test_packed_items_round_trip_through_a_table_and_the_learners_iterator():
     from rl.replay.adders import transition_codec
-    from rl.replay.dataset import make_replay_iterator
-    from rl.replay.tables import make_transition_table
+    from rl.replay.server import make_replay_iterator, make_transition_table
 
     codec = transition_codec(SPEC)
     table = make_transition_table("packed", SPEC, 1000, reverb.rate_limiters.MinSize(1))

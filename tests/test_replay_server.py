@@ -47,7 +47,7 @@ def test_a_writer_facing_a_dead_server_raises_a_timeout_naming_it_after_its_boun
 
     from rl.replay.adders import NStepTransitionAdder, ReplayTimeoutError
     from rl.replay.adders import transition_codec
-    from rl.replay.tables import make_transition_table
+    from rl.replay.server import make_transition_table
     from rl.core import EnvironmentSpec
 
     spec = EnvironmentSpec(

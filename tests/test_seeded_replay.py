@@ -1,4 +1,4 @@
-"""The deterministic mode's in-process replay (rl/replay/dataset.py): reverb's table
+"""The deterministic mode's in-process replay (rl/replay/server.py): reverb's table
 semantics with a seeded choice of items."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import reverb
 import tensorflow as tf
 
 from rl.replay.adders import NStepTransitionAdder, item_inserter
-from rl.replay.dataset import PrefetchingIterator
-from rl.replay.dataset import SeededReplay, SeededTable, learner_iterator
+from rl.replay.server import PrefetchingIterator, SeededReplay, SeededTable, learner_iterator
 
 SIGNATURE = tf.TensorSpec((2,), tf.float32)
 

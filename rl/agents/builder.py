@@ -236,7 +236,7 @@ class ActorLearnerBuilder(abc.ABC):
     @property
     def replay_ratio(self) -> Any:
         """The `ReplayRatio` of the table the learner samples (for single-process runs)."""
-        from rl.replay.tables import ReplayRatio, make_error_buffer
+        from rl.replay.server import ReplayRatio, make_error_buffer
 
         error_buffer = make_error_buffer(self.config.samples_per_insert, self.samples_per_learner_step)
         return ReplayRatio(self.config.samples_per_insert, self.config.min_replay_size, error_buffer)
@@ -252,7 +252,7 @@ class ActorLearnerBuilder(abc.ABC):
         return transition_codec(environment_spec).signature()
 
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
-        from rl.replay.tables import make_sequence_table
+        from rl.replay.server import make_sequence_table
 
         config = self.config
         exponent = config.priority_exponent if config.prioritized else None
@@ -272,7 +272,7 @@ class ActorLearnerBuilder(abc.ABC):
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
         from rl.replay.adders import transition_codec
-        from rl.replay.dataset import learner_iterator
+        from rl.replay.server import learner_iterator
 
         decode = transition_codec(environment_spec).decode
         return learner_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step, decode)
@@ -305,7 +305,7 @@ class SequenceReplayBuilder(ActorLearnerBuilder):
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
         from rl.replay.adders import decode_sequences
-        from rl.replay.dataset import learner_iterator
+        from rl.replay.server import learner_iterator
 
         table, batch_size = self.config.replay_table_name, self.samples_per_learner_step
         return learner_iterator(replay_client, table, batch_size, decode=decode_sequences)

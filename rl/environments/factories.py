@@ -83,7 +83,7 @@ def render_fps(environment: Any, default: int = 30) -> int:
     if isinstance(environment, GymnasiumToDmEnv) and environment.gymnasium_environment.metadata.get("render_fps"):
         return int(round(environment.gymnasium_environment.metadata["render_fps"]))
     if isinstance(environment, FlatDmControlWrapper):
-        return max(1, int(round(1.0 / environment.control_timestep())))
+        return max(1, int(round(1.0 / environment._environment.control_timestep())))
     return default
 
 
@@ -316,11 +316,6 @@ class FlatDmControlWrapper(Float32Specs, dm_env.Environment):
         self._reset_next = timestep.last()
         return self._convert(timestep)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self._environment, name)
-
     def close(self) -> None:
         self._environment.close()
 
@@ -365,10 +360,7 @@ def make_gymnax_environment(name: str, seed: int, kwargs: dict[str, Any] | None 
     return GymnaxToDmEnv(name, seed, kwargs)
 
 
-JAX_NATIVE = (make_gymnax_environment,)
-
-
 def is_jax_native(environment_factory: Any) -> bool:
     """Whether an environment factory (or a functools.partial of one) compiles into a JAX program."""
     partial = isinstance(environment_factory, functools.partial)
-    return (environment_factory.func if partial else environment_factory) in JAX_NATIVE
+    return (environment_factory.func if partial else environment_factory) is make_gymnax_environment

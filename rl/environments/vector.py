@@ -84,12 +84,6 @@ class VectorEnvironment:
     def action_spec(self) -> Any:
         return self.environments[0].action_spec()
 
-    def reward_spec(self) -> Any:
-        return self.environments[0].reward_spec()
-
-    def discount_spec(self) -> Any:
-        return self.environments[0].discount_spec()
-
     def render(self) -> Any:
         """The first copy's frame (what a video of this vector shows)."""
         return self.environments[0].render()

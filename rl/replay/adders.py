@@ -43,7 +43,8 @@ def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], N
 
 
 class Adder(abc.ABC):
-    """Turns an actor's batched timesteps (row `k`: copy `env_ids[k]`, None: `k`) into items of one copy's steps."""
+    """Turns an actor's batched timesteps (row `k`: copy `env_ids[k]`, None: `k`) into items of one
+    copy's steps, each at priority 1."""
 
     def __init__(self, client: reverb.Client, table: str, timeout_ms: int):
         self._client = client
@@ -122,7 +123,6 @@ class NStepTransitionAdder(Adder):
         table: str,
         n_step: int,
         discount: float,
-        priority: float = 1.0,
         max_pending_items: int = 16,
         timeout_ms: int = 120_000,
         codec: Any = None,
@@ -133,7 +133,6 @@ class NStepTransitionAdder(Adder):
         self._encode = tree.flatten if codec is None else codec.encode
         self._n_step = n_step
         self._gamma = discount
-        self._priority = priority
         self._max_pending_items = max_pending_items
         self._windows: dict[int, collections.deque] = {}
         self._observations: dict[int, Any] = {}
@@ -156,7 +155,7 @@ class NStepTransitionAdder(Adder):
                 reward, discount = n_step_return([s[2] for s in window], [s[3] for s in window], self._gamma)
                 first, action, _, _ = window.popleft()
                 transition = Transition(first, action, np.float32(reward), np.float32(discount), observation)
-                self._insert(self._table, self._priority, self._encode(transition))
+                self._insert(self._table, 1.0, self._encode(transition))
                 self._num_items += 1
                 self._unflushed += 1
                 if self._unflushed >= self._max_pending_items:
@@ -319,7 +318,6 @@ class SequenceAdder(Adder):
         spec: SequenceStep,
         sequence_length: int,
         period: int | None = None,
-        priority: float = 1.0,
         timeout_ms: int = 120_000,
     ):
         period = sequence_length if period is None else period
@@ -331,7 +329,6 @@ class SequenceAdder(Adder):
         self._spec = spec
         self._length = sequence_length
         self._period = period
-        self._priority = priority
         self._capacity = 0
         # Per leaf (column order), a buffer of (copies, sequence_length, ...); each copy's observation.
         leaf_specs = tree.flatten(spec)
@@ -418,7 +415,7 @@ class SequenceAdder(Adder):
     def _write(self, env_id: int) -> None:
         """Inserts copy `env_id`'s full buffer as one item and keeps its overlap rows."""
         columns = [np.ascontiguousarray(buffer[env_id]) for buffer in self._buffers]
-        self._insert(self._table, self._priority, columns)
+        self._insert(self._table, 1.0, columns)
         self._num_items += 1
         overlap = self._length - self._period
         if overlap:

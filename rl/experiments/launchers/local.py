@@ -137,8 +137,7 @@ class LocalNodes(lifecycle.Nodes):
     def start(self) -> None:
         import reverb
 
-        from rl.replay.dataset import SeededReplay
-        from rl.replay.server import make_server
+        from rl.replay.server import SeededReplay, make_server
 
         experiment, program, restore = self.experiment, self.program, self.experiment.restore
         if self.deterministic:
