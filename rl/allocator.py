@@ -36,8 +36,7 @@ def find_jemalloc() -> str | None:
     except (ImportError, ValueError):
         spec = None
     ray = [os.path.join(p, "core", "libjemalloc.so") for p in (spec and spec.submodule_search_locations) or []]
-    found = [path for path in (*ray, *SYSTEM_PATHS) if os.path.isfile(path)]
-    return found[0] if found else ctypes.util.find_library("jemalloc")
+    return next(filter(os.path.isfile, (*ray, *SYSTEM_PATHS)), None) or ctypes.util.find_library("jemalloc")
 
 
 def allocator_mode() -> str:
@@ -91,22 +90,13 @@ def reexec_with_jemalloc(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(str(error)) from None
     if preload is None:
         return
-    argv = list(sys.orig_argv if argv is None else argv)
-    previous = os.environ.get("LD_PRELOAD")
-    os.environ["LD_PRELOAD"] = preload
-    os.environ[MARKER] = preload.split(":")[0]
+    environment = {**os.environ, "LD_PRELOAD": preload, MARKER: preload.split(":")[0]}
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             stream.flush()
     try:
-        os.execv(sys.executable, argv)
-    except OSError as error:
-        # Children must not get jemalloc either: this process carries on without it.
-        os.environ.pop(MARKER, None)
-        if previous is None:
-            os.environ.pop("LD_PRELOAD", None)
-        else:
-            os.environ["LD_PRELOAD"] = previous
+        os.execve(sys.executable, list(sys.orig_argv if argv is None else argv), environment)
+    except OSError as error:  # This process, and its children, carry on without jemalloc.
         if mode == "jemalloc":
             raise SystemExit(
                 f"{MODE}=jemalloc: could not re-execute {sys.executable} under jemalloc: {error}"

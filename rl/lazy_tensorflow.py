@@ -145,14 +145,6 @@ class _FullImportFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module.__spec__ = module.__spec__.loader_state[1]  # The import system set ours: give its own back.
 
 
-class _Unimportable(importlib.abc.MetaPathFinder):
-    """First on `sys.meta_path` inside `import_without_tensorflow`: no `tensorflow` at all."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name == "tensorflow" or name.startswith("tensorflow."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-
-
 def import_without_tensorflow(name: str) -> types.ModuleType:
     """Imports `name` (rlax, distrax) as if TensorFlow were not installed, when the stand-in is in
     place: TensorFlow Probability's JAX substrate would otherwise run TensorFlow's full import."""
@@ -160,12 +152,10 @@ def import_without_tensorflow(name: str) -> types.ModuleType:
         if not installed() or name in sys.modules:
             return importlib.import_module(name)
         hidden = {key: sys.modules.pop(key) for key in list(sys.modules) if key.split(".")[0] == "tensorflow"}
-        blocker = _Unimportable()
-        sys.meta_path.insert(0, blocker)
+        sys.modules["tensorflow"] = None  # Its import raises ModuleNotFoundError.
         try:
             return importlib.import_module(name)
         finally:
-            sys.meta_path.remove(blocker)
             sys.modules.update(hidden)
 
 
