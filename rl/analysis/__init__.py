@@ -66,26 +66,19 @@ class Run:
 
     def curve(self, metric: str = DEFAULT_METRIC) -> tuple[np.ndarray, np.ndarray]:
         """Actor steps and values of `metric` ("<label>/<column>" of `logs/<label>.csv`), sorted by steps."""
-        label, _, column = metric.partition("/")
-        if not column:
-            label, column = "evaluator", label
+        label, column = metric.split("/", 1) if "/" in metric else ("evaluator", metric)
         path = os.path.join(self.path, "logs", f"{label}.csv")
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path} does not exist (metric {metric})")
-        steps, values = [], []
         with open(path, newline="") as file:
             reader = csv.DictReader(file)
-            columns = reader.fieldnames or []
-            if column not in columns or "actor_steps" not in columns:
-                raise KeyError(f"{path} has no column '{column}' (columns: {', '.join(columns)})")
-            for row in reader:
-                try:
-                    steps.append(float(row["actor_steps"]))
-                    values.append(float(row[column]))
-                except (TypeError, ValueError):
-                    continue
-        order = np.argsort(np.asarray(steps), kind="stable")
-        return np.asarray(steps)[order], np.asarray(values, dtype=np.float64)[order]
+            if not {column, "actor_steps"} <= set(reader.fieldnames or []):
+                raise KeyError(f"{path} has no column '{column}' (columns: {', '.join(reader.fieldnames or [])})")
+            rows = [(row["actor_steps"], row[column]) for row in reader]
+        # A row without this value (logged before its key first was, or a short row) is left out.
+        points = np.array([row for row in rows if "" not in row and None not in row], np.float64).reshape(-1, 2)
+        points = points[np.argsort(points[:, 0], kind="stable")]
+        return points[:, 0], points[:, 1]
 
     def final(self, metric: str = DEFAULT_METRIC) -> float:
         """The last value of `metric`: for the evaluator's return, the final evaluation."""
