@@ -58,7 +58,7 @@ class DefaultLoggerFactory(LoggerFactory):
         if not sinks:
             return NoOpLogger()
         fields = {f"{label}_id": instance} if instance is not None else None
-        logger = WallTime(Dispatcher(sinks), lambda: time.time() - self.start_time, fields)
+        logger = Dispatcher(sinks, lambda: time.time() - self.start_time, fields)
         self._loggers.append(logger)
         return logger
 

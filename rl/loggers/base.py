@@ -67,18 +67,33 @@ def to_python_scalar(value: Any) -> Any:
 
 
 class Dispatcher(Logger):
-    """Writes each record to several loggers."""
+    """Writes each record to several loggers; with a `clock`, adds `fields` (a node's `<label>_id`) and
+    stamps it with `wall_time_s`, seconds since the run started, unless it has one (from another process)."""
 
-    def __init__(self, loggers: Sequence[Logger]):
+    def __init__(
+        self, loggers: Sequence[Logger], clock: Callable[[], float] | None = None, fields: LoggingData | None = None
+    ):
         self._loggers = list(loggers)
+        self._clock = clock
+        self._fields = dict(fields or {})
 
     def write(self, data: LoggingData) -> None:
+        data = {**self._fields, **data}
+        if self._clock is not None and "wall_time_s" not in data:
+            data["wall_time_s"] = round(self._clock(), 3)
         for logger in self._loggers:
             logger.write(data)
 
     def close(self) -> None:
         for logger in self._loggers:
             logger.close()
+
+
+class WallTime(Dispatcher):
+    """`logger`, its records stamped by `clock` (see Dispatcher)."""
+
+    def __init__(self, logger: Logger, clock: Callable[[], float], fields: LoggingData | None = None):
+        super().__init__([logger], clock, fields)
 
 
 class TimeFilter(Logger):
@@ -122,25 +137,6 @@ class StepFilter(Logger):
 
     def set_state(self, window: int) -> None:
         self._window = int(window)
-
-    def close(self) -> None:
-        self._logger.close()
-
-
-class WallTime(Logger):
-    """Adds `fields` (a node's `<label>_id`) to each record and stamps it with `wall_time_s`,
-    seconds since the run started by `clock()`, unless it has one (stamped in another process)."""
-
-    def __init__(self, logger: Logger, clock: Callable[[], float], fields: Mapping[str, Any] | None = None):
-        self._logger = logger
-        self._clock = clock
-        self._fields = dict(fields or {})
-
-    def write(self, data: LoggingData) -> None:
-        data = {**self._fields, **data}
-        if "wall_time_s" not in data:
-            data["wall_time_s"] = round(self._clock(), 3)
-        self._logger.write(data)
 
     def close(self) -> None:
         self._logger.close()
