@@ -4,6 +4,7 @@ rl.analysis.aggregates compares the groups with rliable on normalised scores."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import glob
@@ -74,9 +75,11 @@ class Run:
             reader = csv.DictReader(file)
             if not {column, "actor_steps"} <= set(reader.fieldnames or []):
                 raise KeyError(f"{path} has no column '{column}' (columns: {', '.join(reader.fieldnames or [])})")
-            rows = [(row["actor_steps"], row[column]) for row in reader]
-        # A row without this value (logged before its key first was, or a short row) is left out.
-        points = np.array([row for row in rows if "" not in row and None not in row], np.float64).reshape(-1, 2)
+            points = []
+            for row in reader:
+                with contextlib.suppress(TypeError, ValueError):  # A row without this value: left out.
+                    points.append((float(row["actor_steps"]), float(row[column])))
+        points = np.array(points, np.float64).reshape(-1, 2)
         points = points[np.argsort(points[:, 0], kind="stable")]
         return points[:, 0], points[:, 1]
 
@@ -118,11 +121,8 @@ def is_run_directory(path: str) -> bool:
 def load_run(path: str, source: str | None = None) -> Run:
     hydra = _read(os.path.join(path, ".hydra", "hydra.yaml")) or {}
     choices = ((hydra.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
-    overrides = {}
-    for line in _read(os.path.join(path, ".hydra", "overrides.yaml")) or []:
-        key, separator, value = str(line).partition("=")
-        if separator:
-            overrides[key.lstrip("+~")] = value
+    lines = [str(line).partition("=") for line in _read(os.path.join(path, ".hydra", "overrides.yaml")) or []]
+    overrides = {key.lstrip("+~"): value for key, separator, value in lines if separator}
     summary = _read(os.path.join(path, "summary.json"), json.load)
     config = _read(os.path.join(path, ".hydra", "config.yaml")) or {}
     return Run(os.path.abspath(path), overrides, config, dict(choices), summary, source)

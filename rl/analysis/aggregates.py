@@ -69,16 +69,10 @@ def summarize(values: Sequence[float], reps: int = DEFAULT_REPS) -> dict[str, fl
     if values.size == 0:
         return {"runs": 0, **dict.fromkeys(("mean", "mean_low", "mean_high", "iqm", "iqm_low", "iqm_high"), np.nan)}
     points, intervals = estimates({"runs": values}, lambda s: np.array([s.mean(), metrics.aggregate_iqm(s)]), reps)
-    (mean, iqm_value), interval = points["runs"], intervals["runs"]
-    return {
-        "runs": len(values),
-        "mean": float(mean),
-        "mean_low": float(interval[0, 0]),
-        "mean_high": float(interval[1, 0]),
-        "iqm": float(iqm_value),
-        "iqm_low": float(interval[0, 1]),
-        "iqm_high": float(interval[1, 1]),
-    }
+    stats = {"runs": len(values)}
+    for name, point, low, high in zip(("mean", "iqm"), points["runs"], *intervals["runs"]):
+        stats.update({name: float(point), f"{name}_low": float(low), f"{name}_high": float(high)})
+    return stats
 
 
 def text_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:

@@ -4,6 +4,7 @@ against its own steps key). The run config: the resolved config, git state, secr
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -29,12 +30,10 @@ _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 def git_state(directory: str | None = None) -> dict[str, Any] | None:
     """The commit of `directory` (None: the code's) and whether tracked files changed; None outside git."""
-    git = ["git", "-C", directory or _CODE_ROOT]
+    git = functools.partial(subprocess.run, cwd=directory or _CODE_ROOT, capture_output=True, text=True, timeout=20)
     try:
-        commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
-        status = subprocess.run(
-            [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, timeout=20
-        )
+        commit = git(["git", "rev-parse", "HEAD"])
+        status = git(["git", "status", "--porcelain", "--untracked-files=no"])
     except (OSError, subprocess.SubprocessError):
         return None
     if commit.returncode != 0:

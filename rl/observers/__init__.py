@@ -99,9 +99,7 @@ def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
     try:
         for frame in frames:
             frame = np.asarray(frame, dtype=np.uint8)[..., :3]
-            padded = np.zeros((height, width, 3), dtype=np.uint8)
-            padded[: frame.shape[0], : frame.shape[1]] = frame
-            writer.send(np.ascontiguousarray(padded).tobytes())
+            writer.send(np.pad(frame, ((0, height - frame.shape[0]), (0, width - frame.shape[1]), (0, 0))).tobytes())
     finally:
         writer.close()
     return path
