@@ -8,7 +8,6 @@ import ctypes.util
 import importlib.util
 import os
 import sys
-from typing import Sequence
 
 MODE = "RL_ALLOCATOR"
 MODES = ("auto", "jemalloc", "system")
@@ -57,9 +56,7 @@ def wanted_preload() -> str | None:
             f"{MODE}=jemalloc: no jemalloc library found (Ray's ray/core/libjemalloc.so or the system's "
             f"libjemalloc.so.2: apt-get install libjemalloc2); {MODE}=system uses glibc's malloc"
         )
-    if library is None:
-        return None
-    return f"{library}:{current}" if current else library
+    return None if library is None else ":".join(filter(None, (library, current)))
 
 
 def jemalloc_loaded() -> str | None:
@@ -72,10 +69,9 @@ def jemalloc_loaded() -> str | None:
     return next((path for path in paths if "jemalloc" in os.path.basename(path)), None)
 
 
-def reexec_with_jemalloc(argv: Sequence[str] | None = None) -> None:
-    """Replaces this process by the same command (`argv`, by default `sys.orig_argv`) under
-    jemalloc, once; call it before the heavy imports. Exits with a one-line error when
-    RL_ALLOCATOR is invalid or its jemalloc missing; if exec fails, warns and carries on."""
+def reexec_with_jemalloc() -> None:
+    """Replaces this process by the same command (`sys.orig_argv`) under jemalloc, once, before the heavy
+    imports. A one-line exit when RL_ALLOCATOR is invalid or its jemalloc missing; a failed exec warns."""
     try:
         mode = allocator_mode()
         if os.environ.get(MARKER):  # Re-executed already: never again.
@@ -95,7 +91,7 @@ def reexec_with_jemalloc(argv: Sequence[str] | None = None) -> None:
         if stream is not None:
             stream.flush()
     try:
-        os.execve(sys.executable, list(sys.orig_argv if argv is None else argv), environment)
+        os.execve(sys.executable, sys.orig_argv, environment)
     except OSError as error:  # This process, and its children, carry on without jemalloc.
         if mode == "jemalloc":
             raise SystemExit(

@@ -29,6 +29,8 @@ SCORES = ("final_eval_return", "last_evals_mean", "eval_return_auc", "objective"
 MAX_CURVE_POINTS = 400
 MIN_BAND_RUNS = 3  # Fewer runs get no band: their curves are drawn thin.
 LEGEND_ROWS = 16  # Legend entries per column.
+LEGEND_STYLE = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0, "frameon": False}
+LEGEND_STYLE.update(fontsize="small", title_fontsize="small")
 
 
 @dataclasses.dataclass
@@ -275,17 +277,8 @@ def plot_curves(
     ax.set_title(title or metric, wrap=True)
     legend = f"{hue or 'runs'}\nline: the mean over a group's runs, band: its 95% bootstrap CI"
     legend += f"\nno band under {MIN_BAND_RUNS} runs (too few for a bootstrap): thin lines, the runs"
-    if groups:
-        ax.legend(
-            title=legend,
-            loc="upper left",
-            bbox_to_anchor=(1.02, 1.0),
-            borderaxespad=0.0,
-            frameon=False,
-            fontsize="small",
-            title_fontsize="small",
-            ncols=columns,
-        ).set_alignment("left")  # The title's lines left-aligned with the entries.
+    if groups:  # Beside the axes, the title's lines left-aligned with the entries.
+        ax.legend(title=legend, ncols=columns, **LEGEND_STYLE).set_alignment("left")
     return figure
 
 

@@ -186,13 +186,9 @@ class TerminalLogger(Logger):
         self._steps_key = steps_key
 
     def write(self, data: LoggingData) -> None:
-        line = format_record(self._name, data, self._hidden, self._steps_key)
-        console = rich.get_console()
-        if console.is_terminal:
-            fields = _fields(data, self._hidden, self._steps_key)
-            markup = " ".join(f"[dim]{escape(key)}=[/dim]{escape(value)}" for key, value in fields)
-            name = escape(f"{JOB_PREFIX['text']}[{self._name}]")
-            console.print(f"[bold]{name}[/bold] {markup}", markup=True, highlight=False)
-        else:
-            console.print(JOB_PREFIX["text"] + line, markup=False, highlight=False, soft_wrap=True)
-        TRANSCRIPT.info(line)
+        fields = _fields(data, self._hidden, self._steps_key)
+        markup = " ".join(f"[dim]{escape(key)}=[/dim]{escape(value)}" for key, value in fields)
+        name = escape(f"{JOB_PREFIX['text']}[{self._name}]")
+        console = rich.get_console()  # Unstyled and unwrapped to a pipe.
+        console.print(f"[bold]{name}[/bold] {markup}", highlight=False, soft_wrap=not console.is_terminal)
+        TRANSCRIPT.info(format_record(self._name, data, self._hidden, self._steps_key))
