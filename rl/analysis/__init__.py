@@ -20,12 +20,9 @@ import yaml
 from rl.analysis.aggregates import DEFAULT_REPS, estimates, summarize, text_table
 
 DEFAULT_METRIC = "evaluator/episode_return"
-# Overrides that never name a group of runs.
-IGNORED_HUE_KEYS = ("seed", "hydra", "progress", "checkpoint", "logger")
-# summary.json fields that stand in for settings when a run has no .hydra/ directory.
-SUMMARY_SETTINGS = ("agent", "environment", "seed")
-# summary.json's return statistics a run can be scored by; "objective": the one its config named.
-SCORES = ("final_eval_return", "last_evals_mean", "eval_return_auc", "objective")
+IGNORED_HUE_KEYS = ("seed", "hydra", "progress", "checkpoint", "logger")  # Overrides that never name a group.
+SUMMARY_SETTINGS = ("agent", "environment", "seed")  # summary.json's, for a run without .hydra/.
+SCORES = ("final_eval_return", "last_evals_mean", "eval_return_auc", "objective")  # "objective": its config's.
 MAX_CURVE_POINTS = 400
 MIN_BAND_RUNS = 3  # Fewer runs get no band: their curves are drawn thin.
 LEGEND_ROWS = 16  # Legend entries per column.
@@ -113,11 +110,8 @@ def _read(path: str, load: Any = yaml.safe_load) -> Any:
 
 def is_run_directory(path: str) -> bool:
     """Whether `path` holds a run: Hydra's record of one, its logs or its summary."""
-    return (
-        os.path.isfile(os.path.join(path, ".hydra", "config.yaml"))
-        or os.path.isfile(os.path.join(path, "summary.json"))
-        or bool(glob.glob(os.path.join(path, "logs", "*.csv")))
-    )
+    records = (os.path.join(path, ".hydra", "config.yaml"), os.path.join(path, "summary.json"))
+    return any(map(os.path.isfile, records)) or bool(glob.glob(os.path.join(path, "logs", "*.csv")))
 
 
 def load_run(path: str, source: str | None = None) -> Run:

@@ -17,8 +17,7 @@ from rliable import library, metrics
 if TYPE_CHECKING:
     from rl.analysis import Run
 
-# Bootstrap resamples unless told otherwise: few, for speed; rliable's papers use 50,000.
-DEFAULT_REPS = 1000
+DEFAULT_REPS = 1000  # Bootstrap resamples: few, for speed; rliable's papers use 50,000.
 SEED = 0  # The bootstrap's seed: the same runs always give the same intervals.
 METRICS = {"IQM": metrics.aggregate_iqm, "mean": metrics.aggregate_mean}
 METRICS["optimality gap"] = metrics.aggregate_optimality_gap

@@ -15,8 +15,7 @@ import rich
 from rich.markup import escape
 
 LoggingData = Mapping[str, Any]
-# Step and episode counts of any node (`learner_steps`, `evaluator_episodes`, ...).
-COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")
+COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")  # Any node's: `learner_steps`, ...
 TRANSCRIPT = logging.getLogger("rl.transcript")
 
 
