@@ -141,6 +141,7 @@ class WandbRun:
 
     name = property(lambda self: self._settings["name"])
     group = property(lambda self: self._settings["group"])
+    config = property(lambda self: self._settings["config"])
 
     def use_run_id(self, run_id: str, resume: bool = False) -> None:
         """Logs to the run `run_id` (kept in run.json), continuing it with `resume`; before it starts."""
@@ -172,7 +173,7 @@ class WandbRun:
             "dir": settings["dir"] if directory is None else directory,
             "name": f"{self.name}-seed_{index}" if self.name else f"seed_{index}",
             "group": self.group or self.name,
-            "config": {**settings["config"], "seed": seed, "replica": index},
+            "config": {**self.config, "seed": seed, "replica": index},
             "id": f"{settings['id']}-seed_{index}" if settings["id"] else None,
         }
         return replica
