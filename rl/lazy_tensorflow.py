@@ -88,13 +88,14 @@ class _DeferredPackage(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        _run_package_init(self)
+        _run_init(self)
         return getattr(self, name)
 
 
-def _run_package_init(module: types.ModuleType) -> None:
+def _run_init(module: types.ModuleType) -> None:
+    """Runs the stand-in's or a deferred package's own `__init__` into it, once."""
     with _full_import:
-        if type(module) is _DeferredPackage:
+        if type(module) is not types.ModuleType:
             module.__class__ = types.ModuleType
             module.__spec__.loader.exec_module(module)
 
@@ -117,10 +118,8 @@ def load_fully() -> types.ModuleType:
             for name in [*_LIGHT, "version", "data", "config", "compat"]:
                 module.__dict__.pop(name, None)
             # tf.data's packages first, innermost first, as TensorFlow's own order has them.
-            for name in _DEFERRED[::-1]:
-                _run_package_init(sys.modules[name])
-            module.__class__ = types.ModuleType
-            module.__spec__.loader.exec_module(module)
+            for package in [*(sys.modules[name] for name in _DEFERRED[::-1]), module]:
+                _run_init(package)
     return module
 
 
