@@ -8,7 +8,6 @@ import ctypes.util
 import importlib.util
 import os
 import sys
-from typing import Sequence
 
 MODE = "RL_ALLOCATOR"
 MODES = ("auto", "jemalloc", "system")
@@ -36,8 +35,7 @@ def find_jemalloc() -> str | None:
     except (ImportError, ValueError):
         spec = None
     ray = [os.path.join(p, "core", "libjemalloc.so") for p in (spec and spec.submodule_search_locations) or []]
-    found = [path for path in (*ray, *SYSTEM_PATHS) if os.path.isfile(path)]
-    return found[0] if found else ctypes.util.find_library("jemalloc")
+    return next(filter(os.path.isfile, (*ray, *SYSTEM_PATHS)), None) or ctypes.util.find_library("jemalloc")
 
 
 def allocator_mode() -> str:
@@ -58,9 +56,7 @@ def wanted_preload() -> str | None:
             f"{MODE}=jemalloc: no jemalloc library found (Ray's ray/core/libjemalloc.so or the system's "
             f"libjemalloc.so.2: apt-get install libjemalloc2); {MODE}=system uses glibc's malloc"
         )
-    if library is None:
-        return None
-    return f"{library}:{current}" if current else library
+    return None if library is None else ":".join(filter(None, (library, current)))
 
 
 def jemalloc_loaded() -> str | None:
@@ -73,10 +69,9 @@ def jemalloc_loaded() -> str | None:
     return next((path for path in paths if "jemalloc" in os.path.basename(path)), None)
 
 
-def reexec_with_jemalloc(argv: Sequence[str] | None = None) -> None:
-    """Replaces this process by the same command (`argv`, by default `sys.orig_argv`) under
-    jemalloc, once; call it before the heavy imports. Exits with a one-line error when
-    RL_ALLOCATOR is invalid or its jemalloc missing; if exec fails, warns and carries on."""
+def reexec_with_jemalloc() -> None:
+    """Replaces this process by the same command (`sys.orig_argv`) under jemalloc, once, before the heavy
+    imports. A one-line exit when RL_ALLOCATOR is invalid or its jemalloc missing; a failed exec warns."""
     try:
         mode = allocator_mode()
         if os.environ.get(MARKER):  # Re-executed already: never again.
@@ -91,22 +86,13 @@ def reexec_with_jemalloc(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(str(error)) from None
     if preload is None:
         return
-    argv = list(sys.orig_argv if argv is None else argv)
-    previous = os.environ.get("LD_PRELOAD")
-    os.environ["LD_PRELOAD"] = preload
-    os.environ[MARKER] = preload.split(":")[0]
+    environment = {**os.environ, "LD_PRELOAD": preload, MARKER: preload.split(":")[0]}
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             stream.flush()
     try:
-        os.execv(sys.executable, argv)
-    except OSError as error:
-        # Children must not get jemalloc either: this process carries on without it.
-        os.environ.pop(MARKER, None)
-        if previous is None:
-            os.environ.pop("LD_PRELOAD", None)
-        else:
-            os.environ["LD_PRELOAD"] = previous
+        os.execve(sys.executable, sys.orig_argv, environment)
+    except OSError as error:  # This process, and its children, carry on without jemalloc.
         if mode == "jemalloc":
             raise SystemExit(
                 f"{MODE}=jemalloc: could not re-execute {sys.executable} under jemalloc: {error}"

@@ -111,13 +111,14 @@ class VariableClient:
     @property
     def params(self) -> Any:
         if self._params is None:
-            self.update_and_wait()
+            self.update(wait=True)
         return self._params
 
     def update(self, wait: bool = False) -> None:
         self._calls += 1
         if wait or self._calls >= self._update_period:
-            self.update_and_wait()
+            self._params = self._source.get_variables([self._key])[0]
+            self._calls = 0
 
     def get_state(self) -> dict[str, Any]:
         return {"params": self._params, "calls": self._calls}
@@ -125,7 +126,3 @@ class VariableClient:
     def set_state(self, state: dict[str, Any]) -> None:
         self._params = state["params"]
         self._calls = int(state["calls"])
-
-    def update_and_wait(self) -> None:
-        self._params = self._source.get_variables([self._key])[0]
-        self._calls = 0

@@ -88,13 +88,14 @@ class _DeferredPackage(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        _run_package_init(self)
+        _run_init(self)
         return getattr(self, name)
 
 
-def _run_package_init(module: types.ModuleType) -> None:
+def _run_init(module: types.ModuleType) -> None:
+    """Runs the stand-in's or a deferred package's own `__init__` into it, once."""
     with _full_import:
-        if type(module) is _DeferredPackage:
+        if type(module) is not types.ModuleType:
             module.__class__ = types.ModuleType
             module.__spec__.loader.exec_module(module)
 
@@ -117,10 +118,8 @@ def load_fully() -> types.ModuleType:
             for name in [*_LIGHT, "version", "data", "config", "compat"]:
                 module.__dict__.pop(name, None)
             # tf.data's packages first, innermost first, as TensorFlow's own order has them.
-            for name in _DEFERRED[::-1]:
-                _run_package_init(sys.modules[name])
-            module.__class__ = types.ModuleType
-            module.__spec__.loader.exec_module(module)
+            for package in [*(sys.modules[name] for name in _DEFERRED[::-1]), module]:
+                _run_init(package)
     return module
 
 
@@ -145,14 +144,6 @@ class _FullImportFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module.__spec__ = module.__spec__.loader_state[1]  # The import system set ours: give its own back.
 
 
-class _Unimportable(importlib.abc.MetaPathFinder):
-    """First on `sys.meta_path` inside `import_without_tensorflow`: no `tensorflow` at all."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name == "tensorflow" or name.startswith("tensorflow."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-
-
 def import_without_tensorflow(name: str) -> types.ModuleType:
     """Imports `name` (rlax, distrax) as if TensorFlow were not installed, when the stand-in is in
     place: TensorFlow Probability's JAX substrate would otherwise run TensorFlow's full import."""
@@ -160,12 +151,10 @@ def import_without_tensorflow(name: str) -> types.ModuleType:
         if not installed() or name in sys.modules:
             return importlib.import_module(name)
         hidden = {key: sys.modules.pop(key) for key in list(sys.modules) if key.split(".")[0] == "tensorflow"}
-        blocker = _Unimportable()
-        sys.meta_path.insert(0, blocker)
+        sys.modules["tensorflow"] = None  # Its import raises ModuleNotFoundError.
         try:
             return importlib.import_module(name)
         finally:
-            sys.meta_path.remove(blocker)
             sys.modules.update(hidden)
 
 

@@ -28,13 +28,13 @@ _MUJOCO_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
-def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
+def reverb_info_filtered() -> Iterator[None]:
     """Within the block, fd 2 goes through `grep -v REVERB_INFO_LINES` (its own process: what a
     dying run wrote still shows)."""
     grep, original, filter_process = shutil.which("grep"), None, None
     arguments = [grep, "--line-buffered", "-v", "-E", *(a for p in REVERB_INFO_LINES for a in ("-e", p))]
     try:
-        if enabled and grep is not None:
+        if grep is not None:
             original = os.dup(2)
             filter_process = subprocess.Popen(
                 arguments, stdin=subprocess.PIPE, stdout=original, stderr=subprocess.DEVNULL
@@ -42,7 +42,7 @@ def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
     except OSError:
         if original is not None:
             os.close(original)
-    if filter_process is None or filter_process.stdin is None:  # Unchanged: disabled, no grep, or no fd 2.
+    if filter_process is None:  # Unchanged: no grep, or no fd 2.
         yield
         return
     sys.stderr.flush()
@@ -55,10 +55,8 @@ def reverb_info_filtered(enabled: bool = True) -> Iterator[None]:
         os.close(original)
         # grep exits once every writer (a child started meanwhile too) has closed the pipe.
         filter_process.stdin.close()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             filter_process.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ rl.analysis.aggregates compares the groups with rliable on normalised scores."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import glob
@@ -19,15 +20,14 @@ import yaml
 from rl.analysis.aggregates import DEFAULT_REPS, estimates, summarize, text_table
 
 DEFAULT_METRIC = "evaluator/episode_return"
-# Overrides that never name a group of runs.
-IGNORED_HUE_KEYS = ("seed", "hydra", "progress", "checkpoint", "logger")
-# summary.json fields that stand in for settings when a run has no .hydra/ directory.
-SUMMARY_SETTINGS = ("agent", "environment", "seed")
-# summary.json's return statistics a run can be scored by; "objective": the one its config named.
-SCORES = ("final_eval_return", "last_evals_mean", "eval_return_auc", "objective")
+IGNORED_HUE_KEYS = ("seed", "hydra", "progress", "checkpoint", "logger")  # Overrides that never name a group.
+SUMMARY_SETTINGS = ("agent", "environment", "seed")  # summary.json's, for a run without .hydra/.
+SCORES = ("final_eval_return", "last_evals_mean", "eval_return_auc", "objective")  # "objective": its config's.
 MAX_CURVE_POINTS = 400
 MIN_BAND_RUNS = 3  # Fewer runs get no band: their curves are drawn thin.
 LEGEND_ROWS = 16  # Legend entries per column.
+LEGEND_STYLE = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0, "frameon": False}
+LEGEND_STYLE.update(fontsize="small", title_fontsize="small")
 
 
 @dataclasses.dataclass
@@ -66,26 +66,21 @@ class Run:
 
     def curve(self, metric: str = DEFAULT_METRIC) -> tuple[np.ndarray, np.ndarray]:
         """Actor steps and values of `metric` ("<label>/<column>" of `logs/<label>.csv`), sorted by steps."""
-        label, _, column = metric.partition("/")
-        if not column:
-            label, column = "evaluator", label
+        label, column = metric.split("/", 1) if "/" in metric else ("evaluator", metric)
         path = os.path.join(self.path, "logs", f"{label}.csv")
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path} does not exist (metric {metric})")
-        steps, values = [], []
         with open(path, newline="") as file:
             reader = csv.DictReader(file)
-            columns = reader.fieldnames or []
-            if column not in columns or "actor_steps" not in columns:
-                raise KeyError(f"{path} has no column '{column}' (columns: {', '.join(columns)})")
+            if not {column, "actor_steps"} <= set(reader.fieldnames or []):
+                raise KeyError(f"{path} has no column '{column}' (columns: {', '.join(reader.fieldnames or [])})")
+            points = []
             for row in reader:
-                try:
-                    steps.append(float(row["actor_steps"]))
-                    values.append(float(row[column]))
-                except (TypeError, ValueError):
-                    continue
-        order = np.argsort(np.asarray(steps), kind="stable")
-        return np.asarray(steps)[order], np.asarray(values, dtype=np.float64)[order]
+                with contextlib.suppress(TypeError, ValueError):  # A row without this value: left out.
+                    points.append((float(row["actor_steps"]), float(row[column])))
+        points = np.array(points, np.float64).reshape(-1, 2)
+        points = points[np.argsort(points[:, 0], kind="stable")]
+        return points[:, 0], points[:, 1]
 
     def final(self, metric: str = DEFAULT_METRIC) -> float:
         """The last value of `metric`: for the evaluator's return, the final evaluation."""
@@ -115,21 +110,15 @@ def _read(path: str, load: Any = yaml.safe_load) -> Any:
 
 def is_run_directory(path: str) -> bool:
     """Whether `path` holds a run: Hydra's record of one, its logs or its summary."""
-    return (
-        os.path.isfile(os.path.join(path, ".hydra", "config.yaml"))
-        or os.path.isfile(os.path.join(path, "summary.json"))
-        or bool(glob.glob(os.path.join(path, "logs", "*.csv")))
-    )
+    records = (os.path.join(path, ".hydra", "config.yaml"), os.path.join(path, "summary.json"))
+    return any(map(os.path.isfile, records)) or bool(glob.glob(os.path.join(path, "logs", "*.csv")))
 
 
 def load_run(path: str, source: str | None = None) -> Run:
     hydra = _read(os.path.join(path, ".hydra", "hydra.yaml")) or {}
     choices = ((hydra.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
-    overrides = {}
-    for line in _read(os.path.join(path, ".hydra", "overrides.yaml")) or []:
-        key, separator, value = str(line).partition("=")
-        if separator:
-            overrides[key.lstrip("+~")] = value
+    lines = [str(line).partition("=") for line in _read(os.path.join(path, ".hydra", "overrides.yaml")) or []]
+    overrides = {key.lstrip("+~"): value for key, separator, value in lines if separator}
     summary = _read(os.path.join(path, "summary.json"), json.load)
     config = _read(os.path.join(path, ".hydra", "config.yaml")) or {}
     return Run(os.path.abspath(path), overrides, config, dict(choices), summary, source)
@@ -282,17 +271,8 @@ def plot_curves(
     ax.set_title(title or metric, wrap=True)
     legend = f"{hue or 'runs'}\nline: the mean over a group's runs, band: its 95% bootstrap CI"
     legend += f"\nno band under {MIN_BAND_RUNS} runs (too few for a bootstrap): thin lines, the runs"
-    if groups:
-        ax.legend(
-            title=legend,
-            loc="upper left",
-            bbox_to_anchor=(1.02, 1.0),
-            borderaxespad=0.0,
-            frameon=False,
-            fontsize="small",
-            title_fontsize="small",
-            ncols=columns,
-        ).set_alignment("left")  # The title's lines left-aligned with the entries.
+    if groups:  # Beside the axes, the title's lines left-aligned with the entries.
+        ax.legend(title=legend, ncols=columns, **LEGEND_STYLE).set_alignment("left")
     return figure
 
 

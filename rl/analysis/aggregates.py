@@ -17,8 +17,7 @@ from rliable import library, metrics
 if TYPE_CHECKING:
     from rl.analysis import Run
 
-# Bootstrap resamples unless told otherwise: few, for speed; rliable's papers use 50,000.
-DEFAULT_REPS = 1000
+DEFAULT_REPS = 1000  # Bootstrap resamples: few, for speed; rliable's papers use 50,000.
 SEED = 0  # The bootstrap's seed: the same runs always give the same intervals.
 METRICS = {"IQM": metrics.aggregate_iqm, "mean": metrics.aggregate_mean}
 METRICS["optimality gap"] = metrics.aggregate_optimality_gap
@@ -69,16 +68,10 @@ def summarize(values: Sequence[float], reps: int = DEFAULT_REPS) -> dict[str, fl
     if values.size == 0:
         return {"runs": 0, **dict.fromkeys(("mean", "mean_low", "mean_high", "iqm", "iqm_low", "iqm_high"), np.nan)}
     points, intervals = estimates({"runs": values}, lambda s: np.array([s.mean(), metrics.aggregate_iqm(s)]), reps)
-    (mean, iqm_value), interval = points["runs"], intervals["runs"]
-    return {
-        "runs": len(values),
-        "mean": float(mean),
-        "mean_low": float(interval[0, 0]),
-        "mean_high": float(interval[1, 0]),
-        "iqm": float(iqm_value),
-        "iqm_low": float(interval[0, 1]),
-        "iqm_high": float(interval[1, 1]),
-    }
+    stats = {"runs": len(values)}
+    for name, point, low, high in zip(("mean", "iqm"), points["runs"], *intervals["runs"]):
+        stats.update({name: float(point), f"{name}_low": float(low), f"{name}_high": float(high)})
+    return stats
 
 
 def text_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from rl.loggers.base import Dispatcher, Logger, LoggerFactory, NoOpLogger, TerminalLogger, TimeFilter, WallTime
 from rl.loggers.csv import CSVLogger
-from rl.loggers.wandb import WandbLogger, WandbRun
+from rl.loggers.wandb import WandbLogger, WandbRun, summary_metrics
 
 __all__ = ["CSVLogger", "DefaultLoggerFactory", "Dispatcher", "TimeFilter", "WallTime"]
 
@@ -38,9 +38,8 @@ class DefaultLoggerFactory(LoggerFactory):
         self.start_time = time.time()
         self.wandb_run: WandbRun | None = None
         if wandb is not None:
-            settings = dict(wandb)
-            tags = list(settings.get("tags") or [])
-            settings["tags"] = tags + [tag for tag in run_tags if tag not in tags]
+            tags = list(wandb.get("tags") or [])
+            settings = {**wandb, "tags": tags + [tag for tag in run_tags if tag not in tags]}
             for key, default in (("name", run_name), ("group", run_group)):
                 if settings.get(key) is None:
                     settings[key] = default
@@ -59,7 +58,7 @@ class DefaultLoggerFactory(LoggerFactory):
         if not sinks:
             return NoOpLogger()
         fields = {f"{label}_id": instance} if instance is not None else None
-        logger = WallTime(Dispatcher(sinks), lambda: time.time() - self.start_time, fields)
+        logger = Dispatcher(sinks, lambda: time.time() - self.start_time, fields)
         self._loggers.append(logger)
         return logger
 
@@ -68,8 +67,9 @@ class DefaultLoggerFactory(LoggerFactory):
             self.wandb_run.start()
 
     def record_summary(self, summary: Mapping[str, Any]) -> None:
-        if self.wandb_run is not None:
-            self.wandb_run.summarize(summary)
+        values = summary_metrics(summary)
+        if self.wandb_run is not None and values:
+            self.wandb_run.start().summary.update(values)
 
     def replica(self, directory: str, index: int, seed: int) -> "DefaultLoggerFactory":
         """CSV logs under `directory`/logs on the run's clock, no terminal, the replica's W&B run."""

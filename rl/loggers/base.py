@@ -15,8 +15,7 @@ import rich
 from rich.markup import escape
 
 LoggingData = Mapping[str, Any]
-# Step and episode counts of any node (`learner_steps`, `evaluator_episodes`, ...).
-COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")
+COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")  # Any node's: `learner_steps`, ...
 TRANSCRIPT = logging.getLogger("rl.transcript")
 
 
@@ -67,18 +66,33 @@ def to_python_scalar(value: Any) -> Any:
 
 
 class Dispatcher(Logger):
-    """Writes each record to several loggers."""
+    """Writes each record to several loggers; with a `clock`, adds `fields` (a node's `<label>_id`) and
+    stamps it with `wall_time_s`, seconds since the run started, unless it has one (from another process)."""
 
-    def __init__(self, loggers: Sequence[Logger]):
+    def __init__(
+        self, loggers: Sequence[Logger], clock: Callable[[], float] | None = None, fields: LoggingData | None = None
+    ):
         self._loggers = list(loggers)
+        self._clock = clock
+        self._fields = dict(fields or {})
 
     def write(self, data: LoggingData) -> None:
+        data = {**self._fields, **data}
+        if self._clock is not None and "wall_time_s" not in data:
+            data["wall_time_s"] = round(self._clock(), 3)
         for logger in self._loggers:
             logger.write(data)
 
     def close(self) -> None:
         for logger in self._loggers:
             logger.close()
+
+
+class WallTime(Dispatcher):
+    """`logger`, its records stamped by `clock` (see Dispatcher)."""
+
+    def __init__(self, logger: Logger, clock: Callable[[], float], fields: LoggingData | None = None):
+        super().__init__([logger], clock, fields)
 
 
 class TimeFilter(Logger):
@@ -122,25 +136,6 @@ class StepFilter(Logger):
 
     def set_state(self, window: int) -> None:
         self._window = int(window)
-
-    def close(self) -> None:
-        self._logger.close()
-
-
-class WallTime(Logger):
-    """Adds `fields` (a node's `<label>_id`) to each record and stamps it with `wall_time_s`,
-    seconds since the run started by `clock()`, unless it has one (stamped in another process)."""
-
-    def __init__(self, logger: Logger, clock: Callable[[], float], fields: Mapping[str, Any] | None = None):
-        self._logger = logger
-        self._clock = clock
-        self._fields = dict(fields or {})
-
-    def write(self, data: LoggingData) -> None:
-        data = {**self._fields, **data}
-        if "wall_time_s" not in data:
-            data["wall_time_s"] = round(self._clock(), 3)
-        self._logger.write(data)
 
     def close(self) -> None:
         self._logger.close()
@@ -190,13 +185,9 @@ class TerminalLogger(Logger):
         self._steps_key = steps_key
 
     def write(self, data: LoggingData) -> None:
-        line = format_record(self._name, data, self._hidden, self._steps_key)
-        console = rich.get_console()
-        if console.is_terminal:
-            fields = _fields(data, self._hidden, self._steps_key)
-            markup = " ".join(f"[dim]{escape(key)}=[/dim]{escape(value)}" for key, value in fields)
-            name = escape(f"{JOB_PREFIX['text']}[{self._name}]")
-            console.print(f"[bold]{name}[/bold] {markup}", markup=True, highlight=False)
-        else:
-            console.print(JOB_PREFIX["text"] + line, markup=False, highlight=False, soft_wrap=True)
-        TRANSCRIPT.info(line)
+        fields = _fields(data, self._hidden, self._steps_key)
+        markup = " ".join(f"[dim]{escape(key)}=[/dim]{escape(value)}" for key, value in fields)
+        name = escape(f"{JOB_PREFIX['text']}[{self._name}]")
+        console = rich.get_console()  # Unstyled and unwrapped to a pipe.
+        console.print(f"[bold]{name}[/bold] {markup}", highlight=False, soft_wrap=not console.is_terminal)
+        TRANSCRIPT.info(format_record(self._name, data, self._hidden, self._steps_key))

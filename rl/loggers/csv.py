@@ -69,18 +69,13 @@ class _SharedFile:
         self.columns = None
 
 
-_FILES: dict[str, _SharedFile] = {}
-_FILES_LOCK = threading.Lock()
-
-
-def _shared(path: str) -> _SharedFile:
-    with _FILES_LOCK:
-        return _FILES.setdefault(path, _SharedFile(path))
+_FILES: dict[str, _SharedFile] = {}  # One per path; `setdefault` is atomic.
 
 
 def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: str) -> int:
     """Moves the rows of `path` for which `moved` holds to the end of `destination`; returns how many."""
-    shared = _shared(os.path.abspath(path))
+    path = os.path.abspath(path)
+    shared = _FILES.setdefault(path, _SharedFile(path))
     with shared.lock:
         if not os.path.exists(path):
             return 0
@@ -102,7 +97,8 @@ def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: s
 class CSVLogger(Logger):
     def __init__(self, directory: str, label: str, steps_key: str | None = None):
         os.makedirs(directory, exist_ok=True)
-        self._shared = _shared(os.path.abspath(os.path.join(directory, f"{label}.csv")))
+        path = os.path.abspath(os.path.join(directory, f"{label}.csv"))
+        self._shared = _FILES.setdefault(path, _SharedFile(path))
         self._leading = list(dict.fromkeys((steps_key, "actor_steps"))) if steps_key else []
 
     def write(self, data: LoggingData) -> None:

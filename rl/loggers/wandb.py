@@ -4,6 +4,7 @@ against its own steps key). The run config: the resolved config, git state, secr
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -29,16 +30,13 @@ _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 def git_state(directory: str | None = None) -> dict[str, Any] | None:
     """The commit of `directory` (None: the code's) and whether tracked files changed; None outside git."""
-
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", *args], cwd=directory or _CODE_ROOT, capture_output=True, text=True, timeout=20)
-
+    git = functools.partial(subprocess.run, cwd=directory or _CODE_ROOT, capture_output=True, text=True, timeout=20)
     try:
-        commit = git("rev-parse", "HEAD")
-        if commit.returncode != 0:
-            return None
-        status = git("status", "--porcelain", "--untracked-files=no")
+        commit = git(["git", "rev-parse", "HEAD"])
+        status = git(["git", "status", "--porcelain", "--untracked-files=no"])
     except (OSError, subprocess.SubprocessError):
+        return None
+    if commit.returncode != 0:
         return None
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()) or status.returncode != 0}
 
@@ -139,12 +137,11 @@ class WandbRun:
         self.reinit = reinit
         self._run = None
         self._lock = threading.Lock()
-        self._defined: set[str] = set()
+        self.defined: set[str] = set()
 
     name = property(lambda self: self._settings["name"])
     group = property(lambda self: self._settings["group"])
     config = property(lambda self: self._settings["config"])
-    run_id = property(lambda self: self._settings["id"], doc="The W&B run id (None: W&B picks one).")
 
     def use_run_id(self, run_id: str, resume: bool = False) -> None:
         """Logs to the run `run_id` (kept in run.json), continuing it with `resume`; before it starts."""
@@ -169,35 +166,17 @@ class WandbRun:
     def replica(self, index: int, seed: int, directory: str | None = None) -> "WandbRun":
         """Replica `index`'s run (launcher=anakin): `<name>-seed_<index>` in this run's group, files
         under `directory` (None: this run's). Start this run first: it finishes the runs open then."""
-        replica = WandbRun(self._settings["project"], git=False, reinit="create_new")
+        settings = self._settings
+        replica = WandbRun(settings["project"], git=False, reinit="create_new")
         replica._settings = {
-            **self._settings,
-            "dir": self._settings["dir"] if directory is None else directory,
+            **settings,
+            "dir": settings["dir"] if directory is None else directory,
             "name": f"{self.name}-seed_{index}" if self.name else f"seed_{index}",
             "group": self.group or self.name,
             "config": {**self.config, "seed": seed, "replica": index},
-            "id": f"{self.run_id}-seed_{index}" if self.run_id else None,
+            "id": f"{settings['id']}-seed_{index}" if settings["id"] else None,
         }
         return replica
-
-    def log(self, label: str, data: LoggingData, steps_key: str | None = None) -> None:
-        run = self.start()
-        if label not in self._defined:
-            axis = step_metric(label, data, steps_key)
-            if axis != STEP_METRIC:
-                run.define_metric(axis)  # Its own x-axis, not plotted against itself.
-            run.define_metric(f"{label}/*", step_metric=axis)
-            self._defined.add(label)
-        row = {f"{label}/{key}": value for key, value in node_metrics(label, data, steps_key).items()}
-        if STEP_METRIC in data:
-            row[STEP_METRIC] = to_python_scalar(data[STEP_METRIC])
-        run.log(row)
-
-    def summarize(self, summary: Mapping[str, Any]) -> None:
-        """Sets the run's summary metrics from a run summary (summary.json's fields)."""
-        values = summary_metrics(summary)
-        if values:
-            self.start().summary.update(values)
 
     def finish(self, exit_code: int = 0) -> None:
         """Ends the run: exit code 0 marks it finished, anything else failed/crashed."""
@@ -205,14 +184,26 @@ class WandbRun:
             if self._run is not None:
                 self._run.finish(exit_code=exit_code)
                 self._run = None
-                self._defined.clear()
+                self.defined.clear()
 
 
 class WandbLogger(Logger):
+    """Node `label`'s records, in its namespace of `run`."""
+
     def __init__(self, run: WandbRun, label: str, steps_key: str | None = None):
         self._run = run
         self._label = label
         self._steps_key = steps_key
 
     def write(self, data: LoggingData) -> None:
-        self._run.log(self._label, data, self._steps_key)
+        run, label = self._run.start(), self._label
+        if label not in self._run.defined:
+            axis = step_metric(label, data, self._steps_key)
+            if axis != STEP_METRIC:
+                run.define_metric(axis)  # Its own x-axis, not plotted against itself.
+            run.define_metric(f"{label}/*", step_metric=axis)
+            self._run.defined.add(label)
+        row = {f"{label}/{key}": value for key, value in node_metrics(label, data, self._steps_key).items()}
+        if STEP_METRIC in data:
+            row[STEP_METRIC] = to_python_scalar(data[STEP_METRIC])
+        run.log(row)

@@ -43,48 +43,28 @@ class ActionStatistics(Observer):
 
     def __init__(self, label: str = "actor", instance: int = 0, run_directory: str = "."):
         super().__init__(label, instance, run_directory)
-        self._count: np.ndarray | None = None
+        self._actions: dict[int, list[np.ndarray]] = {}
 
     def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
-        if self._count is None:
-            num_envs, spec = environment.num_envs, environment.action_spec()
-            self._count = np.zeros(num_envs, np.int64)
-            self._sum = np.zeros(num_envs, np.float64)
-            self._squares = np.zeros(num_envs, np.float64)
-            self._min = np.full(num_envs, np.inf)
-            self._max = np.full(num_envs, -np.inf)
-            self._histogram = np.zeros((num_envs, spec.num_values), np.int64) if is_discrete(spec) else None
-        self._count[env_ids] = 0
-        self._sum[env_ids] = self._squares[env_ids] = 0.0
-        self._min[env_ids], self._max[env_ids] = np.inf, -np.inf
-        if self._histogram is not None:
-            self._histogram[env_ids] = 0
+        spec = environment.action_spec()
+        self._num_values = spec.num_values if is_discrete(spec) else None
+        self._actions.update({int(env_id): [] for env_id in env_ids})
 
     def observe(self, environment: Any, timestep: dm_env.TimeStep, actions: Any, env_ids: np.ndarray) -> None:
-        values = np.asarray(actions, np.float64).reshape(len(env_ids), -1)
-        self._count[env_ids] += values.shape[1]
-        self._sum[env_ids] += values.sum(axis=1)
-        self._squares[env_ids] += np.square(values).sum(axis=1)
-        self._min[env_ids] = np.minimum(self._min[env_ids], values.min(axis=1))
-        self._max[env_ids] = np.maximum(self._max[env_ids], values.max(axis=1))
-        if self._histogram is not None:
-            np.add.at(self._histogram, (env_ids, np.asarray(actions, np.int64)), 1)
+        for env_id, values in zip(env_ids, np.asarray(actions, np.float64).reshape(len(env_ids), -1)):
+            self._actions[int(env_id)].append(values)
 
     def get_metrics(self, env_id: int) -> dict[str, Any]:
-        count = int(self._count[env_id])
-        if count == 0:
+        if not self._actions.get(env_id):
             return {}
-        mean = self._sum[env_id] / count
-        metrics = {
-            "action_mean": float(mean),
-            "action_std": float(np.sqrt(max(self._squares[env_id] / count - mean**2, 0.0))),
-            "action_min": float(self._min[env_id]),
-            "action_max": float(self._max[env_id]),
-        }
-        if self._histogram is not None:
-            steps = self._histogram[env_id].sum()
-            for action, taken in enumerate(self._histogram[env_id]):
-                metrics[f"action_{action}_fraction"] = float(taken / steps)
+        values = np.concatenate(self._actions[env_id])
+        metrics = {"action_mean": float(values.mean()), "action_std": float(values.std())}
+        metrics.update(action_min=float(values.min()), action_max=float(values.max()))
+        if self._num_values is not None:
+            counts = np.bincount(values.astype(np.int64), minlength=self._num_values)
+            metrics.update(
+                {f"action_{action}_fraction": float(taken / values.size) for action, taken in enumerate(counts)}
+            )
         return metrics
 
 
@@ -119,9 +99,7 @@ def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
     try:
         for frame in frames:
             frame = np.asarray(frame, dtype=np.uint8)[..., :3]
-            padded = np.zeros((height, width, 3), dtype=np.uint8)
-            padded[: frame.shape[0], : frame.shape[1]] = frame
-            writer.send(np.ascontiguousarray(padded).tobytes())
+            writer.send(np.pad(frame, ((0, height - frame.shape[0]), (0, width - frame.shape[1]), (0, 0))).tobytes())
     finally:
         writer.close()
     return path
