@@ -68,13 +68,11 @@ def compile_programs(
 
 
 class AnakinNodes(lifecycle.Nodes):
-    """`num_seeds` replicas of `system` in chunks of `steps_per_chunk` updates; a checkpoint holds
-    the whole stacked training state, so a resumed run computes bit for bit what one run does."""
+    """`num_seeds` replicas of the experiment's system in chunks of `steps_per_chunk` updates; a checkpoint
+    holds the whole stacked training state, so a resumed run computes bit for bit what one run does."""
 
     def __init__(
         self,
-        system: System,
-        evaluation_environment: GymnaxVector,
         num_seeds: int,
         steps_per_chunk: int,
         replicas: list[ExperimentConfig] | None = None,
@@ -85,7 +83,6 @@ class AnakinNodes(lifecycle.Nodes):
         """`replicas` (a grid's jobs): the replicas' own experiments, `hyperparameters` their values
         ("agent.<field>" or "policy.<field>" -> one per replica), `replica_fields` added to their summaries,
         `trials` their Optuna trials (rl.experiments.pruning; None: not in a search that prunes)."""
-        self.system, self.evaluation_environment = system, evaluation_environment
         self.num_seeds = num_seeds if replicas is None else len(replicas)
         self.steps_per_chunk, self.replicas = steps_per_chunk, replicas
         self.hyperparameters, self.replica_fields = hyperparameters or {}, replica_fields or {}
@@ -118,11 +115,10 @@ class AnakinNodes(lifecycle.Nodes):
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
-        make = lambda values: self.system
-        if self.hyperparameters:
-            make = lambda values: make_system(with_hyperparameters(experiment, values))[0]
+        system, evaluation_environment = make_system(experiment)
+        make = lambda values: make_system(with_hyperparameters(experiment, values))[0] if values else system
         self.chunk, self.evaluation, self.state = compile_programs(
-            make, self.evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
+            make, evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
         )
         self.values = jax.device_put(self.hyperparameters, self.sharding)
         self.compile_time_s = time.perf_counter() - start
@@ -137,7 +133,7 @@ class AnakinNodes(lifecycle.Nodes):
         for factory in (replica.logger_factory for replica in self.replica_experiments):
             self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
         self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
-        self.chunk_steps = self.steps_per_chunk * self.system.steps_per_update
+        self.chunk_steps = self.steps_per_chunk * system.steps_per_update
         self.exploration_metrics = [
             getattr(replica.builder.exploration, "exploration_metrics", None) for replica in self.replica_experiments
         ]

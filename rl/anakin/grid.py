@@ -12,7 +12,6 @@ import sys
 from typing import Any, Iterator, Sequence
 
 import numpy as np
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -144,14 +143,13 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     """Trains `jobs` as the replicas of one program; each job's value (NaN for a failed replica). In a
     search that prunes, each evaluation is reported to the job's trial and a pruned replica is masked."""
     from rl.anakin.driver import AnakinNodes
-    from rl.anakin.system import make_system
     from rl.experiments import lifecycle
     from rl.experiments.pruning import OptunaTrial
     from rl.loggers import DefaultLoggerFactory
     from rl.train import finish_job, report
 
     experiments = [grid_job.job.experiment for grid_job in jobs]
-    lead, launcher = experiments[0], jobs[0].job.launch
+    lead = experiments[0]
     for experiment in experiments:
         factory = experiment.logger_factory
         if isinstance(factory, DefaultLoggerFactory):
@@ -169,10 +167,8 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
         checkpoint=False,
     )
     os.makedirs(directory, exist_ok=True)
-    system, evaluation_environment = make_system(lead)
     trials = [OptunaTrial.from_environment(j.job.output_dir, dict(j.result.hydra_cfg.hydra.job.env_set)) for j in jobs]
-    steps_per_chunk = launcher.check_experiment(lead)
-    nodes = AnakinNodes(system, evaluation_environment, 1, steps_per_chunk, experiments, values, fields, trials)
+    nodes = AnakinNodes(1, jobs[0].job.launch.check_experiment(lead), experiments, values, fields, trials)
     with transcript_to(os.path.join(directory, "train.log"), f"[group {os.path.basename(directory)}] "):
         report(
             f"jobs {jobs_text} in one program, batching {', '.join(batched) or 'seeds only'}; records in {directory}"
@@ -216,7 +212,6 @@ def launch(
         sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
         with open_dict(sweep_config):
             sweep_config.hydra.job.id, sweep_config.hydra.job.num = f"{sweep_config.hydra.job.name}_{number}", number
-        HydraConfig.instance().set_config(sweep_config)
         result = run_job(
             hydra_context=hydra_context,
             task_function=prepare_job,

@@ -152,9 +152,6 @@ class AnakinLauncher(Launcher):
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         from rl.anakin.driver import AnakinNodes
-        from rl.anakin.system import make_system
         from rl.experiments import lifecycle
 
-        steps_per_chunk = self.check_experiment(experiment)
-        system, evaluation_environment = make_system(experiment)
-        return lifecycle.run(experiment, AnakinNodes(system, evaluation_environment, self.num_seeds, steps_per_chunk))
+        return lifecycle.run(experiment, AnakinNodes(self.num_seeds, self.check_experiment(experiment)))

@@ -17,6 +17,7 @@ from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
 from rl.experiments.config import ExperimentConfig
 from rl.anakin.launcher import steps_per_update
 from rl.core import Transition
+from rl.replay.adders import SequenceStep
 
 # `(params, key, observations, step) -> (actions, extras)`: a builder's `make_policy`.
 Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, Any]]
@@ -38,9 +39,6 @@ class System:
 
     def evaluation_params(self, state: Any) -> Any:
         return self.learning.policy_params(state.learner)
-
-    def learner_steps(self, state: Any) -> jax.Array:
-        return self.learning.learner_steps(state.learner)
 
 
 def make_system(experiment: ExperimentConfig) -> tuple[System, GymnaxVector]:
@@ -122,7 +120,7 @@ def make_chunk(system: System, steps_per_chunk: int) -> Callable[[Any], tuple[An
             "episodes": episodes,
             "episode_return": jnp.sum(returns) / count,
             "episode_length": jnp.sum(lengths).astype(jnp.float32) / count,
-            "learner_steps": system.learner_steps(state),
+            "learner_steps": system.learning.learner_steps(state.learner),
         }
         return state, summary
 
@@ -267,17 +265,6 @@ class OffPolicySystem(System):
         return OffPolicyState(learner, buffer, environment, actor_steps, key), metrics, step
 
 
-class Sequences(NamedTuple):
-    """rl.replay.adders.SequenceStep's fields without reverb, each (N, T + 1, ...)."""
-
-    observation: Any
-    action: Any
-    reward: jax.Array
-    discount: jax.Array
-    mask: jax.Array
-    extras: Any
-
-
 class PPOState(NamedTuple):
     learner: TrainingState
     environment: VectorState
@@ -290,14 +277,14 @@ def _with_row(rows: jax.Array, last: jax.Array) -> jax.Array:
 
 def to_sequences(
     trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array, gamma: float
-) -> Sequences:
+) -> SequenceStep:
     """A rollout as N sequences of T + 1 rows (PPOSystem's docstring); `final_values` (T, N)."""
     step = trajectory.step
     reward = step.reward + gamma * step.truncated.astype(jnp.float32) * final_values
     discount = 1.0 - step.done.astype(jnp.float32)
     num_envs = reward.shape[1]
     zero_row = lambda x: jnp.zeros_like(x[0])
-    return Sequences(
+    return SequenceStep(
         observation=_with_row(trajectory.observation, last_observation),
         action=_with_row(trajectory.action, zero_row(trajectory.action)),
         reward=_with_row(reward, jnp.zeros((num_envs,), jnp.float32)),
@@ -315,16 +302,6 @@ class PPOSystem(System):
         learner_key, environment_key, key = jax.random.split(key, 3)
         return PPOState(self.learning.init(learner_key), self.environment.reset(environment_key), key)
 
-    def learn(
-        self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array
-    ) -> tuple[TrainingState, dict]:
-        final = trajectory.step.final_observation
-        flat = jnp.reshape(final, (-1,) + final.shape[2:])
-        final_values = jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2])
-        batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
-        learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
-        return learner, metrics
-
     def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array], EnvStep]:
         key, rollout_key = jax.random.split(state.key)
         learner, length = state.learner, self.config.unroll_length
@@ -332,5 +309,11 @@ class PPOSystem(System):
         environment, trajectory = rollout(
             self.environment, self.behaviour_policy, params, state.environment, rollout_key, length, learner.actor_steps
         )
-        learner, metrics = self.learn(learner, trajectory, environment.observation)
+        final = trajectory.step.final_observation
+        flat = jnp.reshape(final, (-1,) + final.shape[2:])
+        final_values = jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2])
+        batch = to_sequences(
+            trajectory, environment.observation, jax.lax.stop_gradient(final_values), self.config.discount
+        )
+        learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
         return PPOState(learner, environment, key), metrics, trajectory.step
