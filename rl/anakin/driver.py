@@ -124,8 +124,7 @@ class AnakinNodes(lifecycle.Nodes):
         self.compile_time_s = time.perf_counter() - start
         self.learner_steps, self.episodes, self.curves = 0, [0] * num_seeds, [[] for _ in range(num_seeds)]
         if restore is not None:
-            template = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.state)
-            self.state = jax.device_put(restore.learner_state(template), self.sharding)
+            self.state = jax.device_put(restore.learner_state(self.state), self.sharding)
             self.learner_steps = int(restore.counts.get("learner_steps", 0))
             replicas = restore.state["anakin"]["replicas"]
             self.episodes = [int(r["episodes"]) for r in replicas]
@@ -134,9 +133,6 @@ class AnakinNodes(lifecycle.Nodes):
             self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
         self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
         self.chunk_steps = self.steps_per_chunk * system.steps_per_update
-        self.exploration_metrics = [
-            getattr(replica.builder.exploration, "exploration_metrics", None) for replica in self.replica_experiments
-        ]
 
     def counts_of(self, replica: int) -> dict[str, int]:
         if self.ended[replica]:
@@ -181,7 +177,7 @@ class AnakinNodes(lifecycle.Nodes):
             learner_metrics = values if trained else {}
             log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
             if episodes:
-                exploration = self.exploration_metrics[index]
+                exploration = getattr(self.replica_experiments[index].builder.exploration, "exploration_metrics", None)
                 named = exploration(counts["actor_steps"]) if exploration else {}
                 log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
             faults = sorted(key for key, value in learner_metrics.items() if not np.isfinite(value))

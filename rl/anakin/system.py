@@ -271,10 +271,6 @@ class PPOState(NamedTuple):
     key: jax.Array
 
 
-def _with_row(rows: jax.Array, last: jax.Array) -> jax.Array:
-    return jnp.swapaxes(jnp.concatenate([rows, last[None]], axis=0), 0, 1)
-
-
 def to_sequences(
     trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array, gamma: float
 ) -> SequenceStep:
@@ -282,16 +278,13 @@ def to_sequences(
     step = trajectory.step
     reward = step.reward + gamma * step.truncated.astype(jnp.float32) * final_values
     discount = 1.0 - step.done.astype(jnp.float32)
-    num_envs = reward.shape[1]
-    zero_row = lambda x: jnp.zeros_like(x[0])
-    return SequenceStep(
-        observation=_with_row(trajectory.observation, last_observation),
-        action=_with_row(trajectory.action, zero_row(trajectory.action)),
-        reward=_with_row(reward, jnp.zeros((num_envs,), jnp.float32)),
-        discount=_with_row(discount, jnp.ones((num_envs,), jnp.float32)),
-        mask=_with_row(jnp.ones_like(reward), jnp.zeros((num_envs,), jnp.float32)),
-        extras=jax.tree_util.tree_map(lambda x: _with_row(x, zero_row(x)), trajectory.extras),
+    rows = SequenceStep(
+        trajectory.observation, trajectory.action, reward, discount, jnp.ones_like(reward), trajectory.extras
     )
+    last = jax.tree_util.tree_map(lambda x: jnp.zeros_like(x[0]), rows)
+    last = last._replace(observation=last_observation, discount=jnp.ones_like(last.discount))
+    with_last = lambda rows, last: jnp.swapaxes(jnp.concatenate([rows, last[None]], axis=0), 0, 1)
+    return jax.tree_util.tree_map(with_last, rows, last)
 
 
 class PPOSystem(System):
@@ -309,11 +302,13 @@ class PPOSystem(System):
         environment, trajectory = rollout(
             self.environment, self.behaviour_policy, params, state.environment, rollout_key, length, learner.actor_steps
         )
+        learner, metrics = self.learn(learner, trajectory, environment.observation)
+        return PPOState(learner, environment, key), metrics, trajectory.step
+
+    def learn(self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:
         final = trajectory.step.final_observation
         flat = jnp.reshape(final, (-1,) + final.shape[2:])
         final_values = jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2])
-        batch = to_sequences(
-            trajectory, environment.observation, jax.lax.stop_gradient(final_values), self.config.discount
-        )
+        batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
         learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
-        return PPOState(learner, environment, key), metrics, trajectory.step
+        return learner, metrics
