@@ -38,21 +38,15 @@ def group_jobs(configs: Sequence[dict[str, Any]]) -> list[tuple[list[int], list[
     """(job indices, the keys the group batches) of each group: jobs equal but in their seed, records and
     the float values of agent/policy keys; a group batches the keys whose values differ in it."""
     flat = [flatten(config) for config in configs]
-    keys = set().union(*flat)
-    batchable = {
-        key
-        for key in keys
-        if key.split(".")[0] in BATCHED_GROUPS and all(type(values.get(key)) is float for values in flat)
-    }
+    floats = lambda key: all(type(values.get(key)) is float for values in flat)
+    batchable = {key for key in set().union(*flat) if key.split(".")[0] in BATCHED_GROUPS and floats(key)}
     groups: dict[str, list[int]] = {}
     for index, values in enumerate(flat):
         kept = [(key, repr(value)) for key, value in values.items() if key not in batchable]
         signature = repr(sorted(item for item in kept if item[0].split(".")[0] not in RECORD_KEYS))
         groups.setdefault(signature, []).append(index)
-    return [
-        (members, sorted(key for key in batchable if len({flat[i][key] for i in members}) > 1))
-        for members in groups.values()
-    ]
+    varying = lambda members: sorted(key for key in batchable if len({flat[i][key] for i in members}) > 1)
+    return [(members, varying(members)) for members in groups.values()]
 
 
 def value_of(experiment: Any, key: str) -> Any:
@@ -149,7 +143,6 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     from rl.train import finish_job, report
 
     experiments = [grid_job.job.experiment for grid_job in jobs]
-    lead = experiments[0]
     for experiment in experiments:
         factory = experiment.logger_factory
         if isinstance(factory, DefaultLoggerFactory):
@@ -160,15 +153,11 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     values = {key: np.asarray([value_of(e, key) for e in experiments], np.float32) for key in batched}
     jobs_text = ", ".join(str(grid_job.number) for grid_job in jobs)
     fields = {"launcher": "anakin", "num_seeds": 1, "grid": {"group": directory, "jobs": len(jobs), "batched": batched}}
-    group = dataclasses.replace(
-        lead,
-        run_directory=directory,
-        logger_factory=DefaultLoggerFactory(directory=os.path.join(directory, "logs")),
-        checkpoint=False,
-    )
+    records = DefaultLoggerFactory(directory=os.path.join(directory, "logs"))
+    group = dataclasses.replace(experiments[0], run_directory=directory, logger_factory=records, checkpoint=False)
     os.makedirs(directory, exist_ok=True)
     trials = [OptunaTrial.from_environment(j.job.output_dir, dict(j.result.hydra_cfg.hydra.job.env_set)) for j in jobs]
-    nodes = AnakinNodes(1, jobs[0].job.launch.check_experiment(lead), experiments, values, fields, trials)
+    nodes = AnakinNodes(1, jobs[0].job.launch.check_experiment(group), experiments, values, fields, trials)
     with transcript_to(os.path.join(directory, "train.log"), f"[group {os.path.basename(directory)}] "):
         report(
             f"jobs {jobs_text} in one program, batching {', '.join(batched) or 'seeds only'}; records in {directory}"
@@ -225,16 +214,16 @@ def launch(
             log_file = os.path.join(job.output_dir, f"{sweep_config.hydra.job.name}.log")
             reason = refusal(job)
             if reason is None:
-                prepared.append((index, GridJob(number, result, job, log_file)))
+                prepared.append(GridJob(number, result, job, log_file))
                 continue
             with transcript_to(log_file, f"[job {number}] "):
                 result.return_value = refuse_job(job.output_dir, f"Invalid configuration: {reason}")
-    configs = [OmegaConf.to_container(results[index].cfg, resolve=True) for index, _ in prepared]
+    configs = [OmegaConf.to_container(grid_job.result.cfg, resolve=True) for grid_job in prepared]
     for group_number, (members, batched) in enumerate(group_jobs(configs)):
-        experiments = [prepared[i][1].job.experiment for i in members]
+        experiments = [prepared[i].job.experiment for i in members]
         for part, (inner, keys) in enumerate(split_structural(experiments, batched)):
-            jobs = [prepared[members[i]][1] for i in inner]
-            name = f"{initial_job_idx + prepared[members[0]][0]}_{group_number}_{part}"
+            jobs = [prepared[members[i]] for i in inner]
+            name = f"{prepared[members[0]].number}_{group_number}_{part}"
             values = run_group(jobs, keys, os.path.join(sweep_directory, GROUPS_DIRECTORY, name))
             for grid_job, value in zip(jobs, values):
                 grid_job.result.return_value = value

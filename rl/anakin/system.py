@@ -137,11 +137,7 @@ def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Ar
     reset_key, key = jax.random.split(key)
     limit = int(environment.params.max_steps_in_episode) + 1
     zeros = jnp.zeros((environment.num_envs,), jnp.float32)
-    finished = jnp.zeros((environment.num_envs,), bool)
-
-    def running(carry: tuple) -> jax.Array:
-        _, _, _, _, finished, t = carry
-        return jnp.logical_and(~jnp.all(finished), t < limit)
+    running = lambda carry: jnp.logical_and(~jnp.all(carry[4]), carry[5] < limit)  # Not all finished, t < limit.
 
     def one_step(carry: tuple) -> tuple:
         state, key, returns, lengths, finished, t = carry
@@ -153,7 +149,7 @@ def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Ar
         lengths = lengths + counted.astype(jnp.float32)
         return state, key, returns, lengths, finished | answer.done, t + 1
 
-    carry = (environment.reset(reset_key), key, zeros, zeros, finished, jnp.zeros((), jnp.int32))
+    carry = (environment.reset(reset_key), key, zeros, zeros, zeros > 0, jnp.zeros((), jnp.int32))
     _, _, returns, lengths, _, _ = jax.lax.while_loop(running, one_step, carry)
     return EvaluationResult(returns, lengths)
 
