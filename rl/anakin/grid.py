@@ -80,8 +80,6 @@ def split_structural(experiments: Sequence[Any], varying: list[str]) -> list[tup
     if varying and not reasons and untraceable(lead, varying):
         reasons = {key: why for key in varying if (why := untraceable(lead, [key]))}
         reasons = reasons or {key: "only together with the others" for key in varying}
-    if not reasons:
-        return [(list(range(len(experiments))), varying)]
     for key, why in reasons.items():
         log.warning(
             "hydra/launcher=anakin_grid: %s cannot be a per-replica value (%s): one program per value", key, why

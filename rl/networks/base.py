@@ -251,8 +251,7 @@ class ActorCriticNetworks:
                 outputs.append(hk.Linear(num_outputs, name=f"critic_{index}_head")(features))
             return jnp.stack(outputs, axis=0)
 
-        dummy_action = np.zeros((1, self.action_size), np.float32)
-        return transform(forward, self.environment_spec.observations, dummy_action)
+        return transform(forward, self.environment_spec.observations, np.zeros((1, self.action_size), np.float32))
 
 
 def make_actor_critic_networks(
