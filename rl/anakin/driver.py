@@ -234,18 +234,16 @@ class AnakinNodes(lifecycle.Nodes):
         self.replica_summaries: list[RunSummary] = []
         if self.own_records:
             replicas = []
+            times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
+            fields = {"compile_time_s": compile_time, **self.replica_fields}
             for index, replica in enumerate(self.replica_experiments):
-                times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
                 replica_status, why, _ = self.ended[index] or (status, None, None)
                 code = 1 if replica_status == "failed" else 0 if replica_status == "pruned" else exit_code
-                replica_summary = finish_run(
-                    replica, self.counts_of(index), self.curves[index], *times, status=replica_status
-                )
-                fields = {"compile_time_s": compile_time, **self.replica_fields}
+                result = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=replica_status)
                 _add_fields(replica.run_directory, fields | ({"failure": why} if replica_status == "failed" else {}))
                 close_loggers(replica, exit_code=code)
-                self.replica_summaries.append(replica_summary)
-                replicas.append(dataclasses.asdict(replica_summary) | {"run_directory": replica.run_directory})
+                self.replica_summaries.append(result)
+                replicas.append(dataclasses.asdict(result) | {"run_directory": replica.run_directory})
             extra["replicas"] = replicas
             acting, steps = self.record.acting_time_s, self.record.steps * self.num_seeds
             extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None

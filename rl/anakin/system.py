@@ -257,8 +257,7 @@ class OffPolicySystem(System):
         actor_steps = state.actor_steps + self.environment.num_envs
         ready = actor_steps >= self.config.min_replay_size
         learner, metrics = jax.lax.cond(ready, self.learn, self.skip, state.learner, buffer, learn_key)
-        metrics = {**metrics, TRAINED: ready}
-        return OffPolicyState(learner, buffer, environment, actor_steps, key), metrics, step
+        return OffPolicyState(learner, buffer, environment, actor_steps, key), {**metrics, TRAINED: ready}, step
 
 
 class PPOState(NamedTuple):
