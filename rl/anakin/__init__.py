@@ -1,5 +1,4 @@
-"""launcher=anakin: whole runs (JAX environment, acting, replay, learning) compiled into
-one program, with many seeds side by side (docs/anakin.md)."""
+"""launcher=anakin: whole runs (environment, acting, replay, learning) in one compiled program, seeds side by side."""
 
 from rl.anakin.launcher import AnakinLauncher
 

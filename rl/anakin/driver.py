@@ -68,13 +68,11 @@ def compile_programs(
 
 
 class AnakinNodes(lifecycle.Nodes):
-    """`num_seeds` replicas of `system` in chunks of `steps_per_chunk` updates; a checkpoint holds
-    the whole stacked training state, so a resumed run computes bit for bit what one run does."""
+    """`num_seeds` replicas of the experiment's system in chunks of `steps_per_chunk` updates; a checkpoint
+    holds the whole stacked training state, so a resumed run computes bit for bit what one run does."""
 
     def __init__(
         self,
-        system: System,
-        evaluation_environment: GymnaxVector,
         num_seeds: int,
         steps_per_chunk: int,
         replicas: list[ExperimentConfig] | None = None,
@@ -85,7 +83,6 @@ class AnakinNodes(lifecycle.Nodes):
         """`replicas` (a grid's jobs): the replicas' own experiments, `hyperparameters` their values
         ("agent.<field>" or "policy.<field>" -> one per replica), `replica_fields` added to their summaries,
         `trials` their Optuna trials (rl.experiments.pruning; None: not in a search that prunes)."""
-        self.system, self.evaluation_environment = system, evaluation_environment
         self.num_seeds = num_seeds if replicas is None else len(replicas)
         self.steps_per_chunk, self.replicas = steps_per_chunk, replicas
         self.hyperparameters, self.replica_fields = hyperparameters or {}, replica_fields or {}
@@ -118,18 +115,16 @@ class AnakinNodes(lifecycle.Nodes):
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
-        make = lambda values: self.system
-        if self.hyperparameters:
-            make = lambda values: make_system(with_hyperparameters(experiment, values))[0]
+        system, evaluation_environment = make_system(experiment)
+        make = lambda values: make_system(with_hyperparameters(experiment, values))[0] if values else system
         self.chunk, self.evaluation, self.state = compile_programs(
-            make, self.evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
+            make, evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
         )
         self.values = jax.device_put(self.hyperparameters, self.sharding)
         self.compile_time_s = time.perf_counter() - start
         self.learner_steps, self.episodes, self.curves = 0, [0] * num_seeds, [[] for _ in range(num_seeds)]
         if restore is not None:
-            template = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.state)
-            self.state = jax.device_put(restore.learner_state(template), self.sharding)
+            self.state = jax.device_put(restore.learner_state(self.state), self.sharding)
             self.learner_steps = int(restore.counts.get("learner_steps", 0))
             replicas = restore.state["anakin"]["replicas"]
             self.episodes = [int(r["episodes"]) for r in replicas]
@@ -137,10 +132,7 @@ class AnakinNodes(lifecycle.Nodes):
         for factory in (replica.logger_factory for replica in self.replica_experiments):
             self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
         self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
-        self.chunk_steps = self.steps_per_chunk * self.system.steps_per_update
-        self.exploration_metrics = [
-            getattr(replica.builder.exploration, "exploration_metrics", None) for replica in self.replica_experiments
-        ]
+        self.chunk_steps = self.steps_per_chunk * system.steps_per_update
 
     def counts_of(self, replica: int) -> dict[str, int]:
         if self.ended[replica]:
@@ -185,7 +177,7 @@ class AnakinNodes(lifecycle.Nodes):
             learner_metrics = values if trained else {}
             log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
             if episodes:
-                exploration = self.exploration_metrics[index]
+                exploration = getattr(self.replica_experiments[index].builder.exploration, "exploration_metrics", None)
                 named = exploration(counts["actor_steps"]) if exploration else {}
                 log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
             faults = sorted(key for key, value in learner_metrics.items() if not np.isfinite(value))
@@ -242,18 +234,16 @@ class AnakinNodes(lifecycle.Nodes):
         self.replica_summaries: list[RunSummary] = []
         if self.own_records:
             replicas = []
+            times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
+            fields = {"compile_time_s": compile_time, **self.replica_fields}
             for index, replica in enumerate(self.replica_experiments):
-                times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
                 replica_status, why, _ = self.ended[index] or (status, None, None)
                 code = 1 if replica_status == "failed" else 0 if replica_status == "pruned" else exit_code
-                replica_summary = finish_run(
-                    replica, self.counts_of(index), self.curves[index], *times, status=replica_status
-                )
-                fields = {"compile_time_s": compile_time, **self.replica_fields}
+                result = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=replica_status)
                 _add_fields(replica.run_directory, fields | ({"failure": why} if replica_status == "failed" else {}))
                 close_loggers(replica, exit_code=code)
-                self.replica_summaries.append(replica_summary)
-                replicas.append(dataclasses.asdict(replica_summary) | {"run_directory": replica.run_directory})
+                self.replica_summaries.append(result)
+                replicas.append(dataclasses.asdict(result) | {"run_directory": replica.run_directory})
             extra["replicas"] = replicas
             acting, steps = self.record.acting_time_s, self.record.steps * self.num_seeds
             extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None

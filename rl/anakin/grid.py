@@ -12,7 +12,6 @@ import sys
 from typing import Any, Iterator, Sequence
 
 import numpy as np
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -39,21 +38,15 @@ def group_jobs(configs: Sequence[dict[str, Any]]) -> list[tuple[list[int], list[
     """(job indices, the keys the group batches) of each group: jobs equal but in their seed, records and
     the float values of agent/policy keys; a group batches the keys whose values differ in it."""
     flat = [flatten(config) for config in configs]
-    keys = set().union(*flat)
-    batchable = {
-        key
-        for key in keys
-        if key.split(".")[0] in BATCHED_GROUPS and all(type(values.get(key)) is float for values in flat)
-    }
+    floats = lambda key: all(type(values.get(key)) is float for values in flat)
+    batchable = {key for key in set().union(*flat) if key.split(".")[0] in BATCHED_GROUPS and floats(key)}
     groups: dict[str, list[int]] = {}
     for index, values in enumerate(flat):
         kept = [(key, repr(value)) for key, value in values.items() if key not in batchable]
         signature = repr(sorted(item for item in kept if item[0].split(".")[0] not in RECORD_KEYS))
         groups.setdefault(signature, []).append(index)
-    return [
-        (members, sorted(key for key in batchable if len({flat[i][key] for i in members}) > 1))
-        for members in groups.values()
-    ]
+    varying = lambda members: sorted(key for key in batchable if len({flat[i][key] for i in members}) > 1)
+    return [(members, varying(members)) for members in groups.values()]
 
 
 def value_of(experiment: Any, key: str) -> Any:
@@ -87,8 +80,6 @@ def split_structural(experiments: Sequence[Any], varying: list[str]) -> list[tup
     if varying and not reasons and untraceable(lead, varying):
         reasons = {key: why for key in varying if (why := untraceable(lead, [key]))}
         reasons = reasons or {key: "only together with the others" for key in varying}
-    if not reasons:
-        return [(list(range(len(experiments))), varying)]
     for key, why in reasons.items():
         log.warning(
             "hydra/launcher=anakin_grid: %s cannot be a per-replica value (%s): one program per value", key, why
@@ -144,14 +135,12 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     """Trains `jobs` as the replicas of one program; each job's value (NaN for a failed replica). In a
     search that prunes, each evaluation is reported to the job's trial and a pruned replica is masked."""
     from rl.anakin.driver import AnakinNodes
-    from rl.anakin.system import make_system
     from rl.experiments import lifecycle
     from rl.experiments.pruning import OptunaTrial
     from rl.loggers import DefaultLoggerFactory
     from rl.train import finish_job, report
 
     experiments = [grid_job.job.experiment for grid_job in jobs]
-    lead, launcher = experiments[0], jobs[0].job.launch
     for experiment in experiments:
         factory = experiment.logger_factory
         if isinstance(factory, DefaultLoggerFactory):
@@ -162,17 +151,11 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     values = {key: np.asarray([value_of(e, key) for e in experiments], np.float32) for key in batched}
     jobs_text = ", ".join(str(grid_job.number) for grid_job in jobs)
     fields = {"launcher": "anakin", "num_seeds": 1, "grid": {"group": directory, "jobs": len(jobs), "batched": batched}}
-    group = dataclasses.replace(
-        lead,
-        run_directory=directory,
-        logger_factory=DefaultLoggerFactory(directory=os.path.join(directory, "logs")),
-        checkpoint=False,
-    )
+    records = DefaultLoggerFactory(directory=os.path.join(directory, "logs"))
+    group = dataclasses.replace(experiments[0], run_directory=directory, logger_factory=records, checkpoint=False)
     os.makedirs(directory, exist_ok=True)
-    system, evaluation_environment = make_system(lead)
     trials = [OptunaTrial.from_environment(j.job.output_dir, dict(j.result.hydra_cfg.hydra.job.env_set)) for j in jobs]
-    steps_per_chunk = launcher.check_experiment(lead)
-    nodes = AnakinNodes(system, evaluation_environment, 1, steps_per_chunk, experiments, values, fields, trials)
+    nodes = AnakinNodes(1, jobs[0].job.launch.check_experiment(group), experiments, values, fields, trials)
     with transcript_to(os.path.join(directory, "train.log"), f"[group {os.path.basename(directory)}] "):
         report(
             f"jobs {jobs_text} in one program, batching {', '.join(batched) or 'seeds only'}; records in {directory}"
@@ -216,7 +199,6 @@ def launch(
         sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
         with open_dict(sweep_config):
             sweep_config.hydra.job.id, sweep_config.hydra.job.num = f"{sweep_config.hydra.job.name}_{number}", number
-        HydraConfig.instance().set_config(sweep_config)
         result = run_job(
             hydra_context=hydra_context,
             task_function=prepare_job,
@@ -230,16 +212,16 @@ def launch(
             log_file = os.path.join(job.output_dir, f"{sweep_config.hydra.job.name}.log")
             reason = refusal(job)
             if reason is None:
-                prepared.append((index, GridJob(number, result, job, log_file)))
+                prepared.append(GridJob(number, result, job, log_file))
                 continue
             with transcript_to(log_file, f"[job {number}] "):
                 result.return_value = refuse_job(job.output_dir, f"Invalid configuration: {reason}")
-    configs = [OmegaConf.to_container(results[index].cfg, resolve=True) for index, _ in prepared]
+    configs = [OmegaConf.to_container(grid_job.result.cfg, resolve=True) for grid_job in prepared]
     for group_number, (members, batched) in enumerate(group_jobs(configs)):
-        experiments = [prepared[i][1].job.experiment for i in members]
+        experiments = [prepared[i].job.experiment for i in members]
         for part, (inner, keys) in enumerate(split_structural(experiments, batched)):
-            jobs = [prepared[members[i]][1] for i in inner]
-            name = f"{initial_job_idx + prepared[members[0]][0]}_{group_number}_{part}"
+            jobs = [prepared[members[i]] for i in inner]
+            name = f"{prepared[members[0]].number}_{group_number}_{part}"
             values = run_group(jobs, keys, os.path.join(sweep_directory, GROUPS_DIRECTORY, name))
             for grid_job, value in zip(jobs, values):
                 grid_job.result.return_value = value

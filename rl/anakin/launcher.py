@@ -35,7 +35,8 @@ def prefer_fast_cpu_runtime() -> bool:
     return set_xla_flags(CPU_XLA_FLAGS)
 
 
-def _rounded(experiment: ExperimentConfig, key: str, value: int, step: int, why: str) -> ExperimentConfig:
+def _rounded(experiment: ExperimentConfig, key: str, step: int, why: str) -> ExperimentConfig:
+    value = getattr(experiment, key)
     if value % step == 0:
         return experiment
     rounded = max(step, round(value / step) * step)
@@ -89,10 +90,9 @@ class AnakinLauncher(Launcher):
         per_update = steps_per_update(experiment)
         if self.steps_per_chunk is None:
             whole = f"whole updates of {per_update} environment steps (one chunk each)"
-            experiment = _rounded(experiment, "eval_every", experiment.eval_every, per_update, whole)
+            experiment = _rounded(experiment, "eval_every", per_update, whole)
         chunk = (self.steps_per_chunk or experiment.eval_every // per_update) * per_update
-        whole = f"whole chunks of {chunk} environment steps"
-        experiment = _rounded(experiment, "max_actor_steps", experiment.max_actor_steps, chunk, whole)
+        experiment = _rounded(experiment, "max_actor_steps", chunk, f"whole chunks of {chunk} environment steps")
         self.check_experiment(experiment)
         return experiment
 
@@ -152,9 +152,6 @@ class AnakinLauncher(Launcher):
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         from rl.anakin.driver import AnakinNodes
-        from rl.anakin.system import make_system
         from rl.experiments import lifecycle
 
-        steps_per_chunk = self.check_experiment(experiment)
-        system, evaluation_environment = make_system(experiment)
-        return lifecycle.run(experiment, AnakinNodes(system, evaluation_environment, self.num_seeds, steps_per_chunk))
+        return lifecycle.run(experiment, AnakinNodes(self.num_seeds, self.check_experiment(experiment)))

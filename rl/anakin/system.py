@@ -17,6 +17,7 @@ from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
 from rl.experiments.config import ExperimentConfig
 from rl.anakin.launcher import steps_per_update
 from rl.core import Transition
+from rl.replay.adders import SequenceStep
 
 # `(params, key, observations, step) -> (actions, extras)`: a builder's `make_policy`.
 Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, Any]]
@@ -38,9 +39,6 @@ class System:
 
     def evaluation_params(self, state: Any) -> Any:
         return self.learning.policy_params(state.learner)
-
-    def learner_steps(self, state: Any) -> jax.Array:
-        return self.learning.learner_steps(state.learner)
 
 
 def make_system(experiment: ExperimentConfig) -> tuple[System, GymnaxVector]:
@@ -122,7 +120,7 @@ def make_chunk(system: System, steps_per_chunk: int) -> Callable[[Any], tuple[An
             "episodes": episodes,
             "episode_return": jnp.sum(returns) / count,
             "episode_length": jnp.sum(lengths).astype(jnp.float32) / count,
-            "learner_steps": system.learner_steps(state),
+            "learner_steps": system.learning.learner_steps(state.learner),
         }
         return state, summary
 
@@ -139,11 +137,7 @@ def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Ar
     reset_key, key = jax.random.split(key)
     limit = int(environment.params.max_steps_in_episode) + 1
     zeros = jnp.zeros((environment.num_envs,), jnp.float32)
-    finished = jnp.zeros((environment.num_envs,), bool)
-
-    def running(carry: tuple) -> jax.Array:
-        _, _, _, _, finished, t = carry
-        return jnp.logical_and(~jnp.all(finished), t < limit)
+    running = lambda carry: jnp.logical_and(~jnp.all(carry[4]), carry[5] < limit)  # Not all finished, t < limit.
 
     def one_step(carry: tuple) -> tuple:
         state, key, returns, lengths, finished, t = carry
@@ -155,7 +149,7 @@ def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Ar
         lengths = lengths + counted.astype(jnp.float32)
         return state, key, returns, lengths, finished | answer.done, t + 1
 
-    carry = (environment.reset(reset_key), key, zeros, zeros, finished, jnp.zeros((), jnp.int32))
+    carry = (environment.reset(reset_key), key, zeros, zeros, zeros > 0, jnp.zeros((), jnp.int32))
     _, _, returns, lengths, _, _ = jax.lax.while_loop(running, one_step, carry)
     return EvaluationResult(returns, lengths)
 
@@ -263,19 +257,7 @@ class OffPolicySystem(System):
         actor_steps = state.actor_steps + self.environment.num_envs
         ready = actor_steps >= self.config.min_replay_size
         learner, metrics = jax.lax.cond(ready, self.learn, self.skip, state.learner, buffer, learn_key)
-        metrics = {**metrics, TRAINED: ready}
-        return OffPolicyState(learner, buffer, environment, actor_steps, key), metrics, step
-
-
-class Sequences(NamedTuple):
-    """rl.replay.adders.SequenceStep's fields without reverb, each (N, T + 1, ...)."""
-
-    observation: Any
-    action: Any
-    reward: jax.Array
-    discount: jax.Array
-    mask: jax.Array
-    extras: Any
+        return OffPolicyState(learner, buffer, environment, actor_steps, key), {**metrics, TRAINED: ready}, step
 
 
 class PPOState(NamedTuple):
@@ -284,27 +266,20 @@ class PPOState(NamedTuple):
     key: jax.Array
 
 
-def _with_row(rows: jax.Array, last: jax.Array) -> jax.Array:
-    return jnp.swapaxes(jnp.concatenate([rows, last[None]], axis=0), 0, 1)
-
-
 def to_sequences(
     trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array, gamma: float
-) -> Sequences:
+) -> SequenceStep:
     """A rollout as N sequences of T + 1 rows (PPOSystem's docstring); `final_values` (T, N)."""
     step = trajectory.step
     reward = step.reward + gamma * step.truncated.astype(jnp.float32) * final_values
     discount = 1.0 - step.done.astype(jnp.float32)
-    num_envs = reward.shape[1]
-    zero_row = lambda x: jnp.zeros_like(x[0])
-    return Sequences(
-        observation=_with_row(trajectory.observation, last_observation),
-        action=_with_row(trajectory.action, zero_row(trajectory.action)),
-        reward=_with_row(reward, jnp.zeros((num_envs,), jnp.float32)),
-        discount=_with_row(discount, jnp.ones((num_envs,), jnp.float32)),
-        mask=_with_row(jnp.ones_like(reward), jnp.zeros((num_envs,), jnp.float32)),
-        extras=jax.tree_util.tree_map(lambda x: _with_row(x, zero_row(x)), trajectory.extras),
+    rows = SequenceStep(
+        trajectory.observation, trajectory.action, reward, discount, jnp.ones_like(reward), trajectory.extras
     )
+    last = jax.tree_util.tree_map(lambda x: jnp.zeros_like(x[0]), rows)
+    last = last._replace(observation=last_observation, discount=jnp.ones_like(last.discount))
+    with_last = lambda rows, last: jnp.swapaxes(jnp.concatenate([rows, last[None]], axis=0), 0, 1)
+    return jax.tree_util.tree_map(with_last, rows, last)
 
 
 class PPOSystem(System):
@@ -315,16 +290,6 @@ class PPOSystem(System):
         learner_key, environment_key, key = jax.random.split(key, 3)
         return PPOState(self.learning.init(learner_key), self.environment.reset(environment_key), key)
 
-    def learn(
-        self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array
-    ) -> tuple[TrainingState, dict]:
-        final = trajectory.step.final_observation
-        flat = jnp.reshape(final, (-1,) + final.shape[2:])
-        final_values = jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2])
-        batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
-        learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
-        return learner, metrics
-
     def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array], EnvStep]:
         key, rollout_key = jax.random.split(state.key)
         learner, length = state.learner, self.config.unroll_length
@@ -334,3 +299,11 @@ class PPOSystem(System):
         )
         learner, metrics = self.learn(learner, trajectory, environment.observation)
         return PPOState(learner, environment, key), metrics, trajectory.step
+
+    def learn(self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:
+        final = trajectory.step.final_observation
+        flat = jnp.reshape(final, (-1,) + final.shape[2:])
+        final_values = jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2])
+        batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
+        learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
+        return learner, metrics

@@ -27,8 +27,7 @@ class FeedForwardNetwork:
 
     init: Callable[[jax.Array], Any]
     apply: Callable[..., Any]
-    # The observation spec it reads, where a learner may keep observation statistics (PPO).
-    observation_spec: Any = None
+    observation_spec: Any = None  # What a learner may keep observation statistics of (PPO).
 
 
 class GaussianParams(NamedTuple):
@@ -36,16 +35,6 @@ class GaussianParams(NamedTuple):
 
     loc: jax.Array
     scale: jax.Array
-
-
-def tagged(**attributes: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Sets `attributes` on the decorated factory."""
-
-    def tag(factory: Callable[..., Any]) -> Callable[..., Any]:
-        vars(factory).update(attributes)
-        return factory
-
-    return tag
 
 
 def tanh_normal(loc: jax.Array, scale: jax.Array) -> distrax.Distribution:
@@ -62,10 +51,12 @@ def zeros_like_spec(spec: Any, batch_size: int | None = 1) -> Any:
     return tree.map_structure(lambda s: np.zeros(prefix + tuple(s.shape), s.dtype), spec)
 
 
-def transform(forward: Callable[..., Any], *dummy_inputs: Any) -> FeedForwardNetwork:
-    """`forward` as an (init, apply) pair; init is jitted (one cached program)."""
+def transform(forward: Callable[..., Any], observation_spec: Any, *more_inputs: Any) -> FeedForwardNetwork:
+    """`forward(observations, *more)` as an (init, apply) pair; init is jitted (one cached program)."""
     transformed = hk.without_apply_rng(hk.transform(forward))
-    return FeedForwardNetwork(init=jax.jit(lambda key: transformed.init(key, *dummy_inputs)), apply=transformed.apply)
+    dummy_inputs = (zeros_like_spec(observation_spec), *more_inputs)
+    init = jax.jit(lambda key: transformed.init(key, *dummy_inputs))
+    return FeedForwardNetwork(init, transformed.apply, observation_spec)
 
 
 def check_sizes(**sizes: Sequence[int]) -> None:
@@ -120,7 +111,6 @@ def value_head(features: jax.Array) -> jax.Array:
     return hk.Linear(1, w_init=hk.initializers.Orthogonal(1.0), name="value_head")(features)[:, 0]
 
 
-@tagged(network_kind="q_values")
 def make_q_network(
     environment_spec: EnvironmentSpec,
     hidden_sizes: Sequence[int] = (256, 256),
@@ -145,13 +135,13 @@ def make_q_network(
         axis = -1 if k == 1 else -2  # The actions' axis.
         return value + advantages - jnp.mean(advantages, axis=axis, keepdims=True)
 
-    return transform(forward, zeros_like_spec(environment_spec.observations))
+    return transform(forward, environment_spec.observations)
 
 
+make_q_network.network_kind = "q_values"
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
 
 
-@tagged(network_kind="policy_value")
 def make_policy_value_network(
     environment_spec: EnvironmentSpec,
     policy_hidden_sizes: Sequence[int] = (64, 64),
@@ -174,13 +164,10 @@ def make_policy_value_network(
         policy_output = policy_head(mlp(inputs, policy_hidden_sizes, **layers), actions, initial_log_std)
         return policy_output, value_head(mlp(inputs, value_hidden_sizes, **layers))
 
-    return policy_value_network(forward, environment_spec)
+    return transform(forward, environment_spec.observations)
 
 
-def policy_value_network(forward: Any, environment_spec: EnvironmentSpec) -> FeedForwardNetwork:
-    network = transform(forward, zeros_like_spec(environment_spec.observations))
-    return dataclasses.replace(network, observation_spec=environment_spec.observations)
-
+make_policy_value_network.network_kind = "policy_value"
 
 # Distributions written out: importing distrax costs seconds of start-up.
 LOG_2PI = math.log(2.0 * math.pi)
@@ -251,7 +238,7 @@ class ActorCriticNetworks:
             log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
             return GaussianParams(loc=loc, scale=jnp.exp(log_std))
 
-        return transform(forward, zeros_like_spec(self.environment_spec.observations))
+        return transform(forward, self.environment_spec.observations)
 
     def critic_network(self, num_critics: int = 1, num_outputs: int = 1) -> FeedForwardNetwork:
         """`apply(params, observations, actions)` -> (num_critics, B, num_outputs): independent MLPs."""
@@ -264,11 +251,9 @@ class ActorCriticNetworks:
                 outputs.append(hk.Linear(num_outputs, name=f"critic_{index}_head")(features))
             return jnp.stack(outputs, axis=0)
 
-        dummy_action = np.zeros((1, self.action_size), np.float32)
-        return transform(forward, zeros_like_spec(self.environment_spec.observations), dummy_action)
+        return transform(forward, self.environment_spec.observations, np.zeros((1, self.action_size), np.float32))
 
 
-@tagged(network_kind="actor_critic")
 def make_actor_critic_networks(
     environment_spec: EnvironmentSpec,
     policy_hidden_sizes: Sequence[int] = (256, 256),
@@ -285,3 +270,6 @@ def make_actor_critic_networks(
         critic_hidden_sizes=tuple(int(s) for s in critic_hidden_sizes),
         layer_norm=bool(layer_norm),
     )
+
+
+make_actor_critic_networks.network_kind = "actor_critic"

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from dm_env import specs
 
-from rl.networks.base import policy_head, policy_value_network, q_head, tagged, transform, value_head, zeros_like_spec
+from rl.networks.base import policy_head, q_head, transform, value_head
 from rl.core import EnvironmentSpec, num_actions
 
 Torso = Callable[[jax.Array], jax.Array]
@@ -24,7 +24,6 @@ def scale_frames(frames: jax.Array) -> jax.Array:
     return frames.astype(jnp.float32)
 
 
-@tagged(observation_kind="pixels")
 def nature_torso(hidden_size: int = 512) -> Torso:
     """The Nature DQN torso (Mnih et al., 2015): three ReLU convolutions, then a ReLU layer."""
 
@@ -38,7 +37,6 @@ def nature_torso(hidden_size: int = 512) -> Torso:
     return torso
 
 
-@tagged(observation_kind="pixels")
 def impala_torso(channels: Sequence[int] = (16, 32, 32), num_blocks: int = 2, hidden_size: int = 256) -> Torso:
     """IMPALA's residual torso (Espeholt et al., 2018): per stage a convolution, a max pool and
     `num_blocks` residual blocks, then a ReLU layer of `hidden_size`."""
@@ -65,21 +63,18 @@ def _build(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], n
         raise ValueError(
             f"convolutional networks read [height, width, channels] frames, got observations of shape {shape}"
         )
-    if network_kind == "q_values":
-        actions = num_actions(environment_spec.actions)
-        forward = lambda observation: q_head(make_torso()(observation), actions, dueling)
-        return transform(forward, zeros_like_spec(environment_spec.observations))
-    if network_kind == "policy_value":
+    if network_kind not in NETWORK_KINDS:
+        raise ValueError(f"network_kind must be one of {list(NETWORK_KINDS)}, got {network_kind!r}")
 
-        def forward(observation: jax.Array) -> tuple[Any, jax.Array]:
-            features = make_torso()(observation)
-            return policy_head(features, environment_spec.actions), value_head(features)
+    def forward(observation: jax.Array) -> Any:
+        features = make_torso()(observation)
+        if network_kind == "q_values":
+            return q_head(features, num_actions(environment_spec.actions), dueling)
+        return policy_head(features, environment_spec.actions), value_head(features)
 
-        return policy_value_network(forward, environment_spec)
-    raise ValueError(f"network_kind must be one of {list(NETWORK_KINDS)}, got {network_kind!r}")
+    return transform(forward, observations)
 
 
-@tagged(network_kinds=NETWORK_KINDS, observation_kind="pixels")
 def make_atari_cnn(
     environment_spec: EnvironmentSpec, hidden_size: int = 512, dueling: bool = False, network_kind: str = "q_values"
 ) -> Any:
@@ -89,7 +84,6 @@ def make_atari_cnn(
     return _build(environment_spec, lambda: nature_torso(hidden_size), network_kind, dueling)
 
 
-@tagged(network_kinds=NETWORK_KINDS, observation_kind="pixels")
 def make_impala_resnet(
     environment_spec: EnvironmentSpec,
     channels: Sequence[int] = (16, 32, 32),
@@ -104,3 +98,8 @@ def make_impala_resnet(
             f"channels and hidden_size must be positive and num_blocks >= 0, got {list(channels)}, {num_blocks}, {hidden_size}"
         )
     return _build(environment_spec, lambda: impala_torso(channels, num_blocks, hidden_size), network_kind, dueling)
+
+
+make_atari_cnn.network_kinds = make_impala_resnet.network_kinds = NETWORK_KINDS
+for factory in (nature_torso, impala_torso, make_atari_cnn, make_impala_resnet):
+    factory.observation_kind = "pixels"

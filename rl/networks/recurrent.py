@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from dm_env import specs
 
-from rl.networks.base import check_sizes, flatten, mlp, q_head, tagged, zeros_like_spec
+from rl.networks.base import check_sizes, flatten, mlp, q_head, zeros_like_spec
 from rl.core import EnvironmentSpec, num_actions
 
 CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
@@ -61,7 +61,6 @@ def resolve_torso(torso: str) -> Callable[..., Callable[[jax.Array], jax.Array]]
     return factory
 
 
-@tagged(network_kind="recurrent_q")
 def make_recurrent_q_network(
     environment_spec: EnvironmentSpec,
     torso: str = "mlp",
@@ -104,3 +103,6 @@ def make_recurrent_q_network(
     dummy = zeros_like_spec(environment_spec.observations)
     init = jax.jit(lambda key: transformed.init(key, dummy, initial_state(1)))
     return RecurrentNetwork(init, initial_state, step_apply, unroll_apply, state_spec)
+
+
+make_recurrent_q_network.network_kind = "recurrent_q"
