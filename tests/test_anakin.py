@@ -541,10 +541,10 @@ system, evaluation = make_system(experiment)
 keys = replica_keys(0, 4)
 results = []
 for sharding in (replica_sharding(4), None):
-    chunk, evaluate, state = compile_programs(system, evaluation, keys, 32, sharding)
+    chunk, evaluate, state = compile_programs(lambda values: system, evaluation, keys, 32, sharding)
     for _ in range(2):
-        state, metrics = chunk(state)
-    returns = evaluate(state, keys).returns
+        state, metrics = chunk(state, {})
+    returns = evaluate(state, keys, {}).returns
     leaf = jax.tree_util.tree_leaves(state.learner.params)[0]
     results.append((jax.device_get(state), jax.device_get(metrics), np.asarray(returns), len(leaf.sharding.device_set)))
 (spread, spread_metrics, spread_returns, spread_devices), (one, one_metrics, one_returns, one_devices) = results
