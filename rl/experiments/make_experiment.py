@@ -53,14 +53,14 @@ def omegaconf_type(hint: Any) -> Any:
     """A factory parameter's type hint as OmegaConf checks it (Any where it cannot)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        hint = typing.Union[tuple(omegaconf_type(arg) for arg in args)]
+        hint = typing.Union[tuple(arg if arg is type(None) else omegaconf_type(arg) for arg in args)]
     elif origin is collections.abc.Sequence:
         hint = list[args]
     elif origin is collections.abc.Mapping:
         hint = dict[args]
     try:
         OmegaConf.structured(dataclasses.make_dataclass("Probe", [("value", hint, dataclasses.field(default=MISSING))]))
-    except ValidationError:
+    except Exception:  # noqa: BLE001 - a type OmegaConf does not check.
         return Any
     return hint
 
@@ -107,7 +107,7 @@ def check_values(key: str, schema: type, values: Mapping[str, Any], names: Seque
 
 def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) -> Callable[..., Any]:
     if not isinstance(node, Mapping) or "_target_" not in node:
-        raise ConfigError(key, "must be a config group option with a _target_ (see conf/)")
+        raise ConfigError(key, "no option with a _target_ selected for this config group (see conf/)")
     try:
         target = pkgutil.resolve_name(node["_target_"])
     except (ImportError, AttributeError, ValueError, TypeError) as error:
@@ -239,7 +239,6 @@ def check_network_observations(
 
 
 BACKENDS = ("gymnasium", "envpool")
-GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
 # Arguments the experiment passes at run time, which the YAML must not set.
 RUNTIME_ARGUMENTS = {
     "environment": ("seed",),
@@ -276,26 +275,6 @@ def _user_error(key: str, function: Callable[..., Any], *args: Any, **kwargs: An
 
 def _instantiate(key: str, node: DictConfig, **kwargs: Any) -> Any:
     return _user_error(key, instantiate, node, _convert_="all", **kwargs)
-
-
-def preset_message(experiment: Any, agent: Any, key: str) -> str | None:
-    """The message for an agent option preset `experiment` set for another agent than `agent`
-    (`experiment=dqn_cartpole agent=ppo`); None otherwise."""
-    from rl.train import CONFIG_DIR
-
-    path = os.path.join(CONFIG_DIR, "experiment", f"{experiment}.yaml")
-    if not (experiment and agent and os.path.isfile(path)):
-        return None
-    defaults = OmegaConf.to_container(OmegaConf.load(path)).get("defaults", [])
-    presets = [
-        str(entry["override /agent"]) for entry in defaults if isinstance(entry, dict) and "override /agent" in entry
-    ]
-    if not presets or presets[0] == agent:
-        return None
-    return (
-        f"experiment={experiment} is a preset for agent={presets[0]}: its agent settings ({key}, ...) are "
-        f"{presets[0]}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults"
-    )
 
 
 def resolved_container(config: DictConfig) -> dict[str, Any]:
@@ -377,11 +356,8 @@ def make_experiment(
     top_level = [field.name for field in dataclasses.fields(RunSettings) if field.name in config]
     settings = check_run_settings(resolved_container(OmegaConf.masked_copy(config, top_level)))
     container = resolved_container(config)
-    for group in GROUPS:
-        if group not in container:
-            raise ConfigError(group, "no option selected for this config group")
     # `num_envs` and `backend` configure the actors' loops, not the factory (the run's config keeps them).
-    environment_options = dict(container["environment"])
+    environment_options = dict(container.get("environment") or {})
     num_envs = environment_options.pop("num_envs", 1)
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ConfigError("environment.num_envs", f"must be an integer >= 1 (copies per actor), got {num_envs!r}")
@@ -409,15 +385,8 @@ def make_experiment(
             "environment", {**environment_options, "reward_clip": False, "episodic_life": False}, _partial_=True
         )
     # The launcher before the groups that interpolate its settings (launcher.num_actors).
-    for group in ("launcher", *(g for g in GROUPS if g not in ("environment", "launcher"))):
-        try:
-            check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
-        except ConfigError as error:  # An agent option of another agent's preset: say whose it is.
-            if group == "agent" and "unknown option" in str(error):
-                message = preset_message(choices.get("experiment"), choices.get("agent"), error.key)
-                if message is not None:
-                    raise ConfigError("agent", message) from None
-            raise
+    for group in ("launcher", "network", "policy", "logger", "agent"):
+        check_factory(group, container.get(group), RUNTIME_ARGUMENTS.get(group, ()))
     environment_kind = "discrete" if is_discrete(environment_spec.actions) else "continuous"
     environment_name = environment_label(environment_options, choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
