@@ -197,18 +197,39 @@ PIXEL_NETWORKS = {
 }
 
 
-def check_network_observations(
-    network: str,
-    target: Callable[..., Any],
+def agent_network(
+    network_factory: functools.partial,
+    choice: str,
     options: Mapping[str, Any],
+    builder: Any,
+    agent_name: str,
     observation_spec: Any,
     environment: str,
-    agent_network_kind: str,
-) -> None:
-    """Refuses a convolutional network on vector observations, or an MLP on uint8 [height, width,
-    channels] frames (nested observations are left to the network)."""
+) -> Callable[..., Any]:
+    """`network_factory` given what the agent needs (a head's kind, outputs per action); refuses a network
+    of another kind, without an output the agent needs, convolutional on vector observations or an MLP on
+    uint8 [height, width, channels] frames (nested observations are left to the network)."""
+    target = network_factory.func
+    # A torso under several heads (atari_cnn) is told the agent's kind.
+    kinds = getattr(target, "network_kinds", None) or [getattr(target, "network_kind", builder.network_kind)]
+    if builder.network_kind not in kinds:
+        message = f"'{choice}' builds {'/'.join(kinds)} networks, but the agent needs {builder.network_kind} networks"
+        if "recurrent_q" in (*kinds, builder.network_kind):
+            message += (
+                "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
+                "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"
+            )
+        raise ConfigError("network", message)
+    outputs = builder.network_outputs()
+    missing = sorted(set(outputs) - set(inspect.signature(target).parameters))
+    if missing:
+        raise ConfigError(
+            "network", f"agent={agent_name} needs a network that takes {', '.join(missing)}; network={choice} does not"
+        )
+    if len(kinds) > 1:
+        outputs = {**outputs, "network_kind": builder.network_kind}
     if not isinstance(observation_spec, specs.Array):
-        return
+        return functools.partial(network_factory, **outputs)
     shape = tuple(observation_spec.shape)
     observations = "pixels" if len(shape) == 3 and str(observation_spec.dtype) == "uint8" else "vector"
     reads = getattr(target, "observation_kind", None)
@@ -221,18 +242,18 @@ def check_network_observations(
             pass  # The factory reports a bad torso itself.
     reads = reads or "vector"
     if reads == observations:
-        return
+        return functools.partial(network_factory, **outputs)
     if reads == "pixels":
         message = (
-            f"'{network}' is a convolutional network for uint8 [height, width, channels] frames, but {environment} "
+            f"'{choice}' is a convolutional network for uint8 [height, width, channels] frames, but {environment} "
             f"has vector observations of shape {shape}; use an MLP network (mlp, policy_value_mlp, lstm, ...) or a "
             "pixel environment (environment=atari)"
         )
     else:
-        pixel_network = PIXEL_NETWORKS.get(agent_network_kind)
+        pixel_network = PIXEL_NETWORKS.get(builder.network_kind)
         hint = f"use {pixel_network}" if pixel_network else "this agent has no pixel network; pick a vector environment"
         message = (
-            f"'{network}' reads vector observations, but {environment} has pixel frames of shape {shape} "
+            f"'{choice}' reads vector observations, but {environment} has pixel frames of shape {shape} "
             f"(uint8 [height, width, channels]); {hint}"
         )
     raise ConfigError("network", message)
@@ -390,7 +411,6 @@ def make_experiment(
     environment_kind = "discrete" if is_discrete(environment_spec.actions) else "continuous"
     environment_name = environment_label(environment_options, choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
-    network_choice = str(choices.get("network", "network"))
 
     policy = _instantiate("policy", config.policy)
     builder = _user_error("agent", _instantiate("agent", config.agent, _partial_=True), exploration=policy)
@@ -403,39 +423,14 @@ def make_experiment(
                 f"{key} or a {kind}-action environment",
             )
     check_replay_settings(builder, settings.max_actor_steps)
-    network_factory = _instantiate("network", config.network, _partial_=True)
-    factory = network_factory.func
-    # A torso under several heads (atari_cnn) is told the agent's kind.
-    network_kinds = getattr(factory, "network_kinds", None) or [getattr(factory, "network_kind", builder.network_kind)]
-    if builder.network_kind not in network_kinds:
-        message = (
-            f"'{network_choice}' builds {'/'.join(network_kinds)} networks, but the agent needs "
-            f"{builder.network_kind} networks"
-        )
-        if "recurrent_q" in (*network_kinds, builder.network_kind):
-            message += (
-                "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
-                "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"
-            )
-        raise ConfigError("network", message)
-    outputs = builder.network_outputs()
-    missing = sorted(set(outputs) - set(inspect.signature(factory).parameters))
-    if missing:
-        raise ConfigError(
-            "network",
-            f"agent={agent_name} needs a network that takes {', '.join(missing)}; network={network_choice} does not",
-        )
-    if len(network_kinds) > 1:
-        outputs = {**outputs, "network_kind": builder.network_kind}
-    if outputs:
-        network_factory = functools.partial(network_factory, **outputs)
-    check_network_observations(
-        network_choice,
-        factory,
+    network_factory = agent_network(
+        _instantiate("network", config.network, _partial_=True),
+        str(choices.get("network", "network")),
         container["network"],
+        builder,
+        agent_name,
         environment_spec.observations,
         environment_name,
-        builder.network_kind,
     )
 
     observers = []
