@@ -49,15 +49,16 @@ def nearest_option(name: str, options: list[str]) -> str | None:
     return close[0] if close else None
 
 
+ABSTRACT_TYPES = {collections.abc.Sequence: list, collections.abc.Mapping: dict}
+
+
 def omegaconf_type(hint: Any) -> Any:
     """A factory parameter's type hint as OmegaConf checks it (Any where it cannot)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         hint = typing.Union[tuple(arg if arg is type(None) else omegaconf_type(arg) for arg in args)]
-    elif origin is collections.abc.Sequence:
-        hint = list[args]
-    elif origin is collections.abc.Mapping:
-        hint = dict[args]
+    elif origin in ABSTRACT_TYPES:
+        hint = ABSTRACT_TYPES[origin][args]
     try:
         OmegaConf.structured(dataclasses.make_dataclass("Probe", [("value", hint, dataclasses.field(default=MISSING))]))
     except Exception:  # noqa: BLE001 - a type OmegaConf does not check.
