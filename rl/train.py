@@ -36,8 +36,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
     values = {
         key: arg.split("=", 1)[1] for arg in argv for key in ("resume", "hydra.run.dir") if arg.startswith(f"{key}=")
     }
-    run_directory = values.get("hydra.run.dir")
-    resume = values.get("resume")
+    run_directory, resume = values.get("hydra.run.dir"), values.get("resume")
     if resume not in (None, "", "null"):
         path = os.path.abspath(os.path.expanduser(resume))
         error = None if os.path.isdir(path) else f"no run directory at {path}"
@@ -100,7 +99,7 @@ def composition_error(error: Exception, argv: list[str]) -> str:
                 )
         options = [str(option) for option in cause.parent_node or {} if option != "hydra"]
         nearest = nearest_option(name, [option for option in options if not option.startswith("_")])
-        return f"{key}: unknown option" + (f"; did you mean {group}.{nearest}?" if nearest else "")
+        return f"{key}: unknown option" + (f"; did you mean {key.removesuffix(name)}{nearest}?" if nearest else "")
     if key:  # OmegaConf's type check of an override.
         return f"{key}: {cause.msg}"
     text = f"{error}\n{cause or ''}".split("Config search path:")[0]  # Hydra's search path: not the user's error.
