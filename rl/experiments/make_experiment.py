@@ -351,10 +351,8 @@ def tracking_settings(hydra_config: Any, config: DictConfig) -> dict[str, Any]:
     elif choices.get("agent") and not swept & {"agent", "experiment"}:
         subject.append(choices["agent"])
     if not any(key in ("environment", "experiment") or key.startswith("environment.") for key in swept):
-        try:
-            subject.append(environment_label(OmegaConf.to_container(config.environment, resolve=True), choices))
-        except Exception:  # noqa: BLE001 - an unresolvable config fails later, with its message.
-            pass
+        name = OmegaConf.select(config, "environment.name", default=None, throw_on_resolution_failure=False)
+        subject.append(environment_label({"name": name}, choices))
     # This sweep's own id: its directory and when Hydra wrote the directory's multirun.yaml.
     sweep_id = hashlib.sha1(f"{sweep_dir}:{stamp}".encode()).hexdigest()[:6]
     return {
