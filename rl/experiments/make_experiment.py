@@ -113,6 +113,8 @@ def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) 
         target = pkgutil.resolve_name(node["_target_"])
     except (ImportError, AttributeError, ValueError, TypeError) as error:
         raise ConfigError(f"{key}._target_", f"cannot import {node['_target_']!r} ({error})") from None
+    if not callable(target):
+        raise ConfigError(f"{key}._target_", f"{node['_target_']!r} is not callable")
     schema, accepts_any = options_schema(target)
     names = [field.name for field in dataclasses.fields(schema) if field.name not in runtime_arguments]
     values = {name: value for name, value in node.items() if name not in HYDRA_KEYS}
