@@ -121,7 +121,8 @@ def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) 
     for name in values:
         if name in runtime_arguments:
             raise ConfigError(f"{key}.{name}", "is set by the experiment and cannot be configured")
-    check_values(key, schema, {k: v for k, v in values.items() if k in names or not accepts_any}, names)
+    checked = {name: value for name, value in values.items() if name in names or not accepts_any}  # **kwargs: not.
+    check_values(key, schema, checked, names)
     return target
 
 
