@@ -36,8 +36,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
     values = {
         key: arg.split("=", 1)[1] for arg in argv for key in ("resume", "hydra.run.dir") if arg.startswith(f"{key}=")
     }
-    run_directory = values.get("hydra.run.dir")
-    resume = values.get("resume")
+    run_directory, resume = values.get("hydra.run.dir"), values.get("resume")
     if resume not in (None, "", "null"):
         path = os.path.abspath(os.path.expanduser(resume))
         error = None if os.path.isdir(path) else f"no run directory at {path}"
@@ -74,7 +73,7 @@ def composition_error(error: Exception, argv: list[str]) -> str:
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-    from rl.experiments.make_experiment import nearest_option, preset_message
+    from rl.experiments.make_experiment import nearest_option
 
     def full_key(cause: BaseException | None) -> str:
         return str(cause.full_key or "") if isinstance(cause, OmegaConfBaseException) else ""
@@ -86,24 +85,21 @@ def composition_error(error: Exception, argv: list[str]) -> str:
     if key and (isinstance(cause, (ConfigKeyError, AttributeError)) or "not in struct" in str(cause)):
         group, _, name = key.rpartition(".")
         choices = dict(arg.split("=", 1) for arg in argv if arg.startswith(("experiment=", "agent=")))
-        message = preset_message(choices.get("experiment"), choices.get("agent"), key) if group == "agent" else None
-        if message is not None:
-            return f"agent: {message}"
-        if dataclasses.is_dataclass(cause.object_type):
-            options = [field.name for field in dataclasses.fields(cause.object_type)]
-        else:
-            others = [
-                a for a in argv if "=" in a and not a.startswith((f"{key}=", "hydra.", "+", "~")) and "," not in a
+        experiment, agent = choices.get("experiment"), choices.get("agent")
+        preset = os.path.join(CONFIG_DIR, "experiment", f"{experiment}.yaml")
+        if group == "agent" and agent and os.path.isfile(preset):  # An agent option of another agent's preset.
+            defaults = OmegaConf.to_container(OmegaConf.load(preset)).get("defaults", [])
+            owners = [
+                entry["override /agent"] for entry in defaults if isinstance(entry, dict) and "override /agent" in entry
             ]
-            try:
-                from hydra import compose, initialize_config_dir
-
-                with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-                    options = list(OmegaConf.select(compose(config_name="config", overrides=others), group).keys())
-            except Exception:  # noqa: BLE001 - no suggestion then; the line still names the key.
-                options = []
-        nearest = nearest_option(name, [str(option) for option in options if not str(option).startswith("_")])
-        return f"{key}: unknown option" + (f"; did you mean {group}.{nearest}?" if nearest else "")
+            if owners and owners[0] != agent:
+                return (
+                    f"agent: experiment={experiment} is a preset for agent={owners[0]}: its agent settings ({key}, ...) "
+                    f"are {owners[0]}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults"
+                )
+        options = [str(option) for option in cause.parent_node or {} if option != "hydra"]
+        nearest = nearest_option(name, [option for option in options if not option.startswith("_")])
+        return f"{key}: unknown option" + (f"; did you mean {key.removesuffix(name)}{nearest}?" if nearest else "")
     if key:  # OmegaConf's type check of an override.
         return f"{key}: {cause.msg}"
     text = f"{error}\n{cause or ''}".split("Config search path:")[0]  # Hydra's search path: not the user's error.

@@ -8,10 +8,10 @@ import dataclasses
 import datetime
 import difflib
 import functools
-import importlib
 import inspect
 import math
 import os
+import pkgutil
 import types
 import typing
 from typing import Any, Callable, Mapping, Sequence
@@ -37,19 +37,6 @@ class ConfigError(ValueError):
         self.key = key
 
 
-def resolve_target(key: str, path: Any) -> Callable[..., Any]:
-    if not isinstance(path, str) or not path:
-        raise ConfigError(f"{key}._target_", "must name a Python callable, e.g. rl.agents.dqn.make_builder")
-    module_name, _, attribute = path.rpartition(".")
-    try:
-        target = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError, ValueError) as error:
-        raise ConfigError(f"{key}._target_", f"cannot import '{path}' ({error})") from None
-    if not callable(target):
-        raise ConfigError(f"{key}._target_", f"'{path}' is not callable")
-    return target
-
-
 def nearest_option(name: str, options: list[str]) -> str | None:
     """The option a mistyped key most likely meant: by initials (lr -> learning_rate), prefix or spelling."""
     for option in options:
@@ -62,21 +49,21 @@ def nearest_option(name: str, options: list[str]) -> str | None:
     return close[0] if close else None
 
 
+ABSTRACT_TYPES = {collections.abc.Sequence: list, collections.abc.Mapping: dict}
+
+
 def omegaconf_type(hint: Any) -> Any:
-    """A factory parameter's type hint as a type OmegaConf checks (Any where it has none)."""
-    if hint in (int, float, bool, str):
-        return hint
-    origin = typing.get_origin(hint)
-    args = [arg for arg in typing.get_args(hint) if arg is not Ellipsis]
+    """A factory parameter's type hint as OmegaConf checks it (Any where it cannot)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        kinds = [arg for arg in args if arg is not type(None)]
-        inner = omegaconf_type(kinds[0]) if len(kinds) == 1 else Any
-        return typing.Optional[inner] if len(kinds) < len(args) else inner
-    if origin in (list, tuple, collections.abc.Sequence):
-        return typing.List[omegaconf_type(args[0]) if len(args) == 1 else Any]  # noqa: UP006 - OmegaConf's spelling.
-    if origin in (dict, collections.abc.Mapping):
-        return typing.Dict[str, Any]  # noqa: UP006
-    return Any
+        hint = typing.Union[tuple(arg if arg is type(None) else omegaconf_type(arg) for arg in args)]
+    elif origin in ABSTRACT_TYPES:
+        hint = ABSTRACT_TYPES[origin][args]
+    try:
+        OmegaConf.structured(dataclasses.make_dataclass("Probe", [("value", hint, dataclasses.field(default=MISSING))]))
+    except Exception:  # noqa: BLE001 - a type OmegaConf does not check.
+        return Any
+    return hint
 
 
 def options_schema(target: Callable[..., Any]) -> tuple[type, bool]:
@@ -99,9 +86,17 @@ def options_schema(target: Callable[..., Any]) -> tuple[type, bool]:
     return schema, any(p.kind == p.VAR_KEYWORD for p in parameters)
 
 
-def check_values(key: str, schema: type, values: Mapping[str, Any]) -> None:
+def check_values(key: str, schema: type, values: Mapping[str, Any], names: Sequence[str] | None = None) -> DictConfig:
+    """`values` merged onto the dataclass `schema` by OmegaConf, which checks their types; a key not
+    in `names` (all fields: None) is refused, naming the option it most likely meant."""
+    names = [field.name for field in dataclasses.fields(schema)] if names is None else names
+    for name in values:
+        if name not in names:
+            nearest = nearest_option(name, names)
+            hint = f"did you mean {key}.{nearest}? " if nearest else ""
+            raise ConfigError(f"{key}.{name}", f"unknown option; {hint}allowed: {', '.join(names)}")
     try:
-        OmegaConf.merge(OmegaConf.structured(schema), dict(values))
+        return OmegaConf.merge(OmegaConf.structured(schema), dict(values))
     except ValidationError as error:
         message = str(error.msg).splitlines()[0]
         if "could not be converted" not in message:  # OmegaConf's other messages name its node classes.
@@ -113,25 +108,21 @@ def check_values(key: str, schema: type, values: Mapping[str, Any]) -> None:
 
 def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) -> Callable[..., Any]:
     if not isinstance(node, Mapping) or "_target_" not in node:
-        raise ConfigError(key, "must be a config group option with a _target_ (see conf/)")
-    target = resolve_target(key, node["_target_"])
+        raise ConfigError(key, "no option with a _target_ selected for this config group (see conf/)")
+    try:
+        target = pkgutil.resolve_name(node["_target_"])
+    except (ImportError, AttributeError, ValueError, TypeError) as error:
+        raise ConfigError(f"{key}._target_", f"cannot import {node['_target_']!r} ({error})") from None
+    if not callable(target):
+        raise ConfigError(f"{key}._target_", f"{node['_target_']!r} is not callable")
     schema, accepts_any = options_schema(target)
     names = [field.name for field in dataclasses.fields(schema) if field.name not in runtime_arguments]
-    values = {}
-    for name, value in node.items():
-        if name in HYDRA_KEYS:
-            continue
+    values = {name: value for name, value in node.items() if name not in HYDRA_KEYS}
+    for name in values:
         if name in runtime_arguments:
             raise ConfigError(f"{key}.{name}", "is set by the experiment and cannot be configured")
-        if name in names:
-            values[name] = value
-        elif not accepts_any:
-            nearest = nearest_option(name, names)
-            hint = f"did you mean {key}.{nearest}? " if nearest else ""
-            raise ConfigError(
-                f"{key}.{name}", f"unknown option for {node['_target_']}; {hint}allowed: {', '.join(names)}"
-            )
-    check_values(key, schema, values)
+    checked = {name: value for name, value in values.items() if name in names or not accepts_any}  # **kwargs: not.
+    check_values(key, schema, checked, names)
     return target
 
 
@@ -149,45 +140,30 @@ class RunSettings:
     objective: str = "final_eval_return"
 
 
-CHECKPOINT_KEYS = ("enabled", "every_seconds", "keep", "replay")
-
-
 def check_checkpoint_settings(value: Any) -> Any:
     from rl.checkpointing import CheckpointSettings
 
     if isinstance(value, bool):
         return CheckpointSettings(enabled=value)
     if not isinstance(value, Mapping):
-        raise ConfigError(
-            "checkpoint", f"expected true, false or a mapping of {', '.join(CHECKPOINT_KEYS)}, got {value!r}"
-        )
-    for key in value:
-        if key not in CHECKPOINT_KEYS:
-            raise ConfigError(f"checkpoint.{key}", f"unknown option; allowed: {', '.join(CHECKPOINT_KEYS)}")
+        fields = ", ".join(field.name for field in dataclasses.fields(CheckpointSettings))
+        raise ConfigError("checkpoint", f"expected true, false or a mapping of {fields}, got {value!r}")
     check_values("checkpoint", CheckpointSettings, value)
-    if "every_seconds" in value and not (math.isfinite(value["every_seconds"]) and value["every_seconds"] > 0):
-        raise ConfigError(
-            "checkpoint.every_seconds", f"must be a positive number of seconds, got {value['every_seconds']}"
-        )
-    if "keep" in value and value["keep"] < 1:
-        raise ConfigError("checkpoint.keep", f"must be >= 1 (checkpoints kept), got {value['keep']}")
-    return CheckpointSettings(**{key: value[key] for key in CHECKPOINT_KEYS if key in value})
+    try:
+        return CheckpointSettings(**value)
+    except ValueError as error:  # "<field> must be ..., got <value>" (rl/checks.py).
+        name, _, message = str(error).partition(" ")
+        raise ConfigError(f"checkpoint.{name}", message) from None
 
 
 def check_replay_settings(builder: Any, max_actor_steps: int) -> None:
+    """Refuses a replay ratio too small for the learner to ever sample one batch within the run."""
     config = vars(builder.config)
-    minimum, maximum = config.get("min_replay_size"), config.get("max_replay_size")
-    ratio = config.get("samples_per_insert")
-    if minimum is None or maximum is None:
-        return
-    if minimum > maximum:
-        raise ConfigError(
-            "agent.min_replay_size",
-            f"is {minimum} but the table holds at most agent.max_replay_size={maximum} items, so the learner "
-            "could never sample; make min_replay_size <= max_replay_size",
-        )
+    minimum, ratio = config.get("min_replay_size"), config.get("samples_per_insert")
     batch = builder.samples_per_learner_step
-    if ratio is not None and batch and max_actor_steps > minimum and (max_actor_steps - minimum) * ratio < batch:
+    if minimum is None or ratio is None or not batch or max_actor_steps <= minimum:
+        return
+    if (max_actor_steps - minimum) * ratio < batch:
         raise ConfigError(
             "agent.samples_per_insert",
             f"{ratio} samples per insert never add up to one learner batch of {batch} items within the run "
@@ -197,13 +173,11 @@ def check_replay_settings(builder: Any, max_actor_steps: int) -> None:
 
 
 def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
-    fields = dataclasses.fields(RunSettings)
-    for field in fields:
-        if field.name not in config and field.default is dataclasses.MISSING:
-            raise ConfigError(field.name, "is missing from the configuration")
-    values = {field.name: config[field.name] for field in fields if field.name in config}
-    check_values("", RunSettings, values)
-    settings = RunSettings(**values)
+    values = {field.name: config[field.name] for field in dataclasses.fields(RunSettings) if field.name in config}
+    try:
+        settings = OmegaConf.to_object(check_values("", RunSettings, values))
+    except MissingMandatoryValue as error:
+        raise ConfigError(error.full_key, "is missing from the configuration") from None
     settings.checkpoint = check_checkpoint_settings(settings.checkpoint)
     for name in ("max_actor_steps", "eval_every", "eval_episodes"):
         if values[name] <= 0:
@@ -214,10 +188,8 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
 
     if settings.objective not in OBJECTIVES:
         raise ConfigError("objective", f"must be one of {', '.join(OBJECTIVES)}, got {settings.objective!r}")
-    if settings.threshold is not None:
-        if not math.isfinite(settings.threshold):
-            raise ConfigError("threshold", f"must be a finite number or null, got {settings.threshold}")
-        settings.threshold = float(settings.threshold)
+    if settings.threshold is not None and not math.isfinite(settings.threshold):
+        raise ConfigError("threshold", f"must be a finite number or null, got {settings.threshold}")
     return settings
 
 
@@ -229,18 +201,39 @@ PIXEL_NETWORKS = {
 }
 
 
-def check_network_observations(
-    network: str,
-    target: Callable[..., Any],
+def agent_network(
+    network_factory: functools.partial,
+    choice: str,
     options: Mapping[str, Any],
+    builder: Any,
+    agent_name: str,
     observation_spec: Any,
     environment: str,
-    agent_network_kind: str,
-) -> None:
-    """Refuses a convolutional network on vector observations, or an MLP on uint8 [height, width,
-    channels] frames (nested observations are left to the network)."""
+) -> Callable[..., Any]:
+    """`network_factory` given what the agent needs (a head's kind, outputs per action); refuses a network
+    of another kind, without an output the agent needs, convolutional on vector observations or an MLP on
+    uint8 [height, width, channels] frames (nested observations are left to the network)."""
+    target = network_factory.func
+    # A torso under several heads (atari_cnn) is told the agent's kind.
+    kinds = getattr(target, "network_kinds", None) or [getattr(target, "network_kind", builder.network_kind)]
+    if builder.network_kind not in kinds:
+        message = f"'{choice}' builds {'/'.join(kinds)} networks, but the agent needs {builder.network_kind} networks"
+        if "recurrent_q" in (*kinds, builder.network_kind):
+            message += (
+                "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
+                "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"
+            )
+        raise ConfigError("network", message)
+    outputs = builder.network_outputs()
+    missing = sorted(set(outputs) - set(inspect.signature(target).parameters))
+    if missing:
+        raise ConfigError(
+            "network", f"agent={agent_name} needs a network that takes {', '.join(missing)}; network={choice} does not"
+        )
+    if len(kinds) > 1:
+        outputs = {**outputs, "network_kind": builder.network_kind}
     if not isinstance(observation_spec, specs.Array):
-        return
+        return functools.partial(network_factory, **outputs)
     shape = tuple(observation_spec.shape)
     observations = "pixels" if len(shape) == 3 and str(observation_spec.dtype) == "uint8" else "vector"
     reads = getattr(target, "observation_kind", None)
@@ -253,25 +246,24 @@ def check_network_observations(
             pass  # The factory reports a bad torso itself.
     reads = reads or "vector"
     if reads == observations:
-        return
+        return functools.partial(network_factory, **outputs)
     if reads == "pixels":
         message = (
-            f"'{network}' is a convolutional network for uint8 [height, width, channels] frames, but {environment} "
+            f"'{choice}' is a convolutional network for uint8 [height, width, channels] frames, but {environment} "
             f"has vector observations of shape {shape}; use an MLP network (mlp, policy_value_mlp, lstm, ...) or a "
             "pixel environment (environment=atari)"
         )
     else:
-        pixel_network = PIXEL_NETWORKS.get(agent_network_kind)
+        pixel_network = PIXEL_NETWORKS.get(builder.network_kind)
         hint = f"use {pixel_network}" if pixel_network else "this agent has no pixel network; pick a vector environment"
         message = (
-            f"'{network}' reads vector observations, but {environment} has pixel frames of shape {shape} "
+            f"'{choice}' reads vector observations, but {environment} has pixel frames of shape {shape} "
             f"(uint8 [height, width, channels]); {hint}"
         )
     raise ConfigError("network", message)
 
 
 BACKENDS = ("gymnasium", "envpool")
-GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher")
 # Arguments the experiment passes at run time, which the YAML must not set.
 RUNTIME_ARGUMENTS = {
     "environment": ("seed",),
@@ -282,11 +274,6 @@ RUNTIME_ARGUMENTS = {
 }
 
 
-def _bound(values: Any) -> str | None:
-    flat = np.asarray(values, dtype=np.float64).reshape(-1)
-    return f"{flat[0]:g}" if flat.size and (flat == flat[0]).all() else None
-
-
 def describe_actions(action_spec: Any) -> str:
     """`3 discrete actions`, `continuous actions of shape (6,) in [-1, 1]`."""
     if is_discrete(action_spec):
@@ -294,8 +281,8 @@ def describe_actions(action_spec: Any) -> str:
     shape = tuple(action_spec.shape) if isinstance(action_spec, specs.Array) else ()
     if not isinstance(action_spec, specs.BoundedArray):
         return f"continuous actions of shape {shape}"
-    low, high = _bound(action_spec.minimum), _bound(action_spec.maximum)
-    bounds = f"in [{low}, {high}]" if low is not None and high is not None else "with per-dimension bounds"
+    low, high = (np.unique(np.asarray(bound, np.float64)) for bound in (action_spec.minimum, action_spec.maximum))
+    bounds = f"in [{low[0]:g}, {high[0]:g}]" if low.size == high.size == 1 else "with per-dimension bounds"
     return f"continuous actions of shape {shape} {bounds}"
 
 
@@ -315,26 +302,6 @@ def _instantiate(key: str, node: DictConfig, **kwargs: Any) -> Any:
     return _user_error(key, instantiate, node, _convert_="all", **kwargs)
 
 
-def preset_message(experiment: Any, agent: Any, key: str) -> str | None:
-    """The message for an agent option preset `experiment` set for another agent than `agent`
-    (`experiment=dqn_cartpole agent=ppo`); None otherwise."""
-    from rl.train import CONFIG_DIR
-
-    path = os.path.join(CONFIG_DIR, "experiment", f"{experiment}.yaml")
-    if not (experiment and agent and os.path.isfile(path)):
-        return None
-    defaults = OmegaConf.to_container(OmegaConf.load(path)).get("defaults", [])
-    presets = [
-        str(entry["override /agent"]) for entry in defaults if isinstance(entry, dict) and "override /agent" in entry
-    ]
-    if not presets or presets[0] == agent:
-        return None
-    return (
-        f"experiment={experiment} is a preset for agent={presets[0]}: its agent settings ({key}, ...) are "
-        f"{presets[0]}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults"
-    )
-
-
 def resolved_container(config: DictConfig) -> dict[str, Any]:
     try:
         return OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
@@ -349,33 +316,14 @@ def environment_label(environment: Mapping[str, Any], choices: Mapping[str, Any]
     return str(environment.get("name") or choices.get("environment") or "environment")
 
 
-def _swept_keys(hydra_config: Any) -> set[str]:
-    """The keys a multirun varies: the sweeper's `params` and the sweep overrides multirun.yaml recorded."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    keys = {str(key) for key in ((hydra_config.sweeper or {}).get("params") or {})}
-    overrides = list(hydra_config.overrides.task or [])
-    recorded = os.path.join(str(hydra_config.sweep.dir), "multirun.yaml")
-    if os.path.isfile(recorded):
-        sweep = OmegaConf.load(recorded)
-        overrides = list(OmegaConf.select(sweep, "hydra.overrides.task", default=None) or overrides)
-    parser = OverridesParser.create()
-    for line in overrides:
-        try:
-            override = parser.parse_override(str(line))
-        except Exception:  # noqa: BLE001 - an override Hydra itself accepted; skip the odd one.
-            continue
-        if override.is_sweep_override():
-            keys.add(override.get_key_element().lstrip("+~"))
-    return keys
-
-
 def tracking_settings(hydra_config: Any, config: DictConfig) -> dict[str, Any]:
     """`run_group`, `run_tags` and `job_number` for `make_experiment`. A multirun's group names the
-    sweep (without what it varies), its tags are what it varies, its job number ends the run's name;
-    a single run has no group and is tagged with its overrides."""
+    sweep (without what it varies), its tags are what it varies (the sweeper's `params` and the sweep
+    overrides multirun.yaml recorded), its job number ends the run's name; a single run has no group
+    and is tagged with its overrides."""
     import hashlib
 
+    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.types import RunMode
 
     from rl.loggers.wandb import default_group, override_tags
@@ -383,7 +331,22 @@ def tracking_settings(hydra_config: Any, config: DictConfig) -> dict[str, Any]:
     overrides = list(hydra_config.overrides.task or [])
     if hydra_config.mode != RunMode.MULTIRUN:
         return {"run_group": None, "run_tags": override_tags(overrides), "job_number": None}
-    swept = _swept_keys(hydra_config)
+    swept = {str(key) for key in ((hydra_config.sweeper or {}).get("params") or {})}
+    sweep_dir = os.path.abspath(str(hydra_config.sweep.dir))
+    recorded = os.path.join(sweep_dir, "multirun.yaml")
+    stamp = ""
+    sweep_overrides = overrides
+    if os.path.isfile(recorded):
+        stamp = os.stat(recorded).st_mtime_ns
+        sweep_overrides = OmegaConf.select(OmegaConf.load(recorded), "hydra.overrides.task", default=None) or overrides
+    parser = OverridesParser.create()
+    for line in sweep_overrides:
+        try:
+            override = parser.parse_override(str(line))
+        except Exception:  # noqa: BLE001 - an override Hydra itself accepted; skip the odd one.
+            continue
+        if override.is_sweep_override():
+            swept.add(override.get_key_element().lstrip("+~"))
     choices = dict(hydra_config.runtime.choices or {})
     subject = []
     if choices.get("experiment") and "experiment" not in swept:
@@ -391,16 +354,9 @@ def tracking_settings(hydra_config: Any, config: DictConfig) -> dict[str, Any]:
     elif choices.get("agent") and not swept & {"agent", "experiment"}:
         subject.append(choices["agent"])
     if not any(key in ("environment", "experiment") or key.startswith("environment.") for key in swept):
-        environment = OmegaConf.select(config, "environment", default=None)
-        if environment is not None:
-            try:
-                subject.append(environment_label(OmegaConf.to_container(environment, resolve=True), choices))
-            except Exception:  # noqa: BLE001 - an unresolvable config fails later, with its message.
-                pass
+        name = OmegaConf.select(config, "environment.name", default=None, throw_on_resolution_failure=False)
+        subject.append(environment_label({"name": name}, choices))
     # This sweep's own id: its directory and when Hydra wrote the directory's multirun.yaml.
-    sweep_dir = os.path.abspath(str(hydra_config.sweep.dir))
-    recorded = os.path.join(sweep_dir, "multirun.yaml")
-    stamp = os.stat(recorded).st_mtime_ns if os.path.isfile(recorded) else ""
     sweep_id = hashlib.sha1(f"{sweep_dir}:{stamp}".encode()).hexdigest()[:6]
     return {
         "run_group": default_group(str(hydra_config.sweep.dir), subject, sweep_id),
@@ -423,11 +379,8 @@ def make_experiment(
     top_level = [field.name for field in dataclasses.fields(RunSettings) if field.name in config]
     settings = check_run_settings(resolved_container(OmegaConf.masked_copy(config, top_level)))
     container = resolved_container(config)
-    for group in GROUPS:
-        if group not in container:
-            raise ConfigError(group, "no option selected for this config group")
     # `num_envs` and `backend` configure the actors' loops, not the factory (the run's config keeps them).
-    environment_options = dict(container["environment"])
+    environment_options = dict(container.get("environment") or {})
     num_envs = environment_options.pop("num_envs", 1)
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ConfigError("environment.num_envs", f"must be an integer >= 1 (copies per actor), got {num_envs!r}")
@@ -455,19 +408,11 @@ def make_experiment(
             "environment", {**environment_options, "reward_clip": False, "episodic_life": False}, _partial_=True
         )
     # The launcher before the groups that interpolate its settings (launcher.num_actors).
-    for group in ("launcher", *(g for g in GROUPS if g not in ("environment", "launcher"))):
-        try:
-            check_factory(group, container[group], RUNTIME_ARGUMENTS.get(group, ()))
-        except ConfigError as error:  # An agent option of another agent's preset: say whose it is.
-            if group == "agent" and "unknown option" in str(error):
-                message = preset_message(choices.get("experiment"), choices.get("agent"), error.key)
-                if message is not None:
-                    raise ConfigError("agent", message) from None
-            raise
+    for group in ("launcher", "network", "policy", "logger", "agent"):
+        check_factory(group, container.get(group), RUNTIME_ARGUMENTS.get(group, ()))
     environment_kind = "discrete" if is_discrete(environment_spec.actions) else "continuous"
     environment_name = environment_label(environment_options, choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
-    network_choice = str(choices.get("network", "network"))
 
     policy = _instantiate("policy", config.policy)
     builder = _user_error("agent", _instantiate("agent", config.agent, _partial_=True), exploration=policy)
@@ -480,41 +425,14 @@ def make_experiment(
                 f"{key} or a {kind}-action environment",
             )
     check_replay_settings(builder, settings.max_actor_steps)
-    network_factory = _instantiate("network", config.network, _partial_=True)
-    network_kind = getattr(network_factory.func, "network_kind", None)
-    network_kinds = getattr(network_factory.func, "network_kinds", None)
-    if network_kinds is not None:  # A torso under several heads (atari_cnn): build the agent's kind.
-        network_kind = builder.network_kind if builder.network_kind in network_kinds else "/".join(network_kinds)
-        if network_kind == builder.network_kind:
-            network_factory = functools.partial(
-                network_factory.func, *network_factory.args, **network_factory.keywords, network_kind=network_kind
-            )
-    if network_kind is not None and network_kind != builder.network_kind:
-        message = (
-            f"'{network_choice}' builds {network_kind} networks, but the agent needs {builder.network_kind} networks"
-        )
-        if "recurrent_q" in (network_kind, builder.network_kind):
-            message += (
-                "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
-                "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"
-            )
-        raise ConfigError("network", message)
-    outputs = builder.network_outputs()
-    if outputs:
-        missing = sorted(set(outputs) - set(inspect.signature(network_factory.func).parameters))
-        if missing:
-            raise ConfigError(
-                "network",
-                f"agent={agent_name} needs a network that takes {', '.join(missing)}; network={network_choice} does not",
-            )
-        network_factory = functools.partial(network_factory, **outputs)
-    check_network_observations(
-        network_choice,
-        network_factory.func,
+    network_factory = agent_network(
+        _instantiate("network", config.network, _partial_=True),
+        str(choices.get("network", "network")),
         container["network"],
+        builder,
+        agent_name,
         environment_spec.observations,
         environment_name,
-        builder.network_kind,
     )
 
     observers = []
