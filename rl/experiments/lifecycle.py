@@ -1,7 +1,6 @@
-"""The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run`
-evaluates, checkpoints (on a clock, at the end, on SIGINT/SIGTERM and, in a submitit job, on its
-requeue signal) and ends the run `finished`, `interrupted`, `failed` or, when an Optuna search's
-pruner stops its trial, `pruned`. A first signal stops cleanly, a second raises `Interrupted` at once."""
+"""The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run` evaluates,
+checkpoints (on a clock, at the end, on a stop signal) and ends the run `finished`, `interrupted`, `failed`
+or `pruned` (by an Optuna search's pruner). A first signal stops cleanly, a second raises `Interrupted`."""
 
 from __future__ import annotations
 
@@ -28,24 +27,20 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 def requeue_signal() -> int | None:
     """The signal submitit sends a job before its time limit or a pre-emption (SIGUSR2 unless
-    SUBMITIT_PREEMPT_SIGNAL names another); None outside a submitit job. A run stops on it with a
-    checkpoint; the entry point then hands it on to submitit's handler, which requeues the job."""
+    SUBMITIT_PREEMPT_SIGNAL names another); None outside a submitit job."""
     if not os.environ.get("SUBMITIT_EXECUTOR"):
         return None
     return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
 
 
 def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+    return signal.Signals(signum).name
 
 
 class Interrupted(KeyboardInterrupt):
     """A signal that ends the process now; `exit_code` is 128 + its number."""
 
-    def __init__(self, signum: int = signal.SIGINT):
+    def __init__(self, signum: int):
         super().__init__(signal_name(signum))
         self.signum = signum
         self.exit_code = 128 + signum
@@ -54,34 +49,13 @@ class Interrupted(KeyboardInterrupt):
 class RunInterrupted(Exception):
     """A run stopped cleanly on a signal: checkpoint and summary written, loggers closed."""
 
-    def __init__(self, signum: int, summary: Any = None, checkpoint: str | None = None):
+    def __init__(self, signum: int, summary: Any, checkpoint: str | None):
         self.signum = signum
         self.exit_code = 128 + signum
         self.summary = summary
         self.checkpoint = checkpoint
-        at = f" at {summary.actor_steps} actor steps" if summary is not None else ""
-        saved = f"; checkpoint {checkpoint}" if checkpoint else "; no checkpoint written"
-        super().__init__(f"stopped by {signal_name(signum)}{at}{saved}")
-
-
-class StopRequest:
-    """SIGINT and SIGTERM (and a submitit job's requeue signal) set `signum` until `restore()`; a
-    second SIGINT or SIGTERM raises `Interrupted`. The requeue signal never cuts a clean stop short:
-    it turns a stop already under way into one that requeues the job."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.requeue = requeue_signal()
-        self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ()))
-
-    @property
-    def requested(self) -> bool:
-        return self.signum is not None
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is not None and signum != self.requeue:  # A second signal: stop now.
-            raise Interrupted(signum)
-        self.signum = signum
+        saved = f"checkpoint {checkpoint}" if checkpoint else "no checkpoint written"
+        super().__init__(f"stopped by {signal_name(signum)} at {summary.actor_steps} actor steps; {saved}")
 
 
 def _set_handlers(handler: Any, signals: tuple[int, ...] = SIGNALS) -> Callable[[], None]:
@@ -95,6 +69,22 @@ def _set_handlers(handler: Any, signals: tuple[int, ...] = SIGNALS) -> Callable[
             signal.signal(signum, old)
 
     return restore
+
+
+class StopRequest:
+    """SIGINT and SIGTERM (and a submitit job's requeue signal) set `signum` until `restore()`; a
+    second SIGINT or SIGTERM raises `Interrupted`. The requeue signal never cuts a clean stop short:
+    it turns a stop already under way into one that requeues the job."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.requeue = requeue_signal()
+        self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ()))
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None and signum != self.requeue:  # A second signal: stop now.
+            raise Interrupted(signum)
+        self.signum = signum
 
 
 def _raise(signum: int, frame: Any) -> None:
@@ -112,8 +102,8 @@ def raise_on_signals() -> Iterator[None]:
 
 
 def next_evaluation(experiment: ExperimentConfig, actor_steps: int) -> int:
-    every, budget = experiment.eval_every, experiment.max_actor_steps
-    return min((actor_steps // every + 1) * every, budget)
+    every = experiment.eval_every
+    return min((actor_steps // every + 1) * every, experiment.max_actor_steps)
 
 
 @dataclasses.dataclass
@@ -152,34 +142,12 @@ class Snapshot:
     process_state: Any = None
 
 
-def run_state(experiment: ExperimentConfig, record: RunRecord, snapshot: Snapshot) -> dict[str, Any]:
-    """A checkpoint's state item: all but the learner state."""
-    start = experiment.logger_factory.start_time
-    state = {
-        "agent": experiment.agent_name,
-        "environment": experiment.environment_name,
-        "seed": experiment.seed,
-        "max_actor_steps": experiment.max_actor_steps,
-        "counts": {key: (int(v) if float(v).is_integer() else float(v)) for key, v in snapshot.counts.items()},
-        "actor_steps": int(snapshot.actor_steps),
-        "next_eval": int(record.next_eval),
-        "actor_schedule_step": int(snapshot.actor_steps),
-        "session": int(experiment.session),
-        "eval_returns": [[int(s), float(v)] for s, v in record.eval_returns],
-        "eval_times_s": [t - start for t in record.eval_times] if start is not None else None,
-        "wall_time_s": time.time() - start if start is not None else None,
-        "acting_time_s": float(record.acting_time_s),
-    }
-    return state | snapshot.state
-
-
 class RunCheckpointer:
     """The checkpoints of one run: periodic (`due`), on stop and at the end."""
 
     def __init__(self, experiment: ExperimentConfig):
         self.experiment = experiment
         self.settings: CheckpointSettings = experiment.checkpoint
-        self.run_directory = experiment.run_directory
         self.last: str | None = experiment.restore.checkpoint if experiment.restore is not None else None
         self.start()
 
@@ -202,17 +170,33 @@ class RunCheckpointer:
         if not (self.settings.replay and (self.settings.enabled or restore_replay)):
             return None, None
         fallback = checkpointing.replay_of(restore.checkpoint) if restore_replay else None
-        return checkpointing.replay_root(self.run_directory), fallback
+        return checkpointing.replay_root(self.experiment.run_directory), fallback
 
-    def save(self, state: Mapping[str, Any], snapshot: Snapshot) -> str:
+    def save(self, record: RunRecord, snapshot: Snapshot) -> str:
+        """Writes a checkpoint of `snapshot` with the run's state item (all but the learner state)."""
+        experiment, start = self.experiment, self.experiment.logger_factory.start_time
+        state = {
+            "agent": experiment.agent_name,
+            "environment": experiment.environment_name,
+            "seed": experiment.seed,
+            "max_actor_steps": experiment.max_actor_steps,
+            "counts": {key: (int(v) if float(v).is_integer() else float(v)) for key, v in snapshot.counts.items()},
+            "actor_steps": int(snapshot.actor_steps),
+            "next_eval": int(record.next_eval),
+            "actor_schedule_step": int(snapshot.actor_steps),
+            "session": int(experiment.session),
+            "eval_returns": [[int(s), float(v)] for s, v in record.eval_returns],
+            "eval_times_s": [t - start for t in record.eval_times] if start is not None else None,
+            "wall_time_s": time.time() - start if start is not None else None,
+            "acting_time_s": float(record.acting_time_s),
+        } | snapshot.state
         replay = tables = None
         if snapshot.replay is not None:
             replay = snapshot.replay()
-            builder, spec = self.experiment.builder, self.experiment.environment_spec
-            tables = checkpointing.describe_tables(builder.make_replay_tables(spec))
+            tables = checkpointing.describe_tables(experiment.builder.make_replay_tables(experiment.environment_spec))
         self.last = checkpointing.save_checkpoint(
-            self.run_directory,
-            int(state["actor_steps"]),
+            experiment.run_directory,
+            state["actor_steps"],
             snapshot.learner_state,
             state,
             self.settings.keep,
@@ -281,29 +265,28 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
     checkpoints = RunCheckpointer(experiment)
     nodes.experiment, nodes.record, nodes.checkpoints = experiment, record, checkpoints
     stop = StopRequest()
-    loggers_closed = pruned = False
+    exit_code = 1  # The loggers close with it: a run that does not end well failed.
+    pruned = False
 
     def save(periodic: bool = False) -> tuple[str | None, Snapshot]:
-        enabled = checkpoints.settings.enabled
-        snapshot = nodes.snapshot(checkpoint=enabled)
-        if not enabled:
+        snapshot = nodes.snapshot(checkpoint=checkpoints.settings.enabled)
+        if not checkpoints.settings.enabled:
             return None, snapshot
         if periodic and checkpoints.last and checkpointing.step_of(checkpoints.last) == snapshot.actor_steps:
             checkpoints.start()  # Nothing moved since the last one: try later.
             return None, snapshot
-        path = checkpoints.save(run_state(experiment, record, snapshot), snapshot)
+        path = checkpoints.save(record, snapshot)
         nodes.saved(path, snapshot)
         return path, snapshot
 
-    def finish(snapshot: Snapshot, status: str, exit_code: int) -> RunSummary:
-        nonlocal loggers_closed
-        wall_time_s = time.perf_counter() - start
+    def summarize(counts: Mapping[str, Any], status: str) -> RunSummary:
         curve = (record.eval_returns, record.eval_times)
-        summary = finish_run(experiment, snapshot.counts, *curve, wall_time_s, record.acting_time_s, status=status)
-        summary = nodes.finished(summary, status, exit_code)
-        close_loggers(experiment, exit_code=exit_code)
-        loggers_closed = True
-        return summary
+        return finish_run(experiment, counts, *curve, time.perf_counter() - start, record.acting_time_s, status=status)
+
+    def finish(snapshot: Snapshot, status: str, code: int) -> RunSummary:
+        nonlocal exit_code
+        exit_code = code
+        return nodes.finished(summarize(snapshot.counts, status), status, code)
 
     try:
         trial = OptunaTrial.from_environment(experiment.run_directory)  # None outside a search that prunes.
@@ -314,7 +297,7 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
             while record.steps < experiment.max_actor_steps:
                 acting_start = time.perf_counter()
                 target = min(record.next_eval, experiment.max_actor_steps)
-                record.steps = nodes.act(target, lambda: stop.requested or checkpoints.due(), progress)
+                record.steps = nodes.act(target, lambda: stop.signum is not None or checkpoints.due(), progress)
                 record.acting_time_s += time.perf_counter() - acting_start
                 if record.steps >= record.next_eval:
                     if record.steps >= experiment.max_actor_steps:
@@ -326,44 +309,34 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
                     record.next_eval = next_evaluation(experiment, record.steps)
                     if trial is not None and trial.report(steps, mean):
                         pruned = record.steps < experiment.max_actor_steps  # The last round completes it.
-                if stop.requested or pruned:
+                if stop.signum is not None or pruned:
                     break
                 if checkpoints.due():
                     save(periodic=True)
-        if stop.requested or pruned:
+        if stop.signum is not None or pruned:
             nodes.end_acting(interrupted=True)
         nodes.end_learning()  # The last checkpoint's counts are the learner's last.
         if pruned:  # No checkpoint: a pruned trial is not resumed.
             trial.prune()
             return finish(nodes.snapshot(checkpoint=False), "pruned", 0)
         path, snapshot = save()
-        if stop.requested:
-            summary = finish(snapshot, "interrupted", 128 + stop.signum)
-            raise RunInterrupted(stop.signum, summary, path)
+        if stop.signum is not None:
+            raise RunInterrupted(stop.signum, finish(snapshot, "interrupted", 128 + stop.signum), path)
         return finish(snapshot, "finished", 0)
     except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
-        close_loggers(experiment, exit_code=error.exit_code)
-        loggers_closed = True
+        exit_code = error.exit_code
         raise
     except Exception as error:  # noqa: BLE001 - `failure` decides what is a failure of the run.
         message = nodes.failure(error)
         if message is None or isinstance(error, RunInterrupted):
             raise
-        wall_time_s, curve = time.perf_counter() - start, (record.eval_returns, record.eval_times)
-        try:  # A "failed" summary, when the counts can still be had.
+        with contextlib.suppress(Exception):  # A "failed" summary, when the counts can still be had.
             nodes.end_learning()
-            counts = nodes.counts()
-        except Exception:  # noqa: BLE001 - best effort: the failure is raised either way.
-            counts = None
-        if counts is not None:
-            finish_run(experiment, counts, *curve, wall_time_s, record.acting_time_s, status="failed")
-        close_loggers(experiment, exit_code=1)
-        loggers_closed = True
+            summarize(nodes.counts(), "failed")
         raise LauncherError(message) from None
     finally:
         stop.restore()
         try:
             nodes.close()
         finally:
-            if not loggers_closed:
-                close_loggers(experiment, exit_code=1)
+            close_loggers(experiment, exit_code=exit_code)

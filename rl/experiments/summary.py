@@ -138,11 +138,6 @@ def read_summary(directory: str) -> dict[str, Any]:
         return json.load(file)
 
 
-def _return_text(value: float) -> str:
-    value = float(value) if value is not None else math.nan
-    return "-" if not math.isfinite(value) else f"{value:.1f}"
-
-
 def _rate_text(rate: float) -> str:
     """Steps per second in at most 5 characters: 812, 15.3k, 123k, 2.1M."""
     if rate < 1e4:
@@ -199,4 +194,4 @@ class ProgressDisplay:
         self._progress.update(self._task, completed=self._step, rate=_rate_text(rate), **self._texts())
 
     def _texts(self) -> dict[str, str]:
-        return {key: _return_text(value) for key, value in self._fields.items()}
+        return {key: f"{value:.1f}" if math.isfinite(value) else "-" for key, value in self._fields.items()}
