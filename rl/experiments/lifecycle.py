@@ -265,8 +265,12 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
     checkpoints = RunCheckpointer(experiment)
     nodes.experiment, nodes.record, nodes.checkpoints = experiment, record, checkpoints
     stop = StopRequest()
-    exit_code = 1  # The loggers close with it: a run that does not end well failed.
-    pruned = False
+    loggers_closed = pruned = False
+
+    def close(exit_code: int) -> None:
+        nonlocal loggers_closed
+        close_loggers(experiment, exit_code=exit_code)
+        loggers_closed = True
 
     def save(periodic: bool = False) -> tuple[str | None, Snapshot]:
         snapshot = nodes.snapshot(checkpoint=checkpoints.settings.enabled)
@@ -283,10 +287,10 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
         curve = (record.eval_returns, record.eval_times)
         return finish_run(experiment, counts, *curve, time.perf_counter() - start, record.acting_time_s, status=status)
 
-    def finish(snapshot: Snapshot, status: str, code: int) -> RunSummary:
-        nonlocal exit_code
-        exit_code = code
-        return nodes.finished(summarize(snapshot.counts, status), status, code)
+    def finish(snapshot: Snapshot, status: str, exit_code: int) -> RunSummary:
+        summary = nodes.finished(summarize(snapshot.counts, status), status, exit_code)
+        close(exit_code)
+        return summary
 
     try:
         trial = OptunaTrial.from_environment(experiment.run_directory)  # None outside a search that prunes.
@@ -324,7 +328,7 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
             raise RunInterrupted(stop.signum, finish(snapshot, "interrupted", 128 + stop.signum), path)
         return finish(snapshot, "finished", 0)
     except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
-        exit_code = error.exit_code
+        close(error.exit_code)
         raise
     except Exception as error:  # noqa: BLE001 - `failure` decides what is a failure of the run.
         message = nodes.failure(error)
@@ -333,10 +337,12 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
         with contextlib.suppress(Exception):  # A "failed" summary, when the counts can still be had.
             nodes.end_learning()
             summarize(nodes.counts(), "failed")
+        close(1)
         raise LauncherError(message) from None
     finally:
         stop.restore()
         try:
             nodes.close()
         finally:
-            close_loggers(experiment, exit_code=exit_code)
+            if not loggers_closed:
+                close(1)
