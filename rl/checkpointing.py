@@ -198,33 +198,27 @@ def save_checkpoint(
     return os.path.join(checkpoint_root(run_directory), f"step_{step}")
 
 
-def _damage(path: str) -> str | None:
-    """Why the checkpoint at `path` cannot be used (None: its learner state and files match their digests)."""
-    try:
-        state = read_state(path)
-        present = _file_digests(os.path.join(path, "files"))
-        for relative, digest in sorted(state.get("files", {}).items()):
-            if relative not in present:
-                return f"missing file files/{relative}"
-            if present[relative] != digest:
-                return f"files/{relative} does not match its checksum"
-        _restore_leaves(path, state["learner"])
-    except CheckpointError as error:
-        return str(error)
-    return None
-
-
 def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list[tuple[str, str]]]:
-    """The newest undamaged checkpoint and the damaged ones skipped (path, reason); (None, [])
-    when the run has none, a `CheckpointError` when every one is damaged."""
+    """The newest checkpoint whose learner state and files match their digests, and the damaged ones
+    skipped (path, reason); (None, []) when the run has none, a `CheckpointError` when every one is damaged."""
     skipped: list[tuple[str, str]] = []
     for path in list_checkpoints(run_directory):
-        reason = _damage(path)
-        if reason is None:
+        try:
+            state = read_state(path)
+            present = _file_digests(os.path.join(path, "files"))
+            for relative, digest in sorted(state.get("files", {}).items()):
+                if relative not in present:
+                    raise CheckpointError(f"missing file files/{relative}")
+                if present[relative] != digest:
+                    raise CheckpointError(f"files/{relative} does not match its checksum")
+            _restore_leaves(path, state["learner"])
             return path, skipped
-        skipped.append((path, reason))
-        if warn:
-            warnings.warn(f"checkpoint {path} is damaged ({reason}); trying the previous one", RunWarning, stacklevel=2)
+        except CheckpointError as error:
+            skipped.append((path, str(error)))
+            if warn:
+                warnings.warn(
+                    f"checkpoint {path} is damaged ({error}); trying the previous one", RunWarning, stacklevel=2
+                )
     if skipped:
         reasons = "; ".join(f"{os.path.basename(p)}: {r}" for p, r in skipped)
         raise CheckpointError(f"no usable checkpoint in {checkpoint_root(run_directory)} ({reasons})")

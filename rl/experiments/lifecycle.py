@@ -11,10 +11,9 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from rl import checkpointing
-from rl.checkpointing import CheckpointSettings
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import LauncherError
 from rl.experiments.pruning import OptunaTrial
@@ -58,17 +57,13 @@ class RunInterrupted(Exception):
         super().__init__(f"stopped by {signal_name(signum)} at {summary.actor_steps} actor steps; {saved}")
 
 
-def _set_handlers(handler: Any, signals: tuple[int, ...] = SIGNALS) -> Callable[[], None]:
-    """Sets `handler` for `signals` (main thread only); returns what puts the old ones back."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {signum: signal.signal(signum, handler) for signum in signals}
-
-    def restore() -> None:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
-
-    return restore
+def _set_handlers(handler: Any, signals: tuple[int, ...] = SIGNALS) -> contextlib.ExitStack:
+    """Sets `handler` for `signals` (main thread only); closing the stack returned puts the old ones back."""
+    stack = contextlib.ExitStack()
+    if threading.current_thread() is threading.main_thread():
+        for signum in signals:
+            stack.callback(signal.signal, signum, signal.signal(signum, handler))
+    return stack
 
 
 class StopRequest:
@@ -79,7 +74,7 @@ class StopRequest:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.requeue = requeue_signal()
-        self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ()))
+        self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ())).close
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is not None and signum != self.requeue:  # A second signal: stop now.
@@ -91,14 +86,9 @@ def _raise(signum: int, frame: Any) -> None:
     raise Interrupted(signum)
 
 
-@contextlib.contextmanager
-def raise_on_signals() -> Iterator[None]:
+def raise_on_signals() -> contextlib.ExitStack:
     """While open, SIGINT and SIGTERM raise `Interrupted` in the main thread."""
-    restore = _set_handlers(_raise)
-    try:
-        yield
-    finally:
-        restore()
+    return _set_handlers(_raise)
 
 
 def next_evaluation(experiment: ExperimentConfig, actor_steps: int) -> int:
@@ -147,7 +137,7 @@ class RunCheckpointer:
 
     def __init__(self, experiment: ExperimentConfig):
         self.experiment = experiment
-        self.settings: CheckpointSettings = experiment.checkpoint
+        self.settings = experiment.checkpoint
         self.last: str | None = experiment.restore.checkpoint if experiment.restore is not None else None
         self.start()
 
