@@ -16,7 +16,6 @@ import pickle
 import re
 import secrets
 import shutil
-import string
 import time
 import warnings
 from typing import Any, Callable, Mapping, Sequence
@@ -406,7 +405,6 @@ class RunPlan:
     finished: dict[str, Any] | None = None  # A finished run's summary: nothing to do.
     restore: RestorePoint | None = None  # None: start from the beginning.
     session: int = 0  # 0 for a new run, one more for each resume (an earlier run's later rows are set aside).
-    wandb_run_id: str | None = None
 
 
 def prepare_run(
@@ -425,7 +423,7 @@ def prepare_run(
     warn = functools.partial(warnings.warn, category=RunWarning, stacklevel=2)
     run_directory = os.path.abspath(run_directory)
     run_file = _read_json(os.path.join(run_directory, RUN_FILE))
-    plan = RunPlan(run_directory, wandb_run_id=run_file.get("wandb_run_id"))
+    plan = RunPlan(run_directory)
     if not holds_a_run(run_directory):
         if explicit:
             raise ConfigError("resume", f"{run_directory} holds no run to resume (no run.json, checkpoint or logs)")
@@ -536,14 +534,15 @@ def apply_plan(plan: RunPlan, experiment: Any) -> Any:
     factory = experiment.logger_factory
     if restore is not None and restore.state.get("wall_time_s") is not None and factory.start_time is not None:
         factory.start_time = time.time() - float(restore.state["wall_time_s"])
-    run_id = plan.wandb_run_id or "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+    path = os.path.join(plan.run_directory, RUN_FILE)
+    run_file = _read_json(path)
+    run_id = run_file.get("wandb_run_id") or secrets.token_hex(4)
     if factory.wandb_run is not None:
         factory.wandb_run.use_run_id(run_id, resume=plan.session > 0)
-    path = os.path.join(plan.run_directory, RUN_FILE)
     started = datetime.datetime.now().isoformat(timespec="seconds")
     restored_from = os.path.basename(restore.checkpoint) if restore is not None else None
     history = [
-        *_read_json(path).get("history", []),
+        *run_file.get("history", []),
         {"session": plan.session, "started": started, "restored_from": restored_from},
     ]
     os.makedirs(plan.run_directory, exist_ok=True)
