@@ -120,9 +120,7 @@ def finish_run(
     if start_time is not None:
         wall_time_s = time.time() - start_time
         eval_times_s = [t - start_time for t in eval_times]
-    summary = RunSummary.from_run(
-        experiment, counts, eval_returns, wall_time_s, acting_time_s, eval_times_s, status=status
-    )
+    summary = RunSummary.from_run(experiment, counts, eval_returns, wall_time_s, acting_time_s, eval_times_s, status)
     write_json(os.path.join(experiment.run_directory, "summary.json"), dataclasses.asdict(summary))
     experiment.logger_factory.record_summary(dataclasses.asdict(summary))
     return summary
