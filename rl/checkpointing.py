@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import datetime
 import functools
+import glob
 import hashlib
 import json
 import math
@@ -15,7 +16,6 @@ import pickle
 import re
 import secrets
 import shutil
-import string
 import time
 import warnings
 from typing import Any, Callable, Mapping, Sequence
@@ -25,9 +25,6 @@ import numpy as np
 from rl.checks import require_at_least, require_positive
 
 FORMAT = 3
-REPLAY = "replay"
-PROCESS = "process.pkl"
-TABLES = "tables.json"
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 
@@ -61,7 +58,11 @@ def checkpoint_root(run_directory: str) -> str:
 
 
 def replay_root(run_directory: str) -> str:
-    return os.path.join(checkpoint_root(run_directory), REPLAY)
+    return os.path.join(checkpoint_root(run_directory), "replay")
+
+
+def replay_of(path: str) -> str:
+    return os.path.join(path, "files", "replay")
 
 
 def step_of(path: str) -> int | None:
@@ -71,18 +72,12 @@ def step_of(path: str) -> int | None:
 
 def list_checkpoints(run_directory: str) -> list[str]:
     """Every `step_*` directory of a run, newest (most actor steps) first."""
-    root = checkpoint_root(run_directory)
-    steps = [(step, name) for name in _names(root) if (step := step_of(name)) is not None]
-    return [os.path.join(root, name) for _, name in sorted(steps, reverse=True)]
-
-
-def _names(directory: str) -> list[str]:
-    return os.listdir(directory) if os.path.isdir(directory) else []
+    paths = glob.glob(os.path.join(glob.escape(checkpoint_root(run_directory)), "step_*"))
+    return sorted((path for path in paths if step_of(path) is not None), key=step_of, reverse=True)
 
 
 def log_files(run_directory: str) -> list[str]:
-    directory = os.path.join(run_directory, "logs")
-    return sorted(os.path.join(directory, n) for n in _names(directory) if n.endswith(".csv"))
+    return sorted(glob.glob(os.path.join(glob.escape(run_directory), "logs", "*.csv")))
 
 
 def _has_rows(path: str) -> bool:
@@ -137,13 +132,13 @@ def _files_save() -> Any:
     @ocp.args.register_with_handler(FilesHandler, for_save=True, for_restore=True)
     @dataclasses.dataclass
     class FilesSave(ocp.args.CheckpointArgs):
-        moves: dict = dataclasses.field(default_factory=dict)
-        writes: dict = dataclasses.field(default_factory=dict)
+        moves: dict
+        writes: dict
 
     return FilesSave
 
 
-def _file_digests(directory: str, prefix: str) -> dict[str, str]:
+def _file_digests(directory: str, prefix: str = "") -> dict[str, str]:
     digests = {}
     for root, _, names in os.walk(directory):
         for name in names:
@@ -177,13 +172,12 @@ def save_checkpoint(
         "dtypes": [str(leaf.dtype) for leaf in leaves],
         "digest": state_digest(leaves),
     }
-    writes: dict[str, bytes] = {}
-    moves = {}
+    writes, moves = {}, {}
     if process_state is not None:
-        writes[PROCESS] = pickle.dumps(process_state, protocol=pickle.HIGHEST_PROTOCOL)
+        writes["process.pkl"] = pickle.dumps(process_state, protocol=pickle.HIGHEST_PROTOCOL)
     if replay_checkpoint is not None:
-        writes[TABLES] = json.dumps(tables or {}, indent=1).encode()
-        moves[REPLAY] = replay_checkpoint
+        writes["tables.json"] = json.dumps(tables or {}, indent=1).encode()
+        moves["replay"] = replay_checkpoint
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in writes.items()}
     for name, source in moves.items():
         digests.update(_file_digests(source, name))
@@ -194,48 +188,36 @@ def save_checkpoint(
     if leaves:
         items["learner"] = ocp.args.StandardSave({f"{i:06d}": leaf for i, leaf in enumerate(leaves)})
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep,
-        step_prefix="step",
-        enable_async_checkpointing=False,
-        create=True,
-        cleanup_tmp_directories=True,
+        max_to_keep=keep, step_prefix="step", enable_async_checkpointing=False, cleanup_tmp_directories=True
     )
     with ocp.CheckpointManager(checkpoint_root(run_directory), options=options) as manager:
         if step in manager.all_steps():
             manager.delete(step)
         manager.save(step, args=ocp.args.Composite(**items), force=True)
-        manager.wait_until_finished()
     return os.path.join(checkpoint_root(run_directory), f"step_{step}")
 
 
-def _damage(path: str) -> str | None:
-    """Why the checkpoint at `path` cannot be used (None: its learner state and files match their digests)."""
-    try:
-        state = read_state(path)
-        present = _file_digests(os.path.join(path, "files"), "")
-        for relative, digest in sorted(state.get("files", {}).items()):
-            if relative not in present:
-                return f"missing file files/{relative}"
-            if present[relative] != digest:
-                return f"files/{relative} does not match its checksum"
-        if state_digest(_restore_leaves(path, state["learner"])) != state["learner"]["digest"]:
-            return "its learner state does not match its checksum"
-    except CheckpointError as error:
-        return str(error)
-    return None
-
-
 def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list[tuple[str, str]]]:
-    """The newest undamaged checkpoint and the damaged ones skipped (path, reason); (None, [])
-    when the run has none, a `CheckpointError` when every one is damaged."""
+    """The newest checkpoint whose learner state and files match their digests, and the damaged ones
+    skipped (path, reason); (None, []) when the run has none, a `CheckpointError` when every one is damaged."""
     skipped: list[tuple[str, str]] = []
     for path in list_checkpoints(run_directory):
-        reason = _damage(path)
-        if reason is None:
+        try:
+            state = read_state(path)
+            present = _file_digests(os.path.join(path, "files"))
+            for relative, digest in sorted(state.get("files", {}).items()):
+                if relative not in present:
+                    raise CheckpointError(f"missing file files/{relative}")
+                if present[relative] != digest:
+                    raise CheckpointError(f"files/{relative} does not match its checksum")
+            _restore_leaves(path, state["learner"])
             return path, skipped
-        skipped.append((path, reason))
-        if warn:
-            warnings.warn(f"checkpoint {path} is damaged ({reason}); trying the previous one", RunWarning, stacklevel=2)
+        except CheckpointError as error:
+            skipped.append((path, str(error)))
+            if warn:
+                warnings.warn(
+                    f"checkpoint {path} is damaged ({error}); trying the previous one", RunWarning, stacklevel=2
+                )
     if skipped:
         reasons = "; ".join(f"{os.path.basename(p)}: {r}" for p, r in skipped)
         raise CheckpointError(f"no usable checkpoint in {checkpoint_root(run_directory)} ({reasons})")
@@ -254,13 +236,9 @@ def read_state(path: str) -> dict[str, Any]:
     return state
 
 
-def replay_of(path: str) -> str:
-    return os.path.join(path, "files", REPLAY)
-
-
 def read_process_state(path: str) -> Any:
     """A checkpoint's deterministic process state, or None."""
-    file_path = os.path.join(path, "files", PROCESS)
+    file_path = os.path.join(path, "files", "process.pkl")
     if not os.path.isfile(file_path):
         return None
     with open(file_path, "rb") as file:
@@ -291,8 +269,7 @@ def check_learner_structure(path: str, template: Any) -> dict[str, Any]:
 
 
 def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
-    if not saved["shapes"]:
-        return []
+    """The learner state's leaves saved at `path`, checked against their digest."""
     import jax
 
     ocp = _orbax()
@@ -302,21 +279,20 @@ def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
     }
     try:
         checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())
-        restored = checkpointer.restore(os.path.join(path, "learner"), args=ocp.args.StandardRestore(target))
-        leaves = [np.asarray(restored[key]) for key in target]
+        restored = target and checkpointer.restore(os.path.join(path, "learner"), args=ocp.args.StandardRestore(target))
+        leaves = [np.asarray(restored[key]).astype(target[key].dtype, copy=False) for key in target]
     except Exception as error:  # noqa: BLE001 - orbax/tensorstore errors vary: say it plainly.
         raise CheckpointError(f"cannot read the learner state in {path} ({type(error).__name__})") from None
-    return [leaf.astype(dtype, copy=False) for leaf, dtype in zip(leaves, saved["dtypes"])]
+    if state_digest(leaves) != saved["digest"]:
+        raise CheckpointError("its learner state does not match its checksum")
+    return leaves
 
 
 def restore_learner_state(path: str, template: Any) -> Any:
     """The learner state saved at `path` in `template`'s structure, bit for bit (its digest is checked)."""
     import jax
 
-    saved = check_learner_structure(path, template)
-    leaves = _restore_leaves(path, saved)
-    if state_digest(leaves) != saved["digest"]:
-        raise CheckpointError(f"the learner state in {path} does not match the digest it was saved with")
+    leaves = _restore_leaves(path, check_learner_structure(path, template))
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), leaves)
 
 
@@ -356,7 +332,7 @@ def flatten_mapping(value: Any, prefix: str = "") -> dict[str, Any]:
 def check_replay_tables(checkpoint: str, tables: Sequence[Any]) -> None:
     """Raises a `CheckpointError` naming every difference between the checkpoint's tables and
     `tables` (reverb would silently keep the checkpoint's)."""
-    path = os.path.join(checkpoint, "files", TABLES)
+    path = os.path.join(checkpoint, "files", "tables.json")
     try:
         with open(path) as file:
             saved = json.load(file)
@@ -371,9 +347,11 @@ def check_replay_tables(checkpoint: str, tables: Sequence[Any]) -> None:
             differences.append(f"this config builds a table '{name}' that the checkpoint lacks")
         else:
             before = flatten_mapping(saved[name])
-            for key, now in flatten_mapping(current[name]).items():
-                if before.get(key) != now:
-                    differences.append(f"table '{name}' {key}: {before.get(key)} in the checkpoint, {now} now")
+            differences += [
+                f"table '{name}' {key}: {before.get(key)} in the checkpoint, {now} now"
+                for key, now in flatten_mapping(current[name]).items()
+                if before.get(key) != now
+            ]
     if differences:
         raise CheckpointError(
             "the replay checkpoint does not match this config's replay table ("
@@ -387,6 +365,15 @@ def write_json(path: str, value: Any) -> None:
     with open(f"{path}.tmp", "w") as file:
         json.dump(value, file, indent=2)
     os.replace(f"{path}.tmp", path)
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as file:
+            value = json.load(file)
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 # Top-level keys a resumed run may change: they do not change what is learned.
@@ -417,18 +404,7 @@ class RunPlan:
     run_directory: str
     finished: dict[str, Any] | None = None  # A finished run's summary: nothing to do.
     restore: RestorePoint | None = None  # None: start from the beginning.
-    previous: bool = False  # An earlier run's rows after the restore point are set aside.
-    session: int = 0  # 0 for a new run, one more for each resume.
-    wandb_run_id: str | None = None
-
-
-def _read_json(path: str) -> dict[str, Any]:
-    try:
-        with open(path) as file:
-            value = json.load(file)
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    session: int = 0  # 0 for a new run, one more for each resume (an earlier run's later rows are set aside).
 
 
 def prepare_run(
@@ -440,40 +416,39 @@ def prepare_run(
 ) -> RunPlan:
     """Whether the run in `run_directory` is new, finished or to be resumed; checks everything, writes
     nothing. `explicit` (`resume=DIR`): nothing to resume is an error."""
-    from rl.experiments.make_experiment import ConfigError
+    from omegaconf import OmegaConf
+
+    from rl.experiments.make_experiment import ConfigError, resolved_container
 
     warn = functools.partial(warnings.warn, category=RunWarning, stacklevel=2)
     run_directory = os.path.abspath(run_directory)
     run_file = _read_json(os.path.join(run_directory, RUN_FILE))
-    plan = RunPlan(run_directory, wandb_run_id=run_file.get("wandb_run_id"))
+    plan = RunPlan(run_directory)
     if not holds_a_run(run_directory):
         if explicit:
             raise ConfigError("resume", f"{run_directory} holds no run to resume (no run.json, checkpoint or logs)")
         return plan
-    plan.previous = True
     plan.session = int(run_file.get("sessions", 1))
 
     config_path = os.path.join(run_directory, ".hydra", "config.yaml")
     if os.path.isfile(config_path):
-        from omegaconf import OmegaConf
-
-        from rl.experiments.make_experiment import resolved_container
-
         try:
             before = flatten_mapping(OmegaConf.to_container(OmegaConf.load(config_path), resolve=True))
         except Exception as error:  # noqa: BLE001 - an unreadable or unresolvable file: say so.
             raise CheckpointError(f"cannot read the run's configuration {config_path} ({error})") from None
         now = flatten_mapping(resolved_container(config))
-        keys = sorted(key for key in set(before) | set(now) if key.split(".")[0] not in MUTABLE_KEYS)
-        values = [(key, before.get(key, "<unset>"), now.get(key, "<unset>")) for key in keys]
-        differences = [difference for difference in values if difference[1] != difference[2]]
+        differences = [
+            key
+            for key in sorted(set(before) | set(now))
+            if key.split(".")[0] not in MUTABLE_KEYS and before.get(key, "<unset>") != now.get(key, "<unset>")
+        ]
         if differences:
-            key, before, now = differences[0]
+            key = differences[0]
             more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
             raise ConfigError(
                 key,
-                f"is {now!r} but the run in {run_directory} used {before!r}{more}; a resumed run keeps its "
-                "configuration: repeat the run's own command, or use a new hydra.run.dir for a new run",
+                f"is {now.get(key, '<unset>')!r} but the run in {run_directory} used {before.get(key, '<unset>')!r}{more}; "
+                "a resumed run keeps its configuration: repeat the run's own command, or use a new hydra.run.dir for a new run",
             )
 
     summary = _read_json(os.path.join(run_directory, SUMMARY_FILE))
@@ -501,26 +476,24 @@ def prepare_run(
             raise CheckpointError(f"checkpoint {path} is of {key} {state.get(key)!r}, this config's is {value!r}")
     from rl.experiments.launchers.base import Launcher
 
-    template = (learner_template or Launcher().checkpoint_template)(experiment)
-    check_learner_structure(path, template)
+    check_learner_structure(path, (learner_template or Launcher().checkpoint_template)(experiment))
     if state["actor_steps"] > experiment.max_actor_steps:
         raise CheckpointError(
             f"checkpoint {path} is at {state['actor_steps']} actor steps, beyond max_actor_steps={experiment.max_actor_steps}"
         )
-    restore = RestorePoint(path, state, skipped)
+    plan.restore = RestorePoint(path, state, skipped)
     has_replay = os.path.isdir(replay_of(path))
     if has_replay and experiment.checkpoint.replay:
         from rl.experiments.builders import DistributedProgram
 
-        check_replay_tables(restore.checkpoint, DistributedProgram(experiment).make_replay_tables())
-        restore.restore_replay = True
+        check_replay_tables(path, DistributedProgram(experiment).make_replay_tables())
+        plan.restore.restore_replay = True
     elif has_replay or experiment.checkpoint.replay:
         warn(
             "the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it"
             if has_replay
             else "the checkpoint holds no replay buffer: the resumed run refills it"
         )
-    plan.restore = restore
     plan.session = int(state.get("session", 0)) + 1
     return plan
 
@@ -549,34 +522,29 @@ def trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session:
 def apply_plan(plan: RunPlan, experiment: Any) -> Any:
     """Renames damaged checkpoints, sets later log rows aside, continues the clock and W&B run;
     returns the experiment to launch."""
-    run_directory = plan.run_directory
     restore = plan.restore
-    if restore is not None:
-        for damaged, _ in restore.skipped:
-            target = os.path.join(os.path.dirname(damaged), f"damaged_{os.path.basename(damaged)}")
-            if not os.path.exists(target):
-                os.rename(damaged, target)
-    if plan.previous:
+    for damaged, _ in restore.skipped if restore is not None else ():
+        target = os.path.join(os.path.dirname(damaged), f"damaged_{os.path.basename(damaged)}")
+        if not os.path.exists(target):
+            os.rename(damaged, target)
+    if plan.session:
         counts = restore.counts if restore is not None else {}
-        trim_logs(run_directory, int(counts.get("actor_steps", 0)), int(counts.get("learner_steps", 0)), plan.session)
-    leftovers = replay_root(run_directory)  # Table checkpoints never moved into a step.
-    for name in _names(leftovers):
-        shutil.rmtree(os.path.join(leftovers, name), ignore_errors=True)
+        trim_logs(plan.run_directory, counts.get("actor_steps", 0), counts.get("learner_steps", 0), plan.session)
+    shutil.rmtree(replay_root(plan.run_directory), ignore_errors=True)  # Table checkpoints never moved into a step.
     factory = experiment.logger_factory
     if restore is not None and restore.state.get("wall_time_s") is not None and factory.start_time is not None:
         factory.start_time = time.time() - float(restore.state["wall_time_s"])
-    run_id = plan.wandb_run_id or "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+    path = os.path.join(plan.run_directory, RUN_FILE)
+    run_file = _read_json(path)
+    run_id = run_file.get("wandb_run_id") or secrets.token_hex(4)
     if factory.wandb_run is not None:
-        factory.wandb_run.use_run_id(run_id, resume=plan.previous)
-    path = os.path.join(run_directory, RUN_FILE)
-    history = list(_read_json(path).get("history", []))
-    history.append(
-        {
-            "session": plan.session,
-            "started": datetime.datetime.now().isoformat(timespec="seconds"),
-            "restored_from": os.path.basename(restore.checkpoint) if restore is not None else None,
-        }
-    )
-    os.makedirs(run_directory, exist_ok=True)
+        factory.wandb_run.use_run_id(run_id, resume=plan.session > 0)
+    started = datetime.datetime.now().isoformat(timespec="seconds")
+    restored_from = os.path.basename(restore.checkpoint) if restore is not None else None
+    history = [
+        *run_file.get("history", []),
+        {"session": plan.session, "started": started, "restored_from": restored_from},
+    ]
+    os.makedirs(plan.run_directory, exist_ok=True)
     write_json(path, {"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history})
     return dataclasses.replace(experiment, restore=restore, session=plan.session)

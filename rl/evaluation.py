@@ -16,7 +16,6 @@ import functools
 import glob
 import json
 import os
-import pathlib
 import sys
 from typing import Any
 
@@ -47,12 +46,14 @@ def parse_arguments(argv: list[str]) -> dict[str, Any]:
     options = {**OPTIONS, **given}
     if not options["run_dir"]:
         raise EvaluationError(f"run_dir is required\n{USAGE}")
-    if type(options["episodes"]) is not int or options["episodes"] < 1:
-        raise EvaluationError(f"episodes must be a positive integer, got {options['episodes']!r}")
-    if not isinstance(options["video"], bool):
-        raise EvaluationError(f"video must be true or false, got {options['video']!r}")
-    if options["seed"] is not None and type(options["seed"]) is not int:
-        raise EvaluationError(f"seed must be an integer, got {options['seed']!r}")
+    episodes, video, seed = options["episodes"], options["video"], options["seed"]
+    for valid, message in (
+        (type(episodes) is int and episodes >= 1, f"episodes must be a positive integer, got {episodes!r}"),
+        (isinstance(video, bool), f"video must be true or false, got {video!r}"),
+        (seed is None or type(seed) is int, f"seed must be an integer, got {seed!r}"),
+    ):
+        if not valid:
+            raise EvaluationError(message)
     options["run_dir"] = os.path.abspath(str(options["run_dir"]))
     return options
 
@@ -81,8 +82,7 @@ def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, 
     """The run's experiment, writing nothing into the run, and its W&B settings."""
     from omegaconf import OmegaConf
 
-    from rl.experiments.make_experiment import make_experiment
-    from rl.experiments.make_experiment import ConfigError
+    from rl.experiments.make_experiment import ConfigError, make_experiment
 
     config = OmegaConf.load(os.path.join(run_dir, ".hydra", "config.yaml"))
     hydra_path = os.path.join(run_dir, ".hydra", "hydra.yaml")
@@ -126,7 +126,8 @@ def log_video_to_wandb(run_dir: str, wandb_config: dict[str, Any], video: str, r
     return f"video logged to W&B run {run_id}"
 
 
-def evaluate(options: dict[str, Any]) -> dict[str, Any]:
+def evaluate(options: dict[str, Any]) -> None:
+    """Runs the evaluation `options` describe and prints its returns (and where its video went)."""
     run_dir = options["run_dir"]
     checkpoint = locate_checkpoint(run_dir)
 
@@ -147,11 +148,10 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
     program = DistributedProgram(experiment)
     learner = program.make_learner(None, Counter())  # Never stepped.
     try:
-        saved = read_state(checkpoint)
+        actor_steps = read_state(checkpoint).get("counts", {}).get("actor_steps")
         learner.restore(restore_learner_state(checkpoint, learner.save()))
     except CheckpointError as error:
         raise EvaluationError(f"cannot use checkpoint {checkpoint} ({error})") from None
-    actor_steps = (saved.get("counts") or {}).get("actor_steps")
     try:
         loop = program.make_evaluator(0, learner, Counter())
     except TypeError as error:
@@ -168,54 +168,35 @@ def evaluate(options: dict[str, Any]) -> dict[str, Any]:
     finally:
         loop.environment.close()
     returns = np.array([record["episode_return"] for record in records], dtype=np.float64)
-    result = {
-        "run_dir": run_dir,
-        "checkpoint": checkpoint,
-        "seed": experiment.seed,
-        "episodes": int(returns.size),
-        "mean_return": float(returns.mean()),
-        "std_return": float(returns.std()),
-        "min_return": float(returns.min()),
-        "max_return": float(returns.max()),
-        "mean_length": float(np.mean([record["episode_length"] for record in records])),
-        "returns": returns.tolist(),
-        "actor_steps": None if actor_steps is None else int(np.asarray(actor_steps)),
-        "video": None,
-        "wandb": None,
-    }
+    print(f"checkpoint {checkpoint} (actor steps {actor_steps}), seed {experiment.seed}")
+    print(
+        f"mean return {returns.mean():.2f} ± {returns.std():.2f} (std) over {returns.size} episodes [min "
+        f"{returns.min():.1f}, max {returns.max():.1f}], mean length {np.mean([r['episode_length'] for r in records]):.1f}"
+    )
+    print("episode returns: " + ", ".join(f"{value:g}" for value in returns.tolist()))
+    summary = os.path.join(run_dir, "summary.json")
+    if os.path.exists(summary):
+        with open(summary) as file:
+            final = json.load(file).get("final_eval_return")
+        if final is not None:
+            print(f"the run's final evaluation return was {final:.2f}")
     recorders = [observer for observer in loop.observers if isinstance(observer, VideoRecorder)]
     if recorders and recorders[0].videos:
-        result["video"] = recorders[0].videos[0]
-        result["video_frames"] = recorders[0].video_frames[0]
+        video = recorders[0].videos[0]
+        print(f"video of one episode ({recorders[0].video_frames[0]} frames): {video}")
         if wandb_config:
-            record = {"evaluator/restored_episode_return": result["mean_return"]}
+            record = {"evaluator/restored_episode_return": float(returns.mean())}
             if actor_steps is not None:
-                record["actor_steps"] = result["actor_steps"]
-            result["wandb"] = log_video_to_wandb(run_dir, wandb_config, result["video"], record)
-    return result
+                record["actor_steps"] = int(actor_steps)
+            print(log_video_to_wandb(run_dir, wandb_config, video, record))
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        options = parse_arguments(sys.argv[1:] if argv is None else argv)
-        result = evaluate(options)
+        evaluate(parse_arguments(sys.argv[1:] if argv is None else argv))
     except EvaluationError as error:
         print(f"evaluate.py: {error}", file=sys.stderr)
         return 1
-    print(f"checkpoint {result['checkpoint']} (actor steps {result['actor_steps']}), seed {result['seed']}")
-    print(
-        f"mean return {result['mean_return']:.2f} ± {result['std_return']:.2f} (std) over {result['episodes']} episodes "
-        f"[min {result['min_return']:.1f}, max {result['max_return']:.1f}], mean length {result['mean_length']:.1f}"
-    )
-    print("episode returns: " + ", ".join(f"{value:g}" for value in result["returns"]))
-    summary = pathlib.Path(options["run_dir"], "summary.json")
-    final = json.loads(summary.read_text()).get("final_eval_return") if summary.exists() else None
-    if final is not None:
-        print(f"the run's final evaluation return was {final:.2f}")
-    if result["video"]:
-        print(f"video of one episode ({result['video_frames']} frames): {result['video']}")
-    if result["wandb"]:
-        print(result["wandb"])
     return 0
 
 

@@ -1,7 +1,6 @@
-"""The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run`
-evaluates, checkpoints (on a clock, at the end, on SIGINT/SIGTERM and, in a submitit job, on its
-requeue signal) and ends the run `finished`, `interrupted`, `failed` or, when an Optuna search's
-pruner stops its trial, `pruned`. A first signal stops cleanly, a second raises `Interrupted` at once."""
+"""The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run` evaluates,
+checkpoints (on a clock, at the end, on a stop signal) and ends the run `finished`, `interrupted`, `failed`
+or `pruned` (by an Optuna search's pruner). A first signal stops cleanly, a second raises `Interrupted`."""
 
 from __future__ import annotations
 
@@ -12,10 +11,9 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from rl import checkpointing
-from rl.checkpointing import CheckpointSettings
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import LauncherError
 from rl.experiments.pruning import OptunaTrial
@@ -28,24 +26,20 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 def requeue_signal() -> int | None:
     """The signal submitit sends a job before its time limit or a pre-emption (SIGUSR2 unless
-    SUBMITIT_PREEMPT_SIGNAL names another); None outside a submitit job. A run stops on it with a
-    checkpoint; the entry point then hands it on to submitit's handler, which requeues the job."""
+    SUBMITIT_PREEMPT_SIGNAL names another); None outside a submitit job."""
     if not os.environ.get("SUBMITIT_EXECUTOR"):
         return None
     return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
 
 
 def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+    return signal.Signals(signum).name
 
 
 class Interrupted(KeyboardInterrupt):
     """A signal that ends the process now; `exit_code` is 128 + its number."""
 
-    def __init__(self, signum: int = signal.SIGINT):
+    def __init__(self, signum: int):
         super().__init__(signal_name(signum))
         self.signum = signum
         self.exit_code = 128 + signum
@@ -54,14 +48,22 @@ class Interrupted(KeyboardInterrupt):
 class RunInterrupted(Exception):
     """A run stopped cleanly on a signal: checkpoint and summary written, loggers closed."""
 
-    def __init__(self, signum: int, summary: Any = None, checkpoint: str | None = None):
+    def __init__(self, signum: int, summary: Any, checkpoint: str | None):
         self.signum = signum
         self.exit_code = 128 + signum
         self.summary = summary
         self.checkpoint = checkpoint
-        at = f" at {summary.actor_steps} actor steps" if summary is not None else ""
-        saved = f"; checkpoint {checkpoint}" if checkpoint else "; no checkpoint written"
-        super().__init__(f"stopped by {signal_name(signum)}{at}{saved}")
+        saved = f"checkpoint {checkpoint}" if checkpoint else "no checkpoint written"
+        super().__init__(f"stopped by {signal_name(signum)} at {summary.actor_steps} actor steps; {saved}")
+
+
+def _set_handlers(handler: Any, signals: tuple[int, ...] = SIGNALS) -> contextlib.ExitStack:
+    """Sets `handler` for `signals` (main thread only); closing the stack returned puts the old ones back."""
+    stack = contextlib.ExitStack()
+    if threading.current_thread() is threading.main_thread():
+        for signum in signals:
+            stack.callback(signal.signal, signum, signal.signal(signum, handler))
+    return stack
 
 
 class StopRequest:
@@ -72,11 +74,7 @@ class StopRequest:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.requeue = requeue_signal()
-        self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ()))
-
-    @property
-    def requested(self) -> bool:
-        return self.signum is not None
+        self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ())).close
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is not None and signum != self.requeue:  # A second signal: stop now.
@@ -84,36 +82,18 @@ class StopRequest:
         self.signum = signum
 
 
-def _set_handlers(handler: Any, signals: tuple[int, ...] = SIGNALS) -> Callable[[], None]:
-    """Sets `handler` for `signals` (main thread only); returns what puts the old ones back."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {signum: signal.signal(signum, handler) for signum in signals}
-
-    def restore() -> None:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
-
-    return restore
-
-
 def _raise(signum: int, frame: Any) -> None:
     raise Interrupted(signum)
 
 
-@contextlib.contextmanager
-def raise_on_signals() -> Iterator[None]:
+def raise_on_signals() -> contextlib.ExitStack:
     """While open, SIGINT and SIGTERM raise `Interrupted` in the main thread."""
-    restore = _set_handlers(_raise)
-    try:
-        yield
-    finally:
-        restore()
+    return _set_handlers(_raise)
 
 
 def next_evaluation(experiment: ExperimentConfig, actor_steps: int) -> int:
-    every, budget = experiment.eval_every, experiment.max_actor_steps
-    return min((actor_steps // every + 1) * every, budget)
+    every = experiment.eval_every
+    return min((actor_steps // every + 1) * every, experiment.max_actor_steps)
 
 
 @dataclasses.dataclass
@@ -152,34 +132,12 @@ class Snapshot:
     process_state: Any = None
 
 
-def run_state(experiment: ExperimentConfig, record: RunRecord, snapshot: Snapshot) -> dict[str, Any]:
-    """A checkpoint's state item: all but the learner state."""
-    start = experiment.logger_factory.start_time
-    state = {
-        "agent": experiment.agent_name,
-        "environment": experiment.environment_name,
-        "seed": experiment.seed,
-        "max_actor_steps": experiment.max_actor_steps,
-        "counts": {key: (int(v) if float(v).is_integer() else float(v)) for key, v in snapshot.counts.items()},
-        "actor_steps": int(snapshot.actor_steps),
-        "next_eval": int(record.next_eval),
-        "actor_schedule_step": int(snapshot.actor_steps),
-        "session": int(experiment.session),
-        "eval_returns": [[int(s), float(v)] for s, v in record.eval_returns],
-        "eval_times_s": [t - start for t in record.eval_times] if start is not None else None,
-        "wall_time_s": time.time() - start if start is not None else None,
-        "acting_time_s": float(record.acting_time_s),
-    }
-    return state | snapshot.state
-
-
 class RunCheckpointer:
     """The checkpoints of one run: periodic (`due`), on stop and at the end."""
 
     def __init__(self, experiment: ExperimentConfig):
         self.experiment = experiment
-        self.settings: CheckpointSettings = experiment.checkpoint
-        self.run_directory = experiment.run_directory
+        self.settings = experiment.checkpoint
         self.last: str | None = experiment.restore.checkpoint if experiment.restore is not None else None
         self.start()
 
@@ -202,17 +160,33 @@ class RunCheckpointer:
         if not (self.settings.replay and (self.settings.enabled or restore_replay)):
             return None, None
         fallback = checkpointing.replay_of(restore.checkpoint) if restore_replay else None
-        return checkpointing.replay_root(self.run_directory), fallback
+        return checkpointing.replay_root(self.experiment.run_directory), fallback
 
-    def save(self, state: Mapping[str, Any], snapshot: Snapshot) -> str:
+    def save(self, record: RunRecord, snapshot: Snapshot) -> str:
+        """Writes a checkpoint of `snapshot` with the run's state item (all but the learner state)."""
+        experiment, start = self.experiment, self.experiment.logger_factory.start_time
+        state = {
+            "agent": experiment.agent_name,
+            "environment": experiment.environment_name,
+            "seed": experiment.seed,
+            "max_actor_steps": experiment.max_actor_steps,
+            "counts": {key: (int(v) if float(v).is_integer() else float(v)) for key, v in snapshot.counts.items()},
+            "actor_steps": int(snapshot.actor_steps),
+            "next_eval": int(record.next_eval),
+            "actor_schedule_step": int(snapshot.actor_steps),
+            "session": int(experiment.session),
+            "eval_returns": [[int(s), float(v)] for s, v in record.eval_returns],
+            "eval_times_s": [t - start for t in record.eval_times] if start is not None else None,
+            "wall_time_s": time.time() - start if start is not None else None,
+            "acting_time_s": float(record.acting_time_s),
+        } | snapshot.state
         replay = tables = None
         if snapshot.replay is not None:
             replay = snapshot.replay()
-            builder, spec = self.experiment.builder, self.experiment.environment_spec
-            tables = checkpointing.describe_tables(builder.make_replay_tables(spec))
+            tables = checkpointing.describe_tables(experiment.builder.make_replay_tables(experiment.environment_spec))
         self.last = checkpointing.save_checkpoint(
-            self.run_directory,
-            int(state["actor_steps"]),
+            experiment.run_directory,
+            state["actor_steps"],
             snapshot.learner_state,
             state,
             self.settings.keep,
@@ -283,26 +257,29 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
     stop = StopRequest()
     loggers_closed = pruned = False
 
+    def close(exit_code: int) -> None:
+        nonlocal loggers_closed
+        close_loggers(experiment, exit_code=exit_code)
+        loggers_closed = True
+
     def save(periodic: bool = False) -> tuple[str | None, Snapshot]:
-        enabled = checkpoints.settings.enabled
-        snapshot = nodes.snapshot(checkpoint=enabled)
-        if not enabled:
+        snapshot = nodes.snapshot(checkpoint=checkpoints.settings.enabled)
+        if not checkpoints.settings.enabled:
             return None, snapshot
         if periodic and checkpoints.last and checkpointing.step_of(checkpoints.last) == snapshot.actor_steps:
             checkpoints.start()  # Nothing moved since the last one: try later.
             return None, snapshot
-        path = checkpoints.save(run_state(experiment, record, snapshot), snapshot)
+        path = checkpoints.save(record, snapshot)
         nodes.saved(path, snapshot)
         return path, snapshot
 
-    def finish(snapshot: Snapshot, status: str, exit_code: int) -> RunSummary:
-        nonlocal loggers_closed
-        wall_time_s = time.perf_counter() - start
+    def summarize(counts: Mapping[str, Any], status: str) -> RunSummary:
         curve = (record.eval_returns, record.eval_times)
-        summary = finish_run(experiment, snapshot.counts, *curve, wall_time_s, record.acting_time_s, status=status)
-        summary = nodes.finished(summary, status, exit_code)
-        close_loggers(experiment, exit_code=exit_code)
-        loggers_closed = True
+        return finish_run(experiment, counts, *curve, time.perf_counter() - start, record.acting_time_s, status=status)
+
+    def finish(snapshot: Snapshot, status: str, exit_code: int) -> RunSummary:
+        summary = nodes.finished(summarize(snapshot.counts, status), status, exit_code)
+        close(exit_code)
         return summary
 
     try:
@@ -314,7 +291,7 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
             while record.steps < experiment.max_actor_steps:
                 acting_start = time.perf_counter()
                 target = min(record.next_eval, experiment.max_actor_steps)
-                record.steps = nodes.act(target, lambda: stop.requested or checkpoints.due(), progress)
+                record.steps = nodes.act(target, lambda: stop.signum is not None or checkpoints.due(), progress)
                 record.acting_time_s += time.perf_counter() - acting_start
                 if record.steps >= record.next_eval:
                     if record.steps >= experiment.max_actor_steps:
@@ -326,39 +303,31 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
                     record.next_eval = next_evaluation(experiment, record.steps)
                     if trial is not None and trial.report(steps, mean):
                         pruned = record.steps < experiment.max_actor_steps  # The last round completes it.
-                if stop.requested or pruned:
+                if stop.signum is not None or pruned:
                     break
                 if checkpoints.due():
                     save(periodic=True)
-        if stop.requested or pruned:
+        if stop.signum is not None or pruned:
             nodes.end_acting(interrupted=True)
         nodes.end_learning()  # The last checkpoint's counts are the learner's last.
         if pruned:  # No checkpoint: a pruned trial is not resumed.
             trial.prune()
             return finish(nodes.snapshot(checkpoint=False), "pruned", 0)
         path, snapshot = save()
-        if stop.requested:
-            summary = finish(snapshot, "interrupted", 128 + stop.signum)
-            raise RunInterrupted(stop.signum, summary, path)
+        if stop.signum is not None:
+            raise RunInterrupted(stop.signum, finish(snapshot, "interrupted", 128 + stop.signum), path)
         return finish(snapshot, "finished", 0)
     except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
-        close_loggers(experiment, exit_code=error.exit_code)
-        loggers_closed = True
+        close(error.exit_code)
         raise
     except Exception as error:  # noqa: BLE001 - `failure` decides what is a failure of the run.
         message = nodes.failure(error)
         if message is None or isinstance(error, RunInterrupted):
             raise
-        wall_time_s, curve = time.perf_counter() - start, (record.eval_returns, record.eval_times)
-        try:  # A "failed" summary, when the counts can still be had.
+        with contextlib.suppress(Exception):  # A "failed" summary, when the counts can still be had.
             nodes.end_learning()
-            counts = nodes.counts()
-        except Exception:  # noqa: BLE001 - best effort: the failure is raised either way.
-            counts = None
-        if counts is not None:
-            finish_run(experiment, counts, *curve, wall_time_s, record.acting_time_s, status="failed")
-        close_loggers(experiment, exit_code=1)
-        loggers_closed = True
+            summarize(nodes.counts(), "failed")
+        close(1)
         raise LauncherError(message) from None
     finally:
         stop.restore()
@@ -366,4 +335,4 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
             nodes.close()
         finally:
             if not loggers_closed:
-                close_loggers(experiment, exit_code=1)
+                close(1)

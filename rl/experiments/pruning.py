@@ -1,12 +1,6 @@
-"""The Optuna trial a run is, in a search that prunes: each evaluation round's return is reported to
-the study, and when the study's pruner says so the run ends early with status `pruned`.
-
-The sweeper (`hydra_plugins/rl_optuna_pruning`) names the storage, the study and the trial in the
-job's environment (`hydra.job.env_set`), so a job finds its trial whether it runs in the sweeper's
-process (Hydra's basic launcher) or in another one (joblib); the study carries its pruner's config,
-so every job prunes by the same rule. A run without these variables is no trial. Optuna is imported
-only by a run that is one.
-"""
+"""The Optuna trial a run is, in a search that prunes: each evaluation round's return is reported to the
+study, and when its pruner says so the run ends `pruned`. The sweeper (`hydra_plugins/rl_optuna_pruning`) names
+storage, study and trial in the job's environment; the study carries its pruner's config."""
 
 from __future__ import annotations
 
@@ -36,23 +30,17 @@ def trial_state(storage: Any, study_name: str, number: int) -> Any:
     return storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study_id, number)).state
 
 
-def make_pruner(spec: Mapping[str, Any] | None) -> Any:
-    """An Optuna pruner from `{"_target_": "optuna.pruners.MedianPruner", <arguments>...}`; None: none."""
-    import optuna
-    from hydra.utils import instantiate
-
-    return optuna.pruners.NopPruner() if not spec else instantiate(dict(spec))
-
-
 class OptunaTrial:
     """A running trial of a study in `storage`: `report` tells it an evaluation, `prune` ends it."""
 
     def __init__(self, storage: str, study_name: str, number: int, run_directory: str | None = None):
         import optuna
+        from hydra.utils import instantiate
 
         backend = open_storage(storage)
         study_id = backend.get_study_id_from_name(study_name)
-        pruner = make_pruner(backend.get_study_user_attrs(study_id).get(PRUNER_ATTRIBUTE))
+        spec = backend.get_study_user_attrs(study_id).get(PRUNER_ATTRIBUTE)
+        pruner = instantiate(dict(spec)) if spec else optuna.pruners.NopPruner()
         self.study = optuna.load_study(study_name=study_name, storage=backend, pruner=pruner)
         trial_id = backend.get_trial_id_from_study_id_trial_number(study_id, number)
         self.trial = optuna.trial.Trial(self.study, trial_id)

@@ -108,7 +108,7 @@ def finish_run(
     experiment: ExperimentConfig,
     counts: Mapping[str, Any],
     eval_returns: Sequence[tuple[int, float]],
-    eval_times: Sequence[float] | None,
+    eval_times: Sequence[float],
     wall_time_s: float,
     acting_time_s: float | None = None,
     status: str = "finished",
@@ -119,11 +119,8 @@ def finish_run(
     eval_times_s = None
     if start_time is not None:
         wall_time_s = time.time() - start_time
-        if eval_times is not None:
-            eval_times_s = [t - start_time for t in eval_times]
-    summary = RunSummary.from_run(
-        experiment, counts, eval_returns, wall_time_s, acting_time_s, eval_times_s, status=status
-    )
+        eval_times_s = [t - start_time for t in eval_times]
+    summary = RunSummary.from_run(experiment, counts, eval_returns, wall_time_s, acting_time_s, eval_times_s, status)
     write_json(os.path.join(experiment.run_directory, "summary.json"), dataclasses.asdict(summary))
     experiment.logger_factory.record_summary(dataclasses.asdict(summary))
     return summary
@@ -136,11 +133,6 @@ def close_loggers(experiment: ExperimentConfig, exit_code: int) -> None:
 def read_summary(directory: str) -> dict[str, Any]:
     with open(os.path.join(directory, "summary.json")) as file:
         return json.load(file)
-
-
-def _return_text(value: float) -> str:
-    value = float(value) if value is not None else math.nan
-    return "-" if not math.isfinite(value) else f"{value:.1f}"
 
 
 def _rate_text(rate: float) -> str:
@@ -173,7 +165,7 @@ class ProgressDisplay:
             disable=not self.enabled,
             expand=True,
         )
-        self._task = self._progress.add_task("train", total=total_steps, rate="-", **self._texts())
+        self._task = self._progress.add_task("train", total=total_steps, rate="-", episode_return="-", eval_return="-")
 
     def __enter__(self) -> "ProgressDisplay":
         if self.enabled:
@@ -196,7 +188,5 @@ class ProgressDisplay:
 
     def _refresh(self) -> None:
         rate = self._step / max(time.perf_counter() - self._start, 1e-9)
-        self._progress.update(self._task, completed=self._step, rate=_rate_text(rate), **self._texts())
-
-    def _texts(self) -> dict[str, str]:
-        return {key: _return_text(value) for key, value in self._fields.items()}
+        texts = {key: f"{value:.1f}" if math.isfinite(value) else "-" for key, value in self._fields.items()}
+        self._progress.update(self._task, completed=self._step, rate=_rate_text(rate), **texts)
