@@ -14,6 +14,7 @@ import numpy as np
 
 from rl import core
 from rl.checkpointing import read_process_state
+from rl.counting import Counter
 from rl.experiments import lifecycle
 from rl.experiments.builders import DistributedProgram
 from rl.experiments.config import ExperimentConfig
@@ -150,7 +151,7 @@ class LocalNodes(lifecycle.Nodes):
             )
             self.server = make_server(program.make_replay_tables(), checkpointer=checkpointer)
             self.client = reverb.Client(f"localhost:{self.server.port}")
-        self.counter = program.make_counter()
+        self.counter = Counter()
         if restore is not None:
             self.counter.restore(restore.counts)
         self.dataset: StepLockReleasingIterator | None = None
