@@ -4,6 +4,7 @@ in-process replay, checkpoints of the whole process state, learner rows logged b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -273,15 +274,11 @@ class LocalNodes(lifecycle.Nodes):
             self.server.stop()
 
 
-def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunSummary:
-    return lifecycle.run(experiment, LocalNodes(experiment, deterministic))
-
-
+@dataclasses.dataclass
 class LocalLauncher(Launcher):
     """Runs every node in this process."""
 
-    def __init__(self, deterministic: bool = False):
-        self.deterministic = deterministic
+    deterministic: bool = False
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
         """A deterministic checkpoint pickles the environments: refuses those that cannot be pickled."""
@@ -315,4 +312,4 @@ class LocalLauncher(Launcher):
         from rl.quiet import reverb_info_filtered
 
         with reverb_info_filtered():
-            return run_local(experiment, deterministic=self.deterministic)
+            return lifecycle.run(experiment, LocalNodes(experiment, self.deterministic))
