@@ -134,7 +134,7 @@ class LocalNodes(lifecycle.Nodes):
         self.server = self.learner_thread = None
         self.learner_log: list[StepFilter] = []  # A deterministic run's filter of learner records.
         self.pause = threading.Lock()  # Held between two learner steps: learning pauses.
-        self.samples = self.inserted = 0  # A restored table's counts.
+        self.samples = 0  # Learner samples taken (a restored table's earlier ones included).
 
     def start(self) -> None:
         import reverb
@@ -170,16 +170,15 @@ class LocalNodes(lifecycle.Nodes):
         )
         self.evaluators = [program.make_evaluator(i, self.learner, self.counter) for i in range(program.evaluators)]
         self.adder = self.actor_loop.actor.adder
-        if restore is not None and restore.restore_replay and self.server is not None:
-            table = self.client.server_info()[experiment.builder.config.replay_table_name]
-            info = table.rate_limiter_info  # The restored table's inserts and samples.
-            self.inserted, self.samples = int(info.insert_stats.completed), int(info.sample_stats.completed)
-        if self.deterministic and restore is not None:
-            self._restore_process_state(restore.checkpoint)
-        if not self.deterministic:
-            table, batch = experiment.builder.config.replay_table_name, experiment.builder.samples_per_learner_step
-            allowed = functools.partial(batches_allowed, self.client, table, batch, self.samples)
-            self.learner_thread = LearnerThread(self.learner, self.pause, self.dataset, allowed)
+        if self.deterministic:
+            if restore is not None:
+                self._restore_process_state(restore.checkpoint)
+            return
+        table, batch = experiment.builder.config.replay_table_name, experiment.builder.samples_per_learner_step
+        if restore is not None and restore.restore_replay:
+            self.samples = int(self.client.server_info()[table].rate_limiter_info.sample_stats.completed)
+        allowed = functools.partial(batches_allowed, self.client, table, batch, self.samples)
+        self.learner_thread = LearnerThread(self.learner, self.pause, self.dataset, allowed)
 
     def _release_pause_while_sampling(self, dataset: Any) -> StepLockReleasingIterator:
         self.dataset = StepLockReleasingIterator(dataset, self.pause)
@@ -217,7 +216,7 @@ class LocalNodes(lifecycle.Nodes):
                 self.learner_thread.notify()
             else:  # Every step is counted and its items are in before the learner is asked, so that
                 loop.count_partial_episode()  # a checkpoint (at any moment) changes no count.
-                while builder.replay_ratio.can_sample(self.inserted + self.adder.num_items, self.samples):
+                while builder.replay_ratio.can_sample(self.adder.num_items, self.samples):
                     self.learner.step()
                     self.samples += builder.samples_per_learner_step
             if records:
