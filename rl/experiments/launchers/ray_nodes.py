@@ -344,8 +344,7 @@ class ActorNode(_Node):
                 time.sleep(HELD_POLL_S)
                 continue
             self._act(lease)
-        if self._loop.actor.adder is not None:
-            self._loop.actor.adder.reset()
+        self._loop.actor.adder.reset()
 
     def _act(self, lease: int) -> None:
         start = self._loop.steps_taken
