@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections import namedtuple
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
@@ -18,22 +19,13 @@ from rl.experiments.config import ExperimentConfig, enable_compilation_cache
 from rl.loggers.base import Logger, NoOpLogger, TimeFilter
 from rl.observers import Observer
 
-MakeActor = Callable[..., core.Actor]  # (random_key, policy, environment_spec, variable_source, adder)
-# (random_key, variable_source, counter, make_actor, instance=) -> evaluation loop: `build_evaluator`.
-EvaluatorFactory = Callable[..., EnvironmentLoop]
+# Independent random keys for every node, derived from the experiment seed.
+NodeKeys = namedtuple("NodeKeys", "learner actors evaluators")
 
 
 def environment_seed(key: jax.Array) -> int:
     """A uint32 environment seed drawn from a JAX key."""
     return int(jax.random.bits(key, dtype=np.uint32))
-
-
-def make_observers(experiment: ExperimentConfig, label: str, instance: int) -> list[Observer]:
-    observers = (
-        factory(label=label, instance=instance, run_directory=experiment.run_directory)
-        for factory in experiment.observers
-    )
-    return [observer for observer in observers if observer.labels is None or label in observer.labels]
 
 
 def make_environment(
@@ -80,14 +72,14 @@ def build_learner(
     return experiment.builder.make_learner(random_key, networks, dataset, replay_client, learner_counter, logger)
 
 
-def behaviour_policy(builder: Any, networks: Any, environment_spec: Any, actor_id: int) -> Any:
-    return builder.make_actor_policy(networks, environment_spec, actor_id)
-
-
 def _loop_parts(experiment: ExperimentConfig, random_key: jax.Array, label: str, instance: int) -> tuple:
     enable_compilation_cache(experiment.compilation_cache)
     environment_key, actor_key = jax.random.split(random_key)
-    observers = make_observers(experiment, label, instance)
+    observers = [
+        factory(label=label, instance=instance, run_directory=experiment.run_directory)
+        for factory in experiment.observers
+    ]
+    observers = [observer for observer in observers if observer.labels is None or label in observer.labels]
     evaluation = label == "evaluator"
     num_envs = experiment.eval_episodes if evaluation else experiment.num_envs
     environment = make_environment(experiment, environment_key, num_envs, observers, evaluation=evaluation)
@@ -106,7 +98,7 @@ def build_actor(
     """A loop acting with the behaviour policy, writing to replay; only actor 0 logs episodes."""
     actor_key, observers, environment, networks = _loop_parts(experiment, random_key, "actor", actor_id)
     builder, spec = experiment.builder, experiment.environment_spec
-    policy = behaviour_policy(builder, networks, spec, actor_id)
+    policy = builder.make_actor_policy(networks, spec, actor_id)
     actor = builder.make_actor(actor_key, policy, spec, variable_source, builder.make_adder(replay, spec))
     logger: Logger = experiment.logger_factory("actor", "actor_steps", actor_id) if actor_id == 0 else NoOpLogger()
     return EnvironmentLoop(environment, actor, Counter(counter, "actor", time_delta=0.0), logger, observers)
@@ -117,7 +109,7 @@ def build_evaluator(
     random_key: jax.Array,
     variable_source: core.VariableSource,
     counter: Counter,
-    make_actor: MakeActor | None = None,
+    make_actor: Callable[..., core.Actor] | None = None,
     instance: int = 0,
 ) -> EnvironmentLoop:
     """A loop with the evaluation policy and no adder; a round plays `eval_episodes` side by side."""
@@ -128,20 +120,6 @@ def build_evaluator(
     logger = experiment.logger_factory("evaluator", "actor_steps", instance)
     counter = Counter(counter, "evaluator", time_delta=0.0)
     return EnvironmentLoop(environment, actor, counter, logger, observers, evaluation=True)
-
-
-def evaluator_factories(experiment: ExperimentConfig) -> list[EvaluatorFactory]:
-    factories = experiment.evaluator_factories
-    return list(factories) if factories is not None else [functools.partial(build_evaluator, experiment)]
-
-
-@dataclasses.dataclass(frozen=True)
-class NodeKeys:
-    """Independent random keys for every node, derived from the experiment seed."""
-
-    learner: jax.Array
-    actors: tuple[jax.Array, ...]
-    evaluators: tuple[jax.Array, ...]
 
 
 @dataclasses.dataclass
@@ -171,8 +149,13 @@ class DistributedProgram:
         require_at_least(self, 1, "num_actors", "num_evaluators")
 
     @property
+    def evaluator_factories(self) -> list[Callable[..., EnvironmentLoop]]:
+        factories = self.experiment.evaluator_factories
+        return list(factories) if factories is not None else [functools.partial(build_evaluator, self.experiment)]
+
+    @property
     def evaluators(self) -> int:
-        return self.num_evaluators * len(evaluator_factories(self.experiment))
+        return self.num_evaluators * len(self.evaluator_factories)
 
     @property
     def keys(self) -> NodeKeys:
@@ -186,9 +169,6 @@ class DistributedProgram:
 
     def make_replay_tables(self) -> list[Any]:
         return self.experiment.builder.make_replay_tables(self.experiment.environment_spec)
-
-    def make_counter(self) -> Counter:
-        return Counter()
 
     def make_learner(
         self, replay_client: Any, counter: Any, log_filter: Any = None, wrap_dataset: Any = None
@@ -220,7 +200,7 @@ class DistributedProgram:
         return loop
 
     def make_evaluator(self, instance: int, variable_source: core.VariableSource, counter: Any) -> EnvironmentLoop:
-        factory = evaluator_factories(self.experiment)[instance // self.num_evaluators]
+        factory = self.evaluator_factories[instance // self.num_evaluators]
         return factory(
             self.keys.evaluators[instance],
             variable_source,

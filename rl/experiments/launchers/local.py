@@ -4,6 +4,7 @@ in-process replay, checkpoints of the whole process state, learner rows logged b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -14,6 +15,7 @@ import numpy as np
 
 from rl import core
 from rl.checkpointing import read_process_state
+from rl.counting import Counter
 from rl.experiments import lifecycle
 from rl.experiments.builders import DistributedProgram
 from rl.experiments.config import ExperimentConfig
@@ -132,7 +134,7 @@ class LocalNodes(lifecycle.Nodes):
         self.server = self.learner_thread = None
         self.learner_log: list[StepFilter] = []  # A deterministic run's filter of learner records.
         self.pause = threading.Lock()  # Held between two learner steps: learning pauses.
-        self.samples = self.inserted = 0  # A restored table's counts.
+        self.samples = 0  # Learner samples taken (a restored table's earlier ones included).
 
     def start(self) -> None:
         import reverb
@@ -149,7 +151,7 @@ class LocalNodes(lifecycle.Nodes):
             )
             self.server = make_server(program.make_replay_tables(), checkpointer=checkpointer)
             self.client = reverb.Client(f"localhost:{self.server.port}")
-        self.counter = program.make_counter()
+        self.counter = Counter()
         if restore is not None:
             self.counter.restore(restore.counts)
         self.dataset: StepLockReleasingIterator | None = None
@@ -167,16 +169,15 @@ class LocalNodes(lifecycle.Nodes):
         )
         self.evaluators = [program.make_evaluator(i, self.learner, self.counter) for i in range(program.evaluators)]
         self.adder = self.actor_loop.actor.adder
-        if restore is not None and restore.restore_replay and self.server is not None:
-            table = self.client.server_info()[experiment.builder.config.replay_table_name]
-            info = table.rate_limiter_info  # The restored table's inserts and samples.
-            self.inserted, self.samples = int(info.insert_stats.completed), int(info.sample_stats.completed)
-        if self.deterministic and restore is not None:
-            self._restore_process_state(restore.checkpoint)
-        if not self.deterministic:
-            table, batch = experiment.builder.config.replay_table_name, experiment.builder.samples_per_learner_step
-            allowed = functools.partial(batches_allowed, self.client, table, batch, self.samples)
-            self.learner_thread = LearnerThread(self.learner, self.pause, self.dataset, allowed)
+        if self.deterministic:
+            if restore is not None:
+                self._restore_process_state(restore.checkpoint)
+            return
+        table, batch = experiment.builder.config.replay_table_name, experiment.builder.samples_per_learner_step
+        if restore is not None and restore.restore_replay:
+            self.samples = int(self.client.server_info()[table].rate_limiter_info.sample_stats.completed)
+        allowed = functools.partial(batches_allowed, self.client, table, batch, self.samples)
+        self.learner_thread = LearnerThread(self.learner, self.pause, self.dataset, allowed)
 
     def _release_pause_while_sampling(self, dataset: Any) -> StepLockReleasingIterator:
         self.dataset = StepLockReleasingIterator(dataset, self.pause)
@@ -214,7 +215,7 @@ class LocalNodes(lifecycle.Nodes):
                 self.learner_thread.notify()
             else:  # Every step is counted and its items are in before the learner is asked, so that
                 loop.count_partial_episode()  # a checkpoint (at any moment) changes no count.
-                while builder.replay_ratio.can_sample(self.inserted + self.adder.num_items, self.samples):
+                while builder.replay_ratio.can_sample(self.adder.num_items, self.samples):
                     self.learner.step()
                     self.samples += builder.samples_per_learner_step
             if records:
@@ -271,15 +272,11 @@ class LocalNodes(lifecycle.Nodes):
             self.server.stop()
 
 
-def run_local(experiment: ExperimentConfig, deterministic: bool = False) -> RunSummary:
-    return lifecycle.run(experiment, LocalNodes(experiment, deterministic))
-
-
+@dataclasses.dataclass
 class LocalLauncher(Launcher):
     """Runs every node in this process."""
 
-    def __init__(self, deterministic: bool = False):
-        self.deterministic = deterministic
+    deterministic: bool = False
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
         """A deterministic checkpoint pickles the environments: refuses those that cannot be pickled."""
@@ -313,4 +310,4 @@ class LocalLauncher(Launcher):
         from rl.quiet import reverb_info_filtered
 
         with reverb_info_filtered():
-            return run_local(experiment, deterministic=self.deterministic)
+            return lifecycle.run(experiment, LocalNodes(experiment, self.deterministic))

@@ -74,18 +74,16 @@ class RayLauncher(Launcher):
                 socket.create_connection((match["host"], int(match["port"])), self.connect_timeout_s).close()
         except OSError as error:
             raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
+        nodes = RayNodes(self, experiment)
         started_here = not ray.is_initialized()
         if started_here:
             self._init_ray(ray)
-        nodes = None
         try:
-            nodes = RayNodes(self, experiment)
             return lifecycle.run(experiment, nodes)
         finally:
             if started_here:
                 ray.shutdown()
-                if nodes is not None:
-                    _wait_for_exit(nodes.node_pids.values(), self.stop_timeout_s)
+                _wait_for_exit(nodes.node_pids.values(), self.stop_timeout_s)
 
     def _init_ray(self, ray: Any) -> None:
         notice = "Token authentication is enabled"
@@ -134,7 +132,6 @@ class RayNodes(lifecycle.Nodes):
 
         self.ray = ray
         self.launcher = launcher
-        self.experiment = experiment
         token = uuid.uuid4().hex[:12]  # Nodes find each other by names unique to the run.
         self.names = {n: f"rl-{n}-{token}".replace("_", "-") for n in ("replay", "counter", "learner", "log_queue")}
         factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], experiment.logger_factory.start_time)
@@ -259,8 +256,8 @@ class RayNodes(lifecycle.Nodes):
         timeout = self.launcher.evaluation_timeout_s
         # One call per evaluator, asked again of one Ray has rebuilt.
         self.evaluations = [e.evaluate.remote(self.experiment.eval_episodes) for e in self.evaluators]
-        deadline = time.monotonic() + timeout
-        while True:
+        deadline, results = time.monotonic() + timeout, []
+        while len(results) < len(self.evaluations):
             remaining = max(0.0, deadline - time.monotonic())
             ready, _ = self.ray.wait(self.evaluations, num_returns=len(self.evaluations), timeout=remaining)
             if len(ready) < len(self.evaluations):
@@ -273,11 +270,9 @@ class RayNodes(lifecycle.Nodes):
                     self._died(f"evaluator_{instance}", error)
                 except self.ray.exceptions.RayError as error:
                     raise LauncherError(f"an evaluator failed: {_first_line(error)}") from None
-            if len(results) == len(self.evaluations):
-                break
         self.evaluations = []
-        steps = max(int(steps) for steps, _, _ in results)
-        return steps, float(sum(mean for _, mean, _ in results) / len(results)), max(ended for _, _, ended in results)
+        steps, means, ended = zip(*results)
+        return max(map(int, steps)), float(sum(means) / len(means)), max(ended)
 
     def end_acting(self, interrupted: bool) -> None:
         """Interrupted: the actors end their leases; finished: the budget is checked."""
@@ -383,11 +378,9 @@ class RayNodes(lifecycle.Nodes):
             raise LauncherError(f"{_title(node)} stopped before the actors finished")
 
     def _died(self, node: str, error: Exception) -> None:
-        launcher, handle = self.launcher, self.handles[node]
-        setting, limit = {
-            "learner": ("max_learner_restarts", launcher.max_learner_restarts),
-            "replay": ("max_replay_restarts", launcher.max_replay_restarts),
-        }.get(node, ("max_restarts", launcher.max_restarts))
+        handle = self.handles[node]
+        setting = {"learner": "max_learner_restarts", "replay": "max_replay_restarts"}.get(node, "max_restarts")
+        limit = getattr(self.launcher, setting)
         self.deaths[node] = self.deaths.get(node, 0) + 1
         if self.deaths[node] > limit:
             raise LauncherError(

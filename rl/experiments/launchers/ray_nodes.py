@@ -7,7 +7,6 @@ import collections
 import contextlib
 import dataclasses
 import os
-import socket
 import threading
 import time
 from typing import Any, Sequence
@@ -163,13 +162,12 @@ class ReplayNode(_Node):
     Ray on the same port with the tables of the newest checkpoint that holds them, or empty."""
 
     def __init__(self, program: DistributedProgram, directory: str | None, fallback: str | None, counter: str):
+        import portpicker
         import reverb
 
         from rl.replay.server import make_server
 
-        with socket.socket() as probe:  # A port free on this machine now.
-            probe.bind(("", 0))
-            proposed = probe.getsockname()[1]
+        proposed = portpicker.pick_unused_port()
         port = ray.get(ray.get_actor(counter).replay_port.remote(proposed), timeout=REPLAY_ADDRESS_TIMEOUT_S)
         checkpointer = None
         if directory is not None:
@@ -346,8 +344,7 @@ class ActorNode(_Node):
                 time.sleep(HELD_POLL_S)
                 continue
             self._act(lease)
-        if self._loop.actor.adder is not None:
-            self._loop.actor.adder.reset()
+        self._loop.actor.adder.reset()
 
     def _act(self, lease: int) -> None:
         start = self._loop.steps_taken
