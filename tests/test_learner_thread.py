@@ -1,6 +1,7 @@
 """The single-process learner thread: reverb's rate limiter, not Python, decides when the
 learner may take a batch; checkpoints can pause it even while it waits for replay."""
 
+import logging
 import threading
 import time
 
@@ -118,6 +119,18 @@ def test_a_slow_replay_still_hands_the_learner_every_batch_allowed(replay):
     sampled = client.server_info()["t"].rate_limiter_info.sample_stats.completed
     assert sampled == ratio.target_samples(100) + make_error_buffer(2.0, BATCH)[0]
     assert learner.steps == sampled // BATCH
+
+
+def test_a_table_below_its_minimum_size_owes_the_learner_no_batch(replay, caplog):
+    """A budget that ends before replay reaches its minimum size (e.g. `max_actor_steps=10
+    agent.min_replay_size=10`, where n-step tails insert fewer items): the drain ends at once."""
+    _, client = replay
+    learner, _, thread = _threaded_learner(client)
+    _insert(client, 19)  # One short of the table's 20.
+    assert batches_allowed(client, "t", BATCH) == 0
+    with caplog.at_level(logging.WARNING):
+        thread.finish()
+    assert learner.steps == 0 and "waited" not in caplog.text
 
 
 def test_the_learner_waits_for_replay_without_holding_the_step_lock(replay):

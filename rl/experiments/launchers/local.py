@@ -65,7 +65,10 @@ DRAIN_TIMEOUT_S = 120.0
 def batches_allowed(client: Any, table: str, batch_size: int, sampled_before: int = 0) -> int:
     """Batches of `batch_size` reverb's rate limiter on `table` lets a learner take in all
     (`sampled_before`: a restored table's earlier sessions' samples)."""
-    info = client.server_info()[table].rate_limiter_info
+    table_info = client.server_info()[table]
+    info = table_info.rate_limiter_info
+    if table_info.current_size < info.min_size_to_sample:
+        return 0  # Reverb lends nothing below the table's minimum size, whatever the ratio says.
     allowed = info.insert_stats.completed * info.samples_per_insert - info.min_diff - sampled_before
     return int(allowed // batch_size)
 
