@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from typing import Any, Callable
 
-from benchmarks.common import RandomSteps, Row, Settings, SyntheticEpisodes, measure_rate, median, progress
-from benchmarks.common import replay_server
+from benchmarks.common import RandomSteps, Row, Settings, SyntheticEpisodes, in_turns, measure_rate, median
+from benchmarks.common import progress, replay_server
 
 EXPERIMENTS = ("dqn_cartpole",)
 NUM_ENVS_KEY, BACKEND_KEY = "environment.num_envs", "environment.backend"
@@ -48,10 +49,9 @@ def actor_rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[flo
     return tuple(median([r[k] for r in rounds]) for k in range(4))
 
 
-def insert_paths(settings: Settings) -> tuple[float, float]:
-    """Items/s writing one 4-column step and one item referencing it, through `item_inserter`
-    (reverb's C++ writer: what the adders use) and through reverb 0.14's public
-    TrajectoryWriter calls, alternating, with a flush every 32 items in both."""
+def insert_paths(settings: Settings) -> list[float | None]:
+    """Items/s writing one 4-column step and one item referencing it through `item_inserter` (reverb's C++ writer:
+    what the adders use) and through reverb 0.14's public TrajectoryWriter calls, in turns, flushing every 32."""
     import numpy as np
     import reverb
 
@@ -71,26 +71,21 @@ def insert_paths(settings: Settings) -> tuple[float, float]:
             writer.append(columns)
             writer.create_item("t", 1.0, [column[-1] for column in writer.history])
 
-        def step(insert: Callable[[], None]) -> Callable[[], int]:
-            def write() -> int:
-                for _ in range(32):
-                    insert()
-                writer.flush()
-                return 32
+        def write(insert: Callable[[], None]) -> int:
+            for _ in range(32):
+                insert()
+            writer.flush()
+            return 32
 
-            return write
-
-        rounds = [
-            (
-                measure_rate(step(lambda: native("t", 1.0, columns)), settings.seconds),
-                measure_rate(step(public), settings.seconds),
-            )
-            for _ in range(settings.repeats)
+        rates = [lambda: native("t", 1.0, columns), public]
+        rates = [
+            functools.partial(measure_rate, functools.partial(write, insert), settings.seconds) for insert in rates
         ]
+        medians = in_turns(settings.repeats, *rates)
         writer.close()
     finally:
         server.stop()
-    return median([r[0] for r in rounds]), median([r[1] for r in rounds])
+    return medians
 
 
 def suite_actor(settings: Settings) -> list[Row]:

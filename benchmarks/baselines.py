@@ -12,7 +12,8 @@ import math
 import os
 import subprocess
 import sys
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+import types
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
@@ -26,21 +27,14 @@ DEFAULT_RUNS_DIR = os.path.join("outputs", "baselines")
 RUN_OVERRIDES = ("logger=csv", "checkpoint=false", "progress=false")
 
 
-class Published(NamedTuple):
-    """A published figure for a preset's task as its source (a SOURCES key) prints it, and what it is."""
-
-    figure: str
-    detail: str
-    source: str
-
-
 # The report's fixed text and the published figures (where they come from, what they are).
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "baselines.yaml")) as _file:
     _DATA = yaml.safe_load(_file)
 SOURCES: dict[str, tuple[str, str, str]] = {
     k: (v["citation"], v["address"], v["what"]) for k, v in _DATA["sources"].items()
 }
-PUBLISHED: dict[str, Published] = {preset: Published(**figure) for preset, figure in _DATA["published"].items()}
+# preset -> its task's published figure as the source prints it (`figure`), what it is (`detail`), `source`.
+PUBLISHED = {preset: types.SimpleNamespace(**figure) for preset, figure in _DATA["published"].items()}
 DEFAULT_PRESETS = tuple(PUBLISHED)  # The presets with a published figure, in its order.
 TABLE_HEADER = tuple(_DATA["columns"])
 
@@ -295,10 +289,7 @@ def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], li
             preset, seed = futures[future]
             try:
                 summary = summaries[(preset, seed)] = future.result()
-                message = (
-                    f"baselines {preset} seed={seed}: final return {summary.get('final_eval_return')}, threshold "
-                    f"reached after {summary.get('steps_to_threshold')} steps, run {summary.get('wall_time_s')} s"
-                )
+                message = f"baselines {preset} seed={seed}: final return {summary.get('final_eval_return')}"
             except RunFailed as error:
                 summaries[(preset, seed)], failures[preset][seed] = None, str(error)
                 notes.append(message := f"{preset} seed={seed} failed: {error}")

@@ -20,8 +20,8 @@ import numpy as np
 
 # name -> the module (benchmarks.<module>) whose suite_<name> runs it; its docstring is the --help line. Modules
 # load what they measure (JAX, reverb, Ray) lazily, so listing the suites is cheap.
-SUITES = {"actor": "actor", "learner": "learner", "startup": "runs", "scaling": "runs", "anakin": "runs"}
-SUITES |= {"grid": "runs", "pruning": "pruning"}
+SUITES = {"actor": "actor", "learner": "learner", **dict.fromkeys(("startup", "scaling", "anakin", "grid"), "runs")}
+SUITES["pruning"] = "pruning"
 ROW_KEYS = ("suite", "case", "value", "unit", "bound", "ratio")
 POOL = 256  # Random actions and observations, drawn up front and cycled through.
 EPISODE_LENGTH = 200  # Of the synthetic episodes fed to adders.
@@ -85,6 +85,12 @@ def measure_rate(step: Callable[[], float], seconds: float, finish: Callable[[],
     if finish is not None:
         finish()
     return count / (time.perf_counter() - start)
+
+
+def in_turns(repeats: int, *rates: Callable[[], float]) -> list[float | None]:
+    """The median of each of `rates` over `repeats` rounds taking them in turn (so load hits them alike)."""
+    rounds = [[rate() for rate in rates] for _ in range(repeats)]
+    return [median(column) for column in zip(*rounds)]
 
 
 def median(values: Sequence[float | None]) -> float | None:
@@ -205,24 +211,34 @@ class RunFailed(RuntimeError):
     pass
 
 
-def train(command: Sequence[str], run_dir: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Runs scripts/train.py (`command`, `env` added) into `run_dir`, emptied first, output in benchmark.log."""
-    shutil.rmtree(run_dir, ignore_errors=True)  # A run directory that holds a run would be resumed.
-    os.makedirs(run_dir)
-    with open(os.path.join(run_dir, "benchmark.json"), "w") as file:
-        json.dump({"command": list(command[1:])}, file, indent=1)  # Not the interpreter: a venv may move.
-    log_path = os.path.join(run_dir, "benchmark.log")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_logged(command: Sequence[str], log_dir: str, env: dict[str, str] | None = None) -> float:
+    """Seconds `command` ran from the project root (`env` added), its output in `log_dir`/benchmark.log."""
+    os.makedirs(log_dir, exist_ok=True)
+    log_path = os.path.join(log_dir, "benchmark.log")
     environment = {**os.environ, "WANDB_MODE": "disabled", "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    start = time.perf_counter()
     with open(log_path, "w") as log:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(command[1])))
-        result = subprocess.run(list(command), cwd=root, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        result = subprocess.run(list(command), cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
     if result.returncode != 0:
         with open(log_path, errors="replace") as file:
             lines = [line.strip() for line in file if line.strip()]
         tail = f": {lines[-1]}"[:300] if lines else ""
         raise RunFailed(f"exited with status {result.returncode} (output: {log_path}){tail}")
+    return time.perf_counter() - start
+
+
+def train(command: Sequence[str], run_dir: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Runs scripts/train.py (`command`) into `run_dir`, emptied first (a run there would be resumed)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, "benchmark.json"), "w") as file:
+        json.dump({"command": list(command[1:])}, file, indent=1)  # Not the interpreter: a venv may move.
+    run_logged(command, run_dir, env)
     try:
         with open(os.path.join(run_dir, "summary.json")) as file:
             return json.load(file)
     except (OSError, ValueError) as error:
-        raise RunFailed(f"left no readable summary.json ({error}; output: {log_path})") from None
+        raise RunFailed(f"left no readable summary.json ({error}; output: {run_dir}/benchmark.log)") from None

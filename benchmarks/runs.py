@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any, Sequence
 
-from benchmarks.common import QUICK_WHERE_PRESENT, Row, Settings, median, progress, ratio, train
+from benchmarks.common import QUICK_WHERE_PRESENT, Row, Settings, median, progress, ratio, run_logged, train
 
 SCALING_ACTORS = (1, 2, 4)
 ANAKIN_PRESETS = {"ppo": "ppo_gymnax_cartpole", "dqn": "dqn_gymnax_cartpole"}
@@ -106,12 +105,6 @@ REJAX_SETTINGS += (
 REJAX = os.environ.get("REJAX_PYTHON", "/tmp/peer-jax/bin/python"), "../shared/peers/rejax_bench.py"  # setup_jax.sh
 
 
-def seconds_of(command: Sequence[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True, cwd=os.path.dirname(os.path.dirname(__file__)))
-    return time.perf_counter() - start
-
-
 def suite_grid(settings: Settings) -> list[Row]:
     """seconds of the 18-job sweep GRID under hydra/launcher=anakin_grid against joblib with n_jobs=2 (bound), and
     with Rejax's settings against Rejax's own vmapped grid (bound; where REJAX runs), each sweep with an empty XLA
@@ -119,9 +112,10 @@ def suite_grid(settings: Settings) -> list[Row]:
 
     def sweep(*overrides: str) -> float:
         quick = ANAKIN_QUICK if settings.quick else []
-        plain = ["logger=csv", "checkpoint=false", "progress=false", f"hydra.sweep.dir={tempfile.mkdtemp()}"]
-        plain.append(f"compilation_cache={tempfile.mkdtemp()}")  # Cold, as for a grid not run before.
-        seconds = seconds_of([sys.executable, settings.train_script, "-m", *GRID, *overrides, *quick, *plain])
+        sweep_dir, cache = tempfile.mkdtemp(), tempfile.mkdtemp()  # The cache cold, as for a grid not run before.
+        plain = ["logger=csv", "checkpoint=false", "progress=false", f"hydra.sweep.dir={sweep_dir}"]
+        command = [sys.executable, settings.train_script, "-m", *GRID, *overrides, *quick, *plain]
+        seconds = run_logged([*command, f"compilation_cache={cache}"], sweep_dir)
         progress(f"grid {' '.join(overrides)}: {seconds:.1f} s")
         return seconds
 
@@ -132,5 +126,6 @@ def suite_grid(settings: Settings) -> list[Row]:
         return rows
     ours = sweep("hydra/launcher=anakin_grid", *REJAX_SETTINGS.split())
     lrs, ents = (GRID[i].split("=")[1] for i in (1, 2))
-    rejax = seconds_of([*REJAX, "--algo", "ppo", "--lr", lrs, "--ent", ents, "--seeds", "3", "--out", "/dev/null"])
+    rejax_command = [*REJAX, "--algo", "ppo", "--lr", lrs, "--ent", ents, "--seeds", "3", "--out", "/dev/null"]
+    rejax = run_logged(rejax_command, tempfile.mkdtemp())
     return rows + [Row("grid", "18 jobs, Rejax's settings: anakin_grid vs Rejax", ours, "s", rejax, ratio(ours, rejax))]
