@@ -81,8 +81,8 @@ class PresetResult:
         return summarize(self.values("final_eval_return"))
 
 
-def _return(value: float | None) -> str:
-    return "n/a" if value is None or not math.isfinite(value) else f"{value:.1f}"
+def _return(value: Any) -> str:
+    return "n/a" if _number(value) is None else f"{value:.1f}"
 
 
 def table_cells(result: PresetResult, reference: str = "") -> list[str]:
@@ -123,8 +123,10 @@ def render_markdown(
     ]
     per_seed = [("preset", "final return per seed")]
     for r in results:
-        finals = [None if s is None else _number(s.get("final_eval_return")) for s in r.summaries]
-        cells = [f"{seed}: {'failed' if s is None else _return(v)}" for seed, s, v in zip(r.seeds, r.summaries, finals)]
+        cells = [
+            f"{seed}: {'failed' if s is None else _return(s.get('final_eval_return'))}"
+            for seed, s in zip(r.seeds, r.summaries)
+        ]
         per_seed.append((f"`{r.preset}`", ", ".join(cells)))
     lines = [
         "# Baselines",
@@ -177,12 +179,12 @@ def curve_iqm(curves: Sequence[Sequence[Sequence[float]]]) -> dict[str, Any]:
     return {**curve, "iqm": curve["value"], "runs": len(curve["runs"])}
 
 
-def plot_learning_curves(results: Sequence[PresetResult], path: str, columns: int = 4) -> None:
+def plot_learning_curves(results: Sequence[PresetResult], path: str) -> None:
     """A PNG at `path`: per preset the IQM evaluation return over seeds, its band and the threshold dashed."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 
-    columns = min(columns, max(len(results), 1))
+    columns = min(4, max(len(results), 1))
     rows = math.ceil(max(len(results), 1) / columns)
     figure = Figure(figsize=(4.2 * columns, 3.2 * rows), dpi=110, layout="constrained")
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
@@ -231,22 +233,20 @@ class BaselinesOptions:
 
 def _finished_summary(run_dir: str, command: Sequence[str], config: Mapping | None = None) -> dict[str, Any] | None:
     """The summary of a finished run in `run_dir` by `command` and, given, `config` but the seed (edited presets)."""
-    without_seed = lambda config: {key: value for key, value in config.items() if key != "seed"}
+
+    def load(name: str, parse: Callable = json.load) -> Any:
+        with open(os.path.join(run_dir, name)) as file:
+            return parse(file)
+
     try:
-        with open(os.path.join(run_dir, "benchmark.json")) as file:
-            recorded = json.load(file)
-        with open(os.path.join(run_dir, "summary.json")) as file:
-            summary = json.load(file)
-        if config is not None:
-            with open(os.path.join(run_dir, ".hydra", "config.yaml")) as file:
-                used = yaml.safe_load(file)
+        recorded, summary = load("benchmark.json"), load("summary.json")
+        used = None if config is None else load(os.path.join(".hydra", "config.yaml"), yaml.safe_load)
     except (OSError, ValueError, yaml.YAMLError):
         return None
-    if recorded.get("command") != list(command[1:]) or summary.get("status", "finished") != "finished":
-        return None
-    if config is not None and (not isinstance(used, dict) or without_seed(used) != without_seed(config)):
-        return None
-    return summary
+    without_seed = lambda config: {key: value for key, value in config.items() if key != "seed"}
+    finished = recorded.get("command") == list(command[1:]) and summary.get("status", "finished") == "finished"
+    same = config is None or (isinstance(used, dict) and without_seed(used) == without_seed(config))
+    return summary if finished and same else None
 
 
 def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], list[PresetResult]]:
