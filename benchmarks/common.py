@@ -1,8 +1,7 @@
-"""What the suites share: their names, rows, timing, the table, random steps and episodes, a replay server, runs."""
+"""What the suites share: their names, rows, timing, the table, training processes."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib
 import json
@@ -13,18 +12,13 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Iterator, Sequence
-
-import dm_env
-import numpy as np
+from typing import Any, Callable, Sequence
 
 # name -> the module (benchmarks.<module>) whose suite_<name> runs it; its docstring is the --help line. Modules
 # load what they measure (JAX, reverb, Ray) lazily, so listing the suites is cheap.
-SUITES = {"actor": "actor", "learner": "learner", **dict.fromkeys(("startup", "scaling", "anakin", "grid"), "runs")}
-SUITES["pruning"] = "pruning"
+SUITES = dict.fromkeys(("actor", "learner"), "in_process")
+SUITES |= dict.fromkeys(("startup", "scaling", "anakin", "grid", "pruning"), "runs")
 ROW_KEYS = ("suite", "case", "value", "unit", "bound", "ratio")
-POOL = 256  # Random actions and observations, drawn up front and cycled through.
-EPISODE_LENGTH = 200  # Of the synthetic episodes fed to adders.
 # Smoke-test budgets (--quick) of whole runs, and those applied only where the config has the key.
 QUICK = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=1"]
 QUICK_WHERE_PRESENT = ["agent.min_replay_size=200"]
@@ -125,86 +119,6 @@ def write_json(path: str, rows: Sequence[Row]) -> None:
     with open(path, "w") as file:
         json.dump([row.as_json() for row in rows], file, indent=1)
         file.write("\n")
-
-
-def random_actions(action_spec: Any, batch: int | None = None) -> list[np.ndarray]:
-    """POOL random actions (each of `batch` rows when given) valid for a dm_env spec."""
-    rng, shape = np.random.default_rng(0), (POOL,) if batch is None else (POOL, batch)
-    if hasattr(action_spec, "num_values"):
-        return list(rng.integers(0, action_spec.num_values, size=shape).astype(action_spec.dtype))
-    low, high = (np.broadcast_to(bound, action_spec.shape) for bound in (action_spec.minimum, action_spec.maximum))
-    return list(rng.uniform(low, high, size=shape + action_spec.shape).astype(action_spec.dtype))
-
-
-class RandomSteps:
-    """Steps a dm_env environment, or a vector of them (`num_envs`, resets by `env_ids`), with random actions."""
-
-    def __init__(self, environment: Any):
-        self.environment, self.num_envs, self._k = environment, getattr(environment, "num_envs", None), 0
-        self._actions = random_actions(environment.action_spec(), self.num_envs)
-        self._timestep = environment.reset()
-
-    def step(self) -> int:
-        ended = np.flatnonzero(np.asarray(self._timestep.step_type) == dm_env.StepType.LAST)
-        if ended.size:
-            self.environment.reset() if self.num_envs is None else self.environment.reset(env_ids=ended)
-        self._timestep = self.environment.step(self._actions[self._k % POOL])
-        self._k += 1
-        return self.num_envs or 1
-
-
-@contextlib.contextmanager
-def replay_server(builder: Any, environment_spec: Any) -> Iterator[Any]:
-    """A client of a server here holding the agent's transition table without a rate limit (`MinSize(1)`)."""
-    import reverb
-
-    from rl.replay.server import make_server, make_transition_table
-
-    name, size = builder.config.replay_table_name, int(builder.config.max_replay_size)
-    server = make_server([make_transition_table(name, environment_spec, size, reverb.rate_limiters.MinSize(1))])
-    try:
-        yield reverb.Client(f"localhost:{server.port}")
-    finally:
-        server.stop()
-
-
-class SyntheticEpisodes:
-    """Random fixed-length episodes into the agent's adder, `num_envs` copies at once; made warm, `items` written."""
-
-    def __init__(self, builder: Any, client: Any, spec: Any, num_envs: int = 1, items: int = 0):
-        import tree
-
-        rng = np.random.default_rng(0)
-        draw = lambda s: rng.standard_normal((num_envs, *s.shape)).astype(s.dtype)
-        self._observations = [tree.map_structure(draw, spec.observations) for _ in range(POOL)]
-        self._actions = random_actions(spec.actions, num_envs)
-        self.adder, self._rows, self._t, self._k = builder.make_adder(client, spec), num_envs, 0, 0
-        while self._k < EPISODE_LENGTH or self.adder.num_items < items:
-            self.step()
-        self.finish()
-
-    def _timestep(self, step_type: dm_env.StepType) -> dm_env.TimeStep:
-        return dm_env.TimeStep(
-            step_type=np.full(self._rows, step_type, dtype=np.int8),
-            reward=np.ones(self._rows, np.float32),
-            discount=np.full(self._rows, 0.0 if step_type == dm_env.StepType.LAST else 1.0, np.float32),
-            observation=self._observations[self._k % POOL],
-        )
-
-    def step(self) -> int:
-        """One step of every copy; the items the adder created."""
-        before = self.adder.num_items
-        if self._t == 0:
-            self.adder.add_first(self._timestep(dm_env.StepType.FIRST))
-        self._t, self._k = (self._t + 1) % EPISODE_LENGTH, self._k + 1
-        step_type = dm_env.StepType.MID if self._t else dm_env.StepType.LAST
-        self.adder.add(self._actions[self._k % POOL], self._timestep(step_type))
-        return self.adder.num_items - before
-
-    def finish(self) -> None:
-        """Waits for the items in flight; the next step starts a new episode."""
-        self.adder.reset()
-        self._t = 0
 
 
 class RunFailed(RuntimeError):
