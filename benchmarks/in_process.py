@@ -31,21 +31,20 @@ def random_actions(action_spec: Any, batch: int | None = None) -> list[np.ndarra
     return list(rng.uniform(low, high, size=shape + action_spec.shape).astype(action_spec.dtype))
 
 
-class RandomSteps:
-    """Steps a dm_env environment, or a vector of them (`num_envs`, resets by `env_ids`), with random actions."""
+def random_steps(environment: Any) -> Callable[[], int]:
+    """A step of a dm_env environment, or a vector of them (`num_envs`, resets by `env_ids`), with random actions."""
+    num_envs, timestep = getattr(environment, "num_envs", None), environment.reset()
+    actions = itertools.cycle(random_actions(environment.action_spec(), num_envs))
 
-    def __init__(self, environment: Any):
-        self.environment, self.num_envs, self._k = environment, getattr(environment, "num_envs", None), 0
-        self._actions = random_actions(environment.action_spec(), self.num_envs)
-        self._timestep = environment.reset()
-
-    def step(self) -> int:
-        ended = np.flatnonzero(np.asarray(self._timestep.step_type) == dm_env.StepType.LAST)
+    def step() -> int:
+        nonlocal timestep
+        ended = np.flatnonzero(np.asarray(timestep.step_type) == dm_env.StepType.LAST)
         if ended.size:
-            self.environment.reset() if self.num_envs is None else self.environment.reset(env_ids=ended)
-        self._timestep = self.environment.step(self._actions[self._k % POOL])
-        self._k += 1
-        return self.num_envs or 1
+            environment.reset() if num_envs is None else environment.reset(env_ids=ended)
+        timestep = environment.step(next(actions))
+        return num_envs or 1
+
+    return step
 
 
 @contextlib.contextmanager
@@ -124,12 +123,12 @@ def actor_rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[flo
         for _ in range(50 if settings.quick else 500):  # Warm-up: compilation, first episodes.
             act()
         loop.flush()  # The adder calls the actor still holds; inside the timed span below too.
-        environment, episodes = RandomSteps(loop.environment), SyntheticEpisodes(builder, client, spec, num_envs)
+        environment_step, episodes = random_steps(loop.environment), SyntheticEpisodes(builder, client, spec, num_envs)
         rounds = []
         for _ in range(settings.repeats):
             rates = [measure_rate(act, settings.seconds, loop.flush)]
             loop.drop_episodes()  # Its environment is stepped next.
-            rates.append(measure_rate(environment.step, settings.seconds))
+            rates.append(measure_rate(environment_step, settings.seconds))
             rates.append(measure_rate(episodes.step, settings.seconds, episodes.finish))
             rounds.append((*rates, rates[0] / min(rates[1:])))
         loop.actor.adder.close()
@@ -157,17 +156,16 @@ def insert_paths(settings: Settings) -> list[float | None]:
             writer.append(columns)
             writer.create_item("t", 1.0, [column[-1] for column in writer.history])
 
-        def write(insert: Callable[[], None]) -> int:
-            for _ in range(32):
-                insert()
-            writer.flush()
-            return 32
+        def rate(insert: Callable[[], None]) -> float:
+            def write() -> int:
+                for _ in range(32):
+                    insert()
+                writer.flush()
+                return 32
 
-        rates = [lambda: native("t", 1.0, columns), public]
-        rates = [
-            functools.partial(measure_rate, functools.partial(write, insert), settings.seconds) for insert in rates
-        ]
-        medians = in_turns(settings.repeats, *rates)
+            return measure_rate(write, settings.seconds)
+
+        medians = in_turns(settings.repeats, lambda: rate(lambda: native("t", 1.0, columns)), lambda: rate(public))
         writer.close()
     finally:
         server.stop()
@@ -186,13 +184,15 @@ def suite_actor(settings: Settings) -> list[Row]:
         base = [f"experiment={name}", "logger=csv", "progress=false", "checkpoint=false"]
         vectorised, backends = (settings.has_key(key, base) for key in (NUM_ENVS_KEY, BACKEND_KEY))
         for num_envs, backend in CASES:
-            if (num_envs > 1 and not vectorised) or (backend and not backends):
-                key = NUM_ENVS_KEY if num_envs > 1 and not vectorised else BACKEND_KEY
-                settings.note(f"actor: {name} num_envs={num_envs} {backend or ''} skipped ({key} is not in the config)")
+            case = f"{name} num_envs={num_envs}" + (f" backend={backend}" if backend else "")
+            missing = (
+                NUM_ENVS_KEY if num_envs > 1 and not vectorised else BACKEND_KEY if backend and not backends else ""
+            )
+            if missing:
+                settings.note(f"actor: {case} skipped ({missing} is not in the config)")
                 continue
             overrides = base + ([f"{NUM_ENVS_KEY}={num_envs}"] if vectorised else [])
             overrides += [f"{BACKEND_KEY}={backend}"] if backend else []
-            case = f"{name} num_envs={num_envs}" + (f" backend={backend}" if backend else "")
             with tempfile.TemporaryDirectory() as run_dir:
                 try:
                     experiment = settings.compose(overrides, run_dir)
@@ -233,12 +233,12 @@ def learner_rates(experiment: Any, settings: Settings, reverb_fed: bool = True) 
         counter = Counter(Counter(), "learner", time_delta=0.0)
         return builder.make_learner(jax.random.PRNGKey(0), networks, dataset, client, counter, logger)
 
-    def step(learner: Any) -> int:
-        learner.step()
-        return sgd_steps
-
     def rate(learner: Any) -> float:  # Its pending updates done inside the timed span.
-        return measure_rate(lambda: step(learner), settings.seconds, lambda: jax.block_until_ready(learner.save()))
+        def step() -> int:
+            learner.step()
+            return sgd_steps
+
+        return measure_rate(step, settings.seconds, lambda: jax.block_until_ready(learner.save()))
 
     with replay_server(builder, spec) as client:
         items = builder.samples_per_learner_step * (2 if settings.quick else 10)
@@ -248,11 +248,10 @@ def learner_rates(experiment: Any, settings: Settings, reverb_fed: bool = True) 
             learners = [make_learner(itertools.repeat(next(dataset)))] + ([make_learner(dataset)] if reverb_fed else [])
             for learner in learners:  # Warm-up: compilation, the first prefetched batches.
                 for _ in range(3):
-                    step(learner)
-            rounds = [[rate(learner) for learner in learners] for _ in range(settings.repeats)]
+                    learner.step()
+            return in_turns(settings.repeats, *[functools.partial(rate, learner) for learner in learners])
         finally:
             getattr(dataset, "close", lambda: None)()  # An on-policy queue has none.
-    return [median([r[k] for r in rounds]) for k in range(len(learners))]
 
 
 def suite_learner(settings: Settings) -> list[Row]:
