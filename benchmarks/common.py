@@ -71,11 +71,10 @@ def progress(message: str) -> None:
 
 def measure_rate(step: Callable[[], float], seconds: float, finish: Callable[[], Any] | None = None) -> float:
     """Units/s of `step` (which returns the units it did) over about `seconds`; `finish` waits inside the span."""
-    count, start = 0.0, time.perf_counter()
-    while True:
+    start = time.perf_counter()
+    count = step()
+    while time.perf_counter() < start + seconds:
         count += step()
-        if time.perf_counter() >= start + seconds:
-            break
     if finish is not None:
         finish()
     return count / (time.perf_counter() - start)
