@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import datetime
 import functools
+import itertools
 import json
 import math
 import os
@@ -248,7 +249,6 @@ def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], li
     <--runs-dir>/<preset>/seed_<s>, with any --overrides; writes the markdown table --out (default docs/baselines.md:
     successes k/N, IQM of the final return with a 95% bootstrap CI, median steps and seconds to the threshold, a
     published figure with its source) and its IQM learning curves (<out>.png)."""
-    notes: list[str] = []
     infos = {}
     for preset in options.presets:
         try:
@@ -258,39 +258,38 @@ def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], li
     unknown = [o for o in options.overrides if all(o in info.get("skipped", ()) for info in infos.values())]
     if unknown:
         raise ValueError(f"overrides in no preset's config: {' '.join(unknown)}")
-    for preset, info in infos.items():
-        if info.get("skipped"):
-            notes.append(f"{preset}: not in its config, not applied: {' '.join(info['skipped'])}")
-            progress(notes[-1])
+    notes = [
+        f"{p}: not in its config, not applied: {' '.join(i['skipped'])}" for p, i in infos.items() if i.get("skipped")
+    ]
+    jobs = [(preset, seed) for preset in options.presets for seed in options.seeds]
+    failures: dict[str, dict[int, str]] = {preset: {} for preset in options.presets}
+    finished = itertools.count(1)
 
-    def one(preset: str, seed: int) -> dict[str, Any]:
+    def one(preset: str, seed: int) -> dict[str, Any] | None:
         run_dir = os.path.join(options.runs_dir, preset, f"seed_{seed}")
         command = [sys.executable, options.train_script, f"experiment={preset}", f"seed={seed}", *RUN_OVERRIDES]
         command += [*infos[preset].get("overrides", options.requested), f"hydra.run.dir={os.path.abspath(run_dir)}"]
         summary = _finished_summary(run_dir, command, infos[preset].get("config")) if options.reuse else None
-        if summary is not None:
-            progress(f"baselines {preset} seed={seed}: reusing the finished run in {run_dir}")
-        return train(command, run_dir) if summary is None else summary
+        message = f"reusing the finished run in {run_dir}"
+        try:
+            if summary is None:
+                summary = train(command, run_dir)
+                message = f"final return {summary.get('final_eval_return')}"
+        except RunFailed as error:
+            failures[preset][seed], message = str(error), f"failed: {error}"
+        progress(f"[{next(finished)}/{len(jobs)}] baselines {preset} seed={seed}: {message}")
+        return summary
 
-    jobs = [(preset, seed) for preset in options.presets for seed in options.seeds]
-    summaries: dict[tuple[str, int], dict[str, Any] | None] = {}
-    failures: dict[str, dict[int, str]] = {preset: {} for preset in options.presets}
+    for note in notes:
+        progress(note)
     progress(f"baselines: {len(jobs)} runs, {options.jobs} at a time, into {options.runs_dir}")
     with concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs) as pool:
-        futures = {pool.submit(one, preset, seed): (preset, seed) for preset, seed in jobs}
-        for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
-            preset, seed = futures[future]
-            try:
-                summary = summaries[(preset, seed)] = future.result()
-                message = f"baselines {preset} seed={seed}: final return {summary.get('final_eval_return')}"
-            except RunFailed as error:
-                summaries[(preset, seed)], failures[preset][seed] = None, str(error)
-                notes.append(message := f"{preset} seed={seed} failed: {error}")
-            progress(f"[{done}/{len(jobs)}] {message}")
+        summaries = dict(zip(jobs, pool.map(lambda job: one(*job), jobs)))
     results = [
         PresetResult(p, infos[p], options.seeds, [summaries[(p, s)] for s in options.seeds], failures[p])
         for p in options.presets
     ]
+    notes += [f"{r.preset} seed={seed} failed: {error}" for r in results for seed, error in sorted(r.failures.items())]
     write_report(results, options)
     return result_rows(results), notes, results
 
