@@ -290,11 +290,7 @@ def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], li
         for p in options.presets
     ]
     notes += [f"{r.preset} seed={seed} failed: {error}" for r in results for seed, error in sorted(r.failures.items())]
-    write_report(results, options)
-    return result_rows(results), notes, results
 
-
-def write_report(results: Sequence[PresetResult], options: BaselinesOptions) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(options.out)), exist_ok=True)
     figure = os.path.splitext(options.out)[0] + ".png"  # docs/baselines.md -> docs/baselines.png
     plot_learning_curves(results, figure)
@@ -316,9 +312,6 @@ def write_report(results: Sequence[PresetResult], options: BaselinesOptions) -> 
         file.write(render_markdown(results, options.command, date, os.path.basename(figure), details))
     progress(f"baselines: wrote {options.out} and {figure}")
 
-
-def result_rows(results: Sequence[PresetResult]) -> list[Row]:
-    """Per preset: successes (bound: the seeds run), the IQM final return (bound: the threshold), the medians."""
     rows: list[Row] = []
     for r in results:
         n, k, stats = len(r.seeds), r.successes, r.statistics()
@@ -329,4 +322,4 @@ def result_rows(results: Sequence[PresetResult]) -> list[Row]:
             ("median seconds to threshold", median(r.values("time_to_threshold_s")), "s"),
         ]
         rows += [Row("baselines", f"{r.preset} {case}", *figure) for case, *figure in figures]
-    return rows
+    return rows, notes, results

@@ -96,13 +96,10 @@ def ratio(value: float | None, reference: float | None) -> float | None:
     return None if value is None or not reference else value / reference
 
 
-def _format(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
-
-
 def format_table(rows: Sequence[Row], notes: Sequence[str] = ()) -> str:
+    number = lambda value: "-" if value is None else f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
     cells = [ROW_KEYS] + [
-        (r.suite, r.case, _format(r.value), r.unit, _format(r.bound), "-" if r.ratio is None else f"{r.ratio:.2f}")
+        (r.suite, r.case, number(r.value), r.unit, number(r.bound), "-" if r.ratio is None else f"{r.ratio:.2f}")
         for r in rows
     ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(ROW_KEYS))]
