@@ -18,14 +18,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
-from benchmarks.common import QUICK, QUICK_WHERE_PRESENT, Row, RunFailed, median, progress, train
+from benchmarks.common import QUICK, QUICK_WHERE_PRESENT, RUN_OVERRIDES, Row, RunFailed, median, progress, train
 
 DEFAULT_NUM_SEEDS = 10
 DEFAULT_JOBS = 2
 DEFAULT_OUT = os.path.join("docs", "baselines.md")
 DEFAULT_RUNS_DIR = os.path.join("outputs", "baselines")
-# Every run's plumbing: nothing to resume, CSV logs (which scripts/plot.py reads); no W&B (common.train).
-RUN_OVERRIDES = ("logger=csv", "checkpoint=false", "progress=false")
 
 
 # The report's fixed text and the published figures (where they come from, what they are).

@@ -22,6 +22,8 @@ ROW_KEYS = ("suite", "case", "value", "unit", "bound", "ratio")
 # Smoke-test budgets (--quick) of whole runs, and those applied only where the config has the key.
 QUICK = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=1"]
 QUICK_WHERE_PRESENT = ["agent.min_replay_size=200"]
+# Every run's plumbing: nothing to resume, CSV logs (which scripts/plot.py reads); no W&B (run_logged).
+RUN_OVERRIDES = ("logger=csv", "checkpoint=false", "progress=false")
 
 
 def get_suite(name: str) -> Callable[[Settings], list[Row]]:

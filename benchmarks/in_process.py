@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 import dm_env
 import numpy as np
 
-from benchmarks.common import Row, Settings, in_turns, measure_rate, median, progress, ratio
+from benchmarks.common import RUN_OVERRIDES, Row, Settings, in_turns, measure_rate, median, progress, ratio
 
 POOL = 256  # Random actions and observations, drawn up front and cycled through.
 EPISODE_LENGTH = 200  # Of the synthetic episodes fed to adders.
@@ -181,7 +181,7 @@ def suite_actor(settings: Settings) -> list[Row]:
 
     rows: list[Row] = []
     for name in settings.experiments or ACTOR_EXPERIMENTS:
-        base = [f"experiment={name}", "logger=csv", "progress=false", "checkpoint=false"]
+        base = [f"experiment={name}", *RUN_OVERRIDES]
         vectorised, backends = (settings.has_key(key, base) for key in (NUM_ENVS_KEY, BACKEND_KEY))
         for num_envs, backend in CASES:
             case = f"{name} num_envs={num_envs}" + (f" backend={backend}" if backend else "")
@@ -260,7 +260,7 @@ def suite_learner(settings: Settings) -> list[Row]:
     Also 8 SGD steps fused per call (lax.scan) where a preset takes one: ratio = fused / one step per call."""
     rows: list[Row] = []
     for name in settings.experiments or LEARNER_EXPERIMENTS:
-        base = [f"experiment={name}", "logger=csv", "progress=false", "checkpoint=false"]
+        base = [f"experiment={name}", *RUN_OVERRIDES]
         with tempfile.TemporaryDirectory() as run_dir:
             experiment = settings.compose(base, run_dir)
             in_memory, fed = learner_rates(experiment, settings)

@@ -12,13 +12,14 @@ from typing import Any, Sequence
 
 import yaml
 
-from benchmarks.common import QUICK_WHERE_PRESENT, Row, Settings, median, progress, ratio, run_logged, train
+from benchmarks.common import QUICK_WHERE_PRESENT, RUN_OVERRIDES, Row, Settings, median, progress, ratio
+from benchmarks.common import run_logged, train
 
 SCALING_ACTORS = (1, 2, 4)
 ANAKIN_PRESETS = {"ppo": "ppo_gymnax_cartpole", "dqn": "dqn_gymnax_cartpole"}
 ANAKIN_QUICK = ["max_actor_steps=4096", "eval_every=2048", "eval_episodes=1"]  # Whole chunks of either preset.
 # A run that is nearly all start-up: imports, building, compiling, one short evaluation.
-STARTUP_RUN = ["max_actor_steps=500", "eval_every=500", "eval_episodes=1", "checkpoint=false", "logger=csv"]
+STARTUP_RUN = ["max_actor_steps=500", "eval_every=500", "eval_episodes=1"]
 N_TRIALS, QUICK_TRIALS = 20, 4
 PRUNERS = ("none", "median")  # Each repeat searches without pruning first.
 # A tiny search that still prunes: the first trial completes, then the median judges every evaluation.
@@ -31,7 +32,7 @@ def run(settings: Settings, overrides: Sequence[str], env: dict[str, str] | None
     """The summary of scripts/train.py with `overrides` in a temporary run directory, kept if the run fails."""
     progress(f"running {' '.join(overrides)}")
     run_dir = tempfile.mkdtemp(prefix="benchmark-")
-    command = [sys.executable, settings.train_script, *overrides, "progress=false", f"hydra.run.dir={run_dir}"]
+    command = [sys.executable, settings.train_script, *overrides, *RUN_OVERRIDES, f"hydra.run.dir={run_dir}"]
     summary = train(command, run_dir, env)
     shutil.rmtree(run_dir)
     return summary
@@ -46,8 +47,8 @@ def suite_scaling(settings: Settings) -> list[Row]:
         reference = None
         for actors in SCALING_ACTORS:
             overrides = [f"experiment={name}", "launcher=ray", f"launcher.num_actors={actors}"]
-            overrides += [f"max_actor_steps={steps}", f"eval_every={steps}", "eval_episodes=1", "checkpoint=false"]
-            overrides += ["logger=csv", *(["agent.min_replay_size=200"] if settings.quick else [])]
+            overrides += [f"max_actor_steps={steps}", f"eval_every={steps}", "eval_episodes=1"]
+            overrides += QUICK_WHERE_PRESENT if settings.quick else []
             value = median([run(settings, overrides).get("actor_steps_per_second") for _ in range(settings.repeats)])
             reference = value if reference is None else reference
             case = f"{name} launcher=ray num_actors={actors}"
@@ -87,7 +88,7 @@ def suite_anakin(settings: Settings) -> list[Row]:
     for agent, preset in ANAKIN_PRESETS.items():
         whole: dict[int, float] = {}  # Seconds of the whole run, compilation and evaluations included.
         for seeds in (1, 8):
-            overrides = [f"experiment={preset}", f"launcher.num_seeds={seeds}", "logger=csv", "checkpoint=false"]
+            overrides = [f"experiment={preset}", f"launcher.num_seeds={seeds}"]
             summary = run(settings, overrides + (ANAKIN_QUICK if settings.quick else []))
             whole[seeds] = summary["wall_time_s"]
             rate = summary.get("total_actor_steps_per_second") or summary.get("actor_steps_per_second")
@@ -122,9 +123,8 @@ def suite_grid(settings: Settings) -> list[Row]:
     def sweep(*overrides: str) -> float:
         quick = ANAKIN_QUICK if settings.quick else []
         sweep_dir, cache = tempfile.mkdtemp(), tempfile.mkdtemp()  # The cache cold, as for a grid not run before.
-        plain = ["logger=csv", "checkpoint=false", "progress=false", f"hydra.sweep.dir={sweep_dir}"]
-        command = [sys.executable, settings.train_script, "-m", *GRID, *overrides, *quick, *plain]
-        seconds = run_logged([*command, f"compilation_cache={cache}"], sweep_dir)
+        command = [sys.executable, settings.train_script, "-m", *GRID, *overrides, *quick, *RUN_OVERRIDES]
+        seconds = run_logged([*command, f"hydra.sweep.dir={sweep_dir}", f"compilation_cache={cache}"], sweep_dir)
         progress(f"grid {' '.join(overrides)}: {seconds:.1f} s")
         return seconds
 
