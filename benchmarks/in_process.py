@@ -106,13 +106,11 @@ def actor_rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[flo
     import jax
 
     from rl.counting import Counter
-    from rl.experiments.builders import DistributedProgram
-    from rl.loggers.base import NoOpLogger
+    from rl.experiments.builders import DistributedProgram, build_learner
 
     builder, spec = experiment.builder, experiment.environment_spec
     with replay_server(builder, spec) as client:
-        networks = experiment.network_factory(environment_spec=spec)  # The learner only serves its parameters.
-        learner = builder.make_learner(jax.random.PRNGKey(0), networks, iter(()), client, Counter(), NoOpLogger())
+        learner = build_learner(experiment, jax.random.PRNGKey(0), None, Counter())  # It only serves parameters.
         loop = DistributedProgram(experiment, num_actors=1).make_actor(0, client, learner, Counter())
         steps_per_call = getattr(loop, "num_envs", 1)
 
