@@ -147,6 +147,11 @@ def test_bad_override_exits_with_a_clear_message(overrides, key, tmp_path):
     assert not os.path.exists(tmp_path / "logs")
 
 
+def test_a_list_for_a_mapping_option_names_its_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"^logger\.wandb: expected Optional\[dict\[str, Any\]\], got \[1\]"):
+        build(["logger.wandb=[1]"], tmp_path)
+
+
 def test_an_integer_valued_float_is_accepted_as_the_integer(tmp_path):
     """`max_actor_steps=1e5` on the command line is 100000, as is an agent's integer option
     (and what interpolates it: DQN's learning-rate decay follows max_actor_steps)."""

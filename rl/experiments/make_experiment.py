@@ -21,7 +21,7 @@ from dm_env import specs
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, ValidationError
+from omegaconf.errors import ConfigTypeError, InterpolationResolutionError, MissingMandatoryValue, ValidationError
 
 from rl.experiments.config import ExperimentConfig, enable_compilation_cache
 from rl.core import is_discrete, make_environment_spec
@@ -95,15 +95,19 @@ def check_values(key: str, schema: type, values: Mapping[str, Any], names: Seque
             nearest = nearest_option(name, names)
             hint = f"did you mean {key}.{nearest}? " if nearest else ""
             raise ConfigError(f"{key}.{name}", f"unknown option; {hint}allowed: {', '.join(names)}")
-    try:
-        return OmegaConf.merge(OmegaConf.structured(schema), dict(values))
-    except ValidationError as error:
-        message = str(error.msg).splitlines()[0]
-        if "could not be converted" not in message:  # OmegaConf's other messages name its node classes.
-            hint = {field.name: field.type for field in dataclasses.fields(schema)}.get(str(error.full_key), Any)
-            expected = str(hint).replace("typing.", "") if not isinstance(hint, type) else hint.__name__
-            message = f"expected {expected}, got {values.get(str(error.full_key))!r}"
-        raise ConfigError(f"{key}.{error.full_key}" if key else str(error.full_key), message) from None
+    config, hints = OmegaConf.structured(schema), {field.name: field.type for field in dataclasses.fields(schema)}
+    for name, value in values.items():  # One at a time: OmegaConf names no key for a list given for a dict.
+        try:
+            config = OmegaConf.merge(config, {name: value})
+        except (ValidationError, ConfigTypeError) as error:
+            message = str(error.msg).splitlines()[0]
+            if "could not be converted" not in message:  # OmegaConf's other messages name its node classes.
+                hint = hints.get(name, Any)
+                expected = str(hint).replace("typing.", "") if not isinstance(hint, type) else hint.__name__
+                message = f"expected {expected}, got {value!r}"
+            name = str(error.full_key) or name
+            raise ConfigError(f"{key}.{name}" if key else name, message) from None
+    return config
 
 
 def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) -> Callable[..., Any]:
