@@ -102,18 +102,19 @@ class FeedForwardActor(core.Actor):
         """The policy's exploration at this actor's step (`{"epsilon": ...}`; empty if none)."""
         return {} if self._exploration is None else self._exploration(self.step_count)
 
-    def _to_adder(self, method: str, *args: Any, **kwargs: Any) -> None:
-        if self._adder is not None:
-            self._pending.append(functools.partial(getattr(self._adder, method), *args, **kwargs))
-            if not self._defer:
-                self.flush()
+    def _to_adder(self, method: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        self._pending.append(functools.partial(method, *args, **kwargs))
+        if not self._defer:
+            self.flush()
 
     def observe_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
-        self._to_adder("add_first", timestep, env_ids)
+        if self._adder is not None:
+            self._to_adder(self._adder.add_first, timestep, env_ids)
 
     def observe(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         self.step_count += len(next_timestep.step_type)
-        self._to_adder("add", actions, next_timestep, env_ids, **self._extras_of(env_ids))
+        if self._adder is not None:  # An evaluator's actor has none: nothing to queue, no extras to gather.
+            self._to_adder(self._adder.add, actions, next_timestep, env_ids, **self._extras_of(env_ids))
 
     def _extras_of(self, env_ids: Sequence[int] | None) -> dict[str, Any]:  # More `adder.add` arguments.
         if self._extras is None:
