@@ -186,10 +186,11 @@ def test_behaviour_log_probs_reach_the_learners_batch_unchanged():
                 yield sample
 
         logger = _Recorder()
+        iterator = builder.make_dataset_iterator(client, SPEC)
         learner = builder.make_learner(
             jax.random.PRNGKey(0),
             network,
-            recording(builder.make_dataset_iterator(client, SPEC)),
+            recording(iterator),
             client,
             Counter(),
             logger,
@@ -208,6 +209,7 @@ def test_behaviour_log_probs_reach_the_learners_batch_unchanged():
         assert actor.adder.num_items == 2
         acted_with = learner.state.params  # The parameters the actor used (the learner's initial ones).
         learner.step()
+        iterator.close()  # While the server is up: a stopped server's sampler retries forever.
         batch = samples[0].data  # What the learner trains on (rl/agents/builder.py `Batch.data`).
         expected = np.stack(stored, axis=1)  # (copies, rows): copy 0's item went in first.
         np.testing.assert_array_equal(np.asarray(batch.extras["log_prob"]), expected)

@@ -269,9 +269,13 @@ def test_nodes_count_under_their_prefix_into_one_root(experiment):
         assert evaluator.counter.save() == {"steps": counts["evaluator_steps"], "episodes": 3}
         assert history.returns == [(steps, mean_return)]  # Evaluations sit on the actors' x-axis.
 
-        learner = build_learner(experiment, jax.random.PRNGKey(2), client, root)
+        opened = []  # The learner's replay iterator, closed while the server is up.
+        learner = build_learner(
+            experiment, jax.random.PRNGKey(2), client, root, wrap_dataset=lambda it: opened.append(it) or it
+        )
         learner.step()
         learner.step()
+        opened[0].close()
         assert root.get_counts() == {**counts, "learner_steps": 2}
         (learner_rows,) = [
             logger.rows

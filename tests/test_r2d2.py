@@ -476,6 +476,7 @@ def test_learner_writes_priorities_back_to_the_table():
         learner = builder.make_learner(jax.random.PRNGKey(2), network, dataset, client, None, None)
         before = learner.state
         learner.step()
+        dataset._iterator.close()  # While the server is up: a stopped server's sampler retries forever.
         items = all_items(client, builder, 12)
     finally:
         server.stop()

@@ -317,3 +317,35 @@ def test_packed_items_round_trip_through_a_table_and_the_learners_iterator():
     assert batch.action.dtype == np.int32 and np.array_equal(np.asarray(batch.action), observation.astype(np.int32) % 3)
     assert np.array_equal(np.asarray(batch.next_observation)[:, 0], observation + 1)
     assert np.array_equal(np.asarray(batch.reward), observation + 1)  # Reward t + 1 at step t (n = 1).
+
+
+def test_the_learners_batches_stay_whole_across_sampler_wakes_and_a_closed_iterators_thread_leaves():
+    """A sampler the rate limiter holds `SAMPLER_WAKE_MS` ends its dataset (a partial last batch) and a
+    new one starts: the partial batch joins the next, nothing is lost or reordered, and a closed
+    iterator's thread leaves while the server is up (after `server.stop()` reverb's sampler spins)."""
+    import time
+
+    import tensorflow as tf
+
+    from rl.replay.server import SAMPLER_WAKE_MS, make_queue_table, make_replay_iterator
+
+    server = reverb.Server([make_queue_table("q", 100, {"x": tf.TensorSpec([], tf.int64)})], port=None)
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+
+        def insert(values):
+            with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+                for value in values:
+                    writer.append({"x": np.int64(value)})
+                    writer.create_item("q", 1.0, {"x": writer.history["x"][-1]})
+
+        iterator = make_replay_iterator(client.server_address, "q", 8, timeout_s=10)  # A lost item: an error.
+        insert(range(13))  # One batch and 5 items: the sampler waits for 3 more, then its dataset ends.
+        time.sleep(3 * SAMPLER_WAKE_MS / 1000)
+        insert(range(13, 24))
+        batches = [np.asarray(next(iterator).data["x"]) for _ in range(3)]
+        iterator.close()
+        assert not iterator._thread.is_alive()
+    finally:
+        server.stop()
+    assert [batch.tolist() for batch in batches] == [list(range(k, k + 8)) for k in (0, 8, 16)]

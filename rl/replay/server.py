@@ -167,21 +167,40 @@ class ReplaySample(NamedTuple):
     data: Any
 
 
-def make_dataset(server_address: str, table: str, batch_size: int, num_parallel_calls: int = 1) -> Any:
-    """Batches of `batch_size` items of `table` (`num_parallel_calls > 1`: an interleave, twice the CPU per item)."""
+# A sampler the rate limiter holds this long ends its dataset and a new one starts: a closed iterator's
+# thread then leaves while the server is up (after `server.stop()` reverb's sampler retries forever).
+SAMPLER_WAKE_MS = 200
 
-    def make_one(_: Any = None) -> tf.data.Dataset:
-        return reverb.TrajectoryDataset.from_table_signature(
-            server_address=server_address, table=table, max_in_flight_samples_per_worker=2 * batch_size
-        )
 
-    if num_parallel_calls == 1:
-        dataset = make_one()
-    else:
-        dataset = tf.data.Dataset.range(num_parallel_calls).interleave(
-            make_one, cycle_length=num_parallel_calls, num_parallel_calls=num_parallel_calls, deterministic=False
-        )
-    return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+def make_dataset(server_address: str, table: str, batch_size: int, wake_ms: int = -1) -> Any:
+    """Batches of `batch_size` items of `table`; with `wake_ms >= 0` it ends (its last batch partial)
+    once the rate limiter has held a sample that long."""
+    dataset = reverb.TrajectoryDataset.from_table_signature(
+        server_address=server_address,
+        table=table,
+        max_in_flight_samples_per_worker=2 * batch_size,
+        rate_limiter_timeout_ms=wake_ms,
+    )
+    return dataset.batch(batch_size, drop_remainder=wake_ms < 0).prefetch(tf.data.AUTOTUNE)
+
+
+def waking_batches(server_address: str, table: str, batch_size: int) -> Iterator[Any]:
+    """`table`'s batches of exactly `batch_size` items, and None each time the rate limiter held the
+    sampler `SAMPLER_WAKE_MS` (the dataset ends, a new one starts; a partial last batch joins the next)."""
+    dataset = make_dataset(server_address, table, batch_size, SAMPLER_WAKE_MS)
+    pending = None
+    while True:
+        for part in dataset.as_numpy_iterator():
+            if pending is not None:
+                part, pending = tree.map_structure(lambda *parts: np.concatenate(parts), pending, part), None
+            if len(part.info.key) < batch_size:
+                pending = part
+                continue
+            if len(part.info.key) > batch_size:
+                pending = tree.map_structure(lambda column: column[batch_size:], part)
+                part = tree.map_structure(lambda column: column[:batch_size], part)
+            yield part
+        yield None
 
 
 class PrefetchingIterator(Iterator[ReplaySample]):
@@ -208,6 +227,10 @@ class PrefetchingIterator(Iterator[ReplaySample]):
     def _fill(self) -> None:
         try:
             for sample in self._source:
+                if self._stop.is_set():
+                    return
+                if sample is None:  # The source woke only to let a closed iterator's thread leave.
+                    continue
                 info = sample.info
                 batch = ReplaySample(
                     info.key, info.probability, info.table_size, jax.device_put(self._decode(sample.data))
@@ -239,11 +262,12 @@ class PrefetchingIterator(Iterator[ReplaySample]):
         return item
 
     def close(self) -> None:
-        """Stops prefetching; a consumer waiting in `next` gets StopIteration."""
+        """Stops prefetching and waits for the thread to leave; a consumer waiting in `next` gets StopIteration."""
         self._stop.set()
         self._finished = self._finished or StopIteration()
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(StopIteration())
+        self._thread.join(timeout=SAMPLER_WAKE_MS / 1000 + 1.0)
 
 
 def make_replay_iterator(
@@ -254,9 +278,9 @@ def make_replay_iterator(
     timeout_s: float | None = SAMPLE_TIMEOUT_S,
 ) -> PrefetchingIterator:
     """Prefetched batches of `batch_size` items of `table`, decoded by `decode`."""
-    dataset = make_dataset(server_address, table, batch_size)
     source = f"replay server at {server_address}: sampling {batch_size} items from table {table!r}"
-    return PrefetchingIterator(dataset.as_numpy_iterator(), decode=decode, timeout_s=timeout_s, source=source)
+    batches = waking_batches(server_address, table, batch_size)
+    return PrefetchingIterator(batches, decode=decode, timeout_s=timeout_s, source=source)
 
 
 class SeededTable:
