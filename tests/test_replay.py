@@ -55,8 +55,15 @@ def _write_episode(adder, rewards, last_discount):
 
 
 def _read_all(client, count):
+    """`count` items off the queue once the writer's items are there; the sampler gives up on an empty
+    queue after 100 ms (a blocked sampler takes 3 s to cancel when the dataset ends)."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while client.server_info()["queue"].current_size < count and time.monotonic() < deadline:
+        time.sleep(0.01)
     dataset = reverb.TrajectoryDataset.from_table_signature(
-        client.server_address, "queue", max_in_flight_samples_per_worker=1
+        client.server_address, "queue", max_in_flight_samples_per_worker=1, rate_limiter_timeout_ms=100
     )
     return [sample.data for sample in dataset.take(count).as_numpy_iterator()]
 

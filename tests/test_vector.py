@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 
 import dm_env
 import jax
@@ -105,8 +106,13 @@ def actor_loop(experiment, client, key):
 
 
 def read_all(client, table, count, environment_spec):
+    """`count` items off a queue once the writer's items are there; the sampler gives up on an empty
+    queue after 100 ms (a blocked sampler takes 3 s to cancel when the dataset ends)."""
+    deadline = time.monotonic() + 30
+    while client.server_info()[table].current_size < count and time.monotonic() < deadline:
+        time.sleep(0.01)
     dataset = reverb.TrajectoryDataset.from_table_signature(
-        client.server_address, table, max_in_flight_samples_per_worker=1
+        client.server_address, table, max_in_flight_samples_per_worker=1, rate_limiter_timeout_ms=100
     )
     decode = transition_codec(environment_spec).decode
     return [decode(sample.data) for sample in dataset.take(count).as_numpy_iterator()]
