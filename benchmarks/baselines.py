@@ -86,15 +86,14 @@ def table_cells(result: PresetResult, reference: str = "") -> list[str]:
     """`result`'s row of the table; `reference` marks the published figure's source (`[1]`)."""
     stats, published = result.statistics(), PUBLISHED.get(result.preset)
     steps, seconds = result.values("steps_to_threshold"), result.values("time_to_threshold_s")
+    iqm = f"{_return(stats['iqm'])} [{_return(stats['iqm_low'])}, {_return(stats['iqm_high'])}]"
     return [
         f"`{result.preset}`",
         result.environment,
         "n/a" if result.budget is None else f"{result.budget:,}",
         "n/a" if result.threshold is None else f"{result.threshold:g}",
         "n/a" if result.successes is None else f"{result.successes}/{len(result.seeds)}",
-        f"{_return(stats['iqm'])} [{_return(stats['iqm_low'])}, {_return(stats['iqm_high'])}]"
-        if stats["runs"]
-        else "n/a",
+        iqm if stats["runs"] else "n/a",
         f"{median(steps):,.0f} (n={len(steps)})" if steps else "n/a",
         f"{median(seconds):.1f} (n={len(seconds)})" if seconds else "n/a",
         "n/a" if published is None else f"{published.figure} ({published.detail}) {reference}".strip(),
