@@ -246,9 +246,8 @@ def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], li
     unknown = [o for o in options.overrides if all(o in info.get("skipped", ()) for info in infos.values())]
     if unknown:
         raise ValueError(f"overrides in no preset's config: {' '.join(unknown)}")
-    notes = [
-        f"{p}: not in its config, not applied: {' '.join(i['skipped'])}" for p, i in infos.items() if i.get("skipped")
-    ]
+    skipped = {preset: " ".join(info["skipped"]) for preset, info in infos.items() if info.get("skipped")}
+    notes = [f"{preset}: not in its config, not applied: {overrides}" for preset, overrides in skipped.items()]
     jobs = [(preset, seed) for preset in options.presets for seed in options.seeds]
     failures: dict[str, dict[int, str]] = {preset: {} for preset in options.presets}
     finished = itertools.count(1)
