@@ -29,9 +29,7 @@ DEFAULT_RUNS_DIR = os.path.join("outputs", "baselines")
 # The report's fixed text and the published figures (where they come from, what they are).
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "baselines.yaml")) as _file:
     _DATA = yaml.safe_load(_file)
-SOURCES: dict[str, tuple[str, str, str]] = {
-    k: (v["citation"], v["address"], v["what"]) for k, v in _DATA["sources"].items()
-}
+SOURCES = {key: (source["citation"], source["address"], source["what"]) for key, source in _DATA["sources"].items()}
 # preset -> its task's published figure as the source prints it (`figure`), what it is (`detail`), `source`.
 PUBLISHED = {preset: types.SimpleNamespace(**figure) for preset, figure in _DATA["published"].items()}
 DEFAULT_PRESETS = tuple(PUBLISHED)  # The presets with a published figure, in its order.
@@ -88,15 +86,14 @@ def table_cells(result: PresetResult, reference: str = "") -> list[str]:
     """`result`'s row of the table; `reference` marks the published figure's source (`[1]`)."""
     stats, published = result.statistics(), PUBLISHED.get(result.preset)
     steps, seconds = result.values("steps_to_threshold"), result.values("time_to_threshold_s")
+    iqm = f"{_return(stats['iqm'])} [{_return(stats['iqm_low'])}, {_return(stats['iqm_high'])}]"
     return [
         f"`{result.preset}`",
         result.environment,
         "n/a" if result.budget is None else f"{result.budget:,}",
         "n/a" if result.threshold is None else f"{result.threshold:g}",
         "n/a" if result.successes is None else f"{result.successes}/{len(result.seeds)}",
-        f"{_return(stats['iqm'])} [{_return(stats['iqm_low'])}, {_return(stats['iqm_high'])}]"
-        if stats["runs"]
-        else "n/a",
+        iqm if stats["runs"] else "n/a",
         f"{median(steps):,.0f} (n={len(steps)})" if steps else "n/a",
         f"{median(seconds):.1f} (n={len(seconds)})" if seconds else "n/a",
         "n/a" if published is None else f"{published.figure} ({published.detail}) {reference}".strip(),
@@ -114,19 +111,14 @@ def render_markdown(
     """The generated file; `figure`: the curves' PNG beside it, `details`: how the runs were made."""
     seeds = sorted({seed for result in results for seed in result.seeds})
     which = f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds ({seeds[0]} to {seeds[-1]})"
-    cited = [PUBLISHED[r.preset].source for r in results if r.preset in PUBLISHED]
-    numbers = {key: k for k, key in enumerate(dict.fromkeys(cited), start=1)}  # In the order first cited.
-    table = [TABLE_HEADER]
-    table += [
-        table_cells(r, f"[{numbers[PUBLISHED[r.preset].source]}]" if r.preset in PUBLISHED else "") for r in results
-    ]
+    cited = {r.preset: PUBLISHED[r.preset].source for r in results if r.preset in PUBLISHED}
+    numbers = {key: k for k, key in enumerate(dict.fromkeys(cited.values()), start=1)}  # In the order first cited.
+    references = [f"[{numbers[cited[r.preset]]}]" if r.preset in cited else "" for r in results]
+    table = [TABLE_HEADER, *map(table_cells, results, references)]
     per_seed = [("preset", "final return per seed")]
     for r in results:
-        cells = [
-            f"{seed}: {'failed' if s is None else _return(s.get('final_eval_return'))}"
-            for seed, s in zip(r.seeds, r.summaries)
-        ]
-        per_seed.append((f"`{r.preset}`", ", ".join(cells)))
+        finals = ["failed" if s is None else _return(s.get("final_eval_return")) for s in r.summaries]
+        per_seed.append((f"`{r.preset}`", ", ".join(f"{seed}: {final}" for seed, final in zip(r.seeds, finals))))
     lines = [
         *_DATA["header"],
         f"- Command: `{command}`",
@@ -232,13 +224,11 @@ def _finished_summary(run_dir: str, command: Sequence[str], config: Mapping | No
 
     try:
         recorded, summary = load("benchmark.json"), load("summary.json")
-        used = None if config is None else load(os.path.join(".hydra", "config.yaml"), yaml.safe_load)
-    except (OSError, ValueError, yaml.YAMLError):
+        used = None if config is None else {**load(os.path.join(".hydra", "config.yaml"), yaml.safe_load), "seed": None}
+    except (OSError, ValueError, TypeError, yaml.YAMLError):  # TypeError: a config that is no mapping.
         return None
-    without_seed = lambda config: {key: value for key, value in config.items() if key != "seed"}
     finished = recorded.get("command") == list(command[1:]) and summary.get("status", "finished") == "finished"
-    same = config is None or (isinstance(used, dict) and without_seed(used) == without_seed(config))
-    return summary if finished and same else None
+    return summary if finished and (config is None or used == {**config, "seed": None}) else None
 
 
 def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], list[PresetResult]]:
@@ -256,9 +246,8 @@ def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], li
     unknown = [o for o in options.overrides if all(o in info.get("skipped", ()) for info in infos.values())]
     if unknown:
         raise ValueError(f"overrides in no preset's config: {' '.join(unknown)}")
-    notes = [
-        f"{p}: not in its config, not applied: {' '.join(i['skipped'])}" for p, i in infos.items() if i.get("skipped")
-    ]
+    skipped = {preset: " ".join(info["skipped"]) for preset, info in infos.items() if info.get("skipped")}
+    notes = [f"{preset}: not in its config, not applied: {overrides}" for preset, overrides in skipped.items()]
     jobs = [(preset, seed) for preset in options.presets for seed in options.seeds]
     failures: dict[str, dict[int, str]] = {preset: {} for preset in options.presets}
     finished = itertools.count(1)
@@ -299,10 +288,10 @@ def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], li
         f"{options.jobs} at a time on a machine with {os.cpu_count()} CPU cores",
         f"Run directories: `{options.runs_dir if runs_dir.startswith('..') else runs_dir}/<preset>/seed_<s>`",
     ]
-    with contextlib.suppress(OSError):  # The checked-out commit, unless outside a repository.
-        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True)
-        if commit.returncode == 0 and commit.stdout.strip():
-            details.append(f"Code: commit `{commit.stdout.strip()}` (plus any uncommitted changes in the tree)")
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):  # The commit, unless outside a repository.
+        git = ["git", "rev-parse", "--short=12", "HEAD"]
+        commit = subprocess.check_output(git, cwd=root, stderr=subprocess.DEVNULL, text=True).strip()
+        details += [f"Code: commit `{commit}` (plus any uncommitted changes in the tree)"] if commit else []
     if options.quick:
         details.append("--quick: smoke-test budgets; the figures mean little")
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -101,17 +101,12 @@ def suite_anakin(settings: Settings) -> list[Row]:
     return rows
 
 
-GRID = [
-    "experiment=ppo_gymnax_cartpole",
-    "agent.learning_rate=1e-4,3e-4,1e-3",
-    "agent.entropy_cost=0.0,0.01",
-    "seed=0,1,2",
-]
+GRID_VALUES = {"agent.learning_rate": "1e-4,3e-4,1e-3", "agent.entropy_cost": "0.0,0.01", "seed": "0,1,2"}
+GRID = ["experiment=ppo_gymnax_cartpole", *(f"{key}={values}" for key, values in GRID_VALUES.items())]
 # Rejax's CartPole PPO settings in our terms (as ../shared/peers/anakin_side_by_side.sh sets them).
-REJAX_SETTINGS = "environment.num_envs=5 agent.unroll_length=100 agent.batch_size=5 agent.num_epochs=5 "
-REJAX_SETTINGS += (
-    "agent.num_minibatches=5 agent.final_learning_rate_fraction=1.0 max_actor_steps=100000 eval_every=10000"
-)
+REJAX_SETTINGS = "environment.num_envs=5 agent.unroll_length=100 agent.batch_size=5 agent.num_epochs=5".split()
+REJAX_SETTINGS += "agent.num_minibatches=5 agent.final_learning_rate_fraction=1.0".split()
+REJAX_SETTINGS += ["max_actor_steps=100000", "eval_every=10000"]
 REJAX = os.environ.get("REJAX_PYTHON", "/tmp/peer-jax/bin/python"), "../shared/peers/rejax_bench.py"  # setup_jax.sh
 
 
@@ -133,8 +128,8 @@ def suite_grid(settings: Settings) -> list[Row]:
     if not all(os.path.isfile(path) for path in REJAX) or settings.quick:
         settings.note(f"grid: no Rejax row (needs {' and '.join(REJAX)}, without --quick)")
         return rows
-    ours = sweep("hydra/launcher=anakin_grid", *REJAX_SETTINGS.split())
-    lrs, ents = (GRID[i].split("=")[1] for i in (1, 2))
+    ours = sweep("hydra/launcher=anakin_grid", *REJAX_SETTINGS)
+    lrs, ents = GRID_VALUES["agent.learning_rate"], GRID_VALUES["agent.entropy_cost"]
     rejax_command = [*REJAX, "--algo", "ppo", "--lr", lrs, "--ent", ents, "--seeds", "3", "--out", "/dev/null"]
     rejax = run_logged(rejax_command, tempfile.mkdtemp())
     return rows + [Row("grid", "18 jobs, Rejax's settings: anakin_grid vs Rejax", ours, "s", rejax, ratio(ours, rejax))]
@@ -173,16 +168,11 @@ def suite_pruning(settings: Settings) -> list[Row]:
             pruned = sorted(r["trials"]["pruned"] for r in searches)
             settings.note(f"{case}{pruner}: trials pruned {pruned} of {n_trials} (per search)")
         bound, time_ratio = TARGET_RATIO * seconds["none"], ratio(seconds["median"], seconds["none"])
+        value_ratio = ratio(best["median"], best["none"])
         rows += [
             Row("pruning", f"{case}none: wall-clock", seconds["none"], "s"),
             Row("pruning", f"{case}none: best value", best["none"], "return"),
             Row("pruning", f"{case}median: wall-clock", seconds["median"], "s", bound, time_ratio),
-            Row(
-                "pruning",
-                f"{case}median: best value",
-                best["median"],
-                "return",
-                ratio=ratio(best["median"], best["none"]),
-            ),
+            Row("pruning", f"{case}median: best value", best["median"], "return", ratio=value_ratio),
         ]
     return rows
