@@ -184,9 +184,8 @@ class RayNodes(lifecycle.Nodes):
             counts = restore.counts
             schedule_steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
         schedule_steps = {int(actor_id): int(steps) for actor_id, steps in schedule_steps.items()}
-        key_offset = experiment.session * (launcher.max_restarts + 1)  # No session replays another's keys.
         counter = ray_nodes.CounterNode.options(name=names["counter"], **head)
-        self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps, key_offset)
+        self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps)
         self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
         # The program goes by value in each node's creation task, where a restart finds it.
         program = self.program
@@ -215,7 +214,8 @@ class RayNodes(lifecycle.Nodes):
             max_restarts=launcher.max_restarts,
             runtime_env={"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
         )
-        nodes = (names["replay"], names["learner"], names["counter"])
+        key_offset = experiment.session * (launcher.max_restarts + 1)  # No session replays another's keys.
+        nodes = (names["replay"], names["learner"], names["counter"], key_offset)
         self.actors = [actor.remote(program, i, *nodes) for i in range(launcher.num_actors)]
         evaluator = ray_nodes.EvaluatorNode.options(max_restarts=launcher.max_restarts, **head)
         nodes = (names["learner"], names["counter"], launcher.restart_timeout_s)
@@ -282,7 +282,7 @@ class RayNodes(lifecycle.Nodes):
                 runs = list(self.actor_runs)
                 self.ray.wait(runs, num_returns=len(runs), timeout=self.launcher.stop_timeout_s)
         else:
-            budget, counted = self._get(self.counter.budget.remote(), "counter", "budget"), self._actor_steps()
+            budget, counted = self._get(self.counter.state.remote(), "counter", "state"), self._actor_steps()
             wanted = self.experiment.max_actor_steps
             message = (
                 f"step budget: {counted} actor steps counted of {wanted};"
