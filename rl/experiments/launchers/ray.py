@@ -82,8 +82,14 @@ class RayLauncher(Launcher):
             return lifecycle.run(experiment, nodes)
         finally:
             if started_here:
-                ray.shutdown()
-                _wait_for_exit(nodes.node_pids.values(), self.stop_timeout_s)
+                import psutil
+
+                ray.shutdown()  # Its workers exit a moment later: wait for them, then kill.
+                processes = [process for process in psutil.process_iter() if process.pid in nodes.node_pids.values()]
+                _, alive = psutil.wait_procs(processes, timeout=self.stop_timeout_s)
+                for process in alive:
+                    process.kill()
+                psutil.wait_procs(alive, timeout=5)
 
     def _init_ray(self, ray: Any) -> None:
         notice = "Token authentication is enabled"
@@ -183,7 +189,6 @@ class RayNodes(lifecycle.Nodes):
         if restore is not None:
             counts = restore.counts
             schedule_steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
-        schedule_steps = {int(actor_id): int(steps) for actor_id, steps in schedule_steps.items()}
         counter = ray_nodes.CounterNode.options(name=names["counter"], **head)
         self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps)
         self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
@@ -350,9 +355,8 @@ class RayNodes(lifecycle.Nodes):
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.ray.get(method.remote(), timeout=max(0.1, deadline - time.monotonic()))
-            except (exceptions.ActorUnavailableError, exceptions.GetTimeoutError):  # Still being rebuilt.
-                pass
+                with contextlib.suppress(exceptions.ActorUnavailableError, exceptions.GetTimeoutError):  # Rebuilding.
+                    return self.ray.get(method.remote(), timeout=max(0.1, deadline - time.monotonic()))
             except exceptions.RayActorError as error:
                 raise LauncherError(f"{_title(node)} died and Ray did not restart it ({_first_line(error)})") from None
             if time.monotonic() > deadline:
@@ -443,16 +447,3 @@ class RayNodes(lifecycle.Nodes):
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "nodes.json"), "w") as file:
             json.dump(self.node_pids, file, indent=2)
-
-
-def _wait_for_exit(pids: Any, timeout_s: float) -> None:
-    import psutil
-
-    processes = []
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            processes.append(psutil.Process(pid))
-    _, alive = psutil.wait_procs(processes, timeout=timeout_s)
-    for process in alive:
-        process.kill()
-    psutil.wait_procs(alive, timeout=5)

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rl import checkpointing, core
 from rl.counting import Counter
@@ -78,10 +79,8 @@ class RemoteVariableSource(core.VariableSource):
     def _fetch(self, names: list[str]) -> list[Any]:
         deadline = time.monotonic() + self._timeout_s
         while True:
-            try:
+            with contextlib.suppress(GetTimeoutError, RayActorError, RayTaskError):  # Restarting: ask again.
                 return ray.get(self._learner.get_variables.remote(names), timeout=max(0.1, deadline - time.monotonic()))
-            except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
-                pass  # Dead, restarting, or not yet restored: ask again.
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"learner.get_variables did not answer within {self._timeout_s:g} s")
             time.sleep(RETRY_S)
@@ -94,7 +93,7 @@ class RemoteVariableSource(core.VariableSource):
         if self._pending is not None and ray.wait([self._pending], timeout=0)[0]:
             try:
                 self._latest = ray.get(self._pending)
-            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
+            except (RayActorError, RayTaskError):
                 self._retry_at = time.monotonic() + RETRY_S  # Keep acting on what we have.
             self._pending = None
         if self._pending is None and time.monotonic() >= self._retry_at:
@@ -138,9 +137,9 @@ def watched_replay_client(replay: str) -> Any:
     def replaced() -> bool:
         try:
             return ray.get(handle.pid.remote(), timeout=REPLAY_PROBE_TIMEOUT_S) != start["pid"]
-        except ray.exceptions.GetTimeoutError:
+        except GetTimeoutError:
             return False  # Not known yet: the next slice asks again.
-        except ray.exceptions.RayActorError:
+        except RayActorError:
             return True  # Gone for good: the driver ends the run.
 
     return WatchedClient(start["address"], replaced)
@@ -180,7 +179,7 @@ class ReplayNode(_Node):
         self._start = {
             "pid": os.getpid(),
             "address": f"{ray.util.get_node_ip_address()}:{self._server.port}",
-            "restored": fallback if directory is not None else None,
+            "restored": fallback,
             "items": int(sum(info.current_size for info in self._client.server_info(timeout=60).values())),
         }
 
@@ -202,7 +201,7 @@ class StepBudget(_Node):
         self._total = self._unleased = self._limit = max(0, max_actor_steps - self._done)
         self._incarnations: dict[int, int] = {}
         self._outstanding: dict[int, int] = {}
-        self._counted: dict[int, int] = dict(schedule_steps or {})  # Restored steps included.
+        self._counted = {int(actor): int(steps) for actor, steps in (schedule_steps or {}).items()}  # Restored.
         self._closed = False
         self._replay_port: int | None = None
 
