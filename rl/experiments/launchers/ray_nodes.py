@@ -17,7 +17,6 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rl import checkpointing, core
-from rl.counting import Counter
 from rl.experiments.builders import DistributedProgram, Evaluations
 from rl.experiments.launchers.local import StepLockReleasingIterator
 from rl.loggers.base import Logger, LoggerFactory, LoggingData, to_python_scalar
@@ -76,20 +75,17 @@ class RemoteVariableSource(core.VariableSource):
         self._pending: Any = None
         self._retry_at = 0.0
 
-    def _fetch(self, names: list[str]) -> list[Any]:
-        deadline = time.monotonic() + self._timeout_s
-        while True:
+    def get_variables(self, names: Sequence[str]) -> list[Any]:
+        names, deadline = list(names), time.monotonic() + self._timeout_s
+        while self._latest is None or not self._asynchronous:  # A blocking call.
             with contextlib.suppress(GetTimeoutError, RayActorError, RayTaskError):  # Restarting: ask again.
-                return ray.get(self._learner.get_variables.remote(names), timeout=max(0.1, deadline - time.monotonic()))
+                self._latest = ray.get(
+                    self._learner.get_variables.remote(names), timeout=max(0.1, deadline - time.monotonic())
+                )
+                return self._latest
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"learner.get_variables did not answer within {self._timeout_s:g} s")
             time.sleep(RETRY_S)
-
-    def get_variables(self, names: Sequence[str]) -> list[Any]:
-        names = list(names)
-        if self._latest is None or not self._asynchronous:
-            self._latest = self._fetch(names)
-            return self._latest
         if self._pending is not None and ray.wait([self._pending], timeout=0)[0]:
             try:
                 self._latest = ray.get(self._pending)
@@ -195,23 +191,22 @@ class StepBudget(_Node):
     uncounted steps go back to the budget and its late calls are refused. One call at a time."""
 
     def __init__(self, max_actor_steps: int, counts: dict | None = None, schedule_steps: dict | None = None):
-        self._counter = Counter()
-        self._counter.restore(counts or {})
-        self._done = int(self._counter.get_counts().get("actor_steps", 0))
+        self._counts = collections.Counter(counts or {})
+        self._done = int(self._counts["actor_steps"])
         self._total = self._unleased = self._limit = max(0, max_actor_steps - self._done)
         self._incarnations: dict[int, int] = {}
         self._outstanding: dict[int, int] = {}
         self._counted = {int(actor): int(steps) for actor, steps in (schedule_steps or {}).items()}  # Restored.
         self._closed = False
-        self._replay_port: int | None = None
+        self._replay_port = 0
 
     def increment(self, counts: dict[str, float], actor_id: int | None = None, incarnation: int = 0) -> dict:
         if actor_id is None or self.count(actor_id, incarnation, int(counts.get("actor_steps", 0))):
-            return self._counter.increment(**counts)
-        return self._counter.get_counts()
+            self._counts.update(counts)
+        return dict(self._counts)
 
     def get_counts(self) -> dict[str, float]:
-        return self._counter.get_counts()
+        return dict(self._counts)
 
     def register(self, actor_id: int) -> dict[str, int]:
         """Starts an incarnation of `actor_id`: its `restart`, the `steps` counted, the steps `reclaimed`."""
@@ -258,18 +253,16 @@ class StepBudget(_Node):
         return {"unleased": self._unleased, "outstanding": outstanding, "counted": counted, "restarts": restarts}
 
     def snapshot(self) -> dict[str, Any]:
-        return {"counts": self._counter.get_counts(), "schedule_steps": dict(self._counted)}
+        return {"counts": dict(self._counts), "schedule_steps": dict(self._counted)}
 
     def replay_port(self, proposed: int) -> int:
-        if self._replay_port is None:
-            self._replay_port = int(proposed)
+        self._replay_port = self._replay_port or int(proposed)
         return self._replay_port
 
     def set_learner_steps(self, steps: int) -> int:
         """Sets `learner_steps` back to a restored learner's; returns the count it replaces."""
-        counts = self._counter.get_counts()
-        previous = int(counts.get("learner_steps", 0))
-        self._counter.restore(counts | {"learner_steps": int(steps)})
+        previous = int(self._counts["learner_steps"])
+        self._counts["learner_steps"] = int(steps)
         return previous
 
 
