@@ -142,12 +142,11 @@ def watched_replay_client(replay: str) -> Any:
 
 
 class _Node:
-    _start: dict[str, Any] = {}  # What this incarnation started from, for the driver's events.
-
     def pid(self) -> int:
         return os.getpid()
 
     def start_info(self) -> dict[str, Any]:
+        """What this incarnation (a replay or an actor node) started from, for the driver's events."""
         return dict(self._start)
 
 
