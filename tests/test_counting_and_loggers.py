@@ -3,7 +3,8 @@ import threading
 
 import pytest
 
-from rl.counting import Counter, StepBudget
+from rl.counting import Counter
+from rl.experiments.launchers.ray_nodes import StepBudget
 from rl.loggers import CSVLogger, DefaultLoggerFactory, Dispatcher, TimeFilter
 from rl.loggers.base import Logger
 
@@ -93,7 +94,7 @@ def test_a_held_budget_leases_up_to_the_point_then_asks_actors_to_wait():
     budget = StepBudget(500)
     budget.register(0)
     budget.register(1)
-    budget.hold_at(250)
+    budget.hold_until(250)
     assert [budget.lease(0, 0, 100), budget.lease(1, 0, 100), budget.lease(0, 0, 100), budget.lease(1, 0, 100)] == [
         100,
         100,
@@ -104,7 +105,7 @@ def test_a_held_budget_leases_up_to_the_point_then_asks_actors_to_wait():
     assert budget.lease(0, 0, 100) == -1
     assert budget.register(1)["reclaimed"] == 40
     assert budget.lease(1, 1, 100) == 40 and budget.lease(0, 0, 100) == -1  # Back to the point, no further.
-    budget.hold_at(500)
+    budget.hold_until(500)
     assert budget.lease(0, 0, 300) == 250 and budget.lease(0, 0, 100) == 0  # The whole budget: spent, not held.
 
 

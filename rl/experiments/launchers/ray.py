@@ -82,8 +82,14 @@ class RayLauncher(Launcher):
             return lifecycle.run(experiment, nodes)
         finally:
             if started_here:
-                ray.shutdown()
-                _wait_for_exit(nodes.node_pids.values(), self.stop_timeout_s)
+                import psutil
+
+                ray.shutdown()  # Its workers exit a moment later: wait for them, then kill.
+                processes = [process for process in psutil.process_iter() if process.pid in nodes.node_pids.values()]
+                _, alive = psutil.wait_procs(processes, timeout=self.stop_timeout_s)
+                for process in alive:
+                    process.kill()
+                psutil.wait_procs(alive, timeout=5)
 
     def _init_ray(self, ray: Any) -> None:
         notice = "Token authentication is enabled"
@@ -183,10 +189,8 @@ class RayNodes(lifecycle.Nodes):
         if restore is not None:
             counts = restore.counts
             schedule_steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
-        schedule_steps = {int(actor_id): int(steps) for actor_id, steps in schedule_steps.items()}
-        key_offset = experiment.session * (launcher.max_restarts + 1)  # No session replays another's keys.
         counter = ray_nodes.CounterNode.options(name=names["counter"], **head)
-        self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps, key_offset)
+        self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps)
         self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
         # The program goes by value in each node's creation task, where a restart finds it.
         program = self.program
@@ -215,7 +219,8 @@ class RayNodes(lifecycle.Nodes):
             max_restarts=launcher.max_restarts,
             runtime_env={"env_vars": {"JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}},
         )
-        nodes = (names["replay"], names["learner"], names["counter"])
+        key_offset = experiment.session * (launcher.max_restarts + 1)  # No session replays another's keys.
+        nodes = (names["replay"], names["learner"], names["counter"], key_offset)
         self.actors = [actor.remote(program, i, *nodes) for i in range(launcher.num_actors)]
         evaluator = ray_nodes.EvaluatorNode.options(max_restarts=launcher.max_restarts, **head)
         nodes = (names["learner"], names["counter"], launcher.restart_timeout_s)
@@ -282,7 +287,7 @@ class RayNodes(lifecycle.Nodes):
                 runs = list(self.actor_runs)
                 self.ray.wait(runs, num_returns=len(runs), timeout=self.launcher.stop_timeout_s)
         else:
-            budget, counted = self._get(self.counter.budget.remote(), "counter", "budget"), self._actor_steps()
+            budget, counted = self._get(self.counter.state.remote(), "counter", "state"), self._actor_steps()
             wanted = self.experiment.max_actor_steps
             message = (
                 f"step budget: {counted} actor steps counted of {wanted};"
@@ -350,9 +355,8 @@ class RayNodes(lifecycle.Nodes):
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.ray.get(method.remote(), timeout=max(0.1, deadline - time.monotonic()))
-            except (exceptions.ActorUnavailableError, exceptions.GetTimeoutError):  # Still being rebuilt.
-                pass
+                with contextlib.suppress(exceptions.ActorUnavailableError, exceptions.GetTimeoutError):  # Rebuilding.
+                    return self.ray.get(method.remote(), timeout=max(0.1, deadline - time.monotonic()))
             except exceptions.RayActorError as error:
                 raise LauncherError(f"{_title(node)} died and Ray did not restart it ({_first_line(error)})") from None
             if time.monotonic() > deadline:
@@ -443,16 +447,3 @@ class RayNodes(lifecycle.Nodes):
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "nodes.json"), "w") as file:
             json.dump(self.node_pids, file, indent=2)
-
-
-def _wait_for_exit(pids: Any, timeout_s: float) -> None:
-    import psutil
-
-    processes = []
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            processes.append(psutil.Process(pid))
-    _, alive = psutil.wait_procs(processes, timeout=timeout_s)
-    for process in alive:
-        process.kill()
-    psutil.wait_procs(alive, timeout=5)

@@ -14,9 +14,9 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rl import checkpointing, core
-from rl.counting import Counter, StepBudget
 from rl.experiments.builders import DistributedProgram, Evaluations
 from rl.experiments.launchers.local import StepLockReleasingIterator
 from rl.loggers.base import Logger, LoggerFactory, LoggingData, to_python_scalar
@@ -75,26 +75,21 @@ class RemoteVariableSource(core.VariableSource):
         self._pending: Any = None
         self._retry_at = 0.0
 
-    def _fetch(self, names: list[str]) -> list[Any]:
-        deadline = time.monotonic() + self._timeout_s
-        while True:
-            try:
-                return ray.get(self._learner.get_variables.remote(names), timeout=max(0.1, deadline - time.monotonic()))
-            except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
-                pass  # Dead, restarting, or not yet restored: ask again.
+    def get_variables(self, names: Sequence[str]) -> list[Any]:
+        names, deadline = list(names), time.monotonic() + self._timeout_s
+        while self._latest is None or not self._asynchronous:  # A blocking call.
+            with contextlib.suppress(GetTimeoutError, RayActorError, RayTaskError):  # Restarting: ask again.
+                self._latest = ray.get(
+                    self._learner.get_variables.remote(names), timeout=max(0.1, deadline - time.monotonic())
+                )
+                return self._latest
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"learner.get_variables did not answer within {self._timeout_s:g} s")
             time.sleep(RETRY_S)
-
-    def get_variables(self, names: Sequence[str]) -> list[Any]:
-        names = list(names)
-        if self._latest is None or not self._asynchronous:
-            self._latest = self._fetch(names)
-            return self._latest
         if self._pending is not None and ray.wait([self._pending], timeout=0)[0]:
             try:
                 self._latest = ray.get(self._pending)
-            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError):
+            except (RayActorError, RayTaskError):
                 self._retry_at = time.monotonic() + RETRY_S  # Keep acting on what we have.
             self._pending = None
         if self._pending is None and time.monotonic() >= self._retry_at:
@@ -138,21 +133,20 @@ def watched_replay_client(replay: str) -> Any:
     def replaced() -> bool:
         try:
             return ray.get(handle.pid.remote(), timeout=REPLAY_PROBE_TIMEOUT_S) != start["pid"]
-        except ray.exceptions.GetTimeoutError:
+        except GetTimeoutError:
             return False  # Not known yet: the next slice asks again.
-        except ray.exceptions.RayActorError:
+        except RayActorError:
             return True  # Gone for good: the driver ends the run.
 
     return WatchedClient(start["address"], replaced)
 
 
 class _Node:
-    _start: dict[str, Any] = {}  # What this incarnation started from, for the driver's events.
-
     def pid(self) -> int:
         return os.getpid()
 
     def start_info(self) -> dict[str, Any]:
+        """What this incarnation (a replay or an actor node) started from, for the driver's events."""
         return dict(self._start)
 
 
@@ -180,7 +174,7 @@ class ReplayNode(_Node):
         self._start = {
             "pid": os.getpid(),
             "address": f"{ray.util.get_node_ip_address()}:{self._server.port}",
-            "restored": fallback if directory is not None else None,
+            "restored": fallback,
             "items": int(sum(info.current_size for info in self._client.server_info(timeout=60).values())),
         }
 
@@ -191,66 +185,87 @@ class ReplayNode(_Node):
         return self._client.checkpoint()
 
 
-@ray.remote(num_cpus=0)
-class CounterNode(_Node):
-    """The root counter and the actor-step budget; restored `schedule_steps` add to what actors
-    count, their keys count from `key_offset`."""
+class StepBudget(_Node):
+    """The root counter and the actor-step budget, leased to actors: a dead incarnation's leased but
+    uncounted steps go back to the budget and its late calls are refused. One call at a time."""
 
-    def __init__(self, max_actor_steps: int, counts: dict, schedule_steps: dict[int, int], key_offset: int):
-        self._counter = Counter()
-        self._counter.restore(counts)
-        self._done = int(counts.get("actor_steps", 0))
-        self._budget = StepBudget(max(0, max_actor_steps - self._done))
-        self._schedule_steps = schedule_steps
-        self._key_offset = key_offset
+    def __init__(self, max_actor_steps: int, counts: dict | None = None, schedule_steps: dict | None = None):
+        self._counts = collections.Counter(counts or {})
+        self._done = int(self._counts["actor_steps"])
+        self._total = self._unleased = self._limit = max(0, max_actor_steps - self._done)
+        self._incarnations: dict[int, int] = {}
+        self._outstanding: dict[int, int] = {}
+        self._counted = {int(actor): int(steps) for actor, steps in (schedule_steps or {}).items()}  # Restored.
         self._closed = False
-        self._replay_port: int | None = None
+        self._replay_port = 0
 
     def increment(self, counts: dict[str, float], actor_id: int | None = None, incarnation: int = 0) -> dict:
-        if actor_id is None or self._budget.count(actor_id, incarnation, int(counts.get("actor_steps", 0))):
-            return self._counter.increment(**counts)
-        return self._counter.get_counts()
+        if actor_id is None or self.count(actor_id, incarnation, int(counts.get("actor_steps", 0))):
+            self._counts.update(counts)
+        return dict(self._counts)
 
     def get_counts(self) -> dict[str, float]:
-        return self._counter.get_counts()
+        return dict(self._counts)
 
-    def register_actor(self, actor_id: int) -> dict[str, int]:
-        start = self._budget.register(actor_id)
-        start["steps"] += self._schedule_steps.get(actor_id, 0)
-        start["key"] = self._key_offset + start["restart"]
-        return start
-
-    def lease_steps(self, actor_id: int, incarnation: int, wanted: int) -> int:
-        """Up to `wanted` steps; 0: the budget is spent (or closed); -1: held (`hold_until`)."""
-        return 0 if self._closed else self._budget.lease(actor_id, incarnation, wanted)
+    def register(self, actor_id: int) -> dict[str, int]:
+        """Starts an incarnation of `actor_id`: its `restart`, the `steps` counted, the steps `reclaimed`."""
+        restart = self._incarnations.get(actor_id, -1) + 1
+        self._incarnations[actor_id] = restart
+        reclaimed = self._outstanding.get(actor_id, 0)
+        self._unleased += reclaimed
+        self._outstanding[actor_id] = 0
+        return {"restart": restart, "steps": self._counted.get(actor_id, 0), "reclaimed": reclaimed}
 
     def hold_until(self, actor_steps: int) -> None:
-        """Actors step only up to `actor_steps` (the next evaluation point)."""
-        self._budget.hold_at(int(actor_steps) - self._done)
+        """Leases stop at `actor_steps` (the next evaluation point)."""
+        self._limit = max(0, int(actor_steps) - self._done)
+
+    def lease(self, actor_id: int, incarnation: int, wanted: int) -> int:
+        """Grants up to `wanted` steps: 0 when spent, closed or stale, -1 while held (ask again)."""
+        if self._closed or self._incarnations.get(actor_id) != incarnation:
+            return 0
+        available = min(self._unleased, self._limit - (self._total - self._unleased))
+        if available <= 0 < self._unleased:
+            return -1
+        granted = max(0, min(int(wanted), available))
+        self._unleased -= granted
+        self._outstanding[actor_id] += granted
+        return granted
+
+    def count(self, actor_id: int, incarnation: int, steps: int) -> bool:
+        """Records `steps` taken under the current lease; False for a stale incarnation."""
+        if self._incarnations.get(actor_id) != incarnation:
+            return False
+        if steps > self._outstanding[actor_id]:
+            raise ValueError(
+                f"actor {actor_id} counted {steps} steps but holds a lease of {self._outstanding[actor_id]}"
+            )
+        self._outstanding[actor_id] -= steps
+        self._counted[actor_id] = self._counted.get(actor_id, 0) + steps
+        return True
 
     def close(self) -> None:
         self._closed = True
 
-    def budget(self) -> dict[str, Any]:
-        state = self._budget.state()
-        counted = collections.Counter(self._schedule_steps)
-        counted.update(state["counted"])
-        return state | {"counted": dict(counted)}
+    def state(self) -> dict[str, Any]:
+        outstanding, counted, restarts = dict(self._outstanding), dict(self._counted), dict(self._incarnations)
+        return {"unleased": self._unleased, "outstanding": outstanding, "counted": counted, "restarts": restarts}
 
     def snapshot(self) -> dict[str, Any]:
-        return {"counts": self._counter.get_counts(), "schedule_steps": self.budget()["counted"]}
+        return {"counts": dict(self._counts), "schedule_steps": dict(self._counted)}
 
     def replay_port(self, proposed: int) -> int:
-        if self._replay_port is None:
-            self._replay_port = int(proposed)
+        self._replay_port = self._replay_port or int(proposed)
         return self._replay_port
 
     def set_learner_steps(self, steps: int) -> int:
         """Sets `learner_steps` back to a restored learner's; returns the count it replaces."""
-        counts = self._counter.get_counts()
-        previous = int(counts.get("learner_steps", 0))
-        self._counter.restore(counts | {"learner_steps": int(steps)})
+        previous = int(self._counts["learner_steps"])
+        self._counts["learner_steps"] = int(steps)
         return previous
+
+
+CounterNode = ray.remote(num_cpus=0)(StepBudget)
 
 
 @ray.remote(max_concurrency=4)
@@ -317,27 +332,30 @@ class LearnerNode(_Node):
 
 @ray.remote
 class ActorNode(_Node):
-    """Acts until the step budget is spent; rebuilt by Ray, it registers again (a fresh key)."""
+    """Acts until the step budget is spent; rebuilt by Ray, it registers again (a fresh key, counted
+    from `key_offset`)."""
 
-    def __init__(self, program: DistributedProgram, actor_id: int, replay: str, learner: str, counter: str):
+    def __init__(
+        self, program: DistributedProgram, actor_id: int, replay: str, learner: str, counter: str, key_offset: int
+    ):
         self._program = program
         self._replay = replay
         self._actor_id = actor_id
         self._counter = ray.get_actor(counter)
-        self._start = ray.get(self._counter.register_actor.remote(actor_id))
+        self._start = ray.get(self._counter.register.remote(actor_id))
         self._loop = program.make_actor(
             actor_id,
             watched_replay_client(replay),
             RemoteVariableSource(ray.get_actor(learner)),
             RemoteCounter(self._counter, 0.0, (actor_id, self._start["restart"])),
-            restart=self._start["key"],
+            restart=key_offset + self._start["restart"],
             initial_step=self._start["steps"],
         )
 
     def run(self) -> None:
         while True:
             self._loop.count_partial_episode()  # The spent lease's steps counted before the next.
-            lease = ray.get(self._counter.lease_steps.remote(self._actor_id, self._start["restart"], STEP_LEASE))
+            lease = ray.get(self._counter.lease.remote(self._actor_id, self._start["restart"], STEP_LEASE))
             if lease == 0:
                 break
             if lease < 0:  # Held at an evaluation point until the evaluators have played.
