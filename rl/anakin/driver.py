@@ -155,37 +155,33 @@ class AnakinNodes(lifecycle.Nodes):
             metrics = jax.device_get(metrics)
             rate = self.chunk_steps / (time.perf_counter() - chunk_start)
             self.record.steps += self.chunk_steps
-            self._write_chunk_records(metrics, rate)
+            # Each replica's records; a non-finite learner metric fails it (a plain one-replica run: the run).
+            for index, log in enumerate(self.logs):
+                values = {key: value[index].item() for key, value in metrics.items()}
+                self.learner_steps = int(values.pop("learner_steps"))
+                if self.ended[index]:
+                    continue
+                trained, episodes = int(values.pop("trained_updates")), int(values.pop("episodes"))
+                self.episodes[index] += episodes
+                counts = self.counts_of(index)
+                episode = {name: values.pop(name) for name in ("episode_return", "episode_length")}
+                learner_metrics = values if trained else {}
+                log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
+                if episodes:
+                    exploration = self.replica_experiments[index].builder.exploration
+                    named = getattr(exploration, "exploration_metrics", lambda step: {})(counts["actor_steps"])
+                    log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
+                faults = sorted(key for key, value in learner_metrics.items() if not np.isfinite(value))
+                if faults:
+                    message = f"non-finite {', '.join(faults)} in the updates up to learner step {self.learner_steps}"
+                    if not self.own_records:  # A plain one-replica run fails as under launcher=local.
+                        raise NumericalError(message)
+                    self.end(index, "failed", message)
             progress.update(episode_return=float(np.mean(metrics["episode_return"])))
             progress.advance(self.record.steps, force=True)
             if pause():
                 break
         return self.record.steps
-
-    def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
-        """Each replica's learner record and, when episodes ended, its actor record; a non-finite learner
-        metric fails the replica (a plain one-replica run: the run)."""
-        for index, log in enumerate(self.logs):
-            values = {key: value[index].item() for key, value in metrics.items()}
-            self.learner_steps = int(values.pop("learner_steps"))
-            if self.ended[index]:
-                continue
-            trained, episodes = int(values.pop("trained_updates")), int(values.pop("episodes"))
-            self.episodes[index] += episodes
-            counts = self.counts_of(index)
-            episode = {"episode_return": values.pop("episode_return"), "episode_length": values.pop("episode_length")}
-            learner_metrics = values if trained else {}
-            log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
-            if episodes:
-                exploration = getattr(self.replica_experiments[index].builder.exploration, "exploration_metrics", None)
-                named = exploration(counts["actor_steps"]) if exploration else {}
-                log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
-            faults = sorted(key for key, value in learner_metrics.items() if not np.isfinite(value))
-            if faults:
-                message = f"non-finite {', '.join(faults)} in the updates up to learner step {self.learner_steps}"
-                if not self.own_records:  # A plain one-replica run fails as under launcher=local.
-                    raise NumericalError(message)
-                self.end(index, "failed", message)
 
     def evaluate(self) -> tuple[int, float, float]:
         """An evaluation round of every replica, keyed by seed and step only."""

@@ -45,10 +45,9 @@ def _rounded(experiment: ExperimentConfig, key: str, step: int, why: str) -> Exp
 
 
 def steps_per_update(experiment: ExperimentConfig) -> int:
-    """Environment steps (all copies) one learner update consumes."""
-    if experiment.builder.anakin == "on_policy":
-        return experiment.num_envs * experiment.builder.config.unroll_length
-    return experiment.num_envs
+    """Environment steps (all copies) one learner update consumes: an on-policy rollout, else one step."""
+    on_policy = experiment.builder.anakin == "on_policy"
+    return experiment.num_envs * (experiment.builder.config.unroll_length if on_policy else 1)
 
 
 class AnakinLauncher(Launcher):
@@ -120,7 +119,7 @@ class AnakinLauncher(Launcher):
                     f"{experiment.num_envs} transitions and takes num_envs * samples_per_insert / batch_size SGD "
                     f"steps, which must be a whole number >= 1; got {sgd_steps:g}",
                 )
-            if getattr(config, "prioritized", False):
+            if config.prioritized:
                 raise ConfigError(
                     "agent.prioritized", "prioritized replay is not supported by launcher=anakin yet; set it to false"
                 )

@@ -297,13 +297,9 @@ class PPOSystem(System):
         environment, trajectory = rollout(
             self.environment, self.behaviour_policy, params, state.environment, rollout_key, length, learner.actor_steps
         )
-        learner, metrics = self.learn(learner, trajectory, environment.observation)
-        return PPOState(learner, environment, key), metrics, trajectory.step
-
-    def learn(self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:
         final = trajectory.step.final_observation
         flat = jnp.reshape(final, (-1,) + final.shape[2:])
-        final_values = jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2])
-        batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
+        values = jax.lax.stop_gradient(jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2]))
+        batch = to_sequences(trajectory, environment.observation, values, self.config.discount)
         learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
-        return learner, metrics
+        return PPOState(learner, environment, key), metrics, trajectory.step
