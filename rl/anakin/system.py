@@ -178,14 +178,11 @@ def n_step_transitions(sequences: Stored, gamma: float) -> Transition:
     discount = jnp.ones((batch,), jnp.float32)
     alive = jnp.ones((batch,), jnp.float32)
     next_observation = sequences.next_observation[:, 0]
+    shape = (batch,) + (1,) * (next_observation.ndim - 1)
     for k in range(n):
         taken = alive > 0
         reward = reward + alive * discount * sequences.reward[:, k]
-        next_observation = jnp.where(
-            jnp.reshape(taken, (batch,) + (1,) * (next_observation.ndim - 1)),
-            sequences.next_observation[:, k],
-            next_observation,
-        )
+        next_observation = jnp.where(jnp.reshape(taken, shape), sequences.next_observation[:, k], next_observation)
         discount = jnp.where(taken, discount * gamma * sequences.discount[:, k], discount)
         alive = alive * (1.0 - sequences.done[:, k].astype(jnp.float32))
     return Transition(sequences.observation[:, 0], sequences.action[:, 0], reward, discount, next_observation)
@@ -297,9 +294,13 @@ class PPOSystem(System):
         environment, trajectory = rollout(
             self.environment, self.behaviour_policy, params, state.environment, rollout_key, length, learner.actor_steps
         )
+        learner, metrics = self.learn(learner, trajectory, environment.observation)
+        return PPOState(learner, environment, key), metrics, trajectory.step
+
+    def learn(self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:
         final = trajectory.step.final_observation
         flat = jnp.reshape(final, (-1,) + final.shape[2:])
-        values = jax.lax.stop_gradient(jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2]))
-        batch = to_sequences(trajectory, environment.observation, values, self.config.discount)
+        final_values = jnp.reshape(self.network.apply(learner.params, flat)[1], final.shape[:2])
+        batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
         learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
-        return PPOState(learner, environment, key), metrics, trajectory.step
+        return learner, metrics
