@@ -90,25 +90,22 @@ class AnakinNodes(lifecycle.Nodes):
         self.trials = trials or [None] * self.num_seeds
         self.logs: list[dict[str, Logger]] = []
 
-    def _replica(self, index: int) -> ExperimentConfig:
-        """Replica `index`'s experiment (rows past the restore point moved to logs/superseded/)."""
-        experiment, seed = self.experiment, self.experiment.seed + index
-        directory = os.path.join(experiment.run_directory, f"seed_{index}")
-        os.makedirs(directory, exist_ok=True)
-        if experiment.restore is not None:
-            counts = experiment.restore.counts
-            steps = int(counts.get("actor_steps", 0)), int(counts.get("learner_steps", 0))
-            trim_logs(directory, *steps, experiment.session)
-        factory = experiment.logger_factory.replica(directory, index, seed)
-        return dataclasses.replace(experiment, seed=seed, run_directory=directory, logger_factory=factory)
-
     def start(self) -> None:
         experiment, num_seeds, restore = self.experiment, self.num_seeds, self.experiment.restore
         self.replica_experiments = [experiment] if self.replicas is None else self.replicas
         if self.own_records:
             experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
         if self.replicas is None and num_seeds > 1:
-            self.replica_experiments = [self._replica(index) for index in range(num_seeds)]
+            self.replica_experiments = []
+            for index in range(num_seeds):  # Each replica's rows past the restore point go to logs/superseded/.
+                seed, directory = experiment.seed + index, os.path.join(experiment.run_directory, f"seed_{index}")
+                os.makedirs(directory, exist_ok=True)
+                if restore is not None:
+                    steps = int(restore.counts.get("actor_steps", 0)), int(restore.counts.get("learner_steps", 0))
+                    trim_logs(directory, *steps, experiment.session)
+                factory = experiment.logger_factory.replica(directory, index, seed)
+                replica = dataclasses.replace(experiment, seed=seed, run_directory=directory, logger_factory=factory)
+                self.replica_experiments.append(replica)
         keys = jax.numpy.stack([jax.random.PRNGKey(replica.seed) for replica in self.replica_experiments])
         self.sharding = replica_sharding(num_seeds)
         self.evaluation_keys = jax.device_put(jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys), self.sharding)
@@ -155,33 +152,37 @@ class AnakinNodes(lifecycle.Nodes):
             metrics = jax.device_get(metrics)
             rate = self.chunk_steps / (time.perf_counter() - chunk_start)
             self.record.steps += self.chunk_steps
-            # Each replica's records; a non-finite learner metric fails it (a plain one-replica run: the run).
-            for index, log in enumerate(self.logs):
-                values = {key: value[index].item() for key, value in metrics.items()}
-                self.learner_steps = int(values.pop("learner_steps"))
-                if self.ended[index]:
-                    continue
-                trained, episodes = int(values.pop("trained_updates")), int(values.pop("episodes"))
-                self.episodes[index] += episodes
-                counts = self.counts_of(index)
-                episode = {name: values.pop(name) for name in ("episode_return", "episode_length")}
-                learner_metrics = values if trained else {}
-                log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
-                if episodes:
-                    exploration = self.replica_experiments[index].builder.exploration
-                    named = getattr(exploration, "exploration_metrics", lambda step: {})(counts["actor_steps"])
-                    log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
-                faults = sorted(key for key, value in learner_metrics.items() if not np.isfinite(value))
-                if faults:
-                    message = f"non-finite {', '.join(faults)} in the updates up to learner step {self.learner_steps}"
-                    if not self.own_records:  # A plain one-replica run fails as under launcher=local.
-                        raise NumericalError(message)
-                    self.end(index, "failed", message)
+            self._write_chunk_records(metrics, rate)
             progress.update(episode_return=float(np.mean(metrics["episode_return"])))
             progress.advance(self.record.steps, force=True)
             if pause():
                 break
         return self.record.steps
+
+    def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
+        """Each replica's learner record and, when episodes ended, its actor record; a non-finite learner
+        metric fails the replica (a plain one-replica run: the run)."""
+        for index, log in enumerate(self.logs):
+            values = {key: value[index].item() for key, value in metrics.items()}
+            self.learner_steps = int(values.pop("learner_steps"))
+            if self.ended[index]:
+                continue
+            trained, episodes = int(values.pop("trained_updates")), int(values.pop("episodes"))
+            self.episodes[index] += episodes
+            counts = self.counts_of(index)
+            episode = {"episode_return": values.pop("episode_return"), "episode_length": values.pop("episode_length")}
+            learner_metrics = values if trained else {}
+            log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
+            if episodes:
+                exploration = getattr(self.replica_experiments[index].builder.exploration, "exploration_metrics", None)
+                named = exploration(counts["actor_steps"]) if exploration else {}
+                log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
+            faults = sorted(key for key, value in learner_metrics.items() if not np.isfinite(value))
+            if faults:
+                message = f"non-finite {', '.join(faults)} in the updates up to learner step {self.learner_steps}"
+                if not self.own_records:  # A plain one-replica run fails as under launcher=local.
+                    raise NumericalError(message)
+                self.end(index, "failed", message)
 
     def evaluate(self) -> tuple[int, float, float]:
         """An evaluation round of every replica, keyed by seed and step only."""
