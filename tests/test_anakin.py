@@ -792,9 +792,9 @@ def test_dqn_gymnax_cartpole_learns_other_seeds(tmp_path, seed):
 
 STARTUP_CHECK = """
 import importlib.util, json, os, sys
-from rl.anakin.launcher import prefer_fast_cpu_runtime
+from rl.anakin.launcher import set_xla_flags
 from rl.experiments.config import enable_compilation_cache
-report = {"set": prefer_fast_cpu_runtime(), "again": prefer_fast_cpu_runtime(), "flags": os.environ.get("XLA_FLAGS")}
+report = {"set": set_xla_flags(), "again": set_xla_flags(), "flags": os.environ.get("XLA_FLAGS")}
 if sys.argv[1] == "imports":
     enable_compilation_cache(sys.argv[2])
     import jax

@@ -90,25 +90,22 @@ class AnakinNodes(lifecycle.Nodes):
         self.trials = trials or [None] * self.num_seeds
         self.logs: list[dict[str, Logger]] = []
 
-    def _replica(self, index: int) -> ExperimentConfig:
-        """Replica `index`'s experiment (rows past the restore point moved to logs/superseded/)."""
-        experiment, seed = self.experiment, self.experiment.seed + index
-        directory = os.path.join(experiment.run_directory, f"seed_{index}")
-        os.makedirs(directory, exist_ok=True)
-        if experiment.restore is not None:
-            counts = experiment.restore.counts
-            steps = int(counts.get("actor_steps", 0)), int(counts.get("learner_steps", 0))
-            trim_logs(directory, *steps, experiment.session)
-        factory = experiment.logger_factory.replica(directory, index, seed)
-        return dataclasses.replace(experiment, seed=seed, run_directory=directory, logger_factory=factory)
-
     def start(self) -> None:
         experiment, num_seeds, restore = self.experiment, self.num_seeds, self.experiment.restore
         self.replica_experiments = [experiment] if self.replicas is None else self.replicas
         if self.own_records:
             experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
         if self.replicas is None and num_seeds > 1:
-            self.replica_experiments = [self._replica(index) for index in range(num_seeds)]
+            self.replica_experiments = []
+            for index in range(num_seeds):  # Each replica's rows past the restore point go to logs/superseded/.
+                seed, directory = experiment.seed + index, os.path.join(experiment.run_directory, f"seed_{index}")
+                os.makedirs(directory, exist_ok=True)
+                if restore is not None:
+                    steps = int(restore.counts.get("actor_steps", 0)), int(restore.counts.get("learner_steps", 0))
+                    trim_logs(directory, *steps, experiment.session)
+                factory = experiment.logger_factory.replica(directory, index, seed)
+                replica = dataclasses.replace(experiment, seed=seed, run_directory=directory, logger_factory=factory)
+                self.replica_experiments.append(replica)
         keys = jax.numpy.stack([jax.random.PRNGKey(replica.seed) for replica in self.replica_experiments])
         self.sharding = replica_sharding(num_seeds)
         self.evaluation_keys = jax.device_put(jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys), self.sharding)

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 CPU_XLA_FLAGS = "--xla_cpu_use_thunk_runtime=false"
 
 
-def set_xla_flags(flags: str) -> bool:
+def set_xla_flags(flags: str = CPU_XLA_FLAGS) -> bool:
     """Sets XLA_FLAGS to `flags` unless set (even empty) or a JAX backend has started; says whether it did."""
     from jax._src import xla_bridge
 
@@ -29,10 +29,6 @@ def set_xla_flags(flags: str) -> bool:
         return False
     os.environ["XLA_FLAGS"] = flags
     return True
-
-
-def prefer_fast_cpu_runtime() -> bool:
-    return set_xla_flags(CPU_XLA_FLAGS)
 
 
 def _rounded(experiment: ExperimentConfig, key: str, step: int, why: str) -> ExperimentConfig:
@@ -45,10 +41,9 @@ def _rounded(experiment: ExperimentConfig, key: str, step: int, why: str) -> Exp
 
 
 def steps_per_update(experiment: ExperimentConfig) -> int:
-    """Environment steps (all copies) one learner update consumes."""
-    if experiment.builder.anakin == "on_policy":
-        return experiment.num_envs * experiment.builder.config.unroll_length
-    return experiment.num_envs
+    """Environment steps (all copies) one learner update consumes: an on-policy rollout, else one step."""
+    on_policy = experiment.builder.anakin == "on_policy"
+    return experiment.num_envs * (experiment.builder.config.unroll_length if on_policy else 1)
 
 
 class AnakinLauncher(Launcher):
@@ -63,7 +58,7 @@ class AnakinLauncher(Launcher):
         if steps_per_chunk is not None and (isinstance(steps_per_chunk, bool) or steps_per_chunk < 1):
             raise ConfigError("launcher.steps_per_chunk", f"must be an integer >= 1 or null, got {steps_per_chunk!r}")
         self.num_seeds, self.steps_per_chunk = num_seeds, steps_per_chunk
-        prefer_fast_cpu_runtime()  # Made before any program is compiled.
+        set_xla_flags()  # Made before any program is compiled.
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
         """The experiment with an on-policy batch of one rollout, whole updates and chunks, checked."""
@@ -120,7 +115,7 @@ class AnakinLauncher(Launcher):
                     f"{experiment.num_envs} transitions and takes num_envs * samples_per_insert / batch_size SGD "
                     f"steps, which must be a whole number >= 1; got {sgd_steps:g}",
                 )
-            if getattr(config, "prioritized", False):
+            if config.prioritized:
                 raise ConfigError(
                     "agent.prioritized", "prioritized replay is not supported by launcher=anakin yet; set it to false"
                 )

@@ -178,14 +178,11 @@ def n_step_transitions(sequences: Stored, gamma: float) -> Transition:
     discount = jnp.ones((batch,), jnp.float32)
     alive = jnp.ones((batch,), jnp.float32)
     next_observation = sequences.next_observation[:, 0]
+    shape = (batch,) + (1,) * (next_observation.ndim - 1)
     for k in range(n):
         taken = alive > 0
         reward = reward + alive * discount * sequences.reward[:, k]
-        next_observation = jnp.where(
-            jnp.reshape(taken, (batch,) + (1,) * (next_observation.ndim - 1)),
-            sequences.next_observation[:, k],
-            next_observation,
-        )
+        next_observation = jnp.where(jnp.reshape(taken, shape), sequences.next_observation[:, k], next_observation)
         discount = jnp.where(taken, discount * gamma * sequences.discount[:, k], discount)
         alive = alive * (1.0 - sequences.done[:, k].astype(jnp.float32))
     return Transition(sequences.observation[:, 0], sequences.action[:, 0], reward, discount, next_observation)
