@@ -8,11 +8,11 @@ import os
 import time
 from typing import Any, Mapping, Sequence
 
-from rl.loggers.base import Dispatcher, Logger, LoggerFactory, NoOpLogger, TerminalLogger, TimeFilter, WallTime
+from rl.loggers.base import Dispatcher, Logger, LoggerFactory, NoOpLogger, TerminalLogger, TimeFilter
 from rl.loggers.csv import CSVLogger
 from rl.loggers.wandb import WandbLogger, WandbRun, summary_metrics
 
-__all__ = ["CSVLogger", "DefaultLoggerFactory", "Dispatcher", "TimeFilter", "WallTime"]
+__all__ = ["CSVLogger", "DefaultLoggerFactory", "Dispatcher", "TimeFilter"]
 
 
 class DefaultLoggerFactory(LoggerFactory):
