@@ -57,13 +57,10 @@ class ActionStatistics(Observer):
         if not self._actions.get(env_id):
             return {}
         values = np.concatenate(self._actions[env_id])
-        metrics = {"action_mean": float(values.mean()), "action_std": float(values.std())}
-        metrics.update(action_min=float(values.min()), action_max=float(values.max()))
+        metrics = {f"action_{name}": float(getattr(values, name)()) for name in ("mean", "std", "min", "max")}
         if self._num_values is not None:
-            counts = np.bincount(values.astype(np.int64), minlength=self._num_values)
-            metrics.update(
-                {f"action_{action}_fraction": float(taken / values.size) for action, taken in enumerate(counts)}
-            )
+            fractions = np.bincount(values.astype(np.int64), minlength=self._num_values) / values.size
+            metrics.update({f"action_{action}_fraction": float(share) for action, share in enumerate(fractions)})
         return metrics
 
 
