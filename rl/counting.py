@@ -30,8 +30,7 @@ class Counter:
         """Every count in the hierarchy; a child sees the root's totals, its own included."""
         if self._parent is not None:
             return self._parent.get_counts()
-        with self._lock:
-            return dict(self._counts)
+        return self.save()
 
     def save(self) -> Mapping[str, Number]:
         with self._lock:

@@ -60,10 +60,6 @@ class DefaultLoggerFactory(LoggerFactory):
         self._loggers.append(logger)
         return logger
 
-    def start(self) -> None:
-        if self.wandb_run is not None:
-            self.wandb_run.start()
-
     def record_summary(self, summary: Mapping[str, Any]) -> None:
         values = summary_metrics(summary)
         if self.wandb_run is not None and values:

@@ -40,6 +40,8 @@ class LoggerFactory:
 
     def start(self) -> None:
         """Before the first step: the W&B run shows up, with its config, even if the run fails."""
+        if self.wandb_run is not None:
+            self.wandb_run.start()
 
     def record_summary(self, summary: Mapping[str, Any]) -> None:
         """The run's results (summary.json's fields), for the trackers."""

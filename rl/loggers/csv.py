@@ -46,9 +46,8 @@ class _SharedFile:
 
     def write(self, row: dict[str, Any]) -> None:
         if self._file is None:
-            if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
-                with open(self.path, newline="") as existing:
-                    self.columns = next(csv.reader(existing), None) or None
+            if os.path.exists(self.path):
+                self.columns = _read(self.path)[0] or None
             self._file = open(self.path, "a", newline="")
         if self.columns is None:
             self.columns = list(row)

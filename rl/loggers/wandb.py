@@ -185,23 +185,23 @@ class WandbRun:
                 self.defined.clear()
 
 
+@dataclasses.dataclass(eq=False)
 class WandbLogger(Logger):
     """Node `label`'s records, in its namespace of `run`."""
 
-    def __init__(self, run: WandbRun, label: str, steps_key: str | None = None):
-        self._run = run
-        self._label = label
-        self._steps_key = steps_key
+    run: WandbRun
+    label: str
+    steps_key: str | None = None
 
     def write(self, data: LoggingData) -> None:
-        run, label = self._run.start(), self._label
-        if label not in self._run.defined:
-            axis = step_metric(label, data, self._steps_key)
+        run, label = self.run.start(), self.label
+        if label not in self.run.defined:
+            axis = step_metric(label, data, self.steps_key)
             if axis != STEP_METRIC:
                 run.define_metric(axis)  # Its own x-axis, not plotted against itself.
             run.define_metric(f"{label}/*", step_metric=axis)
-            self._run.defined.add(label)
-        row = {f"{label}/{key}": value for key, value in node_metrics(label, data, self._steps_key).items()}
+            self.run.defined.add(label)
+        row = {f"{label}/{key}": value for key, value in node_metrics(label, data, self.steps_key).items()}
         if STEP_METRIC in data:
             row[STEP_METRIC] = to_python_scalar(data[STEP_METRIC])
         run.log(row)
