@@ -61,8 +61,6 @@ class NoOpLogger(Logger):
 
 def to_python_scalar(value: Any) -> Any:
     """numpy/JAX scalars as Python numbers, arrays as lists: what every sink can store."""
-    if isinstance(value, (str, bool, int, float)) or value is None:
-        return value
     array = np.asarray(value)
     return array.item() if array.size == 1 else array.tolist()
 

@@ -76,9 +76,7 @@ def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: s
     path = os.path.abspath(path)
     shared = _FILES.setdefault(path, _SharedFile(path))
     with shared.lock:
-        if not os.path.exists(path):
-            return 0
-        columns, rows = _read(path)
+        columns, rows = _read(path) if os.path.exists(path) else ([], [])
         gone = [row for row in rows if moved(row)]
         if not gone:
             return 0

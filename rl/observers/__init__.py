@@ -85,8 +85,7 @@ def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
     if not frames:
         raise RenderingError("the environment rendered no frames")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    first = np.asarray(frames[0])
-    height, width = first.shape[0] + first.shape[0] % 2, first.shape[1] + first.shape[1] % 2  # x264 wants even sizes.
+    height, width = (size + size % 2 for size in np.shape(frames[0])[:2])  # x264 wants even sizes.
     warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")  # ffmpeg runs as a subprocess.
     writer = imageio_ffmpeg.write_frames(
         path, (width, height), fps=fps, codec="libx264", pix_fmt_out="yuv420p", macro_block_size=1, quality=7
