@@ -28,9 +28,7 @@ class Counter:
 
     def get_counts(self) -> dict[str, Number]:
         """Every count in the hierarchy; a child sees the root's totals, its own included."""
-        if self._parent is not None:
-            return self._parent.get_counts()
-        return self.save()
+        return self.save() if self._parent is None else self._parent.get_counts()
 
     def save(self) -> Mapping[str, Number]:
         with self._lock:

@@ -9,7 +9,7 @@ import os
 import time
 from typing import Any, Mapping, Sequence
 
-from rl.loggers.base import Dispatcher, Logger, LoggerFactory, NoOpLogger, TerminalLogger, TimeFilter
+from rl.loggers.base import Dispatcher, Logger, LoggerFactory, TerminalLogger, TimeFilter
 from rl.loggers.csv import CSVLogger
 from rl.loggers.wandb import WandbLogger, WandbRun, summary_metrics
 
@@ -53,8 +53,6 @@ class DefaultLoggerFactory(LoggerFactory):
             sinks.append(CSVLogger(self.directory, label, steps_key=steps_key or "actor_steps"))
         if self.wandb_run is not None:
             sinks.append(WandbLogger(self.wandb_run, label, steps_key))
-        if not sinks:
-            return NoOpLogger()
         fields = {f"{label}_id": instance} if instance is not None else None
         logger = Dispatcher(sinks, lambda: time.time() - self.start_time, fields)
         self._loggers.append(logger)

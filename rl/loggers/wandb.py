@@ -16,14 +16,12 @@ from typing import Any, Mapping, Sequence
 from rl.loggers.base import COUNT_KEY, Logger, LoggingData, to_python_scalar
 
 STEP_METRIC = "actor_steps"
-# summary.json's fields that become the W&B run's summary metrics.
 SUMMARY_KEYS = tuple(
     "final_eval_return best_eval_return actor_steps_per_second time_to_threshold_s steps_to_threshold actor_steps "
     "learner_steps episodes wall_time_s status".split()
 )
 MAX_TAG_LENGTH = 64  # W&B refuses longer tags.
 REDACTED = "<redacted>"
-# Keys whose values a run config never holds; variables whose values are scrubbed from it.
 SECRET_KEY_PATTERN = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential)", re.IGNORECASE)
 SECRET_ENVIRONMENT_VARIABLES = ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE")
 _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
