@@ -228,7 +228,7 @@ def learner_rates(experiment: Any, settings: Settings, reverb_fed: bool = True) 
     def make_learner(dataset: Any) -> Any:  # As build_learner makes it.
         logger = TimeFilter(experiment.logger_factory("learner", "learner_steps"), experiment.learner_log_interval_s)
         networks = experiment.network_factory(environment_spec=spec)
-        counter = Counter(Counter(), "learner", time_delta=0.0)
+        counter = Counter(Counter(), "learner")
         return builder.make_learner(jax.random.PRNGKey(0), networks, dataset, client, counter, logger)
 
     def rate(learner: Any) -> float:  # Its pending updates done inside the timed span.

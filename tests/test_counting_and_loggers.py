@@ -11,9 +11,9 @@ from rl.loggers.base import Logger
 
 def test_child_counters_prefix_keys_and_see_the_root_totals():
     root = Counter()
-    actor_a = Counter(root, "actor", time_delta=0.0)
-    actor_b = Counter(root, "actor", time_delta=0.0)
-    learner = Counter(root, "learner", time_delta=0.0)
+    actor_a = Counter(root, "actor")
+    actor_b = Counter(root, "actor")
+    learner = Counter(root, "learner")
     actor_a.increment(steps=10, episodes=1)
     actor_b.increment(steps=5)
     counts = learner.increment(steps=1)
@@ -24,7 +24,7 @@ def test_child_counters_prefix_keys_and_see_the_root_totals():
 
 def test_counter_is_thread_safe():
     root = Counter()
-    child = Counter(root, "actor", time_delta=0.0)
+    child = Counter(root, "actor")
     threads = [threading.Thread(target=lambda: [child.increment(steps=1) for _ in range(1000)]) for _ in range(4)]
     for thread in threads:
         thread.start()
@@ -35,9 +35,9 @@ def test_counter_is_thread_safe():
 
 def test_restoring_a_child_gives_its_parent_the_restored_counts_exactly():
     root = Counter()
-    other = Counter(root, "actor", time_delta=0.0)
+    other = Counter(root, "actor")
     other.increment(steps=7, episodes=1)
-    learner = Counter(root, "learner", time_delta=0.0)
+    learner = Counter(root, "learner")
     learner.restore({"steps": 120, "sgd_steps": 240})
     assert root.get_counts() == {"actor_steps": 7, "actor_episodes": 1, "learner_steps": 120, "learner_sgd_steps": 240}
     assert learner.save() == {"steps": 120, "sgd_steps": 240}
@@ -53,8 +53,8 @@ def test_restoring_a_child_gives_its_parent_the_restored_counts_exactly():
 
 def test_restoring_through_two_levels_reaches_the_root():
     root = Counter()
-    middle = Counter(root, "actor", time_delta=0.0)
-    leaf = Counter(middle, "evaluator", time_delta=0.0)
+    middle = Counter(root, "actor")
+    leaf = Counter(middle, "evaluator")
     leaf.restore({"steps": 3})
     assert middle.save() == {"evaluator_steps": 3}
     assert root.get_counts() == {"actor_evaluator_steps": 3}

@@ -5,7 +5,7 @@ import os
 import stat
 import time
 
-from rl.loggers import CSVLogger, DefaultLoggerFactory, WallTime
+from rl.loggers import CSVLogger, DefaultLoggerFactory, Dispatcher
 from rl.loggers.base import Logger
 
 
@@ -124,7 +124,7 @@ class _Recorder(Logger):
 def test_wall_time_stamps_records_and_keeps_a_stamp_made_elsewhere():
     recorder = _Recorder()
     clock = iter([1.23456, 2.0])
-    logger = WallTime(recorder, lambda: next(clock))
+    logger = Dispatcher([recorder], lambda: next(clock))
     logger.write({"actor_steps": 1})
     logger.write({"actor_steps": 2, "wall_time_s": 0.5})
     logger.write({"actor_steps": 3})

@@ -68,7 +68,7 @@ def build_learner(
             dataset = wrap_dataset(dataset)
     logger = experiment.logger_factory("learner", "learner_steps")
     logger = TimeFilter(logger, experiment.learner_log_interval_s) if log_filter is None else log_filter(logger)
-    learner_counter = Counter(counter, "learner", time_delta=0.0)
+    learner_counter = Counter(counter, "learner")
     return experiment.builder.make_learner(random_key, networks, dataset, replay_client, learner_counter, logger)
 
 
@@ -101,7 +101,7 @@ def build_actor(
     policy = builder.make_actor_policy(networks, spec, actor_id)
     actor = builder.make_actor(actor_key, policy, spec, variable_source, builder.make_adder(replay, spec))
     logger: Logger = experiment.logger_factory("actor", "actor_steps", actor_id) if actor_id == 0 else NoOpLogger()
-    return EnvironmentLoop(environment, actor, Counter(counter, "actor", time_delta=0.0), logger, observers)
+    return EnvironmentLoop(environment, actor, Counter(counter, "actor"), logger, observers)
 
 
 def build_evaluator(
@@ -118,7 +118,7 @@ def build_evaluator(
     policy = builder.make_policy(networks, spec, evaluation=True)
     actor = (make_actor or builder.make_actor)(actor_key, policy, spec, variable_source, None)
     logger = experiment.logger_factory("evaluator", "actor_steps", instance)
-    counter = Counter(counter, "evaluator", time_delta=0.0)
+    counter = Counter(counter, "evaluator")
     return EnvironmentLoop(environment, actor, counter, logger, observers, evaluation=True)
 
 

@@ -4,46 +4,44 @@ factory conf/logger names."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import time
 from typing import Any, Mapping, Sequence
 
-from rl.loggers.base import Dispatcher, Logger, LoggerFactory, NoOpLogger, TerminalLogger, TimeFilter, WallTime
+from rl.loggers.base import Dispatcher, Logger, LoggerFactory, TerminalLogger, TimeFilter
 from rl.loggers.csv import CSVLogger
 from rl.loggers.wandb import WandbLogger, WandbRun, summary_metrics
 
-__all__ = ["CSVLogger", "DefaultLoggerFactory", "Dispatcher", "TimeFilter", "WallTime"]
+__all__ = ["CSVLogger", "DefaultLoggerFactory", "Dispatcher", "TimeFilter"]
 
 
+@dataclasses.dataclass(eq=False)
 class DefaultLoggerFactory(LoggerFactory):
     """One logger per node label to the sinks the config switches on; the terminal shows every evaluation,
     at most one other record per `terminal_time_delta` s. `start_time` (epoch s) is `wall_time_s`'s origin."""
 
-    def __init__(
-        self,
-        terminal: bool = True,
-        csv: bool = True,
-        wandb: Mapping[str, Any] | None = None,
-        terminal_time_delta: float = 5.0,
-        directory: str = "logs",
-        run_name: str | None = None,
-        run_config: Mapping[str, Any] | None = None,
-        run_group: str | None = None,
-        run_tags: Sequence[str] = (),
-    ):
-        self.terminal = terminal
-        self.csv = csv
-        self.terminal_time_delta = terminal_time_delta
-        self.directory = os.path.abspath(directory)
+    terminal: bool = True
+    csv: bool = True
+    wandb: Mapping[str, Any] | None = None
+    terminal_time_delta: float = 5.0
+    directory: str = "logs"
+    run_name: str | None = None
+    run_config: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
+    run_group: str | None = None
+    run_tags: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        self.directory = os.path.abspath(self.directory)
         self.start_time = time.time()
         self.wandb_run: WandbRun | None = None
-        if wandb is not None:
-            tags = list(wandb.get("tags") or [])
-            settings = {**wandb, "tags": tags + [tag for tag in run_tags if tag not in tags]}
-            for key, default in (("name", run_name), ("group", run_group)):
+        if self.wandb is not None:
+            tags = list(self.wandb.get("tags") or [])
+            settings = {**self.wandb, "tags": tags + [tag for tag in self.run_tags if tag not in tags]}
+            for key, default in (("name", self.run_name), ("group", self.run_group)):
                 if settings.get(key) is None:
                     settings[key] = default
-            self.wandb_run = WandbRun(directory=os.path.dirname(self.directory), config=run_config, **settings)
+            self.wandb_run = WandbRun(directory=os.path.dirname(self.directory), config=self.run_config, **settings)
         self._loggers: list[Logger] = []
 
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
@@ -55,16 +53,10 @@ class DefaultLoggerFactory(LoggerFactory):
             sinks.append(CSVLogger(self.directory, label, steps_key=steps_key or "actor_steps"))
         if self.wandb_run is not None:
             sinks.append(WandbLogger(self.wandb_run, label, steps_key))
-        if not sinks:
-            return NoOpLogger()
         fields = {f"{label}_id": instance} if instance is not None else None
         logger = Dispatcher(sinks, lambda: time.time() - self.start_time, fields)
         self._loggers.append(logger)
         return logger
-
-    def start(self) -> None:
-        if self.wandb_run is not None:
-            self.wandb_run.start()
 
     def record_summary(self, summary: Mapping[str, Any]) -> None:
         values = summary_metrics(summary)

@@ -40,6 +40,8 @@ class LoggerFactory:
 
     def start(self) -> None:
         """Before the first step: the W&B run shows up, with its config, even if the run fails."""
+        if self.wandb_run is not None:
+            self.wandb_run.start()
 
     def record_summary(self, summary: Mapping[str, Any]) -> None:
         """The run's results (summary.json's fields), for the trackers."""
@@ -59,8 +61,6 @@ class NoOpLogger(Logger):
 
 def to_python_scalar(value: Any) -> Any:
     """numpy/JAX scalars as Python numbers, arrays as lists: what every sink can store."""
-    if isinstance(value, (str, bool, int, float)) or value is None:
-        return value
     array = np.asarray(value)
     return array.item() if array.size == 1 else array.tolist()
 
@@ -88,18 +88,11 @@ class Dispatcher(Logger):
             logger.close()
 
 
-class WallTime(Dispatcher):
-    """`logger`, its records stamped by `clock` (see Dispatcher)."""
-
-    def __init__(self, logger: Logger, clock: Callable[[], float], fields: LoggingData | None = None):
-        super().__init__([logger], clock, fields)
-
-
-class TimeFilter(Logger):
+class TimeFilter(Dispatcher):
     """Passes at most one record every `time_delta` seconds (all of them when it is 0)."""
 
     def __init__(self, logger: Logger, time_delta: float):
-        self._logger = logger
+        super().__init__([logger])
         self._time_delta = time_delta
         self._last = -float("inf")
 
@@ -107,20 +100,17 @@ class TimeFilter(Logger):
         now = time.monotonic()
         if self._time_delta <= 0 or now - self._last >= self._time_delta:
             self._last = now
-            self._logger.write(data)
-
-    def close(self) -> None:
-        self._logger.close()
+            super().write(data)
 
 
-class StepFilter(Logger):
+class StepFilter(Dispatcher):
     """Passes the first record in each window of `every` counts of `steps_key` (a schedule
     independent of the run's speed); `get_state`/`set_state`: the last window passed."""
 
     def __init__(self, logger: Logger, steps_key: str, every: int):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
-        self._logger = logger
+        super().__init__([logger])
         self._steps_key = steps_key
         self._every = every
         self._window = -1
@@ -129,16 +119,13 @@ class StepFilter(Logger):
         window = int(data.get(self._steps_key, 0)) // self._every
         if window > self._window:
             self._window = window
-            self._logger.write(data)
+            super().write(data)
 
     def get_state(self) -> int:
         return self._window
 
     def set_state(self, window: int) -> None:
         self._window = int(window)
-
-    def close(self) -> None:
-        self._logger.close()
 
 
 def format_number(value: Any) -> str:

@@ -46,9 +46,8 @@ class _SharedFile:
 
     def write(self, row: dict[str, Any]) -> None:
         if self._file is None:
-            if os.path.exists(self.path) and os.path.getsize(self.path) > 0:
-                with open(self.path, newline="") as existing:
-                    self.columns = next(csv.reader(existing), None) or None
+            if os.path.exists(self.path):
+                self.columns = _read(self.path)[0] or None
             self._file = open(self.path, "a", newline="")
         if self.columns is None:
             self.columns = list(row)
@@ -77,9 +76,7 @@ def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: s
     path = os.path.abspath(path)
     shared = _FILES.setdefault(path, _SharedFile(path))
     with shared.lock:
-        if not os.path.exists(path):
-            return 0
-        columns, rows = _read(path)
+        columns, rows = _read(path) if os.path.exists(path) else ([], [])
         gone = [row for row in rows if moved(row)]
         if not gone:
             return 0

@@ -4,6 +4,7 @@ against its own steps key). The run config: the resolved config, git state, secr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -15,14 +16,12 @@ from typing import Any, Mapping, Sequence
 from rl.loggers.base import COUNT_KEY, Logger, LoggingData, to_python_scalar
 
 STEP_METRIC = "actor_steps"
-# summary.json's fields that become the W&B run's summary metrics.
 SUMMARY_KEYS = tuple(
     "final_eval_return best_eval_return actor_steps_per_second time_to_threshold_s steps_to_threshold actor_steps "
     "learner_steps episodes wall_time_s status".split()
 )
 MAX_TAG_LENGTH = 64  # W&B refuses longer tags.
 REDACTED = "<redacted>"
-# Keys whose values a run config never holds; variables whose values are scrubbed from it.
 SECRET_KEY_PATTERN = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential)", re.IGNORECASE)
 SECRET_ENVIRONMENT_VARIABLES = ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE")
 _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -110,44 +109,39 @@ def override_tags(overrides: Sequence[str], keys: set[str] | None = None) -> lis
     return list(dict.fromkeys(tag if len(tag) <= MAX_TAG_LENGTH else tag[: MAX_TAG_LENGTH - 1] + "…" for tag in kept))
 
 
+@dataclasses.dataclass(eq=False)
 class WandbRun:
     """The wandb run of one experiment, started on first use, finished once. `mode` None: WANDB_MODE's.
     `reinit`: "finish_previous" ends a run still open (a multirun's last job), "create_new" keeps it (replicas)."""
 
-    def __init__(
-        self,
-        project: str,
-        entity: str | None = None,
-        group: str | None = None,
-        tags: Sequence[str] = (),
-        mode: str | None = None,
-        name: str | None = None,
-        directory: str | None = None,
-        config: Mapping[str, Any] | None = None,
-        git: bool = True,
-        reinit: str = "finish_previous",
-    ):
-        if mode is not None and mode not in ("online", "offline", "disabled"):
-            raise ValueError(f"logger.wandb.mode must be online, offline, disabled or null, got {mode!r}")
-        config = redact_secrets(dict(config or {}))
-        if git:
-            config["git"] = git_state()
-        self._settings = dict(project=project, entity=entity, group=group, tags=list(tags) or None, mode=mode)
-        self._settings.update(name=name, dir=directory, config=config, id=None, resume=None)  # wandb.init's.
-        self.reinit = reinit
+    project: str
+    entity: str | None = None
+    group: str | None = None
+    tags: Sequence[str] = ()
+    mode: str | None = None
+    name: str | None = None
+    directory: str | None = None
+    config: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
+    git: bool = True
+    reinit: str = "finish_previous"
+
+    def __post_init__(self) -> None:
+        if self.mode is not None and self.mode not in ("online", "offline", "disabled"):
+            raise ValueError(f"logger.wandb.mode must be online, offline, disabled or null, got {self.mode!r}")
+        self.config = redact_secrets(dict(self.config or {}))
+        if self.git:
+            self.config["git"] = git_state()
+        self.id: str | None = None
+        self.resume: str | None = None
         self._run = None
         self._lock = threading.Lock()
         self.defined: set[str] = set()
-
-    name = property(lambda self: self._settings["name"])
-    group = property(lambda self: self._settings["group"])
-    config = property(lambda self: self._settings["config"])
 
     def use_run_id(self, run_id: str, resume: bool = False) -> None:
         """Logs to the run `run_id` (kept in run.json), continuing it with `resume`; before it starts."""
         if self._run is not None:
             raise RuntimeError("the W&B run has started already; set its id before")
-        self._settings.update(id=run_id, resume="allow" if resume else None)
+        self.id, self.resume = run_id, "allow" if resume else None
 
     def start(self) -> Any:
         """Starts the run now, if it has not started, and returns it."""
@@ -155,27 +149,29 @@ class WandbRun:
             if self._run is None:
                 import wandb
 
-                if self._settings["dir"]:
-                    os.makedirs(self._settings["dir"], exist_ok=True)
+                if self.directory:
+                    os.makedirs(self.directory, exist_ok=True)
                 # Else W&B reports non-zero exits to its error tracker, retrying noisily offline.
                 os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
-                self._run = wandb.init(reinit=self.reinit, **self._settings)
+                settings = dict(project=self.project, entity=self.entity, group=self.group, mode=self.mode)
+                settings.update(name=self.name, dir=self.directory, config=self.config, id=self.id, resume=self.resume)
+                self._run = wandb.init(reinit=self.reinit, tags=list(self.tags) or None, **settings)
                 self._run.define_metric(STEP_METRIC)
             return self._run
 
     def replica(self, index: int, seed: int, directory: str | None = None) -> "WandbRun":
         """Replica `index`'s run (launcher=anakin): `<name>-seed_<index>` in this run's group, files
         under `directory` (None: this run's). Start this run first: it finishes the runs open then."""
-        settings = self._settings
-        replica = WandbRun(settings["project"], git=False, reinit="create_new")
-        replica._settings = {
-            **settings,
-            "dir": settings["dir"] if directory is None else directory,
-            "name": f"{self.name}-seed_{index}" if self.name else f"seed_{index}",
-            "group": self.group or self.name,
-            "config": {**self.config, "seed": seed, "replica": index},
-            "id": f"{settings['id']}-seed_{index}" if settings["id"] else None,
-        }
+        replica = dataclasses.replace(
+            self,
+            name=f"{self.name}-seed_{index}" if self.name else f"seed_{index}",
+            group=self.group or self.name,
+            directory=self.directory if directory is None else directory,
+            config={**self.config, "seed": seed, "replica": index},
+            git=False,
+            reinit="create_new",
+        )
+        replica.id, replica.resume = f"{self.id}-seed_{index}" if self.id else None, self.resume
         return replica
 
     def finish(self, exit_code: int = 0) -> None:
@@ -187,23 +183,23 @@ class WandbRun:
                 self.defined.clear()
 
 
+@dataclasses.dataclass(eq=False)
 class WandbLogger(Logger):
     """Node `label`'s records, in its namespace of `run`."""
 
-    def __init__(self, run: WandbRun, label: str, steps_key: str | None = None):
-        self._run = run
-        self._label = label
-        self._steps_key = steps_key
+    run: WandbRun
+    label: str
+    steps_key: str | None = None
 
     def write(self, data: LoggingData) -> None:
-        run, label = self._run.start(), self._label
-        if label not in self._run.defined:
-            axis = step_metric(label, data, self._steps_key)
+        run, label = self.run.start(), self.label
+        if label not in self.run.defined:
+            axis = step_metric(label, data, self.steps_key)
             if axis != STEP_METRIC:
                 run.define_metric(axis)  # Its own x-axis, not plotted against itself.
             run.define_metric(f"{label}/*", step_metric=axis)
-            self._run.defined.add(label)
-        row = {f"{label}/{key}": value for key, value in node_metrics(label, data, self._steps_key).items()}
+            self.run.defined.add(label)
+        row = {f"{label}/{key}": value for key, value in node_metrics(label, data, self.steps_key).items()}
         if STEP_METRIC in data:
             row[STEP_METRIC] = to_python_scalar(data[STEP_METRIC])
         run.log(row)

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import dm_env
 import numpy as np
@@ -14,17 +15,16 @@ from rl.core import is_discrete
 from rl.environments.factories import RenderingError, render_fps, render_frame
 
 
+@dataclasses.dataclass(eq=False)
 class Observer:
     """Watches a loop's `VectorEnvironment` copies `env_ids`; one per loop (`label`). `labels`: the
     loops it runs in (None: all); `render`: environments made with `render_mode="rgb_array"`."""
 
-    labels: tuple[str, ...] | None = None
-    render = False
-
-    def __init__(self, label: str = "actor", instance: int = 0, run_directory: str = "."):
-        self.label = label
-        self.instance = instance
-        self.run_directory = run_directory
+    label: str = "actor"
+    instance: int = 0
+    run_directory: str = "."
+    labels: ClassVar[Sequence[str] | None] = None
+    render: ClassVar[bool] = False
 
     def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
         """The first timesteps of new episodes in copies `env_ids`."""
@@ -37,13 +37,12 @@ class Observer:
         return {}
 
 
+@dataclasses.dataclass(eq=False)
 class ActionStatistics(Observer):
     """conf/observers/action_stats.yaml: per episode, `action_mean`, `_std`, `_min` and `_max` over
     every action component taken; discrete actions also `action_<a>_fraction`."""
 
-    def __init__(self, label: str = "actor", instance: int = 0, run_directory: str = "."):
-        super().__init__(label, instance, run_directory)
-        self._actions: dict[int, list[np.ndarray]] = {}
+    _actions: dict[int, list[np.ndarray]] = dataclasses.field(default_factory=dict, init=False)
 
     def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
         spec = environment.action_spec()
@@ -58,13 +57,10 @@ class ActionStatistics(Observer):
         if not self._actions.get(env_id):
             return {}
         values = np.concatenate(self._actions[env_id])
-        metrics = {"action_mean": float(values.mean()), "action_std": float(values.std())}
-        metrics.update(action_min=float(values.min()), action_max=float(values.max()))
+        metrics = {f"action_{name}": float(getattr(values, name)()) for name in ("mean", "std", "min", "max")}
         if self._num_values is not None:
-            counts = np.bincount(values.astype(np.int64), minlength=self._num_values)
-            metrics.update(
-                {f"action_{action}_fraction": float(taken / values.size) for action, taken in enumerate(counts)}
-            )
+            fractions = np.bincount(values.astype(np.int64), minlength=self._num_values) / values.size
+            metrics.update({f"action_{action}_fraction": float(share) for action, share in enumerate(fractions)})
         return metrics
 
 
@@ -89,8 +85,7 @@ def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
     if not frames:
         raise RenderingError("the environment rendered no frames")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    first = np.asarray(frames[0])
-    height, width = first.shape[0] + first.shape[0] % 2, first.shape[1] + first.shape[1] % 2  # x264 wants even sizes.
+    height, width = (size + size % 2 for size in np.shape(frames[0])[:2])  # x264 wants even sizes.
     warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")  # ffmpeg runs as a subprocess.
     writer = imageio_ffmpeg.write_frames(
         path, (width, height), fps=fps, codec="libx264", pix_fmt_out="yuv420p", macro_block_size=1, quality=7
@@ -105,34 +100,27 @@ def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
     return path
 
 
+@dataclasses.dataclass(eq=False)
 class VideoRecorder(Observer):
     """conf/observers/video.yaml: MP4s of copy 0's every `every`-th episode in `<run_directory>/videos/`
     (or only the first, to `path`), their paths as the records' `video`. `fps` None: the environment's."""
 
     render = True
+    label: str = "evaluator"
+    every: int = 5
+    fps: int | None = None
+    labels: Sequence[str] = ("evaluator",)
+    path: str | None = None
+    frames: list[Any] = dataclasses.field(default_factory=list, init=False, repr=False)
+    videos: list[str] = dataclasses.field(default_factory=list, init=False)
+    video_frames: list[int] = dataclasses.field(default_factory=list, init=False)
+    _episodes: int = dataclasses.field(default=0, init=False)
+    _recording: bool = dataclasses.field(default=False, init=False)
 
-    def __init__(
-        self,
-        every: int = 5,
-        fps: int | None = None,
-        labels: Sequence[str] = ("evaluator",),
-        path: str | None = None,
-        label: str = "evaluator",
-        instance: int = 0,
-        run_directory: str = ".",
-    ):
-        if every < 1:
-            raise ValueError(f"every must be >= 1, got {every}")
-        super().__init__(label, instance, run_directory)
-        self.labels = tuple(labels)
-        self.every = every
-        self.fps = fps
-        self.path = path
-        self.frames: list[Any] = []
-        self.videos: list[str] = []
-        self.video_frames: list[int] = []
-        self._episodes = 0
-        self._recording = False
+    def __post_init__(self):
+        if self.every < 1:
+            raise ValueError(f"every must be >= 1, got {self.every}")
+        self.labels = tuple(self.labels)
 
     def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
         if env_ids[0] != 0:  # Ids are ascending.
