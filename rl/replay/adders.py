@@ -4,7 +4,6 @@ by a codec: a column per leaf, or packed into one float32 vector) or sequences (
 from __future__ import annotations
 
 import abc
-import collections
 import math
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
@@ -91,6 +90,16 @@ class Adder(abc.ABC):
             self._writer.flush, f"a flush to table {self._table!r}", self._timeout_ms, block_until_num_items=pending
         )
 
+    _STATE: tuple[str, ...] = ()  # The attributes a deterministic run's checkpoint keeps.
+
+    def get_state(self) -> dict[str, Any]:
+        """Each copy's partial items and the count (a deterministic run's checkpoint)."""
+        return {name.lstrip("_"): vars(self)[name] for name in self._STATE}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        for name in self._STATE:
+            setattr(self, name, state[name.lstrip("_")])
+
     def reset(self, timeout_ms: int | None = None) -> None:
         """Ends the episode once its items are confirmed; subclasses drop their partial state first."""
         what = f"the end of an episode in table {self._table!r}"
@@ -134,13 +143,13 @@ class NStepTransitionAdder(Adder):
         self._n_step = n_step
         self._gamma = discount
         self._max_pending_items = max_pending_items
-        self._windows: dict[int, collections.deque] = {}
+        self._windows: dict[int, list] = {}
         self._observations: dict[int, Any] = {}
         self._unflushed = 0
 
     def add_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         for k, env_id in enumerate(range(len(timestep.step_type)) if env_ids is None else env_ids):
-            self._windows[int(env_id)] = collections.deque()
+            self._windows[int(env_id)] = []
             self._observations[int(env_id)] = _row(timestep.observation, k)
 
     def add(self, actions: Any, next_timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
@@ -153,7 +162,7 @@ class NStepTransitionAdder(Adder):
             observation = self._observations[int(env_id)] = _row(next_timestep.observation, k)
             while len(window) == self._n_step or (lasts[k] and window):
                 reward, discount = n_step_return([s[2] for s in window], [s[3] for s in window], self._gamma)
-                first, action, _, _ = window.popleft()
+                first, action, _, _ = window.pop(0)
                 transition = Transition(first, action, np.float32(reward), np.float32(discount), observation)
                 self._insert(self._table, 1.0, self._encode(transition))
                 self._num_items += 1
@@ -163,18 +172,7 @@ class NStepTransitionAdder(Adder):
                     self._flush(self._max_pending_items)
                     self._unflushed = 0
 
-    def get_state(self) -> dict[str, Any]:
-        """Each copy's window and observation, and the count (a deterministic run's checkpoint)."""
-        return {
-            "windows": {k: list(w) for k, w in self._windows.items()},
-            "observations": dict(self._observations),
-            "num_items": self._num_items,
-        }
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        self._windows = {int(k): collections.deque(w) for k, w in state["windows"].items()}
-        self._observations = dict(state["observations"])
-        self._num_items = int(state["num_items"])
+    _STATE = ("_windows", "_observations", "_num_items")
 
     def reset(self, timeout_ms: int | None = None) -> None:
         self._windows.clear()
@@ -216,13 +214,8 @@ class ColumnCodec:
     """One reverb column per leaf of the transition (the general layout)."""
 
     def __init__(self, environment_spec: EnvironmentSpec):
-        self.leaf_specs = Transition(
-            observation=environment_spec.observations,
-            action=stored_actions(environment_spec.actions),
-            reward=specs.Array((), np.float32, "reward"),
-            discount=specs.Array((), np.float32, "discount"),
-            next_observation=environment_spec.observations,
-        )
+        observation, action, reward, discount, _, _ = step_spec(environment_spec)
+        self.leaf_specs = Transition(observation, action, reward, discount, observation)
 
     def signature(self) -> Any:
         return tensor_specs(self.leaf_specs)
@@ -329,7 +322,6 @@ class SequenceAdder(Adder):
         self._spec = spec
         self._length = sequence_length
         self._period = period
-        self._capacity = 0
         # Per leaf (column order), a buffer of (copies, sequence_length, ...); each copy's observation.
         leaf_specs = tree.flatten(spec)
         self._num_observation_leaves = len(tree.flatten(spec.observation))
@@ -337,20 +329,16 @@ class SequenceAdder(Adder):
         self._buffers = [np.zeros((0, sequence_length, *s.shape), s.dtype) for s in leaf_specs]
         self._observations = [np.zeros((0, *s.shape), s.dtype) for s in leaf_specs[: self._num_observation_leaves]]
         self._positions = np.zeros(0, np.int64)  # Rows filled per copy.
-        self._fresh = np.zeros(0, np.int64)  # Rows appended since the copy's last item.
 
     def add_first(self, timestep: dm_env.TimeStep, env_ids: Sequence[int] | None = None) -> None:
         ids = np.arange(len(timestep.step_type)) if env_ids is None else np.asarray(env_ids, np.int64)
         copies = int(ids.max()) + 1
-        if copies > self._capacity:  # Buffers grow when a larger copy id shows up.
+        if copies > len(self._positions):  # Buffers grow when a larger copy id shows up.
             grow = lambda old: np.pad(old, [(0, copies - len(old))] + [(0, 0)] * (old.ndim - 1))
             self._buffers = [grow(buffer) for buffer in self._buffers]
             self._observations = [grow(current) for current in self._observations]
             self._positions = grow(self._positions)
-            self._fresh = grow(self._fresh)
-            self._capacity = copies
         self._positions[ids] = 0
-        self._fresh[ids] = 0
         for current, observation in zip(self._observations, tree.flatten(timestep.observation)):
             current[ids] = observation
 
@@ -361,7 +349,7 @@ class SequenceAdder(Adder):
         env_ids: Sequence[int] | None = None,
         extras: Mapping[str, Any] | None = None,
     ) -> None:
-        if not self._capacity:
+        if not len(self._positions):
             raise RuntimeError("add_first must start an episode before add")
         ids = np.arange(len(next_timestep.step_type)) if env_ids is None else np.asarray(env_ids, np.int64)
         positions = self._positions[ids]
@@ -381,7 +369,6 @@ class SequenceAdder(Adder):
         for buffer, value in zip(self._buffers, values):
             buffer[ids, positions] = value
         self._positions[ids] += 1
-        self._fresh[ids] += 1
         for current, observation in zip(self._observations, tree.flatten(next_timestep.observation)):
             current[ids] = observation
         before = self._num_items
@@ -392,25 +379,17 @@ class SequenceAdder(Adder):
         if self._num_items > before:
             # Fewer items than copies may wait: a full queue holds the actor here until the
             # learner makes room, and a one-thread loop (act, then learn) never waits on itself.
-            self._flush(self._capacity - 1)
+            self._flush(len(self._positions) - 1)
 
     def _end_episode(self, env_id: int) -> None:
-        """Appends the final observation's row, then writes what no item holds yet, padded."""
+        """Appends the final observation's row and zero rows; an item of them where a step taken is among them."""
         position = int(self._positions[env_id])
         for index, buffer in enumerate(self._buffers):
             buffer[env_id, position] = self._observations[index][env_id] if index < self._num_observation_leaves else 0
-        self._positions[env_id] += 1
-        self._fresh[env_id] += 1
-        if self._positions[env_id] == self._length:
-            self._write(env_id)
-        start = int(self._positions[env_id])
-        # Rows appended since the last item, among them a step taken: one no item holds.
-        if self._fresh[env_id] > 0 and self._buffers[self._mask_leaf][env_id, :start].any():
-            for buffer in self._buffers:
-                buffer[env_id, start:] = 0
+            buffer[env_id, position + 1 :] = 0
+        if self._buffers[self._mask_leaf][env_id, : position + 1].any():
             self._write(env_id)
         self._positions[env_id] = 0
-        self._fresh[env_id] = 0
 
     def _write(self, env_id: int) -> None:
         """Inserts copy `env_id`'s full buffer as one item and keeps its overlap rows."""
@@ -422,19 +401,9 @@ class SequenceAdder(Adder):
             for buffer in self._buffers:
                 buffer[env_id, :overlap] = buffer[env_id, self._period :]
         self._positions[env_id] = overlap
-        self._fresh[env_id] = 0
 
-    _STATE = ("_buffers", "_observations", "_positions", "_fresh", "_num_items", "_capacity")
-
-    def get_state(self) -> dict[str, Any]:
-        """Each copy's partial sequence and the counts (a deterministic run's checkpoint)."""
-        return {name.lstrip("_"): vars(self)[name] for name in self._STATE}
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        for name in self._STATE:
-            setattr(self, name, state[name.lstrip("_")])
+    _STATE = ("_buffers", "_observations", "_positions", "_num_items")
 
     def reset(self, timeout_ms: int | None = None) -> None:
         self._positions[:] = 0
-        self._fresh[:] = 0
         super().reset(timeout_ms)

@@ -34,13 +34,11 @@ class ReplayRatio:
 
     @property
     def min_diff(self) -> float:
-        ahead = self.error_buffer if isinstance(self.error_buffer, (int, float)) else self.error_buffer[0]
-        return self.samples_per_insert * self.min_size_to_sample - float(ahead)
+        return self.samples_per_insert * self.min_size_to_sample - float(np.broadcast_to(self.error_buffer, 2)[0])
 
     @property
     def max_diff(self) -> float:
-        behind = self.error_buffer if isinstance(self.error_buffer, (int, float)) else self.error_buffer[1]
-        return self.samples_per_insert * self.min_size_to_sample + float(behind)
+        return self.samples_per_insert * self.min_size_to_sample + float(np.broadcast_to(self.error_buffer, 2)[1])
 
     def make_rate_limiter(self) -> reverb.rate_limiters.RateLimiter:
         return reverb.rate_limiters.SampleToInsertRatio(
@@ -81,14 +79,7 @@ def make_sequence_table(
     sampler = (
         reverb.selectors.Uniform() if priority_exponent is None else reverb.selectors.Prioritized(priority_exponent)
     )
-    return reverb.Table(
-        name=name,
-        sampler=sampler,
-        remover=reverb.selectors.Fifo(),
-        max_size=int(max_size),
-        rate_limiter=rate_limiter,
-        signature=signature,
-    )
+    return reverb.Table(name, sampler, reverb.selectors.Fifo(), int(max_size), rate_limiter, signature=signature)
 
 
 def make_transition_table(
@@ -231,10 +222,8 @@ class PrefetchingIterator(Iterator[ReplaySample]):
                     return
                 if sample is None:  # The source woke only to let a closed iterator's thread leave.
                     continue
-                info = sample.info
-                batch = ReplaySample(
-                    info.key, info.probability, info.table_size, jax.device_put(self._decode(sample.data))
-                )
+                # Reverb's sample info starts with the key, probability and table size.
+                batch = ReplaySample(*sample.info[:3], jax.device_put(self._decode(sample.data)))
                 while not self._stop.is_set():
                     with contextlib.suppress(queue.Full):
                         self._queue.put(batch, timeout=0.1)
@@ -336,22 +325,21 @@ class SeededTable:
         if size == 0 or (self.sampler == "fifo" and size < batch_size):
             raise RuntimeError(f"table {self.name!r} holds {size} items: no batch of {batch_size} to sample")
         if self.sampler == "fifo":
-            keys = np.arange(oldest, oldest + batch_size, dtype=np.uint64)
+            slots = np.arange(oldest, oldest + batch_size) % self.max_size
             self.taken = oldest + batch_size
             probabilities = np.ones(batch_size, np.float64)
+        elif self.sampler == "uniform":
+            slots = self.rng.integers(0, size, batch_size)
+            probabilities = np.full(batch_size, 1.0 / size)
         else:
-            if self.sampler == "uniform":
-                slots = self.rng.integers(0, size, batch_size)
-                probabilities = np.full(batch_size, 1.0 / size)
-            else:
-                weights = self._priorities[:size] ** self.priority_exponent
-                total = weights.sum()
-                slots = np.minimum(
-                    np.searchsorted(np.cumsum(weights), self.rng.random(batch_size) * total, "right"), size - 1
-                )
-                probabilities = weights[slots] / total
-            # Slot s holds the key k in [oldest, inserts) with k % max_size == s.
-            keys = (oldest + (slots - oldest) % self.max_size).astype(np.uint64)
+            weights = self._priorities[:size] ** self.priority_exponent
+            total = weights.sum()
+            slots = np.minimum(
+                np.searchsorted(np.cumsum(weights), self.rng.random(batch_size) * total, "right"), size - 1
+            )
+            probabilities = weights[slots] / total
+        # Slot s holds the key k in [oldest, inserts) with k % max_size == s.
+        keys = (oldest + (slots - oldest) % self.max_size).astype(np.uint64)
         items = [self._items[int(key) % self.max_size] for key in keys]
         columns = [np.stack([item[c] for item in items]) for c in range(len(self._dtypes))]
         return keys, probabilities, np.full(batch_size, size, np.int64), columns
