@@ -128,7 +128,6 @@ def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVect
     if unknown:
         raise TypeError(f"unknown Atari options: {', '.join(sorted(unknown))}")
     chosen = {name: p.default for name, p in parameters.items() if p.default is not p.empty} | settings
-    max_episode_steps = chosen["max_episode_steps"]
     options = {
         "noop_max": int(chosen["noop_max"]),
         "frame_skip": int(chosen["frame_skip"]),
@@ -142,7 +141,7 @@ def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVect
         "full_action_space": bool(chosen["full_action_space"]),
         "use_fire_reset": False,  # So that both backends play the same game.
         "use_inter_area_resize": True,
-        "max_episode_steps": int(max_episode_steps if max_episode_steps is not None else 10**9),
+        "max_episode_steps": 10**9 if chosen["max_episode_steps"] is None else int(chosen["max_episode_steps"]),
         # Not a thread per copy (its default): they fight over a small machine's cores.
         "num_threads": max(1, min(int(num_envs), os.cpu_count() or 1)),
     }

@@ -204,9 +204,8 @@ def environment_family(env_id: str) -> str:
 
 def validate_gymnasium_id(name: str) -> None:
     """A ValueError naming close ids (of the same family) unless `name` is registered (all families imported)."""
-    if name in gymnasium.envs.registry:
-        return
-    register_installed_families()
+    if name not in gymnasium.envs.registry:
+        register_installed_families()
     if name in gymnasium.envs.registry:
         return
     known = sorted(gymnasium.envs.registry.keys())
@@ -295,10 +294,9 @@ class FlatDmControlWrapper(Float32Specs, dm_env.Environment):
         self._reset_next = True
 
     def _convert(self, timestep: dm_env.TimeStep) -> dm_env.TimeStep:
-        parts = [np.asarray(timestep.observation[key], np.float32).reshape(-1) for key in self._keys]
+        observation = np.concatenate([np.asarray(timestep.observation[key], np.float32).ravel() for key in self._keys])
         reward = None if timestep.reward is None else np.float32(timestep.reward)
         discount = None if timestep.discount is None else np.float32(timestep.discount)
-        observation = np.concatenate(parts).astype(np.float32, copy=False)
         return timestep._replace(observation=observation, reward=reward, discount=discount)
 
     def reset(self) -> dm_env.TimeStep:

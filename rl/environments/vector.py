@@ -70,8 +70,7 @@ class VectorEnvironment:
         """Steps the copies named (all by default); `actions[k]` goes to `env_ids[k]`."""
         if env_ids is None:  # The usual step: no index arrays.
             return self._batch([environment.step(action) for environment, action in zip(self.environments, actions)])
-        environments = self.environments
-        return self._batch([environments[i].step(actions[k]) for k, i in enumerate(self._ids(env_ids).tolist())])
+        return self._batch([self.environments[i].step(actions[k]) for k, i in enumerate(self._ids(env_ids).tolist())])
 
     def game_scores(self, env_ids: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """Atari: the game's own score for each copy named whose last step ended a game, else NaN."""

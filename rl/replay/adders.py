@@ -12,7 +12,7 @@ import numpy as np
 import tree
 from dm_env import specs
 
-from rl.core import EnvironmentSpec, Transition
+from rl.core import EnvironmentSpec, Transition, is_discrete
 
 if TYPE_CHECKING:
     import reverb
@@ -63,16 +63,16 @@ class Adder(abc.ABC):
 
     num_items = property(lambda self: self._num_items, doc="Items created so far: the inserts a rate limiter counts.")
 
-    def _wait(self, call: Callable[..., Any], what: str, timeout_ms: int, **kwargs: Any) -> None:
-        """`call(timeout_ms=slice, **kwargs)` until it completes; a `ReplayTimeoutError` after
-        `timeout_ms`, or at once when a `WatchedClient`'s server was replaced."""
+    def _wait(self, call: Callable[..., Any], what: str, **kwargs: Any) -> None:
+        """`call(timeout_ms=slice, **kwargs)` until it completes; a `ReplayTimeoutError` after the
+        adder's `timeout_ms`, or at once when a `WatchedClient`'s server was replaced."""
         from reverb.errors import DeadlineExceededError
 
         from rl.replay.server import WatchedClient
 
         replaced = self._client.replaced if isinstance(self._client, WatchedClient) else None
         where = f"replay server at {self._client.server_address}: {what}"
-        left = timeout_ms
+        left = self._timeout_ms
         while True:
             wait = min(left, WRITE_SLICE_MS) if replaced is not None else left
             try:
@@ -80,15 +80,13 @@ class Adder(abc.ABC):
             except DeadlineExceededError:
                 left -= wait
             if left <= 0:
-                raise ReplayTimeoutError(f"{where} did not complete within {timeout_ms / 1000:g} s")
+                raise ReplayTimeoutError(f"{where} did not complete within {self._timeout_ms / 1000:g} s")
             if replaced():
                 raise ReplayTimeoutError(f"{where} was cut short, the server was replaced")
 
     def _flush(self, pending: int) -> None:
         """Waits until at most `pending` items are not yet confirmed."""
-        self._wait(
-            self._writer.flush, f"a flush to table {self._table!r}", self._timeout_ms, block_until_num_items=pending
-        )
+        self._wait(self._writer.flush, f"a flush to table {self._table!r}", block_until_num_items=pending)
 
     _STATE: tuple[str, ...] = ()  # The attributes a deterministic run's checkpoint keeps.
 
@@ -100,10 +98,9 @@ class Adder(abc.ABC):
         for name in self._STATE:
             setattr(self, name, state[name.lstrip("_")])
 
-    def reset(self, timeout_ms: int | None = None) -> None:
+    def reset(self) -> None:
         """Ends the episode once its items are confirmed; subclasses drop their partial state first."""
-        what = f"the end of an episode in table {self._table!r}"
-        self._wait(self._writer.end_episode, what, timeout_ms or self._timeout_ms, clear_buffers=True)
+        self._wait(self._writer.end_episode, f"the end of an episode in table {self._table!r}", clear_buffers=True)
 
     def close(self) -> None:
         self._writer.close()
@@ -174,22 +171,15 @@ class NStepTransitionAdder(Adder):
 
     _STATE = ("_windows", "_observations", "_num_items")
 
-    def reset(self, timeout_ms: int | None = None) -> None:
+    def reset(self) -> None:
         self._windows.clear()
         self._observations.clear()
-        super().reset(timeout_ms)
+        super().reset()
         self._unflushed = 0
 
 
 MAX_PACKED_VALUES = 4096  # Larger transitions (pixels) keep a column per leaf.
 FLOAT32_EXACT_INTEGERS = 2**24
-
-
-def stored_actions(action_spec: Any) -> Any:
-    """The spec of actions as replay stores them: discrete actions are int32 scalars."""
-    return tree.map_structure(
-        lambda s: specs.Array((), np.int32, s.name) if isinstance(s, specs.DiscreteArray) else s, action_spec
-    )
 
 
 def tensor_specs(spec: Any, leading: tuple[int, ...] = ()) -> Any:
@@ -280,7 +270,9 @@ def step_spec(environment_spec: EnvironmentSpec, extras_spec: Mapping[str, Any] 
     """The dm_env spec of one row: discrete actions are int32 scalars."""
     return SequenceStep(
         observation=environment_spec.observations,
-        action=stored_actions(environment_spec.actions),
+        action=tree.map_structure(
+            lambda s: specs.Array((), np.int32, s.name) if is_discrete(s) else s, environment_spec.actions
+        ),
         reward=specs.Array((), np.float32, "reward"),
         discount=specs.Array((), np.float32, "discount"),
         mask=specs.Array((), np.float32, "mask"),
@@ -404,6 +396,6 @@ class SequenceAdder(Adder):
 
     _STATE = ("_buffers", "_observations", "_positions", "_num_items")
 
-    def reset(self, timeout_ms: int | None = None) -> None:
+    def reset(self) -> None:
         self._positions[:] = 0
-        super().reset(timeout_ms)
+        super().reset()
