@@ -3,6 +3,7 @@ copy's episodes counted and logged on their own; an evaluation loop logs once pe
 
 from __future__ import annotations
 
+import copy
 import pickle
 import time
 from typing import Any, Sequence
@@ -129,26 +130,19 @@ class EnvironmentLoop:
             self.logger.write(record)
         return record
 
+    _STATE = ("_observation", "_returns", "_lengths", "_uncounted_steps", "steps_taken")
+
     def get_state(self) -> dict[str, Any]:
         """What an exact resume continues from (not observers' statistics)."""
-        return {
-            "environment": pickle.dumps(self.environment, protocol=pickle.HIGHEST_PROTOCOL),
-            "observation": self._observation,
-            "returns": self._returns.copy(),
-            "lengths": self._lengths.copy(),
-            "uncounted_steps": self._uncounted_steps,
-            "steps_taken": self.steps_taken,
-            "actor": self.actor.get_state(),
-        }
+        environment = pickle.dumps(self.environment, protocol=pickle.HIGHEST_PROTOCOL)
+        state = {name.lstrip("_"): copy.copy(vars(self)[name]) for name in self._STATE}
+        return {"environment": environment, **state, "actor": self.actor.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.environment.close()
         self.environment = pickle.loads(state["environment"])
-        self._observation = state["observation"]
-        self._returns = np.array(state["returns"])
-        self._lengths = np.array(state["lengths"])
-        self._uncounted_steps = int(state["uncounted_steps"])
-        self.steps_taken = int(state["steps_taken"])
+        for name in self._STATE:
+            setattr(self, name, state[name.lstrip("_")])
         self.actor.set_state(state["actor"])
 
     def flush(self) -> None:

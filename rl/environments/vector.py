@@ -92,10 +92,6 @@ class VectorEnvironment:
             environment.close()
 
 
-GYMNASIUM_FACTORIES = ("rl.environments.make_gymnasium_environment", "rl.environments.make_mujoco_environment")
-ATARI_FACTORY = "rl.environments.atari.make_atari_environment"
-
-
 def quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
     """`function(...)` with C-level stdout muted (MuJoCo tasks print a deprecation line on every make)."""
     sys.stdout.flush()
@@ -207,12 +203,12 @@ def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
     """`make(seed=..., num_envs=...)` for the composed `environment` group, or a ValueError saying
     why envpool cannot step it (not installed, not a gymnasium id, no such task, other specs)."""
     target = environment.get("_target_")
-    if target == ATARI_FACTORY:  # Its own options (preprocessing) and observation layout.
-        from rl.environments.atari import make_atari_envpool
+    if target == "rl.environments.atari.make_atari_environment":
+        from rl.environments.atari import make_atari_envpool  # Its own options (preprocessing) and observation layout.
 
         settings = {key: value for key, value in environment.items() if key not in ("_target_", "render_mode")}
         factory = functools.partial(make_atari_envpool, **settings)
-    elif target in GYMNASIUM_FACTORIES:
+    elif target in ("rl.environments.make_gymnasium_environment", "rl.environments.make_mujoco_environment"):
         options = {**(environment.get("kwargs") or {}), "max_episode_steps": environment.get("max_episode_steps")}
         factory = functools.partial(EnvpoolVectorEnvironment, str(environment.get("name")), **options)
     else:
