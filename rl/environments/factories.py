@@ -36,20 +36,17 @@ def available_headless_backend() -> str | None:
     return next((backend for backend, library in HEADLESS_BACKENDS.items() if ctypes.util.find_library(library)), None)
 
 
-def choose_mujoco_gl(rendering: bool) -> str | None:
+def choose_mujoco_gl(rendering: bool) -> None:
     """Sets `MUJOCO_GL` unless the user has: without a display a headless backend, or "disable" when
-    none is installed and nothing renders. Returns the backend MuJoCo will use (None: its choice)."""
+    none is installed and nothing renders."""
     global _chosen
     current = os.environ.get("MUJOCO_GL")
-    if current is not None and current != _chosen:
-        return current  # The user's choice.
-    if current is None and os.environ.get("DISPLAY"):
-        return None
+    if current not in (None, _chosen) or (current is None and os.environ.get("DISPLAY")):
+        return  # The user's choice, or MuJoCo's own with a display.
     backend = current if current in HEADLESS_BACKENDS else available_headless_backend()
     if backend is None and rendering:
         raise RenderingError(missing_backend_message())
     _chosen = os.environ["MUJOCO_GL"] = backend or "disable"
-    return _chosen
 
 
 def missing_backend_message(detail: str = "") -> str:

@@ -108,11 +108,7 @@ class GymnaxVector:
         ended, discount = done.astype(jnp.float32), 1.0 - (done & ~truncated).astype(jnp.float32)
         returns, lengths = episode_return * ended, episode_length * done.astype(jnp.int32)
         step = EnvStep(observation, reward, discount, done, truncated, final, returns, lengths)
-        keep = 1.0 - ended
-        next_state = VectorState(
-            env_state, observation, episode_return * keep, episode_length * (1 - done.astype(jnp.int32))
-        )
-        return next_state, step
+        return VectorState(env_state, observation, episode_return * (1.0 - ended), episode_length - lengths), step
 
 
 class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
