@@ -3,7 +3,6 @@ terminal logger and the loggers that wrap others: fan-out, rate limits, fixed fi
 
 from __future__ import annotations
 
-import abc
 import logging
 import math
 import re
@@ -19,13 +18,17 @@ COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")  # Any node's:
 TRANSCRIPT = logging.getLogger("rl.transcript")
 
 
-class Logger(abc.ABC):
-    @abc.abstractmethod
+class Logger:
+    """Writes each record to a sink; this base drops them (NoOpLogger: a node's loggers by default)."""
+
     def write(self, data: LoggingData) -> None:
         pass
 
     def close(self) -> None:
         pass
+
+
+NoOpLogger = Logger
 
 
 class LoggerFactory:
@@ -52,11 +55,6 @@ class LoggerFactory:
     def replica(self, directory: str, index: int, seed: int) -> "LoggerFactory":
         """The factory of replica `index` (launcher=anakin) writing under `directory`."""
         return self
-
-
-class NoOpLogger(Logger):
-    def write(self, data: LoggingData) -> None:
-        pass
 
 
 def to_python_scalar(value: Any) -> Any:
@@ -134,10 +132,8 @@ def format_number(value: Any) -> str:
     value = to_python_scalar(value)
     if not isinstance(value, float) or not math.isfinite(value):
         return str(value)
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    if abs(value) >= 1000:
-        return f"{value:.0f}"
+    if value == int(value) or abs(value) >= 1000:  # Whole, or too large for a fraction to matter.
+        return f"{value:.0f}" if value else "0"
     return f"{value:.4g}" if abs(value) >= 1 else f"{value:.3g}"
 
 

@@ -31,11 +31,9 @@ def git_state(directory: str | None = None) -> dict[str, Any] | None:
     """The commit of `directory` (None: the code's) and whether tracked files changed; None outside git."""
     git = functools.partial(subprocess.run, cwd=directory or _CODE_ROOT, capture_output=True, text=True, timeout=20)
     try:
-        commit = git(["git", "rev-parse", "HEAD"])
+        commit = git(["git", "rev-parse", "HEAD"], check=True)
         status = git(["git", "status", "--porcelain", "--untracked-files=no"])
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if commit.returncode != 0:
+    except (OSError, subprocess.SubprocessError):  # No git, or not a checkout.
         return None
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()) or status.returncode != 0}
 
