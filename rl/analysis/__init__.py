@@ -286,15 +286,12 @@ def final_table(
 def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metric: str = DEFAULT_METRIC) -> str:
     """Group, runs, mean [95% CI], IQM [95% CI] per row of final_table (`-`: under MIN_BAND_RUNS runs)."""
 
-    def interval(row: Mapping[str, Any], name: str) -> str:
-        return "-" if row["runs"] < MIN_BAND_RUNS else f"[{row[name + '_low']:.1f}, {row[name + '_high']:.1f}]"
+    def cells(row: Mapping[str, Any], name: str) -> list[str]:
+        band = "-" if row["runs"] < MIN_BAND_RUNS else f"[{row[name + '_low']:.1f}, {row[name + '_high']:.1f}]"
+        return [f"{row[name]:.1f}", band]
 
     header = [hue or "group", "runs", "mean", "95% CI", "IQM", "IQM 95% CI"]
-    body = [
-        [str(row["group"]), str(row["runs"]), f"{row['mean']:.1f}", interval(row, "mean")]
-        + [f"{row['iqm']:.1f}", interval(row, "iqm")]
-        for row in rows
-    ]
+    body = [[str(row["group"]), str(row["runs"]), *cells(row, "mean"), *cells(row, "iqm")] for row in rows]
     lines = [f"final {metric} per group", *text_table(header, body)]
     if any(row["runs"] < MIN_BAND_RUNS for row in rows):
         lines.append(f"CI: 95% percentile bootstrap over runs; - : fewer than {MIN_BAND_RUNS} runs, too few for one")
