@@ -22,7 +22,6 @@ REVERB_INFO_LINES = (
 )
 MUJOCO_KNOWN_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
 CHATTY_LOGGERS = ("alembic",)
-
 _MUJOCO_LOCK = threading.RLock()
 
 

@@ -16,6 +16,9 @@ from rich.markup import escape
 LoggingData = Mapping[str, Any]
 COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")  # Any node's: `learner_steps`, ...
 TRANSCRIPT = logging.getLogger("rl.transcript")
+# Starts every terminal line of a multirun's job (`[job 3] `, set by rl/train.py): parallel jobs'
+# lines interleave. train.log, one per job, has no prefix.
+JOB_PREFIX = {"text": ""}
 
 
 class Logger:
@@ -151,11 +154,6 @@ def _fields(data: LoggingData, hidden: tuple[str, ...], steps_key: str | None) -
 def format_record(name: str, data: LoggingData, hidden: tuple[str, ...] = (), steps_key: str | None = None) -> str:
     """`[name] key=value key=value ...` on one line."""
     return f"[{name}] " + " ".join(f"{key}={value}" for key, value in _fields(data, hidden, steps_key))
-
-
-# Starts every terminal line of a multirun's job (`[job 3] `, set by rl/train.py): parallel jobs'
-# lines interleave. train.log, one per job, has no prefix.
-JOB_PREFIX = {"text": ""}
 
 
 class TerminalLogger(Logger):

@@ -13,6 +13,8 @@ from typing import IO, Any, Callable, Sequence
 
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
 
+_FILES: dict[str, _SharedFile] = {}  # One per path; `setdefault` is atomic.
+
 
 def _read(path: str) -> tuple[list[str], list[dict[str, str]]]:
     """The columns and rows of the file at `path`; none when there is no file."""
@@ -65,9 +67,6 @@ class _SharedFile:
         if self._file is not None:
             self._file.close()
             self._file = None
-
-
-_FILES: dict[str, _SharedFile] = {}  # One per path; `setdefault` is atomic.
 
 
 def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: str) -> int:
