@@ -23,6 +23,7 @@ DEFAULT_METRIC = "evaluator/episode_return"
 IGNORED_HUE_KEYS = ("seed", "hydra", "progress", "checkpoint", "logger")  # Overrides that never name a group.
 SUMMARY_SETTINGS = ("agent", "environment", "seed")  # summary.json's, for a run without .hydra/.
 SCORES = ("final_eval_return", "last_evals_mean", "eval_return_auc", "objective")  # "objective": its config's.
+RUN_PARTS = ("wandb", "logs", "checkpoints")  # Hold no run of their own, nor do hidden ones (.hydra/, .grid/).
 MAX_CURVE_POINTS = 400
 MIN_BAND_RUNS = 3  # Fewer runs get no band: their curves are drawn thin.
 LEGEND_ROWS = 16  # Legend entries per column.
@@ -131,10 +132,7 @@ def find_runs(paths: Sequence[str]) -> list[Run]:
         if not os.path.isdir(path):
             raise FileNotFoundError(f"{path} is not a directory")
         for root, directories, _ in os.walk(path):
-            # Hidden directories (.hydra/, a grid sweep's .grid/) hold no run of their own.
-            directories[:] = sorted(
-                d for d in directories if not d.startswith(".") and d not in ("wandb", "logs", "checkpoints")
-            )
+            directories[:] = sorted(d for d in directories if not d.startswith(".") and d not in RUN_PARTS)
             if is_run_directory(root):
                 found.setdefault(os.path.abspath(root), path)
                 directories[:] = []

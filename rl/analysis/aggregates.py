@@ -167,15 +167,14 @@ def save_figures(comparison: Comparison, directory: str) -> list[str]:
     from rliable import plot_utils
 
     label = f"normalised {comparison.score} (0: random policy, 1: solved)"
-    groups = list(comparison.points)
+    groups = len(comparison.points)
     aggregates, _ = plot_utils.plot_interval_estimates(
         comparison.points,
         comparison.intervals,
         metric_names=list(METRICS),
-        algorithms=groups,
-        row_height=max(0.45, 1.8 / len(groups)),
+        row_height=max(0.45, 1.8 / groups),
         xlabel=label,
-        xlabel_y_coordinate=-0.45 / max(0.45 * len(groups), 1.8),
+        xlabel_y_coordinate=-0.45 / max(0.45 * groups, 1.8),
     )
     profiles, ax = plt.subplots(figsize=(7.0, 4.5))
     plot_utils.plot_performance_profiles(

@@ -121,9 +121,8 @@ class VideoRecorder(Observer):
             return {}
         import imageio_ffmpeg
 
-        path = self.path or os.path.join(
-            self.run_directory, "videos", f"{self.label}_{self.instance}_episode_{self._episodes}.mp4"
-        )
+        name = f"{self.label}_{self.instance}_episode_{self._episodes}.mp4"
+        path = self.path or os.path.join(self.run_directory, "videos", name)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         height, width = (size + size % 2 for size in np.shape(self.frames[0])[:2])
         warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")  # ffmpeg runs as a subprocess.
