@@ -159,8 +159,7 @@ def _natural_key(path: str) -> list[Any]:
 def varying_keys(runs: Sequence[Run], exclude: Sequence[str] = ()) -> list[str]:
     """Override keys whose values differ between runs, seeds, plumbing and top-level names in `exclude` left out."""
     ignored = (*IGNORED_HUE_KEYS, *exclude)
-    keys = dict.fromkeys(key for run in runs for key in run.overrides)
-    keys = [key for key in keys if key.split(".")[0].split("/")[0] not in ignored]
+    keys = dict.fromkeys(key for run in runs for key in run.overrides if re.split(r"[./]", key)[0] not in ignored)
     return [key for key in keys if len({run.setting(key) for run in runs}) > 1]
 
 

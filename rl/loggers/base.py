@@ -142,12 +142,8 @@ def format_number(value: Any) -> str:
 
 def _fields(data: LoggingData, hidden: tuple[str, ...], steps_key: str | None) -> list[tuple[str, str]]:
     """(key, number) pairs: steps key, `actor_steps`, metrics, counts (each A-Z), `wall_time_s`."""
-    leading = (steps_key or "actor_steps", "actor_steps")
-
-    def rank(key: str) -> tuple[int, str]:
-        group = leading.index(key) if key in leading else 4 if key == "wall_time_s" else 2 + bool(COUNT_KEY.match(key))
-        return (group, key)
-
+    groups = {"wall_time_s": 4, "actor_steps": 1, steps_key or "actor_steps": 0}  # The others: 2, counts 3.
+    rank = lambda key: (groups.get(key, 2 + bool(COUNT_KEY.match(key))), key)
     return [(key, format_number(data[key])) for key in sorted(data, key=rank) if key not in hidden]
 
 
