@@ -79,8 +79,7 @@ class Run:
             for row in reader:
                 with contextlib.suppress(TypeError, ValueError):  # A row without this value: left out.
                     points.append((float(row["actor_steps"]), float(row[column])))
-        points = np.array(points, np.float64).reshape(-1, 2)
-        points = points[np.argsort(points[:, 0], kind="stable")]
+        points = np.array(sorted(points, key=lambda point: point[0]), np.float64).reshape(-1, 2)  # Stable.
         return points[:, 0], points[:, 1]
 
     def final(self, metric: str = DEFAULT_METRIC) -> float:
