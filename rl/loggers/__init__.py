@@ -13,8 +13,6 @@ from rl.loggers.base import Dispatcher, Logger, LoggerFactory, TerminalLogger, T
 from rl.loggers.csv import CSVLogger
 from rl.loggers.wandb import WandbLogger, WandbRun, summary_metrics
 
-__all__ = ["CSVLogger", "DefaultLoggerFactory", "Dispatcher", "TimeFilter"]
-
 
 @dataclasses.dataclass(eq=False)
 class DefaultLoggerFactory(LoggerFactory):
