@@ -22,8 +22,8 @@ SYSTEM_PATHS = (
 )
 
 
-class AllocatorError(RuntimeError):
-    """RL_ALLOCATOR names no allocator, or requires jemalloc and none was found."""
+class AllocatorError(SystemExit):
+    """RL_ALLOCATOR names no allocator, or requires jemalloc and none was found: a one-line exit."""
 
 
 def find_jemalloc() -> str | None:
@@ -72,18 +72,13 @@ def jemalloc_loaded() -> str | None:
 def reexec_with_jemalloc() -> None:
     """Replaces this process by the same command (`sys.orig_argv`) under jemalloc, once, before the heavy
     imports. A one-line exit when RL_ALLOCATOR is invalid or its jemalloc missing; a failed exec warns."""
-    try:
-        mode = allocator_mode()
-        if os.environ.get(MARKER):  # Re-executed already: never again.
-            if mode == "jemalloc" and jemalloc_loaded() is None:
-                raise AllocatorError(f"{MODE}=jemalloc: {os.environ[MARKER]} was preloaded but is not loaded")
-            return
-        interactive = sys.flags.interactive or hasattr(sys, "ps1") or "IPython" in sys.modules
-        if interactive or sys.argv[0] in ("", "-") or not sys.executable:
-            return
-        preload = wanted_preload()
-    except AllocatorError as error:
-        raise SystemExit(str(error)) from None
+    mode = allocator_mode()
+    if os.environ.get(MARKER):  # Re-executed already: never again.
+        if mode == "jemalloc" and jemalloc_loaded() is None:
+            raise AllocatorError(f"{MODE}=jemalloc: {os.environ[MARKER]} was preloaded but is not loaded")
+        return
+    interactive = sys.flags.interactive or hasattr(sys, "ps1") or "IPython" in sys.modules
+    preload = None if interactive or sys.argv[0] in ("", "-") or not sys.executable else wanted_preload()
     if preload is None:
         return
     environment = {**os.environ, "LD_PRELOAD": preload, MARKER: preload.split(":")[0]}
@@ -93,17 +88,11 @@ def reexec_with_jemalloc() -> None:
     try:
         os.execve(sys.executable, sys.orig_argv, environment)
     except OSError as error:  # This process, and its children, carry on without jemalloc.
+        failure = f"could not re-execute {sys.executable} under jemalloc: {error}"
         if mode == "jemalloc":
-            raise SystemExit(
-                f"{MODE}=jemalloc: could not re-execute {sys.executable} under jemalloc: {error}"
-            ) from None
-        print(
-            f"rl.allocator: could not re-execute under jemalloc ({error}); using the system allocator", file=sys.stderr
-        )
+            raise AllocatorError(f"{MODE}=jemalloc: {failure}") from None
+        print(f"rl.allocator: {failure}; using the system allocator", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    try:
-        print(wanted_preload() or os.environ.get("LD_PRELOAD", ""))
-    except AllocatorError as error:
-        raise SystemExit(str(error)) from None
+    print(wanted_preload() or os.environ.get("LD_PRELOAD", ""))

@@ -63,12 +63,16 @@ def _behave_as_tensorflow_2() -> None:
 
 
 class _Lazy(types.ModuleType):
-    """A TensorFlow namespace before TensorFlow's `__init__` ran: answers its `_NAMES`, else the real module's."""
+    """A TensorFlow namespace before TensorFlow's `__init__` ran: answers its `_NAMES`, else the real module's;
+    a deferred tf.data package (no `_NAMES`) runs its slow `__init__` when a name is first asked of it."""
 
     def __getattr__(self, name: str) -> Any:
-        names = _NAMES[self.__name__]
+        names = _NAMES.get(self.__name__, {})
         if name.startswith("__") and name not in names:
             raise AttributeError(name)
+        if self.__name__ in _DEFERRED:
+            _run_init(self)
+            return getattr(self, name)
         dotted = f"{self.__name__}.{name}"
         if not _state["full"] and dotted in _NAMES:
             value = _Lazy(dotted)
@@ -80,16 +84,6 @@ class _Lazy(types.ModuleType):
             return functools.reduce(getattr, dotted.split(".")[1:], load_fully())
         self.__dict__[name] = value
         return value
-
-
-class _DeferredPackage(types.ModuleType):
-    """A tf.data package whose slow `__init__` runs when a name is first asked of it."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        _run_init(self)
-        return getattr(self, name)
 
 
 def _run_init(module: types.ModuleType) -> None:
@@ -186,5 +180,5 @@ def install() -> None:
             name, os.path.join(path, "__init__.py"), submodule_search_locations=[path]
         )
         sys.modules[name] = importlib.util.module_from_spec(spec)
-        sys.modules[name].__class__ = _DeferredPackage
+        sys.modules[name].__class__ = _Lazy
     sys.modules.update({"tensorflow": module, "tensorflow.compat": compat, "tensorflow.compat.v1": compat.v1})

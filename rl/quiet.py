@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -23,7 +22,6 @@ REVERB_INFO_LINES = (
 )
 MUJOCO_KNOWN_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
 CHATTY_LOGGERS = ("alembic",)
-
 _MUJOCO_LOCK = threading.RLock()
 
 
@@ -31,18 +29,15 @@ _MUJOCO_LOCK = threading.RLock()
 def reverb_info_filtered() -> Iterator[None]:
     """Within the block, fd 2 goes through `grep -v REVERB_INFO_LINES` (its own process: what a
     dying run wrote still shows)."""
-    grep, original, filter_process = shutil.which("grep"), None, None
-    arguments = [grep, "--line-buffered", "-v", "-E", *(a for p in REVERB_INFO_LINES for a in ("-e", p))]
+    original = filter_process = None
+    arguments = ["grep", "--line-buffered", "-v", "-E", *(a for p in REVERB_INFO_LINES for a in ("-e", p))]
     try:
-        if grep is not None:
-            original = os.dup(2)
-            filter_process = subprocess.Popen(
-                arguments, stdin=subprocess.PIPE, stdout=original, stderr=subprocess.DEVNULL
-            )
+        original = os.dup(2)
+        filter_process = subprocess.Popen(arguments, stdin=subprocess.PIPE, stdout=original, stderr=subprocess.DEVNULL)
     except OSError:
         if original is not None:
             os.close(original)
-    if filter_process is None:  # Unchanged: no grep, or no fd 2.
+    if filter_process is None:  # Unchanged: no fd 2, or no grep.
         yield
         return
     sys.stderr.flush()

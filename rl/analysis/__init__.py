@@ -23,6 +23,7 @@ DEFAULT_METRIC = "evaluator/episode_return"
 IGNORED_HUE_KEYS = ("seed", "hydra", "progress", "checkpoint", "logger")  # Overrides that never name a group.
 SUMMARY_SETTINGS = ("agent", "environment", "seed")  # summary.json's, for a run without .hydra/.
 SCORES = ("final_eval_return", "last_evals_mean", "eval_return_auc", "objective")  # "objective": its config's.
+RUN_PARTS = ("wandb", "logs", "checkpoints")  # Hold no run of their own, nor do hidden ones (.hydra/, .grid/).
 MAX_CURVE_POINTS = 400
 MIN_BAND_RUNS = 3  # Fewer runs get no band: their curves are drawn thin.
 LEGEND_ROWS = 16  # Legend entries per column.
@@ -78,8 +79,7 @@ class Run:
             for row in reader:
                 with contextlib.suppress(TypeError, ValueError):  # A row without this value: left out.
                     points.append((float(row["actor_steps"]), float(row[column])))
-        points = np.array(points, np.float64).reshape(-1, 2)
-        points = points[np.argsort(points[:, 0], kind="stable")]
+        points = np.array(sorted(points, key=lambda point: point[0]), np.float64).reshape(-1, 2)  # Stable.
         return points[:, 0], points[:, 1]
 
     def final(self, metric: str = DEFAULT_METRIC) -> float:
@@ -131,10 +131,7 @@ def find_runs(paths: Sequence[str]) -> list[Run]:
         if not os.path.isdir(path):
             raise FileNotFoundError(f"{path} is not a directory")
         for root, directories, _ in os.walk(path):
-            # Hidden directories (.hydra/, a grid sweep's .grid/) hold no run of their own.
-            directories[:] = sorted(
-                d for d in directories if not d.startswith(".") and d not in ("wandb", "logs", "checkpoints")
-            )
+            directories[:] = sorted(d for d in directories if not d.startswith(".") and d not in RUN_PARTS)
             if is_run_directory(root):
                 found.setdefault(os.path.abspath(root), path)
                 directories[:] = []
@@ -161,8 +158,7 @@ def _natural_key(path: str) -> list[Any]:
 def varying_keys(runs: Sequence[Run], exclude: Sequence[str] = ()) -> list[str]:
     """Override keys whose values differ between runs, seeds, plumbing and top-level names in `exclude` left out."""
     ignored = (*IGNORED_HUE_KEYS, *exclude)
-    keys = dict.fromkeys(key for run in runs for key in run.overrides)
-    keys = [key for key in keys if key.split(".")[0].split("/")[0] not in ignored]
+    keys = dict.fromkeys(key for run in runs for key in run.overrides if re.split(r"[./]", key)[0] not in ignored)
     return [key for key in keys if len({run.setting(key) for run in runs}) > 1]
 
 
@@ -286,15 +282,12 @@ def final_table(
 def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metric: str = DEFAULT_METRIC) -> str:
     """Group, runs, mean [95% CI], IQM [95% CI] per row of final_table (`-`: under MIN_BAND_RUNS runs)."""
 
-    def interval(row: Mapping[str, Any], name: str) -> str:
-        return "-" if row["runs"] < MIN_BAND_RUNS else f"[{row[name + '_low']:.1f}, {row[name + '_high']:.1f}]"
+    def cells(row: Mapping[str, Any], name: str) -> list[str]:
+        band = "-" if row["runs"] < MIN_BAND_RUNS else f"[{row[name + '_low']:.1f}, {row[name + '_high']:.1f}]"
+        return [f"{row[name]:.1f}", band]
 
     header = [hue or "group", "runs", "mean", "95% CI", "IQM", "IQM 95% CI"]
-    body = [
-        [str(row["group"]), str(row["runs"]), f"{row['mean']:.1f}", interval(row, "mean")]
-        + [f"{row['iqm']:.1f}", interval(row, "iqm")]
-        for row in rows
-    ]
+    body = [[str(row["group"]), str(row["runs"]), *cells(row, "mean"), *cells(row, "iqm")] for row in rows]
     lines = [f"final {metric} per group", *text_table(header, body)]
     if any(row["runs"] < MIN_BAND_RUNS for row in rows):
         lines.append(f"CI: 95% percentile bootstrap over runs; - : fewer than {MIN_BAND_RUNS} runs, too few for one")

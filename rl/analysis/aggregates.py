@@ -95,10 +95,10 @@ def normalised_scores(
             except KeyError as error:
                 notes.append(f"skipping {run.path}: {error.args[0]}")
                 continue
-            if not math.isfinite(value):
+            if math.isfinite(value):
+                per_group.setdefault(label, {}).setdefault(run.task, []).append(value)
+            else:
                 notes.append(f"skipping {run.path}: its {score} is {value}")
-                continue
-            per_group.setdefault(label, {}).setdefault(run.task, []).append(value)
     if not per_group:
         raise ScoreError(f"no run has a finite {score}")
     tasks = sorted(next(iter(per_group.values())))
@@ -111,15 +111,13 @@ def normalised_scores(
             f"no score range for {', '.join(missing)}: give a random policy's return and a solved one, "
             f"e.g. --score-range {missing[0]}=LOW,HIGH (known: {', '.join(ranges)})"
         )
-    matrices = {}
+    matrices, (lows, highs) = {}, np.array([ranges[task] for task in tasks]).T
     for label, by_task in per_group.items():
         counts = [len(by_task[task]) for task in tasks]
         if len(set(counts)) > 1:
             found = ", ".join(f"{count} on {task}" for task, count in zip(tasks, counts))
             notes.append(f"{label}: {found}; the first {min(counts)} of each count")
-        columns = [np.asarray(by_task[task][: min(counts)]) for task in tasks]
-        lows, highs = np.array([ranges[task] for task in tasks]).T
-        matrices[label] = (np.stack(columns, axis=1) - lows) / (highs - lows)
+        matrices[label] = (np.array([by_task[task][: min(counts)] for task in tasks]).T - lows) / (highs - lows)
     return matrices, tasks, notes
 
 
@@ -169,15 +167,14 @@ def save_figures(comparison: Comparison, directory: str) -> list[str]:
     from rliable import plot_utils
 
     label = f"normalised {comparison.score} (0: random policy, 1: solved)"
-    groups = list(comparison.points)
+    groups = len(comparison.points)
     aggregates, _ = plot_utils.plot_interval_estimates(
         comparison.points,
         comparison.intervals,
         metric_names=list(METRICS),
-        algorithms=groups,
-        row_height=max(0.45, 1.8 / len(groups)),
+        row_height=max(0.45, 1.8 / groups),
         xlabel=label,
-        xlabel_y_coordinate=-0.45 / max(0.45 * len(groups), 1.8),
+        xlabel_y_coordinate=-0.45 / max(0.45 * groups, 1.8),
     )
     profiles, ax = plt.subplots(figsize=(7.0, 4.5))
     plot_utils.plot_performance_profiles(
@@ -213,19 +210,16 @@ def format_comparison(comparison: Comparison, hue: str | None = None) -> str:
         f"normalised {comparison.score} (0: random policy, 1: solved) per group ({ranges}); "
         f"95% stratified-bootstrap CIs, {comparison.reps} resamples"
     ]
+    cells = lambda value, low, high: [f"{value:.3f}", f"[{low:.3f}, {high:.3f}]"]
     header = [hue or "group", "runs", *(name for metric in METRICS for name in (metric, "95% CI"))]
     body = []
     for label, point in comparison.points.items():
-        row = [label, str(comparison.scores[label].size)]
-        for value, (low, high) in zip(point, comparison.intervals[label].T):
-            row += [f"{value:.3f}", f"[{low:.3f}, {high:.3f}]"]
-        body.append(row)
+        intervals = itertools.chain(*map(cells, point, *comparison.intervals[label]))
+        body.append([label, str(comparison.scores[label].size), *intervals])
     lines += text_table(header, body)
     if comparison.improvement:
         lines += ["", "probability of improvement: P(X > Y), a run of X outscoring a run of Y"]
-        body = []
-        for pair, probability in comparison.improvement.items():
-            low, high = comparison.improvement_cis[pair]
-            body.append([*pair.split(PAIR), f"{probability:.3f}", f"[{low:.3f}, {high:.3f}]"])
+        pairs = comparison.improvement.items()
+        body = [[*pair.split(PAIR), *cells(value, *comparison.improvement_cis[pair])] for pair, value in pairs]
         lines += text_table(["X", "Y", "P(X > Y)", "95% CI"], body)
     return "\n".join(lines)

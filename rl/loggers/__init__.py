@@ -13,8 +13,6 @@ from rl.loggers.base import Dispatcher, Logger, LoggerFactory, TerminalLogger, T
 from rl.loggers.csv import CSVLogger
 from rl.loggers.wandb import WandbLogger, WandbRun, summary_metrics
 
-__all__ = ["CSVLogger", "DefaultLoggerFactory", "Dispatcher", "TimeFilter"]
-
 
 @dataclasses.dataclass(eq=False)
 class DefaultLoggerFactory(LoggerFactory):
@@ -38,9 +36,8 @@ class DefaultLoggerFactory(LoggerFactory):
         if self.wandb is not None:
             tags = list(self.wandb.get("tags") or [])
             settings = {**self.wandb, "tags": tags + [tag for tag in self.run_tags if tag not in tags]}
-            for key, default in (("name", self.run_name), ("group", self.run_group)):
-                if settings.get(key) is None:
-                    settings[key] = default
+            defaults = {"name": self.run_name, "group": self.run_group}
+            settings.update({key: value for key, value in defaults.items() if settings.get(key) is None})
             self.wandb_run = WandbRun(directory=os.path.dirname(self.directory), config=self.run_config, **settings)
         self._loggers: list[Logger] = []
 

@@ -3,7 +3,6 @@ terminal logger and the loggers that wrap others: fan-out, rate limits, fixed fi
 
 from __future__ import annotations
 
-import abc
 import logging
 import math
 import re
@@ -17,15 +16,22 @@ from rich.markup import escape
 LoggingData = Mapping[str, Any]
 COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")  # Any node's: `learner_steps`, ...
 TRANSCRIPT = logging.getLogger("rl.transcript")
+# Starts every terminal line of a multirun's job (`[job 3] `, set by rl/train.py): parallel jobs'
+# lines interleave. train.log, one per job, has no prefix.
+JOB_PREFIX = {"text": ""}
 
 
-class Logger(abc.ABC):
-    @abc.abstractmethod
+class Logger:
+    """Writes each record to a sink; this base drops them (NoOpLogger: a node's loggers by default)."""
+
     def write(self, data: LoggingData) -> None:
         pass
 
     def close(self) -> None:
         pass
+
+
+NoOpLogger = Logger
 
 
 class LoggerFactory:
@@ -52,11 +58,6 @@ class LoggerFactory:
     def replica(self, directory: str, index: int, seed: int) -> "LoggerFactory":
         """The factory of replica `index` (launcher=anakin) writing under `directory`."""
         return self
-
-
-class NoOpLogger(Logger):
-    def write(self, data: LoggingData) -> None:
-        pass
 
 
 def to_python_scalar(value: Any) -> Any:
@@ -134,32 +135,21 @@ def format_number(value: Any) -> str:
     value = to_python_scalar(value)
     if not isinstance(value, float) or not math.isfinite(value):
         return str(value)
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    if abs(value) >= 1000:
-        return f"{value:.0f}"
+    if value == int(value) or abs(value) >= 1000:  # Whole, or too large for a fraction to matter.
+        return f"{value:.0f}" if value else "0"
     return f"{value:.4g}" if abs(value) >= 1 else f"{value:.3g}"
 
 
 def _fields(data: LoggingData, hidden: tuple[str, ...], steps_key: str | None) -> list[tuple[str, str]]:
     """(key, number) pairs: steps key, `actor_steps`, metrics, counts (each A-Z), `wall_time_s`."""
-    leading = (steps_key or "actor_steps", "actor_steps")
-
-    def rank(key: str) -> tuple[int, str]:
-        group = leading.index(key) if key in leading else 4 if key == "wall_time_s" else 2 + bool(COUNT_KEY.match(key))
-        return (group, key)
-
+    groups = {"wall_time_s": 4, "actor_steps": 1, steps_key or "actor_steps": 0}  # The others: 2, counts 3.
+    rank = lambda key: (groups.get(key, 2 + bool(COUNT_KEY.match(key))), key)
     return [(key, format_number(data[key])) for key in sorted(data, key=rank) if key not in hidden]
 
 
 def format_record(name: str, data: LoggingData, hidden: tuple[str, ...] = (), steps_key: str | None = None) -> str:
     """`[name] key=value key=value ...` on one line."""
     return f"[{name}] " + " ".join(f"{key}={value}" for key, value in _fields(data, hidden, steps_key))
-
-
-# Starts every terminal line of a multirun's job (`[job 3] `, set by rl/train.py): parallel jobs'
-# lines interleave. train.log, one per job, has no prefix.
-JOB_PREFIX = {"text": ""}
 
 
 class TerminalLogger(Logger):

@@ -13,8 +13,13 @@ from typing import IO, Any, Callable, Sequence
 
 from rl.loggers.base import Logger, LoggingData, to_python_scalar
 
+_FILES: dict[str, _SharedFile] = {}  # One per path; `setdefault` is atomic.
+
 
 def _read(path: str) -> tuple[list[str], list[dict[str, str]]]:
+    """The columns and rows of the file at `path`; none when there is no file."""
+    if not os.path.exists(path):
+        return [], []
     with open(path, newline="") as file:
         reader = csv.DictReader(file)
         return list(reader.fieldnames or []), list(reader)
@@ -41,23 +46,20 @@ class _SharedFile:
     def __init__(self, path: str):
         self.path = path
         self.lock = threading.Lock()
-        self.columns: list[str] | None = None
         self._file: IO[str] | None = None
 
     def write(self, row: dict[str, Any]) -> None:
-        if self._file is None:
-            if os.path.exists(self.path):
-                self.columns = _read(self.path)[0] or None
+        if self._file is None:  # (Re)opened: the file's own columns, if it has any.
+            self.columns = _read(self.path)[0]
             self._file = open(self.path, "a", newline="")
-        if self.columns is None:
-            self.columns = list(row)
-            csv.writer(self._file).writerow(self.columns)
         new = [key for key in row if key not in self.columns]
-        if new:
-            columns = self.columns + new
+        if new and self.columns:  # Rewritten, wider.
             self.close()
-            _rewrite(self.path, columns, _read(self.path)[1])
-            self.columns, self._file = columns, open(self.path, "a", newline="")
+            _rewrite(self.path, self.columns + new, _read(self.path)[1])
+            self._file = open(self.path, "a", newline="")
+        elif new:
+            csv.writer(self._file).writerow(new)
+        self.columns += new
         csv.writer(self._file).writerow([row.get(column, "") for column in self.columns])
         self._file.flush()
 
@@ -65,10 +67,6 @@ class _SharedFile:
         if self._file is not None:
             self._file.close()
             self._file = None
-        self.columns = None
-
-
-_FILES: dict[str, _SharedFile] = {}  # One per path; `setdefault` is atomic.
 
 
 def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: str) -> int:
@@ -76,7 +74,7 @@ def move_rows(path: str, moved: Callable[[dict[str, str]], bool], destination: s
     path = os.path.abspath(path)
     shared = _FILES.setdefault(path, _SharedFile(path))
     with shared.lock:
-        columns, rows = _read(path) if os.path.exists(path) else ([], [])
+        columns, rows = _read(path)
         gone = [row for row in rows if moved(row)]
         if not gone:
             return 0

@@ -24,6 +24,9 @@ MAX_TAG_LENGTH = 64  # W&B refuses longer tags.
 REDACTED = "<redacted>"
 SECRET_KEY_PATTERN = re.compile(r"(api[_-]?key|token|secret|password|passwd|credential)", re.IGNORECASE)
 SECRET_ENVIRONMENT_VARIABLES = ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE")
+_SWEEP_STAMP = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})[/\\_T -]+(?P<time>\d{2}[-:]\d{2}[-:]\d{2})$")
+# Overrides that change how a run is watched, not what it learns: no W&B tag.
+UNTAGGED = ("hydra", "logger", "progress", "checkpoint", "compilation_cache", "resume")
 _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -31,11 +34,9 @@ def git_state(directory: str | None = None) -> dict[str, Any] | None:
     """The commit of `directory` (None: the code's) and whether tracked files changed; None outside git."""
     git = functools.partial(subprocess.run, cwd=directory or _CODE_ROOT, capture_output=True, text=True, timeout=20)
     try:
-        commit = git(["git", "rev-parse", "HEAD"])
+        commit = git(["git", "rev-parse", "HEAD"], check=True)
         status = git(["git", "status", "--porcelain", "--untracked-files=no"])
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if commit.returncode != 0:
+    except (OSError, subprocess.SubprocessError):  # No git, or not a checkout.
         return None
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip()) or status.returncode != 0}
 
@@ -80,9 +81,6 @@ def summary_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None and (not isinstance(v, float) or math.isfinite(v))}
 
 
-_SWEEP_STAMP = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})[/\\_T -]+(?P<time>\d{2}[-:]\d{2}[-:]\d{2})$")
-
-
 def default_group(sweep_dir: str, subject: Sequence[str] = (), sweep_id: str | None = None) -> str:
     """A multirun's W&B group: what every job shares, then the date and time of Hydra's sweep directory
     or, for a directory named otherwise, its name and `sweep_id` (two sweeps there get two groups)."""
@@ -92,10 +90,6 @@ def default_group(sweep_dir: str, subject: Sequence[str] = (), sweep_id: str | N
     if not stamp and sweep_id:
         when = f"{when}-{sweep_id}"
     return "-".join([str(part).replace("/", "-") for part in subject if part] + [when or "multirun"])
-
-
-# Overrides that change how a run is watched, not what it learns: no W&B tag.
-UNTAGGED = ("hydra", "logger", "progress", "checkpoint", "compilation_cache", "resume")
 
 
 def override_tags(overrides: Sequence[str], keys: set[str] | None = None) -> list[str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import warnings
@@ -12,7 +13,9 @@ import dm_env
 import numpy as np
 
 from rl.core import is_discrete
-from rl.environments.factories import RenderingError, render_fps, render_frame
+from rl.environments.factories import render_fps, render_frame
+
+MP4 = dict(codec="libx264", pix_fmt_out="yuv420p", macro_block_size=1, quality=7)  # imageio_ffmpeg's: H.264.
 
 
 @dataclasses.dataclass(eq=False)
@@ -78,28 +81,6 @@ class GameScore(Observer):
         return {} if np.isnan(score) else {"game_score": score}
 
 
-def write_mp4(path: str, frames: Sequence[Any], fps: int) -> str:
-    """Writes RGB(A) frames to an H.264 MP4 at `path` (sizes padded to even numbers)."""
-    import imageio_ffmpeg
-
-    if not frames:
-        raise RenderingError("the environment rendered no frames")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    height, width = (size + size % 2 for size in np.shape(frames[0])[:2])  # x264 wants even sizes.
-    warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")  # ffmpeg runs as a subprocess.
-    writer = imageio_ffmpeg.write_frames(
-        path, (width, height), fps=fps, codec="libx264", pix_fmt_out="yuv420p", macro_block_size=1, quality=7
-    )
-    writer.send(None)
-    try:
-        for frame in frames:
-            frame = np.asarray(frame, dtype=np.uint8)[..., :3]
-            writer.send(np.pad(frame, ((0, height - frame.shape[0]), (0, width - frame.shape[1]), (0, 0))).tobytes())
-    finally:
-        writer.close()
-    return path
-
-
 @dataclasses.dataclass(eq=False)
 class VideoRecorder(Observer):
     """conf/observers/video.yaml: MP4s of copy 0's every `every`-th episode in `<run_directory>/videos/`
@@ -115,7 +96,6 @@ class VideoRecorder(Observer):
     videos: list[str] = dataclasses.field(default_factory=list, init=False)
     video_frames: list[int] = dataclasses.field(default_factory=list, init=False)
     _episodes: int = dataclasses.field(default=0, init=False)
-    _recording: bool = dataclasses.field(default=False, init=False)
 
     def __post_init__(self):
         if self.every < 1:
@@ -125,24 +105,35 @@ class VideoRecorder(Observer):
     def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
         if env_ids[0] != 0:  # Ids are ascending.
             return
-        self._recording = self._episodes % self.every == 0 and not (self.path and self.videos)
+        recording = self._episodes % self.every == 0 and not (self.path and self.videos)
         self._episodes += 1
         if not self.fps:
             self.fps = render_fps(environment.environments[0])
-        self.frames = [render_frame(environment)] if self._recording else []
+        self.frames = [render_frame(environment)] if recording else []  # Frames while recording.
 
     def observe(self, environment: Any, timestep: dm_env.TimeStep, actions: Any, env_ids: np.ndarray) -> None:
-        if self._recording and env_ids[0] == 0:
+        if self.frames and env_ids[0] == 0:
             self.frames.append(render_frame(environment))
 
     def get_metrics(self, env_id: int) -> dict[str, Any]:
-        if env_id != 0 or not self._recording:
+        """Writes the recorded frames to an H.264 MP4 (sizes padded to even numbers, as x264 wants)."""
+        if env_id != 0 or not self.frames:
             return {}
-        self._recording = False
-        path = self.path or os.path.join(
-            self.run_directory, "videos", f"{self.label}_{self.instance}_episode_{self._episodes}.mp4"
-        )
-        self.videos.append(write_mp4(path, self.frames, self.fps or 30))
+        import imageio_ffmpeg
+
+        name = f"{self.label}_{self.instance}_episode_{self._episodes}.mp4"
+        path = self.path or os.path.join(self.run_directory, "videos", name)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        height, width = (size + size % 2 for size in np.shape(self.frames[0])[:2])
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")  # ffmpeg runs as a subprocess.
+        writer = imageio_ffmpeg.write_frames(path, (width, height), fps=self.fps or 30, **MP4)
+        with contextlib.closing(writer):
+            writer.send(None)
+            for frame in self.frames:
+                frame = np.asarray(frame, dtype=np.uint8)[..., :3]
+                padding = ((0, height - frame.shape[0]), (0, width - frame.shape[1]), (0, 0))
+                writer.send(np.pad(frame, padding).tobytes())
+        self.videos.append(path)
         self.video_frames.append(len(self.frames))
         self.frames = []
         return {"video": path}
