@@ -170,10 +170,9 @@ class DistributedProgram:
     def make_replay_tables(self) -> list[Any]:
         return self.experiment.builder.make_replay_tables(self.experiment.environment_spec)
 
-    def make_learner(
-        self, replay_client: Any, counter: Any, log_filter: Any = None, wrap_dataset: Any = None
-    ) -> core.Learner:
-        return build_learner(self.experiment, self.keys.learner, replay_client, counter, log_filter, wrap_dataset)
+    def make_learner(self, replay_client: Any, counter: Any, **options: Any) -> core.Learner:
+        """The learner with its key; `options` are `build_learner`'s `log_filter` and `wrap_dataset`."""
+        return build_learner(self.experiment, self.keys.learner, replay_client, counter, **options)
 
     def actor_key(self, actor_id: int, restart: int = 0) -> jax.Array:
         """Actor `actor_id`'s key after `restart` restarts: a rebuilt actor does not replay its exploration."""
@@ -195,8 +194,7 @@ class DistributedProgram:
         loop = build_actor(
             self.experiment, self.actor_key(actor_id, restart), replay_client, variable_source, counter, actor_id
         )
-        if initial_step:
-            loop.actor.step_count = initial_step
+        loop.actor.step_count = initial_step
         return loop
 
     def make_evaluator(self, instance: int, variable_source: core.VariableSource, counter: Any) -> EnvironmentLoop:

@@ -46,12 +46,9 @@ class RemoteCounter:
     def increment(self, **counts: float) -> dict[str, float]:
         with self._lock:
             self._pending.update(counts)
-        if time.monotonic() - self._last_flush >= self._flush_interval_s:
-            return self.flush()
-        with self._lock:
-            merged = collections.Counter(self._counts)
-            merged.update(self._pending)
-        return dict(merged)
+            if time.monotonic() - self._last_flush < self._flush_interval_s:
+                return {key: self._counts.get(key, 0) + self._pending[key] for key in {**self._counts, **self._pending}}
+        return self.flush()
 
     def flush(self) -> dict[str, float]:
         with self._lock:
@@ -178,7 +175,8 @@ class ReplayNode(_Node):
             "items": int(sum(info.current_size for info in self._client.server_info(timeout=60).values())),
         }
 
-    def serve(self) -> None:
+    def run(self) -> None:
+        """Returns never: the driver learns of the node's death by this call."""
         threading.Event().wait()
 
     def checkpoint(self) -> str:
