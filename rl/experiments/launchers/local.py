@@ -136,20 +136,13 @@ class LocalNodes(lifecycle.Nodes):
         self.samples = 0  # Learner samples taken (a restored table's earlier ones included).
 
     def start(self) -> None:
-        import reverb
-
-        from rl.replay.server import SeededReplay, make_server
+        from rl.replay.server import SeededReplay
 
         experiment, program, restore = self.experiment, self.program, self.experiment.restore
         if self.deterministic:
             self.client = SeededReplay(program.make_replay_tables(), experiment.seed)
         else:
-            directory, fallback = self.checkpoints.replay_paths(restore)
-            checkpointer = directory and reverb.checkpointers.DefaultCheckpointer(
-                directory, fallback_checkpoint_path=fallback
-            )
-            self.server = make_server(program.make_replay_tables(), checkpointer=checkpointer)
-            self.client = reverb.Client(f"localhost:{self.server.port}")
+            self.server, self.client = program.make_replay_server(*self.checkpoints.replay_paths(restore))
         self.counter = Counter()
         if restore is not None:
             self.counter.restore(restore.counts)
@@ -237,8 +230,7 @@ class LocalNodes(lifecycle.Nodes):
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
         self.actor_loop.count_partial_episode()  # The counts then hold every step taken.
         with self.pause:
-            counts = self.counter.get_counts()
-            snapshot = lifecycle.Snapshot(self.record.steps, counts)
+            snapshot = lifecycle.Snapshot(self.record.steps, self.counter.get_counts())
             snapshot.state["actor_schedule_step"] = int(self.actor_loop.actor.step_count)
             if not checkpoint:
                 return snapshot

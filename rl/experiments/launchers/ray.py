@@ -26,11 +26,6 @@ from rl.experiments.summary import ProgressDisplay, RunSummary
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
 # Ray's notice that token authentication is on is dropped; a warning that it is off shows.
 TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
-NODE_ENVIRONMENT = {
-    "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-    "TF_FORCE_GPU_ALLOW_GROWTH": "true",
-    "TF_CPP_MIN_LOG_LEVEL": "2",
-}
 
 
 @dataclasses.dataclass
@@ -94,8 +89,9 @@ class RayLauncher(Launcher):
     def _init_ray(self, ray: Any) -> None:
         notice = "Token authentication is enabled"
         logging.getLogger(TOKEN_AUTH_LOGGER).addFilter(lambda record: not record.getMessage().startswith(notice))
+        grow_gpu_memory = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
         # The installed `rl` package travels to every node (a remote cluster has no copy).
-        runtime_env: dict[str, Any] = {"env_vars": dict(NODE_ENVIRONMENT), "py_modules": [rl]}
+        runtime_env = {"env_vars": {**grow_gpu_memory, "TF_CPP_MIN_LOG_LEVEL": "2"}, "py_modules": [rl]}
         quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
         if self.address is not None:
             try:
@@ -221,12 +217,11 @@ class RayNodes(lifecycle.Nodes):
         )
         key_offset = experiment.session * (launcher.max_restarts + 1)  # No session replays another's keys.
         nodes = (names["replay"], names["learner"], names["counter"], key_offset)
-        self.actors = [actor.remote(program, i, *nodes) for i in range(launcher.num_actors)]
+        self.handles = {"replay": self.replay, "counter": self.counter, "learner": self.learner}
+        self.handles |= {f"actor_{i}": actor.remote(program, i, *nodes) for i in range(launcher.num_actors)}
         evaluator = ray_nodes.EvaluatorNode.options(max_restarts=launcher.max_restarts, **head)
         nodes = (names["learner"], names["counter"], launcher.restart_timeout_s)
         self.evaluators = [evaluator.remote(program, i, *nodes) for i in range(program.evaluators)]
-        self.handles = {"replay": self.replay, "counter": self.counter, "learner": self.learner}
-        self.handles |= {f"actor_{i}": handle for i, handle in enumerate(self.actors)}
         self.handles |= {f"evaluator_{i}": handle for i, handle in enumerate(self.evaluators)}
         pids = self._get([handle.pid.remote() for handle in self.handles.values()], "every node", "pid")
         self._record_pids(dict(zip(self.handles, pids)))
@@ -423,10 +418,7 @@ class RayNodes(lifecycle.Nodes):
         self._drain_logs()  # The dead learner's last records, before they are sorted out.
         logs = os.path.join(self.experiment.run_directory, "logs")
         destination = os.path.join(logs, "superseded", f"learner.restart{self.deaths['learner']}.csv")
-
-        def lost(row: dict[str, str]) -> bool:
-            return (row.get("learner_steps") or "").isdigit() and int(row["learner_steps"]) > learner_steps
-
+        lost = lambda row: (row.get("learner_steps") or "").isdigit() and int(row["learner_steps"]) > learner_steps
         superseded = move_rows(os.path.join(logs, "learner.csv"), lost, destination)
         # The dead learner sent its counts every half second: `reported` may miss its last steps.
         return (
