@@ -11,7 +11,6 @@ import jax
 import numpy as np
 
 from rl import core
-from rl.checks import require_at_least
 from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment
@@ -145,9 +144,6 @@ class DistributedProgram:
     num_actors: int = 1
     num_evaluators: int = 1
 
-    def __post_init__(self) -> None:
-        require_at_least(self, 1, "num_actors", "num_evaluators")
-
     @property
     def evaluator_factories(self) -> list[Callable[..., EnvironmentLoop]]:
         factories = self.experiment.evaluator_factories
@@ -170,10 +166,20 @@ class DistributedProgram:
     def make_replay_tables(self) -> list[Any]:
         return self.experiment.builder.make_replay_tables(self.experiment.environment_spec)
 
-    def make_learner(
-        self, replay_client: Any, counter: Any, log_filter: Any = None, wrap_dataset: Any = None
-    ) -> core.Learner:
-        return build_learner(self.experiment, self.keys.learner, replay_client, counter, log_filter, wrap_dataset)
+    def make_replay_server(self, path: str | None, fallback: str | None, port: int | None = None) -> tuple:
+        """A reverb server of the tables on `port` (None: a free one), checkpointing to `path` (None: not at
+        all) from the checkpoint `fallback`, and a client of it."""
+        import reverb
+
+        from rl.replay.server import make_server
+
+        checkpointer = path and reverb.checkpointers.DefaultCheckpointer(path, fallback_checkpoint_path=fallback)
+        server = make_server(self.make_replay_tables(), port, checkpointer)
+        return server, reverb.Client(f"localhost:{server.port}")
+
+    def make_learner(self, replay_client: Any, counter: Any, **options: Any) -> core.Learner:
+        """The learner with its key; `options` are `build_learner`'s `log_filter` and `wrap_dataset`."""
+        return build_learner(self.experiment, self.keys.learner, replay_client, counter, **options)
 
     def actor_key(self, actor_id: int, restart: int = 0) -> jax.Array:
         """Actor `actor_id`'s key after `restart` restarts: a rebuilt actor does not replay its exploration."""
@@ -195,8 +201,7 @@ class DistributedProgram:
         loop = build_actor(
             self.experiment, self.actor_key(actor_id, restart), replay_client, variable_source, counter, actor_id
         )
-        if initial_step:
-            loop.actor.step_count = initial_step
+        loop.actor.step_count = initial_step
         return loop
 
     def make_evaluator(self, instance: int, variable_source: core.VariableSource, counter: Any) -> EnvironmentLoop:

@@ -24,11 +24,6 @@ class Launcher:
     def checkpoint_template(self, experiment: ExperimentConfig) -> Any:
         import jax
 
-        from rl.counting import Counter
-        from rl.loggers.base import NoOpLogger
-
         networks = experiment.network_factory(environment_spec=experiment.environment_spec)
-        learner = experiment.builder.make_learner(
-            jax.random.PRNGKey(0), networks, iter(()), None, Counter(), NoOpLogger()
-        )
-        return learner.save()
+        # No counter or logger: the learner counts into its own and logs nothing.
+        return experiment.builder.make_learner(jax.random.PRNGKey(0), networks, iter(()), None, None, None).save()

@@ -73,21 +73,17 @@ def batches_allowed(client: Any, table: str, batch_size: int, sampled_before: in
     return int(allowed // batch_size)
 
 
+@dataclasses.dataclass(eq=False)
 class LearnerThread:
     """Runs `learner.step()` under `lock` on its own thread. `notify()` re-raises its error;
     `finish()` takes the batches the last inserts allow, then stops; `close()` stops now."""
 
-    def __init__(
-        self,
-        learner: core.Learner,
-        lock: threading.Lock,
-        dataset: StepLockReleasingIterator,
-        batches_allowed: Callable[[], int],
-    ):
-        self._learner = learner
-        self._batches_allowed = batches_allowed
-        self._lock = lock
-        self._dataset = dataset
+    learner: core.Learner
+    lock: threading.Lock
+    dataset: StepLockReleasingIterator
+    batches_allowed: Callable[[], int]
+
+    def __post_init__(self) -> None:
         self._stopping = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
@@ -96,8 +92,8 @@ class LearnerThread:
     def _run(self) -> None:
         try:
             while not self._stopping.is_set():
-                with self._lock:
-                    self._learner.step()
+                with self.lock:
+                    self.learner.step()
         except StopIteration:
             if not self._stopping.is_set():
                 self._error = RuntimeError("the learner's replay dataset ended while the run was acting")
@@ -112,8 +108,8 @@ class LearnerThread:
     def finish(self) -> None:
         """Stops once the learner waits for a batch beyond `batches_allowed()` (a count, not a wait)."""
         while self._thread.is_alive():
-            since = self._dataset.waiting_since
-            if since is not None and self._dataset.batches >= self._batches_allowed():
+            since = self.dataset.waiting_since
+            if since is not None and self.dataset.batches >= self.batches_allowed():
                 break
             if since is not None and time.monotonic() - since >= DRAIN_TIMEOUT_S:
                 log.warning("the learner waited %.0f s for a batch the replay allows; stopping it", DRAIN_TIMEOUT_S)
@@ -124,7 +120,7 @@ class LearnerThread:
 
     def close(self) -> None:
         self._stopping.set()
-        self._dataset.close()
+        self.dataset.close()
         self._thread.join()
 
 
@@ -140,30 +136,18 @@ class LocalNodes(lifecycle.Nodes):
         self.samples = 0  # Learner samples taken (a restored table's earlier ones included).
 
     def start(self) -> None:
-        import reverb
-
-        from rl.replay.server import SeededReplay, make_server
+        from rl.replay.server import SeededReplay
 
         experiment, program, restore = self.experiment, self.program, self.experiment.restore
         if self.deterministic:
             self.client = SeededReplay(program.make_replay_tables(), experiment.seed)
         else:
-            directory, fallback = self.checkpoints.replay_paths(restore)
-            checkpointer = directory and reverb.checkpointers.DefaultCheckpointer(
-                directory, fallback_checkpoint_path=fallback
-            )
-            self.server = make_server(program.make_replay_tables(), checkpointer=checkpointer)
-            self.client = reverb.Client(f"localhost:{self.server.port}")
+            self.server, self.client = program.make_replay_server(*self.checkpoints.replay_paths(restore))
         self.counter = Counter()
         if restore is not None:
             self.counter.restore(restore.counts)
-        self.dataset: StepLockReleasingIterator | None = None
-        self.learner = program.make_learner(
-            self.client,
-            self.counter,
-            self._step_filter if self.deterministic else None,
-            None if self.deterministic else self._release_pause_while_sampling,
-        )
+        options = {"log_filter": self._step_filter} if self.deterministic else {"wrap_dataset": self._pausable}
+        self.learner = program.make_learner(self.client, self.counter, **options)
         if restore is not None:
             self.learner.restore(restore.learner_state(self.learner.save()))
         schedule_step = int(restore.state["actor_schedule_step"]) if restore is not None else 0
@@ -182,7 +166,8 @@ class LocalNodes(lifecycle.Nodes):
         allowed = functools.partial(batches_allowed, self.client, table, batch, self.samples)
         self.learner_thread = LearnerThread(self.learner, self.pause, self.dataset, allowed)
 
-    def _release_pause_while_sampling(self, dataset: Any) -> StepLockReleasingIterator:
+    def _pausable(self, dataset: Any) -> StepLockReleasingIterator:
+        """The learner's dataset, releasing `pause` while it waits for a batch."""
         self.dataset = StepLockReleasingIterator(dataset, self.pause)
         return self.dataset
 
@@ -245,8 +230,7 @@ class LocalNodes(lifecycle.Nodes):
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
         self.actor_loop.count_partial_episode()  # The counts then hold every step taken.
         with self.pause:
-            counts = self.counter.get_counts()
-            snapshot = lifecycle.Snapshot(self.record.steps, counts)
+            snapshot = lifecycle.Snapshot(self.record.steps, self.counter.get_counts())
             snapshot.state["actor_schedule_step"] = int(self.actor_loop.actor.step_count)
             if not checkpoint:
                 return snapshot

@@ -26,11 +26,6 @@ from rl.experiments.summary import ProgressDisplay, RunSummary
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
 # Ray's notice that token authentication is on is dropped; a warning that it is off shows.
 TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
-NODE_ENVIRONMENT = {
-    "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-    "TF_FORCE_GPU_ALLOW_GROWTH": "true",
-    "TF_CPP_MIN_LOG_LEVEL": "2",
-}
 
 
 @dataclasses.dataclass
@@ -94,8 +89,9 @@ class RayLauncher(Launcher):
     def _init_ray(self, ray: Any) -> None:
         notice = "Token authentication is enabled"
         logging.getLogger(TOKEN_AUTH_LOGGER).addFilter(lambda record: not record.getMessage().startswith(notice))
+        grow_gpu_memory = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
         # The installed `rl` package travels to every node (a remote cluster has no copy).
-        runtime_env: dict[str, Any] = {"env_vars": dict(NODE_ENVIRONMENT), "py_modules": [rl]}
+        runtime_env = {"env_vars": {**grow_gpu_memory, "TF_CPP_MIN_LOG_LEVEL": "2"}, "py_modules": [rl]}
         quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
         if self.address is not None:
             try:
@@ -221,35 +217,30 @@ class RayNodes(lifecycle.Nodes):
         )
         key_offset = experiment.session * (launcher.max_restarts + 1)  # No session replays another's keys.
         nodes = (names["replay"], names["learner"], names["counter"], key_offset)
-        self.actors = [actor.remote(program, i, *nodes) for i in range(launcher.num_actors)]
+        self.handles = {"replay": self.replay, "counter": self.counter, "learner": self.learner}
+        self.handles |= {f"actor_{i}": actor.remote(program, i, *nodes) for i in range(launcher.num_actors)}
         evaluator = ray_nodes.EvaluatorNode.options(max_restarts=launcher.max_restarts, **head)
         nodes = (names["learner"], names["counter"], launcher.restart_timeout_s)
         self.evaluators = [evaluator.remote(program, i, *nodes) for i in range(program.evaluators)]
-        self.handles = {"replay": self.replay, "counter": self.counter, "learner": self.learner}
-        self.handles |= {f"actor_{i}": handle for i, handle in enumerate(self.actors)}
         self.handles |= {f"evaluator_{i}": handle for i, handle in enumerate(self.evaluators)}
         pids = self._get([handle.pid.remote() for handle in self.handles.values()], "every node", "pid")
         self._record_pids(dict(zip(self.handles, pids)))
-        self.learner_run = self.learner.run.remote()
-        self.replay_serving = self.replay.serve.remote()
-        self.actor_runs = {actor.run.remote(): i for i, actor in enumerate(self.actors)}
+        # The calls the driver watches: each returns when its node dies (an actor's also when it is done).
+        watched = [node for node in self.handles if node.startswith(("replay", "learner", "actor_"))]
+        self.runs = {node: self.handles[node].run.remote() for node in watched}
 
     def act(self, until: int, pause: Any, progress: ProgressDisplay) -> int:
         """Watches the actors until the count reaches `until` (held there) or, at the budget, all are done."""
         final = until >= self.experiment.max_actor_steps
         self._get(self.counter.hold_until.remote(until), "counter", "hold_until")
         steps = self._actor_steps()
-        while self.actor_runs and (final or steps < until):
-            watched = [self.learner_run, self.replay_serving, *self.actor_runs]
-            done, _ = self.ray.wait(watched, num_returns=1, timeout=0.5)
+        while any(node.startswith("actor_") for node in self.runs) and (final or steps < until):
+            done, _ = self.ray.wait(list(self.runs.values()), num_returns=1, timeout=0.5)
             self._drain_logs()
             steps = self._actor_steps()
             progress.advance(steps, force=True)
-            for ref in done:
-                if ref in self.actor_runs:
-                    self._ended(ref, f"actor_{self.actor_runs.pop(ref)}")
-                else:
-                    self._ended(ref, "learner" if ref == self.learner_run else "replay")
+            for node in [node for node, ref in self.runs.items() if ref in done]:
+                self._ended(node)
             if pause():
                 break
         return self._actor_steps()
@@ -283,8 +274,7 @@ class RayNodes(lifecycle.Nodes):
         """Interrupted: the actors end their leases; finished: the budget is checked."""
         if interrupted:
             self._get(self.counter.close.remote(), "counter", "close")
-            if self.actor_runs:
-                runs = list(self.actor_runs)
+            if runs := [ref for node, ref in self.runs.items() if node.startswith("actor_")]:
                 self.ray.wait(runs, num_returns=len(runs), timeout=self.launcher.stop_timeout_s)
         else:
             budget, counted = self._get(self.counter.state.remote(), "counter", "state"), self._actor_steps()
@@ -296,8 +286,8 @@ class RayNodes(lifecycle.Nodes):
             if counted != wanted or budget["unleased"] or any(budget["outstanding"].values()):
                 message += f"; MISMATCH: unleased {budget['unleased']}, leased but uncounted {budget['outstanding']}"
             self._event(message)
-        if self.ray.wait([self.learner_run], timeout=0)[0]:
-            self._ended(self.learner_run, "learner")
+        if self.ray.wait([self.runs["learner"]], timeout=0)[0]:
+            self._ended("learner")
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
         try:
@@ -319,7 +309,7 @@ class RayNodes(lifecycle.Nodes):
 
     def end_learning(self) -> None:
         self.learner.stop.remote()
-        self.ray.wait([self.learner_run], timeout=self.launcher.stop_timeout_s)
+        self.ray.wait([self.runs["learner"]], timeout=self.launcher.stop_timeout_s)
 
     def counts(self) -> dict[str, Any]:
         return self._get(self.counter.get_counts.remote(), "counter", "get_counts", timeout=5.0)
@@ -370,16 +360,17 @@ class RayNodes(lifecycle.Nodes):
             self._died(node, error)
             return self._get(method.remote(), node, "checkpoint")
 
-    def _ended(self, ref: Any, node: str) -> None:
-        """A node's `run` (the replay's `serve`) returned: done (an actor), died or failed."""
+    def _ended(self, node: str) -> None:
+        """A node's `run` returned: done (an actor), died or failed."""
         try:
-            self._get(ref, node, "run")
+            self._get(self.runs[node], node, "run")
         except self.ray.exceptions.RayActorError as error:  # Dead, or unavailable (its node going away).
             return self._died(node, error)
         except self.ray.exceptions.RayTaskError as error:
             raise LauncherError(f"{_title(node)} failed: {_first_line(error)}") from None
         if not node.startswith("actor_"):
             raise LauncherError(f"{_title(node)} stopped before the actors finished")
+        del self.runs[node]
 
     def _died(self, node: str, error: Exception) -> None:
         handle = self.handles[node]
@@ -396,7 +387,6 @@ class RayNodes(lifecycle.Nodes):
         kind, _, instance = node.partition("_")
         if kind == "learner":
             self._event(f"{revived}: {self._restore_learner()}")
-            self.learner_run = handle.run.remote()
         elif kind == "replay":  # Its clients reconnect by themselves.
             start = self._call_when_back(handle.start_info, node)
             origin = (
@@ -405,17 +395,17 @@ class RayNodes(lifecycle.Nodes):
                 else "with empty tables (no replay checkpoint: checkpoint.replay=false, or none yet)"
             )
             self._event(f"{revived} at {start['address']}, {origin}, holding {start['items']} items")
-            self.replay_serving = handle.serve.remote()
         elif kind == "actor":
             start = self._call_when_back(handle.start_info, node)
             self._event(
                 f"{revived}: restart {start['restart']} with a fresh key, schedules resumed at step {start['steps']},"
                 f" {start['reclaimed']} leased steps returned to the budget"
             )
-            self.actor_runs[handle.run.remote()] = int(instance)
         else:
             self._event(f"{revived}: it plays its round again")
             self.evaluations[int(instance)] = handle.evaluate.remote(self.experiment.eval_episodes)
+            return
+        self.runs[node] = handle.run.remote()
 
     def _restore_learner(self) -> str:
         """The last checkpoint into the rebuilt learner; its later log rows go to logs/superseded/."""
@@ -428,10 +418,7 @@ class RayNodes(lifecycle.Nodes):
         self._drain_logs()  # The dead learner's last records, before they are sorted out.
         logs = os.path.join(self.experiment.run_directory, "logs")
         destination = os.path.join(logs, "superseded", f"learner.restart{self.deaths['learner']}.csv")
-
-        def lost(row: dict[str, str]) -> bool:
-            return (row.get("learner_steps") or "").isdigit() and int(row["learner_steps"]) > learner_steps
-
+        lost = lambda row: (row.get("learner_steps") or "").isdigit() and int(row["learner_steps"]) > learner_steps
         superseded = move_rows(os.path.join(logs, "learner.csv"), lost, destination)
         # The dead learner sent its counts every half second: `reported` may miss its last steps.
         return (

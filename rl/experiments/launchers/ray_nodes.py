@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import os
 import threading
 import time
@@ -46,12 +47,9 @@ class RemoteCounter:
     def increment(self, **counts: float) -> dict[str, float]:
         with self._lock:
             self._pending.update(counts)
-        if time.monotonic() - self._last_flush >= self._flush_interval_s:
-            return self.flush()
-        with self._lock:
-            merged = collections.Counter(self._counts)
-            merged.update(self._pending)
-        return dict(merged)
+            if time.monotonic() - self._last_flush < self._flush_interval_s:
+                return {key: self._counts.get(key, 0) + self._pending[key] for key in {**self._counts, **self._pending}}
+        return self.flush()
 
     def flush(self) -> dict[str, float]:
         with self._lock:
@@ -157,20 +155,13 @@ class ReplayNode(_Node):
 
     def __init__(self, program: DistributedProgram, directory: str | None, fallback: str | None, counter: str):
         import portpicker
-        import reverb
-
-        from rl.replay.server import make_server
 
         proposed = portpicker.pick_unused_port()
         port = ray.get(ray.get_actor(counter).replay_port.remote(proposed), timeout=REPLAY_ADDRESS_TIMEOUT_S)
-        checkpointer = None
-        if directory is not None:
-            if ray.get_runtime_context().was_current_actor_reconstructed:
-                saved = map(checkpointing.replay_of, checkpointing.list_checkpoints(program.experiment.run_directory))
-                fallback = next(filter(os.path.isdir, saved), fallback)  # Newest first.
-            checkpointer = reverb.checkpointers.DefaultCheckpointer(directory, fallback_checkpoint_path=fallback)
-        self._server = make_server(program.make_replay_tables(), port=port, checkpointer=checkpointer)
-        self._client = reverb.Client(f"localhost:{self._server.port}")
+        if directory is not None and ray.get_runtime_context().was_current_actor_reconstructed:
+            saved = map(checkpointing.replay_of, checkpointing.list_checkpoints(program.experiment.run_directory))
+            fallback = next(filter(os.path.isdir, saved), fallback)  # Newest first.
+        self._server, self._client = program.make_replay_server(directory, fallback, port)
         self._start = {
             "pid": os.getpid(),
             "address": f"{ray.util.get_node_ip_address()}:{self._server.port}",
@@ -178,7 +169,8 @@ class ReplayNode(_Node):
             "items": int(sum(info.current_size for info in self._client.server_info(timeout=60).values())),
         }
 
-    def serve(self) -> None:
+    def run(self) -> None:
+        """Returns never: the driver learns of the node's death by this call."""
         threading.Event().wait()
 
     def checkpoint(self) -> str:
@@ -276,11 +268,8 @@ class LearnerNode(_Node):
         self._counter_handle = ray.get_actor(counter)
         self._counter = RemoteCounter(self._counter_handle)
         self._step_lock = threading.Lock()
-        self._learner = program.make_learner(
-            watched_replay_client(replay),
-            self._counter,
-            wrap_dataset=lambda dataset: StepLockReleasingIterator(dataset, self._step_lock),
-        )
+        pausable = functools.partial(StepLockReleasingIterator, lock=self._step_lock)
+        self._learner = program.make_learner(watched_replay_client(replay), self._counter, wrap_dataset=pausable)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._params: dict[str, tuple[int, Any]] = {}  # Per name: (learner version, numpy value).
