@@ -11,7 +11,7 @@ import numpy as np
 from dm_env import specs
 
 from rl.agents.actors import Policy
-from rl.agents.builder import SequenceReplayBuilder
+from rl.agents.builder import ActorLearnerBuilder
 from rl.agents.configs import OnPolicyConfig
 from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec
 from rl.policies import Sample
@@ -84,12 +84,13 @@ class PolicyParams(NamedTuple):
     observation_statistics: RunningStatistics
 
 
-class SequenceQueueBuilder(SequenceReplayBuilder):
+class SequenceQueueBuilder(ActorLearnerBuilder):
     """Actors write `unroll_length + 1`-row sequences (one every `unroll_length` steps per
     copy) into a queue; the learner trains on each once. Subclasses provide `make_learning`."""
 
     action_kind = None
     network_kind = "policy_value"
+    replay = "queue"
     default_exploration = Sample
 
     def __init__(self, config: OnPolicyConfig, exploration: Any = None):
@@ -101,28 +102,12 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
                 f"not {type(self.exploration).__name__}"
             )
 
-    @property
-    def replay_ratio(self) -> Any:
-        from rl.replay.server import QueueRatio
-
-        return QueueRatio(self.samples_per_learner_step, self.config.queue_size)
-
-    @property
-    def samples_per_learner_step(self) -> int:
-        return self.config.sequences_per_learner_step
-
     def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
         """The behaviour log-probability and, for continuous actions, the raw Gaussian sample."""
         extras: dict[str, Any] = {"log_prob": specs.Array((), np.float32, "log_prob")}
         if not is_discrete(environment_spec.actions):
             extras["raw_action"] = specs.Array(environment_spec.actions.shape, np.float32, "raw_action")
         return extras
-
-    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
-        from rl.replay.server import make_queue_table
-
-        signature = self.replay_signature(environment_spec)
-        return [make_queue_table(self.config.replay_table_name, self.config.queue_size, signature)]
 
     def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
         """`(params, key, observations, step) -> (actions, extras)`: a sample and its

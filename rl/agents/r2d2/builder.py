@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents.actors import RecurrentActor, RecurrentPolicy
-from rl.agents.builder import Batch, Learning, SequenceReplayBuilder, normalized_weights
+from rl.agents.builder import ActorLearnerBuilder, Batch, Learning, normalized_weights
 from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
@@ -114,8 +114,9 @@ def r2d2_loss(
     return loss, {"priorities": priorities, **metrics}
 
 
-class R2D2Builder(SequenceReplayBuilder):
+class R2D2Builder(ActorLearnerBuilder):
     network_kind = "recurrent_q"
+    replay = "sequences"
     actor_class = RecurrentActor
 
     def extras_spec(self, environment_spec: EnvironmentSpec | None = None) -> dict[str, Any]:
