@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.actors import RecurrentActor, RecurrentPolicy
+from rl.agents.actors import RecurrentActor, RecurrentPolicy, with_exploration
 from rl.agents.builder import ActorLearnerBuilder, Batch, Learning, normalized_weights
 from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
@@ -135,28 +135,27 @@ class R2D2Builder(ActorLearnerBuilder):
                 f"one replay stores (agent.core_state_size={self.config.core_state_size})"
             )
 
-    def _policy(self, networks: RecurrentNetwork, head: Any) -> RecurrentPolicy:
+    def make_policy(
+        self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool, head: Any = None
+    ) -> RecurrentPolicy:
+        """The policy acting with `head` (by default greedy when evaluating, else the exploration)."""
         self._check_network(networks)
+        if head is None:
+            head = Greedy() if evaluation else self.exploration
 
         def step(params: Any, key: jax.Array, observations: Any, state: Any, actor_step: jax.Array):
             q_values, next_state = networks.apply(params, observations, state)
             return head(q_values, key, actor_step), next_state
 
-        return RecurrentPolicy(step, networks.initial_state, getattr(head, "exploration_metrics", None))
-
-    def make_policy(
-        self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool
-    ) -> RecurrentPolicy:
-        return self._policy(networks, Greedy() if evaluation else self.exploration)
+        return RecurrentPolicy(with_exploration(step, head), networks.initial_state)
 
     def make_actor_policy(
         self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int
     ) -> RecurrentPolicy:
         """With several actors each acts with its own Ape-X epsilon."""
         epsilon = self.config.actor_epsilon_of(actor_id)
-        if epsilon is None:
-            return self.make_policy(networks, environment_spec, evaluation=False)
-        return self._policy(networks, EpsilonGreedy(epsilon_start=epsilon, epsilon_end=epsilon))
+        head = None if epsilon is None else EpsilonGreedy(epsilon_start=epsilon, epsilon_end=epsilon)
+        return self.make_policy(networks, environment_spec, evaluation=False, head=head)
 
     def make_learning(self, network: RecurrentNetwork) -> Learning:
         self._check_network(network)
