@@ -257,19 +257,16 @@ class ActorLearnerBuilder(abc.ABC):
             return self.config.sequences_per_learner_step
         return self.config.batch_size * self.config.sgd_steps_per_learner_step
 
-    def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay import adders
-
-        if self.replay == "transitions":
-            return adders.transition_codec(environment_spec).signature()
-        extras = self.extras_spec(environment_spec)
-        return adders.sequence_signature(environment_spec, self.config.sequence_length, extras)
-
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
+        from rl.replay import adders
         from rl.replay.server import make_queue_table, make_sequence_table
 
         config = self.config
-        signature = self.replay_signature(environment_spec)
+        if self.replay == "transitions":
+            signature = adders.transition_codec(environment_spec).signature()
+        else:
+            extras = self.extras_spec(environment_spec)
+            signature = adders.sequence_signature(environment_spec, config.sequence_length, extras)
         if self.replay == "queue":
             return [make_queue_table(config.replay_table_name, config.queue_size, signature)]
         exponent = config.priority_exponent if config.prioritized else None

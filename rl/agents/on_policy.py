@@ -114,7 +114,6 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
         log-probability, or when evaluating the mode and no extras."""
         action_spec = environment_spec.actions
         discrete = is_discrete(action_spec)
-        head = self.exploration
         if not discrete:
             from rl.agents.continuous import action_bounds, to_environment_scale
 
@@ -122,17 +121,16 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
 
         # PPO's option; IMPALA has no such field (`agent.normalize_observations` is refused): raw observations.
         normalize = getattr(self.config, "normalize_observations", False)
-        clip = self.config.observation_clip if normalize else None
 
         def policy(params: Any, key: jax.Array, observations: Any, step: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
             network_params, statistics = params  # PolicyParams
             if normalize:
-                observations = normalize_observations(statistics, observations, clip)
+                observations = normalize_observations(statistics, observations, self.config.observation_clip)
             output, _ = networks.apply(network_params, observations)
             if evaluation:
                 action, extras = policy_mode(output), {}
             else:
-                action = head(output, key, step)
+                action = self.exploration(output, key, step)
                 extras = {"log_prob": log_prob(output, action)}
                 if not discrete:
                     extras["raw_action"] = action
