@@ -261,37 +261,27 @@ class ActorLearnerBuilder(abc.ABC):
         from rl.replay import adders
         from rl.replay.server import make_queue_table, make_sequence_table
 
-        config = self.config
+        config, table = self.config, self.config.replay_table_name
         if self.replay == "transitions":
             signature = adders.transition_codec(environment_spec).signature()
         else:
             extras = self.extras_spec(environment_spec)
             signature = adders.sequence_signature(environment_spec, config.sequence_length, extras)
         if self.replay == "queue":
-            return [make_queue_table(config.replay_table_name, config.queue_size, signature)]
+            return [make_queue_table(table, config.queue_size, signature)]
         exponent = config.priority_exponent if config.prioritized else None
         rate_limiter = self.replay_ratio.make_rate_limiter()
-        return [
-            make_sequence_table(config.replay_table_name, signature, config.max_replay_size, rate_limiter, exponent)
-        ]
+        return [make_sequence_table(table, signature, config.max_replay_size, rate_limiter, exponent)]
 
     def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
         from rl.replay import adders
 
-        config = self.config
+        config, table = self.config, self.config.replay_table_name
         if self.replay == "transitions":
             codec = adders.transition_codec(environment_spec)
-            return adders.NStepTransitionAdder(
-                replay_client, config.replay_table_name, config.n_step, config.discount, codec=codec
-            )
+            return adders.NStepTransitionAdder(replay_client, table, config.n_step, config.discount, codec=codec)
         steps = adders.step_spec(environment_spec, self.extras_spec(environment_spec))
-        return adders.SequenceAdder(
-            replay_client,
-            config.replay_table_name,
-            steps,
-            sequence_length=config.sequence_length,
-            period=config.sequence_period,
-        )
+        return adders.SequenceAdder(replay_client, table, steps, config.sequence_length, config.sequence_period)
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
         from rl.replay import adders
