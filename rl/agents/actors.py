@@ -142,11 +142,11 @@ class FeedForwardActor(core.Actor):
 @dataclasses.dataclass(frozen=True)
 class RecurrentPolicy:
     """A policy with memory: `step(params, key, observations, core_state, actor_step) ->
-    (actions, next core_state)` (its `exploration` as a `Policy`'s) and `initial_state(copies)`
-    (numpy arrays, a row per copy)."""
+    (actions, next core_state)` and `initial_state(copies)` (numpy arrays, a row per copy)."""
 
     step: Callable[[Any, jax.Array, Any, Any, jax.Array], tuple[jax.Array, Any]]
     initial_state: Callable[[int], Any]
+    exploration: Exploration | None = None
 
 
 class RecurrentActor(FeedForwardActor):
@@ -155,6 +155,7 @@ class RecurrentActor(FeedForwardActor):
 
     def __init__(self, policy: RecurrentPolicy, *args: Any, **kwargs: Any):
         super().__init__(policy.step, *args, **kwargs)
+        self._exploration = policy.exploration
         self._initial_state = policy.initial_state
         self._state: Any = None  # Per copy: the state the next action is chosen from.
         self._next_state: Any = None  # Per copy: the state after the last chosen action.

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.actors import RecurrentActor, RecurrentPolicy, with_exploration
+from rl.agents.actors import RecurrentActor, RecurrentPolicy
 from rl.agents.builder import ActorLearnerBuilder, Batch, Learning, normalized_weights
 from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
@@ -147,7 +147,7 @@ class R2D2Builder(ActorLearnerBuilder):
             q_values, next_state = networks.apply(params, observations, state)
             return head(q_values, key, actor_step), next_state
 
-        return RecurrentPolicy(with_exploration(step, head), networks.initial_state)
+        return RecurrentPolicy(step, networks.initial_state, getattr(head, "exploration_metrics", None))
 
     def make_actor_policy(
         self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int
