@@ -178,8 +178,8 @@ class SGDLearner(core.Learner[Any]):
 
 class ActorLearnerBuilder(abc.ABC):
     """Builds replay tables, adders, actors, learners and policies for one agent from its
-    config and `exploration`, the behaviour policy's head (conf/policy). By default replay
-    holds n-step transitions (prioritized where `config.prioritized`; the config is a `ReplayConfig`)."""
+    config and `exploration`, the behaviour policy's head (conf/policy). Replay tables are prioritized
+    where `config.prioritized`; the learner gets `Transition`s or `SequenceStep`s."""
 
     # The actions it acts in ("discrete", "continuous", None: either), checked before a run.
     action_kind: str | None = "discrete"
@@ -187,6 +187,9 @@ class ActorLearnerBuilder(abc.ABC):
     network_kind: str = "q_values"
     # How launcher=anakin compiles it (rl/anakin/system.py): "off_policy", "on_policy" or None (not).
     anakin: str | None = None
+    # What replay holds: "transitions" (n-step), "sequences" (`config.sequence_length` rows, a new one
+    # every `sequence_period` rows of each copy, with `extras_spec`) or "queue" (such sequences, each trained on once).
+    replay: str = "transitions"
     default_exploration: Callable[[], Any] = EpsilonGreedy
     actor_class: type = FeedForwardActor
 
@@ -233,79 +236,59 @@ class ActorLearnerBuilder(abc.ABC):
     ) -> core.Learner:
         return SGDLearner(self.make_learning(networks), random_key, dataset, replay_client, counter, logger)
 
+    def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
+        """What each stored row of a sequence carries besides the step."""
+        return {}
+
     @property
     def replay_ratio(self) -> Any:
-        """The `ReplayRatio` of the table the learner samples (for single-process runs)."""
-        from rl.replay.server import ReplayRatio, make_error_buffer
+        """The `ReplayRatio` (`QueueRatio`) of the table the learner samples (for single-process runs)."""
+        from rl.replay.server import QueueRatio, ReplayRatio, make_error_buffer
 
+        if self.replay == "queue":
+            return QueueRatio(self.samples_per_learner_step, self.config.queue_size)
         error_buffer = make_error_buffer(self.config.samples_per_insert, self.samples_per_learner_step)
         return ReplayRatio(self.config.samples_per_insert, self.config.min_replay_size, error_buffer)
 
     @property
     def samples_per_learner_step(self) -> int:
         """Items one `learner.step()` consumes."""
+        if self.replay == "queue":
+            return self.config.sequences_per_learner_step
         return self.config.batch_size * self.config.sgd_steps_per_learner_step
 
-    def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.adders import transition_codec
-
-        return transition_codec(environment_spec).signature()
-
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
-        from rl.replay.server import make_sequence_table
+        from rl.replay import adders
+        from rl.replay.server import make_queue_table, make_sequence_table
 
-        config = self.config
+        config, table = self.config, self.config.replay_table_name
+        if self.replay == "transitions":
+            signature = adders.transition_codec(environment_spec).signature()
+        else:
+            extras = self.extras_spec(environment_spec)
+            signature = adders.sequence_signature(environment_spec, config.sequence_length, extras)
+        if self.replay == "queue":
+            return [make_queue_table(table, config.queue_size, signature)]
         exponent = config.priority_exponent if config.prioritized else None
-        signature = self.replay_signature(environment_spec)
         rate_limiter = self.replay_ratio.make_rate_limiter()
-        return [
-            make_sequence_table(config.replay_table_name, signature, config.max_replay_size, rate_limiter, exponent)
-        ]
+        return [make_sequence_table(table, signature, config.max_replay_size, rate_limiter, exponent)]
 
     def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.adders import NStepTransitionAdder, transition_codec
+        from rl.replay import adders
 
-        codec = transition_codec(environment_spec)
-        return NStepTransitionAdder(
-            replay_client, self.config.replay_table_name, self.config.n_step, self.config.discount, codec=codec
-        )
+        config, table = self.config, self.config.replay_table_name
+        if self.replay == "transitions":
+            codec = adders.transition_codec(environment_spec)
+            return adders.NStepTransitionAdder(replay_client, table, config.n_step, config.discount, codec=codec)
+        steps = adders.step_spec(environment_spec, self.extras_spec(environment_spec))
+        return adders.SequenceAdder(replay_client, table, steps, config.sequence_length, config.sequence_period)
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        from rl.replay.adders import transition_codec
+        from rl.replay import adders
         from rl.replay.server import learner_iterator
 
-        decode = transition_codec(environment_spec).decode
+        if self.replay == "transitions":
+            decode = adders.transition_codec(environment_spec).decode
+        else:
+            decode = adders.decode_sequences
         return learner_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step, decode)
-
-
-class SequenceReplayBuilder(ActorLearnerBuilder):
-    """Replay of `config.sequence_length`-row sequences (a new one every `sequence_period` rows
-    of each copy, rows with the actor's `extras_spec`); the learner gets `SequenceStep`s."""
-
-    @abc.abstractmethod
-    def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
-        """What each stored row carries besides the step."""
-
-    def replay_signature(self, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.adders import sequence_signature
-
-        extras = self.extras_spec(environment_spec)
-        return sequence_signature(environment_spec, self.config.sequence_length, extras)
-
-    def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay.adders import SequenceAdder, step_spec
-
-        return SequenceAdder(
-            replay_client,
-            self.config.replay_table_name,
-            step_spec(environment_spec, self.extras_spec(environment_spec)),
-            sequence_length=self.config.sequence_length,
-            period=self.config.sequence_period,
-        )
-
-    def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        from rl.replay.adders import decode_sequences
-        from rl.replay.server import learner_iterator
-
-        table, batch_size = self.config.replay_table_name, self.samples_per_learner_step
-        return learner_iterator(replay_client, table, batch_size, decode=decode_sequences)

@@ -92,12 +92,14 @@ def update_targets(state: Any, tau: float) -> Any:
     )
 
 
-def init_with_targets(policy: Any, critic: Any, optimizers: tuple[Any, Any], keys: Any) -> dict[str, Any]:
-    """The `TARGET_FIELDS`: fresh networks, targets copying them, fresh optimisers."""
-    policy_params = policy.init(keys[0])
-    critic_params = critic.init(keys[1])
+def init_state(state_class: type, policy: Any, critic: Any, optimizers: tuple[Any, Any], keys: Any, **rest: Any) -> Any:
+    """A `state_class` of fresh networks, targets copying them, fresh optimisers (the `TARGET_FIELDS`
+    it has), `rest` and 0 steps."""
+    policy_params, critic_params = policy.init(keys[0]), critic.init(keys[1])
     opt_states = (optimizers[0].init(policy_params), optimizers[1].init(critic_params))
-    return dict(zip(TARGET_FIELDS, (policy_params, policy_params, critic_params, critic_params, *opt_states)))
+    fields = dict(zip(TARGET_FIELDS, (policy_params, policy_params, critic_params, critic_params, *opt_states)))
+    fields = {name: value for name, value in fields.items() if name in state_class._fields}
+    return state_class(**fields, **rest, steps=jnp.zeros((), jnp.int32))
 
 
 def deterministic_policy_loss(policy: Any, critic: Any, value: Callable[[jax.Array], jax.Array]) -> Callable[..., Any]:
@@ -124,8 +126,8 @@ def make_optimizers(config: ContinuousConfig) -> tuple[optax.GradientTransformat
 
 def learning_rates(config: ContinuousConfig) -> dict[str, jax.Array]:
     """The (constant) learning rates, as learner metrics."""
-    names = ("policy_learning_rate", "critic_learning_rate")
-    return {name: jnp.asarray(getattr(config, name), jnp.float32) for name in names}
+    rates = {"policy_learning_rate": config.policy_learning_rate, "critic_learning_rate": config.critic_learning_rate}
+    return {name: jnp.asarray(rate, jnp.float32) for name, rate in rates.items()}
 
 
 class ContinuousBuilder(ActorLearnerBuilder):

@@ -11,7 +11,7 @@ import numpy as np
 from dm_env import specs
 
 from rl.agents.actors import Policy
-from rl.agents.builder import SequenceReplayBuilder
+from rl.agents.builder import ActorLearnerBuilder
 from rl.agents.configs import OnPolicyConfig
 from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec
 from rl.policies import Sample
@@ -84,12 +84,13 @@ class PolicyParams(NamedTuple):
     observation_statistics: RunningStatistics
 
 
-class SequenceQueueBuilder(SequenceReplayBuilder):
+class SequenceQueueBuilder(ActorLearnerBuilder):
     """Actors write `unroll_length + 1`-row sequences (one every `unroll_length` steps per
     copy) into a queue; the learner trains on each once. Subclasses provide `make_learning`."""
 
     action_kind = None
     network_kind = "policy_value"
+    replay = "queue"
     default_exploration = Sample
 
     def __init__(self, config: OnPolicyConfig, exploration: Any = None):
@@ -101,16 +102,6 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
                 f"not {type(self.exploration).__name__}"
             )
 
-    @property
-    def replay_ratio(self) -> Any:
-        from rl.replay.server import QueueRatio
-
-        return QueueRatio(self.samples_per_learner_step, self.config.queue_size)
-
-    @property
-    def samples_per_learner_step(self) -> int:
-        return self.config.sequences_per_learner_step
-
     def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
         """The behaviour log-probability and, for continuous actions, the raw Gaussian sample."""
         extras: dict[str, Any] = {"log_prob": specs.Array((), np.float32, "log_prob")}
@@ -118,18 +109,11 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
             extras["raw_action"] = specs.Array(environment_spec.actions.shape, np.float32, "raw_action")
         return extras
 
-    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
-        from rl.replay.server import make_queue_table
-
-        signature = self.replay_signature(environment_spec)
-        return [make_queue_table(self.config.replay_table_name, self.config.queue_size, signature)]
-
     def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
         """`(params, key, observations, step) -> (actions, extras)`: a sample and its
         log-probability, or when evaluating the mode and no extras."""
         action_spec = environment_spec.actions
         discrete = is_discrete(action_spec)
-        head = self.exploration
         if not discrete:
             from rl.agents.continuous import action_bounds, to_environment_scale
 
@@ -137,17 +121,16 @@ class SequenceQueueBuilder(SequenceReplayBuilder):
 
         # PPO's option; IMPALA has no such field (`agent.normalize_observations` is refused): raw observations.
         normalize = getattr(self.config, "normalize_observations", False)
-        clip = self.config.observation_clip if normalize else None
 
         def policy(params: Any, key: jax.Array, observations: Any, step: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
             network_params, statistics = params  # PolicyParams
             if normalize:
-                observations = normalize_observations(statistics, observations, clip)
+                observations = normalize_observations(statistics, observations, self.config.observation_clip)
             output, _ = networks.apply(network_params, observations)
             if evaluation:
                 action, extras = policy_mode(output), {}
             else:
-                action = head(output, key, step)
+                action = self.exploration(output, key, step)
                 extras = {"log_prob": log_prob(output, action)}
                 if not discrete:
                     extras["raw_action"] = action

@@ -54,8 +54,7 @@ class D4PGBuilder(continuous.ContinuousBuilder):
             return loss, {"critic_loss": loss, "q_mean": jnp.mean(mean_value(logits))}
 
         def init(random_key: jax.Array) -> TrainingState:
-            fields = continuous.init_with_targets(policy, critic, optimizers, jax.random.split(random_key))
-            return TrainingState(**fields, steps=jnp.zeros((), jnp.int32))
+            return continuous.init_state(TrainingState, policy, critic, optimizers, jax.random.split(random_key))
 
         def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
             critic_grads, metrics = jax.grad(critic_loss, has_aux=True)(state.critic_params, state, batch)

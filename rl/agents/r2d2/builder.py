@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents.actors import RecurrentActor, RecurrentPolicy
-from rl.agents.builder import Batch, Learning, SequenceReplayBuilder, normalized_weights
+from rl.agents.builder import ActorLearnerBuilder, Batch, Learning, normalized_weights
 from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
@@ -114,8 +114,9 @@ def r2d2_loss(
     return loss, {"priorities": priorities, **metrics}
 
 
-class R2D2Builder(SequenceReplayBuilder):
+class R2D2Builder(ActorLearnerBuilder):
     network_kind = "recurrent_q"
+    replay = "sequences"
     actor_class = RecurrentActor
 
     def extras_spec(self, environment_spec: EnvironmentSpec | None = None) -> dict[str, Any]:
@@ -134,8 +135,13 @@ class R2D2Builder(SequenceReplayBuilder):
                 f"one replay stores (agent.core_state_size={self.config.core_state_size})"
             )
 
-    def _policy(self, networks: RecurrentNetwork, head: Any) -> RecurrentPolicy:
+    def make_policy(
+        self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool, head: Any = None
+    ) -> RecurrentPolicy:
+        """The policy acting with `head` (by default greedy when evaluating, else the exploration)."""
         self._check_network(networks)
+        if head is None:
+            head = Greedy() if evaluation else self.exploration
 
         def step(params: Any, key: jax.Array, observations: Any, state: Any, actor_step: jax.Array):
             q_values, next_state = networks.apply(params, observations, state)
@@ -143,19 +149,13 @@ class R2D2Builder(SequenceReplayBuilder):
 
         return RecurrentPolicy(step, networks.initial_state, getattr(head, "exploration_metrics", None))
 
-    def make_policy(
-        self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, evaluation: bool
-    ) -> RecurrentPolicy:
-        return self._policy(networks, Greedy() if evaluation else self.exploration)
-
     def make_actor_policy(
         self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int
     ) -> RecurrentPolicy:
         """With several actors each acts with its own Ape-X epsilon."""
         epsilon = self.config.actor_epsilon_of(actor_id)
-        if epsilon is None:
-            return self.make_policy(networks, environment_spec, evaluation=False)
-        return self._policy(networks, EpsilonGreedy(epsilon_start=epsilon, epsilon_end=epsilon))
+        head = None if epsilon is None else EpsilonGreedy(epsilon_start=epsilon, epsilon_end=epsilon)
+        return self.make_policy(networks, environment_spec, evaluation=False, head=head)
 
     def make_learning(self, network: RecurrentNetwork) -> Learning:
         self._check_network(network)

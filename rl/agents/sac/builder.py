@@ -67,16 +67,10 @@ class SACBuilder(continuous.ContinuousBuilder):
 
         def init(random_key: jax.Array) -> TrainingState:
             keys = jax.random.split(random_key, 3)
-            fields = continuous.init_with_targets(policy, critic, optimizers, keys)
-            del fields["target_policy_params"]
             log_temperature = jnp.log(jnp.asarray(config.initial_temperature, jnp.float32))
-            return TrainingState(
-                **fields,
-                log_temperature=log_temperature,
-                temperature_opt_state=temperature_optimizer.init(log_temperature),
-                key=keys[2],
-                steps=jnp.zeros((), jnp.int32),
-            )
+            temperature_opt_state = temperature_optimizer.init(log_temperature)
+            rest = {"log_temperature": log_temperature, "temperature_opt_state": temperature_opt_state, "key": keys[2]}
+            return continuous.init_state(TrainingState, policy, critic, optimizers, keys, **rest)
 
         def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
             key, critic_key, policy_key = jax.random.split(state.key, 3)

@@ -39,8 +39,7 @@ class TD3Builder(continuous.ContinuousBuilder):
 
         def init(random_key: jax.Array) -> TrainingState:
             keys = jax.random.split(random_key, 3)
-            fields = continuous.init_with_targets(policy, critic, optimizers, keys)
-            return TrainingState(**fields, key=keys[2], steps=jnp.zeros((), jnp.int32))
+            return continuous.init_state(TrainingState, policy, critic, optimizers, keys, key=keys[2])
 
         def policy_and_target_update(state: TrainingState, observation: jax.Array):
             loss, grads = jax.value_and_grad(policy_loss)(state.policy_params, state.critic_params, observation)
