@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import glob
-import json
 import os
 import sys
 from typing import Any
@@ -133,7 +132,7 @@ def evaluate(options: dict[str, Any]) -> None:
 
     import numpy as np
 
-    from rl.checkpointing import CheckpointError, read_state, restore_learner_state
+    from rl.checkpointing import CheckpointError, read_json, read_state, restore_learner_state
     from rl.counting import Counter
     from rl.environments.factories import RenderingError
     from rl.experiments.builders import DistributedProgram
@@ -174,12 +173,9 @@ def evaluate(options: dict[str, Any]) -> None:
         f"{returns.min():.1f}, max {returns.max():.1f}], mean length {np.mean([r['episode_length'] for r in records]):.1f}"
     )
     print("episode returns: " + ", ".join(f"{value:g}" for value in returns.tolist()))
-    summary = os.path.join(run_dir, "summary.json")
-    if os.path.exists(summary):
-        with open(summary) as file:
-            final = json.load(file).get("final_eval_return")
-        if final is not None:
-            print(f"the run's final evaluation return was {final:.2f}")
+    final = read_json(os.path.join(run_dir, "summary.json")).get("final_eval_return")
+    if final is not None:
+        print(f"the run's final evaluation return was {final:.2f}")
     recorders = [observer for observer in loop.observers if isinstance(observer, VideoRecorder)]
     if recorders and recorders[0].videos:
         video = recorders[0].videos[0]

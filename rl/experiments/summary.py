@@ -97,9 +97,9 @@ class RunSummary:
             eval_returns=[(int(s), float(v)) for s, v in eval_returns],
             status=status,
             threshold=experiment.threshold,
+            actor_steps_per_second=round(actor_steps / acting_time_s, 1) if acting_time_s else None,
             time_to_threshold_s=time_to_threshold,
             steps_to_threshold=steps_to_threshold,
-            actor_steps_per_second=round(actor_steps / acting_time_s, 1) if acting_time_s else None,
             **dict(zip(("last_evals_mean", "eval_return_auc"), curve_statistics(eval_returns))),
         )
 
@@ -168,8 +168,7 @@ class ProgressDisplay:
         self._task = self._progress.add_task("train", total=total_steps, rate="-", episode_return="-", eval_return="-")
 
     def __enter__(self) -> "ProgressDisplay":
-        if self.enabled:
-            self._progress.start()
+        self._progress.start()  # Rich starts no display when disabled.
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
