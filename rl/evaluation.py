@@ -187,17 +187,13 @@ def evaluate(options: dict[str, Any]) -> None:
             print(log_video_to_wandb(run_dir, wandb_config, video, record))
 
 
-def main(argv: list[str] | None = None) -> int:
-    try:
-        evaluate(parse_arguments(sys.argv[1:] if argv is None else argv))
-    except EvaluationError as error:
-        print(f"evaluate.py: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def cli() -> None:
+    """The command line: one line on stderr and exit status 1 for a user error."""
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # Headless rendering (pygame).
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.exit(main())
+    try:
+        evaluate(parse_arguments(sys.argv[1:]))
+    except EvaluationError as error:
+        print(f"evaluate.py: {error}", file=sys.stderr)
+        sys.exit(1)
