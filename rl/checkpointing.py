@@ -424,13 +424,12 @@ def prepare_run(
 
     warn = functools.partial(warnings.warn, category=RunWarning, stacklevel=2)
     run_directory = os.path.abspath(run_directory)
-    run_file = read_json(os.path.join(run_directory, RUN_FILE))
     plan = RunPlan(run_directory)
     if not holds_a_run(run_directory):
         if explicit:
             raise ConfigError("resume", f"{run_directory} holds no run to resume (no run.json, checkpoint or logs)")
         return plan
-    plan.session = int(run_file.get("sessions", 1))
+    plan.session = int(read_json(os.path.join(run_directory, RUN_FILE)).get("sessions", 1))
 
     config_path = os.path.join(run_directory, ".hydra", "config.yaml")
     if os.path.isfile(config_path):

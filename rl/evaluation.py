@@ -88,7 +88,6 @@ def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, 
     hydra = OmegaConf.to_container(OmegaConf.load(hydra_path)) if os.path.exists(hydra_path) else {}
     choices = hydra.get("hydra", {}).get("runtime", {}).get("choices", {})
     wandb_config = OmegaConf.to_container(config.logger).get("wandb") or {}
-    OmegaConf.set_struct(config, False)
     config.logger = {"_target_": "rl.loggers.DefaultLoggerFactory", "terminal": False, "csv": False, "wandb": None}
     config.observers = {}
     config.progress = False
