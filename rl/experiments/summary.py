@@ -30,11 +30,9 @@ def curve_statistics(eval_returns: Sequence[tuple[int, float]]) -> tuple[float, 
     if not eval_returns:
         return float("nan"), float("nan")
     steps, values = [float(s) for s, _ in eval_returns], [float(v) for _, v in eval_returns]
-    last = values[-LAST_EVALUATIONS:]
-    if len(values) == 1 or steps[-1] == steps[0]:
-        return sum(last) / len(last), values[-1]
+    last, span = values[-LAST_EVALUATIONS:], steps[-1] - steps[0]
     area = sum((b - a) * (u + v) / 2 for a, b, u, v in zip(steps, steps[1:], values, values[1:]))
-    return sum(last) / len(last), area / (steps[-1] - steps[0])
+    return sum(last) / len(last), area / span if span else values[-1]
 
 
 def first_reaching(
