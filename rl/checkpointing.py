@@ -211,13 +211,14 @@ def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list
                 if present[relative] != digest:
                     raise CheckpointError(f"files/{relative} does not match its checksum")
             _restore_leaves(path, state["learner"])
-            return path, skipped
         except CheckpointError as error:
             skipped.append((path, str(error)))
-            if warn:
-                warnings.warn(
-                    f"checkpoint {path} is damaged ({error}); trying the previous one", RunWarning, stacklevel=2
-                )
+            continue
+        for damaged, reason in skipped if warn else ():
+            warnings.warn(
+                f"checkpoint {damaged} is damaged ({reason}); using the previous one", RunWarning, stacklevel=2
+            )
+        return path, skipped
     if skipped:
         reasons = "; ".join(f"{os.path.basename(p)}: {r}" for p, r in skipped)
         raise CheckpointError(f"no usable checkpoint in {checkpoint_root(run_directory)} ({reasons})")
@@ -367,7 +368,8 @@ def write_json(path: str, value: Any) -> None:
     os.replace(f"{path}.tmp", path)
 
 
-def _read_json(path: str) -> dict[str, Any]:
+def read_json(path: str) -> dict[str, Any]:
+    """A JSON file's object, or {} when it is missing, unreadable or not an object."""
     try:
         with open(path) as file:
             value = json.load(file)
@@ -422,13 +424,12 @@ def prepare_run(
 
     warn = functools.partial(warnings.warn, category=RunWarning, stacklevel=2)
     run_directory = os.path.abspath(run_directory)
-    run_file = _read_json(os.path.join(run_directory, RUN_FILE))
     plan = RunPlan(run_directory)
     if not holds_a_run(run_directory):
         if explicit:
             raise ConfigError("resume", f"{run_directory} holds no run to resume (no run.json, checkpoint or logs)")
         return plan
-    plan.session = int(run_file.get("sessions", 1))
+    plan.session = int(read_json(os.path.join(run_directory, RUN_FILE)).get("sessions", 1))
 
     config_path = os.path.join(run_directory, ".hydra", "config.yaml")
     if os.path.isfile(config_path):
@@ -451,14 +452,12 @@ def prepare_run(
                 "a resumed run keeps its configuration: repeat the run's own command, or use a new hydra.run.dir for a new run",
             )
 
-    summary = _read_json(os.path.join(run_directory, SUMMARY_FILE))
+    summary = read_json(os.path.join(run_directory, SUMMARY_FILE))
     if summary.get("status") in ("finished", "pruned"):  # A pruned trial is over: its search stopped it.
         plan.finished = summary
         return plan
 
-    path, skipped = find_latest(run_directory, warn=False)
-    for damaged, reason in skipped:
-        warn(f"checkpoint {damaged} is damaged ({reason}); using the previous one")
+    path, skipped = find_latest(run_directory)
     if path is None:
         if explicit:
             raise CheckpointError(
@@ -535,7 +534,7 @@ def apply_plan(plan: RunPlan, experiment: Any) -> Any:
     if restore is not None and restore.state.get("wall_time_s") is not None and factory.start_time is not None:
         factory.start_time = time.time() - float(restore.state["wall_time_s"])
     path = os.path.join(plan.run_directory, RUN_FILE)
-    run_file = _read_json(path)
+    run_file = read_json(path)
     run_id = run_file.get("wandb_run_id") or secrets.token_hex(4)
     if factory.wandb_run is not None:
         factory.wandb_run.use_run_id(run_id, resume=plan.session > 0)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import glob
-import json
 import os
 import sys
 from typing import Any
@@ -89,7 +88,6 @@ def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, 
     hydra = OmegaConf.to_container(OmegaConf.load(hydra_path)) if os.path.exists(hydra_path) else {}
     choices = hydra.get("hydra", {}).get("runtime", {}).get("choices", {})
     wandb_config = OmegaConf.to_container(config.logger).get("wandb") or {}
-    OmegaConf.set_struct(config, False)
     config.logger = {"_target_": "rl.loggers.DefaultLoggerFactory", "terminal": False, "csv": False, "wandb": None}
     config.observers = {}
     config.progress = False
@@ -133,7 +131,7 @@ def evaluate(options: dict[str, Any]) -> None:
 
     import numpy as np
 
-    from rl.checkpointing import CheckpointError, read_state, restore_learner_state
+    from rl.checkpointing import CheckpointError, read_json, read_state, restore_learner_state
     from rl.counting import Counter
     from rl.environments.factories import RenderingError
     from rl.experiments.builders import DistributedProgram
@@ -174,12 +172,9 @@ def evaluate(options: dict[str, Any]) -> None:
         f"{returns.min():.1f}, max {returns.max():.1f}], mean length {np.mean([r['episode_length'] for r in records]):.1f}"
     )
     print("episode returns: " + ", ".join(f"{value:g}" for value in returns.tolist()))
-    summary = os.path.join(run_dir, "summary.json")
-    if os.path.exists(summary):
-        with open(summary) as file:
-            final = json.load(file).get("final_eval_return")
-        if final is not None:
-            print(f"the run's final evaluation return was {final:.2f}")
+    final = read_json(os.path.join(run_dir, "summary.json")).get("final_eval_return")
+    if final is not None:
+        print(f"the run's final evaluation return was {final:.2f}")
     recorders = [observer for observer in loop.observers if isinstance(observer, VideoRecorder)]
     if recorders and recorders[0].videos:
         video = recorders[0].videos[0]
@@ -191,17 +186,13 @@ def evaluate(options: dict[str, Any]) -> None:
             print(log_video_to_wandb(run_dir, wandb_config, video, record))
 
 
-def main(argv: list[str] | None = None) -> int:
-    try:
-        evaluate(parse_arguments(sys.argv[1:] if argv is None else argv))
-    except EvaluationError as error:
-        print(f"evaluate.py: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def cli() -> None:
+    """The command line: one line on stderr and exit status 1 for a user error."""
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # Headless rendering (pygame).
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.exit(main())
+    try:
+        evaluate(parse_arguments(sys.argv[1:]))
+    except EvaluationError as error:
+        print(f"evaluate.py: {error}", file=sys.stderr)
+        sys.exit(1)

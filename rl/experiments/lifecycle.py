@@ -108,10 +108,8 @@ class RunRecord:
 
     @classmethod
     def start(cls, experiment: ExperimentConfig) -> "RunRecord":
-        restore = experiment.restore
-        if restore is None:
-            return cls(next_eval=next_evaluation(experiment, 0))
-        state, steps, start = restore.state, int(restore.state["actor_steps"]), experiment.logger_factory.start_time
+        state = experiment.restore.state if experiment.restore is not None else {}
+        steps, start = int(state.get("actor_steps", 0)), experiment.logger_factory.start_time
         next_eval = int(state.get("next_eval", 0))
         returns = [(int(s), float(v)) for s, v in state.get("eval_returns", [])]
         relative = state.get("eval_times_s")
@@ -162,9 +160,15 @@ class RunCheckpointer:
         fallback = checkpointing.replay_of(restore.checkpoint) if restore_replay else None
         return checkpointing.replay_root(self.experiment.run_directory), fallback
 
-    def save(self, record: RunRecord, snapshot: Snapshot) -> str:
-        """Writes a checkpoint of `snapshot` with the run's state item (all but the learner state)."""
-        experiment, start = self.experiment, self.experiment.logger_factory.start_time
+    def save(self, nodes: Nodes, periodic: bool = False) -> tuple[str | None, Snapshot]:
+        """Writes a checkpoint of the nodes' snapshot with the run's state item (all but the learner state);
+        none when checkpoints are off, or when periodic and no step was taken since the last one."""
+        snapshot = nodes.snapshot(checkpoint=self.settings.enabled)
+        unmoved = periodic and self.last and checkpointing.step_of(self.last) == snapshot.actor_steps
+        if unmoved or not self.settings.enabled:
+            self.start()  # Nothing moved since the last one: try later.
+            return None, snapshot
+        experiment, record, start = self.experiment, nodes.record, self.experiment.logger_factory.start_time
         state = {
             "agent": experiment.agent_name,
             "environment": experiment.environment_name,
@@ -195,7 +199,8 @@ class RunCheckpointer:
             tables,
         )
         self.start()
-        return self.last
+        nodes.saved(self.last, snapshot)
+        return self.last, snapshot
 
 
 class Nodes:
@@ -262,17 +267,6 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
         close_loggers(experiment, exit_code=exit_code)
         loggers_closed = True
 
-    def save(periodic: bool = False) -> tuple[str | None, Snapshot]:
-        snapshot = nodes.snapshot(checkpoint=checkpoints.settings.enabled)
-        if not checkpoints.settings.enabled:
-            return None, snapshot
-        if periodic and checkpoints.last and checkpointing.step_of(checkpoints.last) == snapshot.actor_steps:
-            checkpoints.start()  # Nothing moved since the last one: try later.
-            return None, snapshot
-        path = checkpoints.save(record, snapshot)
-        nodes.saved(path, snapshot)
-        return path, snapshot
-
     def summarize(counts: Mapping[str, Any], status: str) -> RunSummary:
         curve = (record.eval_returns, record.eval_times)
         return finish_run(experiment, counts, *curve, time.perf_counter() - start, record.acting_time_s, status=status)
@@ -306,14 +300,14 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
                 if stop.signum is not None or pruned:
                     break
                 if checkpoints.due():
-                    save(periodic=True)
+                    checkpoints.save(nodes, periodic=True)
         if stop.signum is not None or pruned:
             nodes.end_acting(interrupted=True)
         nodes.end_learning()  # The last checkpoint's counts are the learner's last.
         if pruned:  # No checkpoint: a pruned trial is not resumed.
             trial.prune()
             return finish(nodes.snapshot(checkpoint=False), "pruned", 0)
-        path, snapshot = save()
+        path, snapshot = checkpoints.save(nodes)
         if stop.signum is not None:
             raise RunInterrupted(stop.signum, finish(snapshot, "interrupted", 128 + stop.signum), path)
         return finish(snapshot, "finished", 0)
@@ -321,8 +315,7 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
         close(error.exit_code)
         raise
     except Exception as error:  # noqa: BLE001 - `failure` decides what is a failure of the run.
-        message = nodes.failure(error)
-        if message is None or isinstance(error, RunInterrupted):
+        if isinstance(error, RunInterrupted) or (message := nodes.failure(error)) is None:
             raise
         with contextlib.suppress(Exception):  # A "failed" summary, when the counts can still be had.
             nodes.end_learning()

@@ -44,7 +44,6 @@ class OptunaTrial:
         self.study = optuna.load_study(study_name=study_name, storage=backend, pruner=pruner)
         trial_id = backend.get_trial_id_from_study_id_trial_number(study_id, number)
         self.trial = optuna.trial.Trial(self.study, trial_id)
-        self.number = number
         if run_directory is not None:
             self.trial.set_user_attr(DIRECTORY_ATTRIBUTE, os.path.abspath(run_directory))
 

@@ -30,11 +30,9 @@ def curve_statistics(eval_returns: Sequence[tuple[int, float]]) -> tuple[float, 
     if not eval_returns:
         return float("nan"), float("nan")
     steps, values = [float(s) for s, _ in eval_returns], [float(v) for _, v in eval_returns]
-    last = values[-LAST_EVALUATIONS:]
-    if len(values) == 1 or steps[-1] == steps[0]:
-        return sum(last) / len(last), values[-1]
+    last, span = values[-LAST_EVALUATIONS:], steps[-1] - steps[0]
     area = sum((b - a) * (u + v) / 2 for a, b, u, v in zip(steps, steps[1:], values, values[1:]))
-    return sum(last) / len(last), area / (steps[-1] - steps[0])
+    return sum(last) / len(last), area / span if span else values[-1]
 
 
 def first_reaching(
@@ -97,9 +95,9 @@ class RunSummary:
             eval_returns=[(int(s), float(v)) for s, v in eval_returns],
             status=status,
             threshold=experiment.threshold,
+            actor_steps_per_second=round(actor_steps / acting_time_s, 1) if acting_time_s else None,
             time_to_threshold_s=time_to_threshold,
             steps_to_threshold=steps_to_threshold,
-            actor_steps_per_second=round(actor_steps / acting_time_s, 1) if acting_time_s else None,
             **dict(zip(("last_evals_mean", "eval_return_auc"), curve_statistics(eval_returns))),
         )
 
@@ -168,8 +166,7 @@ class ProgressDisplay:
         self._task = self._progress.add_task("train", total=total_steps, rate="-", episode_return="-", eval_return="-")
 
     def __enter__(self) -> "ProgressDisplay":
-        if self.enabled:
-            self._progress.start()
+        self._progress.start()  # Rich starts no display when disabled.
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
