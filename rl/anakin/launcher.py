@@ -135,7 +135,7 @@ class AnakinLauncher(Launcher):
 
         system, _ = make_system(experiment)
         latest, _ = checkpointing.find_latest(experiment.run_directory, warn=False)
-        chunk_steps = self.check_experiment(experiment) * system.steps_per_update
+        chunk_steps = self.check_experiment(experiment) * steps_per_update(experiment)
         steps = checkpointing.step_of(latest) if latest is not None else None
         if steps is not None and (experiment.max_actor_steps - steps) % chunk_steps:
             raise checkpointing.CheckpointError(
