@@ -184,11 +184,10 @@ def launch(
     sweep_directory = os.path.abspath(str(config.hydra.sweep.dir))
     os.makedirs(sweep_directory, exist_ok=True)
     log.info("anakin_grid: preparing %d jobs in %s", len(job_overrides), sweep_directory)
-    for index, overrides in enumerate(job_overrides):
-        log.info("\t#%d : %s", initial_job_idx + index, " ".join(filter_overrides(overrides)))
+    for number, overrides in enumerate(job_overrides, initial_job_idx):
+        log.info("\t#%d : %s", number, " ".join(filter_overrides(overrides)))
     results, prepared = [], []
-    for index, overrides in enumerate(job_overrides):
-        number = initial_job_idx + index
+    for number, overrides in enumerate(job_overrides, initial_job_idx):
         sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
         with open_dict(sweep_config):
             sweep_config.hydra.job.id, sweep_config.hydra.job.num = f"{sweep_config.hydra.job.name}_{number}", number

@@ -41,6 +41,11 @@ class System:
     def evaluation_params(self, state: Any) -> Any:
         return self.learning.policy_params(state.learner)
 
+    def act(self, state: Any, key: jax.Array, length: int, clock: jax.Array) -> tuple[VectorState, Trajectory]:
+        """`length` steps of the copies in `state` under the behaviour policy (`clock`: its actor steps)."""
+        params = self.learning.policy_params(state.learner)
+        return rollout(self.environment, self.behaviour_policy, params, state.environment, key, length, clock)
+
 
 def make_system(experiment: ExperimentConfig) -> tuple[System, GymnaxVector]:
     """(the builder's system on `num_envs` gymnax copies, the evaluation environment of `eval_episodes`)."""
@@ -239,10 +244,7 @@ class OffPolicySystem(System):
 
     def update(self, state: OffPolicyState) -> tuple[OffPolicyState, dict[str, jax.Array], EnvStep]:
         key, act_key, learn_key = jax.random.split(state.key, 3)
-        params = self.learning.policy_params(state.learner)
-        environment, trajectory = rollout(
-            self.environment, self.behaviour_policy, params, state.environment, act_key, 1, state.actor_steps
-        )
+        environment, trajectory = self.act(state, act_key, 1, state.actor_steps)
         step = trajectory.step
         stored = Stored(
             trajectory.observation, trajectory.action, step.reward, step.discount, step.done, step.final_observation
@@ -286,12 +288,8 @@ class PPOSystem(System):
 
     def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array], EnvStep]:
         key, rollout_key = jax.random.split(state.key)
-        learner, length = state.learner, self.config.unroll_length
-        params = self.learning.policy_params(learner)
-        environment, trajectory = rollout(
-            self.environment, self.behaviour_policy, params, state.environment, rollout_key, length, learner.actor_steps
-        )
-        learner, metrics = self.learn(learner, trajectory, environment.observation)
+        environment, trajectory = self.act(state, rollout_key, self.config.unroll_length, state.learner.actor_steps)
+        learner, metrics = self.learn(state.learner, trajectory, environment.observation)
         return PPOState(learner, environment, key), metrics, trajectory.step
 
     def learn(self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:
