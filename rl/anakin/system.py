@@ -116,7 +116,7 @@ def make_chunk(system: System, steps_per_chunk: int) -> Callable[[Any], tuple[An
 
         episodes = jnp.sum(episodes)
         count = jnp.maximum(episodes, 1).astype(jnp.float32)
-        summary = {
+        return state, {
             **{name: mean(values) for name, values in metrics.items()},
             "trained_updates": updates,
             "episodes": episodes,
@@ -124,7 +124,6 @@ def make_chunk(system: System, steps_per_chunk: int) -> Callable[[Any], tuple[An
             "episode_length": jnp.sum(lengths).astype(jnp.float32) / count,
             "learner_steps": system.learning.learner_steps(state.learner),
         }
-        return state, summary
 
     return chunk
 
