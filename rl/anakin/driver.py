@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import os
 import time
 from typing import Any, Callable
@@ -16,6 +15,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rl.agents.builder import NumericalError
+from rl.anakin.launcher import steps_per_update
 from rl.anakin.system import System, evaluate, make_chunk, make_system, with_hyperparameters
 from rl.environment_loop import spread
 from rl.environments.gymnax_vector import GymnaxVector
@@ -23,9 +23,7 @@ from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
 from rl.checkpointing import trim_logs
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
-from rl.loggers.base import Logger, format_number
-
-TRANSCRIPT = logging.getLogger("rl.transcript")
+from rl.loggers.base import TRANSCRIPT, Logger, format_number
 
 # Each replica's loggers: label -> (steps key, instance).
 LOGGERS = {"learner": ("learner_steps",), "actor": ("actor_steps", 0), "evaluator": ("actor_steps", 0)}
@@ -129,7 +127,7 @@ class AnakinNodes(lifecycle.Nodes):
         for factory in (replica.logger_factory for replica in self.replica_experiments):
             self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
         self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
-        self.chunk_steps = self.steps_per_chunk * system.steps_per_update
+        self.chunk_steps = self.steps_per_chunk * steps_per_update(experiment)
 
     def counts_of(self, replica: int) -> dict[str, int]:
         if self.ended[replica]:

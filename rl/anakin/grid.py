@@ -17,7 +17,8 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rl.anakin.launcher import AnakinLauncher
-from rl.loggers.base import JOB_PREFIX
+from rl.checkpointing import flatten_mapping
+from rl.loggers.base import JOB_PREFIX, TRANSCRIPT
 
 log = logging.getLogger(__name__)
 
@@ -27,17 +28,10 @@ RECORD_KEYS = ("seed", "logger", "objective", "threshold", "progress", "checkpoi
 GROUPS_DIRECTORY = ".grid"  # Under the sweep directory: each group's own records (the replicas' mean).
 
 
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested config as dotted keys -> leaf values."""
-    if isinstance(tree, dict) and tree:
-        return {k: v for key, value in tree.items() for k, v in flatten(value, f"{prefix}{key}.").items()}
-    return {prefix[:-1]: tree}
-
-
 def group_jobs(configs: Sequence[dict[str, Any]]) -> list[tuple[list[int], list[str]]]:
     """(job indices, the keys the group batches) of each group: jobs equal but in their seed, records and
     the float values of agent/policy keys; a group batches the keys whose values differ in it."""
-    flat = [flatten(config) for config in configs]
+    flat = [flatten_mapping(config) for config in configs]
     floats = lambda key: all(type(values.get(key)) is float for values in flat)
     batchable = {key for key in set().union(*flat) if key.split(".")[0] in BATCHED_GROUPS and floats(key)}
     groups: dict[str, list[int]] = {}
@@ -94,16 +88,15 @@ def split_structural(experiments: Sequence[Any], varying: list[str]) -> list[tup
 @contextlib.contextmanager
 def transcript_to(path: str, prefix: str) -> Iterator[None]:
     """While open, terminal lines start with `prefix` and train.log's copy goes to `path`."""
-    logger = logging.getLogger("rl.transcript")
-    handlers, old_prefix = logger.handlers[:], JOB_PREFIX["text"]
+    handlers, old_prefix = TRANSCRIPT.handlers[:], JOB_PREFIX["text"]
     handler = logging.FileHandler(path)
     handler.setFormatter(handlers[0].formatter if handlers else None)
-    logger.handlers, JOB_PREFIX["text"] = [handler], prefix
+    TRANSCRIPT.handlers, JOB_PREFIX["text"] = [handler], prefix
     try:
         yield
     finally:
         handler.close()
-        logger.handlers, JOB_PREFIX["text"] = handlers, old_prefix
+        TRANSCRIPT.handlers, JOB_PREFIX["text"] = handlers, old_prefix
 
 
 @dataclasses.dataclass
@@ -191,11 +184,10 @@ def launch(
     sweep_directory = os.path.abspath(str(config.hydra.sweep.dir))
     os.makedirs(sweep_directory, exist_ok=True)
     log.info("anakin_grid: preparing %d jobs in %s", len(job_overrides), sweep_directory)
-    for index, overrides in enumerate(job_overrides):
-        log.info("\t#%d : %s", initial_job_idx + index, " ".join(filter_overrides(overrides)))
+    for number, overrides in enumerate(job_overrides, initial_job_idx):
+        log.info("\t#%d : %s", number, " ".join(filter_overrides(overrides)))
     results, prepared = [], []
-    for index, overrides in enumerate(job_overrides):
-        number = initial_job_idx + index
+    for number, overrides in enumerate(job_overrides, initial_job_idx):
         sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
         with open_dict(sweep_config):
             sweep_config.hydra.job.id, sweep_config.hydra.job.num = f"{sweep_config.hydra.job.name}_{number}", number

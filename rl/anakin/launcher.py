@@ -133,9 +133,8 @@ class AnakinLauncher(Launcher):
         from rl.anakin.driver import replica_keys
         from rl.anakin.system import make_system
 
-        system, _ = make_system(experiment)
         latest, _ = checkpointing.find_latest(experiment.run_directory, warn=False)
-        chunk_steps = self.check_experiment(experiment) * system.steps_per_update
+        chunk_steps = self.check_experiment(experiment) * steps_per_update(experiment)
         steps = checkpointing.step_of(latest) if latest is not None else None
         if steps is not None and (experiment.max_actor_steps - steps) % chunk_steps:
             raise checkpointing.CheckpointError(
@@ -143,7 +142,7 @@ class AnakinLauncher(Launcher):
                 f"max_actor_steps={experiment.max_actor_steps} from there: resume with the run's own "
                 "launcher.steps_per_chunk"
             )
-        return jax.eval_shape(jax.vmap(system.init), replica_keys(experiment.seed, self.num_seeds))
+        return jax.eval_shape(jax.vmap(make_system(experiment)[0].init), replica_keys(experiment.seed, self.num_seeds))
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         from rl.anakin.driver import AnakinNodes

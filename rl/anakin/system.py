@@ -15,7 +15,6 @@ from rl.agents.builder import Batch
 from rl.agents.ppo.builder import TrainingState
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
 from rl.experiments.config import ExperimentConfig
-from rl.anakin.launcher import steps_per_update
 from rl.core import Transition
 from rl.replay.adders import SequenceStep
 
@@ -29,26 +28,29 @@ TRAINED = "trained"
 class System:
     """A subclass adds `init(key)` and `update(state) -> (state, metrics, EnvStep)`; its state has `learner`."""
 
-    def __init__(self, experiment: ExperimentConfig, network: Any, environment: GymnaxVector):
+    def __init__(self, experiment: ExperimentConfig):
         builder, spec = experiment.builder, experiment.environment_spec
-        self.config, self.network, self.environment = builder.config, network, environment
-        self.steps_per_update = steps_per_update(experiment)
-        self.learning = builder.make_learning(network)
-        self.behaviour_policy: Policy = builder.make_policy(network, spec, evaluation=False)
-        self.evaluation_policy: Policy = builder.make_policy(network, spec, evaluation=True)
+        options = experiment.environment_factory.keywords  # The gymnax factory's name and kwargs.
+        vector = lambda copies: GymnaxVector(options["name"], copies, options.get("kwargs"))
+        self.environment, self.evaluation_environment = vector(experiment.num_envs), vector(experiment.eval_episodes)
+        self.config, self.network = builder.config, experiment.network_factory(environment_spec=spec)
+        self.learning = builder.make_learning(self.network)
+        self.behaviour_policy: Policy = builder.make_policy(self.network, spec, evaluation=False)
+        self.evaluation_policy: Policy = builder.make_policy(self.network, spec, evaluation=True)
 
     def evaluation_params(self, state: Any) -> Any:
         return self.learning.policy_params(state.learner)
 
+    def act(self, state: Any, key: jax.Array, length: int, clock: jax.Array) -> tuple[VectorState, Trajectory]:
+        """`length` steps of the copies in `state` under the behaviour policy (`clock`: its actor steps)."""
+        params = self.learning.policy_params(state.learner)
+        return rollout(self.environment, self.behaviour_policy, params, state.environment, key, length, clock)
+
 
 def make_system(experiment: ExperimentConfig) -> tuple[System, GymnaxVector]:
     """(the builder's system on `num_envs` gymnax copies, the evaluation environment of `eval_episodes`)."""
-    kind = PPOSystem if experiment.builder.anakin == "on_policy" else OffPolicySystem
-    options = experiment.environment_factory.keywords  # The gymnax factory's name and kwargs.
-    network = experiment.network_factory(environment_spec=experiment.environment_spec)
-    environment = GymnaxVector(options["name"], experiment.num_envs, options.get("kwargs"))
-    evaluation = GymnaxVector(options["name"], experiment.eval_episodes, options.get("kwargs"))
-    return kind(experiment, network, environment), evaluation
+    system = (PPOSystem if experiment.builder.anakin == "on_policy" else OffPolicySystem)(experiment)
+    return system, system.evaluation_environment
 
 
 def with_hyperparameters(experiment: ExperimentConfig, values: dict[str, Any]) -> ExperimentConfig:
@@ -114,7 +116,7 @@ def make_chunk(system: System, steps_per_chunk: int) -> Callable[[Any], tuple[An
 
         episodes = jnp.sum(episodes)
         count = jnp.maximum(episodes, 1).astype(jnp.float32)
-        summary = {
+        return state, {
             **{name: mean(values) for name, values in metrics.items()},
             "trained_updates": updates,
             "episodes": episodes,
@@ -122,7 +124,6 @@ def make_chunk(system: System, steps_per_chunk: int) -> Callable[[Any], tuple[An
             "episode_length": jnp.sum(lengths).astype(jnp.float32) / count,
             "learner_steps": system.learning.learner_steps(state.learner),
         }
-        return state, summary
 
     return chunk
 
@@ -202,20 +203,20 @@ class OffPolicySystem(System):
         next     = s'_{t+m-1}
     """
 
-    def __init__(self, experiment: ExperimentConfig, network: Any, environment: GymnaxVector):
-        super().__init__(experiment, network, environment)
-        config, spec = self.config, experiment.environment_spec
+    def __init__(self, experiment: ExperimentConfig):
+        super().__init__(experiment)
+        config, spec, num_envs = self.config, experiment.environment_spec, experiment.num_envs
         self.behaviour_policy = _without_extras(self.behaviour_policy)
         self.evaluation_policy = _without_extras(self.evaluation_policy)
-        self.sgd_steps = round(environment.num_envs * config.samples_per_insert / config.batch_size)
+        self.sgd_steps = round(num_envs * config.samples_per_insert / config.batch_size)
         max_size = min(config.max_replay_size, experiment.max_actor_steps)
         self.buffer = flashbax.make_trajectory_buffer(
-            add_batch_size=environment.num_envs,
+            add_batch_size=num_envs,
             sample_batch_size=config.batch_size,
             sample_sequence_length=config.n_step,
             period=1,
             min_length_time_axis=config.n_step,
-            max_length_time_axis=max(config.n_step + 1, -(-max_size // environment.num_envs)),
+            max_length_time_axis=max(config.n_step + 1, -(-max_size // num_envs)),
         )
         observation, zero = jnp.zeros(spec.observations.shape, jnp.float32), jnp.zeros((), jnp.float32)
         action = jnp.zeros(spec.actions.shape, spec.actions.dtype)
@@ -242,10 +243,7 @@ class OffPolicySystem(System):
 
     def update(self, state: OffPolicyState) -> tuple[OffPolicyState, dict[str, jax.Array], EnvStep]:
         key, act_key, learn_key = jax.random.split(state.key, 3)
-        params = self.learning.policy_params(state.learner)
-        environment, trajectory = rollout(
-            self.environment, self.behaviour_policy, params, state.environment, act_key, 1, state.actor_steps
-        )
+        environment, trajectory = self.act(state, act_key, 1, state.actor_steps)
         step = trajectory.step
         stored = Stored(
             trajectory.observation, trajectory.action, step.reward, step.discount, step.done, step.final_observation
@@ -289,12 +287,8 @@ class PPOSystem(System):
 
     def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array], EnvStep]:
         key, rollout_key = jax.random.split(state.key)
-        learner, length = state.learner, self.config.unroll_length
-        params = self.learning.policy_params(learner)
-        environment, trajectory = rollout(
-            self.environment, self.behaviour_policy, params, state.environment, rollout_key, length, learner.actor_steps
-        )
-        learner, metrics = self.learn(learner, trajectory, environment.observation)
+        environment, trajectory = self.act(state, rollout_key, self.config.unroll_length, state.learner.actor_steps)
+        learner, metrics = self.learn(state.learner, trajectory, environment.observation)
         return PPOState(learner, environment, key), metrics, trajectory.step
 
     def learn(self, learner: TrainingState, trajectory: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:

@@ -56,7 +56,7 @@ def impala_torso(channels: Sequence[int] = (16, 32, 32), num_blocks: int = 2, hi
     return torso
 
 
-def _build(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], network_kind: str, dueling: bool) -> Any:
+def _build(environment_spec: EnvironmentSpec, torso: Torso, network_kind: str, dueling: bool) -> Any:
     observations = environment_spec.observations
     shape = tuple(observations.shape) if isinstance(observations, specs.Array) else ()
     if len(shape) != 3:
@@ -67,7 +67,7 @@ def _build(environment_spec: EnvironmentSpec, make_torso: Callable[[], Torso], n
         raise ValueError(f"network_kind must be one of {list(NETWORK_KINDS)}, got {network_kind!r}")
 
     def forward(observation: jax.Array) -> Any:
-        features = make_torso()(observation)
+        features = torso(observation)
         if network_kind == "q_values":
             return q_head(features, num_actions(environment_spec.actions), dueling)
         return policy_head(features, environment_spec.actions), value_head(features)
@@ -81,7 +81,7 @@ def make_atari_cnn(
     """The Nature DQN torso under a Q head (`q_values`) or policy and value heads (`policy_value`)."""
     if int(hidden_size) <= 0:
         raise ValueError(f"hidden_size must be positive, got {hidden_size}")
-    return _build(environment_spec, lambda: nature_torso(hidden_size), network_kind, dueling)
+    return _build(environment_spec, nature_torso(hidden_size), network_kind, dueling)
 
 
 def make_impala_resnet(
@@ -97,7 +97,7 @@ def make_impala_resnet(
         raise ValueError(
             f"channels and hidden_size must be positive and num_blocks >= 0, got {list(channels)}, {num_blocks}, {hidden_size}"
         )
-    return _build(environment_spec, lambda: impala_torso(channels, num_blocks, hidden_size), network_kind, dueling)
+    return _build(environment_spec, impala_torso(channels, num_blocks, hidden_size), network_kind, dueling)
 
 
 make_atari_cnn.network_kinds = make_impala_resnet.network_kinds = NETWORK_KINDS

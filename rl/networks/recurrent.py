@@ -96,13 +96,11 @@ def make_recurrent_q_network(
         return step, (step, unroll)
 
     transformed = hk.without_apply_rng(hk.multi_transform(functions))
-    step_apply, unroll_apply = transformed.apply
-
     state_spec = lstm_state_spec(size)
     initial_state = functools.partial(zeros_like_spec, state_spec)
     dummy = zeros_like_spec(environment_spec.observations)
     init = jax.jit(lambda key: transformed.init(key, dummy, initial_state(1)))
-    return RecurrentNetwork(init, initial_state, step_apply, unroll_apply, state_spec)
+    return RecurrentNetwork(init, initial_state, *transformed.apply, state_spec)
 
 
 make_recurrent_q_network.network_kind = "recurrent_q"
