@@ -33,9 +33,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
     a run keeps its `.hydra/` config (`hydra.output_subdir=null`)."""
     if any(arg in ("-m", "--multirun") for arg in argv):
         return argv
-    values = {
-        key: arg.split("=", 1)[1] for arg in argv for key in ("resume", "hydra.run.dir") if arg.startswith(f"{key}=")
-    }
+    values = dict(arg.split("=", 1) for arg in argv if arg.startswith(("resume=", "hydra.run.dir=")))
     run_directory, resume = values.get("hydra.run.dir"), values.get("resume")
     if resume not in (None, "", "null"):
         path = os.path.abspath(os.path.expanduser(resume))
