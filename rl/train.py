@@ -33,9 +33,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
     a run keeps its `.hydra/` config (`hydra.output_subdir=null`)."""
     if any(arg in ("-m", "--multirun") for arg in argv):
         return argv
-    values = {
-        key: arg.split("=", 1)[1] for arg in argv for key in ("resume", "hydra.run.dir") if arg.startswith(f"{key}=")
-    }
+    values = dict(arg.split("=", 1) for arg in argv if arg.startswith(("resume=", "hydra.run.dir=")))
     run_directory, resume = values.get("hydra.run.dir"), values.get("resume")
     if resume not in (None, "", "null"):
         path = os.path.abspath(os.path.expanduser(resume))
@@ -89,13 +87,11 @@ def composition_error(error: Exception, argv: list[str]) -> str:
         preset = os.path.join(CONFIG_DIR, "experiment", f"{experiment}.yaml")
         if group == "agent" and agent and os.path.isfile(preset):  # An agent option of another agent's preset.
             defaults = OmegaConf.to_container(OmegaConf.load(preset)).get("defaults", [])
-            owners = [
-                entry["override /agent"] for entry in defaults if isinstance(entry, dict) and "override /agent" in entry
-            ]
-            if owners and owners[0] != agent:
+            owner = {k: v for e in defaults if isinstance(e, dict) for k, v in e.items()}.get("override /agent")
+            if owner not in (None, agent):
                 return (
-                    f"agent: experiment={experiment} is a preset for agent={owners[0]}: its agent settings ({key}, ...) "
-                    f"are {owners[0]}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults"
+                    f"agent: experiment={experiment} is a preset for agent={owner}: its agent settings ({key}, ...) "
+                    f"are {owner}'s, not {agent}'s; drop experiment= to run agent={agent} from its defaults"
                 )
         options = [str(option) for option in cause.parent_node or {} if option != "hydra"]
         nearest = nearest_option(name, [option for option in options if not option.startswith("_")])

@@ -10,7 +10,7 @@ import math
 import os
 import shutil
 import warnings
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 import optuna
 from hydra.core.utils import JobReturn, JobStatus
@@ -26,7 +26,6 @@ log = logging.getLogger(__name__)
 STORAGE_FILE = "optuna.db"  # In the sweep directory, when `storage` is null.
 RESULTS_FILE = "optimization_results.yaml"
 BEST_CONFIG_FILE = "best_config.yaml"
-PLOTS = {"optimization_history.png": "plot_optimization_history", "intermediate_values.png": "plot_intermediate_values"}
 
 
 def hydra_string(key: str, value: str) -> str:
@@ -40,11 +39,6 @@ class PruningOptunaSweeperImpl(OptunaSweeperImpl):
     def __init__(self, pruner: Any, **settings: Any) -> None:
         super().__init__(**settings)
         self.pruner = pruner
-
-    def storage_url(self) -> str:
-        if self.storage is not None:
-            return str(self.storage)
-        return f"sqlite:///{os.path.join(os.path.abspath(str(self.sweep_dir)), STORAGE_FILE)}"
 
     def distributions(self, arguments: List[str]) -> tuple[Dict[str, Any], Dict[str, Any]]:
         """The distributions to sample and the fixed overrides, as Hydra's Optuna sweeper reads them
@@ -67,7 +61,8 @@ class PruningOptunaSweeperImpl(OptunaSweeperImpl):
                 f"hydra.sweeper.direction: a search that prunes has one objective, got {directions}"
             )
         space, fixed = self.distributions(arguments)
-        url = self.storage_url()
+        sqlite = os.path.join(os.path.abspath(str(self.sweep_dir)), STORAGE_FILE)
+        url = str(self.storage) if self.storage is not None else f"sqlite:///{sqlite}"
         os.makedirs(str(self.sweep_dir), exist_ok=True)
         storage = pruning.open_storage(url)
         study = optuna.create_study(
@@ -85,16 +80,17 @@ class PruningOptunaSweeperImpl(OptunaSweeperImpl):
         log.info(
             f"Study {study.study_name} in {url}; pruner {type(self.pruner).__name__}, sampler {type(self.sampler).__name__}"
         )
-        environment = {
-            pruning.STORAGE_VARIABLE: hydra_string("hydra.sweeper.storage", url),
-            pruning.STUDY_VARIABLE: hydra_string("hydra.sweeper.study_name", study.study_name),
-        }
+        # Environment variables for each job only (Hydra restores them after it).
+        environment = [
+            f"++hydra.job.env_set.{pruning.STORAGE_VARIABLE}={hydra_string('hydra.sweeper.storage', url)}",
+            f"++hydra.job.env_set.{pruning.STUDY_VARIABLE}={hydra_string('hydra.sweeper.study_name', study.study_name)}",
+        ]
         remaining = self.n_trials
         while remaining > 0:
             study = self.reload(study, storage)
             trials = [study.ask() for _ in range(min(remaining, self.n_jobs))]
             overrides = [
-                (*trial_overrides, *job_environment({**environment, pruning.TRIAL_VARIABLE: str(trial.number)}))
+                (*trial_overrides, *environment, f"++hydra.job.env_set.{pruning.TRIAL_VARIABLE}={trial.number}")
                 for trial, trial_overrides in zip(trials, self._configure_trials(trials, space, fixed))
             ]
             returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
@@ -135,20 +131,14 @@ class PruningOptunaSweeperImpl(OptunaSweeperImpl):
             _ = raised[0].return_value  # Raises the job's own error, with its traceback.
 
 
-def job_environment(variables: Dict[str, str]) -> List[str]:
-    """Overrides that set environment variables for one job only (Hydra restores them after it)."""
-    return [f"++hydra.job.env_set.{name}={value}" for name, value in variables.items()]
-
-
-def write_results(study: optuna.Study, sweep_dir: str, url: str, pruner_spec: Any) -> Optional[str]:
+def write_results(study: optuna.Study, sweep_dir: str, url: str, pruner_spec: Any) -> None:
     """`optimization_results.yaml` (the best trial's parameters, value, number and directory, and how
     many trials completed, were pruned or failed), the best job's config as `best_config.yaml`, and
-    plots of the study; returns the best trial's directory (None without a completed trial)."""
+    plots of the study."""
     trials = study.get_trials(deepcopy=False)
     counts = {state.name.lower(): sum(t.state == state for t in trials) for state in TrialState if state.is_finished()}
     results: Dict[str, Any] = {"name": "optuna", "study_name": study.study_name, "storage": url}
     results |= {"pruner": pruner_spec, "trials": counts}
-    directory = None
     if counts["complete"]:
         best = study.best_trial
         directory = best.user_attrs.get(pruning.DIRECTORY_ATTRIBUTE)
@@ -161,7 +151,6 @@ def write_results(study: optuna.Study, sweep_dir: str, url: str, pruner_spec: An
     log.info(f"Trials: {counts}")
     OmegaConf.save(OmegaConf.create(results), os.path.join(sweep_dir, RESULTS_FILE))
     plot_study(study, sweep_dir, counts["complete"] > 0)
-    return directory
 
 
 def plot_study(study: optuna.Study, sweep_dir: str, completed: bool) -> None:
@@ -173,11 +162,10 @@ def plot_study(study: optuna.Study, sweep_dir: str, completed: bool) -> None:
     import matplotlib.pyplot as plt
     from optuna.visualization import matplotlib as plots
 
-    for name, function in PLOTS.items():
-        if function == "plot_optimization_history" and not completed:
-            continue
+    history = {"optimization_history.png": plots.plot_optimization_history} if completed else {}
+    for name, plot in {**history, "intermediate_values.png": plots.plot_intermediate_values}.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            axes = getattr(plots, function)(study)
+            axes = plot(study)
         axes.figure.savefig(os.path.join(sweep_dir, name), dpi=100, bbox_inches="tight")
         plt.close(axes.figure)

@@ -16,23 +16,19 @@ from rl.core import EnvironmentSpec, make_environment_spec
 if TYPE_CHECKING:  # Only a type here: importing the builders imports reverb and TensorFlow.
     from rl.agents.builder import ActorLearnerBuilder
 
-MIN_COMPILE_TIME_S = 0.1
-
 
 def enable_compilation_cache(directory: str | None) -> None:
     """Points JAX's persistent compilation cache at `directory` (None leaves it off)."""
     if not directory:
         return
     import jax
+    from jax.experimental.compilation_cache import compilation_cache
 
     path = os.path.abspath(os.path.expanduser(directory))
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_S)
-    # JAX decides at its first compilation whether the cache is used: make it ask again.
-    from jax.experimental.compilation_cache import compilation_cache
-
-    compilation_cache.reset_cache()
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+    compilation_cache.reset_cache()  # JAX decides at its first compilation whether the cache is used: ask again.
 
 
 @dataclasses.dataclass

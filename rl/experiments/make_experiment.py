@@ -380,8 +380,8 @@ def make_experiment(
     """Validates `config` and builds the experiment and its launcher (nothing started)."""
     choices = dict(choices or {})
     # The run's settings first: an agent option interpolating a bad max_actor_steps is named as max_actor_steps.
-    top_level = [field.name for field in dataclasses.fields(RunSettings) if field.name in config]
-    settings = check_run_settings(resolved_container(OmegaConf.masked_copy(config, top_level)))
+    top_level = OmegaConf.masked_copy(config, [field.name for field in dataclasses.fields(RunSettings)])
+    settings = check_run_settings(resolved_container(top_level))
     container = resolved_container(config)
     # `num_envs` and `backend` configure the actors' loops, not the factory (the run's config keeps them).
     environment_options = dict(container.get("environment") or {})
