@@ -3,7 +3,7 @@ observation statistics, linear schedules and masked means. Imports neither rlax 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +27,34 @@ class RunningStatistics(NamedTuple):
     count: jax.Array
     mean: Any
     variance: Any
+
+
+def pack_rows(tree: Any) -> tuple[jax.Array, Callable[[jax.Array], Any]]:
+    """(rows, unpack): the leaves of `tree` (one leading axis, 32-bit or bool) side by side as one matrix of
+    32-bit words, and `unpack(rows[i])`, which is `tree` at `i` exactly (`leaf[i]` for every leaf). An
+    accelerator gathers a contiguous row about as fast as a scalar: one gather of packed rows replaces a
+    gather of scalars per leaf."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    count = leaves[0].shape[0]
+    columns = []
+    for leaf in leaves:
+        if leaf.dtype != jnp.bool_ and jnp.dtype(leaf.dtype).itemsize != 4:
+            raise TypeError(f"pack_rows packs 32-bit and bool leaves, got {leaf.dtype}")
+        flat = jnp.reshape(leaf, (count, -1))
+        words = flat.astype(jnp.uint32) if leaf.dtype == jnp.bool_ else jax.lax.bitcast_convert_type(flat, jnp.uint32)
+        columns.append(words)
+    ends = np.cumsum([column.shape[1] for column in columns])[:-1]
+
+    def unpack(rows: jax.Array) -> Any:
+        unpacked = []
+        for leaf, words in zip(leaves, jnp.split(rows, ends, axis=-1)):
+            value = (
+                words.astype(jnp.bool_) if leaf.dtype == jnp.bool_ else jax.lax.bitcast_convert_type(words, leaf.dtype)
+            )
+            unpacked.append(jnp.reshape(value, rows.shape[:-1] + leaf.shape[1:]))
+        return jax.tree_util.tree_unflatten(treedef, unpacked)
+
+    return jnp.concatenate(columns, axis=1), unpack
 
 
 def init_statistics(observation_spec: Any) -> RunningStatistics:

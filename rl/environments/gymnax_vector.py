@@ -28,7 +28,7 @@ def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, A
     if name not in gymnax.registered_envs:
         raise ValueError(f"'{name}' is not a gymnax environment; registered ids: {list(gymnax.registered_envs)}")
     environment, params = gymnax.make(name, **(kwargs or {}))
-    key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+    key = jax.eval_shape(lambda: jax.random.PRNGKey(0))  # Any PRNG implementation's key.
     shape = jax.eval_shape(lambda k: environment.reset_env(k, params)[0], key).shape
     observation_spec = specs.Array(tuple(shape), np.float32, "observation")
     space = environment.action_space(params)

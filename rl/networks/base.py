@@ -186,7 +186,9 @@ def log_prob(policy_output: Any, action: jax.Array) -> jax.Array:
         z = (action - policy_output.loc) / policy_output.scale
         return -jnp.sum(0.5 * jnp.square(z) + jnp.log(policy_output.scale) + 0.5 * LOG_2PI, axis=-1)
     log_probs = jax.nn.log_softmax(policy_output, axis=-1)
-    return jnp.take_along_axis(log_probs, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    # A select and a sum rather than a gather, which accelerators run far slower; the same value exactly.
+    taken = jnp.arange(log_probs.shape[-1]) == action[..., None].astype(jnp.int32)
+    return jnp.sum(jnp.where(taken, log_probs, 0.0), axis=-1)
 
 
 def entropy(policy_output: Any) -> jax.Array:

@@ -127,9 +127,9 @@ class TrainingState(NamedTuple):
 
 def prepare_minibatches(
     apply: Any, params: Any, batch: SequenceStep, config: Any, key: jax.Array
-) -> tuple[Minibatch, dict[str, jax.Array]]:
-    """The batch's steps with advantages and targets, shuffled per epoch into
-    (num_epochs * num_minibatches, minibatch size, ...) arrays, and batch metrics."""
+) -> tuple[Minibatch, jax.Array, dict[str, jax.Array]]:
+    """The batch's steps with advantages and targets, the rows of every minibatch (each epoch a shuffle of
+    them, (num_epochs * num_minibatches, minibatch size)) and batch metrics."""
     num_sequences, length = batch.mask.shape
     flat = lambda x: jnp.reshape(x, (num_sequences * length,) + x.shape[2:])
     _, values = apply(params, jax.tree_util.tree_map(flat, batch.observation))
@@ -151,8 +151,7 @@ def prepare_minibatches(
     )
     epoch_keys = jax.random.split(key, config.num_epochs)
     orders = jax.vmap(lambda epoch_key: jax.random.permutation(epoch_key, count))(epoch_keys).reshape(-1)
-    shape = (config.num_epochs * config.num_minibatches, count // config.num_minibatches)
-    minibatches = jax.tree_util.tree_map(lambda x: jnp.reshape(x[orders], shape + x.shape[1:]), steps)
+    orders = jnp.reshape(orders, (config.num_epochs * config.num_minibatches, count // config.num_minibatches))
     mask = steps.mask
     target_variance = masked_mean(jnp.square(steps.target - masked_mean(steps.target, mask)), mask)
     metrics = {
@@ -161,7 +160,7 @@ def prepare_minibatches(
         - masked_mean(jnp.square(steps.target - steps.old_value), mask) / jnp.maximum(target_variance, 1e-8),
         "advantage_mean": masked_mean(steps.advantage, mask),
     }
-    return minibatches, metrics
+    return steps, orders, metrics
 
 
 def ppo_update(
@@ -178,17 +177,19 @@ def ppo_update(
         statistics = on_policy.update_statistics(statistics, batch.observation, batch.mask)
         observation = on_policy.normalize_observations(statistics, batch.observation, config.observation_clip)
         batch = batch._replace(observation=observation)
-    minibatches, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
+    steps, orders, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
+    rows, unpack = on_policy.pack_rows(steps)  # Each minibatch one gather of rows.
     costs = (config.value_cost, config.entropy_cost, config.value_clip_epsilon, config.normalize_advantages)
 
-    def sgd_step(carry: tuple[Any, Any], minibatch: Minibatch) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
+    def sgd_step(carry: tuple[Any, Any], order: jax.Array) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
         params, opt_state = carry
+        minibatch: Minibatch = unpack(rows[order])
         gradients, metrics = jax.grad(ppo_loss, has_aux=True)(params, apply, minibatch, clip_epsilon, *costs)
         updates, opt_state = optimizer.update(gradients, opt_state, params)
         params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
         return (params, opt_state), {**metrics, "gradient_norm": optax.global_norm(gradients)}
 
-    (params, opt_state), metrics = jax.lax.scan(sgd_step, (state.params, state.opt_state), minibatches)
+    (params, opt_state), metrics = jax.lax.scan(sgd_step, (state.params, state.opt_state), orders)
     metrics = {
         **jax.tree_util.tree_map(jnp.mean, metrics),
         **batch_metrics,
