@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 # load what they measure (JAX, reverb, Ray) lazily, so listing the suites is cheap.
 SUITES = dict.fromkeys(("actor", "learner"), "in_process")
 SUITES |= dict.fromkeys(("startup", "scaling", "anakin", "grid", "pruning"), "runs")
+SUITES |= {"accelerator": "accelerator"}
 ROW_KEYS = ("suite", "case", "value", "unit", "bound", "ratio")
 # Smoke-test budgets (--quick) of whole runs, and those applied only where the config has the key.
 QUICK = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=1"]
@@ -59,6 +60,8 @@ class Settings:
     compose: Callable[[Sequence[str], str], Any] | None = None
     has_key: Callable[[str, Sequence[str]], bool] | None = None
     train_script: str | None = None
+    cases: Sequence[str] | None = None  # accelerator: which cases (None: all).
+    widths: Sequence[int] | None = None  # accelerator: seed counts (None: each case's own).
     notes: list[str] = dataclasses.field(default_factory=list)
 
     def note(self, message: str) -> None:

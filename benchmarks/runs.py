@@ -28,13 +28,17 @@ QUICK_MEDIAN = ["hydra.sweeper.pruner.n_startup_trials=1"]
 TARGET_RATIO = 0.7  # Issue 22: at most 0.7 of the unpruned search's wall-clock, a best trial at least as good.
 
 
-def run(settings: Settings, overrides: Sequence[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The summary of scripts/train.py with `overrides` in a temporary run directory, kept if the run fails."""
+def run(
+    settings: Settings, overrides: Sequence[str], env: dict[str, str] | None = None, run_dir: str | None = None
+) -> dict[str, Any]:
+    """The summary of scripts/train.py with `overrides` in `run_dir` (None: a temporary one, removed unless the
+    run fails)."""
     progress(f"running {' '.join(overrides)}")
-    run_dir = tempfile.mkdtemp(prefix="benchmark-")
-    command = [sys.executable, settings.train_script, *overrides, *RUN_OVERRIDES, f"hydra.run.dir={run_dir}"]
-    summary = train(command, run_dir, env)
-    shutil.rmtree(run_dir)
+    directory = run_dir or tempfile.mkdtemp(prefix="benchmark-")
+    command = [sys.executable, settings.train_script, *overrides, *RUN_OVERRIDES, f"hydra.run.dir={directory}"]
+    summary = train(command, directory, env)
+    if run_dir is None:
+        shutil.rmtree(directory)
     return summary
 
 
@@ -105,9 +109,13 @@ GRID_VALUES = {"agent.learning_rate": "1e-4,3e-4,1e-3", "agent.entropy_cost": "0
 GRID = ["experiment=ppo_gymnax_cartpole", *(f"{key}={values}" for key, values in GRID_VALUES.items())]
 # Rejax's CartPole PPO settings in our terms (as ../shared/peers/anakin_side_by_side.sh sets them).
 REJAX_SETTINGS = "environment.num_envs=5 agent.unroll_length=100 agent.batch_size=5 agent.num_epochs=5".split()
-REJAX_SETTINGS += "agent.num_minibatches=5 agent.final_learning_rate_fraction=1.0".split()
-REJAX_SETTINGS += ["max_actor_steps=100000", "eval_every=10000"]
-REJAX = os.environ.get("REJAX_PYTHON", "/tmp/peer-jax/bin/python"), "../shared/peers/rejax_bench.py"  # setup_jax.sh
+REJAX_SETTINGS += "agent.num_minibatches=5 agent.learning_rate=7.5e-4 agent.final_learning_rate_fraction=1.0".split()
+REJAX_SETTINGS += "agent.max_gradient_norm=0.5 agent.entropy_cost=0.01 agent.value_cost=0.5".split()
+REJAX_SETTINGS += ["max_actor_steps=100000", "eval_every=10000", "agent.decay_actor_steps=100000"]
+REJAX = (  # ../shared/peers/setup_jax.sh makes the venv; REJAX_PYTHON and REJAX_SCRIPT point elsewhere.
+    os.environ.get("REJAX_PYTHON", "/tmp/peer-jax/bin/python"),
+    os.environ.get("REJAX_SCRIPT", "../shared/peers/rejax_bench.py"),
+)
 
 
 def suite_grid(settings: Settings) -> list[Row]:

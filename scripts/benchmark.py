@@ -135,6 +135,11 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="tiny budgets everywhere (checks that a suite runs; the figures mean little)",
     )
+    accelerator = parser.add_argument_group("accelerator")
+    accelerator.add_argument(
+        "--cases", nargs="+", choices=("rejax", "width", "minatar", "cache"), help="the cases to run"
+    )
+    accelerator.add_argument("--widths", type=int, nargs="+", metavar="SEEDS", help="seed counts for every case")
     own = parser.add_argument_group("baselines")
     own.add_argument(
         "--out",
@@ -166,6 +171,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--repeats must be >= 1 and --seconds > 0")
     own_options = {"--out": args.out, "--runs-dir": args.runs_dir, "--jobs": args.jobs, "--overrides": args.overrides}
     own_options["--seeds"] = args.seeds  # Only baselines trains seeds.
+    if args.suite != "accelerator" and (args.cases or args.widths):
+        parser.error("--cases, --widths: only for the accelerator suite")
     if args.suite != "baselines":
         given = [option for option, value in own_options.items() if value is not None] + (
             ["--reuse"] if args.reuse else []
@@ -218,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         compose=compose_experiment,
         has_key=has_key,
         train_script=TRAIN,
+        cases=args.cases,
+        widths=args.widths,
     )
     rows = get_suite(args.suite)(settings)
     print(format_table(rows, settings.notes))

@@ -91,8 +91,8 @@ RUNS: dict[str, list[str]] = {
 
 
 def is_wall_clock(key: str) -> bool:
-    """Fields that measure time or speed: they differ between any two runs."""
-    return key.endswith("_s") or "per_second" in key
+    """Fields that measure time or speed, or name the device: they differ between runs or machines."""
+    return key.endswith("_s") or "per_second" in key or key == "device"
 
 
 def comparable(value: Any, run_directory: str) -> Any:

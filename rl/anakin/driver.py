@@ -34,6 +34,12 @@ def replica_keys(seed: int, num_seeds: int) -> jax.Array:
     return jax.numpy.stack([jax.random.PRNGKey(seed + i) for i in range(num_seeds)])
 
 
+def describe_devices() -> str:
+    """The devices a program runs on, as "<count> x <kind>" ("1 x TPU v5 lite", "1 x cpu")."""
+    devices = jax.devices()
+    return f"{len(devices)} x {devices[0].device_kind}"
+
+
 def replica_sharding(num_seeds: int) -> NamedSharding | None:
     """(num_seeds, ...) arrays over the most devices that divide `num_seeds`; None for one device."""
     devices = jax.devices()
@@ -52,8 +58,11 @@ def compile_programs(
     """(chunk, evaluation round, initial state) of `len(keys)` replicas, vmapped, sharded, compiled.
     `make_system(values)`: one replica's system, given its row of `hyperparameters` (traced)."""
     jit = jax.jit if sharding is None else functools.partial(jax.jit, in_shardings=sharding, out_shardings=sharding)
-    keys, values = jax.device_put((keys, hyperparameters or {}), sharding)
-    state = jit(jax.vmap(lambda key, values: make_system(values).init(key)))(keys, values)
+    host = jax.devices("cpu")[0]
+    with jax.default_device(host):  # The initial state is made on the host: an accelerator's compile of it costs more.
+        init = jax.jit(jax.vmap(lambda key, values: make_system(values).init(key)))
+        state = init(*jax.device_put((keys, hyperparameters or {}), host))
+    keys, values, state = jax.device_put((keys, hyperparameters or {}, state), sharding or jax.devices()[0])
     chunk = lambda state, values: make_chunk(make_system(values), steps_per_chunk)(state)
     chunk = jit(jax.vmap(chunk)).lower(state, values).compile()
 
@@ -110,6 +119,9 @@ class AnakinNodes(lifecycle.Nodes):
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
+        self.device = describe_devices()  # Opens the devices, when nothing in the run has yet.
+        self.device_open_s = time.perf_counter() - start
+        start = time.perf_counter()
         system, evaluation_environment = make_system(experiment)
         make = lambda values: make_system(with_hyperparameters(experiment, values))[0] if values else system
         self.chunk, self.evaluation, self.state = compile_programs(
@@ -141,21 +153,32 @@ class AnakinNodes(lifecycle.Nodes):
         TRANSCRIPT.info("replica %d (%s) %s: %s", index, self.replica_experiments[index].run_directory, status, why)
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
+        """Chunks up to `until`, each dispatched before the host writes the previous one's records, so the
+        device never waits on the host."""
+        written, pending, done = self.record.steps, None, time.perf_counter()
         while self.record.steps < until:
             if all(self.ended):  # Every replica failed or was pruned: nothing left to train.
                 self.record.steps = until
                 break
-            chunk_start = time.perf_counter()
-            self.state, metrics = self.chunk(self.state, self.values)
-            metrics = jax.device_get(metrics)
-            rate = self.chunk_steps / (time.perf_counter() - chunk_start)
+            self.state, metrics = self.chunk(self.state, self.values)  # Returns at once; the device runs on.
             self.record.steps += self.chunk_steps
-            self._write_chunk_records(metrics, rate)
-            progress.update(episode_return=float(np.mean(metrics["episode_return"])))
-            progress.advance(self.record.steps, force=True)
+            if pending is not None:
+                written, done = self._record_chunk(pending, written, done, progress)
+            pending = metrics
             if pause():
                 break
+        if pending is not None:
+            self._record_chunk(pending, written, done, progress)
         return self.record.steps
+
+    def _record_chunk(self, metrics: Any, written: int, done: float, progress: ProgressDisplay) -> tuple[int, float]:
+        """Waits for a chunk's metrics and writes them; (steps written, when the chunk was done)."""
+        metrics = jax.device_get(metrics)
+        now = time.perf_counter()
+        self._write_chunk_records(metrics, self.chunk_steps / (now - done))
+        progress.update(episode_return=float(np.mean(metrics["episode_return"])))
+        progress.advance(written + self.chunk_steps, force=True)
+        return written + self.chunk_steps, now
 
     def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
         """Each replica's learner record and, when episodes ended, its actor record; a non-finite learner
@@ -225,6 +248,7 @@ class AnakinNodes(lifecycle.Nodes):
     def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
         compile_time = round(self.compile_time_s, 2)
         extra: dict[str, Any] = {"launcher": "anakin", "compile_time_s": compile_time, "num_seeds": self.num_seeds}
+        extra |= {"device": self.device, "device_open_s": round(self.device_open_s, 2)}
         self.close()
         self.replica_summaries: list[RunSummary] = []
         if self.own_records:
