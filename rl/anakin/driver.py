@@ -98,6 +98,9 @@ class AnakinNodes(lifecycle.Nodes):
         self.logs: list[dict[str, Logger]] = []
 
     def start(self) -> None:
+        opening = time.perf_counter()
+        self.device = describe_devices()  # Opens the devices: nothing in the run has computed yet.
+        self.device_open_s = time.perf_counter() - opening
         experiment, num_seeds, restore = self.experiment, self.num_seeds, self.experiment.restore
         self.replica_experiments = [experiment] if self.replicas is None else self.replicas
         if self.own_records:
@@ -118,9 +121,6 @@ class AnakinNodes(lifecycle.Nodes):
         self.evaluation_keys = jax.device_put(jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys), self.sharding)
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
-        start = time.perf_counter()
-        self.device = describe_devices()  # Opens the devices, when nothing in the run has yet.
-        self.device_open_s = time.perf_counter() - start
         start = time.perf_counter()
         system, evaluation_environment = make_system(experiment)
         make = lambda values: make_system(with_hyperparameters(experiment, values))[0] if values else system
