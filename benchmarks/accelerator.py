@@ -91,9 +91,7 @@ def width_rows(settings: Settings, name: str, seeds: int) -> list[Row]:
 
 
 def settings_widths(settings: Settings, name: str) -> tuple[int, ...]:
-    if settings.quick:
-        return (1, 2)
-    return tuple(settings.widths or CASES[name][2])
+    return tuple(settings.widths or ((1, 2) if settings.quick else CASES[name][2]))
 
 
 def cache_rows(settings: Settings) -> list[Row]:

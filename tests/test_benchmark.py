@@ -105,6 +105,26 @@ def test_startup_suite_times_both_imports_and_compares_them(tmp_path):
     assert lazy["ratio"] == pytest.approx(lazy["value"] / full["value"], rel=1e-3)
 
 
+def test_accelerator_suite_reports_widths_device_and_the_warm_cache_compile(tmp_path):
+    out = tmp_path / "accelerator.json"
+    result = _run(["accelerator", "--quick", "--cases", "width", "cache", "--widths", "2", "--json", str(out)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _check_rows(out, "accelerator")
+    width = "ppo_gymnax_cartpole 2 seeds on 1 x cpu"
+    assert {f"{width}: {part}" for part in ("compile", "process", "acting")} <= set(rows)
+    acting = rows[f"{width}: acting"]
+    assert acting["unit"] == "steps/s" and acting["bound"] == 5e6  # The widest width is held to the bound.
+    assert acting["ratio"] == pytest.approx(acting["value"] / 5e6, abs=1e-4)  # Rows keep 4 decimals.
+    warm = rows["the same run again: compile, cache warm"]
+    assert warm["unit"] == "s" and warm["bound"] == 5.0
+    assert f"note: {width}: finals median" in result.stdout
+
+
+def test_accelerator_options_belong_to_the_accelerator_suite():
+    result = _run(["anakin", "--widths", "4"], timeout=120)
+    assert result.returncode == 2 and "--cases, --widths: only for the accelerator suite" in result.stderr
+
+
 def test_median_counts_missing_values_as_never():
     assert median([3.0, 1.0, 2.0]) == 2.0
     assert median([1.0, None, None]) is None
