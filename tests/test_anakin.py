@@ -101,9 +101,11 @@ def test_rollout_returns_match_a_python_loop_over_gymnax():
         _, environment_key = jax.random.split(step_key)
         for i, copy_key in enumerate(jax.random.split(environment_key, num_envs)):
             action = int(heuristic_action(observations[i], i))
-            observations[i], states[i], reward, done, _ = step(copy_key, states[i], action, params)
+            # gymnax 0.0.9: (observation, state, reward, done, info); 1.x: (..., terminated, truncated, info).
+            observations[i], states[i], reward, *ends, _ = step(copy_key, states[i], action, params)
+            done = any(bool(end) for end in ends)
             running[i] += float(reward)
-            if bool(done):
+            if done:
                 python[i].append(running[i])
                 running[i] = 0.0
     assert compiled == python
