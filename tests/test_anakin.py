@@ -580,6 +580,62 @@ def test_replicas_spread_over_two_devices_compute_what_one_device_does(tmp_path)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
 
 
+# The grid's initial states: 18 PPO replicas (two towers of orthogonally initialised layers: QR factorisations)
+# over two host devices. On jaxlib 0.10's CPU runtime, batched LAPACK calls at once wait on each other's
+# parts forever; `initial_states` gives each call one matrix.
+GRID_INIT = r"""
+import re
+import sys
+import jax
+import numpy as np
+sys.path.insert(0, "tests")
+from test_anakin import SMALL_PPO, compose_experiment
+from rl.anakin.driver import compile_programs, initial_states, replica_keys, replica_sharding
+from rl.anakin.system import make_system, with_hyperparameters
+
+experiment, _ = compose_experiment(SMALL_PPO, sys.argv[1])
+sharding, keys = replica_sharding(18), replica_keys(0, 18)
+assert len(sharding.device_set) == 2
+values = jax.device_put({"agent.learning_rate": np.geomspace(1e-4, 1e-3, 18).astype(np.float32)}, sharding)
+make = lambda values: make_system(with_hyperparameters(experiment, values))[0]
+init = lambda key, values: make(values).init(key)
+program = jax.jit(initial_states(init, sharding), in_shardings=sharding, out_shardings=sharding)
+text = program.lower(jax.device_put(keys, sharding), values).compile().as_text()
+# Each LAPACK call's first result is its matrices, (batch..., rows, columns).
+calls = re.findall(r"= \(?[a-z0-9]+\[([0-9,]*)\][^\n]*custom_call_target=\"(lapack_\w+)", text)
+assert calls, "no LAPACK call in the initial states' program"
+for shape, target in calls:  # Each device's call holds one matrix (batch dimensions of size 1).
+    dims = [int(d) for d in shape.split(",")]
+    assert np.prod(dims[:-2]) == 1, (target, dims)
+for _ in range(20):
+    jax.block_until_ready(program(jax.device_put(keys, sharding), values))
+vmapped = jax.jit(jax.vmap(init))(keys, jax.device_get(values))
+_, _, state = compile_programs(make, make_system(experiment)[1], keys, 1, sharding, jax.device_get(values))
+for a, b in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(vmapped)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+print(len(calls), "LAPACK calls; ok")
+"""
+
+
+def test_a_grids_initial_states_over_host_devices_never_wait_on_each_other(tmp_path):
+    """The 18-replica initial states over two host devices: each device's LAPACK calls (QR, for orthogonal
+    initialisers) hold one matrix, the program runs 20 times without a hang (jax 0.10's batched calls
+    deadlocked here), and `compile_programs` gives the states a vmapped init gives, bit for bit."""
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "WANDB_MODE": "offline"}
+    result = subprocess.run(
+        [sys.executable, "-c", GRID_INIT, str(tmp_path)],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
 # --------------------------------------------------------------------------- checkpoints
 
 # SMALL_DQN with 2 replicas over 8 chunks (checkpoints hold both replicas' parameters,

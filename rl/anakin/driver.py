@@ -41,6 +41,22 @@ def replica_sharding(num_seeds: int) -> NamedSharding | None:
     return NamedSharding(Mesh(devices[:count], ("replicas",)), PartitionSpec("replicas")) if count > 1 else None
 
 
+def initial_states(init: Callable[[jax.Array, Any], Any], sharding: NamedSharding | None) -> Callable[..., Any]:
+    """`(keys, values) -> ` every replica's `init(key, values)`, one replica after another on each device.
+    Not vmapped: jaxlib 0.10's CPU LAPACK kernels (the orthogonal initialisers' QR) split a batch of
+    matrices over XLA's intra-op threads and wait for the parts on one of those threads, so a few batched
+    calls at once (independent layers, replicas over host devices) can each hold a thread and wait on the
+    others' queued parts forever. One replica at a time, each call holds one matrix and runs inline."""
+    states = lambda keys, values: jax.lax.map(lambda key_values: init(*key_values), (keys, values))
+    if sharding is None:
+        return states
+    if hasattr(jax, "shard_map"):  # jax >= 0.6; before, jax.experimental's.
+        return jax.shard_map(states, mesh=sharding.mesh, in_specs=sharding.spec, out_specs=sharding.spec)
+    from jax.experimental.shard_map import shard_map
+
+    return shard_map(states, mesh=sharding.mesh, in_specs=sharding.spec, out_specs=sharding.spec)
+
+
 def compile_programs(
     make_system: Callable[[dict[str, jax.Array]], System],
     evaluation_environment: GymnaxVector,
@@ -53,7 +69,7 @@ def compile_programs(
     `make_system(values)`: one replica's system, given its row of `hyperparameters` (traced)."""
     jit = jax.jit if sharding is None else functools.partial(jax.jit, in_shardings=sharding, out_shardings=sharding)
     keys, values = jax.device_put((keys, hyperparameters or {}), sharding)
-    state = jit(jax.vmap(lambda key, values: make_system(values).init(key)))(keys, values)
+    state = jit(initial_states(lambda key, values: make_system(values).init(key), sharding))(keys, values)
     chunk = lambda state, values: make_chunk(make_system(values), steps_per_chunk)(state)
     chunk = jit(jax.vmap(chunk)).lower(state, values).compile()
 
