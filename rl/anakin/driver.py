@@ -126,16 +126,24 @@ class AnakinNodes(lifecycle.Nodes):
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
-        system, evaluation_environment = make_system(experiment)
-        make = lambda values: make_system(with_hyperparameters(experiment, values))[0] if values else system
-        self.chunk, self.evaluation, self.state = compile_programs(
-            make, evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
-        )
+
+        def programs() -> tuple[Any, Any, Any]:
+            system, evaluation_environment = make_system(experiment)
+            make = lambda values: make_system(with_hyperparameters(experiment, values))[0] if values else system
+            return compile_programs(
+                make, evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
+            )
+
+        try:  # A stop while compiling or initialising ends the run with nothing new to checkpoint.
+            self.chunk, self.evaluation, self.state = lifecycle.wait_for(programs, self.stopping, "compiling")
+        except lifecycle.Stopped:
+            self.state = None
         self.values = jax.device_put(self.hyperparameters, self.sharding)
         self.compile_time_s = time.perf_counter() - start
         self.learner_steps, self.episodes, self.curves = 0, [0] * num_seeds, [[] for _ in range(num_seeds)]
         if restore is not None:
-            self.state = jax.device_put(restore.learner_state(self.state), self.sharding)
+            if self.state is not None:
+                self.state = jax.device_put(restore.learner_state(self.state), self.sharding)
             self.learner_steps = int(restore.counts.get("learner_steps", 0))
             replicas = restore.state["anakin"]["replicas"]
             self.episodes = [int(r["episodes"]) for r in replicas]
@@ -161,8 +169,14 @@ class AnakinNodes(lifecycle.Nodes):
             if all(self.ended):  # Every replica failed or was pruned: nothing left to train.
                 self.record.steps = until
                 break
+            if self.stopping():
+                break
             chunk_start = time.perf_counter()
-            self.state, metrics = self.chunk(self.state, self.values)
+            run_chunk = lambda: jax.block_until_ready(self.chunk(self.state, self.values))
+            try:  # On a stop the chunk runs on, unrecorded: the state before it is the one to checkpoint.
+                self.state, metrics = lifecycle.wait_for(run_chunk, self.stopping, "a chunk")
+            except lifecycle.Stopped:
+                break
             metrics = jax.device_get(metrics)
             rate = self.chunk_steps / (time.perf_counter() - chunk_start)
             self.record.steps += self.chunk_steps
@@ -204,7 +218,11 @@ class AnakinNodes(lifecycle.Nodes):
         if all(self.ended):
             return steps, float("nan"), time.time()
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
-        result = jax.device_get(self.evaluation(self.state, jax.device_put(keys, self.sharding), self.values))
+        # A first signal stops the run after the round (seconds); the wait lets a second one end it.
+        evaluation_round = lambda: jax.block_until_ready(
+            self.evaluation(self.state, jax.device_put(keys, self.sharding), self.values)
+        )
+        result = jax.device_get(lifecycle.wait_for(evaluation_round, lambda: False, "an evaluation round"))
         means = []
         for index, log in enumerate(self.logs):
             if self.ended[index]:
@@ -226,7 +244,7 @@ class AnakinNodes(lifecycle.Nodes):
         return steps, float(np.mean(means)) if means else float("nan"), time.time()
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
-        snapshot = lifecycle.Snapshot(self.record.steps, self.counts_of(0))
+        snapshot = lifecycle.Snapshot(self.record.steps, self.counts_of(0), consistent=self.state is not None)
         if checkpoint:
             snapshot.learner_state = self.state
             snapshot.state["anakin"] = {
