@@ -347,6 +347,18 @@ def cluster_error(argv: list[str]) -> str | None:
     return None
 
 
+def exit_past_running_work(code: Any) -> None:
+    """After a stop that left device work running (rl.experiments.lifecycle.LEFT_RUNNING), everything is
+    written: ends the process now, as Python's shutdown would wait for that work (XLA cannot cancel it)."""
+    lifecycle = sys.modules.get("rl.experiments.lifecycle")
+    if lifecycle is None or not lifecycle.LEFT_RUNNING:
+        return
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 1)
+
+
 def cli() -> None:
     """The command line: an unwritable run directory, or SLURM where there is none, is refused in one
     line (exit status 1)."""
@@ -370,6 +382,9 @@ def cli() -> None:
             raise
         print(f"Invalid configuration: {composition_error(error, sys.argv[1:])}", file=sys.stderr)
         sys.exit(2)
+    except SystemExit as stop:  # A stopped run or grid (exit status 128 + the signal's number).
+        exit_past_running_work(stop.code)
+        raise
 
 
 if __name__ == "__main__":

@@ -101,9 +101,11 @@ def test_rollout_returns_match_a_python_loop_over_gymnax():
         _, environment_key = jax.random.split(step_key)
         for i, copy_key in enumerate(jax.random.split(environment_key, num_envs)):
             action = int(heuristic_action(observations[i], i))
-            observations[i], states[i], reward, done, _ = step(copy_key, states[i], action, params)
+            # gymnax 0.0.9: (observation, state, reward, done, info); 1.x: (..., terminated, truncated, info).
+            observations[i], states[i], reward, *ends, _ = step(copy_key, states[i], action, params)
+            done = any(bool(end) for end in ends)
             running[i] += float(reward)
-            if bool(done):
+            if done:
                 python[i].append(running[i])
                 running[i] = 0.0
     assert compiled == python
@@ -578,6 +580,62 @@ def test_replicas_spread_over_two_devices_compute_what_one_device_does(tmp_path)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
 
 
+# The grid's initial states: 18 PPO replicas (two towers of orthogonally initialised layers: QR factorisations),
+# two host devices. On jaxlib 0.10's CPU runtime, batched LAPACK calls at once wait on each other's parts forever;
+# `initial_states` computes them on the host one replica at a time, so each call holds one matrix.
+GRID_INIT = r"""
+import re
+import sys
+import jax
+import numpy as np
+sys.path.insert(0, "tests")
+from test_anakin import SMALL_PPO, compose_experiment
+from rl.anakin.driver import compile_programs, initial_states, initial_states_program, replica_keys, replica_sharding
+from rl.anakin.system import make_system, with_hyperparameters
+
+experiment, _ = compose_experiment(SMALL_PPO, sys.argv[1])
+sharding, keys = replica_sharding(18), replica_keys(0, 18)
+assert len(sharding.device_set) == 2
+values = {"agent.learning_rate": np.geomspace(1e-4, 1e-3, 18).astype(np.float32)}
+make = lambda values: make_system(with_hyperparameters(experiment, values))[0]
+init = lambda key, values: make(values).init(key)
+text = initial_states_program(init).lower(keys, values).compile().as_text()
+# Each LAPACK call's first result is its matrices, (batch..., rows, columns).
+calls = re.findall(r"= \(?[a-z0-9]+\[([0-9,]*)\][^\n]*custom_call_target=\"(lapack_\w+)", text)
+assert calls, "no LAPACK call in the initial states' program"
+for shape, target in calls:  # Each call holds one matrix (batch dimensions of size 1).
+    dims = [int(d) for d in shape.split(",")]
+    assert np.prod(dims[:-2]) == 1, (target, dims)
+for _ in range(20):
+    jax.block_until_ready(initial_states(init, keys, values))
+vmapped = jax.jit(jax.vmap(init))(keys, values)
+_, _, state = compile_programs(make, make_system(experiment)[1], keys, 1, sharding, values)
+assert {d for leaf in jax.tree_util.tree_leaves(state) for d in leaf.devices()} == sharding.device_set
+for a, b in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(vmapped)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+print(len(calls), "LAPACK calls; ok")
+"""
+
+
+def test_a_grids_initial_states_over_host_devices_never_wait_on_each_other(tmp_path):
+    """The 18-replica initial states beside two host devices: each LAPACK call (QR, for orthogonal initialisers)
+    holds one matrix, the states are made 20 times without a hang (jax 0.10's batched calls deadlocked here), and
+    `compile_programs` gives the states a vmapped init gives, bit for bit, sharded over both devices."""
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "WANDB_MODE": "offline"}
+    result = subprocess.run(
+        [sys.executable, "-c", GRID_INIT, str(tmp_path)],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
 # --------------------------------------------------------------------------- checkpoints
 
 # SMALL_DQN with 2 replicas over 8 chunks (checkpoints hold both replicas' parameters,
@@ -815,23 +873,30 @@ def _startup_check(tmp_path, mode: str, environment: dict[str, str]) -> dict:
     command = [sys.executable, "-c", STARTUP_CHECK, mode, str(tmp_path / "cache")]
     result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "xla_cpu_use_thunk_runtime" not in result.stderr, result.stderr[-2000:]  # jaxlib >= 0.7 warns of it.
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_startup_imports_no_tensorflow_and_picks_the_cpu_runtime(tmp_path):
-    """In fresh processes: with XLA_FLAGS unset, the faster CPU runtime is picked once;
-    the compiled agents' modules import neither TensorFlow (installed, for reverb) nor
-    rlax or TensorFlow Probability, and the persistent compilation cache starts; a
-    user's XLA_FLAGS (even empty) is left alone."""
+    """In fresh processes: with XLA_FLAGS unset, the faster CPU runtime is picked once where
+    the running jaxlib has it (up to 0.6: the flag; later ones have no other and warn about the
+    flag, so none is set); the compiled agents' modules import neither TensorFlow (installed,
+    for reverb, on the reverb stack) nor rlax or TensorFlow Probability, and the persistent
+    compilation cache starts; a user's XLA_FLAGS (even empty) is left alone."""
+    import importlib.util
+
+    import jaxlib.version
+
     environment = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
+    previous_runtime = tuple(int(part) for part in jaxlib.version.__version__.split(".")[:2]) <= (0, 6)
     report = _startup_check(tmp_path, "imports", environment)
     assert report == {
-        "set": True,
+        "set": previous_runtime,
         "again": False,
-        "flags": "--xla_cpu_use_thunk_runtime=false",
+        "flags": "--xla_cpu_use_thunk_runtime=false" if previous_runtime else None,
         "cache": True,
         "imported": [],
-        "findable": True,
+        "findable": importlib.util.find_spec("tensorflow") is not None,
     }
     report = _startup_check(tmp_path, "flags", {**environment, "XLA_FLAGS": ""})
     assert report == {"set": False, "again": False, "flags": ""}

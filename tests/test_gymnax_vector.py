@@ -45,3 +45,67 @@ def test_single_step_says_terminated_at_the_limit_for_the_dm_env_adapter():
             vector.environment, vector.params, jax.random.PRNGKey(2), env_state, jnp.int32(1)
         )
         assert bool(done) and bool(was_truncated) == truncated
+
+
+# --------------------------------------------------------------------------- the 500-step limit
+
+LIMIT = 500  # CartPole-v1's episode limit.
+
+
+def balancing(observations: jax.Array) -> jax.Array:
+    """Pushes towards where the pole falls: most CartPole episodes last until the time limit."""
+    return (observations[..., 2] + observations[..., 3] > 0).astype(jnp.int32)
+
+
+def test_cartpole_episodes_end_at_the_500_step_limit_in_the_compiled_copies():
+    """Whatever gymnax counts in `step_env`'s done (0.0.9: the limit too; 1.x: terminations only), every
+    episode ends by step 500: a termination before it (discount 0) or a truncation at exactly 500 steps
+    (discount 1, return 500), and the copy starts over; an evaluation round never counts a 501st step."""
+    from rl.anakin.system import evaluate, rollout
+
+    copies, steps = 8, 1200
+    vector = GymnaxVector("CartPole-v1", copies)
+    policy = lambda params, key, observations, step: (balancing(observations), {})
+    run = jax.jit(lambda state, key: rollout(vector, policy, None, state, key, steps))
+    _, trajectory = run(vector.reset(jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
+    step = jax.tree_util.tree_map(np.asarray, trajectory.step)
+    truncations = 0
+    for copy in range(copies):
+        ends = np.flatnonzero(step.done[:, copy])
+        assert ends.size >= 2, f"copy {copy}: an episode ran past {LIMIT} steps"
+        assert np.diff(np.concatenate([[-1], ends])).max() <= LIMIT
+        for end in ends:
+            length, truncated = int(step.episode_length[end, copy]), bool(step.truncated[end, copy])
+            assert length <= LIMIT and truncated == (length == LIMIT)
+            assert step.discount[end, copy] == (1.0 if truncated else 0.0)
+            if truncated:
+                assert step.episode_return[end, copy] == float(LIMIT)
+            truncations += truncated
+    assert truncations >= copies  # The policy balances: most episodes reach the limit.
+
+    evaluation_policy = lambda params, key, observations, step: (balancing(observations), {})
+    result = jax.jit(lambda key: evaluate(vector, evaluation_policy, None, key))(jax.random.PRNGKey(2))
+    returns, lengths = np.asarray(result.returns), np.asarray(result.lengths)
+    assert returns.max() == float(LIMIT) and lengths.max() == float(LIMIT)
+    np.testing.assert_array_equal(returns, lengths)  # CartPole: 1 per step.
+
+
+def test_cartpole_episodes_end_at_the_500_step_limit_through_the_dm_env_adapter():
+    """GymnaxToDmEnv (launcher=local/ray): an episode is a termination before step 500 (discount 0) or a
+    truncation at exactly step 500 (discount 1); the next step starts a new episode."""
+    from rl.environments.gymnax_vector import GymnaxToDmEnv
+
+    environment, truncations = GymnaxToDmEnv("CartPole-v1", seed=0), 0
+    timestep = environment.reset()
+    for _ in range(4):
+        length = 0
+        while not timestep.last():
+            assert length < LIMIT, f"the episode ran past {LIMIT} steps"
+            timestep, length = environment.step(int(balancing(np.asarray(timestep.observation)))), length + 1
+        assert length == LIMIT or timestep.discount == 0.0
+        if length == LIMIT:
+            assert timestep.discount == 1.0
+            truncations += 1
+        timestep = environment.step(0)
+        assert timestep.first()
+    assert truncations >= 2

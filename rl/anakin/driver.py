@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import time
 from typing import Any, Callable
@@ -24,6 +25,8 @@ from rl.experiments.config import ExperimentConfig
 from rl.checkpointing import trim_logs
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
 from rl.loggers.base import TRANSCRIPT, Logger, format_number
+
+log = logging.getLogger(__name__)
 
 # Each replica's loggers: label -> (steps key, instance).
 LOGGERS = {"learner": ("learner_steps",), "actor": ("actor_steps", 0), "evaluator": ("actor_steps", 0)}
@@ -47,6 +50,23 @@ def replica_sharding(num_seeds: int) -> NamedSharding | None:
     return NamedSharding(Mesh(devices[:count], ("replicas",)), PartitionSpec("replicas")) if count > 1 else None
 
 
+def initial_states(init: Callable[[jax.Array, Any], Any], keys: jax.Array, values: dict[str, jax.Array]) -> Any:
+    """Every replica's `init(key, values)`, computed on the host's CPU, one replica after another. On the host:
+    an accelerator's compile of the initialisers (orthogonal ones factorise) costs it more than the run they
+    start. One at a time: jaxlib 0.10's CPU LAPACK kernels split a batch of matrices over XLA's intra-op threads
+    and wait for the parts on one of those threads, so a few batched calls at once (vmapped replicas,
+    independent layers) can each hold a thread and wait on the others' queued parts forever; a call that holds
+    one matrix runs inline."""
+    host = jax.devices("cpu")[0]
+    with jax.default_device(host):
+        return initial_states_program(init)(*jax.device_put((keys, values), host))
+
+
+def initial_states_program(init: Callable[[jax.Array, Any], Any]) -> Any:
+    """`initial_states`' program: `init` mapped over the replicas, not vmapped."""
+    return jax.jit(lambda keys, values: jax.lax.map(lambda key_values: init(*key_values), (keys, values)))
+
+
 def compile_programs(
     make_system: Callable[[dict[str, jax.Array]], System],
     evaluation_environment: GymnaxVector,
@@ -58,10 +78,7 @@ def compile_programs(
     """(chunk, evaluation round, initial state) of `len(keys)` replicas, vmapped, sharded, compiled.
     `make_system(values)`: one replica's system, given its row of `hyperparameters` (traced)."""
     jit = jax.jit if sharding is None else functools.partial(jax.jit, in_shardings=sharding, out_shardings=sharding)
-    host = jax.devices("cpu")[0]
-    with jax.default_device(host):  # The initial state is made on the host: an accelerator's compile of it costs more.
-        init = jax.jit(jax.vmap(lambda key, values: make_system(values).init(key)))
-        state = init(*jax.device_put((keys, hyperparameters or {}), host))
+    state = initial_states(lambda key, values: make_system(values).init(key), keys, hyperparameters or {})
     keys, values, state = jax.device_put((keys, hyperparameters or {}, state), sharding or jax.devices()[0])
     chunk = lambda state, values: make_chunk(make_system(values), steps_per_chunk)(state)
     chunk = jit(jax.vmap(chunk)).lower(state, values).compile()
@@ -122,16 +139,28 @@ class AnakinNodes(lifecycle.Nodes):
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
-        system, evaluation_environment = make_system(experiment)
-        make = lambda values: make_system(with_hyperparameters(experiment, values))[0] if values else system
-        self.chunk, self.evaluation, self.state = compile_programs(
-            make, evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
-        )
+
+        def programs() -> tuple[Any, Any, Any]:
+            system, evaluation_environment = make_system(experiment)
+            make = lambda values: make_system(with_hyperparameters(experiment, values))[0] if values else system
+            return compile_programs(
+                make, evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
+            )
+
+        try:  # A stop while compiling or initialising ends the run with nothing new to checkpoint.
+            self.chunk, self.evaluation, self.state = lifecycle.wait_for(programs, self.stopping, "compiling")
+        except lifecycle.Stopped:
+            self.state = None
         self.values = jax.device_put(self.hyperparameters, self.sharding)
         self.compile_time_s = time.perf_counter() - start
+        if self.state is not None:
+            log.info(
+                "launcher=anakin: %d replicas compiled in %.1f s on %s", num_seeds, self.compile_time_s, self.device
+            )
         self.learner_steps, self.episodes, self.curves = 0, [0] * num_seeds, [[] for _ in range(num_seeds)]
         if restore is not None:
-            self.state = jax.device_put(restore.learner_state(self.state), self.sharding)
+            if self.state is not None:
+                self.state = jax.device_put(restore.learner_state(self.state), self.sharding)
             self.learner_steps = int(restore.counts.get("learner_steps", 0))
             replicas = restore.state["anakin"]["replicas"]
             self.episodes = [int(r["episodes"]) for r in replicas]
@@ -153,32 +182,34 @@ class AnakinNodes(lifecycle.Nodes):
         TRANSCRIPT.info("replica %d (%s) %s: %s", index, self.replica_experiments[index].run_directory, status, why)
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
-        """Chunks up to `until`, each dispatched before the host writes the previous one's records, so the
-        device never waits on the host."""
-        written, pending, done = self.record.steps, None, time.perf_counter()
-        while self.record.steps < until:
-            if all(self.ended):  # Every replica failed or was pruned: nothing left to train.
-                self.record.steps = until
-                break
-            self.state, metrics = self.chunk(self.state, self.values)  # Returns at once; the device runs on.
-            self.record.steps += self.chunk_steps
-            if pending is not None:
-                written, done = self._record_chunk(pending, written, done, progress)
-            pending = metrics
-            if pause():
-                break
-        if pending is not None:
-            self._record_chunk(pending, written, done, progress)
+        """Chunks up to `until`, the next one dispatched before the host waits for the previous one's metrics
+        and writes its records, so the device never waits on the host. `self.state` is the last written chunk's:
+        on a stop request the chunks in flight run on, unwritten (`lifecycle.wait_for`)."""
+        in_flight: list[tuple[Any, Any]] = []  # (state, metrics) of chunks dispatched, oldest first.
+        dispatched, done, dispatching = self.record.steps, time.perf_counter(), True
+        try:
+            while True:
+                while dispatching and len(in_flight) < 2 and dispatched < until and not all(self.ended):
+                    head = in_flight[-1][0] if in_flight else self.state
+                    dispatch = functools.partial(self.chunk, head, self.values)  # Returns once XLA has the work.
+                    in_flight.append(lifecycle.wait_for(dispatch, self.stopping, "a chunk"))
+                    dispatched += self.chunk_steps
+                if not in_flight:
+                    break
+                state, metrics = in_flight.pop(0)
+                metrics = lifecycle.wait_for(functools.partial(jax.device_get, metrics), self.stopping, "a chunk")
+                self.state, self.record.steps = state, self.record.steps + self.chunk_steps
+                now = time.perf_counter()
+                self._write_chunk_records(metrics, self.chunk_steps / (now - done))
+                done = now
+                progress.update(episode_return=float(np.mean(metrics["episode_return"])))
+                progress.advance(self.record.steps, force=True)
+                dispatching = dispatching and not pause()  # A pause writes the chunks in flight first.
+        except lifecycle.Stopped:
+            pass
+        if all(self.ended):  # Every replica failed or was pruned: nothing left to train.
+            self.record.steps = until
         return self.record.steps
-
-    def _record_chunk(self, metrics: Any, written: int, done: float, progress: ProgressDisplay) -> tuple[int, float]:
-        """Waits for a chunk's metrics and writes them; (steps written, when the chunk was done)."""
-        metrics = jax.device_get(metrics)
-        now = time.perf_counter()
-        self._write_chunk_records(metrics, self.chunk_steps / (now - done))
-        progress.update(episode_return=float(np.mean(metrics["episode_return"])))
-        progress.advance(written + self.chunk_steps, force=True)
-        return written + self.chunk_steps, now
 
     def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
         """Each replica's learner record and, when episodes ended, its actor record; a non-finite learner
@@ -211,7 +242,11 @@ class AnakinNodes(lifecycle.Nodes):
         if all(self.ended):
             return steps, float("nan"), time.time()
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
-        result = jax.device_get(self.evaluation(self.state, jax.device_put(keys, self.sharding), self.values))
+        # A first signal stops the run after the round (seconds); the wait lets a second one end it.
+        evaluation_round = lambda: jax.block_until_ready(
+            self.evaluation(self.state, jax.device_put(keys, self.sharding), self.values)
+        )
+        result = jax.device_get(lifecycle.wait_for(evaluation_round, lambda: False, "an evaluation round"))
         means = []
         for index, log in enumerate(self.logs):
             if self.ended[index]:
@@ -233,7 +268,7 @@ class AnakinNodes(lifecycle.Nodes):
         return steps, float(np.mean(means)) if means else float("nan"), time.time()
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
-        snapshot = lifecycle.Snapshot(self.record.steps, self.counts_of(0))
+        snapshot = lifecycle.Snapshot(self.record.steps, self.counts_of(0), consistent=self.state is not None)
         if checkpoint:
             snapshot.learner_state = self.state
             snapshot.state["anakin"] = {

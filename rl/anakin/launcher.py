@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
+import sys
 from typing import Any
 
 from rl.environments.factories import is_jax_native
@@ -16,16 +18,39 @@ from rl.experiments.make_experiment import ConfigError
 
 log = logging.getLogger(__name__)
 
-# XLA's CPU thunk runtime is slower on these long `lax.scan`s of small operations (docs/anakin.md), unless
-# each device runs many replicas (a grid: docs/performance.md).
-CPU_XLA_FLAGS = "--xla_cpu_use_thunk_runtime=false"
+# XLA's previous CPU runtime: much faster on these long `lax.scan`s of small operations (docs/anakin.md) unless each
+# device runs many replicas (a grid: docs/performance.md). jaxlib 0.4.32 made the thunk runtime the default; this
+# flag picks the previous one up to jaxlib 0.6. jaxlib 0.7.0 and 0.7.1 fail on it ("CpuExecutable has no thunks"),
+# later ones ignore it with a warning at every start: they have the thunk runtime only.
+PREVIOUS_CPU_RUNTIME = "--xla_cpu_use_thunk_runtime=false"
+LAST_JAXLIB_WITH_IT = (0, 6)
 
 
-def set_xla_flags(flags: str = CPU_XLA_FLAGS) -> bool:
-    """Sets XLA_FLAGS to `flags` unless set (even empty) or a JAX backend has started; says whether it did."""
-    from jax._src import xla_bridge
+def cpu_xla_flags() -> str:
+    """The XLA flags an anakin run starts with: the previous CPU runtime where the running jaxlib has it."""
+    from jaxlib import version
 
-    if "XLA_FLAGS" in os.environ or xla_bridge.backends_are_initialized():
+    release = tuple(int(part) for part in re.findall(r"\d+", version.__version__)[:2])
+    return PREVIOUS_CPU_RUNTIME if release <= LAST_JAXLIB_WITH_IT else ""
+
+
+def backends_started() -> bool:
+    """Whether a JAX backend has started (XLA reads XLA_FLAGS once, then); False when JAX cannot say (the
+    flags are then set, and have no effect if one has)."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src.xla_bridge import backends_are_initialized  # No public equivalent.
+    except ImportError:
+        return False
+    return bool(backends_are_initialized())
+
+
+def set_xla_flags(flags: str | None = None) -> bool:
+    """Sets XLA_FLAGS to `flags` (None: `cpu_xla_flags()`) unless they are empty, XLA_FLAGS is set (even
+    empty) or a JAX backend has started; says whether it did."""
+    flags = cpu_xla_flags() if flags is None else flags
+    if not flags or "XLA_FLAGS" in os.environ or backends_started():
         return False
     os.environ["XLA_FLAGS"] = flags
     return True

@@ -61,13 +61,20 @@ class VectorState(NamedTuple):
 
 
 def single_step(environment: Any, params: Any, key: jax.Array, env_state: Any, action: jax.Array) -> tuple:
-    """One step of one copy without a reset: (observation, state, reward, done, truncated); a
-    termination on the last allowed step is not truncated."""
+    """One step of one copy without a reset: (observation, state, reward, done, truncated). `done`: the episode
+    ended, by a termination or at the time limit; `truncated`: at the time limit without a termination (a
+    termination on the last allowed step is not truncated). gymnax 0.0.9's `step_env` counts the time limit in
+    its `done`, gymnax 1.x's leaves it to `is_truncated` (which its `step` adds): the limit is asked for here
+    either way, from the environment's `is_truncated` where it has one."""
     observation, env_state, reward, done, _ = environment.step_env(key, env_state, action, params)
-    done = jnp.asarray(done, bool)
     unlimited = dataclasses.replace(params, max_steps_in_episode=np.iinfo(np.int32).max)
     terminated = jnp.asarray(environment.is_terminal(env_state, unlimited), bool)
-    truncated = done & (env_state.time >= params.max_steps_in_episode) & ~terminated
+    limit = getattr(environment, "is_truncated", None)
+    at_limit = jnp.asarray(
+        limit(env_state, params) if limit is not None else env_state.time >= params.max_steps_in_episode, bool
+    )
+    done = jnp.asarray(done, bool) | at_limit
+    truncated = at_limit & ~terminated
     reward = jnp.asarray(reward, jnp.float32).reshape(())
     return jnp.asarray(observation).astype(jnp.float32), env_state, reward, done, truncated
 

@@ -69,10 +69,12 @@ def _set_handlers(handler: Any, signals: tuple[int, ...] = SIGNALS) -> contextli
 class StopRequest:
     """SIGINT and SIGTERM (and a submitit job's requeue signal) set `signum` until `restore()`; a
     second SIGINT or SIGTERM raises `Interrupted`. The requeue signal never cuts a clean stop short:
-    it turns a stop already under way into one that requeues the job."""
+    it turns a stop already under way into one that requeues the job. A signal `raise_on_signals`
+    raised for and something swallowed is a stop already requested."""
 
     def __init__(self) -> None:
-        self.signum: int | None = None
+        self.signum: int | None = _SWALLOWED.pop() if _SWALLOWED else None
+        _SWALLOWED.clear()
         self.requeue = requeue_signal()
         self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ())).close
 
@@ -82,13 +84,63 @@ class StopRequest:
         self.signum = signum
 
 
+# The signals `_raise` raised `Interrupted` for, until something handles it: an exception raised where Python
+# calls back from C (a garbage collector callback such as jax's, a finalizer) is printed and swallowed.
+_SWALLOWED: list[int] = []
+
+
 def _raise(signum: int, frame: Any) -> None:
+    _SWALLOWED.append(signum)
     raise Interrupted(signum)
 
 
 def raise_on_signals() -> contextlib.ExitStack:
-    """While open, SIGINT and SIGTERM raise `Interrupted` in the main thread."""
-    return _set_handlers(_raise)
+    """While open, SIGINT and SIGTERM raise `Interrupted` in the main thread; one that was swallowed (see
+    `_SWALLOWED`) makes the next `StopRequest` a stop requested."""
+    _SWALLOWED.clear()
+    stack = _set_handlers(_raise)
+    stack.callback(_SWALLOWED.clear)
+    return stack
+
+
+class Stopped(Exception):
+    """A wait gave up on a stop request (see `wait_for`)."""
+
+
+# What waits given up on left running (XLA cannot cancel a computation): the process ends without waiting for it.
+LEFT_RUNNING: list[str] = []
+
+
+def wait_for(work: Callable[[], Any], stopping: Callable[[], bool], what: str, poll_s: float = 0.05) -> Any:
+    """`work()`'s result, computed in a helper thread while this one waits in Python, where signal handlers
+    run: a wait on a device (a C++ wait) would hold them off. Raises `Stopped` when `stopping()` (asked every
+    `poll_s`; before starting too), and whatever a second signal's handler raises, leaving `work` to run on
+    (named `what` in LEFT_RUNNING)."""
+    if stopping():
+        raise Stopped(what)
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            outcome["result"] = work()
+        except BaseException as error:  # noqa: BLE001 - raised again in the waiting thread.
+            outcome["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name=f"rl: {what}", daemon=True).start()
+    try:
+        while not done.wait(poll_s):
+            if stopping():
+                raise Stopped(what)
+    except BaseException:
+        if not done.is_set():
+            LEFT_RUNNING.append(what)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 def next_evaluation(experiment: ExperimentConfig, actor_steps: int) -> int:
@@ -128,6 +180,7 @@ class Snapshot:
     state: dict[str, Any] = dataclasses.field(default_factory=dict)
     replay: Callable[[], str] | None = None
     process_state: Any = None
+    consistent: bool = True  # False: no state to checkpoint yet (a stop before the first one was computed).
 
 
 class RunCheckpointer:
@@ -165,8 +218,8 @@ class RunCheckpointer:
         none when checkpoints are off, or when periodic and no step was taken since the last one."""
         snapshot = nodes.snapshot(checkpoint=self.settings.enabled)
         unmoved = periodic and self.last and checkpointing.step_of(self.last) == snapshot.actor_steps
-        if unmoved or not self.settings.enabled:
-            self.start()  # Nothing moved since the last one: try later.
+        if unmoved or not self.settings.enabled or not snapshot.consistent:
+            self.start()  # Nothing moved since the last one (or nothing to write yet): try later.
             return None, snapshot
         experiment, record, start = self.experiment, nodes.record, self.experiment.logger_factory.start_time
         state = {
@@ -204,11 +257,16 @@ class RunCheckpointer:
 
 
 class Nodes:
-    """What a launcher runs; `run` sets `experiment`, `record` and `checkpoints` before `start`."""
+    """What a launcher runs; `run` sets `experiment`, `record`, `checkpoints` and `stop` before `start`."""
 
     experiment: ExperimentConfig
     record: RunRecord
     checkpoints: RunCheckpointer
+    stop: StopRequest | None = None
+
+    def stopping(self) -> bool:
+        """A stop was requested (a first SIGINT or SIGTERM): what waits on it gives up (`wait_for`)."""
+        return self.stop is not None and self.stop.signum is not None
 
     def start(self) -> None:
         """Builds the nodes, restored from the restore point."""
@@ -258,8 +316,8 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
     start = time.perf_counter()
     record = RunRecord.start(experiment)
     checkpoints = RunCheckpointer(experiment)
-    nodes.experiment, nodes.record, nodes.checkpoints = experiment, record, checkpoints
     stop = StopRequest()
+    nodes.experiment, nodes.record, nodes.checkpoints, nodes.stop = experiment, record, checkpoints, stop
     loggers_closed = pruned = False
 
     def close(exit_code: int) -> None:
@@ -308,8 +366,9 @@ def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
             trial.prune()
             return finish(nodes.snapshot(checkpoint=False), "pruned", 0)
         path, snapshot = checkpoints.save(nodes)
-        if stop.signum is not None:
-            raise RunInterrupted(stop.signum, finish(snapshot, "interrupted", 128 + stop.signum), path)
+        if stop.signum is not None:  # With no state to write, the last checkpoint (if any) is the resume's.
+            summary = finish(snapshot, "interrupted", 128 + stop.signum)
+            raise RunInterrupted(stop.signum, summary, path or checkpoints.last)
         return finish(snapshot, "finished", 0)
     except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
         close(error.exit_code)
