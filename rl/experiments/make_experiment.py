@@ -269,24 +269,18 @@ def agent_network(
     raise ConfigError("network", message)
 
 
-def check_launcher_stack(node: Any, choice: str | None) -> None:
+def check_launcher_stack(launcher: Any, choice: str | None) -> None:
     """Refuses a launcher that needs a module this Python lacks (dm-reverb or Ray, on the current stack), naming
-    the stack that has it. Where every such module is installed (the reverb stack) nothing is imported."""
+    the stack that has it: before a run starts (a configuration is composed and checked without it)."""
     from rl.experiments.launchers.base import REVERB_STACK_MODULES
 
-    if all(importlib.util.find_spec(module) is not None for module in REVERB_STACK_MODULES):
-        return
-    try:
-        target = pkgutil.resolve_name(node["_target_"])
-    except Exception:  # noqa: BLE001 - no launcher, or one that cannot be imported: check_factory says which.
-        return
-    missing = [module for module in getattr(target, "requires", ()) if importlib.util.find_spec(module) is None]
+    missing = [module for module in launcher.requires if importlib.util.find_spec(module) is None]
     if missing:
         names = " and ".join(REVERB_STACK_MODULES.get(module, module) for module in missing)
         here = "the current stack (.venv-current)" if os.path.basename(sys.prefix) == ".venv-current" else sys.prefix
         raise ConfigError(
             "launcher",
-            f"{choice or target.__name__} needs {names}, which {here} lacks: use the reverb stack "
+            f"{choice or type(launcher).__name__} needs {names}, which {here} lacks: use the reverb stack "
             "(.venv, requirements.txt) or launcher=anakin",
         )
 
@@ -407,7 +401,6 @@ def make_experiment(
     top_level = OmegaConf.masked_copy(config, [field.name for field in dataclasses.fields(RunSettings)])
     settings = check_run_settings(resolved_container(top_level))
     container = resolved_container(config)
-    check_launcher_stack(container.get("launcher"), choices.get("launcher"))
     # `num_envs` and `backend` configure the actors' loops, not the factory (the run's config keeps them).
     environment_options = dict(container.get("environment") or {})
     num_envs = environment_options.pop("num_envs", 1)
