@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Tests both stacks: bash scripts/test.sh [pytest args...]
 #   1. lints and checks formatting (ruff, rules in pyproject.toml) in .venv;
-#   2. the reverb stack: builds .venv (requirements.txt) if needed and runs the suite there;
-#   3. the current stack: builds .venv-current (requirements-current.txt) if needed and runs there every test
-#      that needs no reverb, TensorFlow or Ray: -m "not reverb and not slow" (pytest.ini, "reverb").
+#   2. the reverb stack: .venv (requirements.txt, built first if needed): the suite;
+#   3. the current stack: .venv-current (requirements-current.txt, built first if needed): every test that needs
+#      no reverb, TensorFlow or Ray, -m "not reverb and not slow" (pytest.ini, "reverb").
 # RL_STACKS=reverb or RL_STACKS=current runs one part only (default: both). The pytest arguments go to each part;
 # a `-m EXPR` of theirs becomes `-m "(EXPR) and not reverb"` in the current part. The default run includes one
-# learning test per agent; `-m slow` runs the other seeds. A part that selects no test passes (say so) as long as
-# the other one ran some; each part's time and exit status are printed at the end.
+# learning test per agent; `-m slow` runs the other seeds. A part that selects no test passes (and says so) as long
+# as the other one ran some; each part's time and outcome are printed at the end.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STACKS="${RL_STACKS:-both}"
@@ -16,6 +16,7 @@ case "$STACKS" in
   *) echo "RL_STACKS must be reverb, current or both (got '$STACKS')" >&2; exit 2 ;;
 esac
 bash "$ROOT/scripts/setup.sh"  # ruff lives in .venv, whichever part runs.
+[ "$STACKS" = reverb ] || bash "$ROOT/scripts/setup.sh" current
 cd "$ROOT"
 "$ROOT/.venv/bin/ruff" check
 "$ROOT/.venv/bin/ruff" format --check --quiet
@@ -69,7 +70,6 @@ if [ "$STACKS" != current ]; then
   part reverb "$ROOT/.venv" "${reverb_args[@]}"
 fi
 if [ "$STACKS" != reverb ]; then
-  bash "$ROOT/scripts/setup.sh" current
   part current "$ROOT/.venv-current" "${current_args[@]}"
 fi
 printf '%s\n' "${summary[@]}"

@@ -1,0 +1,1 @@
+"""Agents: one package each, with a config, networks, a builder and a learner."""

@@ -1,0 +1,294 @@
+"""The agent surface: what every builder provides so experiments can build its nodes, an
+agent's learning as pure functions (`Learning`), and the learner running them on replay."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from rl import core
+from rl.agents.actors import FeedForwardActor, Policy
+from rl.counting import Counter
+from rl.loggers.base import Logger, NoOpLogger
+from rl.policies import EpsilonGreedy
+from rl.core import EnvironmentSpec, is_discrete, VariableClient
+
+# Added to every written priority, so an item whose TD errors are all 0 can still be sampled.
+PRIORITY_FLOOR = 1e-6
+# Learner steps between two reads of the device-side record of non-finite metrics.
+CHECK_EVERY = 100
+# That record before any fault: (first non-finite learner step or -1, index of its term, its value).
+NO_FAULT = (np.int32(-1), np.int32(-1), np.float32(0.0))
+
+
+class NumericalError(RuntimeError):
+    """The learner produced a non-finite loss or parameter; names the step and the term."""
+
+
+class Batch(NamedTuple):
+    """A replayed minibatch and its importance weights (1 for uniform sampling)."""
+
+    data: Any
+    importance_weights: Any
+
+    @classmethod
+    def uniform(cls, data: Any) -> Batch:
+        size = jax.tree_util.tree_leaves(data)[0].shape[0]
+        return cls(data, jnp.ones((size,), jnp.float32))
+
+
+def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent: float) -> jax.Array:
+    """w_i = (N * P(i)) ** -exponent: corrects prioritized sampling's bias."""
+    return (1.0 / (table_size.astype(jnp.float32) * probabilities.astype(jnp.float32))) ** exponent
+
+
+def normalized_weights(weights: jax.Array) -> jax.Array:
+    """Importance weights divided by the minibatch's largest, so none exceeds 1."""
+    return weights / jnp.max(weights)
+
+
+class Learning(NamedTuple):
+    """An agent's learning, jitted alike by `SGDLearner` and launcher=anakin: `init(key)` makes
+    its state (a NamedTuple with `steps`, the SGD steps taken); `sgd_step(state, batch)` returns
+    (state, metrics, per-item extras such as TD errors, or None)."""
+
+    init: Callable[[jax.Array], Any]
+    sgd_step: Callable[[Any, Batch], tuple[Any, dict[str, jax.Array], Any]]
+    policy_params: Callable[[Any], Any]
+    # SGD steps fused into one learner step, each on its slice of the learner's batch.
+    sgd_steps_per_learner_step: int = 1
+    # The table whose sampled items get the extras as new priorities.
+    priority_table: str | None = None
+    # beta of the importance weights (None: sampled uniformly, every weight 1).
+    importance_sampling_exponent: float | None = None
+
+    def learner_steps(self, state: Any) -> jax.Array:
+        return state.steps // self.sgd_steps_per_learner_step
+
+    def update(self, state: Any, batch: Batch) -> tuple[Any, dict[str, jax.Array], Any]:
+        """`sgd_steps_per_learner_step` SGD steps in one `lax.scan` (mean metrics, concatenated extras)."""
+        steps = self.sgd_steps_per_learner_step
+
+        def scan_step(state: Any, minibatch: Batch) -> tuple[Any, tuple[Any, Any]]:
+            state, metrics, extras = self.sgd_step(state, minibatch)
+            return state, (metrics, extras)
+
+        split = lambda x: jnp.reshape(x, (steps, -1) + x.shape[1:])
+        state, (metrics, extras) = jax.lax.scan(scan_step, state, jax.tree_util.tree_map(split, batch))
+        merge = lambda x: jnp.reshape(x, (-1,) + x.shape[2:])
+        return state, jax.tree_util.tree_map(jnp.mean, metrics), jax.tree_util.tree_map(merge, extras)
+
+
+class SGDLearner(core.Learner[Any]):
+    """Runs a `Learning` on replayed batches: writes priorities, logs the mean metrics, serves
+    "policy". A non-finite metric, recorded inside the jitted update, raises `NumericalError`
+    when read (every CHECK_EVERY steps, and in `check_finite`)."""
+
+    def __init__(
+        self,
+        learning: Learning,
+        random_key: jax.Array,
+        iterator: Any,
+        replay_client: Any = None,
+        counter: Counter | None = None,
+        logger: Logger | None = None,
+    ):
+        self._learning = learning
+        self._state = learning.init(random_key)
+        self._iterator = iterator
+        self._client = replay_client
+        self._counter = counter or Counter()
+        self._logger = logger or NoOpLogger()
+        self._update = jax.jit(self._guarded_update)
+        finite = lambda fields: jnp.stack([jnp.isfinite(ravel_pytree(field)[0]).all() for field in fields])
+        self._state_finite = jax.jit(finite)
+        self._names: list[str] = []
+        self._record = NO_FAULT
+        self._calls = 0
+        exponent = learning.importance_sampling_exponent
+        self._weights = None if exponent is None else jax.jit(lambda p, n: importance_weights(p, n, exponent))
+
+    def _guarded_update(self, record: Any, state: Any, batch: Batch) -> Any:
+        outputs = self._learning.update(state, batch)
+        metrics = outputs[1]
+        # Of several terms breaking at once, the one closest to the loss is named.
+        rank = lambda name: 0 if "loss" in name else 1 if "error" in name else 3 if "grad" in name else 2
+        self._names = names = sorted((str(key) for key in metrics), key=rank)
+        flat = jnp.stack([jnp.mean(jnp.asarray(metrics[name], jnp.float32)) for name in names])
+        finite = jnp.isfinite(flat)
+        step = jnp.asarray(self._learning.learner_steps(outputs[0]), jnp.int32)
+        fresh = (record[0] < 0) & ~jnp.all(finite)
+        bad = jnp.argmin(finite)  # The first non-finite term.
+        return outputs, tuple(jnp.where(fresh, new, old) for new, old in zip((step, bad, flat[bad]), record))
+
+    @property
+    def state(self) -> Any:
+        return self._state
+
+    def step(self) -> None:
+        sample = next(self._iterator)
+        if self._weights is None:
+            weights = np.ones(np.shape(sample.probabilities), np.float32)
+        else:
+            weights = self._weights(sample.probabilities, sample.table_size)
+        (self._state, metrics, extras), self._record = self._update(
+            self._record, self._state, Batch(sample.data, weights)
+        )
+        self._calls += 1
+        if self._calls % CHECK_EVERY == 0:
+            self._check_record()
+        table = self._learning.priority_table
+        if table is not None and self._client is not None:
+            values = np.asarray(extras, dtype=np.float64) + PRIORITY_FLOOR
+            self._client.mutate_priorities(table, updates=dict(zip(np.asarray(sample.keys).tolist(), values.tolist())))
+        counts = self._counter.increment(steps=1)
+        self._logger.write({**counts, **metrics})
+
+    def get_variables(self, names: Sequence[str]) -> list[Any]:
+        return [self._learning.policy_params(self._state) for _ in names]
+
+    def save(self) -> Any:
+        return self._state
+
+    def restore(self, state: Any) -> None:
+        self._state = jax.tree_util.tree_map(jnp.asarray, type(self._state)(*state))
+        self._record = NO_FAULT  # Earlier faults are forgotten.
+
+    def _check_record(self) -> None:
+        first, term, value = jax.device_get(self._record)
+        if first >= 0:
+            raise NumericalError(
+                f"learner step {int(first)}: {self._names[int(term)]} is not finite ({np.float32(value)})"
+            )
+
+    def check_finite(self) -> None:
+        """Raises `NumericalError` if an update was not finite, or any float of the state is not (a device sync)."""
+        self._check_record()
+        finite = np.asarray(jax.device_get(self._state_finite(list(self._state))))
+        if not finite.all():
+            step = int(np.asarray(jax.device_get(self._learning.learner_steps(self._state))))
+            term = f"{self._state._fields[int(np.argmin(finite))]} (parameters/optimiser state)"
+            raise NumericalError(f"learner step {step}: {term} is not finite (nan or inf)")
+
+
+class ActorLearnerBuilder(abc.ABC):
+    """Builds replay tables, adders, actors, learners and policies for one agent from its
+    config and `exploration`, the behaviour policy's head (conf/policy). Replay tables are prioritized
+    where `config.prioritized`; the learner gets `Transition`s or `SequenceStep`s."""
+
+    # The actions it acts in ("discrete", "continuous", None: either), checked before a run.
+    action_kind: str | None = "discrete"
+    # What the network factory must build (network factories carry the same attribute).
+    network_kind: str = "q_values"
+    # How launcher=anakin compiles it (rl/anakin/system.py): "off_policy", "on_policy" or None (not).
+    anakin: str | None = None
+    # What replay holds: "transitions" (n-step), "sequences" (`config.sequence_length` rows, a new one
+    # every `sequence_period` rows of each copy, with `extras_spec`) or "queue" (such sequences, each trained on once).
+    replay: str = "transitions"
+    default_exploration: Callable[[], Any] = EpsilonGreedy
+    actor_class: type = FeedForwardActor
+
+    def __init__(self, config: Any, exploration: Any = None):
+        self.config = config
+        self.exploration = self.default_exploration() if exploration is None else exploration
+
+    def network_outputs(self) -> dict[str, Any]:
+        """Network factory keyword arguments beyond the kind's default (e.g. `outputs_per_action`)."""
+        return {}
+
+    @abc.abstractmethod
+    def make_policy(self, networks: Any, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
+        """The behaviour policy, or with `evaluation=True` the policy to evaluate."""
+
+    @abc.abstractmethod
+    def make_learning(self, networks: Any) -> Learning: ...
+
+    def make_actor_policy(self, networks: Any, environment_spec: EnvironmentSpec, actor_id: int) -> Policy:
+        """Actor `actor_id`'s behaviour policy (R2D2 gives each actor its own)."""
+        return self.make_policy(networks, environment_spec, evaluation=False)
+
+    def make_actor(
+        self,
+        random_key: jax.Array,
+        policy: Policy,
+        environment_spec: EnvironmentSpec,
+        variable_source: core.VariableSource,
+        adder: Any = None,
+    ) -> core.Actor:
+        """An actor acting with `policy` on parameters pulled from `variable_source`."""
+        client = VariableClient(variable_source, "policy", self.config.variable_update_period)
+        dtype = np.int32 if is_discrete(environment_spec.actions) else np.float32
+        return self.actor_class(policy, random_key, client, adder, action_dtype=dtype)
+
+    def make_learner(
+        self,
+        random_key: jax.Array,
+        networks: Any,
+        dataset: Iterator[Any],
+        replay_client: Any,
+        counter: Counter,
+        logger: Logger,
+    ) -> core.Learner:
+        return SGDLearner(self.make_learning(networks), random_key, dataset, replay_client, counter, logger)
+
+    def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
+        """What each stored row of a sequence carries besides the step."""
+        return {}
+
+    @property
+    def replay_ratio(self) -> Any:
+        """The `ReplayRatio` (`QueueRatio`) of the table the learner samples (for single-process runs)."""
+        from rl.replay.server import QueueRatio, ReplayRatio, make_error_buffer
+
+        if self.replay == "queue":
+            return QueueRatio(self.samples_per_learner_step, self.config.queue_size)
+        error_buffer = make_error_buffer(self.config.samples_per_insert, self.samples_per_learner_step)
+        return ReplayRatio(self.config.samples_per_insert, self.config.min_replay_size, error_buffer)
+
+    @property
+    def samples_per_learner_step(self) -> int:
+        """Items one `learner.step()` consumes."""
+        if self.replay == "queue":
+            return self.config.sequences_per_learner_step
+        return self.config.batch_size * self.config.sgd_steps_per_learner_step
+
+    def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
+        from rl.replay import adders
+        from rl.replay.server import make_queue_table, make_sequence_table
+
+        config, table = self.config, self.config.replay_table_name
+        if self.replay == "transitions":
+            signature = adders.transition_codec(environment_spec).signature()
+        else:
+            extras = self.extras_spec(environment_spec)
+            signature = adders.sequence_signature(environment_spec, config.sequence_length, extras)
+        if self.replay == "queue":
+            return [make_queue_table(table, config.queue_size, signature)]
+        exponent = config.priority_exponent if config.prioritized else None
+        rate_limiter = self.replay_ratio.make_rate_limiter()
+        return [make_sequence_table(table, signature, config.max_replay_size, rate_limiter, exponent)]
+
+    def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
+        from rl.replay import adders
+
+        config, table = self.config, self.config.replay_table_name
+        if self.replay == "transitions":
+            codec = adders.transition_codec(environment_spec)
+            return adders.NStepTransitionAdder(replay_client, table, config.n_step, config.discount, codec=codec)
+        steps = adders.step_spec(environment_spec, self.extras_spec(environment_spec))
+        return adders.SequenceAdder(replay_client, table, steps, config.sequence_length, config.sequence_period)
+
+    def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
+        from rl.replay import adders
+        from rl.replay.server import learner_iterator
+
+        if self.replay == "transitions":
+            decode = adders.transition_codec(environment_spec).decode
+        else:
+            decode = adders.decode_sequences
+        return learner_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step, decode)

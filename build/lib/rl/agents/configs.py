@@ -1,0 +1,169 @@
+"""The config sections agents share, and how an agent's config dataclass becomes its Hydra
+schema `schema/agent/<name>`, which `conf/agent/<name>.yaml` extends. Imports no JAX."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from typing import Any, Callable, ClassVar
+
+from rl.checks import require_non_negative, require_positive, require_unit_interval
+
+
+@dataclasses.dataclass
+class ReplayConfig:
+    """The replay section of every replay agent's config (`agent.*`)."""
+
+    # Not fields here: an agent sampling by priority makes them fields (DQN) or sets them (R2D2).
+    prioritized = False
+    priority_exponent = 0.6
+
+    discount: float = 0.99
+    n_step: int = 1
+    batch_size: int = 256
+    samples_per_insert: float = 256.0
+    min_replay_size: int = 1_000
+    max_replay_size: int = 1_000_000
+    # SGD steps fused (lax.scan) into one learner step, each on its own batch.
+    sgd_steps_per_learner_step: int = 1
+    variable_update_period: int = 50  # Actor steps between two fetches of the parameters.
+    replay_table_name: str = "replay_table"
+
+    def __post_init__(self) -> None:
+        require_positive(self, "batch_size", "samples_per_insert", "n_step", "min_replay_size", "max_replay_size")
+        require_positive(self, "sgd_steps_per_learner_step", "variable_update_period")
+        require_unit_interval(self, "discount")
+        if self.min_replay_size > self.max_replay_size:
+            raise ValueError(
+                f"min_replay_size ({self.min_replay_size}) must be <= max_replay_size ({self.max_replay_size})"
+            )
+
+
+@dataclasses.dataclass
+class QLearningConfig(ReplayConfig):
+    """The optimiser and target network of the Q-learning agents (DQN, R2D2)."""
+
+    priority_exponent: float = 0.6
+    importance_sampling_exponent: float = 0.4
+    learning_rate: float = 5e-4
+    # Decay ("linear" or "cosine") to final_learning_rate_fraction of the rate by this actor step (0: none).
+    learning_rate_decay_actor_steps: int = 0
+    final_learning_rate_fraction: float = 0.0
+    learning_rate_decay: str = "linear"
+    adam_eps: float = 1e-8
+    max_gradient_norm: float = 10.0
+    target_update_period: int = 250
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_positive(self, "learning_rate", "target_update_period", "max_gradient_norm")
+        if self.learning_rate_decay not in ("linear", "cosine"):
+            raise ValueError(f"learning_rate_decay must be one of linear, cosine, got {self.learning_rate_decay!r}")
+        require_non_negative(self, "learning_rate_decay_actor_steps")
+        require_unit_interval(self, "final_learning_rate_fraction")
+
+
+@dataclasses.dataclass
+class ContinuousConfig(ReplayConfig):
+    """The replay and optimisation settings of SAC, TD3 and D4PG (`agent.*`)."""
+
+    policy_learning_rate: float = 3e-4
+    critic_learning_rate: float = 3e-4
+    max_gradient_norm: float | None = None  # Global-norm clipping of both networks (null: none).
+    tau: float = 0.005  # Polyak averaging rate of the target networks.
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_positive(self, "policy_learning_rate", "critic_learning_rate")
+        if self.max_gradient_norm is not None and self.max_gradient_norm <= 0:
+            raise ValueError(f"max_gradient_norm must be > 0 or null, got {self.max_gradient_norm}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {self.tau}")
+
+
+@dataclasses.dataclass
+class OnPolicyConfig:
+    """The settings PPO and IMPALA share (`agent.*`)."""
+
+    # How messages name `sequences_per_learner_step`.
+    LEARNER_STEP_SEQUENCES: ClassVar[str] = "batch_size"
+
+    # An item holds unroll_length + 1 rows, the last only bootstrapping (the next item's first).
+    unroll_length: int = 20
+    batch_size: int = 8
+    # Items the queue holds before actors wait (null: two learner steps' worth).
+    max_queue_size: int | None = None
+
+    discount: float = 0.99
+    learning_rate: float = 3e-4
+    # Linear decay of the learning rate to final_learning_rate_fraction of it by this actor step (0: none).
+    decay_actor_steps: int = 0
+    final_learning_rate_fraction: float = 1.0
+    max_gradient_norm: float = 0.5
+    value_cost: float = 0.5
+    entropy_cost: float = 0.0
+    variable_update_period: int = 1
+    replay_table_name: str = "queue"
+
+    def __post_init__(self) -> None:
+        require_positive(
+            self, "unroll_length", "batch_size", "learning_rate", "max_gradient_norm", "variable_update_period"
+        )
+        require_unit_interval(self, "discount", "final_learning_rate_fraction")
+        require_non_negative(self, "value_cost", "entropy_cost", "decay_actor_steps")
+        if self.max_queue_size is not None and self.max_queue_size < self.sequences_per_learner_step:
+            raise ValueError(
+                f"max_queue_size ({self.max_queue_size}) must be >= {self.LEARNER_STEP_SEQUENCES} "
+                f"({self.sequences_per_learner_step}): the learner could never sample a batch"
+            )
+
+    @property
+    def sequences_per_learner_step(self) -> int:
+        return self.batch_size
+
+    @property
+    def queue_size(self) -> int:
+        return self.max_queue_size if self.max_queue_size is not None else 2 * self.sequences_per_learner_step
+
+    @property
+    def sequence_length(self) -> int:
+        return self.unroll_length + 1
+
+    @property
+    def sequence_period(self) -> int:
+        return self.unroll_length
+
+
+def builder_factory(builder: type | str, config_class: type) -> Callable[..., Any]:
+    """The `make_builder` an agent's YAML names (its keys are `config_class` fields); a
+    `"module:Class"` builder is imported when built, so reading a config imports no JAX."""
+
+    def make_builder(exploration: Any = None, **config: Any) -> Any:
+        builder_class = pkgutil.resolve_name(builder) if isinstance(builder, str) else builder
+        return builder_class(config_class(**config), exploration=exploration)
+
+    make_builder.config_class = config_class
+    make_builder.__doc__ = f"Builds an agent's builder from `agent.*` ({config_class.__name__} fields)."
+    return make_builder
+
+
+def agent_schema(config_class: type, target: str) -> type:
+    """The Hydra schema of an agent option: its config's fields and the `_target_` that builds it."""
+    target_field = ("_target_", str, dataclasses.field(default=target))
+    return dataclasses.make_dataclass(f"{config_class.__name__}Schema", [target_field], bases=(config_class,))
+
+
+def register_schemas() -> None:
+    """Stores every agent package's schema in Hydra's ConfigStore as `schema/agent/<name>`."""
+    from hydra.core.config_store import ConfigStore
+
+    import rl.agents
+
+    store = ConfigStore.instance()
+    for module in pkgutil.iter_modules(rl.agents.__path__):
+        if not module.ispkg:
+            continue
+        config_class = importlib.import_module(f"rl.agents.{module.name}").make_builder.config_class
+        schema = agent_schema(config_class, f"rl.agents.{module.name}.make_builder")
+        store.store(group="schema/agent", name=module.name, node=schema)

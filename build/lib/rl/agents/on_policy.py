@@ -1,0 +1,164 @@
+"""What the on-policy sequence agents (PPO, IMPALA) share: `SequenceQueueBuilder`, running
+observation statistics, linear schedules and masked means. Imports neither rlax nor reverb."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from dm_env import specs
+
+from rl.agents.actors import Policy
+from rl.agents.builder import ActorLearnerBuilder
+from rl.agents.configs import OnPolicyConfig
+from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec
+from rl.policies import Sample
+from rl.core import EnvironmentSpec, is_discrete
+
+if TYPE_CHECKING:
+    from rl.replay.adders import SequenceStep
+
+
+class RunningStatistics(NamedTuple):
+    """Mean and variance per observation element over `count` observations."""
+
+    count: jax.Array
+    mean: Any
+    variance: Any
+
+
+def init_statistics(observation_spec: Any) -> RunningStatistics:
+    """No observations yet: mean 0 and variance 1 (normalising is the identity)."""
+    zeros = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), zeros_like_spec(observation_spec, None))
+    return RunningStatistics(jnp.zeros((), jnp.float32), zeros, jax.tree_util.tree_map(jnp.ones_like, zeros))
+
+
+def no_statistics() -> RunningStatistics:  # Served by a learner that does not normalise observations.
+    return RunningStatistics(jnp.zeros((), jnp.float32), (), ())
+
+
+def update_statistics(statistics: RunningStatistics, observations: Any, mask: jax.Array) -> RunningStatistics:
+    """Folds in the observations whose `mask` (their leading axes) is 1, by Chan et al.'s parallel update."""
+    count_b = jnp.sum(mask)
+    total = statistics.count + count_b
+    safe_total = jnp.maximum(total, 1.0)
+
+    def merge(mean_a: jax.Array, variance_a: jax.Array, values: jax.Array) -> tuple[jax.Array, jax.Array]:
+        weights = jnp.reshape(mask, mask.shape + (1,) * (values.ndim - mask.ndim))
+        values = values.astype(jnp.float32)
+        axes = tuple(range(mask.ndim))
+        mean_b = jnp.sum(weights * values, axis=axes) / jnp.maximum(count_b, 1.0)
+        variance_b = jnp.sum(weights * jnp.square(values - mean_b), axis=axes) / jnp.maximum(count_b, 1.0)
+        delta = mean_b - mean_a
+        mean = mean_a + delta * count_b / safe_total
+        variance = (
+            statistics.count * variance_a
+            + count_b * variance_b
+            + jnp.square(delta) * statistics.count * count_b / safe_total
+        ) / safe_total
+        # Before any observation keep the identity (mean 0, variance 1).
+        return jnp.where(total > 0, mean, mean_a), jnp.where(total > 0, variance, variance_a)
+
+    merged = jax.tree_util.tree_map(merge, statistics.mean, statistics.variance, observations)
+    pair = jax.tree_util.tree_structure((0, 0))
+    mean, variance = jax.tree_util.tree_transpose(jax.tree_util.tree_structure(statistics.mean), pair, merged)
+    return RunningStatistics(total, mean, variance)
+
+
+def normalize_observations(statistics: RunningStatistics, observations: Any, clip: float) -> Any:
+    """(o - mean) / sqrt(var + 1e-8), clipped to [-clip, clip]."""
+    return jax.tree_util.tree_map(
+        lambda o, m, v: jnp.clip((o.astype(jnp.float32) - m) / jnp.sqrt(v + 1e-8), -clip, clip),
+        observations,
+        statistics.mean,
+        statistics.variance,
+    )
+
+
+class PolicyParams(NamedTuple):
+    """What actors fetch: the parameters and the observation statistics."""
+
+    params: Any
+    observation_statistics: RunningStatistics
+
+
+class SequenceQueueBuilder(ActorLearnerBuilder):
+    """Actors write `unroll_length + 1`-row sequences (one every `unroll_length` steps per
+    copy) into a queue; the learner trains on each once. Subclasses provide `make_learning`."""
+
+    action_kind = None
+    network_kind = "policy_value"
+    replay = "queue"
+    default_exploration = Sample
+
+    def __init__(self, config: OnPolicyConfig, exploration: Any = None):
+        super().__init__(config, exploration)
+        if not isinstance(self.exploration, Sample):
+            name = type(self).__name__.removesuffix("Builder").lower()
+            raise ValueError(
+                f"{name} acts with samples of its own policy and learns from their probabilities: use policy=sample, "
+                f"not {type(self.exploration).__name__}"
+            )
+
+    def extras_spec(self, environment_spec: EnvironmentSpec) -> dict[str, Any]:
+        """The behaviour log-probability and, for continuous actions, the raw Gaussian sample."""
+        extras: dict[str, Any] = {"log_prob": specs.Array((), np.float32, "log_prob")}
+        if not is_discrete(environment_spec.actions):
+            extras["raw_action"] = specs.Array(environment_spec.actions.shape, np.float32, "raw_action")
+        return extras
+
+    def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
+        """`(params, key, observations, step) -> (actions, extras)`: a sample and its
+        log-probability, or when evaluating the mode and no extras."""
+        action_spec = environment_spec.actions
+        discrete = is_discrete(action_spec)
+        if not discrete:
+            from rl.agents.continuous import action_bounds, to_environment_scale
+
+            action_bounds(action_spec)  # Refuse unbounded actions before anything runs.
+
+        # PPO's option; IMPALA has no such field (`agent.normalize_observations` is refused): raw observations.
+        normalize = getattr(self.config, "normalize_observations", False)
+
+        def policy(params: Any, key: jax.Array, observations: Any, step: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+            network_params, statistics = params  # PolicyParams
+            if normalize:
+                observations = normalize_observations(statistics, observations, self.config.observation_clip)
+            output, _ = networks.apply(network_params, observations)
+            if evaluation:
+                action, extras = policy_mode(output), {}
+            else:
+                action = self.exploration(output, key, step)
+                extras = {"log_prob": log_prob(output, action)}
+                if not discrete:
+                    extras["raw_action"] = action
+            if not discrete:
+                action = to_environment_scale(action, action_spec)
+            return action, extras
+
+        return policy
+
+
+def scheduled(config: OnPolicyConfig, actor_steps: jax.Array, value: float, final_fraction: float) -> jax.Array:
+    """`value` decayed linearly to `final_fraction * value` by `config.decay_actor_steps` (0: constant)."""
+    if config.decay_actor_steps <= 0:
+        fraction = jnp.zeros((), jnp.float32)
+    else:
+        fraction = jnp.clip(actor_steps.astype(jnp.float32) / config.decay_actor_steps, 0.0, 1.0)
+    return value * (1.0 - fraction * (1.0 - final_fraction))
+
+
+def stored_actions(batch: SequenceStep) -> Any:
+    """The actions whose probabilities the behaviour policy stored."""
+    return batch.extras.get("raw_action", batch.action)
+
+
+def steps_taken(batch: SequenceStep) -> jax.Array:
+    """Actor steps in a batch of sequences (B, L): rows with mask 1 but each sequence's last."""
+    return jnp.sum(batch.mask[:, :-1]).astype(jnp.int32)
+
+
+def masked_mean(values: jax.Array, mask: jax.Array) -> jax.Array:
+    return jnp.sum(mask * values) / jnp.maximum(jnp.sum(mask), 1.0)

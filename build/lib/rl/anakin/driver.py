@@ -1,0 +1,284 @@
+"""The host side of an anakin run: compile once, run chunks, write every replica's records. Replica i
+of `seed=s` trains as a run with `seed=s+i` and writes `<run dir>/seed_<i>/`; the run directory
+holds their mean."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from rl.agents.builder import NumericalError
+from rl.anakin.launcher import steps_per_update
+from rl.anakin.system import System, evaluate, make_chunk, make_system, with_hyperparameters
+from rl.environment_loop import spread
+from rl.environments.gymnax_vector import GymnaxVector
+from rl.experiments import lifecycle
+from rl.experiments.config import ExperimentConfig
+from rl.checkpointing import trim_logs
+from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
+from rl.loggers.base import TRANSCRIPT, Logger, format_number
+
+# Each replica's loggers: label -> (steps key, instance).
+LOGGERS = {"learner": ("learner_steps",), "actor": ("actor_steps", 0), "evaluator": ("actor_steps", 0)}
+REPLICA_COLUMNS = ("replica", "seed", "final_eval_return", "best_eval_return", "first_eval_return", "flag")
+
+
+def replica_keys(seed: int, num_seeds: int) -> jax.Array:
+    return jax.numpy.stack([jax.random.PRNGKey(seed + i) for i in range(num_seeds)])
+
+
+def replica_sharding(num_seeds: int) -> NamedSharding | None:
+    """(num_seeds, ...) arrays over the most devices that divide `num_seeds`; None for one device."""
+    devices = jax.devices()
+    count = max(d for d in range(1, min(len(devices), num_seeds) + 1) if num_seeds % d == 0)
+    return NamedSharding(Mesh(devices[:count], ("replicas",)), PartitionSpec("replicas")) if count > 1 else None
+
+
+def compile_programs(
+    make_system: Callable[[dict[str, jax.Array]], System],
+    evaluation_environment: GymnaxVector,
+    keys: jax.Array,
+    steps_per_chunk: int,
+    sharding: Any = None,
+    hyperparameters: dict[str, jax.Array] | None = None,
+) -> tuple[Any, Any, Any]:
+    """(chunk, evaluation round, initial state) of `len(keys)` replicas, vmapped, sharded, compiled.
+    `make_system(values)`: one replica's system, given its row of `hyperparameters` (traced)."""
+    jit = jax.jit if sharding is None else functools.partial(jax.jit, in_shardings=sharding, out_shardings=sharding)
+    keys, values = jax.device_put((keys, hyperparameters or {}), sharding)
+    state = jit(jax.vmap(lambda key, values: make_system(values).init(key)))(keys, values)
+    chunk = lambda state, values: make_chunk(make_system(values), steps_per_chunk)(state)
+    chunk = jit(jax.vmap(chunk)).lower(state, values).compile()
+
+    def evaluation_round(state: Any, key: jax.Array, values: dict[str, jax.Array]) -> Any:
+        system = make_system(values)
+        return evaluate(evaluation_environment, system.evaluation_policy, system.evaluation_params(state), key)
+
+    evaluation = jit(jax.vmap(evaluation_round)).lower(state, keys, values).compile()
+    return chunk, evaluation, jax.block_until_ready(state)
+
+
+class AnakinNodes(lifecycle.Nodes):
+    """`num_seeds` replicas of the experiment's system in chunks of `steps_per_chunk` updates; a checkpoint
+    holds the whole stacked training state, so a resumed run computes bit for bit what one run does."""
+
+    def __init__(
+        self,
+        num_seeds: int,
+        steps_per_chunk: int,
+        replicas: list[ExperimentConfig] | None = None,
+        hyperparameters: dict[str, jax.Array] | None = None,
+        replica_fields: dict[str, Any] | None = None,
+        trials: list[Any] | None = None,
+    ):
+        """`replicas` (a grid's jobs): the replicas' own experiments, `hyperparameters` their values
+        ("agent.<field>" or "policy.<field>" -> one per replica), `replica_fields` added to their summaries,
+        `trials` their Optuna trials (rl.experiments.pruning; None: not in a search that prunes)."""
+        self.num_seeds = num_seeds if replicas is None else len(replicas)
+        self.steps_per_chunk, self.replicas = steps_per_chunk, replicas
+        self.hyperparameters, self.replica_fields = hyperparameters or {}, replica_fields or {}
+        self.own_records = replicas is not None or num_seeds > 1  # Each replica writes its own run's records.
+        self.trials = trials or [None] * self.num_seeds
+        self.logs: list[dict[str, Logger]] = []
+
+    def start(self) -> None:
+        experiment, num_seeds, restore = self.experiment, self.num_seeds, self.experiment.restore
+        self.replica_experiments = [experiment] if self.replicas is None else self.replicas
+        if self.own_records:
+            experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
+        if self.replicas is None and num_seeds > 1:
+            self.replica_experiments = []
+            for index in range(num_seeds):  # Each replica's rows past the restore point go to logs/superseded/.
+                seed, directory = experiment.seed + index, os.path.join(experiment.run_directory, f"seed_{index}")
+                os.makedirs(directory, exist_ok=True)
+                if restore is not None:
+                    steps = int(restore.counts.get("actor_steps", 0)), int(restore.counts.get("learner_steps", 0))
+                    trim_logs(directory, *steps, experiment.session)
+                factory = experiment.logger_factory.replica(directory, index, seed)
+                replica = dataclasses.replace(experiment, seed=seed, run_directory=directory, logger_factory=factory)
+                self.replica_experiments.append(replica)
+        keys = jax.numpy.stack([jax.random.PRNGKey(replica.seed) for replica in self.replica_experiments])
+        self.sharding = replica_sharding(num_seeds)
+        self.evaluation_keys = jax.device_put(jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys), self.sharding)
+        # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
+        self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
+        start = time.perf_counter()
+        system, evaluation_environment = make_system(experiment)
+        make = lambda values: make_system(with_hyperparameters(experiment, values))[0] if values else system
+        self.chunk, self.evaluation, self.state = compile_programs(
+            make, evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
+        )
+        self.values = jax.device_put(self.hyperparameters, self.sharding)
+        self.compile_time_s = time.perf_counter() - start
+        self.learner_steps, self.episodes, self.curves = 0, [0] * num_seeds, [[] for _ in range(num_seeds)]
+        if restore is not None:
+            self.state = jax.device_put(restore.learner_state(self.state), self.sharding)
+            self.learner_steps = int(restore.counts.get("learner_steps", 0))
+            replicas = restore.state["anakin"]["replicas"]
+            self.episodes = [int(r["episodes"]) for r in replicas]
+            self.curves = [[(int(s), float(v)) for s, v in r["eval_returns"]] for r in replicas]
+        for factory in (replica.logger_factory for replica in self.replica_experiments):
+            self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
+        self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
+        self.chunk_steps = self.steps_per_chunk * steps_per_update(experiment)
+
+    def counts_of(self, replica: int) -> dict[str, int]:
+        if self.ended[replica]:
+            return self.ended[replica][2]
+        return dict(
+            actor_steps=self.record.steps, learner_steps=self.learner_steps, actor_episodes=self.episodes[replica]
+        )
+
+    def end(self, index: int, status: str, why: str) -> None:
+        self.ended[index] = (status, why, self.counts_of(index))
+        TRANSCRIPT.info("replica %d (%s) %s: %s", index, self.replica_experiments[index].run_directory, status, why)
+
+    def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
+        while self.record.steps < until:
+            if all(self.ended):  # Every replica failed or was pruned: nothing left to train.
+                self.record.steps = until
+                break
+            chunk_start = time.perf_counter()
+            self.state, metrics = self.chunk(self.state, self.values)
+            metrics = jax.device_get(metrics)
+            rate = self.chunk_steps / (time.perf_counter() - chunk_start)
+            self.record.steps += self.chunk_steps
+            self._write_chunk_records(metrics, rate)
+            progress.update(episode_return=float(np.mean(metrics["episode_return"])))
+            progress.advance(self.record.steps, force=True)
+            if pause():
+                break
+        return self.record.steps
+
+    def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
+        """Each replica's learner record and, when episodes ended, its actor record; a non-finite learner
+        metric fails the replica (a plain one-replica run: the run)."""
+        for index, log in enumerate(self.logs):
+            values = {key: value[index].item() for key, value in metrics.items()}
+            self.learner_steps = int(values.pop("learner_steps"))
+            if self.ended[index]:
+                continue
+            trained, episodes = int(values.pop("trained_updates")), int(values.pop("episodes"))
+            self.episodes[index] += episodes
+            counts = self.counts_of(index)
+            episode = {"episode_return": values.pop("episode_return"), "episode_length": values.pop("episode_length")}
+            learner_metrics = values if trained else {}
+            log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
+            if episodes:
+                exploration = getattr(self.replica_experiments[index].builder.exploration, "exploration_metrics", None)
+                named = exploration(counts["actor_steps"]) if exploration else {}
+                log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
+            faults = sorted(key for key, value in learner_metrics.items() if not np.isfinite(value))
+            if faults:
+                message = f"non-finite {', '.join(faults)} in the updates up to learner step {self.learner_steps}"
+                if not self.own_records:  # A plain one-replica run fails as under launcher=local.
+                    raise NumericalError(message)
+                self.end(index, "failed", message)
+
+    def evaluate(self) -> tuple[int, float, float]:
+        """An evaluation round of every replica, keyed by seed and step only."""
+        steps = self.record.steps
+        if all(self.ended):
+            return steps, float("nan"), time.time()
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
+        result = jax.device_get(self.evaluation(self.state, jax.device_put(keys, self.sharding), self.values))
+        means = []
+        for index, log in enumerate(self.logs):
+            if self.ended[index]:
+                continue
+            returns, lengths = result.returns[index], result.lengths[index]
+            record = spread(returns)
+            log["evaluator"].write(
+                {**self.counts_of(index), **record, "episode_length": float(lengths.mean()), "episodes": returns.size}
+            )
+            self.curves[index].append((steps, record["episode_return"]))
+            means.append(record["episode_return"])
+            trial = self.trials[index]
+            if trial is not None and trial.report(steps, means[-1]) and steps < self.experiment.max_actor_steps:
+                trial.prune()  # Its replica computes on, masked: the program is the whole group's.
+                self.end(index, "pruned", f"pruned by the search at {steps} actor steps")
+        if self.mean_evaluator is not None:
+            record = {"actor_steps": steps, "learner_steps": self.learner_steps, **spread(means)}
+            self.mean_evaluator.write({**record, "replicas": len(means)})
+        return steps, float(np.mean(means)) if means else float("nan"), time.time()
+
+    def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
+        snapshot = lifecycle.Snapshot(self.record.steps, self.counts_of(0))
+        if checkpoint:
+            snapshot.learner_state = self.state
+            snapshot.state["anakin"] = {
+                "num_seeds": self.num_seeds,
+                "replicas": [
+                    {"episodes": episodes, "eval_returns": [[int(s), float(v)] for s, v in curve]}
+                    for episodes, curve in zip(self.episodes, self.curves)
+                ],
+            }
+        return snapshot
+
+    def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
+        compile_time = round(self.compile_time_s, 2)
+        extra: dict[str, Any] = {"launcher": "anakin", "compile_time_s": compile_time, "num_seeds": self.num_seeds}
+        self.close()
+        self.replica_summaries: list[RunSummary] = []
+        if self.own_records:
+            replicas = []
+            times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
+            fields = {"compile_time_s": compile_time, **self.replica_fields}
+            for index, replica in enumerate(self.replica_experiments):
+                replica_status, why, _ = self.ended[index] or (status, None, None)
+                code = 1 if replica_status == "failed" else 0 if replica_status == "pruned" else exit_code
+                result = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=replica_status)
+                _add_fields(replica.run_directory, fields | ({"failure": why} if replica_status == "failed" else {}))
+                close_loggers(replica, exit_code=code)
+                self.replica_summaries.append(result)
+                replicas.append(dataclasses.asdict(result) | {"run_directory": replica.run_directory})
+            extra["replicas"] = replicas
+            acting, steps = self.record.acting_time_s, self.record.steps * self.num_seeds
+            extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None
+            flagged = sum(1 for curve in self.curves if improvement_flag([value for _, value in curve]))
+            title = f"Evaluation returns of each of the {len(self.curves)} replicas ({flagged} flagged):"
+            table = replica_table([replica.seed for replica in self.replica_experiments], self.curves)
+            for line in (title, *(f"  {line}" for line in table)):
+                print(line, flush=True)
+                TRANSCRIPT.info(line)
+        _add_fields(self.experiment.run_directory, extra)
+        return summary
+
+    def close(self) -> None:
+        for logger in (logger for log in self.logs for logger in log.values()):
+            logger.close()
+        self.logs = []
+
+
+def improvement_flag(returns: list[float]) -> str:
+    """Why a replica's evaluation curve shows no learning ("" when it does)."""
+    if not returns:
+        return "not evaluated"
+    if max(returns) <= returns[0]:
+        return "never improved"
+    if returns[-1] <= returns[0]:
+        return "final <= first"
+    return ""
+
+
+def replica_table(seeds: list[int], curves: list[list[tuple[int, float]]]) -> list[str]:
+    """A header and one aligned line per replica: index, seed, final, best and first return, flag."""
+    rows = []
+    for index, (seed, curve) in enumerate(zip(seeds, curves)):
+        returns = [float(value) for _, value in curve]
+        values = [format_number(v) for v in (returns[-1], max(returns), returns[0])] if returns else ["-"] * 3
+        rows.append([str(index), str(seed), *values, improvement_flag(returns)])
+    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(REPLICA_COLUMNS)]
+    line = lambda cells: f"{'  '.join(c.rjust(w) for c, w in zip(cells[:-1], widths))}  {cells[-1]}".rstrip()
+    return [line(list(REPLICA_COLUMNS)), *(line(row) for row in rows)]
+
+
+def _add_fields(directory: str, fields: dict[str, Any]) -> None:
+    write_json(os.path.join(directory, "summary.json"), read_summary(directory) | fields)

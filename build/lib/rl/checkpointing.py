@@ -1,0 +1,549 @@
+"""Checkpoints of a run (`checkpoints/step_<actor steps>/`, written atomically by orbax: `learner/`
+leaves, `state/` JSON with digests, `files/`), and starting or resuming a run in its directory."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime
+import functools
+import glob
+import hashlib
+import json
+import math
+import os
+import pickle
+import re
+import secrets
+import shutil
+import time
+import warnings
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from rl.checks import require_at_least, require_positive
+
+FORMAT = 3
+RUN_FILE = "run.json"
+SUMMARY_FILE = "summary.json"
+
+
+class RunWarning(UserWarning):
+    """A damaged checkpoint skipped, a replay buffer not restored: one `Warning:` line."""
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be used (missing, damaged, from another experiment): one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSettings:
+    """conf/config.yaml's `checkpoint` (true/false stand for the defaults, on or off)."""
+
+    enabled: bool = True
+    every_seconds: float = 300.0  # Also one at the end and on SIGINT/SIGTERM.
+    keep: int = 2
+    replay: bool = False  # Also the replay tables: a resumed run keeps its buffer.
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.every_seconds, (int, float)) and math.isfinite(self.every_seconds)):
+            raise ValueError(f"every_seconds must be a finite number, got {self.every_seconds!r}")
+        require_positive(self, "every_seconds")
+        require_at_least(self, 1, "keep")
+
+
+def checkpoint_root(run_directory: str) -> str:
+    return os.path.join(os.path.abspath(run_directory), "checkpoints")
+
+
+def replay_root(run_directory: str) -> str:
+    return os.path.join(checkpoint_root(run_directory), "replay")
+
+
+def replay_of(path: str) -> str:
+    return os.path.join(path, "files", "replay")
+
+
+def step_of(path: str) -> int | None:
+    match = re.match(r"^step_(\d+)$", os.path.basename(os.path.normpath(path)))
+    return int(match.group(1)) if match else None
+
+
+def list_checkpoints(run_directory: str) -> list[str]:
+    """Every `step_*` directory of a run, newest (most actor steps) first."""
+    paths = glob.glob(os.path.join(glob.escape(checkpoint_root(run_directory)), "step_*"))
+    return sorted((path for path in paths if step_of(path) is not None), key=step_of, reverse=True)
+
+
+def log_files(run_directory: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(glob.escape(run_directory), "logs", "*.csv")))
+
+
+def _has_rows(path: str) -> bool:
+    with open(path, newline="") as file:
+        reader = csv.reader(file)
+        return next(reader, None) is not None and next(reader, None) is not None  # A header and a row.
+
+
+def holds_a_run(run_directory: str) -> bool:
+    """Whether `run_directory` holds an earlier run (run.json, summary.json, a checkpoint or log rows)."""
+    return (
+        any(os.path.isfile(os.path.join(run_directory, name)) for name in (RUN_FILE, SUMMARY_FILE))
+        or bool(list_checkpoints(run_directory))
+        or any(_has_rows(path) for path in log_files(run_directory))
+    )
+
+
+def state_digest(leaves: Sequence[Any]) -> str:
+    """sha256 over the leaves' dtypes, shapes and bytes: equal digests, bitwise-equal states."""
+    digest = hashlib.sha256()
+    for leaf in leaves:
+        array = np.ascontiguousarray(np.asarray(leaf))
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _orbax() -> Any:
+    import orbax.checkpoint as ocp
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)  # Orbax narrates every save at INFO.
+    return ocp
+
+
+@functools.cache
+def _files_save() -> Any:
+    """The `files` item's save args: directories moved in, small files written."""
+    ocp = _orbax()
+
+    class FilesHandler(ocp.CheckpointHandler):
+        def save(self, directory: Any, args: Any) -> None:
+            for name, source in args.moves.items():
+                os.rename(source, os.path.join(os.fspath(directory), name))
+            for name, data in args.writes.items():
+                with open(os.path.join(os.fspath(directory), name), "wb") as file:
+                    file.write(data)
+
+        def restore(self, directory: Any, args: Any = None) -> str:
+            return os.fspath(directory)
+
+    @ocp.args.register_with_handler(FilesHandler, for_save=True, for_restore=True)
+    @dataclasses.dataclass
+    class FilesSave(ocp.args.CheckpointArgs):
+        moves: dict
+        writes: dict
+
+    return FilesSave
+
+
+def _file_digests(directory: str, prefix: str = "") -> dict[str, str]:
+    digests = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            with open(os.path.join(root, name), "rb") as file:
+                digest = hashlib.file_digest(file, "sha256").hexdigest()
+            digests[os.path.join(prefix, os.path.relpath(os.path.join(root, name), directory))] = digest
+    return digests
+
+
+def save_checkpoint(
+    run_directory: str,
+    step: int,
+    learner_state: Any,
+    state: Mapping[str, Any],
+    keep: int | None = None,
+    replay_checkpoint: str | None = None,
+    process_state: Any = None,
+    tables: Mapping[str, Any] | None = None,
+) -> str:
+    """Writes `checkpoints/step_<step>` atomically (replacing one of that step) and returns its path;
+    `replay_checkpoint` (reverb's directory) is moved inside with `tables`."""
+    import jax
+
+    ocp = _orbax()
+    step = int(step)
+    leaves, treedef = jax.tree_util.tree_flatten(learner_state)
+    leaves = [np.asarray(leaf) for leaf in jax.device_get(leaves)]
+    structure = {
+        "tree": str(treedef),
+        "shapes": [list(leaf.shape) for leaf in leaves],
+        "dtypes": [str(leaf.dtype) for leaf in leaves],
+        "digest": state_digest(leaves),
+    }
+    writes, moves = {}, {}
+    if process_state is not None:
+        writes["process.pkl"] = pickle.dumps(process_state, protocol=pickle.HIGHEST_PROTOCOL)
+    if replay_checkpoint is not None:
+        writes["tables.json"] = json.dumps(tables or {}, indent=1).encode()
+        moves["replay"] = replay_checkpoint
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in writes.items()}
+    for name, source in moves.items():
+        digests.update(_file_digests(source, name))
+    items = {
+        "state": ocp.args.JsonSave({**state, "format": FORMAT, "step": step, "learner": structure, "files": digests}),
+        "files": _files_save()(moves=moves, writes=writes),
+    }
+    if leaves:
+        items["learner"] = ocp.args.StandardSave({f"{i:06d}": leaf for i, leaf in enumerate(leaves)})
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep, step_prefix="step", enable_async_checkpointing=False, cleanup_tmp_directories=True
+    )
+    with ocp.CheckpointManager(checkpoint_root(run_directory), options=options) as manager:
+        if step in manager.all_steps():
+            manager.delete(step)
+        manager.save(step, args=ocp.args.Composite(**items), force=True)
+    return os.path.join(checkpoint_root(run_directory), f"step_{step}")
+
+
+def find_latest(run_directory: str, warn: bool = True) -> tuple[str | None, list[tuple[str, str]]]:
+    """The newest checkpoint whose learner state and files match their digests, and the damaged ones
+    skipped (path, reason); (None, []) when the run has none, a `CheckpointError` when every one is damaged."""
+    skipped: list[tuple[str, str]] = []
+    for path in list_checkpoints(run_directory):
+        try:
+            state = read_state(path)
+            present = _file_digests(os.path.join(path, "files"))
+            for relative, digest in sorted(state.get("files", {}).items()):
+                if relative not in present:
+                    raise CheckpointError(f"missing file files/{relative}")
+                if present[relative] != digest:
+                    raise CheckpointError(f"files/{relative} does not match its checksum")
+            _restore_leaves(path, state["learner"])
+        except CheckpointError as error:
+            skipped.append((path, str(error)))
+            continue
+        for damaged, reason in skipped if warn else ():
+            warnings.warn(
+                f"checkpoint {damaged} is damaged ({reason}); using the previous one", RunWarning, stacklevel=2
+            )
+        return path, skipped
+    if skipped:
+        reasons = "; ".join(f"{os.path.basename(p)}: {r}" for p, r in skipped)
+        raise CheckpointError(f"no usable checkpoint in {checkpoint_root(run_directory)} ({reasons})")
+    return None, []
+
+
+def read_state(path: str) -> dict[str, Any]:
+    """A checkpoint's state item (counts, schedules, curve, the learner's structure)."""
+    ocp = _orbax()
+    try:
+        state = ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(os.path.join(path, "state"))
+    except Exception as error:  # noqa: BLE001 - orbax's errors for a missing or broken item vary.
+        raise CheckpointError(f"cannot read the state of {path} ({type(error).__name__})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT or "learner" not in state:
+        raise CheckpointError(f"{path} is not a checkpoint of format {FORMAT}")
+    return state
+
+
+def read_process_state(path: str) -> Any:
+    """A checkpoint's deterministic process state, or None."""
+    file_path = os.path.join(path, "files", "process.pkl")
+    if not os.path.isfile(file_path):
+        return None
+    with open(file_path, "rb") as file:
+        return pickle.load(file)
+
+
+def check_learner_structure(path: str, template: Any) -> dict[str, Any]:
+    """Raises a `CheckpointError` unless the saved learner state has `template`'s structure,
+    shapes and dtypes; returns the saved structure."""
+    import jax
+
+    saved = read_state(path)["learner"]
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    where = f"checkpoint {path} was written by a different learner"
+    if saved["tree"] != str(treedef) or len(saved["shapes"]) != len(leaves):
+        raise CheckpointError(
+            f"{where} (another agent or network: its state has {len(saved['shapes'])} arrays, this config's "
+            f"learner {len(leaves)}, or they are arranged differently)"
+        )
+    for index, (saved_shape, saved_dtype, leaf) in enumerate(zip(saved["shapes"], saved["dtypes"], leaves)):
+        shape, dtype = list(np.shape(leaf)), str(np.dtype(leaf.dtype))
+        if saved_shape != shape or saved_dtype != dtype:
+            raise CheckpointError(
+                f"{where} (array {index} is {saved_dtype}{tuple(saved_shape)} there, {dtype}{tuple(shape)} in this "
+                "config's learner: another network shape)"
+            )
+    return saved
+
+
+def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
+    """The learner state's leaves saved at `path`, checked against their digest."""
+    import jax
+
+    ocp = _orbax()
+    target = {
+        f"{i:06d}": jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
+        for i, (shape, dtype) in enumerate(zip(saved["shapes"], saved["dtypes"]))
+    }
+    try:
+        checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())
+        restored = target and checkpointer.restore(os.path.join(path, "learner"), args=ocp.args.StandardRestore(target))
+        leaves = [np.asarray(restored[key]).astype(target[key].dtype, copy=False) for key in target]
+    except Exception as error:  # noqa: BLE001 - orbax/tensorstore errors vary: say it plainly.
+        raise CheckpointError(f"cannot read the learner state in {path} ({type(error).__name__})") from None
+    if state_digest(leaves) != saved["digest"]:
+        raise CheckpointError("its learner state does not match its checksum")
+    return leaves
+
+
+def restore_learner_state(path: str, template: Any) -> Any:
+    """The learner state saved at `path` in `template`'s structure, bit for bit (its digest is checked)."""
+    import jax
+
+    leaves = _restore_leaves(path, check_learner_structure(path, template))
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), leaves)
+
+
+def describe_tables(tables: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """`reverb.Table`s' configuration as plain values, comparable across a checkpoint and a config."""
+    described = {}
+    for table in tables:
+        info = table.info
+        limiter = info.rate_limiter_info
+        described[info.name] = {
+            "name": info.name,
+            "max_size": int(info.max_size),
+            "max_times_sampled": int(info.max_times_sampled),
+            "sampler": str(info.sampler_options).strip().replace("\n", ", "),
+            "remover": str(info.remover_options).strip().replace("\n", ", "),
+            "rate_limiter": {
+                "samples_per_insert": float(limiter.samples_per_insert),
+                "min_diff": float(limiter.min_diff),
+                "max_diff": float(limiter.max_diff),
+                "min_size_to_sample": int(limiter.min_size_to_sample),
+            },
+            "signature": str(info.signature),
+        }
+    return described
+
+
+def flatten_mapping(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as {"a.b": leaf} (an empty mapping is a leaf)."""
+    if isinstance(value, Mapping):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(flatten_mapping(item, f"{prefix}{key}."))
+        return flat or {prefix[:-1]: {}}
+    return {prefix[:-1]: value}
+
+
+def check_replay_tables(checkpoint: str, tables: Sequence[Any]) -> None:
+    """Raises a `CheckpointError` naming every difference between the checkpoint's tables and
+    `tables` (reverb would silently keep the checkpoint's)."""
+    path = os.path.join(checkpoint, "files", "tables.json")
+    try:
+        with open(path) as file:
+            saved = json.load(file)
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"cannot read the replay checkpoint's tables in {path} ({error})") from None
+    current = describe_tables(tables)
+    differences = []
+    for name in sorted(set(saved) | set(current)):
+        if name not in current:
+            differences.append(f"the checkpoint has a table '{name}' that this config does not build")
+        elif name not in saved:
+            differences.append(f"this config builds a table '{name}' that the checkpoint lacks")
+        else:
+            before = flatten_mapping(saved[name])
+            differences += [
+                f"table '{name}' {key}: {before.get(key)} in the checkpoint, {now} now"
+                for key, now in flatten_mapping(current[name]).items()
+                if before.get(key) != now
+            ]
+    if differences:
+        raise CheckpointError(
+            "the replay checkpoint does not match this config's replay table ("
+            + "; ".join(differences)
+            + "): resume with the run's own settings, or set checkpoint.replay=false to start with an empty buffer"
+        )
+
+
+def write_json(path: str, value: Any) -> None:
+    """Writes a JSON file whole, then renames it into place: a reader never sees half a file."""
+    with open(f"{path}.tmp", "w") as file:
+        json.dump(value, file, indent=2)
+    os.replace(f"{path}.tmp", path)
+
+
+def read_json(path: str) -> dict[str, Any]:
+    """A JSON file's object, or {} when it is missing, unreadable or not an object."""
+    try:
+        with open(path) as file:
+            value = json.load(file)
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+# Top-level keys a resumed run may change: they do not change what is learned.
+MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume", "objective")
+
+
+@dataclasses.dataclass
+class RestorePoint:
+    """The checkpoint a run continues from and its state item."""
+
+    checkpoint: str
+    state: dict[str, Any]
+    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    restore_replay: bool = False
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        return dict(self.state["counts"])
+
+    def learner_state(self, template: Any) -> Any:
+        return restore_learner_state(self.checkpoint, template)
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """What the entry point does with a run directory."""
+
+    run_directory: str
+    finished: dict[str, Any] | None = None  # A finished run's summary: nothing to do.
+    restore: RestorePoint | None = None  # None: start from the beginning.
+    session: int = 0  # 0 for a new run, one more for each resume (an earlier run's later rows are set aside).
+
+
+def prepare_run(
+    experiment: Any,
+    config: Any,
+    run_directory: str,
+    explicit: bool = False,
+    learner_template: Callable[[Any], Any] | None = None,
+) -> RunPlan:
+    """Whether the run in `run_directory` is new, finished or to be resumed; checks everything, writes
+    nothing. `explicit` (`resume=DIR`): nothing to resume is an error."""
+    from omegaconf import OmegaConf
+
+    from rl.experiments.make_experiment import ConfigError, resolved_container
+
+    warn = functools.partial(warnings.warn, category=RunWarning, stacklevel=2)
+    run_directory = os.path.abspath(run_directory)
+    plan = RunPlan(run_directory)
+    if not holds_a_run(run_directory):
+        if explicit:
+            raise ConfigError("resume", f"{run_directory} holds no run to resume (no run.json, checkpoint or logs)")
+        return plan
+    plan.session = int(read_json(os.path.join(run_directory, RUN_FILE)).get("sessions", 1))
+
+    config_path = os.path.join(run_directory, ".hydra", "config.yaml")
+    if os.path.isfile(config_path):
+        try:
+            before = flatten_mapping(OmegaConf.to_container(OmegaConf.load(config_path), resolve=True))
+        except Exception as error:  # noqa: BLE001 - an unreadable or unresolvable file: say so.
+            raise CheckpointError(f"cannot read the run's configuration {config_path} ({error})") from None
+        now = flatten_mapping(resolved_container(config))
+        differences = [
+            key
+            for key in sorted(set(before) | set(now))
+            if key.split(".")[0] not in MUTABLE_KEYS and before.get(key, "<unset>") != now.get(key, "<unset>")
+        ]
+        if differences:
+            key = differences[0]
+            more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
+            raise ConfigError(
+                key,
+                f"is {now.get(key, '<unset>')!r} but the run in {run_directory} used {before.get(key, '<unset>')!r}{more}; "
+                "a resumed run keeps its configuration: repeat the run's own command, or use a new hydra.run.dir for a new run",
+            )
+
+    summary = read_json(os.path.join(run_directory, SUMMARY_FILE))
+    if summary.get("status") in ("finished", "pruned"):  # A pruned trial is over: its search stopped it.
+        plan.finished = summary
+        return plan
+
+    path, skipped = find_latest(run_directory)
+    if path is None:
+        if explicit:
+            raise CheckpointError(
+                f"no checkpoint to resume in {checkpoint_root(run_directory)} (the run stopped before "
+                "its first checkpoint, or ran with checkpoint.enabled=false)"
+            )
+        warn(
+            f"{run_directory} holds an earlier run but no checkpoint: the run starts from the beginning "
+            "(earlier log rows move to logs/superseded/)"
+        )
+        return plan
+    state = read_state(path)
+    for key, value in (("agent", experiment.agent_name), ("environment", experiment.environment_name)):
+        if state.get(key) != value:
+            raise CheckpointError(f"checkpoint {path} is of {key} {state.get(key)!r}, this config's is {value!r}")
+    from rl.experiments.launchers.base import Launcher
+
+    check_learner_structure(path, (learner_template or Launcher().checkpoint_template)(experiment))
+    if state["actor_steps"] > experiment.max_actor_steps:
+        raise CheckpointError(
+            f"checkpoint {path} is at {state['actor_steps']} actor steps, beyond max_actor_steps={experiment.max_actor_steps}"
+        )
+    plan.restore = RestorePoint(path, state, skipped)
+    has_replay = os.path.isdir(replay_of(path))
+    if has_replay and experiment.checkpoint.replay:
+        from rl.experiments.builders import DistributedProgram
+
+        check_replay_tables(path, DistributedProgram(experiment).make_replay_tables())
+        plan.restore.restore_replay = True
+    elif has_replay or experiment.checkpoint.replay:
+        warn(
+            "the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it"
+            if has_replay
+            else "the checkpoint holds no replay buffer: the resumed run refills it"
+        )
+    plan.session = int(state.get("session", 0)) + 1
+    return plan
+
+
+def trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session: int) -> None:
+    """Moves the log rows written after the restore point to logs/superseded/."""
+    from rl.loggers.csv import move_rows
+
+    def after(row: dict[str, str]) -> bool:
+        for key, limit in (("actor_steps", actor_steps), ("learner_steps", learner_steps)):
+            try:
+                if float(row.get(key) or "nan") > limit:
+                    return True
+            except ValueError:
+                continue
+        return False
+
+    for path in log_files(run_directory):
+        with open(path, newline="") as file:
+            if "actor_steps" not in (csv.DictReader(file).fieldnames or []):
+                continue
+        label = os.path.splitext(os.path.basename(path))[0]
+        move_rows(path, after, os.path.join(os.path.dirname(path), "superseded", f"{label}.session{session}.csv"))
+
+
+def apply_plan(plan: RunPlan, experiment: Any) -> Any:
+    """Renames damaged checkpoints, sets later log rows aside, continues the clock and W&B run;
+    returns the experiment to launch."""
+    restore = plan.restore
+    for damaged, _ in restore.skipped if restore is not None else ():
+        target = os.path.join(os.path.dirname(damaged), f"damaged_{os.path.basename(damaged)}")
+        if not os.path.exists(target):
+            os.rename(damaged, target)
+    if plan.session:
+        counts = restore.counts if restore is not None else {}
+        trim_logs(plan.run_directory, counts.get("actor_steps", 0), counts.get("learner_steps", 0), plan.session)
+    shutil.rmtree(replay_root(plan.run_directory), ignore_errors=True)  # Table checkpoints never moved into a step.
+    factory = experiment.logger_factory
+    if restore is not None and restore.state.get("wall_time_s") is not None and factory.start_time is not None:
+        factory.start_time = time.time() - float(restore.state["wall_time_s"])
+    path = os.path.join(plan.run_directory, RUN_FILE)
+    run_file = read_json(path)
+    run_id = run_file.get("wandb_run_id") or secrets.token_hex(4)
+    if factory.wandb_run is not None:
+        factory.wandb_run.use_run_id(run_id, resume=plan.session > 0)
+    started = datetime.datetime.now().isoformat(timespec="seconds")
+    restored_from = os.path.basename(restore.checkpoint) if restore is not None else None
+    history = [
+        *run_file.get("history", []),
+        {"session": plan.session, "started": started, "restored_from": restored_from},
+    ]
+    os.makedirs(plan.run_directory, exist_ok=True)
+    write_json(path, {"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history})
+    return dataclasses.replace(experiment, restore=restore, session=plan.session)

@@ -1,0 +1,147 @@
+"""gymnax environments: `GymnaxVector`, pure copies for launcher=anakin, and `GymnaxToDmEnv`, one
+copy as a dm_env for launcher=local/ray; both tell termination (discount 0) from the time limit."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, NamedTuple
+
+import dm_env
+import jax
+import jax.numpy as jnp
+import numpy as np
+from dm_env import specs
+
+from rl.environments.factories import Float32Specs
+
+# MinAtar writes ints into boolean arrays; JAX warns at every trace.
+warnings.filterwarnings("ignore", message="scatter inputs have incompatible types", category=FutureWarning)
+
+
+def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, Any, specs.Array, specs.Array]:
+    """(environment, default parameters, observation spec, action spec) of gymnax id `name`; float32
+    observations, their shape traced from a reset (`observation_space` would compile)."""
+    import gymnax
+    from gymnax.environments.spaces import Discrete
+
+    if name not in gymnax.registered_envs:
+        raise ValueError(f"'{name}' is not a gymnax environment; registered ids: {list(gymnax.registered_envs)}")
+    environment, params = gymnax.make(name, **(kwargs or {}))
+    key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+    shape = jax.eval_shape(lambda k: environment.reset_env(k, params)[0], key).shape
+    observation_spec = specs.Array(tuple(shape), np.float32, "observation")
+    space = environment.action_space(params)
+    if isinstance(space, Discrete):
+        return environment, params, observation_spec, specs.DiscreteArray(int(space.n), np.int32, "action")
+    shape = tuple(space.shape)
+    low, high = (np.broadcast_to(np.asarray(bound, np.float32), shape) for bound in (space.low, space.high))
+    return environment, params, observation_spec, specs.BoundedArray(shape, np.float32, low, high, "action")
+
+
+class EnvStep(NamedTuple):
+    """One batched step, fields (num_envs, ...): `observation` the next to act on (a new episode's
+    where `done`), `final_observation` the one before any reset, episode return/length where it ended (else 0)."""
+
+    observation: jax.Array
+    reward: jax.Array
+    discount: jax.Array
+    done: jax.Array
+    truncated: jax.Array
+    final_observation: jax.Array
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+
+class VectorState(NamedTuple):
+    env_state: Any
+    observation: jax.Array
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+
+def single_step(environment: Any, params: Any, key: jax.Array, env_state: Any, action: jax.Array) -> tuple:
+    """One step of one copy without a reset: (observation, state, reward, done, truncated); a
+    termination on the last allowed step is not truncated."""
+    observation, env_state, reward, done, _ = environment.step_env(key, env_state, action, params)
+    done = jnp.asarray(done, bool)
+    unlimited = dataclasses.replace(params, max_steps_in_episode=np.iinfo(np.int32).max)
+    terminated = jnp.asarray(environment.is_terminal(env_state, unlimited), bool)
+    truncated = done & (env_state.time >= params.max_steps_in_episode) & ~terminated
+    reward = jnp.asarray(reward, jnp.float32).reshape(())
+    return jnp.asarray(observation).astype(jnp.float32), env_state, reward, done, truncated
+
+
+class GymnaxVector:
+    """`num_envs` copies of gymnax environment `name`, each resetting itself at an episode's end."""
+
+    def __init__(self, name: str, num_envs: int, kwargs: dict[str, Any] | None = None):
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.name, self.num_envs = name, num_envs
+        self.environment, self.params, self.observation_spec, self.action_spec = make_gymnax(name, kwargs)
+
+    def reset(self, key: jax.Array) -> VectorState:
+        """Every copy at the start of an episode (copy i seeded with split(key)[i])."""
+        observations, env_states = jax.vmap(self.environment.reset_env, in_axes=(0, None))(
+            jax.random.split(key, self.num_envs), self.params
+        )
+        zeros = jnp.zeros((self.num_envs,), jnp.float32)
+        return VectorState(env_states, observations.astype(jnp.float32), zeros, jnp.zeros((self.num_envs,), jnp.int32))
+
+    def _step_one(self, key: jax.Array, env_state: Any, action: jax.Array) -> tuple:
+        step_key, reset_key = jax.random.split(key)
+        observation, next_state, reward, done, truncated = single_step(
+            self.environment, self.params, step_key, env_state, action
+        )
+        reset_observation, reset_state = self.environment.reset_env(reset_key, self.params)
+        env_state = jax.tree_util.tree_map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
+        next_observation = jnp.where(done, jnp.asarray(reset_observation).astype(jnp.float32), observation)
+        return next_observation, env_state, reward, done, truncated, observation
+
+    def step(self, state: VectorState, action: jax.Array, key: jax.Array) -> tuple[VectorState, EnvStep]:
+        """Steps every copy with its action; copies whose episode ends start a new one."""
+        observation, env_state, reward, done, truncated, final = jax.vmap(self._step_one)(
+            jax.random.split(key, self.num_envs), state.env_state, action
+        )
+        episode_return, episode_length = state.episode_return + reward, state.episode_length + 1
+        ended, discount = done.astype(jnp.float32), 1.0 - (done & ~truncated).astype(jnp.float32)
+        returns, lengths = episode_return * ended, episode_length * done.astype(jnp.int32)
+        step = EnvStep(observation, reward, discount, done, truncated, final, returns, lengths)
+        return VectorState(env_state, observation, episode_return * (1.0 - ended), episode_length - lengths), step
+
+
+class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
+    """One gymnax environment stepped from Python, its keys drawn from `seed`."""
+
+    def __init__(self, name: str, seed: int, kwargs: dict[str, Any] | None = None):
+        self._environment, self._params, self._observation_spec, self._action_spec = make_gymnax(name, kwargs)
+        # The key is made at the first reset: JAX's first computation decides on the cache.
+        self._seed, self._key, self._state = int(seed), None, None
+        self._reset = jax.jit(lambda key: self._environment.reset_env(key, self._params))
+        self._step = jax.jit(
+            lambda key, state, action: single_step(self._environment, self._params, key, state, action)
+        )
+
+    def _next_key(self) -> jax.Array:
+        if self._key is None:
+            self._key = jax.random.PRNGKey(self._seed)
+        self._key, key = jax.random.split(self._key)
+        return key
+
+    def reset(self) -> dm_env.TimeStep:
+        observation, self._state = self._reset(self._next_key())
+        return dm_env.restart(np.asarray(observation, np.float32))
+
+    def step(self, action: Any) -> dm_env.TimeStep:
+        if self._state is None:
+            return self.reset()
+        action = np.asarray(action, self._action_spec.dtype).reshape(self._action_spec.shape)
+        observation, self._state, reward, done, truncated = self._step(self._next_key(), self._state, action)
+        observation, reward = np.asarray(observation, np.float32), np.float32(reward)
+        if not bool(done):
+            return dm_env.transition(reward, observation)
+        self._state = None
+        if bool(truncated):
+            return dm_env.truncation(reward, observation)
+        return dm_env.termination(reward, observation)

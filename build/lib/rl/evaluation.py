@@ -1,0 +1,198 @@
+"""Evaluates a trained run from its newest checkpoint (what scripts/evaluate.py runs).
+
+    python scripts/evaluate.py run_dir=outputs/2024-05-01/12-00-00
+    python scripts/evaluate.py run_dir=DIR episodes=20 video=true
+    python scripts/evaluate.py run_dir=DIR seed=7 video=true video_path=/tmp/episode.mp4
+
+Runs the run's evaluation policy (its newest undamaged checkpoint) for `episodes` episodes with
+the run's evaluation seed (or `seed=`) and prints the return's mean and std. `video=true` writes
+an MP4 of the first episode to `<run_dir>/videos/` (or `video_path`) and adds it to the run's
+online W&B run. Nothing the run saved is modified.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import sys
+from typing import Any
+
+USAGE = "usage: python scripts/evaluate.py run_dir=DIR [episodes=N] [video=true] [seed=S] [video_path=FILE.mp4]"
+OPTIONS = {"run_dir": None, "episodes": 10, "video": False, "seed": None, "video_path": None, "fps": None}
+
+
+class EvaluationError(Exception):
+    """A user error: one line, exit status 1."""
+
+
+def parse_arguments(argv: list[str]) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    if any(arg in ("-h", "--help") for arg in argv):
+        print(__doc__)
+        sys.exit(0)
+    for arg in argv:
+        if "=" not in arg:
+            raise EvaluationError(f"expected key=value, got '{arg}'\n{USAGE}")
+    try:
+        given = OmegaConf.to_container(OmegaConf.from_dotlist(argv))
+    except Exception as error:  # noqa: BLE001 - OmegaConf's grammar errors: show them plainly.
+        raise EvaluationError(f"cannot parse arguments ({error})\n{USAGE}") from None
+    unknown = sorted(set(given) - set(OPTIONS))
+    if unknown:
+        raise EvaluationError(f"unknown option(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}\n{USAGE}")
+    options = {**OPTIONS, **given}
+    if not options["run_dir"]:
+        raise EvaluationError(f"run_dir is required\n{USAGE}")
+    episodes, video, seed = options["episodes"], options["video"], options["seed"]
+    for valid, message in (
+        (type(episodes) is int and episodes >= 1, f"episodes must be a positive integer, got {episodes!r}"),
+        (isinstance(video, bool), f"video must be true or false, got {video!r}"),
+        (seed is None or type(seed) is int, f"seed must be an integer, got {seed!r}"),
+    ):
+        if not valid:
+            raise EvaluationError(message)
+    options["run_dir"] = os.path.abspath(str(options["run_dir"]))
+    return options
+
+
+def locate_checkpoint(run_dir: str) -> str:
+    from rl.checkpointing import CheckpointError, find_latest
+
+    if not os.path.isdir(run_dir):
+        raise EvaluationError(f"no run directory at {run_dir}")
+    if not os.path.isfile(os.path.join(run_dir, ".hydra", "config.yaml")):
+        raise EvaluationError(f"{run_dir} is not a run directory (no .hydra/config.yaml)")
+    try:  # The newest undamaged checkpoint, as a resume would pick.
+        checkpoint, skipped = find_latest(run_dir, warn=False)
+    except CheckpointError as error:
+        raise EvaluationError(str(error)) from None
+    for path, reason in skipped:
+        print(f"Warning: checkpoint {path} is damaged ({reason}); evaluating an older one", file=sys.stderr)
+    if checkpoint is None:
+        raise EvaluationError(
+            f"no checkpoint in {run_dir}/checkpoints (runs save one at the end unless checkpoint=false)"
+        )
+    return checkpoint
+
+
+def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, Any]]:
+    """The run's experiment, writing nothing into the run, and its W&B settings."""
+    from omegaconf import OmegaConf
+
+    from rl.experiments.make_experiment import ConfigError, make_experiment
+
+    config = OmegaConf.load(os.path.join(run_dir, ".hydra", "config.yaml"))
+    hydra_path = os.path.join(run_dir, ".hydra", "hydra.yaml")
+    hydra = OmegaConf.to_container(OmegaConf.load(hydra_path)) if os.path.exists(hydra_path) else {}
+    choices = hydra.get("hydra", {}).get("runtime", {}).get("choices", {})
+    wandb_config = OmegaConf.to_container(config.logger).get("wandb") or {}
+    config.logger = {"_target_": "rl.loggers.DefaultLoggerFactory", "terminal": False, "csv": False, "wandb": None}
+    config.observers = {}
+    config.progress = False
+    config.checkpoint = False
+    if seed is not None:
+        config.seed = seed
+    try:
+        experiment, _ = make_experiment(config, run_dir, choices)
+    except ConfigError as error:
+        raise EvaluationError(f"the run's config no longer builds an experiment: {error}") from None
+    return experiment, wandb_config
+
+
+def log_video_to_wandb(run_dir: str, wandb_config: dict[str, Any], video: str, record: dict[str, Any]) -> str:
+    """Adds the video to the run's (newest) W&B run, resumed; says why not when it cannot."""
+    paths = [os.path.basename(p) for p in glob.glob(os.path.join(run_dir, "wandb", "*run-*-*")) if os.path.isdir(p)]
+    if not paths:
+        return "the run has no W&B run: the video was not logged to W&B"
+    latest = max(paths, key=lambda name: name.split("-", 1)[1])
+    run_id, offline = latest.rsplit("-", 1)[1], latest.startswith("offline-")
+    mode = wandb_config.get("mode") or os.environ.get("WANDB_MODE")
+    if mode == "disabled":
+        return "W&B is disabled: the video was not logged to W&B"
+    if offline or mode in ("offline", "dryrun"):  # A second offline run with its id would clash when synced.
+        return (
+            f"W&B run {run_id} is offline: the video was not added to it (`wandb sync` the run, then "
+            "evaluate again online to add it)"
+        )
+    import wandb
+
+    where = {"project": wandb_config.get("project"), "entity": wandb_config.get("entity"), "id": run_id, "dir": run_dir}
+    with wandb.init(**where, resume="must", mode="online", reinit="finish_previous") as run:
+        run.log({**record, "evaluator/video": wandb.Video(video, format="mp4")})
+    return f"video logged to W&B run {run_id}"
+
+
+def evaluate(options: dict[str, Any]) -> None:
+    """Runs the evaluation `options` describe and prints its returns (and where its video went)."""
+    run_dir = options["run_dir"]
+    checkpoint = locate_checkpoint(run_dir)
+
+    import numpy as np
+
+    from rl.checkpointing import CheckpointError, read_json, read_state, restore_learner_state
+    from rl.counting import Counter
+    from rl.environments.factories import RenderingError
+    from rl.experiments.builders import DistributedProgram
+    from rl.observers import VideoRecorder
+
+    experiment, wandb_config = restored_experiment(run_dir, options["seed"])
+    video_path = options["video_path"] or os.path.join(
+        run_dir, "videos", f"evaluation_{os.path.basename(checkpoint)}_seed{experiment.seed}.mp4"
+    )
+    if options["video"]:
+        experiment.observers = [functools.partial(VideoRecorder, every=1, fps=options["fps"], path=video_path)]
+    program = DistributedProgram(experiment)
+    learner = program.make_learner(None, Counter())  # Never stepped.
+    try:
+        actor_steps = read_state(checkpoint).get("counts", {}).get("actor_steps")
+        learner.restore(restore_learner_state(checkpoint, learner.save()))
+    except CheckpointError as error:
+        raise EvaluationError(f"cannot use checkpoint {checkpoint} ({error})") from None
+    try:
+        loop = program.make_evaluator(0, learner, Counter())
+    except TypeError as error:
+        if not options["video"]:
+            raise
+        raise EvaluationError(f"this environment cannot be made with render_mode='rgb_array' ({error})") from None
+    except RenderingError as error:
+        raise EvaluationError(str(error)) from None
+    try:
+        loop.actor.update(wait=True)
+        records = loop.run_episodes(options["episodes"])
+    except RenderingError as error:
+        raise EvaluationError(str(error)) from None
+    finally:
+        loop.environment.close()
+    returns = np.array([record["episode_return"] for record in records], dtype=np.float64)
+    print(f"checkpoint {checkpoint} (actor steps {actor_steps}), seed {experiment.seed}")
+    print(
+        f"mean return {returns.mean():.2f} ± {returns.std():.2f} (std) over {returns.size} episodes [min "
+        f"{returns.min():.1f}, max {returns.max():.1f}], mean length {np.mean([r['episode_length'] for r in records]):.1f}"
+    )
+    print("episode returns: " + ", ".join(f"{value:g}" for value in returns.tolist()))
+    final = read_json(os.path.join(run_dir, "summary.json")).get("final_eval_return")
+    if final is not None:
+        print(f"the run's final evaluation return was {final:.2f}")
+    recorders = [observer for observer in loop.observers if isinstance(observer, VideoRecorder)]
+    if recorders and recorders[0].videos:
+        video = recorders[0].videos[0]
+        print(f"video of one episode ({recorders[0].video_frames[0]} frames): {video}")
+        if wandb_config:
+            record = {"evaluator/restored_episode_return": float(returns.mean())}
+            if actor_steps is not None:
+                record["actor_steps"] = int(actor_steps)
+            print(log_video_to_wandb(run_dir, wandb_config, video, record))
+
+
+def cli() -> None:
+    """The command line: one line on stderr and exit status 1 for a user error."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # Headless rendering (pygame).
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        evaluate(parse_arguments(sys.argv[1:]))
+    except EvaluationError as error:
+        print(f"evaluate.py: {error}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,1 @@
+"""Experiments: configuration, node builders, the run lifecycle and the launchers."""

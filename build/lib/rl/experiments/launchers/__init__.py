@@ -1,0 +1,1 @@
+"""Launchers: callables that run an ExperimentConfig and return its RunSummary."""

@@ -1,0 +1,36 @@
+"""What the entry point asks of a launcher (the class `conf/launcher/<name>.yaml` names)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rl.experiments.config import ExperimentConfig
+
+# Modules that only the reverb stack (requirements.txt) has, by the distribution that provides them; the current
+# stack (requirements-current.txt, or `pip install .` without the `reverb` extra) has none of them.
+REVERB_STACK_MODULES = {"reverb": "dm-reverb", "ray": "ray"}
+
+
+class LauncherError(RuntimeError):
+    """The run could not start or finish: reported as a message, not a traceback."""
+
+
+class Launcher:
+    """Runs an experiment's nodes and returns its `RunSummary`; `fit_experiment` refuses what only
+    this launcher cannot run, `checkpoint_template` is the learner state it saves; `requires` names the modules of
+    `REVERB_STACK_MODULES` it runs with (a launcher that needs one is refused where it is missing)."""
+
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    def __call__(self, experiment: ExperimentConfig) -> Any:
+        raise NotImplementedError
+
+    def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
+        return experiment
+
+    def checkpoint_template(self, experiment: ExperimentConfig) -> Any:
+        import jax
+
+        networks = experiment.network_factory(environment_spec=experiment.environment_spec)
+        # No counter or logger: the learner counts into its own and logs nothing.
+        return experiment.builder.make_learner(jax.random.PRNGKey(0), networks, iter(()), None, None, None).save()
