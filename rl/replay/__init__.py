@@ -1,5 +1,6 @@
-"""Replay: reverb tables, adders that write to them, and iterators that read batches. `ReplaySample`, what a
-learner takes, is here: code without reverb (the current stack) builds batches of it too."""
+"""Replay: reverb tables, adders that write to them, and iterators that read batches. `ReplaySample`, the batch a
+learner takes, is here rather than beside reverb's server: it imports without reverb (the current stack's tests of
+the learners build batches of it)."""
 
 from __future__ import annotations
 
