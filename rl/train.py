@@ -137,7 +137,7 @@ class Job:
 def prepare_job(config: DictConfig) -> Job | float:
     """Everything before training: the experiment built and checked, the resume plan applied. A
     refused job of a multirun or an already finished run gives its value (NaN when refused)."""
-    from rl.experiments.make_experiment import ConfigError, make_experiment, tracking_settings
+    from rl.experiments.make_experiment import ConfigError, check_launcher_stack, make_experiment, tracking_settings
     from rl.checkpointing import apply_plan, prepare_run
     from rl.loggers.base import JOB_PREFIX
 
@@ -151,6 +151,7 @@ def prepare_job(config: DictConfig) -> Job | float:
     try:
         tracking = tracking_settings(hydra_config, config)
         experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
+        check_launcher_stack(launch, hydra_config.runtime.choices.get("launcher"))  # Before the run directory.
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", RunWarning)  # Libraries' warnings keep their filters.
             plan = prepare_run(

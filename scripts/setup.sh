@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Creates .venv with Python 3.11, installs requirements.txt into it and the project itself
-# (`pip install -e .`, so `rl` imports from any directory), once; again whenever
-# requirements.txt or pyproject.toml changes. Sourced by train.sh and test.sh.
-# Rendering (video) needs a headless OpenGL library: EGL or OSMesa. Where neither is
-# present and apt-get can install packages (as root), they are installed too.
+# Builds a stack's virtual environment with Python 3.11 from its lock file, then installs the project itself
+# into it (`pip install --no-deps -e .`, so `rl` imports from any directory); once, and again whenever the lock
+# file or pyproject.toml changes. Run by train.sh and test.sh.
+#   bash scripts/setup.sh            the reverb stack: .venv from requirements.txt (everything)
+#   bash scripts/setup.sh current    the current stack: .venv-current from requirements-current.txt (newest JAX,
+#                                    numpy 2; no reverb, TensorFlow or Ray: launcher=anakin, grids, analysis)
+# Rendering (video) needs a headless OpenGL library: EGL or OSMesa. Where neither is present and apt-get can
+# install packages (as root), the reverb stack's set-up installs them too.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="$ROOT/.venv"
+case "${1:-reverb}" in
+  reverb) VENV="$ROOT/.venv" LOCK="$ROOT/requirements.txt" ;;
+  current) VENV="$ROOT/.venv-current" LOCK="$ROOT/requirements-current.txt" ;;
+  *) echo "usage: bash scripts/setup.sh [reverb|current] (got '$1')" >&2; exit 2 ;;
+esac
 STAMP="$VENV/.requirements.sha256"
 
 find_python() {
@@ -16,7 +23,7 @@ find_python() {
       echo "$candidate"; return 0
     fi
   done
-  echo "Python 3.11 is required (dm-reverb has no wheels for newer versions)." >&2
+  echo "Python 3.11 is required ($(basename "$LOCK") is resolved for it; dm-reverb has no wheels for newer versions)." >&2
   return 1
 }
 
@@ -34,13 +41,13 @@ headless_gl() {
   fi
 }
 
-wanted="$(cat "$ROOT/requirements.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+wanted="$(cat "$LOCK" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$wanted" ]; then
   python="$(find_python)"
   [ -x "$VENV/bin/python" ] || "$python" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -r "$ROOT/requirements.txt"
+  "$VENV/bin/python" -m pip install --quiet -r "$LOCK"
   "$VENV/bin/python" -m pip install --quiet --no-deps -e "$ROOT"
-  headless_gl
+  [ "$VENV" != "$ROOT/.venv" ] || headless_gl
   echo "$wanted" > "$STAMP"
 fi

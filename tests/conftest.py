@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import glob
+import importlib.util
 import json
 import os
+import struct
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
+from _pytest.mark.expression import Expression
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
@@ -36,19 +41,45 @@ def read_summary(run_dir: str) -> dict[str, Any]:
         return json.load(file)
 
 
+# W&B's run files (`run-*.wandb`) are a LevelDB-style log: a 7-byte file header, then records in 32 KiB blocks, each
+# record a 7-byte header (crc32c, length, kind) and a piece of a protobuf `Record`; a block's last bytes, too few for
+# a header, are padding. The pieces of one record: one FULL, or FIRST, MIDDLE..., LAST.
+_WANDB_BLOCK, _WANDB_HEADER = 32768, 7
+_FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+
+
+def wandb_records(path: str) -> Iterator[Any]:
+    """The protobuf records of a W&B run file, in order. Read here rather than by wandb's internal reader
+    (`wandb.sdk.internal.datastore`), which wandb 0.31 no longer ships; checksums are not verified."""
+    from wandb.proto import wandb_internal_pb2
+
+    with open(path, "rb") as file:
+        data = file.read()
+    assert data[:4] == b":W&B", f"{path} is not a W&B run file"
+    position, pieces = _WANDB_HEADER, b""
+    while position + _WANDB_HEADER <= len(data):
+        left = _WANDB_BLOCK - position % _WANDB_BLOCK
+        if left < _WANDB_HEADER:
+            position += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[position : position + _WANDB_HEADER])
+        piece = data[position + _WANDB_HEADER : position + _WANDB_HEADER + length]
+        if kind not in (_FULL, _FIRST, _MIDDLE, _LAST) or len(piece) < length:
+            break  # Zeros past the last record, or a record still being written.
+        position += _WANDB_HEADER + length
+        pieces = piece if kind in (_FULL, _FIRST) else pieces + piece
+        if kind in (_FULL, _LAST):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pieces)
+            yield record
+
+
 def read_wandb_offline_run(run_dir: str) -> dict[str, Any]:
     """Parses the records of the one offline wandb run under `run_dir`."""
-    from wandb.proto import wandb_internal_pb2
-    from wandb.sdk.internal import datastore
-
     paths = glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb"))
     assert len(paths) == 1, f"expected one offline run in {run_dir}, found {paths}"
-    store = datastore.DataStore()
-    store.open_for_scan(paths[0])
     run: dict[str, Any] = {"config": {}, "history": [], "exit_code": None, "name": None, "group": None, "tags": []}
-    while (data := store.scan_data()) is not None:
-        record = wandb_internal_pb2.Record()
-        record.ParseFromString(data)
+    for record in wandb_records(paths[0]):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run["name"], run["group"], run["tags"] = (
@@ -68,9 +99,77 @@ def read_wandb_offline_run(run_dir: str) -> dict[str, Any]:
     return run
 
 
+# Whether this Python has the reverb stack (requirements.txt) rather than the current one (requirements-current.txt).
+REVERB_STACK = importlib.util.find_spec("reverb") is not None
+
+# Environment options whose libraries (MuJoCo, dm_control, the ALE) only the reverb stack installs.
+REVERB_STACK_ENVIRONMENTS = ("atari", "mujoco", "dm_control")
+
+
+def environment_option(overrides: list[str]) -> str | None:
+    """The environment option a command line picks: its `environment=`, else its experiment preset's."""
+    chosen = dict(o.split("=", 1) for o in overrides if o.startswith(("environment=", "experiment=")))
+    if "environment" in chosen or "experiment" not in chosen:
+        return chosen.get("environment")
+    import yaml
+
+    with open(os.path.join(ROOT, "conf", "experiment", f"{chosen['experiment']}.yaml")) as file:
+        defaults = yaml.safe_load(file).get("defaults", [])
+    return next((entry["override /environment"] for entry in defaults if "override /environment" in entry), None)
+
+
+def stack_marks(overrides: list[str]) -> tuple[pytest.MarkDecorator, ...]:
+    """`reverb` for a command line whose environment only the reverb stack has (for `pytest.param(marks=...)`)."""
+    return (pytest.mark.reverb,) if environment_option(overrides) in REVERB_STACK_ENVIRONMENTS else ()
+
+
 @pytest.fixture
 def run_dir(tmp_path) -> str:
     return str(tmp_path / "run")
+
+
+@functools.cache
+def module_marks(path: str) -> frozenset[str]:
+    """The marks a test module puts on all its tests (`pytestmark = pytest.mark.X` or a list of them), read
+    from its source without importing it."""
+    with open(path) as file:
+        tree = ast.parse(file.read(), path)
+    marks = set()
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in statement.targets):
+            for node in ast.walk(statement.value):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "mark"
+                ):
+                    marks.add(node.attr)
+    return frozenset(marks)
+
+
+def left_out_by_marks(path: Any, config: pytest.Config) -> bool:
+    """Whether `-m` leaves out every test of the module at `path` by the marks the module puts on all of them."""
+    expression = config.option.markexpr
+    if not expression or path.suffix != ".py" or not path.name.startswith("test_"):
+        return False
+    marks = module_marks(str(path))
+    return bool(marks) and not Expression.compile(expression).evaluate(lambda name, **_: name in marks)
+
+
+def pytest_ignore_collect(collection_path: Any, config: pytest.Config) -> bool | None:
+    """A module whose own marks `-m` leaves out is not imported at all: the modules marked `reverb` import
+    reverb, TensorFlow or Ray, which the current stack lacks (`-m "not reverb"` there). A test that needs
+    them in any other module must be marked `reverb` itself, or it fails there."""
+    return True if left_out_by_marks(collection_path, config) else None
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    modules = sorted(
+        path.name for path in (config.rootpath / "tests").glob("test_*.py") if left_out_by_marks(path, config)
+    )
+    return (
+        f"modules left out by -m {config.option.markexpr!r} (not imported): {', '.join(modules)}" if modules else None
+    )
 
 
 def _shares_a_module_fixture(item: pytest.Item) -> bool:

@@ -7,18 +7,23 @@ without the wall-clock fields (seconds and rates), and the digest of the learner
 each run's newest checkpoint (sha256 over its arrays, `rl.checkpointing.state_digest`).
 tests/test_golden.py compares a fresh run with the stored record exactly.
 
-XLA's CPU code differs between processor models (vector widths, fused multiply-adds), so
-the same run's last float bits differ from machine to machine: a record is stored per
-machine (`machine()`: the processor model and the instruction sets XLA can use). On a
-machine with a record the comparison is exact; on another, a fresh run must equal some
-machine's record, or else run identically twice with the same files, rows and columns
-as the stored records (tests/test_golden.py).
+XLA's CPU code differs between processor models (vector widths, fused multiply-adds), and
+between versions of JAX (and of the libraries that build the computation), so the same run's
+last float bits differ from machine to machine and from stack to stack: a record is stored per
+machine and stack (`record_key()`: the processor model and the instruction sets XLA can use,
+`machine()`, with the versions of `NUMERIC_PACKAGES`, `stack()`). The reverb stack
+(requirements.txt, .venv) runs every golden run; the current stack (requirements-current.txt,
+.venv-current) the compiled ones (`COMPILED`), whose records it keeps beside the reverb stack's.
+With a record of this machine and stack the comparison is exact; without one, a fresh run must
+equal some other record, or else run identically twice with the same files, rows and columns as
+the stored records (tests/test_golden.py).
 
 A change that alters results updates the records on purpose, in its own commit that says
-why; this stores the records of the machine it runs on (and keeps other machines'):
+why; this stores the records of the machine and stack it runs on (and keeps the others):
 
-    python tests/golden_runs.py            # every golden run
-    python tests/golden_runs.py dqn sac    # some of them
+    python tests/golden_runs.py                  # every golden run (the reverb stack)
+    python tests/golden_runs.py dqn sac          # some of them
+    .venv-current/bin/python tests/golden_runs.py anakin_ppo_two_seeds anakin_dqn   # the current stack's
 """
 
 from __future__ import annotations
@@ -88,6 +93,27 @@ RUNS: dict[str, list[str]] = {
     ],
     "anakin_dqn": ["experiment=dqn_gymnax_cartpole", "max_actor_steps=4096", "eval_every=2048", "seed=1", *SHORT],
 }
+
+
+# The golden runs that are one compiled program (launcher=anakin): they need no reverb, so both stacks run them.
+COMPILED = ("anakin_ppo_two_seeds", "anakin_dqn")
+
+# Packages whose versions decide a run's last float bits, with the machine: records are kept per stack too.
+NUMERIC_PACKAGES = (
+    "jax",
+    "jaxlib",
+    "numpy",
+    "dm-haiku",
+    "optax",
+    "chex",
+    "rlax",
+    "distrax",
+    "tensorflow-probability",
+    "tfp-nightly",
+    "gymnax",
+    "flashbax",
+    "gymnasium",
+)
 
 
 def is_wall_clock(key: str) -> bool:
@@ -160,30 +186,54 @@ def machine() -> tuple[str, str]:
     return hashlib.sha256(description.encode()).hexdigest()[:12], description
 
 
+def stack() -> str:
+    """The versions of the `NUMERIC_PACKAGES` installed here ("jax 0.4.34, jaxlib 0.4.34, ...")."""
+    from importlib import metadata
+
+    versions = []
+    for package in NUMERIC_PACKAGES:
+        try:
+            versions.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return ", ".join(versions)
+
+
+def key_of(machine_description: str, stack_description: str) -> str:
+    return hashlib.sha256(f"{machine_description}\n{stack_description}".encode()).hexdigest()[:12]
+
+
+def record_key() -> tuple[str, str, str]:
+    """(key, machine, stack) of the records this machine and stack make."""
+    description, versions = machine()[1], stack()
+    return key_of(description, versions), description, versions
+
+
 def path_of(name: str) -> str:
     return os.path.join(GOLDEN, f"{name}.json")
 
 
 def load(name: str) -> dict[str, Any]:
-    """{"command": [...], "records": {machine key: record with its "machine" description}}."""
+    """{"command": [...], "records": {key: record with its "machine" and "stack" descriptions}}."""
     with open(path_of(name)) as file:
         return json.load(file)
 
 
 def main(names: list[str]) -> None:
     os.makedirs(GOLDEN, exist_ok=True)
-    key, description = machine()
+    key, description, versions = record_key()
     for name in names or list(RUNS):
         stored = load(name) if os.path.exists(path_of(name)) else {"records": {}}
         if stored.get("command") != RUNS[name]:
             stored["records"] = {}  # Another command's records compare with nothing.
         with tempfile.TemporaryDirectory() as directory:
-            stored["records"][key] = {"machine": description, **run(name, os.path.join(directory, "run"))}
+            fresh = run(name, os.path.join(directory, "run"))
+            stored["records"][key] = {"machine": description, "stack": versions, **fresh}
         stored["command"] = RUNS[name]
         with open(path_of(name), "w") as file:
             json.dump(stored, file, indent=1, sort_keys=True)
             file.write("\n")
-        print(f"{name}: {path_of(name)} ({description})")
+        print(f"{name}: {path_of(name)} ({description}; {versions})")
 
 
 if __name__ == "__main__":

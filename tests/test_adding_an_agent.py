@@ -52,11 +52,12 @@ def _check(summary: dict, run_dir: str) -> None:
     assert losses and all(math.isfinite(loss) for loss in losses)  # The agent's own loss trained.
 
 
-@pytest.mark.parametrize("launcher", ["local", "anakin"])
+@pytest.mark.parametrize("launcher", [pytest.param("local", marks=pytest.mark.reverb), "anakin"])
 def test_a_user_agent_runs_under_local_and_anakin(tmp_path, launcher):
     _check(_train(launcher, str(tmp_path)), str(tmp_path))
 
 
+@pytest.mark.reverb
 @pytest.mark.ray
 def test_a_user_agent_runs_under_ray(tmp_path):
     _check(_train("ray", str(tmp_path)), str(tmp_path))

@@ -56,12 +56,13 @@ def run_probe(tmp_path, environment: dict[str, str], interpreter_options: tuple[
 
 @pytest.fixture
 def jemalloc():
+    """Ray's bundled jemalloc, which the reverb stack always has (tests that use it are marked `reverb`)."""
     library = find_jemalloc()
-    if library is None:
-        pytest.skip("no jemalloc library (Ray's wheel ships one)")
+    assert library is not None, "no jemalloc library: Ray's wheel ships one (ray/core/libjemalloc.so)"
     return library
 
 
+@pytest.mark.reverb
 def test_the_child_runs_under_jemalloc_once_with_the_same_command_line(tmp_path, jemalloc):
     result, starts, report, command = run_probe(tmp_path, clean_environment(), ("-X", "utf8"))
     assert result.returncode == 0, result.stderr[-2000:]
@@ -75,6 +76,7 @@ def test_the_child_runs_under_jemalloc_once_with_the_same_command_line(tmp_path,
     assert report["utf8"] == 1
 
 
+@pytest.mark.reverb
 def test_an_existing_preload_is_kept_after_jemalloc(tmp_path, jemalloc):
     other = ctypes.util.find_library("m")  # libm: harmless to preload.
     result, starts, report, _ = run_probe(tmp_path, clean_environment(LD_PRELOAD=other))
@@ -91,6 +93,7 @@ def test_rl_allocator_system_keeps_glibc(tmp_path):
     assert report["mapped"] is None and report["marker"] is None and report["preload"] is None
 
 
+@pytest.mark.reverb
 def test_no_second_exec_when_already_preloaded_or_marked(tmp_path, jemalloc):
     # Preloaded by the caller (as scripts/test.sh does): nothing to do, even when required.
     result, starts, report, _ = run_probe(tmp_path, clean_environment(LD_PRELOAD=jemalloc, **{MODE: "jemalloc"}))
@@ -116,6 +119,7 @@ def test_an_invalid_or_unmet_choice_is_one_line(tmp_path):
     assert result.stderr.strip().startswith("RL_ALLOCATOR=jemalloc: no jemalloc library found")
 
 
+@pytest.mark.reverb
 @pytest.mark.parametrize("entry", [[TRAIN], ["-m", "rl.train"]], ids=["scripts/train.py", "python -m rl.train"])
 def test_the_train_entry_points_reexecute(entry, jemalloc):
     """The child's environment, read back through the composed config (`--cfg job`

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import ROOT, read_summary, run_train
+from conftest import REVERB_STACK, ROOT, read_summary, run_train
 from rl.anakin.driver import replica_keys
 from rl.anakin.system import Trajectory, evaluate, make_chunk, make_system, rollout, to_sequences
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector
@@ -143,6 +143,7 @@ def test_the_dm_env_adapter_tells_truncation_from_termination():
     assert timestep.discount == 1.0 and length == 500  # The time limit: a truncation.
 
 
+@pytest.mark.reverb
 @pytest.mark.slow
 def test_gymnax_runs_under_launcher_local(tmp_path):
     result = run_train(
@@ -883,7 +884,6 @@ def test_startup_imports_no_tensorflow_and_picks_the_cpu_runtime(tmp_path):
     flag, so none is set); the compiled agents' modules import neither TensorFlow (installed,
     for reverb, on the reverb stack) nor rlax or TensorFlow Probability, and the persistent
     compilation cache starts; a user's XLA_FLAGS (even empty) is left alone."""
-    import importlib.util
 
     import jaxlib.version
 
@@ -896,7 +896,7 @@ def test_startup_imports_no_tensorflow_and_picks_the_cpu_runtime(tmp_path):
         "flags": "--xla_cpu_use_thunk_runtime=false" if previous_runtime else None,
         "cache": True,
         "imported": [],
-        "findable": importlib.util.find_spec("tensorflow") is not None,
+        "findable": REVERB_STACK,  # TensorFlow is installed (and still not imported) on the reverb stack.
     }
     report = _startup_check(tmp_path, "flags", {**environment, "XLA_FLAGS": ""})
     assert report == {"set": False, "again": False, "flags": ""}

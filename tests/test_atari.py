@@ -17,7 +17,9 @@ from rl.experiments.make_experiment import ConfigError
 from rl.networks import conv
 from rl.core import make_environment_spec
 
-pytest.importorskip("ale_py")
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 
 FRAMES = (84, 84, 4)
 
@@ -74,7 +76,6 @@ def test_the_standard_preprocessing_is_configured(pong):
 
 
 def test_envpool_backend_gives_the_same_spec(pong):
-    pytest.importorskip("envpool")
     spec = make_environment_spec(pong)
     options = {"_target_": "rl.environments.atari.make_atari_environment", "name": "Pong", "noop_max": 30}
     pool = envpool_factory(options, spec)(seed=3, num_envs=2)
@@ -99,7 +100,6 @@ def test_reward_clipping_acts_on_both_backends():
         )
         rewards[clip] = {float(t.reward) for t in timesteps if t.reward is not None}
     assert max(rewards[False]) >= 5 and rewards[True] <= {-1.0, 0.0, 1.0} and 1.0 in rewards[True]
-    pytest.importorskip("envpool")
     pool = make_atari_envpool(seed=0, num_envs=2, name="SpaceInvaders", reward_clip=True)
     pool.reset()
     seen = {float(r) for _ in range(200) for r in pool.step(np.full(2, 1, np.int32)).reward}
@@ -117,7 +117,6 @@ def test_episodic_life_ends_an_episode_per_life_and_plays_on():
         assert timestep.discount == 0.0 and ale.lives() == lives_left  # A life lost: terminal.
     environment.reset()
     assert ale.lives() == 3  # The game went on rather than restarting with 5 lives.
-    pytest.importorskip("envpool")
 
     def first_episode_length(episodic: bool) -> int:
         pool = make_atari_envpool(seed=0, num_envs=1, name="Breakout", episodic_life=episodic)
@@ -467,7 +466,6 @@ def test_training_records_carry_the_game_score_of_each_whole_game(backend):
 
     def make(reward_clip: bool):
         if backend == "envpool":
-            pytest.importorskip("envpool")
             return make_atari_envpool(
                 seed=3, num_envs=1, name="SpaceInvaders", episodic_life=True, reward_clip=reward_clip
             )

@@ -227,6 +227,7 @@ def test_command_line_checks():
 # --------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.reverb
 def test_two_seeds_of_dqn_cartpole_make_a_valid_table(tmp_path):
     out = tmp_path / "docs" / "baselines.md"
     runs = tmp_path / "runs"

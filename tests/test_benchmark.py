@@ -58,6 +58,7 @@ def test_unknown_suite_is_a_usage_error():
     assert result.returncode == 2 and "invalid choice: 'speed'" in result.stderr
 
 
+@pytest.mark.reverb
 def test_actor_suite_writes_valid_rows(tmp_path):
     from benchmark import has_key
 
@@ -93,6 +94,7 @@ def test_actor_suite_writes_valid_rows(tmp_path):
         assert "skipped" not in result.stdout
 
 
+@pytest.mark.reverb
 def test_startup_suite_times_both_imports_and_compares_them(tmp_path):
     out = tmp_path / "startup.json"
     result = _run(["startup", "--repeats", "1", "--json", str(out)])

@@ -21,7 +21,7 @@ from rl.agents.builder import SGDLearner
 from rl.checkpointing import CheckpointError, CheckpointSettings
 from rl.networks import make_q_network
 from rl.agents.builder import NumericalError
-from rl.replay.server import ReplaySample
+from rl.replay import ReplaySample
 from rl.core import EnvironmentSpec, Transition
 
 SPEC = EnvironmentSpec(
@@ -166,6 +166,7 @@ def test_a_checkpoint_of_another_network_or_agent_is_refused(tmp_path):
         checkpointing.check_learner_structure(path, _learner(dueling=False).save())
 
 
+@pytest.mark.reverb
 def test_replay_checkpoint_tables_are_compared_with_the_config(tmp_path):
     import reverb
 

@@ -5,7 +5,7 @@ import os
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import ROOT, run_train
+from conftest import ROOT, run_train, stack_marks
 from rl.experiments.launchers.local import LocalLauncher
 from rl.experiments.launchers.ray import RayLauncher
 from rl.experiments.make_experiment import ConfigError, make_experiment
@@ -78,7 +78,13 @@ def test_every_group_has_options():
         assert options(group), f"conf/{group} has no options"
 
 
-@pytest.mark.parametrize("group,option", ALL_OPTIONS, ids=[f"{g}={o}" for g, o in ALL_OPTIONS])
+@pytest.mark.parametrize(
+    "group,option",
+    [
+        pytest.param(g, o, id=f"{g}={o}", marks=stack_marks([f"{g}={o}", *COMPANIONS.get((g, o), [])]))
+        for g, o in ALL_OPTIONS
+    ],
+)
 def test_every_option_composes_and_validates(group, option, tmp_path):
     overrides = [f"{group}={option}", *COMPANIONS.get((group, option), [])]
     if (group, option) in NEEDS_OTHER_AGENT:

@@ -23,7 +23,7 @@ from rl.agents.td3 import make_builder as make_td3
 from rl.environments import make_dm_control_environment, make_gymnasium_environment, make_mujoco_environment
 from rl.networks import GaussianParams, make_actor_critic_networks
 from rl.policies import Deterministic, GaussianNoise, Stochastic
-from rl.replay.server import ReplaySample
+from rl.replay import ReplaySample
 from rl.core import make_environment_spec, Transition
 
 
@@ -261,6 +261,7 @@ def test_configs_reject_out_of_range_values(config_class, field, value):
 # ------------------------------------------------------------------ environments
 
 
+@pytest.mark.reverb
 def test_dm_control_observations_are_one_float32_vector():
     environment = make_dm_control_environment(seed=0, domain="walker", task="walk", max_episode_steps=3)
     spec = make_environment_spec(environment)
@@ -274,6 +275,7 @@ def test_dm_control_observations_are_one_float32_vector():
     assert environment.step(np.zeros(6, np.float32)).first()  # Stepping after the end restarts.
 
 
+@pytest.mark.reverb
 def test_dm_control_and_mujoco_refuse_unknown_tasks():
     with pytest.raises(ValueError, match="walk"):
         make_dm_control_environment(seed=0, domain="walker", task="fly")
@@ -283,6 +285,7 @@ def test_dm_control_and_mujoco_refuse_unknown_tasks():
         make_mujoco_environment(seed=0, name="CartPole-v1")
 
 
+@pytest.mark.reverb
 def test_mujoco_spec_is_float32_and_bounded():
     environment = make_mujoco_environment(seed=0, name="Hopper-v5")
     spec = make_environment_spec(environment)

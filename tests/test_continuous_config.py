@@ -6,7 +6,7 @@ import os
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import ROOT
+from conftest import ROOT, stack_marks
 from rl.experiments.make_experiment import make_experiment
 from rl.experiments.make_experiment import ConfigError
 from rl.policies import Deterministic, GaussianNoise, Stochastic
@@ -41,19 +41,21 @@ def test_command_line_overrides_the_agents_policy(tmp_path):
 @pytest.mark.parametrize(
     "overrides,key",
     [
-        (["environment=mujoco"], "agent"),
-        (["environment=dm_control"], "agent"),
-        (["policy=gaussian_noise"], "policy"),
-        (["policy=stochastic"], "policy"),
-        (["network=actor_critic_mlp"], "network"),
-        (["agent=sac"], "agent"),
-        (["agent=td3", "environment=pendulum", "network=mlp"], "network"),
-        (["agent=td3", "environment=pendulum", "policy=stochastic"], "agent"),
-        (["agent=sac", "environment=mujoco", "environment.name=CartPole-v1"], "environment.name"),
-        (["agent=sac", "environment=dm_control", "environment.task=fly"], "environment.name"),
-        (["agent=d4pg", "environment=pendulum", "agent.v_min=10.0", "agent.v_max=0.0"], "agent"),
+        pytest.param(overrides, key, id=f"{' '.join(overrides)}-{key}", marks=stack_marks(overrides))
+        for overrides, key in [
+            (["environment=mujoco"], "agent"),
+            (["environment=dm_control"], "agent"),
+            (["policy=gaussian_noise"], "policy"),
+            (["policy=stochastic"], "policy"),
+            (["network=actor_critic_mlp"], "network"),
+            (["agent=sac"], "agent"),
+            (["agent=td3", "environment=pendulum", "network=mlp"], "network"),
+            (["agent=td3", "environment=pendulum", "policy=stochastic"], "agent"),
+            (["agent=sac", "environment=mujoco", "environment.name=CartPole-v1"], "environment.name"),
+            (["agent=sac", "environment=dm_control", "environment.task=fly"], "environment.name"),
+            (["agent=d4pg", "environment=pendulum", "agent.v_min=10.0", "agent.v_max=0.0"], "agent"),
+        ]
     ],
-    ids=lambda value: " ".join(value) if isinstance(value, list) else value,
 )
 def test_incompatible_continuous_options_are_refused(overrides, key, tmp_path):
     with pytest.raises(ConfigError) as error:
@@ -64,13 +66,16 @@ def test_incompatible_continuous_options_are_refused(overrides, key, tmp_path):
 @pytest.mark.parametrize(
     "preset,environment,steps",
     [
-        ("sac_pendulum", "Pendulum-v1", 30_000),
-        ("td3_pendulum", "Pendulum-v1", 30_000),
-        ("d4pg_pendulum", "Pendulum-v1", 30_000),
-        ("sac_halfcheetah", "HalfCheetah-v5", 1_000_000),
-        ("td3_halfcheetah", "HalfCheetah-v5", 1_000_000),
-        ("d4pg_halfcheetah", "HalfCheetah-v5", 1_000_000),
-        ("sac_dmc_cheetah_run", "cheetah-run", 1_000_000),
+        pytest.param(preset, environment, steps, marks=stack_marks([f"experiment={preset}"]))
+        for preset, environment, steps in [
+            ("sac_pendulum", "Pendulum-v1", 30_000),
+            ("td3_pendulum", "Pendulum-v1", 30_000),
+            ("d4pg_pendulum", "Pendulum-v1", 30_000),
+            ("sac_halfcheetah", "HalfCheetah-v5", 1_000_000),
+            ("td3_halfcheetah", "HalfCheetah-v5", 1_000_000),
+            ("d4pg_halfcheetah", "HalfCheetah-v5", 1_000_000),
+            ("sac_dmc_cheetah_run", "cheetah-run", 1_000_000),
+        ]
     ],
 )
 def test_presets_fix_environment_and_budget(preset, environment, steps, tmp_path):
@@ -82,6 +87,7 @@ def test_presets_fix_environment_and_budget(preset, environment, steps, tmp_path
     assert shortened.max_actor_steps == 500
 
 
+@pytest.mark.reverb  # MuJoCo.
 def test_td3_halfcheetah_warms_up_with_uniform_actions(tmp_path):
     experiment, _ = build(["experiment=td3_halfcheetah"], tmp_path)
     assert experiment.builder.exploration == GaussianNoise(sigma=0.1, warmup_steps=25_000)

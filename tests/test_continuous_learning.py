@@ -11,6 +11,9 @@ import pytest
 
 from conftest import read_summary, run_train
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 AGENTS = ["sac", "td3", "d4pg"]
 SOLVED = -250.0
 

@@ -14,6 +14,9 @@ from hydra import compose, initialize_config_dir
 from conftest import ROOT, read_summary
 from rl.experiments.make_experiment import make_experiment
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 CONF = os.path.join(ROOT, "conf")
 SHORT = [
     "max_actor_steps=300",

@@ -4,7 +4,6 @@ import threading
 import pytest
 
 from rl.counting import Counter
-from rl.experiments.launchers.ray_nodes import StepBudget
 from rl.loggers import CSVLogger, DefaultLoggerFactory, Dispatcher, TimeFilter
 from rl.loggers.base import Logger
 
@@ -67,7 +66,10 @@ def test_restoring_the_root_sets_its_counts():
     assert root.get_counts() == {"actor_steps": 50, "learner_steps": 9}
 
 
+@pytest.mark.reverb
 def test_step_budget_leases_exactly_the_total():
+    from rl.experiments.launchers.ray_nodes import StepBudget  # Ray's launcher: imports ray.
+
     budget = StepBudget(250)
     assert budget.register(0) == {"restart": 0, "steps": 0, "reclaimed": 0}
     assert budget.register(1) == {"restart": 0, "steps": 0, "reclaimed": 0}
@@ -88,9 +90,12 @@ def test_step_budget_leases_exactly_the_total():
         budget.count(1, 0, 1)
 
 
+@pytest.mark.reverb
 def test_a_held_budget_leases_up_to_the_point_then_asks_actors_to_wait():
     """Ray evaluations sit at multiples of eval_every: leases stop at the point (-1: wait)
     until the hold moves on; reclaimed steps of a dead actor can be leased below it."""
+    from rl.experiments.launchers.ray_nodes import StepBudget  # Ray's launcher: imports ray.
+
     budget = StepBudget(500)
     budget.register(0)
     budget.register(1)
@@ -109,7 +114,10 @@ def test_a_held_budget_leases_up_to_the_point_then_asks_actors_to_wait():
     assert budget.lease(0, 0, 300) == 250 and budget.lease(0, 0, 100) == 0  # The whole budget: spent, not held.
 
 
+@pytest.mark.reverb
 def test_a_restarted_actor_returns_its_uncounted_lease_and_resumes_its_count():
+    from rl.experiments.launchers.ray_nodes import StepBudget  # Ray's launcher: imports ray.
+
     budget = StepBudget(300)
     budget.register(0)
     budget.register(1)

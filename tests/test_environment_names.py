@@ -18,6 +18,7 @@ def _suggestions(name: str) -> list[str]:
     return re.findall(r"'([^']+)'", message.split(";", 1)[1])
 
 
+@pytest.mark.reverb
 def test_installed_families_register_and_suggestions_come_from_the_same_family():
     validate_gymnasium_id("ALE/Pong-v5")  # ale_py is installed: its ids resolve without importing it first.
     assert "ale_py" in register_installed_families()
@@ -36,6 +37,7 @@ def test_installed_families_register_and_suggestions_come_from_the_same_family()
         validate_gymnasium_id("XYZ/Pong-v5")
 
 
+@pytest.mark.reverb
 def test_an_atari_game_trains_by_its_gymnasium_id(run_dir):
     result = run_train(
         [

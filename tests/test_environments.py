@@ -79,6 +79,7 @@ VIDEO_ENVIRONMENTS = {
 }
 
 
+@pytest.mark.reverb
 @pytest.mark.parametrize("name", list(VIDEO_ENVIRONMENTS))
 def test_each_family_records_an_mp4_headless_or_names_the_missing_backend(name, tmp_path, monkeypatch):
     import importlib
@@ -118,6 +119,7 @@ def test_each_family_records_an_mp4_headless_or_names_the_missing_backend(name, 
     assert first.max() > first.min()  # A picture, not a blank frame.
 
 
+@pytest.mark.reverb
 def test_mujoco_models_load_without_the_known_deprecation_warning_and_other_warnings_pass(capfd):
     import mujoco
 
@@ -146,6 +148,7 @@ def test_mujoco_models_load_without_the_known_deprecation_warning_and_other_warn
         mujoco.set_mju_user_warning(previous)
 
 
+@pytest.mark.reverb
 @pytest.mark.parametrize("factory_name", ["make_mujoco_environment", "make_dm_control_environment"])
 def test_without_a_headless_backend_rendering_fails_in_one_line_naming_what_to_install(factory_name, monkeypatch):
     import rl.environments as environments

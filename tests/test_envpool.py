@@ -11,7 +11,8 @@ from test_config import build
 from rl.environments.vector import EnvpoolVectorEnvironment
 from rl.experiments.make_experiment import ConfigError
 
-pytest.importorskip("envpool")
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
 
 
 def whole_first_steps(actions, env_ids):

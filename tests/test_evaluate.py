@@ -14,6 +14,9 @@ import pytest
 
 from conftest import ROOT, read_summary, run_train
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 EVALUATE = os.path.join(ROOT, "scripts", "evaluate.py")
 
 

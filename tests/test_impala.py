@@ -28,6 +28,9 @@ from rl.replay.adders import SequenceStep
 from rl.replay.server import make_server
 from rl.core import EnvironmentSpec
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 SPEC = EnvironmentSpec(
     observations=specs.Array((3,), np.float32, "observation"),
     actions=specs.DiscreteArray(2, name="action"),

@@ -31,6 +31,9 @@ from rl.replay.server import make_dataset, make_replay_iterator, make_transition
 from rl.replay.adders import transition_codec
 from rl.core import VariableClient
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 TABLE = "priority_table"
 
 

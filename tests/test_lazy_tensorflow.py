@@ -8,7 +8,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
+
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
 
 # Each probe runs in a fresh interpreter: the stand-in is only installed before any import
 # of TensorFlow, and a test process may have imported it already.
@@ -83,6 +88,7 @@ report = {
     "finite": bool(jnp.isfinite(log_prob)),
 }
 import tensorflow as tf
+import pytest
 report["dense"] = tf.keras.layers.Dense.__name__  # TensorFlow itself still loads on demand.
 print(json.dumps(report))
 """

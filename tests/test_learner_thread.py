@@ -14,6 +14,9 @@ from rl import core
 from rl.experiments.launchers.local import LearnerThread, StepLockReleasingIterator, batches_allowed
 from rl.replay.server import ReplayRatio, make_error_buffer, make_replay_iterator, make_server
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 BATCH = 8
 
 

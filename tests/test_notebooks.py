@@ -10,6 +10,9 @@ from nbclient import NotebookClient
 
 from conftest import ROOT
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 NOTEBOOKS = os.path.join(ROOT, "notebooks")
 
 

@@ -24,6 +24,9 @@ from rl.experiments.launchers.local import LocalLauncher
 from rl.experiments.make_experiment import make_experiment
 from rl.observers import ActionStatistics, Observer, VideoRecorder
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 TINY = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=2", "agent.min_replay_size=200", "progress=false"]
 
 

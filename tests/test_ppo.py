@@ -1,7 +1,8 @@
 """PPO and the sequence replay it learns from: exact unit checks and a learning run.
 
 Real parts throughout: in-process reverb servers with the tables PPO uses, gymnasium
-CartPole, the real entry point for the learning runs.
+CartPole, the real entry point for the learning runs. The tests of the replay and of the runs under
+launcher=local need the reverb stack (marked `reverb`); those of the losses run on both stacks.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import reverb
 from dm_env import specs
 
 from conftest import read_summary, run_train
@@ -23,7 +23,6 @@ from rl.agents.on_policy import PolicyParams
 from rl.agents.ppo import PPOConfig
 from rl.agents.ppo.builder import PPOBuilder
 from rl.agents.ppo.builder import Minibatch, clipped_surrogate_loss, ppo_loss, sequence_advantages, value_loss
-from rl.replay.server import QueueRatio, make_queue_table, make_replay_iterator, make_server
 from rl.replay.adders import ReplayTimeoutError
 from rl.replay.adders import SequenceAdder, decode_sequences, sequence_signature, step_spec
 from rl.core import EnvironmentSpec
@@ -51,6 +50,10 @@ def _timestep(step_type, observations, rewards=None, discounts=None):
 @pytest.fixture
 def queue_server():
     """A reverb server with one queue of sequences of 4 rows (CartPole-like rows)."""
+    import reverb
+
+    from rl.replay.server import make_queue_table, make_server
+
     server = make_server([make_queue_table(TABLE, 100, sequence_signature(SPEC, 4, EXTRAS))])
     client = reverb.Client(f"localhost:{server.port}")
     yield server, client
@@ -59,12 +62,15 @@ def queue_server():
 
 def _drain(client, count):
     """The first `count` items of the queue, oldest first, as SequenceSteps of numpy arrays."""
+    from rl.replay.server import make_replay_iterator
+
     iterator = make_replay_iterator(client.server_address, TABLE, 1, decode=decode_sequences)
     items = [jax.tree_util.tree_map(lambda x: np.asarray(x[0]), next(iterator).data) for _ in range(count)]
     iterator.close()
     return items
 
 
+@pytest.mark.reverb
 def test_sequence_adder_items_overlap_padding_and_extras(queue_server):
     """Two copies: copy 0 plays 8 steps and terminates, copy 1 plays 5 steps and is
     truncated. Items of 4 rows every 3 (one shared row); an episode's end adds the final
@@ -112,6 +118,7 @@ def test_sequence_adder_items_overlap_padding_and_extras(queue_server):
     assert items[2].extras["log_prob"].tolist() == [-103.0, -104.0, 0.0, 0.0]
 
 
+@pytest.mark.reverb
 def test_sequence_adder_without_overlap_writes_no_empty_item(queue_server):
     """period == sequence_length: an episode ending right after a full item adds no item
     made of the final observation and padding alone."""
@@ -130,9 +137,14 @@ def test_sequence_adder_without_overlap_writes_no_empty_item(queue_server):
     assert second.observation[:, 0].tolist() == [10.0, 11.0, 0.0, 0.0] and second.mask.tolist() == [1, 0, 0, 0]
 
 
+@pytest.mark.reverb
 def test_queue_hands_each_item_to_the_learner_once_and_makes_actors_wait():
     """The learner's iterator reads every item exactly once, oldest first; a full queue
     holds the actor's insert until the learner samples."""
+    import reverb
+
+    from rl.replay.server import QueueRatio, make_queue_table, make_replay_iterator, make_server
+
     server = make_server([make_queue_table(TABLE, 6, sequence_signature(SPEC, 4, EXTRAS))])
     try:
         client = reverb.Client(f"localhost:{server.port}")
@@ -313,17 +325,20 @@ def _learn(preset, seed, run_dir, steps, threshold, *overrides):
     assert summary["final_eval_return"] >= threshold, summary
 
 
+@pytest.mark.reverb
 def test_ppo_solves_cartpole(run_dir):
     """In the deterministic mode: the outcome is a fact of the code, not a draw."""
     _learn("ppo_cartpole", 0, run_dir, 100_000, 475.0, "launcher.deterministic=true")
 
 
+@pytest.mark.reverb
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_ppo_solves_cartpole_other_seeds(seed, run_dir):
     _learn("ppo_cartpole", seed, run_dir, 100_000, 475.0)
 
 
+@pytest.mark.reverb
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ppo_learns_pendulum(seed, run_dir):
@@ -331,6 +346,7 @@ def test_ppo_learns_pendulum(seed, run_dir):
     _learn("ppo_pendulum", seed, run_dir, 200_000, -400.0)
 
 
+@pytest.mark.reverb
 @pytest.mark.slow
 @pytest.mark.ray
 def test_ppo_runs_under_ray(run_dir):

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from conftest import read_summary, read_wandb_offline_run, run_train
+from conftest import read_summary, read_wandb_offline_run, run_train, wandb_records
 from rl.experiments.pruning import DIRECTORY_ATTRIBUTE, PRUNER_ATTRIBUTE, OptunaTrial, open_storage
 
 TINY = ["eval_every=200", "eval_episodes=2", "agent.min_replay_size=200", "progress=false"]
@@ -36,15 +36,9 @@ def trials_of(sweep: str) -> list[optuna.trial.FrozenTrial]:
 
 def wandb_summary(run_dir: str) -> dict:
     """The last value of each key of the offline W&B run's summary records."""
-    from wandb.proto import wandb_internal_pb2
-    from wandb.sdk.internal import datastore
-
     (path,) = glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb"))
-    store, summary = datastore.DataStore(), {}
-    store.open_for_scan(path)
-    while (data := store.scan_data()) is not None:
-        record = wandb_internal_pb2.Record()
-        record.ParseFromString(data)
+    summary = {}
+    for record in wandb_records(path):
         if record.WhichOneof("record_type") == "summary":
             summary.update({item.key: json.loads(item.value_json) for item in record.summary.update})
     return summary
@@ -56,6 +50,7 @@ def budget_of(job_dir: str) -> int:
     return int(overrides["max_actor_steps"])
 
 
+@pytest.mark.reverb
 def test_a_pruned_trial_stops_before_half_its_budget_and_the_search_goes_on(tmp_path):
     sweep = str(tmp_path / "search")
     result = run_train(
@@ -111,6 +106,7 @@ def test_a_pruned_trial_stops_before_half_its_budget_and_the_search_goes_on(tmp_
     assert report["best"]["directory"] == jobs[400]
 
 
+@pytest.mark.reverb
 def test_trials_in_separate_processes_share_one_study(tmp_path):
     sweep = str(tmp_path / "parallel")
     result = run_train(

@@ -20,6 +20,7 @@ QUIET_RUNS = {
 NOT_OURS = ("alarmingly", "settotalmass", "Traceback", "WARNING", "Warning", "E0000", "ERROR")
 
 
+@pytest.mark.reverb
 @pytest.mark.parametrize("name", list(QUIET_RUNS))
 def test_a_piped_3000_step_run_prints_one_record_per_line_and_no_library_warning(name, run_dir, tmp_path):
     temporary = tmp_path / "tmp"  # The run's own TMPDIR: reverb's default checkpointer made a directory there.

@@ -179,6 +179,7 @@ def all_items(client, builder, count: int) -> dict[int, tuple[object, float]]:
 # --------------------------------------------------------------------------- sequences
 
 
+@pytest.mark.reverb
 def test_sequence_items_overlap_pad_and_store_the_state_acted_from():
     """Items of burn-in 2 + trace 4 = 6 rows, a new one every 3 rows, from a 13-step episode
     and the start of the next, written by the builder's adder into its prioritized table
@@ -255,7 +256,9 @@ def test_value_rescaling_round_trip():
     from rl.agents.r2d2.builder import rescale, unrescale
 
     x = np.asarray([-1e4, -250.0, -3.0, -1e-3, 0.0, 0.5, 1.0, 42.0, 500.0, 1e4], np.float64)
-    with jax.experimental.enable_x64():
+    # 64-bit floats for this block: jax.enable_x64(True) on current JAX, jax.experimental.enable_x64() on 0.4.
+    x64 = jax.enable_x64(True) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64()
+    with x64:
         np.testing.assert_allclose(np.asarray(rescale(jnp.asarray(x), 1e-3)), h(x), rtol=1e-12)
         np.testing.assert_allclose(np.asarray(unrescale(rescale(jnp.asarray(x), 1e-3), 1e-3)), x, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(np.asarray(rescale(unrescale(jnp.asarray(x), 1e-3), 1e-3)), x, rtol=1e-9, atol=1e-9)
@@ -335,8 +338,10 @@ def test_burn_in_rows_get_no_gradient():
     """Through a real LSTM: the loss's gradient with respect to the observations is zero on
     the burn-in rows (they only warm the state up) and not on the trained rows."""
     from rl.agents.r2d2.builder import r2d2_loss
+    from rl.networks.recurrent import make_recurrent_q_network
 
-    network = small_network(COUNTER_SPEC, size=4)
+    # 16 torso units: with 3, every ReLU can be dead on these observations (JAX 0.10's initial weights are).
+    network = make_recurrent_q_network(COUNTER_SPEC, torso_kwargs={"hidden_sizes": [16]}, lstm_size=4)
     params = network.init(jax.random.PRNGKey(0))
     batch = toy_batch(1.0)
     batch = batch._replace(extras={"core_state": {k: jnp.full((1, 7, 4), 0.1) for k in ("cell", "hidden")}})
@@ -348,7 +353,7 @@ def test_burn_in_rows_get_no_gradient():
 
     gradient = np.asarray(jax.jit(jax.grad(loss_of_observations))(batch.observation))[0]
     np.testing.assert_array_equal(gradient[:2], 0.0)
-    assert np.abs(gradient[2:5]).sum() > 0
+    assert np.all(np.abs(gradient[2:5]).sum(axis=1) > 0)  # Every trained row with a step.
     # And the loss does not read the burn-in rows' rewards, actions or discounts.
     changed = batch._replace(reward=batch.reward.at[0, :2].set(-5.0), action=batch.action.at[0, :2].set(0))
     loss = jax.jit(lambda b: r2d2_loss(params, params, network.unroll, b, jnp.ones(1), 2, 0.5, 2, 0.9, 1e-3)[0])
@@ -449,6 +454,7 @@ class Recorded:
         return sample
 
 
+@pytest.mark.reverb
 def test_learner_writes_priorities_back_to_the_table():
     """A learner step on the builder's dataset (real server, items from the real actor and
     adder) sets each sampled item's priority to eta * max + (1 - eta) * mean of its |TD|
@@ -545,6 +551,7 @@ def learn(run_dir, *overrides):
     return read_summary(str(run_dir))
 
 
+@pytest.mark.reverb
 def test_r2d2_runs_end_to_end_and_trains(tmp_path):
     """The masked preset for 4,000 steps: actors fill the prioritized table, the learner
     trains on it (learner steps as the replay ratio allows) and the run finishes."""
@@ -556,6 +563,7 @@ def test_r2d2_runs_end_to_end_and_trains(tmp_path):
     assert summary["learner_steps"] > 0 and len(summary["eval_returns"]) == 2
 
 
+@pytest.mark.reverb
 @pytest.mark.slow
 def test_r2d2_learns_cartpole(tmp_path):
     """Issue 12: experiment=r2d2_cartpole seed=0 reaches at least 400 within 200,000 steps."""
@@ -564,6 +572,7 @@ def test_r2d2_learns_cartpole(tmp_path):
     assert summary["final_eval_return"] >= 400, summary
 
 
+@pytest.mark.reverb
 @pytest.mark.slow
 def test_r2d2_remembers_what_dqn_cannot_see(tmp_path):
     """Issue 12's memory task: on cartpole_masked (no velocities), with the same budget and
@@ -574,6 +583,7 @@ def test_r2d2_remembers_what_dqn_cannot_see(tmp_path):
     assert r2d2["final_eval_return"] >= 2 * dqn["final_eval_return"], (r2d2, dqn)
 
 
+@pytest.mark.reverb
 @pytest.mark.slow
 @pytest.mark.ray
 def test_r2d2_under_ray_with_ape_x_epsilons(tmp_path):

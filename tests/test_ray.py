@@ -18,6 +18,9 @@ import yaml
 
 from conftest import ROOT, TRAIN, read_summary
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 
 def _rows(path):
     with open(path) as file:

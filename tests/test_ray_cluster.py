@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT, TRAIN, read_summary
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.reverb]
 
 BUDGET = 6000
 

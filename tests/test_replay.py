@@ -12,6 +12,9 @@ from rl.replay.server import ReplayRatio
 from rl.core import EnvironmentSpec, Transition
 from dm_env import specs
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 GAMMA = 0.9
 SPEC = EnvironmentSpec(
     observations=specs.Array((1,), np.float32, "observation"),

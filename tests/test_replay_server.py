@@ -11,6 +11,9 @@ import reverb
 
 from rl.replay.server import make_server
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 
 def test_a_server_without_a_checkpointer_writes_nothing_to_disk():
     before = set(os.listdir(tempfile.gettempdir()))

@@ -21,6 +21,9 @@ import golden_runs
 from rl import checkpointing
 from conftest import read_summary, run_train
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 COMMAND = [
     "max_actor_steps=1500",
     "eval_every=500",

@@ -23,9 +23,12 @@ import time
 import jax
 import pytest
 
-from conftest import ROOT, TRAIN, read_summary, run_train
+from conftest import ROOT, TRAIN, read_summary, run_train, wandb_records
 from test_checkpoints import _bitwise_equal, _corrupt, _leaves
 from rl import checkpointing
+
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
 
 BUDGET = 800
 COMMAND = [
@@ -113,18 +116,11 @@ def _fingerprint(directory: str) -> dict[str, str]:
 
 def _wandb_runs(run_dir: str) -> list[tuple[str, int | None]]:
     """(run id, exit code or None) of every offline W&B run in the run directory, oldest first."""
-    from wandb.proto import wandb_internal_pb2
-    from wandb.sdk.internal import datastore
-
     runs = []
     for directory in sorted(glob.glob(os.path.join(run_dir, "wandb", "offline-run-*"))):
         (path,) = glob.glob(os.path.join(directory, "run-*.wandb"))
-        store = datastore.DataStore()
-        store.open_for_scan(path)
         exit_code = None
-        while (data := store.scan_data()) is not None:
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(data)
+        for record in wandb_records(path):
             if record.WhichOneof("record_type") == "exit":
                 exit_code = record.exit.exit_code
         runs.append((directory.rsplit("-", 1)[1], exit_code))

@@ -11,6 +11,9 @@ import tensorflow as tf
 from rl.replay.adders import NStepTransitionAdder, item_inserter
 from rl.replay.server import PrefetchingIterator, SeededReplay, SeededTable, learner_iterator
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 SIGNATURE = tf.TensorSpec((2,), tf.float32)
 
 

@@ -12,11 +12,17 @@ import re
 import subprocess
 import sys
 
+import pytest
+
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_FILES = 8  # Issue 21: at most 8 files from scripts/train.py to the SGD update.
 
 TRACER = r"""
 import json, os, runpy, sys, threading
+import pytest
 
 root, output = os.environ["STEP_PATH_ROOT"], os.environ["STEP_PATH_OUTPUT"]
 records, started = {}, {}

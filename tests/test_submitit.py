@@ -27,6 +27,9 @@ from conftest import ROOT, TRAIN, read_summary, run_train
 from test_resume import _wandb_runs
 from rl import checkpointing
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 BUDGET = 800
 EVERY = BUDGET // 4
 COMMAND = [

@@ -108,6 +108,7 @@ def _check_wandb_wall_time(run_dir):
         assert all(f"{label}/wall_time_s" in row and "actor_steps" in row for row in rows), label
 
 
+@pytest.mark.reverb
 def test_local_run_records_wall_time_and_time_to_threshold(run_dir):
     # A random CartPole policy scores about 10-30: a threshold of 9 is reached at the first evaluation.
     result = run_train([*TINY, "threshold=9", "logger=wandb", f"hydra.run.dir={run_dir}"], timeout=600)
@@ -128,6 +129,7 @@ def test_local_run_records_wall_time_and_time_to_threshold(run_dir):
     _check_wandb_wall_time(run_dir)
 
 
+@pytest.mark.reverb
 @pytest.mark.ray
 @pytest.mark.slow  # About 100 s on 2 cores (Ray start-up dominates).
 def test_ray_run_with_two_evaluators_logs_both_and_summarises_their_mean(run_dir):

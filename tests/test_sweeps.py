@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import re
 
+import pytest
 import yaml
 
 from conftest import read_summary, read_wandb_offline_run, run_train
+
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
 
 TINY = ["eval_episodes=2", "agent.min_replay_size=200", "progress=false"]
 

@@ -74,6 +74,7 @@ def _files_containing(directory: str, needle: str) -> list[str]:
     return hits
 
 
+@pytest.mark.reverb
 def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_secret(tmp_path):
     sweep = tmp_path / "sweep_dqn_seeds"
     homes = {name: str(tmp_path / name) for name in ("wandb_cache", "wandb_config", "wandb_data")}
@@ -141,6 +142,7 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
     assert (sweep / "curves.png").stat().st_size > 1000
 
 
+@pytest.mark.reverb
 def test_run_that_raises_is_marked_crashed_in_wandb(run_dir):
     os.makedirs(run_dir)
     with open(os.path.join(run_dir, "checkpoints"), "w") as file:  # The end-of-run save fails.

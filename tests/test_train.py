@@ -25,6 +25,7 @@ def _rows(path):
         return list(csv.DictReader(file))
 
 
+@pytest.mark.reverb
 def test_short_run_writes_logs_checkpoint_and_summary(run_dir):
     result = run_train(
         [
@@ -56,6 +57,7 @@ def test_short_run_writes_logs_checkpoint_and_summary(run_dir):
     assert os.path.exists(os.path.join(run_dir, ".hydra", "config.yaml"))
 
 
+@pytest.mark.reverb
 def test_wandb_offline_run_holds_resolved_config_and_eval_history(run_dir):
     result = run_train(
         [
@@ -96,12 +98,14 @@ def _learns_cartpole(seed, run_dir, *overrides):
     assert summary["final_eval_return"] >= 475, summary
 
 
+@pytest.mark.reverb
 def test_dqn_solves_cartpole_seed_0(run_dir):
     """In the deterministic mode (its result is a fact of the code, not a draw: reverb's
     samplers take no seed); the other seeds, in the default mode, run under -m slow."""
     _learns_cartpole(0, run_dir, "launcher.deterministic=true")
 
 
+@pytest.mark.reverb
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_dqn_solves_cartpole_other_seeds(seed, run_dir):

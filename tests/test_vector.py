@@ -25,6 +25,9 @@ from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy
 from rl.replay.adders import transition_codec
 
+# Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
+pytestmark = pytest.mark.reverb
+
 N_STEP = 2
 
 

@@ -8,10 +8,12 @@ import dataclasses
 import datetime
 import difflib
 import functools
+import importlib.util
 import inspect
 import math
 import os
 import pkgutil
+import sys
 import types
 import typing
 from typing import Any, Callable, Mapping, Sequence
@@ -265,6 +267,22 @@ def agent_network(
             f"(uint8 [height, width, channels]); {hint}"
         )
     raise ConfigError("network", message)
+
+
+def check_launcher_stack(launcher: Any, choice: str | None) -> None:
+    """Refuses a launcher that needs a module this Python lacks (dm-reverb or Ray, on the current stack), naming
+    the stack that has it: before a run starts (a configuration is composed and checked without it)."""
+    from rl.experiments.launchers.base import REVERB_STACK_MODULES
+
+    missing = [module for module in launcher.requires if importlib.util.find_spec(module) is None]
+    if missing:
+        names = " and ".join(REVERB_STACK_MODULES.get(module, module) for module in missing)
+        here = "the current stack (.venv-current)" if os.path.basename(sys.prefix) == ".venv-current" else sys.prefix
+        raise ConfigError(
+            "launcher",
+            f"{choice or type(launcher).__name__} needs {names}, which {here} lacks: use the reverb stack "
+            "(.venv, requirements.txt) or launcher=anakin",
+        )
 
 
 BACKENDS = ("gymnasium", "envpool")

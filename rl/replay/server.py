@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import queue
 import threading
-from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -17,6 +17,7 @@ import tensorflow as tf
 import tree
 
 from rl.core import EnvironmentSpec
+from rl.replay import ReplaySample
 from rl.replay.adders import ReplayTimeoutError, transition_codec
 
 # TensorFlow only serves reverb's datasets: keep it off any accelerator JAX may use.
@@ -147,15 +148,6 @@ def make_queue_table(name: str, max_size: int, signature: Any) -> reverb.Table:
 
 # The learner's wait for one batch before it reports replay as stuck (beyond a replay node's restart).
 SAMPLE_TIMEOUT_S = 600.0
-
-
-class ReplaySample(NamedTuple):
-    """A batch of items: their data (a Transition of arrays) and reverb's sample info."""
-
-    keys: np.ndarray
-    probabilities: np.ndarray
-    table_size: np.ndarray
-    data: Any
 
 
 # A sampler the rate limiter holds this long ends its dataset and a new one starts: a closed iterator's

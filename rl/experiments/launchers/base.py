@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rl.experiments.config import ExperimentConfig
+
+# Modules that only the reverb stack (requirements.txt) has, by the distribution that provides them; the current
+# stack (requirements-current.txt, or `pip install .` without the `reverb` extra) has none of them.
+REVERB_STACK_MODULES = {"reverb": "dm-reverb", "ray": "ray"}
 
 
 class LauncherError(RuntimeError):
@@ -13,7 +17,10 @@ class LauncherError(RuntimeError):
 
 class Launcher:
     """Runs an experiment's nodes and returns its `RunSummary`; `fit_experiment` refuses what only
-    this launcher cannot run, `checkpoint_template` is the learner state it saves."""
+    this launcher cannot run, `checkpoint_template` is the learner state it saves; `requires` names the modules of
+    `REVERB_STACK_MODULES` it runs with (a launcher that needs one is refused where it is missing)."""
+
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def __call__(self, experiment: ExperimentConfig) -> Any:
         raise NotImplementedError

@@ -9,7 +9,7 @@ import functools
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -262,6 +262,8 @@ class LocalNodes(lifecycle.Nodes):
 @dataclasses.dataclass
 class LocalLauncher(Launcher):
     """Runs every node in this process."""
+
+    requires: ClassVar[tuple[str, ...]] = ("reverb",)
 
     deterministic: bool = False
 

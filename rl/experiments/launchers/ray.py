@@ -12,7 +12,7 @@ import re
 import socket
 import time
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 import rl
 from rl import checkpointing
@@ -30,6 +30,8 @@ TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 @dataclasses.dataclass
 class RayLauncher(Launcher):
+    requires: ClassVar[tuple[str, ...]] = ("reverb", "ray")
+
     num_actors: int = 2
     num_evaluators: int = 1
     address: str | None = None
