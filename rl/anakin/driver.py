@@ -42,11 +42,14 @@ def replica_sharding(num_seeds: int) -> NamedSharding | None:
 
 
 def initial_states(init: Callable[[jax.Array, Any], Any], sharding: NamedSharding | None) -> Callable[..., Any]:
-    """`(keys, values) -> ` every replica's `init(key, values)`, one replica after another on each device.
-    Not vmapped: jaxlib 0.10's CPU LAPACK kernels (the orthogonal initialisers' QR) split a batch of
+    """`(keys, values) -> ` every replica's `init(key, values)`: vmapped, but on CPUs one replica after another
+    on each device. jaxlib 0.10's CPU LAPACK kernels (the orthogonal initialisers' QR) split a batch of
     matrices over XLA's intra-op threads and wait for the parts on one of those threads, so a few batched
     calls at once (independent layers, replicas over host devices) can each hold a thread and wait on the
     others' queued parts forever. One replica at a time, each call holds one matrix and runs inline."""
+    devices = sharding.device_set if sharding is not None else {jax.devices()[0]}
+    if all(device.platform != "cpu" for device in devices):
+        return jax.vmap(init)
     states = lambda keys, values: jax.lax.map(lambda key_values: init(*key_values), (keys, values))
     if sharding is None:
         return states
