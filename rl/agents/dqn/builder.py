@@ -114,7 +114,7 @@ class DQNBuilder(ActorLearnerBuilder):
                 state.params, state.target_params, network.apply, batch.data, weights, config.huber_loss_delta
             )
             metrics = {
-                "gradient_norm": optax.global_norm(gradients),
+                "gradient_norm": optax.tree.norm(gradients),
                 "learning_rate": learning_rate_at(config, state.steps),
                 "q_mean": extras["q_mean"],
                 "td_error": jnp.mean(extras["abs_td_error"]),

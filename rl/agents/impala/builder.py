@@ -135,7 +135,7 @@ class IMPALABuilder(on_policy.SequenceQueueBuilder):
             actor_steps = state.actor_steps + on_policy.steps_taken(data)
             metrics = {
                 **metrics,
-                "gradient_norm": optax.global_norm(gradients),
+                "gradient_norm": optax.tree.norm(gradients),
                 "learning_rate": learning_rate,
                 "steps_in_batch": jnp.sum(data.mask[:, :-1]),
             }

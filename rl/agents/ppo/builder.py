@@ -187,7 +187,7 @@ def ppo_update(
         gradients, metrics = jax.grad(ppo_loss, has_aux=True)(params, apply, minibatch, clip_epsilon, *costs)
         updates, opt_state = optimizer.update(gradients, opt_state, params)
         params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
-        return (params, opt_state), {**metrics, "gradient_norm": optax.global_norm(gradients)}
+        return (params, opt_state), {**metrics, "gradient_norm": optax.tree.norm(gradients)}
 
     (params, opt_state), metrics = jax.lax.scan(sgd_step, (state.params, state.opt_state), orders)
     metrics = {

@@ -171,7 +171,7 @@ class R2D2Builder(ActorLearnerBuilder):
             priorities = extras.pop("priorities")
             metrics = {
                 **extras,
-                "gradient_norm": optax.global_norm(gradients),
+                "gradient_norm": optax.tree.norm(gradients),
                 "learning_rate": learning_rate_at(config, state.steps),
             }
             return apply_gradients(optimizer, gradients, state, config.target_update_period), metrics, priorities
