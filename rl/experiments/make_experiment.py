@@ -274,7 +274,7 @@ def check_launcher_stack(launcher: Any, choice: str | None) -> None:
     the stack that has it: before a run starts (a configuration is composed and checked without it)."""
     from rl.experiments.launchers.base import REVERB_STACK_MODULES
 
-    missing = [module for module in launcher.requires if importlib.util.find_spec(module) is None]
+    missing = [module for module in getattr(launcher, "requires", ()) if importlib.util.find_spec(module) is None]
     if missing:
         names = " and ".join(REVERB_STACK_MODULES.get(module, module) for module in missing)
         here = "the current stack (.venv-current)" if os.path.basename(sys.prefix) == ".venv-current" else sys.prefix
