@@ -108,22 +108,31 @@ def test_saves_are_atomic_and_keep_the_newest(tmp_path):
 
 
 def _corrupt(path: str) -> None:
-    """Flips one byte in the middle of the largest file of a checkpoint's learner state."""
-    files = [os.path.join(r, n) for r, _, names in os.walk(os.path.join(path, "learner")) for n in names]
-    target = max(files, key=os.path.getsize)
-    with open(target, "r+b") as file:
-        file.seek(os.path.getsize(target) // 2)
-        byte = file.read(1)
-        file.seek(-1, os.SEEK_CUR)
-        file.write(bytes([byte[0] ^ 0xFF]))
+    """Flips one byte in the middle of every file of a checkpoint's learner state (however orbax spreads the
+    arrays over its files, the ones restored are damaged)."""
+    for target in [os.path.join(r, n) for r, _, names in os.walk(os.path.join(path, "learner")) for n in names]:
+        if os.path.getsize(target):
+            with open(target, "r+b") as file:
+                file.seek(os.path.getsize(target) // 2)
+                byte = file.read(1)
+                file.seek(-1, os.SEEK_CUR)
+                file.write(bytes([byte[0] ^ 0xFF]))
+
+
+def _copy(run: str, name: str) -> str:
+    """A copy of the run directory `run` beside it: a checkpoint damaged after it was read in this process is damaged
+    in a copy, never read, so no reader's cache can hide it."""
+    return shutil.copytree(run, os.path.join(os.path.dirname(run), name))
 
 
 def test_a_damaged_checkpoint_is_skipped_for_the_previous_one(tmp_path):
-    run = str(tmp_path)
+    run = str(tmp_path / "run")
     state = _learner().save()
-    older = checkpointing.save_checkpoint(run, 10, state, {"actor_steps": 10})
+    checkpointing.save_checkpoint(run, 10, state, {"actor_steps": 10})
     newer = checkpointing.save_checkpoint(run, 20, state, {"actor_steps": 20})
     assert checkpointing.find_latest(run) == (newer, [])
+    run = _copy(run, "damaged")
+    older, newer = (os.path.join(checkpointing.checkpoint_root(run), f"step_{s}") for s in (10, 20))
     _corrupt(newer)
     with pytest.warns(UserWarning, match="step_20 is damaged"):
         found, skipped = checkpointing.find_latest(run)
@@ -137,21 +146,24 @@ def test_a_damaged_checkpoint_is_skipped_for_the_previous_one(tmp_path):
 def test_evaluation_picks_the_checkpoint_a_resume_would(tmp_path, capsys):
     from rl.evaluation import EvaluationError, locate_checkpoint
 
-    run = str(tmp_path)
+    run = str(tmp_path / "run")
     os.makedirs(os.path.join(run, ".hydra"))
     open(os.path.join(run, ".hydra", "config.yaml"), "w").close()
     with pytest.raises(EvaluationError, match="no checkpoint in"):
         locate_checkpoint(run)
     state = _learner().save()
-    older = checkpointing.save_checkpoint(run, 10, state, {"actor_steps": 10})
+    checkpointing.save_checkpoint(run, 10, state, {"actor_steps": 10})
     newer = checkpointing.save_checkpoint(run, 20, state, {"actor_steps": 20})
     assert locate_checkpoint(run) == newer
+    damaged, both = _copy(run, "damaged"), _copy(run, "both")
+    older, newer = (os.path.join(checkpointing.checkpoint_root(damaged), f"step_{s}") for s in (10, 20))
     _corrupt(newer)
-    assert locate_checkpoint(run) == older
+    assert locate_checkpoint(damaged) == older
     assert f"Warning: checkpoint {newer} is damaged" in capsys.readouterr().err
-    _corrupt(older)
+    for step in (10, 20):
+        _corrupt(os.path.join(checkpointing.checkpoint_root(both), f"step_{step}"))
     with pytest.raises(EvaluationError, match="no usable checkpoint"):
-        locate_checkpoint(run)
+        locate_checkpoint(both)
 
 
 def test_a_checkpoint_of_another_network_or_agent_is_refused(tmp_path):
