@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Tests both stacks: bash scripts/test.sh [pytest args...]
 #   1. lints and checks formatting (ruff, rules in pyproject.toml) in .venv;
-#   2. the reverb stack: .venv (requirements.txt, built first if needed): the suite;
+#   2. the reverb stack: .venv (requirements.txt, built first if needed): the suite but the tests marked `current`,
+#      -m "not slow and not current";
 #   3. the current stack: .venv-current (requirements-current.txt, built first if needed): every test that needs
-#      no reverb, TensorFlow or Ray, -m "not reverb and not slow" (pytest.ini, "reverb").
+#      no reverb, TensorFlow or Ray, -m "not reverb and not slow" (pytest.ini, "reverb" and "current").
 # RL_STACKS=reverb or RL_STACKS=current runs one part only (default: both). The pytest arguments go to each part;
-# a `-m EXPR` of theirs becomes `-m "(EXPR) and not reverb"` in the current part. The default run includes one
+# a `-m EXPR` of theirs becomes `-m "(EXPR) and not current"` in the reverb part and `-m "(EXPR) and not reverb"`
+# in the current part. The default run includes one
 # learning test per agent; `-m slow` runs the other seeds. A part that selects no test passes (and says so) as long
 # as the other one ran some; each part's time and outcome are printed at the end.
 set -euo pipefail
@@ -35,9 +37,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ -n "$marked" ]; then
-  reverb_args+=(-m "$marked")
+  reverb_args+=(-m "($marked) and not current")
   current_args+=(-m "($marked) and not reverb")
 else
+  reverb_args+=(-m "not slow and not current")
   current_args+=(-m "not reverb and not slow")
 fi
 

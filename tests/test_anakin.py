@@ -618,6 +618,7 @@ print(len(calls), "LAPACK calls; ok")
 """
 
 
+@pytest.mark.current
 def test_a_grids_initial_states_over_host_devices_never_wait_on_each_other(tmp_path):
     """The 18-replica initial states beside two host devices: each LAPACK call (QR, for orthogonal initialisers)
     holds one matrix, the states are made 20 times without a hang (jax 0.10's batched calls deadlocked here), and

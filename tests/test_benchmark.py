@@ -107,6 +107,7 @@ def test_startup_suite_times_both_imports_and_compares_them(tmp_path):
     assert lazy["ratio"] == pytest.approx(lazy["value"] / full["value"], rel=1e-3)
 
 
+@pytest.mark.current
 def test_accelerator_suite_reports_widths_device_and_the_warm_cache_compile(tmp_path):
     out = tmp_path / "accelerator.json"
     result = _run(["accelerator", "--quick", "--cases", "width", "cache", "--widths", "2", "--json", str(out)])

@@ -132,6 +132,7 @@ def _stop_in_the_first_chunk(process: subprocess.Popen, started: str = "compiled
     return "".join(lines) + stdout, stderr, time.monotonic() - start
 
 
+@pytest.mark.current
 def test_sigterm_stops_a_grid_in_the_middle_of_a_chunk(tmp_path):
     """A 4-job grid (one program over the host devices) stopped by SIGTERM in its first chunk exits
     within seconds with status 143, each job's summary `interrupted` at 0 actor steps."""
@@ -148,6 +149,7 @@ def test_sigterm_stops_a_grid_in_the_middle_of_a_chunk(tmp_path):
         assert summary["status"] == "interrupted" and summary["actor_steps"] == 0
 
 
+@pytest.mark.current
 def test_sigterm_stops_an_anakin_run_in_the_middle_of_a_chunk_with_a_checkpoint(tmp_path):
     """The chunk under way is left (it runs on, unrecorded, until the process ends): the checkpoint holds
     the state before it, the summary says `interrupted` at 0 actor steps, the exit status is 143."""
