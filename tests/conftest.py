@@ -36,6 +36,19 @@ def run_train(
     )
 
 
+def start_train(overrides: list[str]) -> subprocess.Popen:
+    """scripts/train.py started in a fresh process (unbuffered, its output piped), for a test to watch or signal."""
+    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.Popen(
+        [sys.executable, TRAIN, *overrides],
+        cwd=ROOT,
+        env={**environment, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def read_summary(run_dir: str) -> dict[str, Any]:
     with open(os.path.join(run_dir, "summary.json")) as file:
         return json.load(file)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import REVERB_STACK, ROOT, read_summary, run_train
+from conftest import REVERB_STACK, ROOT, read_summary, run_train, start_train
 from rl.anakin.driver import replica_keys
 from rl.anakin.system import Trajectory, evaluate, make_chunk, make_system, rollout, to_sequences
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector
@@ -737,22 +737,10 @@ def test_sigterm_and_the_same_command_resume_through_the_entry_point(tmp_path):
     a checkpoint; the same command resumes and finishes at the budget; a third time it
     says the run has finished and exits 0."""
     import signal
-    import subprocess
-    import sys
     import time
 
-    from conftest import TRAIN
-
     arguments = [*RESUMABLE_DQN, "max_actor_steps=4096", f"hydra.run.dir={tmp_path}"]
-    environment = {**os.environ, "WANDB_MODE": "offline", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    process = subprocess.Popen(
-        [sys.executable, TRAIN, *arguments],
-        cwd=ROOT,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_train(arguments)
     learner_log = os.path.join(tmp_path, "seed_0", "logs", "learner.csv")
     deadline = time.monotonic() + 300
     while not (os.path.exists(learner_log) and len(_rows(learner_log)) >= 1):

@@ -17,13 +17,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import jax
 import pytest
 
-from conftest import ROOT, TRAIN, read_summary, run_train, wandb_records
+from conftest import ROOT, read_summary, run_train, start_train, wandb_records
 from test_checkpoints import _bitwise_equal, _corrupt, _leaves
 from rl import checkpointing
 
@@ -41,18 +40,6 @@ COMMAND = [
     "progress=false",
     "checkpoint.every_seconds=0.5",
 ]
-
-
-def _train(overrides: list[str]) -> subprocess.Popen:
-    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.Popen(
-        [sys.executable, TRAIN, *overrides],
-        cwd=ROOT,
-        env=environment,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
 
 
 def _wait_until(condition, process: subprocess.Popen, timeout: float = 600) -> None:
@@ -135,7 +122,7 @@ def stopped_run(tmp_path_factory):
     command = [*COMMAND, f"hydra.run.dir={run_dir}"]
     seen: dict = {"run_dir": run_dir, "command": command}
 
-    process = _train(command)  # Stopped by SIGTERM at a quarter of the budget.
+    process = start_train(command)  # Stopped by SIGTERM at a quarter of the budget.
     _wait_until(lambda: _acted_past(run_dir, 0), process)
     _wait_throttled(lambda: _evaluated(run_dir, BUDGET // 4), process)
     process.send_signal(signal.SIGTERM)
@@ -149,7 +136,7 @@ def stopped_run(tmp_path_factory):
         "checkpoint": shutil.copytree(newest, str(base / "sigterm" / os.path.basename(newest))),
     }
 
-    process = _train(command)  # Resumed, then killed with SIGKILL at half the budget.
+    process = start_train(command)  # Resumed, then killed with SIGKILL at half the budget.
     stop_step = seen["sigterm"]["summary"]["actor_steps"]
 
     def two_checkpoints_of_this_session() -> bool:

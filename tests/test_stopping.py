@@ -9,13 +9,12 @@ import gc
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import ROOT, TRAIN, read_summary
+from conftest import read_summary, start_train
 from rl.experiments import lifecycle
 
 # How long a stop may take once the signal is sent (the checkpoint and records included): generous, for a
@@ -99,18 +98,6 @@ LONG_CHUNKS = [
 ]
 
 
-def _start(arguments: list[str]) -> subprocess.Popen:
-    environment = {**os.environ, "WANDB_MODE": "offline", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        [sys.executable, TRAIN, *arguments],
-        cwd=ROOT,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def _stop_in_the_first_chunk(process: subprocess.Popen, started: str = "compiled in") -> tuple[str, str, float]:
     """SIGTERM once the first chunk runs (the line `started` printed: by default the compiled programs' line);
     the process's output and how long it took to exit after the signal."""
@@ -137,7 +124,7 @@ def test_sigterm_stops_a_grid_in_the_middle_of_a_chunk(tmp_path):
     """A 4-job grid (one program over the host devices) stopped by SIGTERM in its first chunk exits
     within seconds with status 143, each job's summary `interrupted` at 0 actor steps."""
     sweep = tmp_path / "sweep"
-    process = _start(
+    process = start_train(
         ["-m", "hydra/launcher=anakin_grid", *LONG_CHUNKS, "max_actor_steps=16777216"]
         + ["agent.learning_rate=1e-4,1e-3", "seed=0,1", f"hydra.sweep.dir={sweep}"]
     )
@@ -154,7 +141,7 @@ def test_sigterm_stops_an_anakin_run_in_the_middle_of_a_chunk_with_a_checkpoint(
     """The chunk under way is left (it runs on, unrecorded, until the process ends): the checkpoint holds
     the state before it, the summary says `interrupted` at 0 actor steps, the exit status is 143."""
     run = tmp_path / "run"
-    process = _start([*LONG_CHUNKS, "max_actor_steps=16777216", "launcher.num_seeds=2", f"hydra.run.dir={run}"])
+    process = start_train([*LONG_CHUNKS, "max_actor_steps=16777216", "launcher.num_seeds=2", f"hydra.run.dir={run}"])
     stdout, stderr, _ = _stop_in_the_first_chunk(process)
     assert process.returncode == 143, stderr[-3000:]
     assert f"checkpoint {run}/checkpoints/step_0; the same command resumes it" in stderr
