@@ -19,7 +19,7 @@ import pytest
 import golden_runs
 
 from rl import checkpointing
-from conftest import read_summary, run_train
+from conftest import read_summary, run_train, start_train
 
 # Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
 pytestmark = pytest.mark.reverb
@@ -84,11 +84,11 @@ def test_a_deterministic_run_stopped_and_resumed_equals_the_uninterrupted_one(de
     """SIGTERM once learning is under way (a checkpoint of the whole in-process state),
     then the same command: every record, the summary and the final learner state equal
     the uninterrupted run's."""
-    from test_resume import _acted_past, _train, _wait_throttled, _wait_until
+    from test_resume import _acted_past, _wait_throttled, _wait_until
 
     run_dir = str(tmp_path / "stopped")
     command = [*COMMAND, "launcher.deterministic=true", f"hydra.run.dir={run_dir}"]
-    process = _train(command)
+    process = start_train(command)
     _wait_until(lambda: _acted_past(run_dir, 0), process)  # Start-up at full speed, ...
     _wait_throttled(lambda: _acted_past(run_dir, 900), process)  # ... then slowed to catch step 900.
     process.send_signal(signal.SIGTERM)
