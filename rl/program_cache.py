@@ -1,0 +1,139 @@
+"""Compiled programs that a second identical run does not trace again.
+
+JAX's persistent compilation cache skips XLA's compile, but every run still traces and lowers its Python
+into StableHLO first, which for an anakin chunk costs more than the cached compile it feeds. Here a program
+is traced once, exported (`jax.export`) and kept beside the compilation cache; a run whose program has the
+same key loads the export instead of tracing. Every run compiles from the export, so its XLA program is the
+same text each time and the persistent cache hits from the second run on.
+
+The key must change whenever the traced program could: it digests the program's name, the caller's context
+(its composed config), its arguments' structure, shapes, dtypes and shardings, the JAX settings that change a
+trace, every installed distribution's version and the source of every loaded module that is not an installed
+distribution (this repository, a user's own agent).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import logging
+import os
+import pickle
+import sys
+import sysconfig
+from typing import Any, Callable
+
+import jax
+from jax import export
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1  # Bumped when what is stored changes.
+SUBDIRECTORY = "exported"
+_TRACE_SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl", "jax_threefry_partitionable")
+
+
+def compile_program(
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    *,
+    name: str,
+    context: str,
+    directory: str | None,
+    sharding: Any = None,
+) -> Callable[..., Any]:
+    """`function` compiled for `args` (pytrees of arrays), as `jax.jit(function).lower(*args).compile()` would,
+    with every argument and result placed by `sharding` (None: default placement). `directory` (the persistent
+    compilation cache's; None: no cache) keeps the traced program under a key of `name`, `context` and the
+    rest named in this module's docstring."""
+    leaves, in_tree = jax.tree_util.tree_flatten(args)
+    placed = {} if sharding is None else {"in_shardings": sharding, "out_shardings": sharding}
+    if directory is None:
+        return jax.jit(function, **placed).lower(*args).compile()
+    path = os.path.join(directory, SUBDIRECTORY, f"{name}-{program_key(name, context, leaves, in_tree, sharding)}")
+    stored = _load(path)
+    if stored is None:
+        stored = _export(function, in_tree, leaves, placed)
+        _store(path, stored)
+    exported, out_tree = stored
+    compiled = jax.jit(exported.call, **placed).lower(*leaves).compile()
+    return functools.partial(_call_flat, compiled, out_tree)
+
+
+def _call_flat(compiled: Any, out_tree: Any, *args: Any) -> Any:
+    return jax.tree_util.tree_unflatten(out_tree, compiled(*jax.tree_util.tree_leaves(args)))
+
+
+def _export(function: Callable[..., Any], in_tree: Any, leaves: list[Any], placed: dict[str, Any]) -> tuple[Any, Any]:
+    """(the exported program over flat leaves, the results' tree structure), traced once."""
+    trees: list[Any] = []
+
+    def flat(*leaves: Any) -> list[Any]:
+        results, out_tree = jax.tree_util.tree_flatten(function(*jax.tree_util.tree_unflatten(in_tree, leaves)))
+        trees.append(out_tree)
+        return results
+
+    exported = export.export(jax.jit(flat, **placed))(*leaves)
+    return exported, trees[-1]
+
+
+def _load(path: str) -> tuple[Any, Any] | None:
+    """The export at `path`, or None where there is none or it cannot be read (it is then made again)."""
+    try:
+        with open(path, "rb") as file:
+            fmt, serialized, out_tree = pickle.load(file)
+        if fmt != FORMAT:
+            return None
+        return export.deserialize(serialized), out_tree
+    except FileNotFoundError:
+        return None
+    except Exception as error:  # A damaged or foreign file costs a trace, never the run.
+        log.debug("%s: not a usable exported program (%s); tracing again", path, error)
+        return None
+
+
+def _store(path: str, stored: tuple[Any, Any]) -> None:
+    """Written under a temporary name, then renamed: a reader never sees half a file."""
+    exported, out_tree = stored
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "wb") as file:
+        pickle.dump((FORMAT, bytes(exported.serialize()), out_tree), file)
+    os.replace(temporary, path)
+
+
+def program_key(name: str, context: str, leaves: list[Any], in_tree: Any, sharding: Any) -> str:
+    """A digest of everything that can change the program traced for these arguments."""
+    digest = hashlib.sha256()
+    for part in (FORMAT, name, context, in_tree, repr(sharding), os.environ.get("XLA_FLAGS", "")):
+        digest.update(repr(part).encode())
+    for leaf in leaves:
+        digest.update(f"{jax.numpy.shape(leaf)}{jax.numpy.result_type(leaf)}".encode())
+    digest.update(repr([jax.config.values.get(setting) for setting in _TRACE_SETTINGS]).encode())
+    digest.update(_environment_digest().encode())
+    return digest.hexdigest()[:32]
+
+
+def _environment_digest() -> str:
+    """Installed distributions' versions, and the source of every loaded module outside them."""
+    digest = hashlib.sha256()
+    for distribution in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
+        digest.update(distribution.encode())
+    for source in sorted(_own_sources()):
+        with open(source, "rb") as file:
+            digest.update(source.encode() + hashlib.sha256(file.read()).digest())
+    return digest.hexdigest()
+
+
+def _own_sources() -> set[str]:
+    """Files of loaded modules that no installed distribution or the standard library holds."""
+    installed = tuple(
+        os.path.realpath(sysconfig.get_paths()[key]) + os.sep for key in ("purelib", "platlib", "stdlib", "platstdlib")
+    )
+    sources = set()
+    for module in list(sys.modules.values()):
+        source = getattr(module, "__file__", None)  # Foreign objects: modules without a file have none.
+        if source and source.endswith(".py") and not os.path.realpath(source).startswith(installed):
+            sources.add(os.path.realpath(source))
+    return sources
