@@ -51,10 +51,12 @@ def compile_program(
     placed = {} if sharding is None else {"in_shardings": sharding, "out_shardings": sharding}
     if directory is None:
         return jax.jit(function, **placed).lower(*args).compile()
-    path = os.path.join(directory, SUBDIRECTORY, f"{name}-{program_key(name, context, leaves, in_tree, sharding)}")
+    platform = _platform(leaves, sharding)
+    key = program_key(name, f"{platform}:{context}", leaves, in_tree, sharding)
+    path = os.path.join(directory, SUBDIRECTORY, f"{name}-{key}")
     stored = _load(path)
     if stored is None:
-        stored = _export(function, in_tree, leaves, placed)
+        stored = _export(function, in_tree, leaves, placed, platform)
         _store(path, stored)
     exported, out_tree = stored
     compiled = jax.jit(exported.call, **placed).lower(*leaves).compile()
@@ -65,7 +67,19 @@ def _call_flat(compiled: Any, out_tree: Any, *args: Any) -> Any:
     return jax.tree_util.tree_unflatten(out_tree, compiled(*jax.tree_util.tree_leaves(args)))
 
 
-def _export(function: Callable[..., Any], in_tree: Any, leaves: list[Any], placed: dict[str, Any]) -> tuple[Any, Any]:
+def _platform(leaves: list[Any], sharding: Any) -> str:
+    """Where the program runs: its sharding's devices', else its first array argument's, else JAX's default."""
+    if sharding is not None:
+        return next(iter(sharding.device_set)).platform
+    for leaf in leaves:
+        if isinstance(leaf, jax.Array):
+            return next(iter(leaf.devices())).platform
+    return jax.default_backend()
+
+
+def _export(
+    function: Callable[..., Any], in_tree: Any, leaves: list[Any], placed: dict[str, Any], platform: str
+) -> tuple[Any, Any]:
     """(the exported program over flat leaves, the results' tree structure), traced once."""
     trees: list[Any] = []
 
@@ -74,7 +88,7 @@ def _export(function: Callable[..., Any], in_tree: Any, leaves: list[Any], place
         trees.append(out_tree)
         return results
 
-    exported = export.export(jax.jit(flat, **placed))(*leaves)
+    exported = export.export(jax.jit(flat, **placed), platforms=[platform])(*leaves)
     return exported, trees[-1]
 
 
