@@ -28,7 +28,7 @@ def stack(items: Sequence[Any]) -> Any:
     if not isinstance(first, np.ndarray) and tree.is_nested(first):
         return tree.map_structure(lambda *xs: stack(xs), *items)
     if isinstance(first, np.ndarray) and first.dtype != object:
-        # np.stack's result at a third of its cost.
+        # np.stack's result without its per-item work.
         stacked = np.array(items)
         if stacked.shape == (len(items), *first.shape) and stacked.dtype == first.dtype:
             return stacked
