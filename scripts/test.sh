@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tests both stacks: bash scripts/test.sh [pytest args...]
-#   1. lints and checks formatting (ruff, rules in pyproject.toml) in .venv;
+#   1. lints and checks formatting (ruff, rules in pyproject.toml) and the layers of rl/ (lint-imports: the
+#      import-linter contracts in pyproject.toml, docs/architecture.md "Layers") in .venv;
 #   2. the reverb stack: .venv (requirements.txt, built first if needed): the suite but the tests marked `current`,
 #      -m "not slow and not current";
 #   3. the current stack: .venv-current (requirements-current.txt, built first if needed): every test that needs
@@ -22,6 +23,8 @@ bash "$ROOT/scripts/setup.sh"  # ruff lives in .venv, whichever part runs.
 cd "$ROOT"
 "$ROOT/.venv/bin/ruff" check
 "$ROOT/.venv/bin/ruff" format --check --quiet
+# An import up a layer or a circle between two modules of a package fails here, the import named.
+PYTHONPATH="$ROOT" "$ROOT/.venv/bin/lint-imports" --no-cache --no-logo
 export WANDB_MODE=offline WANDB_SILENT=true TF_CPP_MIN_LOG_LEVEL=2
 
 # Each part's arguments: the caller's, with their marker expression narrowed to tests without reverb in the

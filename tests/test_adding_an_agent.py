@@ -1,6 +1,7 @@
-"""Adding an agent edits no existing file: QR-DQN (tests/agents/qrdqn.py, with its
-tests/agents/conf/agent/qrdqn.yaml) runs under launcher=local, ray and anakin, found
-through Hydra's search path and PYTHONPATH as a user's own package would be."""
+"""Adding an agent as docs/adding_an_agent.md says: QR-DQN (tests/agents/qrdqn.py) runs under launcher=local, ray
+and anakin, both as the page's steps add it to a copy of the project (its package, its conf/agent file and the
+README row, the docs test passing only once all three are there) and as a package of its own outside the project
+(found through PYTHONPATH and Hydra's search path, editing no file of the project)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import csv
 import json
 import math
 import os
+import re
+import shutil
 import subprocess
 import sys
 
 import pytest
+
+from test_docs import readme_lists_every_option
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AGENTS = os.path.join(ROOT, "tests", "agents")
@@ -34,9 +39,17 @@ LAUNCHERS = {
 }
 
 
-def _train(launcher: str, run_dir: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (AGENTS, os.environ.get("PYTHONPATH")) if p)}
-    command = [sys.executable, os.path.join(ROOT, "scripts", "train.py"), *COMMON, *LAUNCHERS[launcher]]
+# What each step of docs/adding_an_agent.md's list writes, in its order, for QR-DQN.
+STEPS = ("rl/agents/<name>/__init__.py", "conf/agent/<name>.yaml", "README.md")
+PROJECT = ("rl", "conf", "hydra_plugins", "scripts", "README.md")  # What a copy of the project needs to train.
+
+
+def _train(launcher: str, run_dir: str, project: str = ROOT) -> dict:
+    """A short run of QR-DQN: from `project`'s own agents (a copy with the agent added), or else from tests/agents."""
+    path = project if project != ROOT else AGENTS
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH")) if p)}
+    common = COMMON if project == ROOT else [option for option in COMMON if not option.startswith("hydra.searchpath")]
+    command = [sys.executable, os.path.join(project, "scripts", "train.py"), *common, *LAUNCHERS[launcher]]
     process = subprocess.run(
         [*command, f"hydra.run.dir={run_dir}"], env=env, capture_output=True, text=True, timeout=900
     )
@@ -61,3 +74,48 @@ def test_a_user_agent_runs_under_local_and_anakin(tmp_path, launcher):
 @pytest.mark.ray
 def test_a_user_agent_runs_under_ray(tmp_path):
     _check(_train("ray", str(tmp_path)), str(tmp_path))
+
+
+def documented_steps() -> list[str]:
+    """The file each item of docs/adding_an_agent.md's "Steps" list names first."""
+    with open(os.path.join(ROOT, "docs", "adding_an_agent.md")) as file:
+        section = file.read().split("## Steps", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\d+\. `([^`]+)`", section, re.MULTILINE)
+
+
+def add_the_agent_to_a_copy(copy: str) -> None:
+    """The page's steps for QR-DQN, in a copy of the project; the docs test fails until the last one."""
+    for name in PROJECT:
+        source = os.path.join(ROOT, name)
+        if os.path.isdir(source):
+            shutil.copytree(source, os.path.join(copy, name), ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, os.path.join(copy, name))
+    package = os.path.join(copy, "rl", "agents", "qrdqn")
+    os.makedirs(package)
+    shutil.copy(os.path.join(AGENTS, "qrdqn.py"), os.path.join(package, "__init__.py"))  # Step 1.
+    shutil.copy(os.path.join(AGENTS, "conf", "agent", "qrdqn.yaml"), os.path.join(copy, "conf", "agent"))  # Step 2.
+    assert any("agent row" in line and "'qrdqn'" in line for line in readme_lists_every_option(copy))
+    readme = os.path.join(copy, "README.md")  # Step 3: the README row.
+    with open(readme) as file:
+        text = file.read()
+    assert text.count("\n| `agent` | ") == 1
+    with open(readme, "w") as file:
+        file.write(text.replace("\n| `agent` | ", "\n| `agent` | `qrdqn`, "))
+    assert readme_lists_every_option(copy) == []
+
+
+def test_the_test_takes_the_steps_docs_adding_an_agent_lists():
+    assert documented_steps() == list(STEPS)
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [pytest.param("local", marks=pytest.mark.reverb), pytest.param("ray", marks=[pytest.mark.reverb, pytest.mark.ray])]
+    + ["anakin"],
+)
+def test_an_agent_added_by_the_documented_steps_runs(tmp_path, launcher):
+    copy = str(tmp_path / "project")
+    add_the_agent_to_a_copy(copy)
+    run_dir = str(tmp_path / "run")
+    _check(_train(launcher, run_dir, project=copy), run_dir)

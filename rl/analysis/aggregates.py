@@ -9,13 +9,10 @@ import itertools
 import math
 import os
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 from rliable import library, metrics
-
-if TYPE_CHECKING:
-    from rl.analysis import Run
 
 DEFAULT_REPS = 1000  # Bootstrap resamples: few, for speed; rliable's papers use 50,000.
 SEED = 0  # The bootstrap's seed: the same runs always give the same intervals.
@@ -81,8 +78,21 @@ def text_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str
     return [lines[0], "  ".join("-" * width for width in widths), *lines[1:]]
 
 
+class ScoredRun(Protocol):
+    """What a comparison reads of a run (rl.analysis.Run is one): where it lives, its task, its scores."""
+
+    path: str
+
+    @property
+    def task(self) -> str: ...
+
+    def score(self, name: str) -> float: ...
+
+
 def normalised_scores(
-    groups: Mapping[str, Sequence[Run]], score: str = "final_eval_return", ranges: Mapping[str, tuple] = SCORE_RANGES
+    groups: Mapping[str, Sequence[ScoredRun]],
+    score: str = "final_eval_return",
+    ranges: Mapping[str, tuple] = SCORE_RANGES,
 ) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
     """Per group, its runs' `score` normalised per environment as a (runs, environments) matrix; the environments
     and notes. A group with more runs on one environment keeps the first of each; ScoreError when incomparable."""
@@ -138,7 +148,7 @@ class Comparison:
 
 
 def compare(
-    groups: Mapping[str, Sequence[Run]],
+    groups: Mapping[str, Sequence[ScoredRun]],
     score: str = "final_eval_return",
     ranges: Mapping[str, tuple[float, float]] = SCORE_RANGES,
     reps: int = DEFAULT_REPS,

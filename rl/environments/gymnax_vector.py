@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from rl.environments.factories import Float32Specs
+from rl.environments.specs import Float32Specs
 
 # MinAtar writes ints into boolean arrays; JAX warns at every trace.
 warnings.filterwarnings("ignore", message="scatter inputs have incompatible types", category=FutureWarning)

@@ -11,7 +11,8 @@ import gymnasium
 import numpy as np
 from dm_env import specs
 
-from rl.environments.factories import GymnasiumToDmEnv, make_gymnasium_environment, space_to_spec
+from rl.environments.factories import GymnasiumToDmEnv, make_gymnasium_environment
+from rl.environments.specs import space_to_spec
 
 
 def make_masked_environment(

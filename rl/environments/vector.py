@@ -4,7 +4,6 @@ exactly as the environment made alone with its seed) or envpool's C++ thread poo
 from __future__ import annotations
 
 import difflib
-import functools
 import os
 import sys
 import warnings
@@ -15,7 +14,7 @@ import numpy as np
 import tree
 from dm_env import specs
 
-from rl.environments.factories import Float32Specs, space_to_spec
+from rl.environments.specs import Float32Specs, space_to_spec
 
 
 def vector_seeds(seed: int, num_envs: int) -> list[int]:
@@ -29,7 +28,7 @@ def stack(items: Sequence[Any]) -> Any:
     if not isinstance(first, np.ndarray) and tree.is_nested(first):
         return tree.map_structure(lambda *xs: stack(xs), *items)
     if isinstance(first, np.ndarray) and first.dtype != object:
-        # np.stack's result at a third of its cost.
+        # np.stack's result without its per-item work.
         stacked = np.array(items)
         if stacked.shape == (len(items), *first.shape) and stacked.dtype == first.dtype:
             return stacked
@@ -197,31 +196,3 @@ class EnvpoolVectorEnvironment(Float32Specs):
 
     def close(self) -> None:
         self._pool.close()
-
-
-def envpool_factory(environment: dict[str, Any], environment_spec: Any) -> Any:
-    """`make(seed=..., num_envs=...)` for the composed `environment` group, or a ValueError saying
-    why envpool cannot step it (not installed, not a gymnasium id, no such task, other specs)."""
-    target = environment.get("_target_")
-    if target == "rl.environments.atari.make_atari_environment":
-        from rl.environments.atari import make_atari_envpool  # Its own options (preprocessing) and observation layout.
-
-        settings = {key: value for key, value in environment.items() if key not in ("_target_", "render_mode")}
-        factory = functools.partial(make_atari_envpool, **settings)
-    elif target in ("rl.environments.make_gymnasium_environment", "rl.environments.make_mujoco_environment"):
-        options = {**(environment.get("kwargs") or {}), "max_episode_steps": environment.get("max_episode_steps")}
-        factory = functools.partial(EnvpoolVectorEnvironment, str(environment.get("name")), **options)
-    else:
-        raise ValueError(f"envpool steps gymnasium ids (environment=gymnasium, mujoco or atari), not {target}")
-    probe = factory(seed=0, num_envs=1)
-    layout = lambda s: (type(s), s.shape, s.dtype, s.num_values if isinstance(s, specs.DiscreteArray) else None)
-    try:
-        for what, ours, theirs in (
-            ("observations", environment_spec.observations, probe.observation_spec()),
-            ("actions", environment_spec.actions, probe.action_spec()),
-        ):
-            if layout(ours) != layout(theirs):
-                raise ValueError(f"envpool's '{probe.name}' has other {what} ({theirs}) than gymnasium's ({ours})")
-    finally:
-        probe.close()
-    return factory

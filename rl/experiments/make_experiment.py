@@ -417,7 +417,7 @@ def make_experiment(
     probe.close()
     vector_environment_factory = None
     if backend == "envpool":
-        from rl.environments.vector import envpool_factory
+        from rl.environments.backends import envpool_factory
 
         try:
             vector_environment_factory = envpool_factory(environment_options, environment_spec)

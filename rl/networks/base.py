@@ -39,7 +39,7 @@ class GaussianParams(NamedTuple):
 
 def tanh_normal(loc: jax.Array, scale: jax.Array) -> distrax.Distribution:
     """A diagonal Gaussian squashed into [-1, 1] by tanh, one event over the last axis
-    (distrax keeps its samples' log-probabilities finite; imported on use, about 3 s)."""
+    (distrax keeps its samples' log-probabilities finite; imported on use: a slow import)."""
     distrax = import_without_tensorflow("distrax")
     base = distrax.MultivariateNormalDiag(loc=loc, scale_diag=scale)
     return distrax.Transformed(base, distrax.Block(distrax.Tanh(), ndims=1))
@@ -169,7 +169,7 @@ def make_policy_value_network(
 
 make_policy_value_network.network_kind = "policy_value"
 
-# Distributions written out: importing distrax costs seconds of start-up.
+# Distributions written out: importing distrax would slow every start-up.
 LOG_2PI = math.log(2.0 * math.pi)
 
 

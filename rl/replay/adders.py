@@ -27,7 +27,7 @@ WRITE_SLICE_MS = 2_000
 
 def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], None]:
     """`insert(table, priority, columns)`: one step of `columns` and one item of it, through reverb's
-    C++ writer (the one private reverb call: the Python wrapper re-validates per call, twice the cost)."""
+    C++ writer (the one private reverb call: the Python wrapper re-validates every call)."""
     import reverb
 
     if not isinstance(writer, reverb.TrajectoryWriter):
@@ -165,7 +165,7 @@ class NStepTransitionAdder(Adder):
                 self._num_items += 1
                 self._unflushed += 1
                 if self._unflushed >= self._max_pending_items:
-                    # At most 2 * max_pending_items in flight (reverb 0.14 warns from about 50).
+                    # At most 2 * max_pending_items in flight (reverb warns of many more).
                     self._flush(self._max_pending_items)
                     self._unflushed = 0
 

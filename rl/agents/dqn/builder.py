@@ -84,7 +84,7 @@ def double_q_loss(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """L = mean_b w_b * huber(delta_b), delta = r + discount * Q'(s', argmax_a Q(s', a)) - Q(s, a)
     (the online network picks, the target values it); also the per-item |delta|. Written out:
-    rlax's import costs seconds of start-up."""
+    rlax's import slows start-up."""
     q_tm1 = apply(params, batch.observation)
     next_action = jnp.argmax(apply(params, batch.next_observation), axis=-1)
     next_value = jnp.take_along_axis(apply(target_params, batch.next_observation), next_action[:, None], axis=-1)[:, 0]
