@@ -31,7 +31,12 @@ log = logging.getLogger(__name__)
 
 FORMAT = 1  # Bumped when what is stored changes.
 SUBDIRECTORY = "exported"
-_TRACE_SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl", "jax_threefry_partitionable")
+_TRACE_SETTINGS = (
+    "jax_enable_x64",
+    "jax_default_matmul_precision",
+    "jax_default_prng_impl",
+    "jax_threefry_partitionable",
+)
 
 
 def compile_program(

@@ -243,9 +243,9 @@ def train(config: DictConfig) -> float:
 
 
 class SweepReport(Callback):
-    """At the end of a multirun: `<sweep dir>/results.yaml` maps every job (trial) to its directory,
-    overrides and value (the run's `objective`, what the sweeper saw), with the best job's command line;
-    the jobs refused before they started are listed (each one's `REFUSED_FILE`), exit status 2."""
+    """At the end of a multirun: `<sweep dir>/results.yaml` ranks the sweep's settings by their mean objective
+    over seeds (rl.experiments.sweep_results) and maps every job to its directory, overrides and value; the
+    jobs refused before they started are listed (each one's `REFUSED_FILE`), exit status 2."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         sweeper = config.hydra.sweeper
@@ -258,43 +258,16 @@ class SweepReport(Callback):
             )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
-        import json
-        import math
-        import shlex
-
-        import yaml
+        from rl.experiments.sweep_results import read_sweep, write_results
 
         sweep = os.path.abspath(str(config.hydra.sweep.dir))
-        trials, refused = [], []
-        for directory, _, names in os.walk(sweep):
-            job = os.path.relpath(directory, sweep)
-            if REFUSED_FILE in names:
-                with open(os.path.join(directory, REFUSED_FILE)) as file:
-                    refused.append((job, file.read().strip()))
-            overrides = os.path.join(directory, ".hydra", "overrides.yaml")
-            if "summary.json" in names and os.path.isfile(overrides):
-                with open(os.path.join(directory, "summary.json")) as file:
-                    summary = json.load(file)
-                with open(overrides) as file:
-                    job_overrides = [str(line) for line in yaml.safe_load(file) or []]
-                value = summary.get(config.get("objective", "final_eval_return"))
-                value = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-                trials.append({"job": job, "directory": directory, "overrides": job_overrides, "value": value})
-                trials[-1]["status"] = summary.get("status")
-        trials.sort(key=lambda trial: [int(p) if p.isdigit() else p for p in trial["job"].split(os.sep)])
-        scored = [trial for trial in trials if trial["value"] is not None and trial["status"] != "pruned"]
-        if scored:
-            pick = min if str(config.hydra.sweeper.get("direction", "maximize")).startswith("min") else max
-            best = pick(scored, key=lambda trial: trial["value"])
-            command = "python scripts/train.py " + " ".join(shlex.quote(o) for o in best["overrides"])
-            best_entry = {**best, "overrides": list(best["overrides"]), "command": command}  # No YAML anchors.
-            results = {"best": best_entry, "trials": trials, "refused": dict(refused)}
-            with open(os.path.join(sweep, "results.yaml"), "w") as file:
-                yaml.safe_dump(results, file, sort_keys=False, width=1000)
-            print(f"Best of {len(scored)} jobs: {best['job']} ({best['value']:.1f}): {command}")
-            print(f"Every job's directory, overrides and value: {os.path.join(sweep, 'results.yaml')}")
+        jobs = read_sweep(sweep, config.get("objective", "final_eval_return"), REFUSED_FILE)
+        maximize = not str(config.hydra.sweeper.get("direction", "maximize")).startswith("min")
+        for line in write_results(sweep, jobs, maximize):
+            print(line)
+        refused = jobs.refused
         if refused:
-            lines = [f"  {job}: {reason}" for job, reason in sorted(refused)]
+            lines = [f"  {job}: {reason}" for job, reason in refused.items()]
             print(f"{len(refused)} job(s) of the sweep in {sweep} were refused:", *lines, sep="\n", file=sys.stderr)
             sys.exit(2)
 

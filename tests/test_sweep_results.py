@@ -42,7 +42,10 @@ def test_minimising_puts_the_lowest_mean_first():
 def test_one_seed_per_setting_ranks_jobs_as_before():
     trials = [Trial("0", ("agent.learning_rate=0.001",), 300.0), Trial("1", ("agent.learning_rate=0.01",), 310.0)]
     settings = rank_settings(trials)
-    assert [setting.overrides for setting in settings] == [("agent.learning_rate=0.01",), ("agent.learning_rate=0.001",)]
+    assert [setting.overrides for setting in settings] == [
+        ("agent.learning_rate=0.01",),
+        ("agent.learning_rate=0.001",),
+    ]
     assert best_line(settings, 2) == "Best of 2 jobs: 1 (310.0): python scripts/train.py agent.learning_rate=0.01"
 
 

@@ -5,9 +5,14 @@ wins on average; a sweep with one seed per setting ranks its jobs as before."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+import os
 import shlex
 import statistics
 from typing import Any, Sequence
+
+import yaml
 
 SEED_KEYS = ("seed", "+seed", "++seed")
 
@@ -80,15 +85,73 @@ def rank_settings(trials: Sequence[Trial], maximize: bool = True) -> list[Settin
     return sorted(settings, key=lambda setting: -setting.mean if maximize else setting.mean)
 
 
-def best_line(settings: Sequence[Setting], scored: int) -> str:
-    """The sweep's best, in one line: as a job where every setting ran once, else as a setting over seeds."""
-    best = settings[0]
+def best_line(settings: Sequence[Setting], scored: int, pruned: int = 0) -> str:
+    """The sweep's best, in one line: as a job where every setting ran once, else as a setting over seeds.
+    `pruned` jobs were stopped by the search and are left out."""
+    best, jobs = settings[0], f"{scored} jobs" + (f", {pruned} pruned left out" if pruned else "")
     if all(len(setting.trials) == 1 for setting in settings):
         (trial,) = best.trials
         command = "python scripts/train.py " + " ".join(shlex.quote(o) for o in trial.overrides)
-        return f"Best of {scored} jobs: {trial.job} ({trial.value:.1f}): {command}"
+        return f"Best of {jobs}: {trial.job} ({trial.value:.1f}): {command}"
     spread = f"min {min(best.values):.1f}, max {max(best.values):.1f}"
     return (
-        f"Best of {len(settings)} settings ({scored} jobs): mean {best.mean:.1f} over {len(best.values)} seeds "
+        f"Best of {len(settings)} settings ({jobs}): mean {best.mean:.1f} over {len(best.values)} seeds "
         f"({spread}): {best.command}"
     )
+
+
+@dataclasses.dataclass
+class SweepJobs:
+    """What a sweep's directory holds: each job that ran (`trials`, with its directory and status) and each
+    job refused before it started (its directory under the sweep -> why)."""
+
+    trials: list[dict[str, Any]]
+    refused: dict[str, str]
+
+
+def read_sweep(sweep: str, objective: str, refused_file: str) -> SweepJobs:
+    """Every job under `sweep`: its summary.json's `objective` (None where not a finite number), status and
+    overrides, in the order the sweep numbered them."""
+    trials, refused = [], {}
+    for directory, _, names in os.walk(sweep):
+        job = os.path.relpath(directory, sweep)
+        if refused_file in names:
+            with open(os.path.join(directory, refused_file)) as file:
+                refused[job] = file.read().strip()
+        overrides = os.path.join(directory, ".hydra", "overrides.yaml")
+        if "summary.json" in names and os.path.isfile(overrides):
+            with open(os.path.join(directory, "summary.json")) as file:
+                summary = json.load(file)
+            with open(overrides) as file:
+                job_overrides = [str(line) for line in yaml.safe_load(file) or []]
+            value = summary.get(objective)
+            value = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+            trials.append({"job": job, "directory": directory, "overrides": job_overrides, "value": value})
+            trials[-1]["status"] = summary.get("status")
+    trials.sort(key=lambda trial: [int(p) if p.isdigit() else p for p in trial["job"].split(os.sep)])
+    return SweepJobs(trials, dict(sorted(refused.items())))
+
+
+def write_results(sweep: str, jobs: SweepJobs, maximize: bool) -> list[str]:
+    """`<sweep>/results.yaml` (the best setting, every setting ranked, every job, the refused ones) and the
+    lines that report it; none where no job was scored."""
+    scored = [trial for trial in jobs.trials if trial["value"] is not None and trial["status"] != "pruned"]
+    if not scored:
+        return []
+    settings = rank_settings([Trial(t["job"], tuple(t["overrides"]), t["value"]) for t in scored], maximize)
+    best = settings[0].describe()
+    if len(settings[0].trials) == 1 and all(len(setting.trials) == 1 for setting in settings):
+        (trial,) = [t for t in scored if t["job"] == settings[0].trials[0].job]
+        command = "python scripts/train.py " + " ".join(shlex.quote(o) for o in trial["overrides"])
+        best = {**trial, "overrides": list(trial["overrides"]), "command": command}  # No YAML anchors.
+    results = {
+        "best": best,
+        "settings": [setting.describe() for setting in settings],
+        "trials": jobs.trials,
+        "refused": jobs.refused,
+    }
+    path = os.path.join(sweep, "results.yaml")
+    with open(path, "w") as file:
+        yaml.safe_dump(results, file, sort_keys=False, width=1000)
+    pruned = sum(trial["status"] == "pruned" for trial in jobs.trials)
+    return [best_line(settings, len(scored), pruned), f"Every setting and job, with their values: {path}"]
