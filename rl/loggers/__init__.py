@@ -23,6 +23,7 @@ class DefaultLoggerFactory(LoggerFactory):
     csv: bool = True
     wandb: Mapping[str, Any] | None = None
     terminal_time_delta: float = 5.0
+    terminal_width: int | None = 120  # A terminal line's most characters (None: every field); all go to CSV and W&B.
     directory: str = "logs"
     run_name: str | None = None
     run_config: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
@@ -44,7 +45,7 @@ class DefaultLoggerFactory(LoggerFactory):
     def __call__(self, label: str, steps_key: str | None = None, instance: int | None = None) -> Logger:
         sinks: list[Logger] = []
         if self.terminal:
-            terminal = TerminalLogger(label, instance, steps_key)
+            terminal = TerminalLogger(label, instance, steps_key, self.terminal_width)
             sinks.append(terminal if label == "evaluator" else TimeFilter(terminal, self.terminal_time_delta))
         if self.csv:
             sinks.append(CSVLogger(self.directory, label, steps_key=steps_key or "actor_steps"))

@@ -147,6 +147,28 @@ def _fields(data: LoggingData, hidden: tuple[str, ...], steps_key: str | None) -
     return [(key, format_number(data[key])) for key in sorted(data, key=rank) if key not in hidden]
 
 
+# Shown first when a terminal line must leave fields out: what a reader follows a run by.
+HEADLINE = ("episode_return", "loss", "steps_per_second", "episode_length", "wall_time_s")
+
+
+def fit_fields(
+    fields: list[tuple[str, str]], width: int | None, used: int, steps_key: str | None
+) -> list[tuple[str, str]]:
+    """`fields` (in their order) that fit a line of `width` characters of which `used` are taken: the steps
+    keys, then HEADLINE, then the rest as ordered, and ("+", N) counting those left out. None: all of them."""
+    sizes = {key: len(key) + len(value) + 2 for key, value in fields}  # " key=value"
+    if width is None or used + sum(sizes.values()) <= width:
+        return fields
+    order = {key: rank for rank, key in enumerate((steps_key, "actor_steps", *HEADLINE)) if key}
+    room, chosen = width - used - len(f" +{len(fields)}"), set()
+    for key in sorted(sizes, key=lambda key: order.get(key, len(order))):  # Stable: the rest keep their order.
+        if sizes[key] > room:
+            break
+        room -= sizes[key]
+        chosen.add(key)
+    return [(key, value) for key, value in fields if key in chosen] + [("+", str(len(fields) - len(chosen)))]
+
+
 def format_record(name: str, data: LoggingData, hidden: tuple[str, ...] = (), steps_key: str | None = None) -> str:
     """`[name] key=value key=value ...` on one line."""
     return f"[{name}] " + " ".join(f"{key}={value}" for key, value in _fields(data, hidden, steps_key))
@@ -154,17 +176,22 @@ def format_record(name: str, data: LoggingData, hidden: tuple[str, ...] = (), st
 
 class TerminalLogger(Logger):
     """`[label instance] key=value ...` on one line (rich's console on a terminal; plain and
-    unwrapped to a pipe), also to the `rl.transcript` logger (`train.log` only)."""
+    unwrapped to a pipe), also, every field, to the `rl.transcript` logger (`train.log` only)."""
 
-    def __init__(self, label: str, instance: int | None = None, steps_key: str | None = None):
+    def __init__(self, label: str, instance: int | None = None, steps_key: str | None = None, width: int | None = None):
+        """`width`: the longest line, fields past it left out (counted as `+N`); None: every field."""
         self._name = label if instance is None else f"{label} {instance}"
         self._hidden = (f"{label}_id",) if instance is not None else ()
-        self._steps_key = steps_key
+        self._steps_key, self._width = steps_key, width
 
     def write(self, data: LoggingData) -> None:
-        fields = _fields(data, self._hidden, self._steps_key)
-        markup = " ".join(f"[dim]{escape(key)}=[/dim]{escape(value)}" for key, value in fields)
-        name = escape(f"{JOB_PREFIX['text']}[{self._name}]")
+        prefix = f"{JOB_PREFIX['text']}[{self._name}]"
+        fields = fit_fields(_fields(data, self._hidden, self._steps_key), self._width, len(prefix), self._steps_key)
+        markup = " ".join(
+            f"[dim]+{escape(value)}[/dim]" if key == "+" else f"[dim]{escape(key)}=[/dim]{escape(value)}"
+            for key, value in fields
+        )
+        name = escape(prefix)
         console = rich.get_console()  # Unstyled and unwrapped to a pipe.
         console.print(f"[bold]{name}[/bold] {markup}", highlight=False, soft_wrap=not console.is_terminal)
         TRANSCRIPT.info(format_record(self._name, data, self._hidden, self._steps_key))
