@@ -161,7 +161,7 @@ def fit_fields(
         return fields
     order = {key: rank for rank, key in enumerate((steps_key, "actor_steps", *HEADLINE)) if key}
     room, chosen = width - used - len(f" +{len(fields)}"), set()
-    for key in sorted(sizes, key=lambda key: order.get(key, len(order))):  # Stable: the rest keep their order.
+    for key in sorted(sizes, key=lambda key: order.get(key, math.inf)):  # Stable: the rest keep their order.
         if sizes[key] > room:
             break
         room -= sizes[key]
