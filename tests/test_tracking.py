@@ -131,6 +131,9 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
     for directory in (str(sweep), *homes.values()):
         assert _files_containing(directory, FAKE_KEY) == []
     assert FAKE_KEY not in result.stdout + result.stderr
+    # W&B is quiet by default (logger.wandb.quiet): a few start lines per job, no end-of-run block.
+    wandb_lines = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("wandb:")]
+    assert len(wandb_lines) <= 4 * 2 and not any("Run summary" in line for line in wandb_lines), wandb_lines
     # And the sweep plots.
     plot = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "plot.py"), str(sweep), "--out", str(sweep / "curves.png")],

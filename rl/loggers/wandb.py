@@ -117,6 +117,7 @@ class WandbRun:
     directory: str | None = None
     config: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
     git: bool = True
+    quiet: bool = True  # W&B's own lines: three at the start and none at the end (False: its full blocks).
     reinit: str = "finish_previous"
 
     def __post_init__(self) -> None:
@@ -149,7 +150,8 @@ class WandbRun:
                 os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
                 settings = dict(project=self.project, entity=self.entity, group=self.group, mode=self.mode)
                 settings.update(name=self.name, dir=self.directory, config=self.config, id=self.id, resume=self.resume)
-                self._run = wandb.init(reinit=self.reinit, tags=list(self.tags) or None, **settings)
+                quiet = wandb.Settings(quiet=self.quiet)
+                self._run = wandb.init(reinit=self.reinit, tags=list(self.tags) or None, settings=quiet, **settings)
                 self._run.define_metric(STEP_METRIC)
             return self._run
 
