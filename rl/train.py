@@ -62,6 +62,12 @@ def report(message: str, error: bool = False, transcript: bool = True) -> None:
         TRANSCRIPT.info(message)
 
 
+def shown_path(path: str) -> str:
+    """`path` as a reader would type it: relative to the working directory when it lies under it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
 # Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`.
 _FULL_ERROR_OURS = False
 
@@ -203,7 +209,7 @@ def finish_job(job: Job, summary: Any) -> float:
     ended = "pruned by the search: last" if summary.status == "pruned" else "final"
     report(
         f"{ended} evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
-        f"({summary.wall_time_s:.0f} s); summary in {job.output_dir}/summary.json"
+        f"({summary.wall_time_s:.0f} s); summary in {shown_path(job.output_dir)}/summary.json"
     )
     return vars(summary)[job.objective]
 

@@ -11,13 +11,15 @@ import pytest
 
 from conftest import read_summary, run_train
 
-RECORD = re.compile(r"^\[(actor \d+|learner|evaluator \d+)\] [a-z0-9_]+=\S+( [a-z0-9_]+=\S+)*$")
+# A record: its fields, then how many were left out to keep the line to logger.terminal_width.
+RECORD = re.compile(r"^\[(actor \d+|learner|evaluator \d+)\] [a-z0-9_]+=\S+( [a-z0-9_]+=\S+)*( \+\d+)?$")
 QUIET_RUNS = {
     # The two runs that used to print reverb's pending-items warning.
     "sac_pendulum": ["experiment=sac_pendulum"],
     "dqn_acrobot": ["agent=dqn", "environment=gymnasium", "environment.name=Acrobot-v1"],
+    "dqn_cartpole": ["experiment=dqn_cartpole"],
 }
-NOT_OURS = ("alarmingly", "settotalmass", "Traceback", "WARNING", "Warning", "E0000", "ERROR")
+NOT_OURS = ("alarmingly", "settotalmass", "Traceback", "WARNING", "Warning", "[warning]", "E0000", "ERROR", "[error]")
 
 
 @pytest.mark.reverb
@@ -45,6 +47,9 @@ def test_a_piped_3000_step_run_prints_one_record_per_line_and_no_library_warning
     assert records and all(RECORD.match(line) for line in records), [line for line in records if not RECORD.match(line)]
     assert others == [line for line in others if line.startswith("final evaluation return ")] and len(others) == 1
     assert any(line.startswith("[evaluator 0] actor_steps=3000 ") for line in records)
+    # At most logger.terminal_width's default, the run directory shown as its default (under the working directory).
+    shown = [line.replace(run_dir, "outputs/2026-12-06/00-00-00") for line in lines]
+    assert max(map(len, shown)) <= 120, max(shown, key=len)
     assert result.stderr == "", result.stderr[-3000:]  # Not even reverb's INFO lines.
     for needle in NOT_OURS:
         assert needle not in result.stdout + result.stderr, (needle, result.stderr[-2000:])

@@ -169,14 +169,26 @@ def fit_fields(
     return [(key, value) for key, value in fields if key in chosen] + [("+", str(len(fields) - len(chosen)))]
 
 
+def _line(name: str, fields: list[tuple[str, str]]) -> str:
+    return f"[{name}] " + " ".join(f"+{value}" if key == "+" else f"{key}={value}" for key, value in fields)
+
+
 def format_record(name: str, data: LoggingData, hidden: tuple[str, ...] = (), steps_key: str | None = None) -> str:
     """`[name] key=value key=value ...` on one line."""
-    return f"[{name}] " + " ".join(f"{key}={value}" for key, value in _fields(data, hidden, steps_key))
+    return _line(name, _fields(data, hidden, steps_key))
+
+
+class ConsoleFormatter(logging.Formatter):
+    """A library or launcher message on the terminal as the run's records read: `[warning] message`, after a
+    multirun job's prefix (conf/hydra/job_logging/rl.yaml); train.log stamps the same line with its time."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{JOB_PREFIX['text']}[{record.levelname.lower()}] {super().format(record)}"
 
 
 class TerminalLogger(Logger):
     """`[label instance] key=value ...` on one line (rich's console on a terminal; plain and
-    unwrapped to a pipe), also, every field, to the `rl.transcript` logger (`train.log` only)."""
+    unwrapped to a pipe), also to the `rl.transcript` logger (`train.log` only)."""
 
     def __init__(self, label: str, instance: int | None = None, steps_key: str | None = None, width: int | None = None):
         """`width`: the longest line, fields past it left out (counted as `+N`); None: every field."""
@@ -194,4 +206,4 @@ class TerminalLogger(Logger):
         name = escape(prefix)
         console = rich.get_console()  # Unstyled and unwrapped to a pipe.
         console.print(f"[bold]{name}[/bold] {markup}", highlight=False, soft_wrap=not console.is_terminal)
-        TRANSCRIPT.info(format_record(self._name, data, self._hidden, self._steps_key))
+        TRANSCRIPT.info(_line(self._name, fields))
