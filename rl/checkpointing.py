@@ -373,4 +373,3 @@ def read_json(path: str) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
-
