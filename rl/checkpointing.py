@@ -1,11 +1,11 @@
 """Checkpoints of a run (`checkpoints/step_<actor steps>/`, written atomically by orbax: `learner/`
-leaves, `state/` JSON with digests, `files/`), and starting or resuming a run in its directory."""
+leaves, `state/` JSON with digests, `files/`) and the run directory's JSON files. Starting or resuming
+a run is `rl.experiments.resume`'s."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import datetime
 import functools
 import glob
 import hashlib
@@ -14,11 +14,8 @@ import math
 import os
 import pickle
 import re
-import secrets
-import shutil
-import time
 import warnings
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -376,174 +373,3 @@ def read_json(path: str) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
-
-
-# Top-level keys a resumed run may change: they do not change what is learned.
-MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume", "objective")
-
-
-@dataclasses.dataclass
-class RestorePoint:
-    """The checkpoint a run continues from and its state item."""
-
-    checkpoint: str
-    state: dict[str, Any]
-    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    restore_replay: bool = False
-
-    @property
-    def counts(self) -> dict[str, Any]:
-        return dict(self.state["counts"])
-
-    def learner_state(self, template: Any) -> Any:
-        return restore_learner_state(self.checkpoint, template)
-
-
-@dataclasses.dataclass
-class RunPlan:
-    """What the entry point does with a run directory."""
-
-    run_directory: str
-    finished: dict[str, Any] | None = None  # A finished run's summary: nothing to do.
-    restore: RestorePoint | None = None  # None: start from the beginning.
-    session: int = 0  # 0 for a new run, one more for each resume (an earlier run's later rows are set aside).
-
-
-def prepare_run(
-    experiment: Any,
-    config: Any,
-    run_directory: str,
-    explicit: bool = False,
-    learner_template: Callable[[Any], Any] | None = None,
-) -> RunPlan:
-    """Whether the run in `run_directory` is new, finished or to be resumed; checks everything, writes
-    nothing. `explicit` (`resume=DIR`): nothing to resume is an error."""
-    from omegaconf import OmegaConf
-
-    from rl.experiments.make_experiment import ConfigError, resolved_container
-
-    warn = functools.partial(warnings.warn, category=RunWarning, stacklevel=2)
-    run_directory = os.path.abspath(run_directory)
-    plan = RunPlan(run_directory)
-    if not holds_a_run(run_directory):
-        if explicit:
-            raise ConfigError("resume", f"{run_directory} holds no run to resume (no run.json, checkpoint or logs)")
-        return plan
-    plan.session = int(read_json(os.path.join(run_directory, RUN_FILE)).get("sessions", 1))
-
-    config_path = os.path.join(run_directory, ".hydra", "config.yaml")
-    if os.path.isfile(config_path):
-        try:
-            before = flatten_mapping(OmegaConf.to_container(OmegaConf.load(config_path), resolve=True))
-        except Exception as error:  # noqa: BLE001 - an unreadable or unresolvable file: say so.
-            raise CheckpointError(f"cannot read the run's configuration {config_path} ({error})") from None
-        now = flatten_mapping(resolved_container(config))
-        differences = [
-            key
-            for key in sorted(set(before) | set(now))
-            if key.split(".")[0] not in MUTABLE_KEYS and before.get(key, "<unset>") != now.get(key, "<unset>")
-        ]
-        if differences:
-            key = differences[0]
-            more = f" (and {len(differences) - 1} more)" if len(differences) > 1 else ""
-            raise ConfigError(
-                key,
-                f"is {now.get(key, '<unset>')!r} but the run in {run_directory} used {before.get(key, '<unset>')!r}{more}; "
-                "a resumed run keeps its configuration: repeat the run's own command, or use a new hydra.run.dir for a new run",
-            )
-
-    summary = read_json(os.path.join(run_directory, SUMMARY_FILE))
-    if summary.get("status") in ("finished", "pruned"):  # A pruned trial is over: its search stopped it.
-        plan.finished = summary
-        return plan
-
-    path, skipped = find_latest(run_directory)
-    if path is None:
-        if explicit:
-            raise CheckpointError(
-                f"no checkpoint to resume in {checkpoint_root(run_directory)} (the run stopped before "
-                "its first checkpoint, or ran with checkpoint.enabled=false)"
-            )
-        warn(
-            f"{run_directory} holds an earlier run but no checkpoint: the run starts from the beginning "
-            "(earlier log rows move to logs/superseded/)"
-        )
-        return plan
-    state = read_state(path)
-    for key, value in (("agent", experiment.agent_name), ("environment", experiment.environment_name)):
-        if state.get(key) != value:
-            raise CheckpointError(f"checkpoint {path} is of {key} {state.get(key)!r}, this config's is {value!r}")
-    from rl.experiments.launchers.base import Launcher
-
-    check_learner_structure(path, (learner_template or Launcher().checkpoint_template)(experiment))
-    if state["actor_steps"] > experiment.max_actor_steps:
-        raise CheckpointError(
-            f"checkpoint {path} is at {state['actor_steps']} actor steps, beyond max_actor_steps={experiment.max_actor_steps}"
-        )
-    plan.restore = RestorePoint(path, state, skipped)
-    has_replay = os.path.isdir(replay_of(path))
-    if has_replay and experiment.checkpoint.replay:
-        from rl.experiments.builders import DistributedProgram
-
-        check_replay_tables(path, DistributedProgram(experiment).make_replay_tables())
-        plan.restore.restore_replay = True
-    elif has_replay or experiment.checkpoint.replay:
-        warn(
-            "the checkpoint's replay buffer is not restored (checkpoint.replay=false): the run refills it"
-            if has_replay
-            else "the checkpoint holds no replay buffer: the resumed run refills it"
-        )
-    plan.session = int(state.get("session", 0)) + 1
-    return plan
-
-
-def trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session: int) -> None:
-    """Moves the log rows written after the restore point to logs/superseded/."""
-    from rl.loggers.csv import move_rows
-
-    def after(row: dict[str, str]) -> bool:
-        for key, limit in (("actor_steps", actor_steps), ("learner_steps", learner_steps)):
-            try:
-                if float(row.get(key) or "nan") > limit:
-                    return True
-            except ValueError:
-                continue
-        return False
-
-    for path in log_files(run_directory):
-        with open(path, newline="") as file:
-            if "actor_steps" not in (csv.DictReader(file).fieldnames or []):
-                continue
-        label = os.path.splitext(os.path.basename(path))[0]
-        move_rows(path, after, os.path.join(os.path.dirname(path), "superseded", f"{label}.session{session}.csv"))
-
-
-def apply_plan(plan: RunPlan, experiment: Any) -> Any:
-    """Renames damaged checkpoints, sets later log rows aside, continues the clock and W&B run;
-    returns the experiment to launch."""
-    restore = plan.restore
-    for damaged, _ in restore.skipped if restore is not None else ():
-        target = os.path.join(os.path.dirname(damaged), f"damaged_{os.path.basename(damaged)}")
-        if not os.path.exists(target):
-            os.rename(damaged, target)
-    if plan.session:
-        counts = restore.counts if restore is not None else {}
-        trim_logs(plan.run_directory, counts.get("actor_steps", 0), counts.get("learner_steps", 0), plan.session)
-    shutil.rmtree(replay_root(plan.run_directory), ignore_errors=True)  # Table checkpoints never moved into a step.
-    factory = experiment.logger_factory
-    if restore is not None and restore.state.get("wall_time_s") is not None and factory.start_time is not None:
-        factory.start_time = time.time() - float(restore.state["wall_time_s"])
-    path = os.path.join(plan.run_directory, RUN_FILE)
-    run_file = read_json(path)
-    run_id = run_file.get("wandb_run_id") or secrets.token_hex(4)
-    if factory.wandb_run is not None:
-        factory.wandb_run.use_run_id(run_id, resume=plan.session > 0)
-    started = datetime.datetime.now().isoformat(timespec="seconds")
-    restored_from = os.path.basename(restore.checkpoint) if restore is not None else None
-    history = [
-        *run_file.get("history", []),
-        {"session": plan.session, "started": started, "restored_from": restored_from},
-    ]
-    os.makedirs(plan.run_directory, exist_ok=True)
-    write_json(path, {"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history})
-    return dataclasses.replace(experiment, restore=restore, session=plan.session)

@@ -144,7 +144,7 @@ def prepare_job(config: DictConfig) -> Job | float:
     """Everything before training: the experiment built and checked, the resume plan applied. A
     refused job of a multirun or an already finished run gives its value (NaN when refused)."""
     from rl.experiments.make_experiment import ConfigError, check_launcher_stack, make_experiment, tracking_settings
-    from rl.checkpointing import apply_plan, prepare_run
+    from rl.experiments.resume import apply_plan, prepare_run
     from rl.loggers.base import JOB_PREFIX
 
     if _FULL_ERROR_OURS:

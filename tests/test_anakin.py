@@ -673,7 +673,7 @@ def _stop_after_first_chunk(monkeypatch):
 
 def _launch_as_train_does(overrides: list[str], run_dir: str):
     """compose, prepare_run, apply_plan, launch: rl/train.py's steps, in this process."""
-    from rl.checkpointing import apply_plan, prepare_run
+    from rl.experiments.resume import apply_plan, prepare_run
 
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         config = compose(config_name="config", overrides=overrides)

@@ -279,7 +279,7 @@ def test_damaged_or_missing_checkpoints_are_refused(stopped_run, tmp_path):
 
     from rl.checkpointing import CheckpointError
     from rl.experiments.make_experiment import make_experiment
-    from rl.checkpointing import prepare_run
+    from rl.experiments.resume import prepare_run
 
     copy = _unfinished_copy(stopped_run, tmp_path)
     for path in checkpointing.list_checkpoints(copy):

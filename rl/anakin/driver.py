@@ -22,7 +22,7 @@ from rl.environment_loop import spread
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
-from rl.checkpointing import trim_logs
+from rl.experiments.resume import trim_logs
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
 from rl.loggers.base import TRANSCRIPT, Logger, format_number
 

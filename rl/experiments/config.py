@@ -58,7 +58,7 @@ class ExperimentConfig:
     evaluation_environment_factory: Callable[..., dm_env.Environment] | None = None
     compilation_cache: str | None = None
     threshold: float | None = None  # The evaluation return that solves the task.
-    restore: Any = None  # A resumed run's rl.checkpointing.RestorePoint.
+    restore: Any = None  # A resumed run's rl.experiments.resume.RestorePoint.
     session: int = 0
     _environment_spec: EnvironmentSpec | None = dataclasses.field(default=None, repr=False)
 

@@ -311,80 +311,115 @@ class Nodes:
         """Always, last: stops what the nodes started."""
 
 
-def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
-    """Trains `nodes` to `experiment.max_actor_steps`."""
-    start = time.perf_counter()
-    record = RunRecord.start(experiment)
-    checkpoints = RunCheckpointer(experiment)
-    stop = StopRequest()
-    nodes.experiment, nodes.record, nodes.checkpoints, nodes.stop = experiment, record, checkpoints, stop
-    loggers_closed = pruned = False
+class _Run:
+    """One run of `nodes`: what `run`'s steps share (the clock, the record, the checkpoints, the stop request)."""
 
-    def close(exit_code: int) -> None:
-        nonlocal loggers_closed
-        close_loggers(experiment, exit_code=exit_code)
-        loggers_closed = True
+    def __init__(self, experiment: ExperimentConfig, nodes: Nodes):
+        self.experiment, self.nodes = experiment, nodes
+        self.start = time.perf_counter()
+        self.record = RunRecord.start(experiment)
+        self.checkpoints = RunCheckpointer(experiment)
+        self.stop = StopRequest()
+        nodes.experiment, nodes.record, nodes.checkpoints = experiment, self.record, self.checkpoints
+        nodes.stop = self.stop
+        self.trial: OptunaTrial | None = None  # Set in `train`: None outside a search that prunes.
+        self.loggers_closed = self.pruned = False
 
-    def summarize(counts: Mapping[str, Any], status: str) -> RunSummary:
-        curve = (record.eval_returns, record.eval_times)
-        return finish_run(experiment, counts, *curve, time.perf_counter() - start, record.acting_time_s, status=status)
+    def ending(self) -> bool:
+        return self.stop.signum is not None or self.pruned
 
-    def finish(snapshot: Snapshot, status: str, exit_code: int) -> RunSummary:
-        summary = nodes.finished(summarize(snapshot.counts, status), status, exit_code)
-        close(exit_code)
-        return summary
+    def pausing(self) -> bool:
+        """Acting pauses for a stop request or a checkpoint due."""
+        return self.stop.signum is not None or self.checkpoints.due()
 
-    try:
-        trial = OptunaTrial.from_environment(experiment.run_directory)  # None outside a search that prunes.
-        nodes.start()
+    def train(self) -> None:
+        """Acts, evaluates and checkpoints until the budget is spent, a stop is requested or the trial is pruned."""
+        experiment, record, checkpoints = self.experiment, self.record, self.checkpoints
+        self.trial = OptunaTrial.from_environment(experiment.run_directory)
+        self.nodes.start()
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             progress.advance(record.steps)
             checkpoints.start()
             while record.steps < experiment.max_actor_steps:
                 acting_start = time.perf_counter()
                 target = min(record.next_eval, experiment.max_actor_steps)
-                record.steps = nodes.act(target, lambda: stop.signum is not None or checkpoints.due(), progress)
+                record.steps = self.nodes.act(target, self.pausing, progress)
                 record.acting_time_s += time.perf_counter() - acting_start
                 if record.steps >= record.next_eval:
-                    if record.steps >= experiment.max_actor_steps:
-                        nodes.end_acting(interrupted=False)  # The final round sees the final parameters.
-                    steps, mean, ended = nodes.evaluate()
-                    record.eval_returns.append((int(steps), float(mean)))
-                    record.eval_times.append(float(ended))
-                    progress.update(eval_return=mean)
-                    record.next_eval = next_evaluation(experiment, record.steps)
-                    if trial is not None and trial.report(steps, mean):
-                        pruned = record.steps < experiment.max_actor_steps  # The last round completes it.
-                if stop.signum is not None or pruned:
+                    self.evaluate(progress)
+                if self.ending():
                     break
                 if checkpoints.due():
-                    checkpoints.save(nodes, periodic=True)
-        if stop.signum is not None or pruned:
+                    checkpoints.save(self.nodes, periodic=True)
+
+    def evaluate(self, progress: ProgressDisplay) -> None:
+        """A round of every evaluator onto the curve; a search's pruner may end the run on it."""
+        experiment, record = self.experiment, self.record
+        if record.steps >= experiment.max_actor_steps:
+            self.nodes.end_acting(interrupted=False)  # The final round sees the final parameters.
+        steps, mean, ended = self.nodes.evaluate()
+        record.eval_returns.append((int(steps), float(mean)))
+        record.eval_times.append(float(ended))
+        progress.update(eval_return=mean)
+        record.next_eval = next_evaluation(experiment, record.steps)
+        if self.trial is not None and self.trial.report(steps, mean):
+            self.pruned = record.steps < experiment.max_actor_steps  # The last round completes it.
+
+    def end(self) -> RunSummary:
+        """The last checkpoint and the summary: finished, pruned, or interrupted (raises `RunInterrupted`)."""
+        nodes, stop = self.nodes, self.stop
+        if self.ending():
             nodes.end_acting(interrupted=True)
         nodes.end_learning()  # The last checkpoint's counts are the learner's last.
-        if pruned:  # No checkpoint: a pruned trial is not resumed.
-            trial.prune()
-            return finish(nodes.snapshot(checkpoint=False), "pruned", 0)
-        path, snapshot = checkpoints.save(nodes)
+        if self.pruned and self.trial is not None:  # No checkpoint: a pruned trial is not resumed.
+            self.trial.prune()
+            return self.finish(nodes.snapshot(checkpoint=False), "pruned", 0)
+        path, snapshot = self.checkpoints.save(nodes)
         if stop.signum is not None:  # With no state to write, the last checkpoint (if any) is the resume's.
-            summary = finish(snapshot, "interrupted", 128 + stop.signum)
-            raise RunInterrupted(stop.signum, summary, path or checkpoints.last)
-        return finish(snapshot, "finished", 0)
+            summary = self.finish(snapshot, "interrupted", 128 + stop.signum)
+            raise RunInterrupted(stop.signum, summary, path or self.checkpoints.last)
+        return self.finish(snapshot, "finished", 0)
+
+    def summarize(self, counts: Mapping[str, Any], status: str) -> RunSummary:
+        record, wall_time_s = self.record, time.perf_counter() - self.start
+        curve = (record.eval_returns, record.eval_times)
+        return finish_run(self.experiment, counts, *curve, wall_time_s, record.acting_time_s, status=status)
+
+    def finish(self, snapshot: Snapshot, status: str, exit_code: int) -> RunSummary:
+        summary = self.nodes.finished(self.summarize(snapshot.counts, status), status, exit_code)
+        self.close(exit_code)
+        return summary
+
+    def failed(self) -> None:
+        """A "failed" summary, when the counts can still be had."""
+        with contextlib.suppress(Exception):
+            self.nodes.end_learning()
+            self.summarize(self.nodes.counts(), "failed")
+        self.close(1)
+
+    def close(self, exit_code: int) -> None:
+        close_loggers(self.experiment, exit_code=exit_code)
+        self.loggers_closed = True
+
+
+def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
+    """Trains `nodes` to `experiment.max_actor_steps`."""
+    life = _Run(experiment, nodes)
+    try:
+        life.train()
+        return life.end()
     except Interrupted as error:  # A second signal: no checkpoint, no summary, stop now.
-        close(error.exit_code)
+        life.close(error.exit_code)
         raise
     except Exception as error:  # noqa: BLE001 - `failure` decides what is a failure of the run.
         if isinstance(error, RunInterrupted) or (message := nodes.failure(error)) is None:
             raise
-        with contextlib.suppress(Exception):  # A "failed" summary, when the counts can still be had.
-            nodes.end_learning()
-            summarize(nodes.counts(), "failed")
-        close(1)
+        life.failed()
         raise LauncherError(message) from None
     finally:
-        stop.restore()
+        life.stop.restore()
         try:
             nodes.close()
         finally:
-            if not loggers_closed:
-                close(1)
+            if not life.loggers_closed:
+                life.close(1)

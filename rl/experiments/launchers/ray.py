@@ -62,6 +62,15 @@ class RayLauncher(Launcher):
                 f"address must be null (start Ray here), 'auto' or 'ray://host:port' / 'host:port', got {self.address!r}"
             )
 
+    def restart_limit(self, node: str) -> tuple[str, int]:
+        """The setting that bounds how often Ray restarts `node` (learner, replay, or an actor or evaluator),
+        and its value."""
+        if node == "learner":
+            return "max_learner_restarts", self.max_learner_restarts
+        if node == "replay":
+            return "max_replay_restarts", self.max_replay_restarts
+        return "max_restarts", self.max_restarts
+
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         import ray
 
@@ -376,8 +385,7 @@ class RayNodes(lifecycle.Nodes):
 
     def _died(self, node: str, error: Exception) -> None:
         handle = self.handles[node]
-        setting = {"learner": "max_learner_restarts", "replay": "max_replay_restarts"}.get(node, "max_restarts")
-        limit = getattr(self.launcher, setting)
+        setting, limit = self.launcher.restart_limit(node)
         self.deaths[node] = self.deaths.get(node, 0) + 1
         if self.deaths[node] > limit:
             raise LauncherError(
