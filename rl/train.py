@@ -29,8 +29,8 @@ REFUSED_FILE = "refused.txt"  # In a refused sweep job's directory: why it was r
 
 
 def resume_arguments(argv: list[str]) -> list[str]:
-    """The command line Hydra sees: `resume=DIR` runs in DIR, and a run directory that holds
-    a run keeps its `.hydra/` config (`hydra.output_subdir=null`)."""
+    """The command line Hydra sees: `resume=DIR` runs in DIR with the run's own overrides, and a run
+    directory that holds a run keeps its `.hydra/` config (`hydra.output_subdir=null`)."""
     if any(arg in ("-m", "--multirun") for arg in argv):
         return argv
     values = dict(arg.split("=", 1) for arg in argv if arg.startswith(("resume=", "hydra.run.dir=")))
@@ -45,12 +45,33 @@ def resume_arguments(argv: list[str]) -> list[str]:
             sys.exit(2)
         if run_directory is None:
             argv = [*argv, f"hydra.run.dir={path}"]
+        argv = [*run_overrides(path, argv), *argv]
         run_directory = path
     if run_directory is not None:
         path = os.path.abspath(os.path.expanduser(run_directory))
         if os.path.isfile(os.path.join(path, ".hydra", "config.yaml")) and holds_a_run(path):
             argv = [*argv, "hydra.output_subdir=null"]
     return argv
+
+
+def override_key(override: str) -> str:
+    """The key an override sets: `agent.lr` of `agent.lr=1e-3`, `++seed=3` and `~seed`."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def run_overrides(run_directory: str, argv: list[str]) -> list[str]:
+    """The overrides the run in `run_directory` was made with (its `.hydra/overrides.yaml`), but those whose
+    key `argv` sets again: `resume=DIR` alone composes the run's own configuration, and what is typed beside
+    it is then checked against that configuration as the same command's would be."""
+    path = os.path.join(run_directory, ".hydra", "overrides.yaml")
+    if not os.path.isfile(path):
+        return []
+    import yaml
+
+    with open(path) as file:
+        saved = [str(override) for override in yaml.safe_load(file) or []]
+    given = {override_key(arg) for arg in argv}
+    return [override for override in saved if override_key(override) not in given | {"resume"}]
 
 
 def report(message: str, error: bool = False, transcript: bool = True) -> None:

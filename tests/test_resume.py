@@ -14,6 +14,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import time
 
 import jax
 import pytest
+import yaml
 
 from conftest import ROOT, read_summary, run_train, start_train, wandb_records
 from test_checkpoints import _bitwise_equal, _corrupt, _leaves
@@ -323,3 +325,27 @@ def test_rate_limiter_settings_that_can_never_sample_are_refused(tmp_path):
         config = compose(config_name="config", overrides=["agent.min_replay_size=2000", "agent.max_replay_size=1000"])
     with pytest.raises(ConfigError, match=r"min_replay_size \(2000\) must be <= max_replay_size \(1000\)"):
         make_experiment(config, run_dir)
+
+
+def test_resume_alone_continues_a_killed_preset_run_from_past_half_its_budget_with_its_own_config(tmp_path):
+    """Default checkpoint settings: a checkpoint follows every evaluation round, so `experiment=dqn_cartpole`
+    killed (SIGKILL) at 70% of its budget resumes from past 50% of it; `resume=DIR` alone brings back the
+    run's own overrides (the preset, its seed) and the run ends at exactly its budget."""
+    run_dir = str(tmp_path / "killed")
+    budget = 50_000
+    process = start_train(["experiment=dqn_cartpole", "seed=3", "progress=false", f"hydra.run.dir={run_dir}"])
+    _wait_until(lambda: _acted_past(run_dir, 0), process)
+    _wait_throttled(lambda: _acted_past(run_dir, budget * 7 // 10), process)
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=60)
+    result = run_train([f"resume={run_dir}"], timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (resumed,) = re.findall(r"from step_(\d+) \((\d+) actor steps", result.stdout)
+    assert budget // 2 < int(resumed[1]) <= budget * 7 // 10 + 2_000, result.stdout[-2000:]
+    summary = read_summary(run_dir)
+    assert summary["actor_steps"] == budget and summary["status"] == "finished"
+    # Composed as the run was (else its config check refuses: the preset's batch size is not the default's).
+    with open(os.path.join(run_dir, ".hydra", "overrides.yaml")) as file:
+        assert yaml.safe_load(file) == ["experiment=dqn_cartpole", "seed=3", "progress=false"]
+    with open(os.path.join(run_dir, "run.json")) as file:
+        assert json.load(file)["sessions"] == 2

@@ -95,6 +95,8 @@ class AnakinNodes(lifecycle.Nodes):
     """`num_seeds` replicas of the experiment's system in chunks of `steps_per_chunk` updates; a checkpoint
     holds the whole stacked training state, so a resumed run computes bit for bit what one run does."""
 
+    checkpoint_at_evaluations = False  # Rounds seconds apart: checkpoints every `every_seconds` and at the end.
+
     def __init__(
         self,
         num_seeds: int,

@@ -202,6 +202,13 @@ class RunCheckpointer:
     def due(self) -> bool:
         return self.settings.enabled and time.monotonic() >= self._next
 
+    def after_evaluation(self, nodes: Nodes, actor_steps: int) -> bool:
+        """A checkpoint follows this evaluation round (the final one's comes with the run's end)."""
+        wanted = (
+            nodes.checkpoint_at_evaluations if self.settings.at_evaluations is None else self.settings.at_evaluations
+        )
+        return self.settings.enabled and wanted and actor_steps < self.experiment.max_actor_steps
+
     def kept(self) -> str:
         return f"the last good checkpoint is {self.last}" if self.last else "no checkpoint was written"
 
@@ -263,6 +270,7 @@ class Nodes:
     record: RunRecord
     checkpoints: RunCheckpointer
     stop: StopRequest | None = None
+    checkpoint_at_evaluations: bool = True  # What `checkpoint.at_evaluations: null` means for these nodes.
 
     def stopping(self) -> bool:
         """A stop was requested (a first SIGINT or SIGTERM): what waits on it gives up (`wait_for`)."""
@@ -345,11 +353,12 @@ class _Run:
                 target = min(record.next_eval, experiment.max_actor_steps)
                 record.steps = self.nodes.act(target, self.pausing, progress)
                 record.acting_time_s += time.perf_counter() - acting_start
-                if record.steps >= record.next_eval:
+                evaluated = record.steps >= record.next_eval
+                if evaluated:
                     self.evaluate(progress)
                 if self.ending():
                     break
-                if checkpoints.due():
+                if checkpoints.due() or (evaluated and checkpoints.after_evaluation(self.nodes, record.steps)):
                     checkpoints.save(self.nodes, periodic=True)
 
     def evaluate(self, progress: ProgressDisplay) -> None:
