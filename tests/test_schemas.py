@@ -5,13 +5,14 @@ import dataclasses
 import inspect
 import os
 import pkgutil
+import typing
 
 import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT
 from rl.experiments.make_experiment import RUNTIME_ARGUMENTS
-from rl.experiments.schemas import FACTORY_OPTIONS, options_schema
+from rl.experiments.schemas import FACTORY_OPTIONS, omegaconf_type, options_schema
 
 GROUPS = ["environment", "network", "policy", "logger", "agent", "launcher", "observers"]
 OPTIONS = [
@@ -45,5 +46,8 @@ def test_a_declared_schema_names_the_factorys_options(path):
     group = "environment" if ".environments." in path else "launcher" if "Launcher" in path else "network"
     parameters = inspect.signature(target).parameters.values()
     taken = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    declared = {field.name for field in dataclasses.fields(FACTORY_OPTIONS[path])}
-    assert declared == taken - set(RUNTIME_ARGUMENTS.get(group, ()))
+    declared = FACTORY_OPTIONS[path]
+    assert set(declared) == taken - set(RUNTIME_ARGUMENTS.get(group, ()))
+    hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
+    for name, hint in declared.items():  # The type the factory declares, as OmegaConf checks it.
+        assert omegaconf_type(hint) == omegaconf_type(hints[name]), name

@@ -15,142 +15,37 @@ from typing import Any, Callable
 from omegaconf import MISSING, OmegaConf
 
 
-@dataclasses.dataclass
-class GymnasiumOptions:
-    """conf/environment/gymnasium.yaml (cartpole, pendulum) and mujoco.yaml."""
-
-    name: str
-    max_episode_steps: int | None
-    kwargs: dict[str, Any] | None
-    render_mode: str | None
-
-
-@dataclasses.dataclass
-class GymnaxOptions:
-    """conf/environment/gymnax.yaml."""
-
-    name: str
-    kwargs: dict[str, Any] | None
-
-
-@dataclasses.dataclass
-class DmControlOptions:
-    """conf/environment/dm_control.yaml."""
-
-    domain: str
-    task: str
-    max_episode_steps: int | None
-    task_kwargs: dict[str, Any] | None
-    name: str | None
-    render_mode: str | None
-
-
-@dataclasses.dataclass
-class AtariOptions:
-    """conf/environment/atari.yaml."""
-
-    name: str
-    noop_max: int
-    frame_skip: int
-    screen_size: int
-    frame_stack: int
-    repeat_action_probability: float
-    episodic_life: bool
-    reward_clip: bool
-    full_action_space: bool
-    max_episode_steps: int | None
-    render_mode: str | None
-
-
-@dataclasses.dataclass
-class MaskedOptions:
-    """conf/environment/cartpole_masked.yaml."""
-
-    task: str
-    keep: list[int]
-    max_episode_steps: int | None
-    render_mode: str | None
-
-
-@dataclasses.dataclass
-class QNetworkOptions:
-    """conf/network/mlp.yaml and dueling_mlp.yaml."""
-
-    hidden_sizes: list[int]
-    dueling: bool
-    layer_norm: bool
-
-
-@dataclasses.dataclass
-class PolicyValueOptions:
-    """conf/network/policy_value_mlp.yaml."""
-
-    policy_hidden_sizes: list[int]
-    value_hidden_sizes: list[int]
-    activation: str
-    initial_log_std: float
-
-
-@dataclasses.dataclass
-class ActorCriticOptions:
-    """conf/network/actor_critic_mlp.yaml."""
-
-    policy_hidden_sizes: list[int]
-    critic_hidden_sizes: list[int]
-    layer_norm: bool
-
-
-@dataclasses.dataclass
-class AtariCnnOptions:
-    """conf/network/atari_cnn.yaml."""
-
-    hidden_size: int
-    dueling: bool
-
-
-@dataclasses.dataclass
-class ImpalaResnetOptions:
-    """conf/network/impala_resnet.yaml."""
-
-    channels: list[int]
-    num_blocks: int
-    hidden_size: int
-    dueling: bool
-
-
-@dataclasses.dataclass
-class RecurrentQOptions:
-    """conf/network/lstm.yaml and lstm_atari_cnn.yaml."""
-
-    torso: str
-    torso_kwargs: dict[str, Any] | None
-    lstm_size: int
-    dueling: bool
-
-
-@dataclasses.dataclass
-class AnakinOptions:
-    """conf/launcher/anakin.yaml (AnakinLauncher checks its values itself)."""
-
-    num_seeds: int
-    steps_per_chunk: int | None
-
-
-# The option schemas of the `_target_`s that are not dataclasses, by the path conf/ names them with.
-FACTORY_OPTIONS: dict[str, type] = {
-    "rl.environments.make_gymnasium_environment": GymnasiumOptions,
-    "rl.environments.make_mujoco_environment": GymnasiumOptions,
-    "rl.environments.make_gymnax_environment": GymnaxOptions,
-    "rl.environments.make_dm_control_environment": DmControlOptions,
-    "rl.environments.atari.make_atari_environment": AtariOptions,
-    "rl.environments.masked.make_masked_environment": MaskedOptions,
-    "rl.networks.make_q_network": QNetworkOptions,
-    "rl.networks.make_policy_value_network": PolicyValueOptions,
-    "rl.networks.make_actor_critic_networks": ActorCriticOptions,
-    "rl.networks.conv.make_atari_cnn": AtariCnnOptions,
-    "rl.networks.conv.make_impala_resnet": ImpalaResnetOptions,
-    "rl.networks.recurrent.make_recurrent_q_network": RecurrentQOptions,
-    "rl.anakin.AnakinLauncher": AnakinOptions,
+OPTIONAL_DICT = dict[str, Any] | None
+GYMNASIUM_LIMITS = dict(max_episode_steps=int | None, render_mode=str | None)
+GYMNASIUM = dict(name=str, kwargs=OPTIONAL_DICT, **GYMNASIUM_LIMITS)
+ATARI_INTEGERS = dict.fromkeys(("noop_max", "frame_skip", "screen_size", "frame_stack"), int)
+ATARI_SWITCHES = dict.fromkeys(("episodic_life", "reward_clip", "full_action_space"), bool)
+# The options (and their types) of the `_target_`s that are not dataclasses, by the path conf/ names them with.
+FACTORY_OPTIONS: dict[str, dict[str, Any]] = {
+    "rl.environments.make_gymnasium_environment": GYMNASIUM,
+    "rl.environments.make_mujoco_environment": GYMNASIUM,
+    "rl.environments.make_gymnax_environment": dict(name=str, kwargs=OPTIONAL_DICT),
+    "rl.environments.make_dm_control_environment": dict(
+        domain=str, task=str, task_kwargs=OPTIONAL_DICT, name=str | None, **GYMNASIUM_LIMITS
+    ),
+    "rl.environments.atari.make_atari_environment": dict(
+        name=str, **ATARI_INTEGERS, repeat_action_probability=float, **ATARI_SWITCHES, **GYMNASIUM_LIMITS
+    ),
+    "rl.environments.masked.make_masked_environment": dict(task=str, keep=list[int], **GYMNASIUM_LIMITS),
+    "rl.networks.make_q_network": dict(hidden_sizes=list[int], dueling=bool, layer_norm=bool),
+    "rl.networks.make_policy_value_network": dict(
+        policy_hidden_sizes=list[int], value_hidden_sizes=list[int], activation=str, initial_log_std=float
+    ),
+    "rl.networks.make_actor_critic_networks": dict(
+        policy_hidden_sizes=list[int], critic_hidden_sizes=list[int], layer_norm=bool
+    ),
+    "rl.networks.conv.make_atari_cnn": dict(hidden_size=int, dueling=bool),
+    "rl.networks.conv.make_impala_resnet": dict(channels=list[int], num_blocks=int, hidden_size=int, dueling=bool),
+    "rl.networks.recurrent.make_recurrent_q_network": dict(
+        torso=str, torso_kwargs=OPTIONAL_DICT, lstm_size=int, dueling=bool
+    ),
+    # AnakinLauncher checks its values itself, naming what they configure.
+    "rl.anakin.AnakinLauncher": dict(num_seeds=int, steps_per_chunk=int | None),
 }
 
 
@@ -185,11 +80,15 @@ def options_schema(group: str, path: str, target: Callable[..., Any], runtime: t
     """The dataclass the options of `group`'s `_target_` (`path`, imported as `target`) are checked
     against, without the `runtime` arguments the experiment passes; None for a factory from outside
     the project with no schema (its call then checks its keywords)."""
-    declared = {**FACTORY_OPTIONS, **stored_schemas(group)}
-    schema = declared.get(path) or next((s for p, s in declared.items() if same_target(p, path, target)), None)
+    stored = stored_schemas(group)
+    schema = stored.get(path) or next((s for p, s in stored.items() if same_target(p, path, target)), None)
     if schema is None and dataclasses.is_dataclass(target):
         schema = target
-    return None if schema is None else checkable(schema, runtime)
+    if schema is not None:
+        options = {field.name: field.type for field in dataclasses.fields(schema) if field.init}
+        return checkable(schema.__name__, options, hints(schema), runtime)
+    path = next((p for p in FACTORY_OPTIONS if p == path or same_target(p, path, target)), None)
+    return None if path is None else checkable(path.rpartition(".")[2], FACTORY_OPTIONS[path], {}, runtime)
 
 
 ABSTRACT_TYPES = {collections.abc.Sequence: list, collections.abc.Mapping: dict}
@@ -209,16 +108,20 @@ def omegaconf_type(hint: Any) -> Any:
     return hint
 
 
-def checkable(schema: type, runtime: tuple[str, ...]) -> type:
-    """`schema`'s fields that a configuration sets (none set at run time, none Hydra's own, none
-    computed), typed as OmegaConf checks them and with no defaults: the YAML holds those."""
+def hints(schema: type) -> dict[str, Any]:
+    """`schema`'s resolved type hints; none where its annotations do not resolve here (names are still checked)."""
     try:
-        hints = typing.get_type_hints(schema)
-    except Exception:  # noqa: BLE001 - annotations that do not resolve here: names are still checked.
-        hints = {}
+        return typing.get_type_hints(schema)
+    except Exception:  # noqa: BLE001 - an annotation naming what only a type checker imports.
+        return {}
+
+
+def checkable(name: str, options: dict[str, Any], resolved: dict[str, Any], runtime: tuple[str, ...]) -> type:
+    """A dataclass of the `options` a configuration sets (none set at run time, none Hydra's own or
+    private), typed as OmegaConf checks them (`resolved` hints first) and with no defaults: the YAML holds those."""
     fields = [
-        (field.name, omegaconf_type(hints.get(field.name, Any)), dataclasses.field(default=MISSING))
-        for field in dataclasses.fields(schema)
-        if field.init and field.name not in runtime and not field.name.startswith("_")
+        (option, omegaconf_type(resolved.get(option, hint)), dataclasses.field(default=MISSING))
+        for option, hint in options.items()
+        if option not in runtime and not option.startswith("_")
     ]
-    return dataclasses.make_dataclass(f"{schema.__name__}Options", fields)
+    return dataclasses.make_dataclass(f"{name}Options", fields)
