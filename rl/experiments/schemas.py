@@ -82,8 +82,8 @@ def options_schema(group: str, path: str, target: Callable[..., Any], runtime: t
     the project with no schema (its call then checks its keywords)."""
     stored = stored_schemas(group)
     schema = stored.get(path) or next((s for p, s in stored.items() if same_target(p, path, target)), None)
-    if schema is None and dataclasses.is_dataclass(target):
-        schema = target
+    if schema is None and isinstance(target, type) and dataclasses.is_dataclass(target):
+        schema = target  # A dataclass's fields are its options (an instance's fields are not).
     if schema is not None:
         options = {field.name: field.type for field in dataclasses.fields(schema) if field.init}
         return checkable(schema.__name__, options, hints(schema), runtime)
