@@ -49,10 +49,10 @@ def nearest_option(name: str, options: list[str]) -> str | None:
     return close[0] if close else None
 
 
-def check_values(key: str, schema: type, values: Mapping[str, Any], names: Sequence[str] | None = None) -> DictConfig:
-    """`values` merged onto the dataclass `schema` by OmegaConf, which checks their types; a key not
-    in `names` (all fields: None) is refused, naming the option it most likely meant."""
-    names = [field.name for field in dataclasses.fields(schema)] if names is None else names
+def check_values(key: str, schema: type, values: Mapping[str, Any]) -> DictConfig:
+    """`values` merged onto the dataclass `schema` by OmegaConf, which checks their types; a key that
+    is no field of it is refused, naming the option it most likely meant."""
+    names = [field.name for field in dataclasses.fields(schema)]
     for name in values:
         if name not in names:
             nearest = nearest_option(name, names)
