@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import collections.abc
 import dataclasses
 import datetime
 import difflib
@@ -14,19 +13,18 @@ import math
 import os
 import pkgutil
 import sys
-import types
-import typing
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from dm_env import specs
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigTypeError, InterpolationResolutionError, MissingMandatoryValue, ValidationError
 
 from rl.experiments.config import ExperimentConfig, enable_compilation_cache
 from rl.core import is_discrete, make_environment_spec
+from rl.experiments.schemas import options_schema
 
 HYDRA_KEYS = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
 
@@ -51,47 +49,10 @@ def nearest_option(name: str, options: list[str]) -> str | None:
     return close[0] if close else None
 
 
-ABSTRACT_TYPES = {collections.abc.Sequence: list, collections.abc.Mapping: dict}
-
-
-def omegaconf_type(hint: Any) -> Any:
-    """A factory parameter's type hint as OmegaConf checks it (Any where it cannot)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        hint = typing.Union[tuple(arg if arg is type(None) else omegaconf_type(arg) for arg in args)]
-    elif origin in ABSTRACT_TYPES:
-        hint = ABSTRACT_TYPES[origin][args]
-    try:
-        OmegaConf.structured(dataclasses.make_dataclass("Probe", [("value", hint, dataclasses.field(default=MISSING))]))
-    except Exception:  # noqa: BLE001 - a type OmegaConf does not check.
-        return Any
-    return hint
-
-
-def options_schema(target: Callable[..., Any]) -> tuple[type, bool]:
-    """The dataclass a factory's options are checked against (its `config_class` or one made from
-    its signature), and whether it takes other keywords too."""
-    config_class = getattr(target, "config_class", None)
-    if config_class is not None:
-        return config_class, False
-    try:
-        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
-    except Exception:  # Unresolvable annotations: check names only.
-        hints = {}
-    parameters = inspect.signature(target).parameters.values()
-    fields = [
-        (p.name, omegaconf_type(hints.get(p.name, Any)), dataclasses.field(default=MISSING))
-        for p in parameters
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    ]
-    schema = dataclasses.make_dataclass("FactoryOptions", fields)
-    return schema, any(p.kind == p.VAR_KEYWORD for p in parameters)
-
-
-def check_values(key: str, schema: type, values: Mapping[str, Any], names: Sequence[str] | None = None) -> DictConfig:
-    """`values` merged onto the dataclass `schema` by OmegaConf, which checks their types; a key not
-    in `names` (all fields: None) is refused, naming the option it most likely meant."""
-    names = [field.name for field in dataclasses.fields(schema)] if names is None else names
+def check_values(key: str, schema: type, values: Mapping[str, Any]) -> DictConfig:
+    """`values` merged onto the dataclass `schema` by OmegaConf, which checks their types; a key that
+    is no field of it is refused, naming the option it most likely meant."""
+    names = [field.name for field in dataclasses.fields(schema)]
     for name in values:
         if name not in names:
             nearest = nearest_option(name, names)
@@ -113,6 +74,8 @@ def check_values(key: str, schema: type, values: Mapping[str, Any], names: Seque
 
 
 def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """The `_target_` of `key`'s option, imported, with its options checked against its schema
+    (rl/experiments/schemas.py); what the experiment passes at run time is refused."""
     if not isinstance(node, Mapping) or "_target_" not in node:
         raise ConfigError(key, "no option with a _target_ selected for this config group (see conf/)")
     try:
@@ -121,14 +84,13 @@ def check_factory(key: str, node: Any, runtime_arguments: tuple[str, ...] = ()) 
         raise ConfigError(f"{key}._target_", f"cannot import {node['_target_']!r} ({error})") from None
     if not callable(target):
         raise ConfigError(f"{key}._target_", f"{node['_target_']!r} is not callable")
-    schema, accepts_any = options_schema(target)
-    names = [field.name for field in dataclasses.fields(schema) if field.name not in runtime_arguments]
     values = {name: value for name, value in node.items() if name not in HYDRA_KEYS}
     for name in values:
         if name in runtime_arguments:
             raise ConfigError(f"{key}.{name}", "is set by the experiment and cannot be configured")
-    checked = {name: value for name, value in values.items() if name in names or not accepts_any}  # **kwargs: not.
-    check_values(key, schema, checked, names)
+    schema = options_schema(key.partition(".")[0], node["_target_"], target, runtime_arguments)
+    if schema is not None:
+        check_values(key, schema, values)
     return target
 
 
@@ -207,52 +169,58 @@ PIXEL_NETWORKS = {
 }
 
 
-def agent_network(
-    network_factory: functools.partial,
-    choice: str,
-    options: Mapping[str, Any],
-    builder: Any,
-    agent_name: str,
-    observation_spec: Any,
-    environment: str,
-) -> Callable[..., Any]:
-    """`network_factory` given what the agent needs (a head's kind, outputs per action); refuses a network
-    of another kind, without an output the agent needs, convolutional on vector observations or an MLP on
-    uint8 [height, width, channels] frames (nested observations are left to the network)."""
-    target = network_factory.func
-    # A torso under several heads (atari_cnn) is told the agent's kind.
-    kinds = getattr(target, "network_kinds", None) or [getattr(target, "network_kind", builder.network_kind)]
-    if builder.network_kind not in kinds:
-        message = f"'{choice}' builds {'/'.join(kinds)} networks, but the agent needs {builder.network_kind} networks"
-        if "recurrent_q" in (*kinds, builder.network_kind):
-            message += (
-                "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
-                "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"
-            )
-        raise ConfigError("network", message)
-    outputs = builder.network_outputs()
-    missing = sorted(set(outputs) - set(inspect.signature(target).parameters))
-    if missing:
-        raise ConfigError(
-            "network", f"agent={agent_name} needs a network that takes {', '.join(missing)}; network={choice} does not"
-        )
-    if len(kinds) > 1:
-        outputs = {**outputs, "network_kind": builder.network_kind}
-    if not isinstance(observation_spec, specs.Array):
-        return functools.partial(network_factory, **outputs)
-    shape = tuple(observation_spec.shape)
-    observations = "pixels" if len(shape) == 3 and str(observation_spec.dtype) == "uint8" else "vector"
-    reads = getattr(target, "observation_kind", None)
+def declared(thing: Any, capability: str, default: Any = None) -> Any:
+    """What a network factory, torso or policy declares it is (`network_kind(s)`, `observation_kind`,
+    `action_kind`); factories from outside the project may declare nothing."""
+    return getattr(thing, capability, default)
+
+
+def network_kinds(factory: Callable[..., Any], needed: str) -> list[str]:
+    """The kinds of network `factory` builds; a torso under several heads (atari_cnn) is told the
+    agent's kind, and a factory that declares none is taken to build what the agent needs."""
+    return list(declared(factory, "network_kinds", None) or [declared(factory, "network_kind", needed)])
+
+
+def observation_kind(factory: Callable[..., Any], options: Mapping[str, Any]) -> str:
+    """What `factory` reads, "pixels" or "vector": its own declaration, else its torso's (`network.torso`)."""
+    reads = declared(factory, "observation_kind")
     if reads is None and isinstance(options.get("torso"), str):
         from rl.networks.recurrent import resolve_torso
 
         try:
-            reads = getattr(resolve_torso(options["torso"]), "observation_kind", None)
+            reads = declared(resolve_torso(options["torso"]), "observation_kind")
         except ValueError:
             pass  # The factory reports a bad torso itself.
-    reads = reads or "vector"
+    return reads or "vector"
+
+
+def action_kind(policy: Any) -> str | None:
+    """The action space a policy acts in, "discrete" or "continuous"; None: either."""
+    return declared(policy, "action_kind")
+
+
+def check_network_kind(kinds: Sequence[str], choice: str, needed: str) -> None:
+    """Refuses a network of another kind than the agent needs."""
+    if needed in kinds:
+        return
+    message = f"'{choice}' builds {'/'.join(kinds)} networks, but the agent needs {needed} networks"
+    if "recurrent_q" in (*kinds, needed):
+        message += (
+            "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
+            "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"
+        )
+    raise ConfigError("network", message)
+
+
+def check_observations(reads: str, observation_spec: Any, choice: str, needed: str, environment: str) -> None:
+    """Refuses a convolutional network on vector observations or an MLP on uint8 [height, width,
+    channels] frames (nested observations are left to the network)."""
+    if not isinstance(observation_spec, specs.Array):
+        return
+    shape = tuple(observation_spec.shape)
+    observations = "pixels" if len(shape) == 3 and str(observation_spec.dtype) == "uint8" else "vector"
     if reads == observations:
-        return functools.partial(network_factory, **outputs)
+        return
     if reads == "pixels":
         message = (
             f"'{choice}' is a convolutional network for uint8 [height, width, channels] frames, but {environment} "
@@ -260,7 +228,7 @@ def agent_network(
             "pixel environment (environment=atari)"
         )
     else:
-        pixel_network = PIXEL_NETWORKS.get(builder.network_kind)
+        pixel_network = PIXEL_NETWORKS.get(needed)
         hint = f"use {pixel_network}" if pixel_network else "this agent has no pixel network; pick a vector environment"
         message = (
             f"'{choice}' reads vector observations, but {environment} has pixel frames of shape {shape} "
@@ -269,12 +237,39 @@ def agent_network(
     raise ConfigError("network", message)
 
 
+def agent_network(
+    network_factory: functools.partial,
+    choice: str,
+    options: Mapping[str, Any],
+    builder: Any,
+    agent_name: str,
+    environment: BuiltEnvironment,
+) -> Callable[..., Any]:
+    """`network_factory` given what the agent needs (a head's kind, outputs per action); refuses a network
+    of another kind, without an output the agent needs, or that cannot read the observations."""
+    target, needed = network_factory.func, builder.network_kind
+    kinds = network_kinds(target, needed)
+    check_network_kind(kinds, choice, needed)
+    outputs = builder.network_outputs()
+    missing = sorted(set(outputs) - set(inspect.signature(target).parameters))
+    if missing:
+        raise ConfigError(
+            "network", f"agent={agent_name} needs a network that takes {', '.join(missing)}; network={choice} does not"
+        )
+    if len(kinds) > 1:
+        outputs = {**outputs, "network_kind": needed}
+    reads = observation_kind(target, options)
+    check_observations(reads, environment.spec.observations, choice, needed, environment.name)
+    return functools.partial(network_factory, **outputs)
+
+
 def check_launcher_stack(launcher: Any, choice: str | None) -> None:
     """Refuses a launcher that needs a module this Python lacks (dm-reverb or Ray, on the current stack), naming
     the stack that has it: before a run starts (a configuration is composed and checked without it)."""
-    from rl.experiments.launchers.base import REVERB_STACK_MODULES
+    from rl.experiments.launchers.base import REVERB_STACK_MODULES, Launcher
 
-    missing = [module for module in getattr(launcher, "requires", ()) if importlib.util.find_spec(module) is None]
+    requires = launcher.requires if isinstance(launcher, Launcher) else ()  # Any callable can launch.
+    missing = [module for module in requires if importlib.util.find_spec(module) is None]
     if missing:
         names = " and ".join(REVERB_STACK_MODULES.get(module, module) for module in missing)
         here = "the current stack (.venv-current)" if os.path.basename(sys.prefix) == ".venv-current" else sys.prefix
@@ -387,6 +382,95 @@ def tracking_settings(hydra_config: Any, config: DictConfig) -> dict[str, Any]:
     }
 
 
+@dataclasses.dataclass
+class BuiltEnvironment:
+    """The environment group built: its factories, its spec (from one probe copy), its label and the
+    actors' loop settings (`num_envs`, `backend`), which configure the loops, not the factory."""
+
+    factory: Callable[..., Any]
+    spec: Any
+    name: str
+    num_envs: int
+    vector_factory: Callable[..., Any] | None = None
+    evaluation_factory: Callable[..., Any] | None = None
+
+
+def loop_settings(options: dict[str, Any]) -> tuple[int, str]:
+    """`num_envs` and `backend` taken out of the environment's options, checked."""
+    num_envs = options.pop("num_envs", 1)
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError("environment.num_envs", f"must be an integer >= 1 (copies per actor), got {num_envs!r}")
+    backend = options.pop("backend", "gymnasium")
+    if backend not in BACKENDS:
+        raise ConfigError("environment.backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
+    return num_envs, backend
+
+
+def build_environment(options: Mapping[str, Any], seed: int, choices: Mapping[str, Any]) -> BuiltEnvironment:
+    """The environment, checked and probed before the other groups' code (JAX, TensorFlow) is imported."""
+    options = dict(options or {})
+    num_envs, backend = loop_settings(options)
+    check_factory("environment", options, RUNTIME_ARGUMENTS["environment"])
+    factory = _instantiate("environment", options, _partial_=True)
+    probe = _user_error("environment.name", factory, seed=seed)
+    environment = BuiltEnvironment(factory, make_environment_spec(probe), environment_label(options, choices), num_envs)
+    probe.close()
+    if backend == "envpool":
+        from rl.environments.backends import envpool_factory
+
+        try:
+            environment.vector_factory = envpool_factory(options, environment.spec)
+        except ValueError as error:
+            raise ConfigError("environment.backend", str(error)) from None
+    # Evaluators play without training-only preprocessing (Atari): the game's own score.
+    if options.get("reward_clip") or options.get("episodic_life"):
+        evaluation_options = {**options, "reward_clip": False, "episodic_life": False}
+        environment.evaluation_factory = _instantiate("environment", evaluation_options, _partial_=True)
+    return environment
+
+
+def build_agent(config: DictConfig, choices: Mapping[str, Any], environment: BuiltEnvironment) -> Any:
+    """The agent's builder with its behaviour policy; refuses either where it cannot act in the
+    environment's action space."""
+    policy = _instantiate("policy", config.policy)
+    builder = _user_error("agent", _instantiate("agent", config.agent, _partial_=True), exploration=policy)
+    actions = environment.spec.actions
+    environment_kind = "discrete" if is_discrete(actions) else "continuous"
+    for key, kind in (("agent", builder.action_kind), ("policy", action_kind(policy))):
+        if kind is not None and kind != environment_kind:
+            raise ConfigError(
+                key,
+                f"'{choices.get(key, key)}' acts in {kind} action spaces, but {environment.name} has "
+                f"{describe_actions(actions)}; pick a {environment_kind}-action {key} or a {kind}-action environment",
+            )
+    return builder
+
+
+def build_observers(
+    config: DictConfig, nodes: Mapping[str, Any], run_directory: str, game_score: bool
+) -> list[Callable[..., Any]]:
+    """The observers' factories (`nodes`: their options, resolved), each built once to check it; with
+    `game_score`, training records show the game's own score too (the evaluators' environment differs)."""
+    observers = []
+    for name, node in nodes.items():
+        key = f"observers.{name}"
+        check_factory(key, node, RUNTIME_ARGUMENTS["observers"])
+        observer_factory = _instantiate(key, config.observers[name])
+        _user_error(key, observer_factory, label="actor", instance=0, run_directory=run_directory)
+        observers.append(observer_factory)
+    if game_score:
+        from rl.observers import GameScore
+
+        observers.append(GameScore)
+    return observers
+
+
+def build_logger(config: DictConfig, run_config: dict[str, Any], run_directory: str, **tracking: Any) -> Any:
+    """The logger factory, writing under `<run_directory>/logs`; `tracking`: its run name, group and tags."""
+    node = _instantiate("logger", config.logger, _partial_=True)
+    return _user_error("logger", node, directory=os.path.join(run_directory, "logs"), run_config=run_config, **tracking)
+
+
 def make_experiment(
     config: DictConfig,
     run_directory: str,
@@ -401,82 +485,26 @@ def make_experiment(
     top_level = OmegaConf.masked_copy(config, [field.name for field in dataclasses.fields(RunSettings)])
     settings = check_run_settings(resolved_container(top_level))
     container = resolved_container(config)
-    # `num_envs` and `backend` configure the actors' loops, not the factory (the run's config keeps them).
-    environment_options = dict(container.get("environment") or {})
-    num_envs = environment_options.pop("num_envs", 1)
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ConfigError("environment.num_envs", f"must be an integer >= 1 (copies per actor), got {num_envs!r}")
-    backend = environment_options.pop("backend", "gymnasium")
-    if backend not in BACKENDS:
-        raise ConfigError("environment.backend", f"must be one of {list(BACKENDS)}, got {backend!r}")
-    # The environment first: answered before the other groups' code (JAX, TensorFlow) is imported.
-    check_factory("environment", environment_options, RUNTIME_ARGUMENTS["environment"])
-    environment_factory = _instantiate("environment", environment_options, _partial_=True)
-    probe = _user_error("environment.name", environment_factory, seed=settings.seed)
-    environment_spec = make_environment_spec(probe)
-    probe.close()
-    vector_environment_factory = None
-    if backend == "envpool":
-        from rl.environments.backends import envpool_factory
-
-        try:
-            vector_environment_factory = envpool_factory(environment_options, environment_spec)
-        except ValueError as error:
-            raise ConfigError("environment.backend", str(error)) from None
-    # Evaluators play without training-only preprocessing (Atari): the game's own score.
-    evaluation_environment_factory = None
-    if environment_options.get("reward_clip") or environment_options.get("episodic_life"):
-        evaluation_environment_factory = _instantiate(
-            "environment", {**environment_options, "reward_clip": False, "episodic_life": False}, _partial_=True
-        )
+    environment = build_environment(container.get("environment"), settings.seed, choices)
     # The launcher before the groups that interpolate its settings (launcher.num_actors).
     for group in ("launcher", "network", "policy", "logger", "agent"):
         check_factory(group, container.get(group), RUNTIME_ARGUMENTS.get(group, ()))
-    environment_kind = "discrete" if is_discrete(environment_spec.actions) else "continuous"
-    environment_name = environment_label(environment_options, choices)
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
-
-    policy = _instantiate("policy", config.policy)
-    builder = _user_error("agent", _instantiate("agent", config.agent, _partial_=True), exploration=policy)
-    for key, kind in (("agent", builder.action_kind), ("policy", getattr(policy, "action_kind", None))):
-        if kind is not None and kind != environment_kind:
-            raise ConfigError(
-                key,
-                f"'{choices.get(key, key)}' acts in {kind} action spaces, but {environment_name} has "
-                f"{describe_actions(environment_spec.actions)}; pick a {environment_kind}-action "
-                f"{key} or a {kind}-action environment",
-            )
+    builder = build_agent(config, choices, environment)
     check_replay_settings(builder, settings.max_actor_steps)
-    network_factory = agent_network(
-        _instantiate("network", config.network, _partial_=True),
-        str(choices.get("network", "network")),
-        container["network"],
-        builder,
-        agent_name,
-        environment_spec.observations,
-        environment_name,
+    network = _instantiate("network", config.network, _partial_=True)
+    choice = str(choices.get("network", "network"))
+    network_factory = agent_network(network, choice, container["network"], builder, agent_name, environment)
+    observers = build_observers(
+        config, container.get("observers") or {}, run_directory, environment.evaluation_factory is not None
     )
-
-    observers = []
-    for name, node in (container.get("observers") or {}).items():
-        key = f"observers.{name}"
-        check_factory(key, node, RUNTIME_ARGUMENTS["observers"])
-        observer_factory = _instantiate(key, config.observers[name])
-        _user_error(key, observer_factory, label="actor", instance=0, run_directory=run_directory)  # Builds?
-        observers.append(observer_factory)
-    if evaluation_environment_factory is not None:  # Training records show the game's own score too.
-        from rl.observers import GameScore
-
-        observers.append(GameScore)
-
     stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
-    logger_factory = _user_error(
-        "logger",
-        _instantiate("logger", config.logger, _partial_=True),
-        directory=os.path.join(run_directory, "logs"),
-        run_name=f"{environment_name}__{agent_name}__{settings.seed}__{stamp}"
-        + (f"__{job_number}" if job_number is not None else ""),
-        run_config={**container, "choices": {k: v for k, v in choices.items() if not k.startswith("hydra/")}},
+    run_name = f"{environment.name}__{agent_name}__{settings.seed}__{stamp}"
+    logger_factory = build_logger(
+        config,
+        {**container, "choices": {k: v for k, v in choices.items() if not k.startswith("hydra/")}},
+        run_directory,
+        run_name=run_name + (f"__{job_number}" if job_number is not None else ""),
         run_group=run_group,
         run_tags=list(run_tags),
     )
@@ -485,17 +513,17 @@ def make_experiment(
     enable_compilation_cache(settings.compilation_cache)
     experiment = ExperimentConfig(
         builder=builder,
-        environment_factory=environment_factory,
+        environment_factory=environment.factory,
         network_factory=network_factory,
         logger_factory=logger_factory,
         run_directory=run_directory,
-        num_envs=num_envs,
-        vector_environment_factory=vector_environment_factory,
-        evaluation_environment_factory=evaluation_environment_factory,
+        num_envs=environment.num_envs,
+        vector_environment_factory=environment.vector_factory,
+        evaluation_environment_factory=environment.evaluation_factory,
         observers=observers,
         agent_name=agent_name,
-        environment_name=environment_name,
-        _environment_spec=environment_spec,
+        environment_name=environment.name,
+        _environment_spec=environment.spec,
         **{name: value for name, value in vars(settings).items() if name not in ("resume", "objective")},
     )
     return launcher.fit_experiment(experiment), launcher
