@@ -89,6 +89,8 @@ def shown_path(path: str) -> str:
     return path if relative.startswith("..") else relative
 
 
+# Set by `cli`: the run directories the command line names that existed before Hydra made its own.
+_EXISTING_RUN_DIRECTORIES: set[str] = set()
 # Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`.
 _FULL_ERROR_OURS = False
 
@@ -193,6 +195,7 @@ def prepare_job(config: DictConfig) -> Job | float:
         what, code = ("Invalid configuration", 2) if isinstance(error, ConfigError) else ("Cannot resume", 1)
         if not multirun:
             report(f"{what}: {error}", error=True, transcript=False)  # A refused resume leaves its run as it was.
+            remove_unused_run_directory(output_dir)
             sys.exit(code)
         return refuse_job(output_dir, f"{what}: {error}")
     if plan.finished is not None:
@@ -212,6 +215,25 @@ def prepare_job(config: DictConfig) -> Job | float:
             + ("; replay buffer restored)" if plan.restore.restore_replay else ")")
         )
     return Job(experiment, launch, output_dir, objective)
+
+
+def remove_unused_run_directory(output_dir: str) -> None:
+    """After a refused command: what Hydra made for it (`.hydra/`, an empty train.log) and the directories
+    left empty by that, up to the working directory; a directory that holds a run, or anything else, stays."""
+    if holds_a_run(output_dir):
+        return
+    shutil.rmtree(os.path.join(output_dir, ".hydra"), ignore_errors=True)
+    log = os.path.join(output_dir, f"{HydraConfig.get().job.name}.log")
+    if os.path.isfile(log) and os.path.getsize(log) == 0:
+        os.remove(log)
+    directory, stop = os.path.abspath(output_dir), os.getcwd()
+    if directory in _EXISTING_RUN_DIRECTORIES:
+        return
+    while not os.listdir(directory):
+        os.rmdir(directory)
+        directory = os.path.dirname(directory)
+        if not directory.startswith(stop + os.sep):  # Above the working directory: not this command's.
+            return
 
 
 def refuse_job(output_dir: str, reason: str) -> float:
@@ -367,6 +389,8 @@ def cli() -> None:
 
     reexec_with_jemalloc()  # sys.orig_argv keeps `-m rl.train` and the arguments.
     sys.argv[1:] = resume_arguments(integral_overrides(sys.argv[1:]))
+    named = [arg.split("=", 1)[1] for arg in sys.argv[1:] if arg.startswith("hydra.run.dir=")]
+    _EXISTING_RUN_DIRECTORIES.update(os.path.abspath(os.path.expanduser(path)) for path in named if os.path.isdir(path))
     error = run_directory_error(sys.argv[1:]) or cluster_error(sys.argv[1:])
     if error is not None:
         print(error, file=sys.stderr)

@@ -1,6 +1,8 @@
 """Every config option composes and validates; bad input exits cleanly before anything starts."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -204,3 +206,17 @@ def test_a_preset_with_another_agent_says_whose_preset_it_is(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].startswith("Invalid configuration: agent: experiment=dqn_cartpole is a preset for agent=dqn")
+
+
+def test_a_refused_command_leaves_no_new_directory(tmp_path):
+    """Hydra makes the run directory (outputs/<date>/<time>) before the config is checked: a refused command
+    takes it back, and everything it made, while a directory the command line named and that existed stays."""
+    environment = {**os.environ, "WANDB_MODE": "offline"}
+    command = [sys.executable, os.path.join(ROOT, "scripts", "train.py"), "agent.batch_size=-1"]
+    result = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "batch_size must be > 0" in result.stderr, result.stderr[-2000:]
+    assert os.listdir(tmp_path) == []
+    named = tmp_path / "named"
+    named.mkdir()
+    result = subprocess.run([*command, f"hydra.run.dir={named}"], cwd=tmp_path, env=environment, capture_output=True)
+    assert result.returncode == 2 and os.listdir(named) == []

@@ -489,6 +489,7 @@ def make_experiment(
     # The launcher before the groups that interpolate its settings (launcher.num_actors).
     for group in ("launcher", "network", "policy", "logger", "agent"):
         check_factory(group, container.get(group), RUNTIME_ARGUMENTS.get(group, ()))
+    launcher = _instantiate("launcher", config.launcher)  # Its own checks before the policy's copy of them.
     agent_name = str(choices.get("agent", container["agent"]["_target_"].split(".")[-2]))
     builder = build_agent(config, choices, environment)
     check_replay_settings(builder, settings.max_actor_steps)
@@ -508,7 +509,6 @@ def make_experiment(
         run_group=run_group,
         run_tags=list(run_tags),
     )
-    launcher = _instantiate("launcher", config.launcher)
     # Before anything compiles: JAX decides at its first compilation whether the cache is on.
     enable_compilation_cache(settings.compilation_cache)
     experiment = ExperimentConfig(
