@@ -166,3 +166,25 @@ def test_the_error_buffer_lets_samples_run_ahead_by_the_prefetched_batches_only(
     assert (ratio.min_diff, ratio.max_diff) == (200.0 - ahead, 200.0 + behind)
     # The one-thread schedule takes a batch whenever the learner is at or below the target.
     assert ratio.can_sample(inserts=100, samples=0) and not ratio.can_sample(inserts=100, samples=1)
+
+
+def test_a_stopped_ray_learner_is_done_when_its_loop_ends_or_it_waits_on_a_batch_that_cannot_come():
+    """rl/experiments/launchers/ray_nodes.py: `LearnerNode.stop` answers as soon as the learner cannot step
+    again (its loop ended, or it waits on replay with the actors stopped), not after the stop timeout."""
+    from rl.experiments.launchers.ray_nodes import BLOCKED_S, stepping_stopped
+
+    release, lock = threading.Event(), threading.Lock()
+    batches = StepLockReleasingIterator(iter(lambda: release.wait() and 0, 1), lock)  # Blocks until released.
+    lock.acquire()
+    waiter = threading.Thread(target=lambda: next(batches), daemon=True)
+    waiter.start()
+    ended = threading.Event()
+    start = time.monotonic()
+    assert stepping_stopped(ended, batches, timeout=30.0)
+    assert BLOCKED_S < time.monotonic() - start < 10.0  # Answered on the wait, far within the timeout.
+    release.set()
+    waiter.join(timeout=10)
+    assert batches.waiting_since is None
+    assert not stepping_stopped(ended, batches, timeout=0.3)  # Stepping, not ended: not stopped.
+    ended.set()
+    assert stepping_stopped(ended, batches, timeout=30.0)

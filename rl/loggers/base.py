@@ -155,14 +155,15 @@ def fit_fields(
     fields: list[tuple[str, str]], width: int | None, used: int, steps_key: str | None
 ) -> list[tuple[str, str]]:
     """`fields` (in their order) that fit a line of `width` characters of which `used` are taken: the steps
-    keys, then HEADLINE, then the rest as ordered, and ("+", N) counting those left out. None: all of them."""
+    keys, then HEADLINE, then the rest as ordered, and ("+", N) counting those left out; an `event` (a
+    launcher's) always, whole. None: all of them."""
     sizes = {key: len(key) + len(value) + 2 for key, value in fields}  # " key=value"
     if width is None or used + sum(sizes.values()) <= width:
         return fields
-    order = {key: rank for rank, key in enumerate((steps_key, "actor_steps", *HEADLINE)) if key}
+    order = {key: rank for rank, key in enumerate(("event", steps_key, "actor_steps", *HEADLINE)) if key}
     room, chosen = width - used - len(f" +{len(fields)}"), set()
     for key in sorted(sizes, key=lambda key: order.get(key, math.inf)):  # Stable: the rest keep their order.
-        if sizes[key] > room:
+        if sizes[key] > room and key != "event":  # A launcher's event is shown whole.
             break
         room -= sizes[key]
         chosen.add(key)

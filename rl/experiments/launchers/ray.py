@@ -319,8 +319,10 @@ class RayNodes(lifecycle.Nodes):
         self.saved_learner = (os.path.basename(path), snapshot.learner_state, learner_steps)
 
     def end_learning(self) -> None:
-        self.learner.stop.remote()
-        self.ray.wait([self.runs["learner"]], timeout=self.launcher.stop_timeout_s)
+        """The learner stops stepping (or waits on a batch that cannot come): its next snapshot is its last."""
+        limit = self.launcher.stop_timeout_s
+        with contextlib.suppress(self.ray.exceptions.RayError):  # A dead learner: the snapshot revives it.
+            self._get(self.learner.stop.remote(limit), "learner", "stop", timeout=limit + self.launcher.call_timeout_s)
 
     def counts(self) -> dict[str, Any]:
         return self._get(self.counter.get_counts.remote(), "counter", "get_counts", timeout=5.0)

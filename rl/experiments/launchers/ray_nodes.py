@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import functools
 import os
 import threading
 import time
@@ -260,6 +259,21 @@ class StepBudget(_Node):
 CounterNode = ray.remote(num_cpus=0)(StepBudget)
 
 
+# A learner told to stop that has waited this long for a batch is taken to wait for one that cannot come.
+BLOCKED_S = 0.25
+
+
+def stepping_stopped(ended: threading.Event, batches: StepLockReleasingIterator | None, timeout: float) -> bool:
+    """Waits until a learner told to stop has `ended` its loop or has waited `BLOCKED_S` on `batches`;
+    False after `timeout` s without either."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not ended.wait(0.01):
+        since = batches.waiting_since if batches is not None else None
+        if since is not None and time.monotonic() - since > BLOCKED_S:
+            return True
+    return ended.is_set()
+
+
 @ray.remote(max_concurrency=4)
 class LearnerNode(_Node):
     """Steps the learner and serves numpy parameters; rebuilt by Ray, it waits to be `restore`d."""
@@ -268,15 +282,19 @@ class LearnerNode(_Node):
         self._counter_handle = ray.get_actor(counter)
         self._counter = RemoteCounter(self._counter_handle)
         self._step_lock = threading.Lock()
-        pausable = functools.partial(StepLockReleasingIterator, lock=self._step_lock)
-        self._learner = program.make_learner(watched_replay_client(replay), self._counter, wrap_dataset=pausable)
-        self._stop = threading.Event()
+        self._batches: StepLockReleasingIterator | None = None
+        self._learner = program.make_learner(watched_replay_client(replay), self._counter, wrap_dataset=self._pausable)
+        self._stop, self._ended = threading.Event(), threading.Event()
         self._lock = threading.Lock()
         self._params: dict[str, tuple[int, Any]] = {}  # Per name: (learner version, numpy value).
         self._version = 0
         self._ready = threading.Event()
         if not ray.get_runtime_context().was_current_actor_reconstructed:
             self._ready.set()
+
+    def _pausable(self, dataset: Any) -> StepLockReleasingIterator:
+        self._batches = StepLockReleasingIterator(dataset, self._step_lock)
+        return self._batches
 
     def run(self) -> None:
         self._ready.wait()
@@ -285,6 +303,7 @@ class LearnerNode(_Node):
                 self._learner.step()
                 self._version += 1
         self._counter.flush()
+        self._ended.set()
 
     def get_variables(self, names: Sequence[str]) -> list[Any]:
         if not self._ready.wait(timeout=10.0):
@@ -315,8 +334,12 @@ class LearnerNode(_Node):
         self._ready.set()
         return checkpointing.state_digest(leaves)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float) -> bool:
+        """Stops stepping. Returns once the learner has ended, or has waited `BLOCKED_S` for a batch: with the
+        actors stopped, that batch (held back by the rate limiter) never comes, so no step follows; False
+        after `timeout` s without either."""
         self._stop.set()
+        return stepping_stopped(self._ended, self._batches, timeout)
 
 
 @ray.remote
