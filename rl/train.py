@@ -3,7 +3,6 @@ evaluation return, for sweepers. `resume=DIR` resumes a run; Ctrl-C or SIGTERM s
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
@@ -21,11 +20,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rl.checkpointing import CheckpointError, RunWarning, holds_a_run
+from rl.experiments.jobs import REFUSED_FILE, Job, finish_job, refuse_job, report
 
 # JAX and TensorFlow are imported in `main`: a bad command line fails in a fraction of a second.
 TRANSCRIPT = logging.getLogger("rl.transcript")
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
-REFUSED_FILE = "refused.txt"  # In a refused sweep job's directory: why it was refused.
 
 
 def resume_arguments(argv: list[str]) -> list[str]:
@@ -51,15 +50,6 @@ def resume_arguments(argv: list[str]) -> list[str]:
         if os.path.isfile(os.path.join(path, ".hydra", "config.yaml")) and holds_a_run(path):
             argv = [*argv, "hydra.output_subdir=null"]
     return argv
-
-
-def report(message: str, error: bool = False, transcript: bool = True) -> None:
-    """Prints a line for the user (after a multirun job's prefix) and, with `transcript`, copies it into train.log."""
-    from rl.loggers.base import JOB_PREFIX
-
-    print(JOB_PREFIX["text"] + message, file=sys.stderr if error else sys.stdout)
-    if transcript:
-        TRANSCRIPT.info(message)
 
 
 # Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`.
@@ -124,16 +114,6 @@ def integral_overrides(argv: list[str]) -> list[str]:
     return rewritten
 
 
-@dataclasses.dataclass
-class Job:
-    """A job ready to train: its experiment (restore point applied), launcher and run directory."""
-
-    experiment: Any
-    launch: Any
-    output_dir: str
-    objective: str
-
-
 def prepare_job(config: DictConfig) -> Job | float:
     """Everything before training: the experiment built and checked, the resume plan applied. A
     refused job of a multirun or an already finished run gives its value (NaN when refused)."""
@@ -185,27 +165,6 @@ def prepare_job(config: DictConfig) -> Job | float:
             + ("; replay buffer restored)" if plan.restore.restore_replay else ")")
         )
     return Job(experiment, launch, output_dir, objective)
-
-
-def refuse_job(output_dir: str, reason: str) -> float:
-    """One refused job of a sweep: the sweep goes on; `SweepReport` lists the refusals at its end."""
-    report(reason, error=True)
-    with open(os.path.join(output_dir, REFUSED_FILE), "w") as file:
-        file.write(f"{reason}\n")
-    return float("nan")
-
-
-def finish_job(job: Job, summary: Any) -> float:
-    """After training: the loggers closed, the result line, the value a sweeper optimises."""
-    from rl.experiments.summary import close_loggers
-
-    close_loggers(job.experiment, exit_code=0)
-    ended = "pruned by the search: last" if summary.status == "pruned" else "final"
-    report(
-        f"{ended} evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
-        f"({summary.wall_time_s:.0f} s); summary in {job.output_dir}/summary.json"
-    )
-    return vars(summary)[job.objective]
 
 
 def train(config: DictConfig) -> float:
