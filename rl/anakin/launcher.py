@@ -10,7 +10,7 @@ import re
 import sys
 from typing import Any
 
-from rl.anakin.build import steps_per_update, system_class
+from rl.anakin.build import make_system, steps_per_update, system_class
 from rl.environments.factories import is_jax_native
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher
@@ -145,7 +145,6 @@ class AnakinLauncher(Launcher):
         import jax
 
         from rl import checkpointing
-        from rl.anakin.build import make_system
         from rl.anakin.driver import replica_keys
 
         latest, _ = checkpointing.find_latest(experiment.run_directory, warn=False)
