@@ -34,8 +34,9 @@ class AnakinGridLauncher(Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from rl.anakin.grid import launch
         from rl.anakin.launcher import set_xla_flags
+        from rl.train import prepare_job
 
         # Before any job builds its experiment; XLA's default CPU runtime: many replicas per device.
         set_xla_flags(f"--xla_force_host_platform_device_count={self.host_devices}")
         assert self.hydra_context is not None and self.config is not None
-        return launch(self.hydra_context, self.config, job_overrides, initial_job_idx)
+        return launch(self.hydra_context, self.config, job_overrides, initial_job_idx, prepare_job)

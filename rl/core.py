@@ -64,6 +64,24 @@ class Learner(VariableSource, Generic[State]):
         """Replaces the learner's state by one returned from `save`."""
 
 
+class NumericalError(RuntimeError):
+    """The learner produced a non-finite loss or parameter; names the step and the term."""
+
+
+class Batch(NamedTuple):
+    """A replayed minibatch and its importance weights (1 for uniform sampling)."""
+
+    data: Any
+    importance_weights: Any
+
+    @classmethod
+    def uniform(cls, data: Any) -> Batch:
+        import jax  # Here: rl.core imports no JAX.
+
+        size = jax.tree_util.tree_leaves(data)[0].shape[0]
+        return cls(data, jax.numpy.ones((size,), jax.numpy.float32))
+
+
 class Transition(NamedTuple):
     """One (possibly n-step) transition: the target is `reward + discount * value(next_observation)`."""
 

@@ -3,7 +3,6 @@ evaluation return, for sweepers. `resume=DIR` resumes a run; Ctrl-C or SIGTERM s
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
@@ -21,11 +20,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rl.checkpointing import CheckpointError, RunWarning, holds_a_run
+from rl.experiments.jobs import REFUSED_FILE, Job, finish_job, refuse_job, report
 
 # JAX and TensorFlow are imported in `main`: a bad command line fails in a fraction of a second.
 TRANSCRIPT = logging.getLogger("rl.transcript")
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
-REFUSED_FILE = "refused.txt"  # In a refused sweep job's directory: why it was refused.
 
 
 def resume_arguments(argv: list[str]) -> list[str]:
@@ -72,21 +71,6 @@ def run_overrides(run_directory: str, argv: list[str]) -> list[str]:
         saved = [str(override) for override in yaml.safe_load(file) or []]
     given = {override_key(arg) for arg in argv}
     return [override for override in saved if override_key(override) not in given | {"resume"}]
-
-
-def report(message: str, error: bool = False, transcript: bool = True) -> None:
-    """Prints a line for the user (after a multirun job's prefix) and, with `transcript`, copies it into train.log."""
-    from rl.loggers.base import JOB_PREFIX
-
-    print(JOB_PREFIX["text"] + message, file=sys.stderr if error else sys.stdout)
-    if transcript:
-        TRANSCRIPT.info(message)
-
-
-def shown_path(path: str) -> str:
-    """`path` as a reader would type it: relative to the working directory when it lies under it."""
-    relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
 
 
 # Set by `cli`: the run directories the command line names that existed before Hydra made its own.
@@ -151,16 +135,6 @@ def integral_overrides(argv: list[str]) -> list[str]:
             arg = f"{key}={','.join(integral(item) for item in value.split(','))}"
         rewritten.append(arg)
     return rewritten
-
-
-@dataclasses.dataclass
-class Job:
-    """A job ready to train: its experiment (restore point applied), launcher and run directory."""
-
-    experiment: Any
-    launch: Any
-    output_dir: str
-    objective: str
 
 
 def prepare_job(config: DictConfig) -> Job | float:
@@ -234,27 +208,6 @@ def remove_unused_run_directory(output_dir: str) -> None:
         directory = os.path.dirname(directory)
         if not directory.startswith(stop + os.sep):  # Above the working directory: not this command's.
             return
-
-
-def refuse_job(output_dir: str, reason: str) -> float:
-    """One refused job of a sweep: the sweep goes on; `SweepReport` lists the refusals at its end."""
-    report(reason, error=True)
-    with open(os.path.join(output_dir, REFUSED_FILE), "w") as file:
-        file.write(f"{reason}\n")
-    return float("nan")
-
-
-def finish_job(job: Job, summary: Any) -> float:
-    """After training: the loggers closed, the result line, the value a sweeper optimises."""
-    from rl.experiments.summary import close_loggers
-
-    close_loggers(job.experiment, exit_code=0)
-    ended = "pruned by the search: last" if summary.status == "pruned" else "final"
-    report(
-        f"{ended} evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
-        f"({summary.wall_time_s:.0f} s); summary in {shown_path(job.output_dir)}/summary.json"
-    )
-    return vars(summary)[job.objective]
 
 
 def train(config: DictConfig) -> float:

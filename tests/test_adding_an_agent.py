@@ -35,7 +35,7 @@ COMMON = [
 LAUNCHERS = {
     "local": [],
     "ray": ["launcher=ray", "launcher.num_actors=1"],
-    "anakin": ["launcher=anakin", "environment=gymnax", "environment.name=CartPole-v1", "environment.num_envs=4"],
+    "anakin": ["launcher=anakin", "environment=gymnax", "environment.name=CartPole-v1"],  # One copy: its own defaults.
 }
 
 

@@ -16,7 +16,9 @@ from hydra import compose, initialize_config_dir
 
 from conftest import REVERB_STACK, ROOT, read_summary, run_train, start_train
 from rl.anakin.driver import replica_keys
-from rl.anakin.system import Trajectory, evaluate, make_chunk, make_system, rollout, to_sequences
+from rl.anakin.build import make_system
+from rl.systems.base import Trajectory, evaluate, make_chunk, rollout
+from rl.systems.on_policy import to_sequences
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector
 from rl.experiments.config import enable_compilation_cache
 from rl.experiments.make_experiment import make_experiment
@@ -221,7 +223,7 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
     from rl.agents.builder import SGDLearner
 
     experiment, _ = compose_experiment(SMALL_PPO, str(tmp_path))
-    system, _ = make_system(experiment)
+    system = make_system(experiment)
     key = jax.random.PRNGKey(3)
     state = jax.jit(system.init)(key)
     environment, trajectory = jax.jit(
@@ -236,15 +238,15 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
     )(state)
     learned, metrics = jax.jit(system.learn)(state.learner, trajectory, environment.observation)
 
-    values = system.network.apply(state.learner.params, trajectory.step.final_observation.reshape(-1, 4))[1].reshape(
-        16, 4
-    )
+    values = system.bootstrap_value(state.learner, trajectory.step.final_observation.reshape(-1, 4)).reshape(16, 4)
     batch = to_sequences(trajectory, environment.observation, values, experiment.builder.config.discount)
     # What the learner reads of a reverb sample (rl/agents/builder.py), without importing
     # reverb and TensorFlow for it.
     sample = types.SimpleNamespace(keys=None, probabilities=np.ones(4, np.float32), table_size=np.zeros(4), data=batch)
     records = _Records()
-    learning = experiment.builder.make_learning(system.network)
+    learning = experiment.builder.make_learning(
+        experiment.network_factory(environment_spec=experiment.environment_spec)
+    )
     learner = SGDLearner(learning, jax.random.split(key, 3)[0], iter([sample]), logger=records)
     np.testing.assert_array_equal(  # The same initial parameters from the same key.
         jax.tree_util.tree_leaves(learner.state.params)[0], jax.tree_util.tree_leaves(state.learner.params)[0]
@@ -265,7 +267,8 @@ def test_vmapped_seeds_equal_single_seed_runs(tmp_path):
     """Two replicas vmapped (seeds 5, 6) after two chunks equal each seed trained alone
     with its key, parameters and evaluation returns alike."""
     experiment, _ = compose_experiment([*SMALL_PPO, "agent.unroll_length=8", "agent.num_epochs=1"], str(tmp_path))
-    system, evaluation_environment = make_system(experiment)
+    system = make_system(experiment)
+    evaluation_environment = system.evaluation_environment
     chunk = jax.jit(jax.vmap(make_chunk(system, 2)))
     evaluation = jax.jit(
         jax.vmap(
@@ -478,7 +481,7 @@ def test_the_anakin_sac_steps_are_the_reverb_learners(tmp_path):
     from rl.core import Transition
 
     experiment, _ = compose_experiment(SMALL_SAC, str(tmp_path))
-    system, _ = make_system(experiment)
+    system = make_system(experiment)
     keys = jax.random.split(jax.random.PRNGKey(5), 4)
     batch = Transition(
         observation=jax.random.normal(keys[0], (32, 3)),
@@ -536,11 +539,12 @@ import numpy as np
 sys.path.insert(0, "tests")
 from test_anakin import SMALL_DQN, compose_experiment
 from rl.anakin.driver import compile_programs, replica_keys, replica_sharding
-from rl.anakin.system import make_system
+from rl.anakin.build import make_system
 
 assert len(jax.devices()) == 2
 experiment, _ = compose_experiment(SMALL_DQN, sys.argv[1])
-system, evaluation = make_system(experiment)
+system = make_system(experiment)
+evaluation = system.evaluation_environment
 keys = replica_keys(0, 4)
 results = []
 for sharding in (replica_sharding(4), None):
@@ -592,13 +596,13 @@ import numpy as np
 sys.path.insert(0, "tests")
 from test_anakin import SMALL_PPO, compose_experiment
 from rl.anakin.driver import compile_programs, initial_states, initial_states_program, replica_keys, replica_sharding
-from rl.anakin.system import make_system, with_hyperparameters
+from rl.anakin.build import make_system
 
 experiment, _ = compose_experiment(SMALL_PPO, sys.argv[1])
 sharding, keys = replica_sharding(18), replica_keys(0, 18)
 assert len(sharding.device_set) == 2
 values = {"agent.learning_rate": np.geomspace(1e-4, 1e-3, 18).astype(np.float32)}
-make = lambda values: make_system(with_hyperparameters(experiment, values))[0]
+make = lambda values: make_system(experiment, values)
 init = lambda key, values: make(values).init(key)
 text = initial_states_program(init).lower(keys, values).compile().as_text()
 # Each LAPACK call's first result is its matrices, (batch..., rows, columns).
@@ -610,7 +614,7 @@ for shape, target in calls:  # Each call holds one matrix (batch dimensions of s
 for _ in range(20):
     jax.block_until_ready(initial_states(init, keys, values))
 vmapped = jax.jit(jax.vmap(init))(keys, values)
-_, _, state = compile_programs(make, make_system(experiment)[1], keys, 1, sharding, values)
+_, _, state = compile_programs(make, make_system(experiment).evaluation_environment, keys, 1, sharding, values)
 assert {d for leaf in jax.tree_util.tree_leaves(state) for d in leaf.devices()} == sharding.device_set
 for a, b in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(vmapped)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -846,7 +850,7 @@ report = {"set": set_xla_flags(), "again": set_xla_flags(), "flags": os.environ.
 if sys.argv[1] == "imports":
     enable_compilation_cache(sys.argv[2])
     import jax
-    import rl.anakin.system, rl.agents.dqn.builder, rl.agents.sac.builder  # Every compiled agent.
+    import rl.anakin.driver, rl.agents.dqn.builder, rl.agents.ppo.builder, rl.agents.sac.builder  # Every compiled agent.
     jax.jit(lambda x: x + 1)(1.0)  # The first compilation starts the persistent cache.
     from jax._src import compilation_cache
     report["cache"] = compilation_cache._cache is not None
@@ -949,11 +953,65 @@ def test_agents_without_a_compiled_system_are_refused(tmp_path):
     assert "launcher=anakin does not compile agent=impala" in str(caught.value)
 
 
-def test_dqn_replay_ratio_must_be_whole_sgd_steps(tmp_path):
-    with pytest.raises(ConfigError) as caught:
-        compose_experiment(["experiment=dqn_gymnax_cartpole", "agent.samples_per_insert=12"], str(tmp_path))
-    assert caught.value.key == "agent.samples_per_insert"
-    assert "got 1.5" in str(caught.value)
+def test_dqn_replay_ratio_is_rounded_to_whole_sgd_steps_and_said_once(tmp_path, caplog):
+    """Each step of the copies takes a whole number of SGD steps: samples_per_insert is rounded to the
+    nearest (at least one), said once in the log; the system refuses settings that were not fitted."""
+    import dataclasses
+    import logging
+
+    from rl.systems.off_policy import OffPolicySystem
+
+    with caplog.at_level(logging.WARNING, logger="rl.anakin.launcher"):
+        experiment, _ = compose_experiment(
+            ["experiment=dqn_gymnax_cartpole", "agent.samples_per_insert=12"], str(tmp_path)
+        )
+    config = experiment.builder.config
+    assert (experiment.num_envs, config.batch_size, config.samples_per_insert) == (8, 64, 16.0)  # 1.5 -> 2 SGD steps.
+    assert [record.getMessage().split(" ")[1] for record in caplog.records] == ["agent.samples_per_insert=12.0"]
+    refusal = OffPolicySystem.refusal(dataclasses.replace(config, samples_per_insert=12.0), experiment.num_envs)
+    assert refusal.key == "agent.samples_per_insert" and "got 1.5" in refusal.message
+
+
+# Every agent that names a compiled system, with the gymnax task its actions fit.
+COMPILED_AGENTS = {
+    "dqn": "CartPole-v1",
+    "ppo": "CartPole-v1",
+    "sac": "Pendulum-v1",
+    "td3": "Pendulum-v1",
+    "d4pg": "Pendulum-v1",
+}
+
+
+def test_the_agents_that_name_a_compiled_system():
+    import importlib
+    import pkgutil
+
+    import rl.agents
+
+    packages = [module.name for module in pkgutil.iter_modules(rl.agents.__path__) if module.ispkg]
+    builders = {name: importlib.import_module(f"rl.agents.{name}").make_builder() for name in packages}
+    assert {name for name, builder in builders.items() if builder.compiled_system is not None} == set(COMPILED_AGENTS)
+
+
+@pytest.mark.current  # The compiled path is the same on both stacks.
+@pytest.mark.parametrize("agent", sorted(COMPILED_AGENTS))
+def test_an_agents_own_defaults_run_under_anakin(tmp_path, agent):
+    """`agent=X` with its defaults (one environment copy) runs as typed: values that must follow
+    environment.num_envs are derived, and the learner trains."""
+    overrides = [
+        "launcher=anakin",
+        f"agent={agent}",
+        "environment=gymnax",
+        f"environment.name={COMPILED_AGENTS[agent]}",
+        "max_actor_steps=1200",
+        "eval_every=600",
+        "eval_episodes=2",
+        "logger=csv",
+        "progress=false",
+        "checkpoint.enabled=false",
+    ]
+    summary = _train_in_process(overrides, str(tmp_path))
+    assert summary.status == "finished" and summary.actor_steps >= 1200 and summary.learner_steps > 0
 
 
 @pytest.mark.parametrize(

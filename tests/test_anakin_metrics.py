@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from test_anakin import compose_experiment
-from rl.anakin.system import make_chunk, make_system
+from rl.anakin.build import make_system
+from rl.systems.base import make_chunk
 
 
 # 4 copies, one SGD step of 16 transitions per update once 64 transitions are stored
@@ -35,7 +36,7 @@ TINY_DQN = [
 
 def test_a_chunk_averages_the_learner_metrics_over_the_updates_that_trained(tmp_path):
     experiment, _ = compose_experiment(TINY_DQN, str(tmp_path))
-    system, _ = make_system(experiment)
+    system = make_system(experiment)
     state = jax.jit(system.init)(jax.random.PRNGKey(3))
 
     def one(state, _):

@@ -61,7 +61,7 @@ def test_cartpole_episodes_end_at_the_500_step_limit_in_the_compiled_copies():
     """Whatever gymnax counts in `step_env`'s done (0.0.9: the limit too; 1.x: terminations only), every
     episode ends by step 500: a termination before it (discount 0) or a truncation at exactly 500 steps
     (discount 1, return 500), and the copy starts over; an evaluation round never counts a 501st step."""
-    from rl.anakin.system import evaluate, rollout
+    from rl.systems.base import evaluate, rollout
 
     copies, steps = 8, 1200
     vector = GymnaxVector("CartPole-v1", copies)

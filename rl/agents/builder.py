@@ -4,7 +4,7 @@ agent's learning as pure functions (`Learning`), and the learner running them on
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, ClassVar, Iterator, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +16,8 @@ from rl.agents.actors import FeedForwardActor, Policy
 from rl.counting import Counter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.policies import EpsilonGreedy
-from rl.core import EnvironmentSpec, is_discrete, VariableClient
+from rl.systems.base import CompiledAgent, System
+from rl.core import Batch, EnvironmentSpec, NumericalError, VariableClient, is_discrete
 
 # Added to every written priority, so an item whose TD errors are all 0 can still be sampled.
 PRIORITY_FLOOR = 1e-6
@@ -24,22 +25,6 @@ PRIORITY_FLOOR = 1e-6
 CHECK_EVERY = 100
 # That record before any fault: (first non-finite learner step or -1, index of its term, its value).
 NO_FAULT = (np.int32(-1), np.int32(-1), np.float32(0.0))
-
-
-class NumericalError(RuntimeError):
-    """The learner produced a non-finite loss or parameter; names the step and the term."""
-
-
-class Batch(NamedTuple):
-    """A replayed minibatch and its importance weights (1 for uniform sampling)."""
-
-    data: Any
-    importance_weights: Any
-
-    @classmethod
-    def uniform(cls, data: Any) -> Batch:
-        size = jax.tree_util.tree_leaves(data)[0].shape[0]
-        return cls(data, jnp.ones((size,), jnp.float32))
 
 
 def importance_weights(probabilities: jax.Array, table_size: jax.Array, exponent: float) -> jax.Array:
@@ -185,8 +170,8 @@ class ActorLearnerBuilder(abc.ABC):
     action_kind: str | None = "discrete"
     # What the network factory must build (network factories carry the same attribute).
     network_kind: str = "q_values"
-    # How launcher=anakin compiles it (rl/anakin/system.py): "off_policy", "on_policy" or None (not).
-    anakin: str | None = None
+    # The compiled system launcher=anakin runs it under (rl/systems/); None: launcher=local and ray only.
+    compiled_system: ClassVar[type[System] | None] = None
     # What replay holds: "transitions" (n-step), "sequences" (`config.sequence_length` rows, a new one
     # every `sequence_period` rows of each copy, with `extras_spec`) or "queue" (such sequences, each trained on once).
     replay: str = "transitions"
@@ -207,6 +192,12 @@ class ActorLearnerBuilder(abc.ABC):
 
     @abc.abstractmethod
     def make_learning(self, networks: Any) -> Learning: ...
+
+    def compiled_agent(self, networks: Any, environment_spec: EnvironmentSpec) -> CompiledAgent:
+        """What `compiled_system` asks of this agent: its config, learning and both policies."""
+        behaviour = self.make_policy(networks, environment_spec, evaluation=False)
+        evaluation = self.make_policy(networks, environment_spec, evaluation=True)
+        return CompiledAgent(self.config, self.make_learning(networks), behaviour, evaluation)
 
     def make_actor_policy(self, networks: Any, environment_spec: EnvironmentSpec, actor_id: int) -> Policy:
         """Actor `actor_id`'s behaviour policy (R2D2 gives each actor its own)."""

@@ -18,6 +18,7 @@ from rl.agents.configs import ContinuousConfig
 from rl.networks.base import ActorCriticNetworks
 from rl.policies import Deterministic, GaussianNoise, Stochastic
 from rl.core import EnvironmentSpec, is_discrete
+from rl.systems.off_policy import OffPolicySystem
 
 # The training-state fields of a deterministic actor-critic with target networks (TD3, D4PG).
 TARGET_FIELDS = (
@@ -135,7 +136,7 @@ class ContinuousBuilder(ActorLearnerBuilder):
 
     action_kind = "continuous"
     network_kind = "actor_critic"
-    anakin = "off_policy"
+    compiled_system = OffPolicySystem
     default_exploration = GaussianNoise
     # Whether the policy network is a tanh-Gaussian (SAC) or deterministic (TD3, D4PG).
     stochastic_policy = False

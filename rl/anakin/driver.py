@@ -15,16 +15,16 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from rl.agents.builder import NumericalError
-from rl.anakin.launcher import steps_per_update
-from rl.anakin.system import System, evaluate, make_chunk, make_system, with_hyperparameters
+from rl.anakin.build import make_system, steps_per_update
 from rl.environment_loop import spread
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
 from rl.experiments.config import ExperimentConfig
+from rl.core import NumericalError
 from rl.experiments.resume import trim_logs
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
 from rl.loggers.base import TRANSCRIPT, Logger, format_number
+from rl.systems.base import Explores, System, evaluate, make_chunk
 
 log = logging.getLogger(__name__)
 
@@ -143,10 +143,10 @@ class AnakinNodes(lifecycle.Nodes):
         start = time.perf_counter()
 
         def programs() -> tuple[Any, Any, Any]:
-            system, evaluation_environment = make_system(experiment)
-            make = lambda values: make_system(with_hyperparameters(experiment, values))[0] if values else system
+            system = make_system(experiment)
+            make = lambda values: make_system(experiment, values) if values else system
             return compile_programs(
-                make, evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
+                make, system.evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
             )
 
         try:  # A stop while compiling or initialising ends the run with nothing new to checkpoint.
@@ -228,8 +228,8 @@ class AnakinNodes(lifecycle.Nodes):
             learner_metrics = values if trained else {}
             log["learner"].write({**counts, **learner_metrics, "steps_per_second": rate})
             if episodes:
-                exploration = getattr(self.replica_experiments[index].builder.exploration, "exploration_metrics", None)
-                named = exploration(counts["actor_steps"]) if exploration else {}
+                head = self.replica_experiments[index].builder.exploration
+                named = head.exploration_metrics(counts["actor_steps"]) if isinstance(head, Explores) else {}
                 log["actor"].write({**counts, **episode, "episodes": episodes, **named, "steps_per_second": rate})
             faults = sorted(key for key, value in learner_metrics.items() if not np.isfinite(value))
             if faults:

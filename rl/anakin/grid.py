@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import os
 import sys
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rl.anakin.launcher import AnakinLauncher
 from rl.checkpointing import flatten_mapping
+from rl.experiments.jobs import Job, finish_job, refuse_job, report
 from rl.loggers.base import JOB_PREFIX, TRANSCRIPT
 
 log = logging.getLogger(__name__)
@@ -44,20 +45,21 @@ def group_jobs(configs: Sequence[dict[str, Any]]) -> list[tuple[list[int], list[
 
 
 def value_of(experiment: Any, key: str) -> Any:
-    """A batchable key's value in a built experiment (None when the builder has no such field)."""
+    """A batchable key's value in a built experiment (None when the builder's dataclass has no such field)."""
     group, name = key.split(".", 1)
     part = experiment.builder.config if group == "agent" else experiment.builder.exploration
-    return getattr(part, name, None)
+    return vars(part)[name] if name in {field.name for field in dataclasses.fields(part)} else None
 
 
 def untraceable(experiment: Any, keys: Sequence[str]) -> str | None:
     """Why one replica's system cannot take `keys` as traced values (None: it can), from a trace only."""
     import jax
 
-    from rl.anakin.system import make_chunk, make_system, with_hyperparameters
+    from rl.anakin.build import make_system
+    from rl.systems.base import make_chunk
 
     def step(values: dict[str, jax.Array]) -> Any:
-        system = make_system(with_hyperparameters(experiment, values))[0]
+        system = make_system(experiment, values)
         return make_chunk(system, 1)(system.init(jax.random.PRNGKey(0)))
 
     try:
@@ -105,7 +107,7 @@ class GridJob:
 
     number: int
     result: JobReturn
-    job: Any  # rl.train.Job
+    job: Job
     log_file: str
 
 
@@ -131,7 +133,6 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     from rl.experiments import lifecycle
     from rl.experiments.pruning import OptunaTrial
     from rl.loggers import DefaultLoggerFactory
-    from rl.train import finish_job, report
 
     experiments = [grid_job.job.experiment for grid_job in jobs]
     for experiment in experiments:
@@ -173,12 +174,15 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
 
 
 def launch(
-    hydra_context: HydraContext, config: DictConfig, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    hydra_context: HydraContext,
+    config: DictConfig,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+    prepare_job: Callable[[DictConfig], Job | float],
 ) -> list[JobReturn]:
-    """Prepares every job as Hydra's own launchers run one (its directory, .hydra/, train.log), then
-    trains each group; returns each job's result with the value its run returns."""
-    from rl.train import Job, prepare_job, refuse_job
-
+    """Prepares every job with `prepare_job` (the entry point's first half) as Hydra's own launchers run
+    one (its directory, .hydra/, train.log), then trains each group; returns each job's result with the
+    value its run returns."""
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     sweep_directory = os.path.abspath(str(config.hydra.sweep.dir))

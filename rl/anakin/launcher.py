@@ -10,6 +10,7 @@ import re
 import sys
 from typing import Any
 
+from rl.anakin.build import make_system, steps_per_update, system_class
 from rl.environments.factories import is_jax_native
 from rl.experiments.config import ExperimentConfig
 from rl.experiments.launchers.base import Launcher
@@ -56,19 +57,31 @@ def set_xla_flags(flags: str | None = None) -> bool:
     return True
 
 
-def _rounded(experiment: ExperimentConfig, key: str, step: int, why: str) -> ExperimentConfig:
-    value = getattr(experiment, key)
+def _rounded(key: str, value: int, step: int, why: str) -> int:
+    """`value` rounded to a whole number of `step`s (at least one), said once in the log when it changes."""
     if value % step == 0:
-        return experiment
+        return value
     rounded = max(step, round(value / step) * step)
     log.warning("launcher=anakin: %s=%d rounded to %d, %s", key, value, rounded, why)
-    return dataclasses.replace(experiment, **{key: rounded})
+    return rounded
 
 
-def steps_per_update(experiment: ExperimentConfig) -> int:
-    """Environment steps (all copies) one learner update consumes: an on-policy rollout, else one step."""
-    on_policy = experiment.builder.anakin == "on_policy"
-    return experiment.num_envs * (experiment.builder.config.unroll_length if on_policy else 1)
+def derive_settings(experiment: ExperimentConfig) -> ExperimentConfig:
+    """The experiment with the agent's values that must follow environment.num_envs derived by its
+    system, each said once in the log."""
+    builder = experiment.builder
+    config = builder.config
+    for change in system_class(experiment).derived(config, experiment.num_envs):
+        log.warning("launcher=anakin: agent.%s=%s set to %s: %s", change.key, change.typed, change.value, change.why)
+        try:
+            config = dataclasses.replace(config, **{change.key: change.value})
+        except ValueError as error:
+            raise ConfigError(
+                f"agent.{change.key}", f"follows environment.num_envs under launcher=anakin: {error}"
+            ) from None
+    if config is builder.config:
+        return experiment
+    return dataclasses.replace(experiment, builder=type(builder)(config, exploration=builder.exploration))
 
 
 class AnakinLauncher(Launcher):
@@ -86,33 +99,25 @@ class AnakinLauncher(Launcher):
         set_xla_flags()  # Made before any program is compiled.
 
     def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
-        """The experiment with an on-policy batch of one rollout, whole updates and chunks, checked."""
-        builder = experiment.builder
-        if builder.anakin is None:
+        """The experiment with the values its system derives, whole updates and chunks, checked."""
+        if experiment.builder.compiled_system is None:
             raise ConfigError(
                 "agent",
-                f"launcher=anakin does not compile agent={experiment.agent_name} (its builder names no `anakin` "
-                "system); use launcher=local or launcher=ray for it",
+                f"launcher=anakin does not compile agent={experiment.agent_name} (its builder names no "
+                "`compiled_system`); use launcher=local or launcher=ray for it",
             )
-        if builder.anakin == "on_policy" and builder.config.batch_size != experiment.num_envs:
-            log.warning(
-                "launcher=anakin: agent.batch_size=%d set to environment.num_envs=%d (a batch is one rollout of every copy)",
-                builder.config.batch_size,
-                experiment.num_envs,
-            )
-            try:
-                config = dataclasses.replace(builder.config, batch_size=experiment.num_envs)
-            except ValueError as error:
-                raise ConfigError(
-                    "agent.batch_size", f"follows environment.num_envs under launcher=anakin: {error}"
-                ) from None
-            experiment = dataclasses.replace(experiment, builder=type(builder)(config, exploration=builder.exploration))
+        experiment = derive_settings(experiment)
         per_update = steps_per_update(experiment)
         if self.steps_per_chunk is None:
             whole = f"whole updates of {per_update} environment steps (one chunk each)"
-            experiment = _rounded(experiment, "eval_every", per_update, whole)
+            experiment = dataclasses.replace(
+                experiment, eval_every=_rounded("eval_every", experiment.eval_every, per_update, whole)
+            )
         chunk = (self.steps_per_chunk or experiment.eval_every // per_update) * per_update
-        experiment = _rounded(experiment, "max_actor_steps", chunk, f"whole chunks of {chunk} environment steps")
+        budget = _rounded(
+            "max_actor_steps", experiment.max_actor_steps, chunk, f"whole chunks of {chunk} environment steps"
+        )
+        experiment = dataclasses.replace(experiment, max_actor_steps=budget)
         self.check_experiment(experiment)
         return experiment
 
@@ -126,24 +131,9 @@ class AnakinLauncher(Launcher):
             )
         if experiment.observers:
             raise ConfigError("observers", "launcher=anakin runs no observers; remove them (observers=[])")
-        config = experiment.builder.config
-        if experiment.builder.anakin == "on_policy" and config.normalize_observations:
-            raise ConfigError(
-                "agent.normalize_observations", "is not supported by launcher=anakin yet; set it to false"
-            )
-        if experiment.builder.anakin == "off_policy":
-            sgd_steps = experiment.num_envs * config.samples_per_insert / config.batch_size
-            if sgd_steps < 1 or abs(sgd_steps - round(sgd_steps)) > 1e-9:
-                raise ConfigError(
-                    "agent.samples_per_insert",
-                    f"under launcher=anakin each step of the {experiment.num_envs} environment copies inserts "
-                    f"{experiment.num_envs} transitions and takes num_envs * samples_per_insert / batch_size SGD "
-                    f"steps, which must be a whole number >= 1; got {sgd_steps:g}",
-                )
-            if config.prioritized:
-                raise ConfigError(
-                    "agent.prioritized", "prioritized replay is not supported by launcher=anakin yet; set it to false"
-                )
+        refusal = system_class(experiment).refusal(experiment.builder.config, experiment.num_envs)
+        if refusal is not None:
+            raise ConfigError(refusal.key, refusal.message)
         per_update = steps_per_update(experiment)
         steps_per_chunk = self.steps_per_chunk or experiment.eval_every // per_update
         if not steps_per_chunk or experiment.max_actor_steps % (steps_per_chunk * per_update):
@@ -156,7 +146,6 @@ class AnakinLauncher(Launcher):
 
         from rl import checkpointing
         from rl.anakin.driver import replica_keys
-        from rl.anakin.system import make_system
 
         latest, _ = checkpointing.find_latest(experiment.run_directory, warn=False)
         chunk_steps = self.check_experiment(experiment) * steps_per_update(experiment)
@@ -167,7 +156,7 @@ class AnakinLauncher(Launcher):
                 f"max_actor_steps={experiment.max_actor_steps} from there: resume with the run's own "
                 "launcher.steps_per_chunk"
             )
-        return jax.eval_shape(jax.vmap(make_system(experiment)[0].init), replica_keys(experiment.seed, self.num_seeds))
+        return jax.eval_shape(jax.vmap(make_system(experiment).init), replica_keys(experiment.seed, self.num_seeds))
 
     def __call__(self, experiment: ExperimentConfig) -> RunSummary:
         from rl.anakin.driver import AnakinNodes

@@ -15,6 +15,7 @@ from rl.agents.builder import Batch, Learning, ActorLearnerBuilder, normalized_w
 from rl.networks.base import FeedForwardNetwork
 from rl.policies import Greedy
 from rl.core import EnvironmentSpec, Transition
+from rl.systems.off_policy import OffPolicySystem
 
 
 class TrainingState(NamedTuple):
@@ -95,7 +96,7 @@ def double_q_loss(
 
 
 class DQNBuilder(ActorLearnerBuilder):
-    anakin = "off_policy"
+    compiled_system = OffPolicySystem
 
     def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
         head = Greedy() if evaluation else self.exploration

@@ -4,6 +4,7 @@ policy; `mask` is 1 for a step actually taken, and every mean is over those rows
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
@@ -18,6 +19,8 @@ from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.base import FeedForwardNetwork
 from rl.networks.base import entropy as policy_entropy
 from rl.networks.base import log_prob as policy_log_prob
+from rl.systems.base import CompiledAgent
+from rl.systems.on_policy import OnPolicySystem
 
 if TYPE_CHECKING:
     from rl.replay.adders import SequenceStep
@@ -201,7 +204,13 @@ def ppo_update(
 
 
 class PPOBuilder(on_policy.SequenceQueueBuilder):
-    anakin = "on_policy"
+    compiled_system = OnPolicySystem
+
+    def compiled_agent(self, network: FeedForwardNetwork, environment_spec: Any) -> CompiledAgent:
+        """Its bootstrap value is the network's value head; its schedules' clock, the actor steps trained on."""
+        agent = super().compiled_agent(network, environment_spec)
+        value = lambda state, observations: network.apply(state.params, observations)[1]
+        return dataclasses.replace(agent, bootstrap_value=value, clock=lambda state: state.actor_steps)
 
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
         config = self.config

@@ -1,0 +1,63 @@
+"""An experiment's compiled system: the system class its agent names, built on the experiment's gymnax
+environment, with a grid replica's values set on copies of the agent's config and exploration."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import TYPE_CHECKING, Any
+
+from rl.experiments.config import ExperimentConfig
+
+if TYPE_CHECKING:  # Imported when a system is built: the launcher's checks import no JAX.
+    from rl.systems.base import System, SystemInputs
+
+
+def system_class(experiment: ExperimentConfig) -> type[System]:
+    """The compiled system the experiment's agent names (launcher=anakin refuses an agent that names none)."""
+    system = experiment.builder.compiled_system
+    assert system is not None, "launcher=anakin's fit_experiment refuses an agent without a compiled system"
+    return system
+
+
+def steps_per_update(experiment: ExperimentConfig) -> int:
+    """Environment steps (all copies) one learner update consumes."""
+    return system_class(experiment).steps_per_update(experiment.builder.config, experiment.num_envs)
+
+
+def system_inputs(experiment: ExperimentConfig) -> SystemInputs:
+    """The run a system compiles; the environment factory is the gymnax one, bound to its name and kwargs
+    (launcher=anakin's check_experiment refuses any other)."""
+    from rl.systems.base import SystemInputs
+
+    factory = experiment.environment_factory
+    options = factory.keywords if isinstance(factory, functools.partial) else {}
+    return SystemInputs(
+        name=options["name"],
+        kwargs=options.get("kwargs"),
+        num_envs=experiment.num_envs,
+        eval_episodes=experiment.eval_episodes,
+        max_actor_steps=experiment.max_actor_steps,
+        spec=experiment.environment_spec,
+    )
+
+
+def replica_builder(builder: Any, values: dict[str, Any]) -> Any:
+    """The builder with one replica's `values` ("agent.<field>": its config's, "policy.<field>": its
+    exploration's; traced scalars) on replaced copies: the agent's maths then reads them like any constant."""
+    fields: dict[str, dict[str, Any]] = {"agent": {}, "policy": {}}
+    for key, value in values.items():
+        group, name = key.split(".", 1)
+        fields[group][name] = value
+    config = dataclasses.replace(builder.config, **fields["agent"])
+    exploration = dataclasses.replace(builder.exploration, **fields["policy"])
+    return type(builder)(config, exploration=exploration)
+
+
+def make_system(experiment: ExperimentConfig, values: dict[str, Any] | None = None) -> System:
+    """The experiment's system (one replica's: `values`, see `replica_builder`) on `num_envs` gymnax
+    copies; its `evaluation_environment` has `eval_episodes` copies."""
+    builder = replica_builder(experiment.builder, values) if values else experiment.builder
+    spec = experiment.environment_spec
+    agent = builder.compiled_agent(experiment.network_factory(environment_spec=spec), spec)
+    return system_class(experiment)(agent, system_inputs(experiment))

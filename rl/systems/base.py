@@ -1,0 +1,217 @@
+"""A compiled system: pure `init(key)` and `update(state)` (one learner update with its acting) over one
+replica's training state, generic over agents. An agent hands its system a `CompiledAgent`; the system
+class answers what a launcher must know before compiling (steps per update, values it derives, refusals)."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+
+from rl.core import Batch, EnvironmentSpec
+from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
+
+# `(params, key, observations, step) -> actions` or `(actions, extras)`: a builder's `make_policy`.
+Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], Any]
+
+# False: the update took no SGD step; its other metrics are placeholders, left out of the means.
+TRAINED = "trained"
+
+
+class Learning(Protocol):
+    """An agent's learning as pure functions (rl.agents.builder.Learning is one)."""
+
+    init: Callable[[jax.Array], Any]
+    sgd_step: Callable[[Any, Batch], tuple[Any, dict[str, jax.Array], Any]]
+    policy_params: Callable[[Any], Any]
+
+    def learner_steps(self, state: Any) -> jax.Array: ...
+
+
+@runtime_checkable
+class Explores(Protocol):
+    """A behaviour policy's head that reports the exploration it acts with (for episode records)."""
+
+    def exploration_metrics(self, step: int) -> dict[str, float]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledAgent:
+    """What a system asks of an agent. `settings`: the agent's config, read through the fields the system
+    class's `Settings` protocol names. `bootstrap_value(learner state, observations) -> values` and
+    `clock(learner state) -> actor steps` (its schedules' clock) are what an on-policy system needs too."""
+
+    settings: Any
+    learning: Learning
+    behaviour_policy: Policy
+    evaluation_policy: Policy
+    bootstrap_value: Callable[[Any, jax.Array], jax.Array] | None = None
+    clock: Callable[[Any], jax.Array] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemInputs:
+    """The run a system compiles: gymnax environment `name` (`kwargs` to gymnax.make), `num_envs` training
+    copies, `eval_episodes` evaluation copies, the actor-step budget and the environment's spec."""
+
+    name: str
+    kwargs: dict[str, Any] | None
+    num_envs: int
+    eval_episodes: int
+    max_actor_steps: int
+    spec: EnvironmentSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Derived:
+    """A value of the agent's config that must follow another under this system: `key` (a field),
+    the value typed, the one it becomes, and why (a clause for the run's log)."""
+
+    key: str
+    typed: Any
+    value: Any
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """A setting a system cannot run: the config key and why, in one line."""
+
+    key: str
+    message: str
+
+
+class System(abc.ABC):
+    """A subclass adds `init(key)` and `update(state) -> (state, metrics, EnvStep)`; its state has `learner`."""
+
+    def __init__(self, agent: CompiledAgent, inputs: SystemInputs):
+        self.agent, self.config, self.learning = agent, agent.settings, agent.learning
+        self.environment = GymnaxVector(inputs.name, inputs.num_envs, inputs.kwargs)
+        self.evaluation_environment = GymnaxVector(inputs.name, inputs.eval_episodes, inputs.kwargs)
+        self.behaviour_policy: Policy = agent.behaviour_policy
+        self.evaluation_policy: Policy = agent.evaluation_policy
+
+    @classmethod
+    @abc.abstractmethod
+    def steps_per_update(cls, settings: Any, num_envs: int) -> int:
+        """Environment steps (all copies) one learner update consumes."""
+
+    @classmethod
+    def derived(cls, settings: Any, num_envs: int) -> list[Derived]:
+        """The values of `settings` that must change to follow `num_envs` (none by default)."""
+        return []
+
+    @classmethod
+    def refusal(cls, settings: Any, num_envs: int) -> Refusal | None:
+        """Why the (fitted) settings cannot run under this system (None: they can)."""
+        return None
+
+    @abc.abstractmethod
+    def init(self, key: jax.Array) -> Any: ...
+
+    @abc.abstractmethod
+    def update(self, state: Any) -> tuple[Any, dict[str, jax.Array], EnvStep]: ...
+
+    def evaluation_params(self, state: Any) -> Any:
+        return self.learning.policy_params(state.learner)
+
+    def act(self, state: Any, key: jax.Array, length: int, clock: jax.Array) -> tuple[VectorState, Trajectory]:
+        """`length` steps of the copies in `state` under the behaviour policy (`clock`: its actor steps)."""
+        params = self.learning.policy_params(state.learner)
+        return rollout(self.environment, self.behaviour_policy, params, state.environment, key, length, clock)
+
+
+class Trajectory(NamedTuple):
+    """T steps of N copies, each field (T, N, ...)."""
+
+    observation: jax.Array
+    action: jax.Array
+    extras: Any
+    step: EnvStep
+
+
+def rollout(
+    environment: GymnaxVector,
+    policy: Policy,
+    params: Any,
+    state: VectorState,
+    key: jax.Array,
+    length: int,
+    policy_step: jax.Array | int = 0,
+) -> tuple[VectorState, Trajectory]:
+    """`length` steps of every copy in one `lax.scan`; `policy` returns (actions, extras);
+    `policy_step`: the schedules' clock (actor steps)."""
+
+    def one_step(state: VectorState, inputs: tuple[jax.Array, jax.Array]) -> tuple[VectorState, Trajectory]:
+        step_key, t = inputs
+        policy_key, environment_key = jax.random.split(step_key)
+        clock = jnp.asarray(policy_step, jnp.int32) + t * environment.num_envs
+        action, extras = policy(params, policy_key, state.observation, clock)
+        next_state, answer = environment.step(state, action, environment_key)
+        return next_state, Trajectory(state.observation, action, extras, answer)
+
+    return jax.lax.scan(one_step, state, (jax.random.split(key, length), jnp.arange(length, dtype=jnp.int32)))
+
+
+def make_chunk(system: System, steps_per_chunk: int) -> Callable[[Any], tuple[Any, dict[str, jax.Array]]]:
+    """`state -> (state, metrics)`: `steps_per_chunk` updates of one replica; learner metrics are
+    means over the updates that trained (NaN if none did)."""
+
+    def body(state: Any, _: None) -> tuple[Any, tuple[dict[str, jax.Array], tuple[jax.Array, ...]]]:
+        state, metrics, step = system.update(state)
+        ended = (jnp.sum(step.done.astype(jnp.int32)), jnp.sum(step.episode_return), jnp.sum(step.episode_length))
+        return state, (metrics, ended)
+
+    def chunk(state: Any) -> tuple[Any, dict[str, jax.Array]]:
+        state, (metrics, (episodes, returns, lengths)) = jax.lax.scan(body, state, None, length=steps_per_chunk)
+        trained = metrics.pop(TRAINED, jnp.ones((steps_per_chunk,), bool))
+        updates = jnp.sum(trained)
+
+        def mean(values: jax.Array) -> jax.Array:
+            mask = jnp.reshape(trained, trained.shape + (1,) * (values.ndim - 1))
+            total = jnp.sum(jnp.where(mask, values, 0), axis=0)
+            return jnp.where(updates > 0, total / jnp.maximum(updates, 1), jnp.nan)
+
+        episodes = jnp.sum(episodes)
+        count = jnp.maximum(episodes, 1).astype(jnp.float32)
+        return state, {
+            **{name: mean(values) for name, values in metrics.items()},
+            "trained_updates": updates,
+            "episodes": episodes,
+            "episode_return": jnp.sum(returns) / count,
+            "episode_length": jnp.sum(lengths).astype(jnp.float32) / count,
+            "learner_steps": system.learning.learner_steps(state.learner),
+        }
+
+    return chunk
+
+
+class EvaluationResult(NamedTuple):
+    returns: jax.Array
+    lengths: jax.Array
+
+
+def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Array) -> EvaluationResult:
+    """Every copy runs until its first episode ends (or one step past the episode limit); `policy`
+    returns (actions, extras)."""
+    reset_key, key = jax.random.split(key)
+    limit = int(environment.params.max_steps_in_episode) + 1
+    zeros = jnp.zeros((environment.num_envs,), jnp.float32)
+    running = lambda carry: jnp.logical_and(~jnp.all(carry[4]), carry[5] < limit)  # Not all finished, t < limit.
+
+    def one_step(carry: tuple) -> tuple:
+        state, key, returns, lengths, finished, t = carry
+        key, policy_key, environment_key = jax.random.split(key, 3)
+        action, _ = policy(params, policy_key, state.observation, t)
+        state, answer = environment.step(state, action, environment_key)
+        counted = ~finished
+        returns = returns + jnp.where(counted, answer.reward, 0.0)
+        lengths = lengths + counted.astype(jnp.float32)
+        return state, key, returns, lengths, finished | answer.done, t + 1
+
+    carry = (environment.reset(reset_key), key, zeros, zeros, zeros > 0, jnp.zeros((), jnp.int32))
+    _, _, returns, lengths, _, _ = jax.lax.while_loop(running, one_step, carry)
+    return EvaluationResult(returns, lengths)

@@ -1,0 +1,93 @@
+"""The on-policy system: each update is one rollout of every environment copy, trained on once."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+
+from rl.core import Batch
+from rl.environments.gymnax_vector import EnvStep, VectorState
+from rl.replay.adders import SequenceStep
+from rl.systems.base import CompiledAgent, Derived, Refusal, System, SystemInputs, Trajectory
+
+
+class Settings(Protocol):
+    """The agent config fields this system reads."""
+
+    discount: float
+    unroll_length: int
+    batch_size: int
+    normalize_observations: bool
+
+
+class OnPolicyState(NamedTuple):
+    learner: Any
+    environment: VectorState
+    key: jax.Array
+
+
+def to_sequences(
+    trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array, gamma: float
+) -> SequenceStep:
+    """A rollout as N sequences of T + 1 rows (OnPolicySystem's docstring); `final_values` (T, N)."""
+    step = trajectory.step
+    reward = step.reward + gamma * step.truncated.astype(jnp.float32) * final_values
+    discount = 1.0 - step.done.astype(jnp.float32)
+    rows = SequenceStep(
+        trajectory.observation, trajectory.action, reward, discount, jnp.ones_like(reward), trajectory.extras
+    )
+    last = jax.tree_util.tree_map(lambda x: jnp.zeros_like(x[0]), rows)
+    last = last._replace(observation=last_observation, discount=jnp.ones_like(last.discount))
+    with_last = lambda rows, last: jnp.swapaxes(jnp.concatenate([rows, last[None]], axis=0), 0, 1)
+    return jax.tree_util.tree_map(with_last, rows, last)
+
+
+class OnPolicySystem(System):
+    """One update: `unroll_length` steps of every copy as a batch of `SequenceStep` sequences of
+    `unroll_length + 1` rows (the last only bootstraps), one per copy. A truncation's row gets reward
+    r_t + gamma * V(s_final) (the agent's `bootstrap_value`) and discount 0. The behaviour policy returns
+    (actions, extras); the agent's `clock` is its schedules' actor steps."""
+
+    def __init__(self, agent: CompiledAgent, inputs: SystemInputs):
+        if agent.bootstrap_value is None or agent.clock is None:
+            raise ValueError("an on-policy agent gives its system a bootstrap_value and a clock")
+        super().__init__(agent, inputs)
+        self.bootstrap_value, self.clock = agent.bootstrap_value, agent.clock
+
+    @classmethod
+    def steps_per_update(cls, settings: Settings, num_envs: int) -> int:
+        return num_envs * settings.unroll_length
+
+    @classmethod
+    def derived(cls, settings: Settings, num_envs: int) -> list[Derived]:
+        if settings.batch_size == num_envs:
+            return []
+        why = f"a batch is one rollout of each of the environment.num_envs={num_envs} copies"
+        return [Derived("batch_size", settings.batch_size, num_envs, why)]
+
+    @classmethod
+    def refusal(cls, settings: Settings, num_envs: int) -> Refusal | None:
+        if settings.normalize_observations:
+            return Refusal("agent.normalize_observations", "is not supported by launcher=anakin yet; set it to false")
+        return None
+
+    def init(self, key: jax.Array) -> OnPolicyState:
+        learner_key, environment_key, key = jax.random.split(key, 3)
+        return OnPolicyState(self.learning.init(learner_key), self.environment.reset(environment_key), key)
+
+    def update(self, state: OnPolicyState) -> tuple[OnPolicyState, dict[str, jax.Array], EnvStep]:
+        key, rollout_key = jax.random.split(state.key)
+        clock = self.clock(state.learner)
+        environment, trajectory = self.act(state, rollout_key, self.config.unroll_length, clock)
+        learner, metrics = self.learn(state.learner, trajectory, environment.observation)
+        return OnPolicyState(learner, environment, key), metrics, trajectory.step
+
+    def learn(self, learner: Any, trajectory: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:
+        final = trajectory.step.final_observation
+        flat = jnp.reshape(final, (-1,) + final.shape[2:])
+        final_values = jnp.reshape(self.bootstrap_value(learner, flat), final.shape[:2])
+        batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
+        learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
+        return learner, metrics
