@@ -102,7 +102,7 @@ def test_a_writer_whose_server_was_replaced_gives_up_at_the_next_slice_not_at_it
     import time
 
     from rl.replay import adders
-    from rl.replay.server import WatchedClient
+    from rl.replay.client import WatchedClient
 
     monkeypatch.setattr(adders, "WRITE_SLICE_MS", 300)
     server = make_server([reverb.Table.queue("q", 1000)])
@@ -142,7 +142,7 @@ def test_a_write_blocked_longer_than_a_slice_completes_when_the_server_takes_it(
     import time
 
     from rl.replay import adders
-    from rl.replay.server import WatchedClient
+    from rl.replay.client import WatchedClient
 
     monkeypatch.setattr(adders, "WRITE_SLICE_MS", 200)
     server = make_server([reverb.Table.queue("q", 4)])

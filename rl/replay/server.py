@@ -1,5 +1,5 @@
-"""Reverb's side: the server (checkpointing only with the checkpointer a run passes), its watched client,
-the tables and their replay-ratio rules, and the learner's batches: prefetched out of reverb, or out of
+"""Reverb's side: the server (checkpointing only with the checkpointer a run passes), the tables and
+their replay-ratio rules, and the learner's batches: prefetched out of reverb, or out of
 `launcher.deterministic=true`'s seeded in-process replay (reverb's selectors take no seed)."""
 
 from __future__ import annotations
@@ -110,14 +110,6 @@ def make_server(
 ) -> reverb.Server:
     """A reverb server of `tables` on `port` (None: a free one), checkpointing with `checkpointer`, if any."""
     return reverb.Server(list(tables), port=port, checkpointer=checkpointer or NoCheckpointer())
-
-
-class WatchedClient(reverb.Client):
-    """A reverb client whose `replaced()` tells whether a new server replaced its own (an adder then stops waiting)."""
-
-    def __init__(self, server_address: str, replaced: Callable[[], bool]):
-        super().__init__(server_address)
-        self.replaced = replaced
 
 
 @dataclasses.dataclass(frozen=True)
