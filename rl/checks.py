@@ -6,8 +6,9 @@ from typing import Any, Callable
 
 
 def _require(config: Any, names: tuple[str, ...], holds: Callable[[Any], bool], condition: str) -> None:
+    """Checks the fields `names` of the dataclass instance `config` (read from its `__dict__`)."""
     for name in names:
-        value = getattr(config, name)
+        value = vars(config)[name]
         if not holds(value):
             raise ValueError(f"{name} must be {condition}, got {value}")
 
