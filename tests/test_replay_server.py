@@ -50,7 +50,7 @@ def test_a_writer_facing_a_dead_server_raises_a_timeout_naming_it_after_its_boun
 
     from rl.replay.adders import NStepTransitionAdder, ReplayTimeoutError
     from rl.replay.adders import transition_codec
-    from rl.replay.server import make_transition_table
+    from rl.replay.server import make_sequence_table
     from rl.core import EnvironmentSpec
 
     spec = EnvironmentSpec(
@@ -59,7 +59,8 @@ def test_a_writer_facing_a_dead_server_raises_a_timeout_naming_it_after_its_boun
         rewards=specs.Array((), np.float32),
         discounts=specs.BoundedArray((), np.float32, 0.0, 1.0),
     )
-    server = make_server([make_transition_table("t", spec, 1000, reverb.rate_limiters.MinSize(1))])
+    signature = transition_codec(spec).signature()
+    server = make_server([make_sequence_table("t", signature, 1000, reverb.rate_limiters.MinSize(1), None)])
     client = reverb.Client(f"localhost:{server.port}")
     adder = NStepTransitionAdder(
         client, "t", 1, 0.99, max_pending_items=4, timeout_ms=1500, codec=transition_codec(spec)

@@ -35,14 +35,9 @@ class ExploringPolicy:
         return self.act(params, key, observations, step)
 
 
-def exploration_of(head: Any) -> Exploration | None:
-    """A head's `exploration_metrics`: rl/policies.py's heads declare it; another callable has none."""
-    return head.exploration_metrics if isinstance(head, Head) else None
-
-
-def with_exploration(policy: Policy, head: Any) -> ExploringPolicy:
-    """`policy` acting with `head`, its exploration declared for records."""
-    return ExploringPolicy(policy, exploration_of(head))
+def with_exploration(policy: Policy, head: Head) -> ExploringPolicy:
+    """`policy` acting with `head`, the head's exploration declared for records."""
+    return ExploringPolicy(policy, head.exploration_metrics)
 
 
 class FeedForwardActor(core.Actor):

@@ -68,8 +68,7 @@ class Transitions(ReplayKind):
         return adders.transition_codec(environment_spec).signature()
 
     def adder(self, client: Any, environment_spec: EnvironmentSpec, extras_spec: Mapping[str, Any]) -> adders.Adder:
-        codec = adders.transition_codec(environment_spec)
-        config = self.config
+        config, codec = self.config, adders.transition_codec(environment_spec)
         return adders.NStepTransitionAdder(
             client, config.replay_table_name, config.n_step, config.discount, codec=codec
         )
@@ -87,9 +86,8 @@ class Sequences(ReplayKind):
 
     def adder(self, client: Any, environment_spec: EnvironmentSpec, extras_spec: Mapping[str, Any]) -> adders.Adder:
         config, steps = self.config, adders.step_spec(environment_spec, extras_spec)
-        return adders.SequenceAdder(
-            client, config.replay_table_name, steps, config.sequence_length, config.sequence_period
-        )
+        length, period = config.sequence_length, config.sequence_period
+        return adders.SequenceAdder(client, config.replay_table_name, steps, length, period)
 
     def decode(self, environment_spec: EnvironmentSpec) -> Callable[[Any], Any]:
         return adders.decode_sequences

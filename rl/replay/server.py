@@ -16,9 +16,8 @@ import reverb
 import tensorflow as tf
 import tree
 
-from rl.core import EnvironmentSpec
 from rl.replay import ReplaySample
-from rl.replay.adders import ReplayTimeoutError, transition_codec
+from rl.replay.adders import ReplayTimeoutError
 
 # TensorFlow only serves reverb's datasets: keep it off any accelerator JAX may use.
 tf.config.set_visible_devices([], "GPU")
@@ -81,19 +80,6 @@ def make_sequence_table(
         reverb.selectors.Uniform() if priority_exponent is None else reverb.selectors.Prioritized(priority_exponent)
     )
     return reverb.Table(name, sampler, reverb.selectors.Fifo(), int(max_size), rate_limiter, signature=signature)
-
-
-def make_transition_table(
-    name: str,
-    environment_spec: EnvironmentSpec,
-    max_size: int,
-    rate_limiter: reverb.rate_limiters.RateLimiter,
-    prioritized: bool = False,
-    priority_exponent: float = 0.6,
-) -> reverb.Table:
-    """A FIFO table of transitions (uniform or prioritized), laid out by `transition_codec`."""
-    signature = transition_codec(environment_spec).signature()
-    return make_sequence_table(name, signature, max_size, rate_limiter, priority_exponent if prioritized else None)
 
 
 class NoCheckpointer(reverb.checkpointers.CheckpointerBase):

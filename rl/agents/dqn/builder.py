@@ -52,13 +52,7 @@ def apply_gradients(
     return TrainingState(params, target_params, opt_state, steps)
 
 
-def q_learning(
-    init_params: Callable[[jax.Array], Any],
-    sgd_step: Any,
-    config: Any,
-    prioritized: bool,
-    loss_terms: tuple[str, ...] = (),
-) -> Learning:
+def q_learning(init_params: Callable[[jax.Array], Any], sgd_step: Any, config: Any, prioritized: bool) -> Learning:
     """The `Learning` of an online and a target network, `sgd_step(optimizer, state, batch)`;
     with `prioritized` its extras become the sampled items' priorities."""
     learning_rate = learning_rate_schedule(config)
@@ -77,7 +71,6 @@ def q_learning(
         sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
         priority_table=config.replay_table_name if prioritized else None,
         importance_sampling_exponent=config.importance_sampling_exponent if prioritized else None,
-        loss_terms=loss_terms,
     )
 
 
@@ -129,4 +122,4 @@ class DQNBuilder(ActorLearnerBuilder):
             state = apply_gradients(optimizer, gradients, state, config.target_update_period)
             return state, metrics, extras["abs_td_error"]
 
-        return q_learning(network.init, sgd_step, config, config.prioritized, loss_terms=("td_error", "q_mean"))
+        return q_learning(network.init, sgd_step, config, config.prioritized)._replace(loss_terms=("td_error",))

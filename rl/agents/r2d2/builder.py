@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.actors import RecurrentActor, RecurrentPolicy, exploration_of
+from rl.agents.actors import RecurrentActor, RecurrentPolicy
 from rl.agents.builder import ActorLearnerBuilder, Batch, Learning, normalized_weights
 from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
@@ -148,7 +148,7 @@ class R2D2Builder(ActorLearnerBuilder):
             q_values, next_state = networks.apply(params, observations, state)
             return head(q_values, key, actor_step), next_state
 
-        return RecurrentPolicy(step, networks.initial_state, exploration_of(head))
+        return RecurrentPolicy(step, networks.initial_state, head.exploration_metrics)
 
     def make_actor_policy(
         self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int
@@ -177,4 +177,4 @@ class R2D2Builder(ActorLearnerBuilder):
             }
             return apply_gradients(optimizer, gradients, state, config.target_update_period), metrics, priorities
 
-        return q_learning(network.init, sgd_step, config, config.prioritized, loss_terms=("loss", "td_error"))
+        return q_learning(network.init, sgd_step, config, config.prioritized)._replace(loss_terms=("loss", "td_error"))

@@ -38,32 +38,22 @@ def target_entropy(config: Any, action_size: int) -> float:
     return float(-action_size) if config.target_entropy is None else float(config.target_entropy)
 
 
-def soft_critic_loss(
-    policy: Any,
-    critic: Any,
-    critic_params: Any,
-    state: TrainingState,
-    batch: Transition,
-    temperature: jax.Array,
-    key: Any,
-) -> tuple[jax.Array, dict[str, jax.Array]]:
+def soft_critic_loss(policy: Any, critic: Any, critic_params: Any, state: Any, batch: Transition, alpha: Any, key: Any):
     """Both critics against y = r + discount * (min_i Q'_i(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s')."""
     next_params = policy.apply(state.policy_params, batch.next_observation)
     next_action, next_log_prob = tanh_normal(next_params.loc, next_params.scale).sample_and_log_prob(seed=key)
     next_q = critic.apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]
-    target = continuous.twin_critic_target(batch.reward, batch.discount, next_q, next_log_prob, temperature)
+    target = continuous.twin_critic_target(batch.reward, batch.discount, next_q, next_log_prob, alpha)
     q_values = critic.apply(critic_params, batch.observation, batch.action)[..., 0]
     return continuous.twin_critic_loss(q_values, target)
 
 
-def soft_policy_loss(
-    policy: Any, critic: Any, policy_params: Any, critic_params: Any, observation: Any, temperature: jax.Array, key: Any
-) -> tuple[jax.Array, jax.Array]:
+def soft_policy_loss(policy: Any, critic: Any, params: Any, critic_params: Any, observation: Any, alpha: Any, key: Any):
     """E[alpha * log pi(a|s) - min_i Q_i(s, a)] with a reparameterised a ~ pi(.|s); also log pi(a|s)."""
-    params = policy.apply(policy_params, observation)
-    action, log_prob = tanh_normal(params.loc, params.scale).sample_and_log_prob(seed=key)
+    output = policy.apply(params, observation)
+    action, log_prob = tanh_normal(output.loc, output.scale).sample_and_log_prob(seed=key)
     q = jnp.min(critic.apply(critic_params, observation, action)[..., 0], axis=0)
-    return jnp.mean(temperature * log_prob - q), log_prob
+    return jnp.mean(alpha * log_prob - q), log_prob
 
 
 class SACBuilder(continuous.ContinuousBuilder):
