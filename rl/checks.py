@@ -7,10 +7,11 @@ from typing import Any, Callable
 
 
 def _require(config: Any, names: tuple[str, ...], holds: Callable[[Any], bool], condition: str) -> None:
-    """A value that is no number is not checked here: a traced one (a grid replica's setting inside its
-    compiled program) was checked as its job's own value."""
+    """Checks the fields `names` of the dataclass instance `config` (read from its `__dict__`). A value that
+    is no number is not checked here: a traced one (a grid replica's setting inside its compiled program) was
+    checked as its job's own value."""
     for name in names:
-        value = getattr(config, name)
+        value = vars(config)[name]
         if isinstance(value, numbers.Number) and not holds(value):
             raise ValueError(f"{name} must be {condition}, got {value}")
 

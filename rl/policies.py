@@ -1,10 +1,12 @@
 """Action-selection heads named by conf/policy: `head(output, key, step)` acts inside the
-actor's jitted policy (continuous heads in [-1, 1]); `exploration_metrics(step)`, where a head
-has it, goes into the actors' episode records."""
+actor's jitted policy (continuous heads in [-1, 1]); `exploration_metrics(step)` goes into the
+actors' episode records."""
 
 from __future__ import annotations
 
+import abc
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -13,8 +15,22 @@ import optax
 from rl.checks import require_at_least, require_non_negative, require_unit_interval
 
 
+class Head(abc.ABC):
+    """What every head declares: the actions it acts in, and the exploration it acts with at a step."""
+
+    # "discrete", "continuous", or None: either (checked against the environment before a run).
+    action_kind: ClassVar[str | None] = None
+
+    def exploration_metrics(self, step: int) -> dict[str, float]:
+        """The exploration at actor step `step`, for records (`{"epsilon": ...}`; none by default)."""
+        return {}
+
+    @abc.abstractmethod
+    def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array: ...
+
+
 @dataclasses.dataclass(frozen=True)
-class Greedy:
+class Greedy(Head):
     """The best action by value: the evaluation policy of value-based agents."""
 
     action_kind = "discrete"
@@ -24,7 +40,7 @@ class Greedy:
 
 
 @dataclasses.dataclass(frozen=True)
-class EpsilonGreedy:
+class EpsilonGreedy(Head):
     """Random action with probability epsilon, annealed linearly to `epsilon_end` over
     `decay_fraction` of `run_steps`, of which each of `num_actors` actors counts its share."""
 
@@ -67,7 +83,7 @@ def _uniform_warmup(action: jax.Array, key: jax.Array, step: jax.Array, warmup_s
 
 
 @dataclasses.dataclass(frozen=True)
-class Deterministic:
+class Deterministic(Head):
     """The policy's deterministic action in [-1, 1] (the output itself, or tanh(mean)): the evaluation
     policy of continuous-control agents."""
 
@@ -80,7 +96,7 @@ class Deterministic:
 
 
 @dataclasses.dataclass(frozen=True)
-class GaussianNoise:
+class GaussianNoise(Head):
     """Deterministic action plus N(0, sigma^2) noise, clipped to [-1, 1]; uniform for the first `warmup_steps`."""
 
     sigma: float = 0.1
@@ -102,7 +118,7 @@ class GaussianNoise:
 
 
 @dataclasses.dataclass(frozen=True)
-class Stochastic:
+class Stochastic(Head):
     """A sample of a tanh-Gaussian policy (SAC's); uniformly random for the first `warmup_steps`."""
 
     warmup_steps: int = 0
@@ -123,10 +139,8 @@ class Stochastic:
 
 
 @dataclasses.dataclass(frozen=True)
-class Sample:
+class Sample(Head):
     """A sample of the policy's own action distribution, for on-policy agents (ppo, impala)."""
-
-    action_kind = None
 
     def __call__(self, output: object, key: jax.Array, step: jax.Array) -> jax.Array:
         from rl.networks.base import sample_with_log_prob

@@ -27,7 +27,7 @@ from rl.experiments.builders import DistributedProgram, Evaluations
 from rl.loggers.base import Logger, NoOpLogger
 from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy
-from rl.replay.server import make_dataset, make_replay_iterator, make_transition_table
+from rl.replay.server import make_dataset, make_replay_iterator, make_sequence_table
 from rl.replay.adders import transition_codec
 from rl.core import VariableClient
 
@@ -102,13 +102,12 @@ def network_and_params(experiment, seed=1):
 
 def start_server(experiment, prioritized=False, priority_exponent=0.6):
     """A server whose table never rate-limits, so tests insert and sample freely."""
-    table = make_transition_table(
+    table = make_sequence_table(
         TABLE,
-        experiment.environment_spec,
+        transition_codec(experiment.environment_spec).signature(),
         max_size=1000,
         rate_limiter=reverb.rate_limiters.MinSize(1),
-        prioritized=prioritized,
-        priority_exponent=priority_exponent,
+        priority_exponent=priority_exponent if prioritized else None,
     )
     server = reverb.Server([table], port=None)
     return server, reverb.Client(f"localhost:{server.port}")

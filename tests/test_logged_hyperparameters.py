@@ -308,10 +308,10 @@ def test_gaussian_noise_and_ape_x_policies_name_their_exploration():
     td3 = make_td3(exploration=GaussianNoise(sigma=0.3), batch_size=4)
     networks = make_actor_critic_networks(CONTINUOUS, (8,), (8,))
     assert td3.make_policy(networks, CONTINUOUS, evaluation=False).exploration(10) == {"sigma": 0.3}
-    assert not hasattr(td3.make_policy(networks, CONTINUOUS, evaluation=True), "exploration")
+    assert td3.make_policy(networks, CONTINUOUS, evaluation=True).exploration(10) == {}
 
     r2d2 = R2D2Builder(R2D2Config(num_actors=3, core_state_size=4))
     network = make_recurrent_q_network(DISCRETE, torso_kwargs={"hidden_sizes": [3]}, lstm_size=4)
     epsilon = r2d2.make_actor_policy(network, DISCRETE, 1).exploration(123)["epsilon"]
     assert epsilon == pytest.approx(0.4 ** (1 + 7.0 / 2))
-    assert r2d2.make_policy(network, DISCRETE, evaluation=True).exploration is None
+    assert r2d2.make_policy(network, DISCRETE, evaluation=True).exploration(123) == {}

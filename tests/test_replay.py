@@ -308,10 +308,10 @@ def test_packed_codec_round_trips_a_transition_exactly():
 
 def test_packed_items_round_trip_through_a_table_and_the_learners_iterator():
     from rl.replay.adders import transition_codec
-    from rl.replay.server import make_replay_iterator, make_transition_table
+    from rl.replay.server import make_replay_iterator, make_sequence_table
 
     codec = transition_codec(SPEC)
-    table = make_transition_table("packed", SPEC, 1000, reverb.rate_limiters.MinSize(1))
+    table = make_sequence_table("packed", codec.signature(), 1000, reverb.rate_limiters.MinSize(1), None)
     server = reverb.Server([table], port=None)
     try:
         client = reverb.Client(f"localhost:{server.port}")

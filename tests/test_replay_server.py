@@ -50,7 +50,7 @@ def test_a_writer_facing_a_dead_server_raises_a_timeout_naming_it_after_its_boun
 
     from rl.replay.adders import NStepTransitionAdder, ReplayTimeoutError
     from rl.replay.adders import transition_codec
-    from rl.replay.server import make_transition_table
+    from rl.replay.server import make_sequence_table
     from rl.core import EnvironmentSpec
 
     spec = EnvironmentSpec(
@@ -59,7 +59,8 @@ def test_a_writer_facing_a_dead_server_raises_a_timeout_naming_it_after_its_boun
         rewards=specs.Array((), np.float32),
         discounts=specs.BoundedArray((), np.float32, 0.0, 1.0),
     )
-    server = make_server([make_transition_table("t", spec, 1000, reverb.rate_limiters.MinSize(1))])
+    signature = transition_codec(spec).signature()
+    server = make_server([make_sequence_table("t", signature, 1000, reverb.rate_limiters.MinSize(1), None)])
     client = reverb.Client(f"localhost:{server.port}")
     adder = NStepTransitionAdder(
         client, "t", 1, 0.99, max_pending_items=4, timeout_ms=1500, codec=transition_codec(spec)
@@ -102,7 +103,7 @@ def test_a_writer_whose_server_was_replaced_gives_up_at_the_next_slice_not_at_it
     import time
 
     from rl.replay import adders
-    from rl.replay.server import WatchedClient
+    from rl.replay.client import WatchedClient
 
     monkeypatch.setattr(adders, "WRITE_SLICE_MS", 300)
     server = make_server([reverb.Table.queue("q", 1000)])
@@ -142,7 +143,7 @@ def test_a_write_blocked_longer_than_a_slice_completes_when_the_server_takes_it(
     import time
 
     from rl.replay import adders
-    from rl.replay.server import WatchedClient
+    from rl.replay.client import WatchedClient
 
     monkeypatch.setattr(adders, "WRITE_SLICE_MS", 200)
     server = make_server([reverb.Table.queue("q", 4)])

@@ -13,6 +13,7 @@ import tree
 
 from rl import core
 from rl.core import VariableClient
+from rl.policies import Head
 
 if TYPE_CHECKING:  # Replay (reverb, TensorFlow) loads when an adder is built.
     from rl.replay.adders import Adder
@@ -23,11 +24,20 @@ Policy = Callable[[Any, jax.Array, Any, jax.Array], jax.Array]
 Exploration = Callable[[int], dict[str, float]]
 
 
-def with_exploration(policy: Policy, head: Any) -> Policy:
-    """`policy` with the head's `exploration_metrics` (if any) as its `exploration`, for records."""
-    if hasattr(head, "exploration_metrics"):
-        policy.exploration = head.exploration_metrics  # type: ignore[attr-defined]
-    return policy
+@dataclasses.dataclass(frozen=True)
+class ExploringPolicy:
+    """A `Policy` (`act`) and the exploration it acts with, which its actor records."""
+
+    act: Policy
+    exploration: Exploration | None = None
+
+    def __call__(self, params: Any, key: jax.Array, observations: Any, step: jax.Array) -> Any:
+        return self.act(params, key, observations, step)
+
+
+def with_exploration(policy: Policy, head: Head) -> ExploringPolicy:
+    """`policy` acting with `head`, the head's exploration declared for records."""
+    return ExploringPolicy(policy, head.exploration_metrics)
 
 
 class FeedForwardActor(core.Actor):
@@ -57,7 +67,7 @@ class FeedForwardActor(core.Actor):
         self.step_count = 0  # Environment steps observed so far: where this actor's schedules are.
         self._defer = bool(defer_adder)
         self._pending: list[Callable[[], Any]] = []  # Queued adder calls, in order.
-        self._exploration: Exploration | None = getattr(policy, "exploration", None)
+        self._exploration = policy.exploration if isinstance(policy, ExploringPolicy) else None
         self._extras: Any = None  # Of the last step, where the policy returns (actions, extras).
 
     def flush(self) -> None:

@@ -16,6 +16,7 @@ from rl.agents.actors import FeedForwardActor, Policy
 from rl.counting import Counter
 from rl.loggers.base import Logger, NoOpLogger
 from rl.policies import EpsilonGreedy
+from rl.replay.kinds import ReplayKind, Transitions
 from rl.systems.base import CompiledAgent, System
 from rl.core import Batch, EnvironmentSpec, NumericalError, VariableClient, is_discrete
 
@@ -51,6 +52,9 @@ class Learning(NamedTuple):
     priority_table: str | None = None
     # beta of the importance weights (None: sampled uniformly, every weight 1).
     importance_sampling_exponent: float | None = None
+    # The metrics closest to the loss, closest first: of several not finite at once, the first of these is
+    # named (the others follow in the order `sgd_step` returns them).
+    loss_terms: tuple[str, ...] = ()
 
     def learner_steps(self, state: Any) -> jax.Array:
         return state.steps // self.sgd_steps_per_learner_step
@@ -101,9 +105,9 @@ class SGDLearner(core.Learner[Any]):
     def _guarded_update(self, record: Any, state: Any, batch: Batch) -> Any:
         outputs = self._learning.update(state, batch)
         metrics = outputs[1]
-        # Of several terms breaking at once, the one closest to the loss is named.
-        rank = lambda name: 0 if "loss" in name else 1 if "error" in name else 3 if "grad" in name else 2
-        self._names = names = sorted((str(key) for key in metrics), key=rank)
+        # Of several terms breaking at once, the one the learning declares closest to the loss is named.
+        first = [name for name in self._learning.loss_terms if name in metrics]
+        self._names = names = first + [str(name) for name in metrics if name not in first]
         flat = jnp.stack([jnp.mean(jnp.asarray(metrics[name], jnp.float32)) for name in names])
         finite = jnp.isfinite(flat)
         step = jnp.asarray(self._learning.learner_steps(outputs[0]), jnp.int32)
@@ -172,15 +176,15 @@ class ActorLearnerBuilder(abc.ABC):
     network_kind: str = "q_values"
     # The compiled system launcher=anakin runs it under (rl/systems/); None: launcher=local and ray only.
     compiled_system: ClassVar[type[System] | None] = None
-    # What replay holds: "transitions" (n-step), "sequences" (`config.sequence_length` rows, a new one
-    # every `sequence_period` rows of each copy, with `extras_spec`) or "queue" (such sequences, each trained on once).
-    replay: str = "transitions"
+    # What replay holds (rl/replay/kinds.py): n-step transitions, sequences with `extras_spec`, or a queue of them.
+    replay_kind: type[ReplayKind] = Transitions
     default_exploration: Callable[[], Any] = EpsilonGreedy
     actor_class: type = FeedForwardActor
 
     def __init__(self, config: Any, exploration: Any = None):
         self.config = config
         self.exploration = self.default_exploration() if exploration is None else exploration
+        self.replay = self.replay_kind(config)
 
     def network_outputs(self) -> dict[str, Any]:
         """Network factory keyword arguments beyond the kind's default (e.g. `outputs_per_action`)."""
@@ -234,52 +238,18 @@ class ActorLearnerBuilder(abc.ABC):
     @property
     def replay_ratio(self) -> Any:
         """The `ReplayRatio` (`QueueRatio`) of the table the learner samples (for single-process runs)."""
-        from rl.replay.server import QueueRatio, ReplayRatio, make_error_buffer
-
-        if self.replay == "queue":
-            return QueueRatio(self.samples_per_learner_step, self.config.queue_size)
-        error_buffer = make_error_buffer(self.config.samples_per_insert, self.samples_per_learner_step)
-        return ReplayRatio(self.config.samples_per_insert, self.config.min_replay_size, error_buffer)
+        return self.replay.ratio
 
     @property
     def samples_per_learner_step(self) -> int:
         """Items one `learner.step()` consumes."""
-        if self.replay == "queue":
-            return self.config.sequences_per_learner_step
-        return self.config.batch_size * self.config.sgd_steps_per_learner_step
+        return self.replay.samples_per_learner_step
 
     def make_replay_tables(self, environment_spec: EnvironmentSpec) -> list[Any]:
-        from rl.replay import adders
-        from rl.replay.server import make_queue_table, make_sequence_table
-
-        config, table = self.config, self.config.replay_table_name
-        if self.replay == "transitions":
-            signature = adders.transition_codec(environment_spec).signature()
-        else:
-            extras = self.extras_spec(environment_spec)
-            signature = adders.sequence_signature(environment_spec, config.sequence_length, extras)
-        if self.replay == "queue":
-            return [make_queue_table(table, config.queue_size, signature)]
-        exponent = config.priority_exponent if config.prioritized else None
-        rate_limiter = self.replay_ratio.make_rate_limiter()
-        return [make_sequence_table(table, signature, config.max_replay_size, rate_limiter, exponent)]
+        return [self.replay.table(environment_spec, self.extras_spec(environment_spec))]
 
     def make_adder(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Any:
-        from rl.replay import adders
-
-        config, table = self.config, self.config.replay_table_name
-        if self.replay == "transitions":
-            codec = adders.transition_codec(environment_spec)
-            return adders.NStepTransitionAdder(replay_client, table, config.n_step, config.discount, codec=codec)
-        steps = adders.step_spec(environment_spec, self.extras_spec(environment_spec))
-        return adders.SequenceAdder(replay_client, table, steps, config.sequence_length, config.sequence_period)
+        return self.replay.adder(replay_client, environment_spec, self.extras_spec(environment_spec))
 
     def make_dataset_iterator(self, replay_client: Any, environment_spec: EnvironmentSpec) -> Iterator[Any]:
-        from rl.replay import adders
-        from rl.replay.server import learner_iterator
-
-        if self.replay == "transitions":
-            decode = adders.transition_codec(environment_spec).decode
-        else:
-            decode = adders.decode_sequences
-        return learner_iterator(replay_client, self.config.replay_table_name, self.samples_per_learner_step, decode)
+        return self.replay.iterator(replay_client, environment_spec)

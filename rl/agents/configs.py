@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from rl.checks import require_non_negative, require_positive, require_unit_interval
 
@@ -14,10 +14,6 @@ from rl.checks import require_non_negative, require_positive, require_unit_inter
 @dataclasses.dataclass
 class ReplayConfig:
     """The replay section of every replay agent's config (`agent.*`)."""
-
-    # Not fields here: an agent sampling by priority makes them fields (DQN) or sets them (R2D2).
-    prioritized = False
-    priority_exponent = 0.6
 
     discount: float = 0.99
     n_step: int = 1
@@ -29,6 +25,9 @@ class ReplayConfig:
     sgd_steps_per_learner_step: int = 1
     variable_update_period: int = 50  # Actor steps between two fetches of the parameters.
     replay_table_name: str = "replay_table"
+    # Sampled by priority ** priority_exponent, the learning writing each sampled item's new priority.
+    prioritized: bool = False
+    priority_exponent: float = 0.6
 
     def __post_init__(self) -> None:
         require_positive(self, "batch_size", "samples_per_insert", "n_step", "min_replay_size", "max_replay_size")
@@ -44,7 +43,6 @@ class ReplayConfig:
 class QLearningConfig(ReplayConfig):
     """The optimiser and target network of the Q-learning agents (DQN, R2D2)."""
 
-    priority_exponent: float = 0.6
     importance_sampling_exponent: float = 0.4
     learning_rate: float = 5e-4
     # Decay ("linear" or "cosine") to final_learning_rate_fraction of the rate by this actor step (0: none).
@@ -76,6 +74,8 @@ class ContinuousConfig(ReplayConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         require_positive(self, "policy_learning_rate", "critic_learning_rate")
+        if self.prioritized:
+            raise ValueError("prioritized must be false: continuous-control agents write no priorities, got True")
         if self.max_gradient_norm is not None and self.max_gradient_norm <= 0:
             raise ValueError(f"max_gradient_norm must be > 0 or null, got {self.max_gradient_norm}")
         if not 0.0 < self.tau <= 1.0:
@@ -135,17 +135,22 @@ class OnPolicyConfig:
         return self.unroll_length
 
 
-def builder_factory(builder: type | str, config_class: type) -> Callable[..., Any]:
-    """The `make_builder` an agent's YAML names (its keys are `config_class` fields); a
-    `"module:Class"` builder is imported when built, so reading a config imports no JAX."""
+@dataclasses.dataclass(frozen=True)
+class AgentFactory:
+    """The `make_builder` an agent's YAML names: builds the builder from `agent.*` (fields of `config_class`);
+    a `"module:Class"` builder is imported when built, so reading a config imports no JAX."""
 
-    def make_builder(exploration: Any = None, **config: Any) -> Any:
-        builder_class = pkgutil.resolve_name(builder) if isinstance(builder, str) else builder
-        return builder_class(config_class(**config), exploration=exploration)
+    builder: type | str
+    config_class: type
 
-    make_builder.config_class = config_class
-    make_builder.__doc__ = f"Builds an agent's builder from `agent.*` ({config_class.__name__} fields)."
-    return make_builder
+    def __call__(self, exploration: Any = None, **config: Any) -> Any:
+        builder_class = pkgutil.resolve_name(self.builder) if isinstance(self.builder, str) else self.builder
+        return builder_class(self.config_class(**config), exploration=exploration)
+
+
+def builder_factory(builder: type | str, config_class: type) -> AgentFactory:
+    """The `make_builder` of an agent: `builder` (a class or `"module:Class"`) given a `config_class`."""
+    return AgentFactory(builder, config_class)
 
 
 def agent_schema(config_class: type, target: str) -> type:

@@ -76,13 +76,22 @@ def twin_critic_loss(q_values: jax.Array, target: jax.Array) -> tuple[jax.Array,
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q_values), "target_mean": jnp.mean(target)}
 
 
-def apply_gradients(state: Any, network: str, optimizer: optax.GradientTransformation, gradients: Any) -> Any:
-    """`state` after one optimiser step of its `{network}_params` ("policy" or "critic")."""
-    params = getattr(state, f"{network}_params")
-    updates, opt_state = optimizer.update(gradients, getattr(state, f"{network}_opt_state"))
-    return state._replace(
-        **{f"{network}_params": optax.apply_updates(params, updates), f"{network}_opt_state": opt_state}
-    )
+def optimizer_step(optimizer: optax.GradientTransformation, gradients: Any, params: Any, opt_state: Any) -> Any:
+    """(params, opt_state) after one optimiser step."""
+    updates, opt_state = optimizer.update(gradients, opt_state)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def step_policy(state: Any, optimizer: optax.GradientTransformation, gradients: Any) -> Any:
+    """`state` after one optimiser step of its policy network."""
+    params, opt_state = optimizer_step(optimizer, gradients, state.policy_params, state.policy_opt_state)
+    return state._replace(policy_params=params, policy_opt_state=opt_state)
+
+
+def step_critic(state: Any, optimizer: optax.GradientTransformation, gradients: Any) -> Any:
+    """`state` after one optimiser step of its critic network."""
+    params, opt_state = optimizer_step(optimizer, gradients, state.critic_params, state.critic_opt_state)
+    return state._replace(critic_params=params, critic_opt_state=opt_state)
 
 
 def update_targets(state: Any, tau: float) -> Any:
@@ -179,4 +188,5 @@ def continuous_learning(init: Callable, sgd_step: Any, config: ContinuousConfig,
         sgd_step=step,
         policy_params=lambda state: state.policy_params,
         sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
+        loss_terms=("critic_loss", "policy_loss", "temperature_loss"),
     )

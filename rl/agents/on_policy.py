@@ -15,10 +15,15 @@ from rl.agents.builder import ActorLearnerBuilder
 from rl.agents.configs import OnPolicyConfig
 from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec
 from rl.policies import Sample
+from rl.replay.kinds import Queue
 from rl.core import EnvironmentSpec, is_discrete
 
 if TYPE_CHECKING:
     from rl.replay.adders import SequenceStep
+
+
+# The metrics closest to the loss, closest first (`Learning.loss_terms`).
+LOSS_TERMS = ("loss", "policy_loss", "value_loss")
 
 
 class RunningStatistics(NamedTuple):
@@ -118,7 +123,7 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
 
     action_kind = None
     network_kind = "policy_value"
-    replay = "queue"
+    replay_kind = Queue
     default_exploration = Sample
 
     def __init__(self, config: OnPolicyConfig, exploration: Any = None):
@@ -137,6 +142,11 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
             extras["raw_action"] = specs.Array(environment_spec.actions.shape, np.float32, "raw_action")
         return extras
 
+    def observation_clip(self) -> float | None:
+        """Where the policy normalises observations by the learner's statistics, the bound it clips them to
+        (None: it acts on raw observations, as IMPALA does)."""
+        return None
+
     def make_policy(self, networks: FeedForwardNetwork, environment_spec: EnvironmentSpec, evaluation: bool) -> Policy:
         """`(params, key, observations, step) -> (actions, extras)`: a sample and its
         log-probability, or when evaluating the mode and no extras."""
@@ -147,13 +157,12 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
 
             action_bounds(action_spec)  # Refuse unbounded actions before anything runs.
 
-        # PPO's option; IMPALA has no such field (`agent.normalize_observations` is refused): raw observations.
-        normalize = getattr(self.config, "normalize_observations", False)
+        clip = self.observation_clip()
 
         def policy(params: Any, key: jax.Array, observations: Any, step: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
             network_params, statistics = params  # PolicyParams
-            if normalize:
-                observations = normalize_observations(statistics, observations, self.config.observation_clip)
+            if clip is not None:
+                observations = normalize_observations(statistics, observations, clip)
             output, _ = networks.apply(network_params, observations)
             if evaluation:
                 action, extras = policy_mode(output), {}

@@ -1,10 +1,11 @@
 """Feed-forward networks and their parts (init/apply pairs, MLPs, heads): the MLP Q-network,
 policy-and-value MLPs (PPO, IMPALA) with their distribution helpers, actor-critic MLPs (SAC,
-TD3, D4PG). Factories carry `network_kind`, what experiments check before building."""
+TD3, D4PG). Each factory is a `NetworkFactory` declaring what experiments check before building."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
@@ -28,6 +29,24 @@ class FeedForwardNetwork:
     init: Callable[[jax.Array], Any]
     apply: Callable[..., Any]
     observation_spec: Any = None  # What a learner may keep observation statistics of (PPO).
+
+
+@dataclasses.dataclass(eq=False)
+class NetworkFactory:
+    """A network (or torso) factory and what it declares: the heads it builds (several: the experiment says
+    which by `network_kind`; none: a torso) and the observations it reads ("vector", "pixels" for uint8
+    [height, width, channels] frames, None: its torso's). Called as `build`, whose signature, type hints
+    and docstring it shows (config checks read them)."""
+
+    build: Callable[..., Any]
+    network_kinds: tuple[str, ...]
+    observation_kind: str | None
+
+    def __post_init__(self) -> None:
+        functools.update_wrapper(self, self.build)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.build(*args, **kwargs)
 
 
 class GaussianParams(NamedTuple):
@@ -111,7 +130,7 @@ def value_head(features: jax.Array) -> jax.Array:
     return hk.Linear(1, w_init=hk.initializers.Orthogonal(1.0), name="value_head")(features)[:, 0]
 
 
-def make_q_network(
+def _make_q_network(
     environment_spec: EnvironmentSpec,
     hidden_sizes: Sequence[int] = (256, 256),
     dueling: bool = False,
@@ -138,11 +157,11 @@ def make_q_network(
     return transform(forward, environment_spec.observations)
 
 
-make_q_network.network_kind = "q_values"
+make_q_network = NetworkFactory(_make_q_network, ("q_values",), "vector")
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
 
 
-def make_policy_value_network(
+def _make_policy_value_network(
     environment_spec: EnvironmentSpec,
     policy_hidden_sizes: Sequence[int] = (64, 64),
     value_hidden_sizes: Sequence[int] = (64, 64),
@@ -167,7 +186,7 @@ def make_policy_value_network(
     return transform(forward, environment_spec.observations)
 
 
-make_policy_value_network.network_kind = "policy_value"
+make_policy_value_network = NetworkFactory(_make_policy_value_network, ("policy_value",), "vector")
 
 # Distributions written out: importing distrax would slow every start-up.
 LOG_2PI = math.log(2.0 * math.pi)
@@ -256,7 +275,7 @@ class ActorCriticNetworks:
         return transform(forward, self.environment_spec.observations, np.zeros((1, self.action_size), np.float32))
 
 
-def make_actor_critic_networks(
+def _make_actor_critic_networks(
     environment_spec: EnvironmentSpec,
     policy_hidden_sizes: Sequence[int] = (256, 256),
     critic_hidden_sizes: Sequence[int] = (256, 256),
@@ -274,4 +293,4 @@ def make_actor_critic_networks(
     )
 
 
-make_actor_critic_networks.network_kind = "actor_critic"
+make_actor_critic_networks = NetworkFactory(_make_actor_critic_networks, ("actor_critic",), "vector")

@@ -1,6 +1,6 @@
 """Convolutional networks for pixel observations: a torso on uint8 [H, W, C] frames (scaled
 by 1/255 here, so replay keeps uint8) under a Q head or policy and value heads; network=lstm
-takes a torso by its dotted path. `observation_kind` says what torsos and factories read."""
+takes a torso by its dotted path; torsos and factories declare that they read pixels."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from dm_env import specs
 
-from rl.networks.base import policy_head, q_head, transform, value_head
+from rl.networks.base import NetworkFactory, policy_head, q_head, transform, value_head
 from rl.core import EnvironmentSpec, num_actions
 
 Torso = Callable[[jax.Array], jax.Array]
@@ -24,7 +24,7 @@ def scale_frames(frames: jax.Array) -> jax.Array:
     return frames.astype(jnp.float32)
 
 
-def nature_torso(hidden_size: int = 512) -> Torso:
+def _nature_torso(hidden_size: int = 512) -> Torso:
     """The Nature DQN torso (Mnih et al., 2015): three ReLU convolutions, then a ReLU layer."""
 
     def torso(frames: jax.Array) -> jax.Array:
@@ -37,7 +37,10 @@ def nature_torso(hidden_size: int = 512) -> Torso:
     return torso
 
 
-def impala_torso(channels: Sequence[int] = (16, 32, 32), num_blocks: int = 2, hidden_size: int = 256) -> Torso:
+nature_torso = NetworkFactory(_nature_torso, (), "pixels")
+
+
+def _impala_torso(channels: Sequence[int] = (16, 32, 32), num_blocks: int = 2, hidden_size: int = 256) -> Torso:
     """IMPALA's residual torso (Espeholt et al., 2018): per stage a convolution, a max pool and
     `num_blocks` residual blocks, then a ReLU layer of `hidden_size`."""
 
@@ -54,6 +57,9 @@ def impala_torso(channels: Sequence[int] = (16, 32, 32), num_blocks: int = 2, hi
         return jax.nn.relu(hk.Linear(int(hidden_size))(x))
 
     return torso
+
+
+impala_torso = NetworkFactory(_impala_torso, (), "pixels")
 
 
 def _build(environment_spec: EnvironmentSpec, torso: Torso, network_kind: str, dueling: bool) -> Any:
@@ -75,7 +81,7 @@ def _build(environment_spec: EnvironmentSpec, torso: Torso, network_kind: str, d
     return transform(forward, observations)
 
 
-def make_atari_cnn(
+def _make_atari_cnn(
     environment_spec: EnvironmentSpec, hidden_size: int = 512, dueling: bool = False, network_kind: str = "q_values"
 ) -> Any:
     """The Nature DQN torso under a Q head (`q_values`) or policy and value heads (`policy_value`)."""
@@ -84,7 +90,7 @@ def make_atari_cnn(
     return _build(environment_spec, nature_torso(hidden_size), network_kind, dueling)
 
 
-def make_impala_resnet(
+def _make_impala_resnet(
     environment_spec: EnvironmentSpec,
     channels: Sequence[int] = (16, 32, 32),
     num_blocks: int = 2,
@@ -100,6 +106,5 @@ def make_impala_resnet(
     return _build(environment_spec, impala_torso(channels, num_blocks, hidden_size), network_kind, dueling)
 
 
-make_atari_cnn.network_kinds = make_impala_resnet.network_kinds = NETWORK_KINDS
-for factory in (nature_torso, impala_torso, make_atari_cnn, make_impala_resnet):
-    factory.observation_kind = "pixels"
+make_atari_cnn = NetworkFactory(_make_atari_cnn, NETWORK_KINDS, "pixels")
+make_impala_resnet = NetworkFactory(_make_impala_resnet, NETWORK_KINDS, "pixels")

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from dm_env import specs
 
-from rl.networks.base import check_sizes, flatten, mlp, q_head, zeros_like_spec
+from rl.networks.base import NetworkFactory, check_sizes, flatten, mlp, q_head, zeros_like_spec
 from rl.core import EnvironmentSpec, num_actions
 
 CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
@@ -36,9 +36,12 @@ def lstm_state_spec(size: int) -> dict[str, specs.Array]:
     return {"cell": specs.Array((size,), np.float32, "cell"), "hidden": specs.Array((size,), np.float32, "hidden")}
 
 
-def mlp_torso(hidden_sizes: Sequence[int] = (128,), layer_norm: bool = False) -> Callable[[jax.Array], jax.Array]:
+def _mlp_torso(hidden_sizes: Sequence[int] = (128,), layer_norm: bool = False) -> Callable[[jax.Array], jax.Array]:
     """ReLU layers over the flattened observation (a vector task's torso)."""
     return lambda observation: mlp(flatten(observation), hidden_sizes, layer_norm)
+
+
+mlp_torso = NetworkFactory(_mlp_torso, (), "vector")
 
 
 # "identity": no torso, the core reads the flattened observation.
@@ -61,7 +64,7 @@ def resolve_torso(torso: str) -> Callable[..., Callable[[jax.Array], jax.Array]]
     return factory
 
 
-def make_recurrent_q_network(
+def _make_recurrent_q_network(
     environment_spec: EnvironmentSpec,
     torso: str = "mlp",
     torso_kwargs: Mapping[str, Any] | None = None,
@@ -103,4 +106,5 @@ def make_recurrent_q_network(
     return RecurrentNetwork(init, initial_state, *transformed.apply, state_spec)
 
 
-make_recurrent_q_network.network_kind = "recurrent_q"
+# What it reads is its torso's.
+make_recurrent_q_network = NetworkFactory(_make_recurrent_q_network, ("recurrent_q",), None)

@@ -15,6 +15,7 @@ import numpy as np
 from rl.core import is_discrete
 from rl.environments.factories import render_fps, render_frame
 
+ACTION_STATISTICS = {"mean": np.mean, "std": np.std, "min": np.min, "max": np.max}
 MP4 = dict(codec="libx264", pix_fmt_out="yuv420p", macro_block_size=1, quality=7)  # imageio_ffmpeg's: H.264.
 
 
@@ -60,7 +61,7 @@ class ActionStatistics(Observer):
         if not self._actions.get(env_id):
             return {}
         values = np.concatenate(self._actions[env_id])
-        metrics = {f"action_{name}": float(getattr(values, name)()) for name in ("mean", "std", "min", "max")}
+        metrics = {f"action_{name}": float(reduce(values)) for name, reduce in ACTION_STATISTICS.items()}
         if self._num_values is not None:
             fractions = np.bincount(values.astype(np.int64), minlength=self._num_values) / values.size
             metrics.update({f"action_{action}_fraction": float(share) for action, share in enumerate(fractions)})

@@ -68,7 +68,7 @@ class Adder(abc.ABC):
         adder's `timeout_ms`, or at once when a `WatchedClient`'s server was replaced."""
         from reverb.errors import DeadlineExceededError
 
-        from rl.replay.server import WatchedClient
+        from rl.replay.client import WatchedClient
 
         replaced = self._client.replaced if isinstance(self._client, WatchedClient) else None
         where = f"replay server at {self._client.server_address}: {what}"

@@ -1,5 +1,5 @@
-"""Reverb's side: the server (checkpointing only with the checkpointer a run passes), its watched client,
-the tables and their replay-ratio rules, and the learner's batches: prefetched out of reverb, or out of
+"""Reverb's side: the server (checkpointing only with the checkpointer a run passes), the tables and
+their replay-ratio rules, and the learner's batches: prefetched out of reverb, or out of
 `launcher.deterministic=true`'s seeded in-process replay (reverb's selectors take no seed)."""
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import reverb
 import tensorflow as tf
 import tree
 
-from rl.core import EnvironmentSpec
 from rl.replay import ReplaySample
-from rl.replay.adders import ReplayTimeoutError, transition_codec
+from rl.replay.adders import ReplayTimeoutError
 
 # TensorFlow only serves reverb's datasets: keep it off any accelerator JAX may use.
 tf.config.set_visible_devices([], "GPU")
@@ -83,19 +82,6 @@ def make_sequence_table(
     return reverb.Table(name, sampler, reverb.selectors.Fifo(), int(max_size), rate_limiter, signature=signature)
 
 
-def make_transition_table(
-    name: str,
-    environment_spec: EnvironmentSpec,
-    max_size: int,
-    rate_limiter: reverb.rate_limiters.RateLimiter,
-    prioritized: bool = False,
-    priority_exponent: float = 0.6,
-) -> reverb.Table:
-    """A FIFO table of transitions (uniform or prioritized), laid out by `transition_codec`."""
-    signature = transition_codec(environment_spec).signature()
-    return make_sequence_table(name, signature, max_size, rate_limiter, priority_exponent if prioritized else None)
-
-
 class NoCheckpointer(reverb.checkpointers.CheckpointerBase):
     """A server without checkpoints: nothing on disk, and `Client.checkpoint()` fails."""
 
@@ -110,14 +96,6 @@ def make_server(
 ) -> reverb.Server:
     """A reverb server of `tables` on `port` (None: a free one), checkpointing with `checkpointer`, if any."""
     return reverb.Server(list(tables), port=port, checkpointer=checkpointer or NoCheckpointer())
-
-
-class WatchedClient(reverb.Client):
-    """A reverb client whose `replaced()` tells whether a new server replaced its own (an adder then stops waiting)."""
-
-    def __init__(self, server_address: str, replaced: Callable[[], bool]):
-        super().__init__(server_address)
-        self.replaced = replaced
 
 
 @dataclasses.dataclass(frozen=True)

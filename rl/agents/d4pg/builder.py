@@ -61,8 +61,8 @@ class D4PGBuilder(continuous.ContinuousBuilder):
             loss, policy_grads = jax.value_and_grad(policy_loss)(
                 state.policy_params, state.critic_params, batch.observation
             )
-            state = continuous.apply_gradients(state, "critic", critic_optimizer, critic_grads)
-            state = continuous.apply_gradients(state, "policy", policy_optimizer, policy_grads)
+            state = continuous.step_critic(state, critic_optimizer, critic_grads)
+            state = continuous.step_policy(state, policy_optimizer, policy_grads)
             new_state = continuous.update_targets(state._replace(steps=state.steps + 1), config.tau)
             return new_state, {**metrics, "policy_loss": loss, **continuous.learning_rates(config)}
 

@@ -16,7 +16,6 @@ class DQNConfig(QLearningConfig):
     samples_per_insert: float = 64.0
     max_replay_size: int = 100_000
     replay_table_name: str = "priority_table"
-    prioritized: bool = False
     huber_loss_delta: float = 1.0
 
     def __post_init__(self) -> None:

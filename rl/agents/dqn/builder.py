@@ -123,4 +123,4 @@ class DQNBuilder(ActorLearnerBuilder):
             state = apply_gradients(optimizer, gradients, state, config.target_update_period)
             return state, metrics, extras["abs_td_error"]
 
-        return q_learning(network.init, sgd_step, config, config.prioritized)
+        return q_learning(network.init, sgd_step, config, config.prioritized)._replace(loss_terms=("td_error",))

@@ -146,4 +146,5 @@ class IMPALABuilder(on_policy.SequenceQueueBuilder):
             sgd_step=sgd_step,
             policy_params=lambda state: on_policy.PolicyParams(state.params, statistics),
             sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
+            loss_terms=on_policy.LOSS_TERMS,
         )

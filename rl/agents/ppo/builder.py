@@ -212,6 +212,9 @@ class PPOBuilder(on_policy.SequenceQueueBuilder):
         value = lambda state, observations: network.apply(state.params, observations)[1]
         return dataclasses.replace(agent, bootstrap_value=value, clock=lambda state: state.actor_steps)
 
+    def observation_clip(self) -> float | None:
+        return self.config.observation_clip if self.config.normalize_observations else None
+
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
         config = self.config
         observation_spec = network.observation_spec
@@ -236,4 +239,5 @@ class PPOBuilder(on_policy.SequenceQueueBuilder):
             init=init,
             sgd_step=lambda state, batch: ppo_update(network.apply, optimizer, config, state, batch.data),
             policy_params=lambda state: on_policy.PolicyParams(state.params, state.observation_statistics),
+            loss_terms=on_policy.LOSS_TERMS,
         )

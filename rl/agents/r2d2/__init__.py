@@ -25,7 +25,7 @@ class R2D2Config(QLearningConfig):
     max_replay_size: int = 10_000
     replay_table_name: str = "r2d2_table"
     # p_i = eta * max_t |td_t| + (1 - eta) * mean_t |td_t| over the item's trained rows.
-    prioritized = True
+    prioritized: bool = True
     priority_exponent: float = 0.9
     priority_eta: float = 0.9
     importance_sampling_exponent: float = 0.6

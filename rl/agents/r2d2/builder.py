@@ -16,6 +16,7 @@ from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
 from rl.policies import EpsilonGreedy, Greedy
+from rl.replay.kinds import Sequences
 from rl.core import EnvironmentSpec
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def r2d2_loss(
 
 class R2D2Builder(ActorLearnerBuilder):
     network_kind = "recurrent_q"
-    replay = "sequences"
+    replay_kind = Sequences
     actor_class = RecurrentActor
 
     def extras_spec(self, environment_spec: EnvironmentSpec | None = None) -> dict[str, Any]:
@@ -147,7 +148,7 @@ class R2D2Builder(ActorLearnerBuilder):
             q_values, next_state = networks.apply(params, observations, state)
             return head(q_values, key, actor_step), next_state
 
-        return RecurrentPolicy(step, networks.initial_state, getattr(head, "exploration_metrics", None))
+        return RecurrentPolicy(step, networks.initial_state, head.exploration_metrics)
 
     def make_actor_policy(
         self, networks: RecurrentNetwork, environment_spec: EnvironmentSpec, actor_id: int
@@ -176,4 +177,4 @@ class R2D2Builder(ActorLearnerBuilder):
             }
             return apply_gradients(optimizer, gradients, state, config.target_update_period), metrics, priorities
 
-        return q_learning(network.init, sgd_step, config, prioritized=True)
+        return q_learning(network.init, sgd_step, config, config.prioritized)._replace(loss_terms=("loss", "td_error"))

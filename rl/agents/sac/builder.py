@@ -3,6 +3,7 @@ and a learned entropy temperature (the rest is rl/agents/continuous.py's)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -37,6 +38,24 @@ def target_entropy(config: Any, action_size: int) -> float:
     return float(-action_size) if config.target_entropy is None else float(config.target_entropy)
 
 
+def soft_critic_loss(policy: Any, critic: Any, critic_params: Any, state: Any, batch: Transition, alpha: Any, key: Any):
+    """Both critics against y = r + discount * (min_i Q'_i(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s')."""
+    next_params = policy.apply(state.policy_params, batch.next_observation)
+    next_action, next_log_prob = tanh_normal(next_params.loc, next_params.scale).sample_and_log_prob(seed=key)
+    next_q = critic.apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]
+    target = continuous.twin_critic_target(batch.reward, batch.discount, next_q, next_log_prob, alpha)
+    q_values = critic.apply(critic_params, batch.observation, batch.action)[..., 0]
+    return continuous.twin_critic_loss(q_values, target)
+
+
+def soft_policy_loss(policy: Any, critic: Any, params: Any, critic_params: Any, observation: Any, alpha: Any, key: Any):
+    """E[alpha * log pi(a|s) - min_i Q_i(s, a)] with a reparameterised a ~ pi(.|s); also log pi(a|s)."""
+    output = policy.apply(params, observation)
+    action, log_prob = tanh_normal(output.loc, output.scale).sample_and_log_prob(seed=key)
+    q = jnp.min(critic.apply(critic_params, observation, action)[..., 0], axis=0)
+    return jnp.mean(alpha * log_prob - q), log_prob
+
+
 class SACBuilder(continuous.ContinuousBuilder):
     stochastic_policy = True
     default_exploration = Stochastic
@@ -48,22 +67,8 @@ class SACBuilder(continuous.ContinuousBuilder):
         policy_optimizer, critic_optimizer = optimizers = continuous.make_optimizers(config)
         temperature_optimizer = optax.adam(config.temperature_learning_rate)
         entropy_target = target_entropy(config, networks.action_size)
-
-        def critic_loss(critic_params: Any, state: TrainingState, batch: Transition, temperature: jax.Array, key: Any):
-            """Both critics against y = r + discount * (min_i Q'_i(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s')."""
-            next_params = policy.apply(state.policy_params, batch.next_observation)
-            next_action, next_log_prob = tanh_normal(next_params.loc, next_params.scale).sample_and_log_prob(seed=key)
-            next_q = critic.apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]
-            target = continuous.twin_critic_target(batch.reward, batch.discount, next_q, next_log_prob, temperature)
-            q_values = critic.apply(critic_params, batch.observation, batch.action)[..., 0]
-            return continuous.twin_critic_loss(q_values, target)
-
-        def policy_loss(policy_params: Any, critic_params: Any, observation: Any, temperature: jax.Array, key: Any):
-            """E[alpha * log pi(a|s) - min_i Q_i(s, a)] with a reparameterised a ~ pi(.|s)."""
-            params = policy.apply(policy_params, observation)
-            action, log_prob = tanh_normal(params.loc, params.scale).sample_and_log_prob(seed=key)
-            q = jnp.min(critic.apply(critic_params, observation, action)[..., 0], axis=0)
-            return jnp.mean(temperature * log_prob - q), log_prob
+        critic_loss = functools.partial(soft_critic_loss, policy, critic)
+        policy_loss = functools.partial(soft_policy_loss, policy, critic)
 
         def init(random_key: jax.Array) -> TrainingState:
             keys = jax.random.split(random_key, 3)
@@ -78,16 +83,17 @@ class SACBuilder(continuous.ContinuousBuilder):
             critic_grads, critic_metrics = jax.grad(critic_loss, has_aux=True)(
                 state.critic_params, state, batch, temperature, critic_key
             )
-            updated = continuous.apply_gradients(state, "critic", critic_optimizer, critic_grads)
+            updated = continuous.step_critic(state, critic_optimizer, critic_grads)
             (loss, log_prob), policy_grads = jax.value_and_grad(policy_loss, has_aux=True)(
                 state.policy_params, updated.critic_params, batch.observation, temperature, policy_key
             )
-            updated = continuous.apply_gradients(updated, "policy", policy_optimizer, policy_grads)
+            updated = continuous.step_policy(updated, policy_optimizer, policy_grads)
             temperature_value, temperature_grad = jax.value_and_grad(temperature_loss)(
                 state.log_temperature, log_prob, entropy_target
             )
-            updates, temperature_opt_state = temperature_optimizer.update(temperature_grad, state.temperature_opt_state)
-            log_temperature = optax.apply_updates(state.log_temperature, updates)
+            log_temperature, temperature_opt_state = continuous.optimizer_step(
+                temperature_optimizer, temperature_grad, state.log_temperature, state.temperature_opt_state
+            )
             new_state = updated._replace(
                 target_critic_params=optax.incremental_update(
                     updated.critic_params, state.target_critic_params, config.tau

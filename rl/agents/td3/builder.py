@@ -43,7 +43,7 @@ class TD3Builder(continuous.ContinuousBuilder):
 
         def policy_and_target_update(state: TrainingState, observation: jax.Array):
             loss, grads = jax.value_and_grad(policy_loss)(state.policy_params, state.critic_params, observation)
-            state = continuous.apply_gradients(state, "policy", policy_optimizer, grads)
+            state = continuous.step_policy(state, policy_optimizer, grads)
             return continuous.update_targets(state, config.tau), loss
 
         def skip_update(state: TrainingState, observation: jax.Array):
@@ -53,7 +53,7 @@ class TD3Builder(continuous.ContinuousBuilder):
         def sgd_step(state: TrainingState, batch: Transition) -> tuple[TrainingState, dict[str, jax.Array]]:
             key, noise_key = jax.random.split(state.key)
             grads, metrics = jax.grad(critic_loss, has_aux=True)(state.critic_params, state, batch, noise_key)
-            state = continuous.apply_gradients(state, "critic", critic_optimizer, grads)
+            state = continuous.step_critic(state, critic_optimizer, grads)
             state = state._replace(key=key, steps=state.steps + 1)
             delayed = state.steps % config.policy_delay == 0
             state, loss = jax.lax.cond(delayed, policy_and_target_update, skip_update, state, batch.observation)

@@ -122,7 +122,7 @@ class QueueLoggerFactory(LoggerFactory):
 
 def watched_replay_client(replay: str) -> Any:
     """A client that knows the replay incarnation (pid) it joined, to learn at once of a restart."""
-    from rl.replay.server import WatchedClient
+    from rl.replay.client import WatchedClient
 
     handle = ray.get_actor(replay)
     start = ray.get(handle.start_info.remote(), timeout=REPLAY_ADDRESS_TIMEOUT_S)
