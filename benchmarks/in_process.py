@@ -106,12 +106,12 @@ def actor_rates(experiment: Any, num_envs: int, settings: Settings) -> tuple[flo
     import jax
 
     from rl.counting import Counter
-    from rl.experiments.builders import DistributedProgram, build_learner
+    from rl.experiments.builders import NodeBuilder, build_learner
 
     builder, spec = experiment.builder, experiment.environment_spec
     with replay_server(builder, spec) as client:
         learner = build_learner(experiment, jax.random.PRNGKey(0), None, Counter())  # It only serves parameters.
-        loop = DistributedProgram(experiment, num_actors=1).make_actor(0, client, learner, Counter())
+        loop = NodeBuilder(experiment, num_actors=1).make_actor(0, client, learner, Counter())
         steps_per_call = getattr(loop, "num_envs", 1)
 
         def act() -> int:

@@ -134,7 +134,7 @@ def evaluate(options: dict[str, Any]) -> None:
     from rl.checkpointing import CheckpointError, read_json, read_state, restore_learner_state
     from rl.counting import Counter
     from rl.environments.factories import RenderingError
-    from rl.experiments.builders import DistributedProgram
+    from rl.experiments.builders import NodeBuilder
     from rl.observers import VideoRecorder
 
     experiment, wandb_config = restored_experiment(run_dir, options["seed"])
@@ -143,7 +143,7 @@ def evaluate(options: dict[str, Any]) -> None:
     )
     if options["video"]:
         experiment.observers = [functools.partial(VideoRecorder, every=1, fps=options["fps"], path=video_path)]
-    program = DistributedProgram(experiment)
+    program = NodeBuilder(experiment)
     learner = program.make_learner(None, Counter())  # Never stepped.
     try:
         actor_steps = read_state(checkpoint).get("counts", {}).get("actor_steps")

@@ -212,7 +212,7 @@ def remove_unused_run_directory(output_dir: str) -> None:
 
 def train(config: DictConfig) -> float:
     from rl.experiments.lifecycle import Interrupted, RunInterrupted, requeue_signal, signal_name
-    from rl.experiments.launchers.base import LauncherError
+    from rl.experiments.launcher import LauncherError
     from rl.experiments.summary import close_loggers
 
     job = prepare_job(config)

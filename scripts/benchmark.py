@@ -54,7 +54,7 @@ def compose_config(overrides: Sequence[str]):
 
 
 def compose_experiment(overrides: Sequence[str], run_dir: str):
-    """An ExperimentConfig from overrides, through the same path as scripts/train.py."""
+    """An Experiment from overrides, through the same path as scripts/train.py."""
     from rl.experiments.make_experiment import make_experiment
 
     config, choices = compose_config(overrides)

@@ -12,7 +12,7 @@ reader writes (a new agent's files) and are not checked.
 - An `rl.` name anywhere in a span (`rl.analysis.aggregates.SCORE_RANGES`, `rl.train:cli`) must resolve: the
   longest prefix is a module of rl/, the next part is defined at its top level, any further parts are words
   of the repository (below).
-- A Python name: a span that is a CamelCase name (`FeedForwardActor`, `DistributedProgram.keys`), a call
+- A Python name: a span that is a CamelCase name (`FeedForwardActor`, `NodeBuilder.keys`), a call
   (`make_policy(...)`, `init(key)`), or a snake_case word with an underscore (`build_actor`). Each of its parts
   must be a word of the repository: a name its Python code defines or uses, an identifier in a string it writes
   (metric and summary keys), a key or an option (file name) under conf/, or a builtin. A removed or made-up name

@@ -22,8 +22,8 @@ from rl.counting import Counter
 from rl.environments.factories import make_gymnasium_environment
 from rl.environment_loop import EnvironmentLoop
 from rl.experiments.builders import build_actor, build_evaluator, build_learner, environment_seed
-from rl.experiments.config import ExperimentConfig
-from rl.experiments.builders import DistributedProgram, Evaluations
+from rl.experiments.config import Experiment
+from rl.experiments.builders import NodeBuilder, Evaluations
 from rl.loggers.base import Logger, NoOpLogger
 from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy
@@ -82,7 +82,7 @@ def make_experiment(seed=0, exploration=None, **agent):
     settings = dict(batch_size=8, min_replay_size=1, max_replay_size=1000, samples_per_insert=8.0, n_step=1)
     settings.update(agent)
     environments = SeedRecorder()
-    experiment = ExperimentConfig(
+    experiment = Experiment(
         builder=DQNBuilder(DQNConfig(**settings), exploration or EpsilonGreedy(1.0, 1.0)),
         environment_factory=environments,
         network_factory=functools.partial(make_q_network, hidden_sizes=(8,)),
@@ -191,7 +191,7 @@ def test_build_evaluator_splits_its_key_the_same_way_and_acts_greedily_without_r
 
 def test_nodes_of_a_program_get_distinct_keys_and_environment_seeds(replay):
     experiment = make_experiment(seed=3)
-    program = DistributedProgram(experiment, num_actors=3, num_evaluators=2)
+    program = NodeBuilder(experiment, num_actors=3, num_evaluators=2)
     keys = program.keys
     all_keys = [keys.learner, *keys.actors, *keys.evaluators]
     assert len({tuple(np.asarray(k).tolist()) for k in all_keys}) == 6
@@ -204,7 +204,7 @@ def test_nodes_of_a_program_get_distinct_keys_and_environment_seeds(replay):
     assert experiment.environment_factory.seeds == expected[:-1] + evaluator_copies
     assert len(set(expected)) == 4
     # The same seed gives the same keys.
-    again = DistributedProgram(make_experiment(seed=3), num_actors=3, num_evaluators=2).keys
+    again = NodeBuilder(make_experiment(seed=3), num_actors=3, num_evaluators=2).keys
     assert all(np.array_equal(a, b) for a, b in zip(all_keys, [again.learner, *again.actors, *again.evaluators]))
 
 
@@ -212,14 +212,14 @@ def test_nodes_of_a_program_get_distinct_keys_and_environment_seeds(replay):
 
 
 def test_a_restarted_actor_gets_a_fresh_key_derived_from_actor_id_and_restart_count():
-    program = DistributedProgram(make_experiment(seed=5), num_actors=2)
+    program = NodeBuilder(make_experiment(seed=5), num_actors=2)
     keys = {(i, r): np.asarray(program.actor_key(i, r)).tolist() for i in range(2) for r in range(4)}
     assert len({tuple(k) for k in keys.values()}) == 8  # Distinct per actor and per restart.
     assert keys[(1, 0)] == np.asarray(program.keys.actors[1]).tolist()  # A first start is unchanged.
     assert keys[(1, 2)] == np.asarray(jax.random.fold_in(program.keys.actors[1], 2)).tolist()
-    again = DistributedProgram(make_experiment(seed=5), num_actors=2)
+    again = NodeBuilder(make_experiment(seed=5), num_actors=2)
     assert all(np.asarray(again.actor_key(i, r)).tolist() == k for (i, r), k in keys.items())  # Deterministic.
-    other_seed = DistributedProgram(make_experiment(seed=6), num_actors=2)
+    other_seed = NodeBuilder(make_experiment(seed=6), num_actors=2)
     assert np.asarray(other_seed.actor_key(1, 2)).tolist() != keys[(1, 2)]
     with pytest.raises(ValueError, match="restart"):
         program.actor_key(0, -1)
@@ -229,7 +229,7 @@ def test_a_restarted_actor_resumes_its_schedule_and_reseeds_its_environment(repl
     # Epsilon anneals from 1 to 0 over 50 steps: from step 50 on the actor is greedy.
     exploration = EpsilonGreedy(epsilon_start=1.0, epsilon_end=0.0, decay_fraction=0.5, run_steps=100)
     experiment = make_experiment(seed=2, exploration=exploration)
-    program = DistributedProgram(experiment, num_actors=2)
+    program = NodeBuilder(experiment, num_actors=2)
     network, params = network_and_params(experiment)
     first = program.make_actor(1, replay, FixedParams(params), Counter())
     restarted = program.make_actor(1, replay, FixedParams(params), Counter(), restart=1, initial_step=50)

@@ -524,7 +524,7 @@ def test_ray_driver_waits_are_bounded_and_an_expired_one_names_the_node_and_call
     import ray
 
     from rl.experiments.launchers import ray as ray_launcher
-    from rl.experiments.launchers.base import LauncherError
+    from rl.experiments.launcher import LauncherError
 
     run = ray_launcher.RayNodes.__new__(ray_launcher.RayNodes)
     run.launcher = ray_launcher.RayLauncher(call_timeout_s=0.25)
@@ -596,7 +596,7 @@ def test_an_evaluator_that_dies_mid_round_is_restarted_and_plays_its_round_again
     `evaluate`); Ray rebuilds it, the driver counts the restart, logs it with the new pid
     and asks the new incarnation for the same round, whose result joins the curve. One
     past launcher.max_restarts fails the run, naming the setting."""
-    from rl.experiments.launchers.base import LauncherError
+    from rl.experiments.launcher import LauncherError
 
     ray = ray_instance
     marker = tmp_path / "died_once"

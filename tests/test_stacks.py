@@ -16,7 +16,7 @@ import optuna
 import pytest
 
 from conftest import ROOT, TRAIN, read_summary, run_train
-from rl.experiments.launchers.base import REVERB_STACK_MODULES
+from rl.experiments.launcher import REVERB_STACK_MODULES
 
 # Runs scripts/train.py (the entry point, re-execution under jemalloc included) in an interpreter without the
 # modules that only the reverb stack has.

@@ -19,7 +19,7 @@ from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment, vector_seeds
 from rl.experiments.builders import build_actor, environment_seed
-from rl.experiments.config import ExperimentConfig
+from rl.experiments.config import Experiment
 from rl.loggers.base import Logger
 from rl.networks import make_q_network
 from rl.policies import EpsilonGreedy
@@ -81,9 +81,9 @@ class Rows(Logger):
         self.rows.append(dict(data))
 
 
-def make_experiment(num_envs: int) -> ExperimentConfig:
+def make_experiment(num_envs: int) -> Experiment:
     config = DQNConfig(batch_size=4, min_replay_size=1, n_step=N_STEP, discount=0.5)
-    return ExperimentConfig(
+    return Experiment(
         builder=DQNBuilder(config, EpsilonGreedy(1.0, 1.0)),
         environment_factory=lambda seed: Counting(seed),
         network_factory=functools.partial(make_q_network, hidden_sizes=(8,)),

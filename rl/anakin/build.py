@@ -7,25 +7,25 @@ import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any
 
-from rl.experiments.config import ExperimentConfig
+from rl.experiments.config import Experiment
 
 if TYPE_CHECKING:  # Imported when a system is built: the launcher's checks import no JAX.
     from rl.systems.base import System, SystemInputs
 
 
-def system_class(experiment: ExperimentConfig) -> type[System]:
+def system_class(experiment: Experiment) -> type[System]:
     """The compiled system the experiment's agent names (launcher=anakin refuses an agent that names none)."""
     system = experiment.builder.compiled_system
     assert system is not None, "launcher=anakin's fit_experiment refuses an agent without a compiled system"
     return system
 
 
-def steps_per_update(experiment: ExperimentConfig) -> int:
+def steps_per_update(experiment: Experiment) -> int:
     """Environment steps (all copies) one learner update consumes."""
     return system_class(experiment).steps_per_update(experiment.builder.config, experiment.num_envs)
 
 
-def system_inputs(experiment: ExperimentConfig) -> SystemInputs:
+def system_inputs(experiment: Experiment) -> SystemInputs:
     """The run a system compiles; the environment factory is the gymnax one, bound to its name and kwargs
     (launcher=anakin's check_experiment refuses any other)."""
     from rl.systems.base import SystemInputs
@@ -54,7 +54,7 @@ def replica_builder(builder: Any, values: dict[str, Any]) -> Any:
     return type(builder)(config, exploration=exploration)
 
 
-def make_system(experiment: ExperimentConfig, values: dict[str, Any] | None = None) -> System:
+def make_system(experiment: Experiment, values: dict[str, Any] | None = None) -> System:
     """The experiment's system (one replica's: `values`, see `replica_builder`) on `num_envs` gymnax
     copies; its `evaluation_environment` has `eval_episodes` copies."""
     builder = replica_builder(experiment.builder, values) if values else experiment.builder

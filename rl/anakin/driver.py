@@ -19,7 +19,7 @@ from rl.anakin.build import make_system, steps_per_update
 from rl.environment_loop import spread
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
-from rl.experiments.config import ExperimentConfig
+from rl.experiments.config import Experiment
 from rl.core import NumericalError
 from rl.experiments.resume import trim_logs
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
@@ -101,7 +101,7 @@ class AnakinNodes(lifecycle.Nodes):
         self,
         num_seeds: int,
         steps_per_chunk: int,
-        replicas: list[ExperimentConfig] | None = None,
+        replicas: list[Experiment] | None = None,
         hyperparameters: dict[str, jax.Array] | None = None,
         replica_fields: dict[str, Any] | None = None,
         trials: list[Any] | None = None,

@@ -12,8 +12,8 @@ from typing import Any
 
 from rl.anakin.build import make_system, steps_per_update, system_class
 from rl.environments.factories import is_jax_native
-from rl.experiments.config import ExperimentConfig
-from rl.experiments.launchers.base import Launcher
+from rl.experiments.config import Experiment
+from rl.experiments.launcher import Launcher
 from rl.experiments.summary import RunSummary
 from rl.experiments.make_experiment import ConfigError
 
@@ -66,7 +66,7 @@ def _rounded(key: str, value: int, step: int, why: str) -> int:
     return rounded
 
 
-def derive_settings(experiment: ExperimentConfig) -> ExperimentConfig:
+def derive_settings(experiment: Experiment) -> Experiment:
     """The experiment with the agent's values that must follow environment.num_envs derived by its
     system, each said once in the log."""
     builder = experiment.builder
@@ -98,7 +98,7 @@ class AnakinLauncher(Launcher):
         self.num_seeds, self.steps_per_chunk = num_seeds, steps_per_chunk
         set_xla_flags()  # Made before any program is compiled.
 
-    def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
+    def fit_experiment(self, experiment: Experiment) -> Experiment:
         """The experiment with the values its system derives, whole updates and chunks, checked."""
         if experiment.builder.compiled_system is None:
             raise ConfigError(
@@ -121,7 +121,7 @@ class AnakinLauncher(Launcher):
         self.check_experiment(experiment)
         return experiment
 
-    def check_experiment(self, experiment: ExperimentConfig) -> int:
+    def check_experiment(self, experiment: Experiment) -> int:
         """Refuses a (fitted) experiment this launcher cannot run; returns the updates per chunk."""
         if not is_jax_native(experiment.environment_factory):
             raise ConfigError(
@@ -140,7 +140,7 @@ class AnakinLauncher(Launcher):
             raise ConfigError("max_actor_steps", "is not whole chunks of whole updates (see `fit_experiment`)")
         return steps_per_chunk
 
-    def checkpoint_template(self, experiment: ExperimentConfig) -> Any:
+    def checkpoint_template(self, experiment: Experiment) -> Any:
         """Every replica's training state traced; a CheckpointError when chunks would miss the budget."""
         import jax
 
@@ -158,7 +158,7 @@ class AnakinLauncher(Launcher):
             )
         return jax.eval_shape(jax.vmap(make_system(experiment).init), replica_keys(experiment.seed, self.num_seeds))
 
-    def __call__(self, experiment: ExperimentConfig) -> RunSummary:
+    def __call__(self, experiment: Experiment) -> RunSummary:
         from rl.anakin.driver import AnakinNodes
         from rl.experiments import lifecycle
 

@@ -14,7 +14,7 @@ from rl import core
 from rl.counting import Counter
 from rl.environment_loop import EnvironmentLoop
 from rl.environments.vector import VectorEnvironment
-from rl.experiments.config import ExperimentConfig, enable_compilation_cache
+from rl.experiments.config import Experiment, enable_compilation_cache
 from rl.loggers.base import Logger, NoOpLogger, TimeFilter
 from rl.observers import Observer
 
@@ -28,7 +28,7 @@ def environment_seed(key: jax.Array) -> int:
 
 
 def make_environment(
-    experiment: ExperimentConfig,
+    experiment: Experiment,
     random_key: jax.Array,
     num_envs: int,
     observers: Sequence[Observer],
@@ -49,7 +49,7 @@ def make_environment(
 
 
 def build_learner(
-    experiment: ExperimentConfig,
+    experiment: Experiment,
     random_key: jax.Array,
     replay_client: Any,
     counter: Counter,
@@ -71,7 +71,7 @@ def build_learner(
     return experiment.builder.make_learner(random_key, networks, dataset, replay_client, learner_counter, logger)
 
 
-def _loop_parts(experiment: ExperimentConfig, random_key: jax.Array, label: str, instance: int) -> tuple:
+def _loop_parts(experiment: Experiment, random_key: jax.Array, label: str, instance: int) -> tuple:
     enable_compilation_cache(experiment.compilation_cache)
     environment_key, actor_key = jax.random.split(random_key)
     observers = [
@@ -87,7 +87,7 @@ def _loop_parts(experiment: ExperimentConfig, random_key: jax.Array, label: str,
 
 
 def build_actor(
-    experiment: ExperimentConfig,
+    experiment: Experiment,
     random_key: jax.Array,
     replay: Any,
     variable_source: core.VariableSource,
@@ -104,7 +104,7 @@ def build_actor(
 
 
 def build_evaluator(
-    experiment: ExperimentConfig,
+    experiment: Experiment,
     random_key: jax.Array,
     variable_source: core.VariableSource,
     counter: Counter,
@@ -136,11 +136,11 @@ class Evaluations:
 
 
 @dataclasses.dataclass
-class DistributedProgram:
-    """The nodes of an experiment with their keys, whatever launches them (`num_evaluators` per
-    evaluator factory)."""
+class NodeBuilder:
+    """Builds each node of an experiment (learner, actors, evaluators) with its key, for whichever launcher
+    runs them, in one process or many (`num_evaluators` per evaluator factory)."""
 
-    experiment: ExperimentConfig
+    experiment: Experiment
     num_actors: int = 1
     num_evaluators: int = 1
 

@@ -1,4 +1,4 @@
-"""ExperimentConfig: everything needed to build the nodes of one experiment; and the XLA cache."""
+"""Experiment: everything needed to build the nodes of one experiment; and the XLA cache."""
 
 from __future__ import annotations
 
@@ -32,9 +32,10 @@ def enable_compilation_cache(directory: str | None) -> None:
 
 
 @dataclasses.dataclass
-class ExperimentConfig:
-    """A composed experiment, independent of Hydra and of how its nodes are launched; `observers`
-    and `evaluator_factories` (None: `build_evaluator`) are factories."""
+class Experiment:
+    """A built experiment: the composed config's live parts (builder, factories, loggers) and its run's
+    state (`restore`, `session`), independent of Hydra and of how its nodes are launched; `observers` and
+    `evaluator_factories` (None: `build_evaluator`) are factories."""
 
     builder: ActorLearnerBuilder
     environment_factory: Callable[[int], dm_env.Environment]

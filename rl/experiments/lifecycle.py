@@ -14,8 +14,8 @@ import time
 from typing import Any, Callable, Mapping
 
 from rl import checkpointing
-from rl.experiments.config import ExperimentConfig
-from rl.experiments.launchers.base import LauncherError
+from rl.experiments.config import Experiment
+from rl.experiments.launcher import LauncherError
 from rl.experiments.pruning import OptunaTrial
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
 from rl.agents.builder import NumericalError
@@ -143,7 +143,7 @@ def wait_for(work: Callable[[], Any], stopping: Callable[[], bool], what: str, p
     return outcome["result"]
 
 
-def next_evaluation(experiment: ExperimentConfig, actor_steps: int) -> int:
+def next_evaluation(experiment: Experiment, actor_steps: int) -> int:
     every = experiment.eval_every
     return min((actor_steps // every + 1) * every, experiment.max_actor_steps)
 
@@ -159,7 +159,7 @@ class RunRecord:
     acting_time_s: float = 0.0
 
     @classmethod
-    def start(cls, experiment: ExperimentConfig) -> "RunRecord":
+    def start(cls, experiment: Experiment) -> "RunRecord":
         state = experiment.restore.state if experiment.restore is not None else {}
         steps, start = int(state.get("actor_steps", 0)), experiment.logger_factory.start_time
         next_eval = int(state.get("next_eval", 0))
@@ -186,7 +186,7 @@ class Snapshot:
 class RunCheckpointer:
     """The checkpoints of one run: periodic (`due`), on stop and at the end."""
 
-    def __init__(self, experiment: ExperimentConfig):
+    def __init__(self, experiment: Experiment):
         self.experiment = experiment
         self.settings = experiment.checkpoint
         self.last: str | None = experiment.restore.checkpoint if experiment.restore is not None else None
@@ -266,7 +266,7 @@ class RunCheckpointer:
 class Nodes:
     """What a launcher runs; `run` sets `experiment`, `record`, `checkpoints` and `stop` before `start`."""
 
-    experiment: ExperimentConfig
+    experiment: Experiment
     record: RunRecord
     checkpoints: RunCheckpointer
     stop: StopRequest | None = None
@@ -322,7 +322,7 @@ class Nodes:
 class _Run:
     """One run of `nodes`: what `run`'s steps share (the clock, the record, the checkpoints, the stop request)."""
 
-    def __init__(self, experiment: ExperimentConfig, nodes: Nodes):
+    def __init__(self, experiment: Experiment, nodes: Nodes):
         self.experiment, self.nodes = experiment, nodes
         self.start = time.perf_counter()
         self.record = RunRecord.start(experiment)
@@ -411,7 +411,7 @@ class _Run:
         self.loggers_closed = True
 
 
-def run(experiment: ExperimentConfig, nodes: Nodes) -> RunSummary:
+def run(experiment: Experiment, nodes: Nodes) -> RunSummary:
     """Trains `nodes` to `experiment.max_actor_steps`."""
     life = _Run(experiment, nodes)
     try:

@@ -1,4 +1,4 @@
-"""Turns a composed Hydra configuration into an ExperimentConfig and a launcher, checking everything
+"""Turns a composed Hydra configuration into an Experiment and a launcher, checking everything
 (run settings, each `_target_`'s keys and types, the environment first) as a one-line `ConfigError`."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigTypeError, InterpolationResolutionError, MissingMandatoryValue, ValidationError
 
-from rl.experiments.config import ExperimentConfig, enable_compilation_cache
+from rl.experiments.config import Experiment, enable_compilation_cache
 from rl.core import is_discrete, make_environment_spec
 from rl.experiments.schemas import options_schema
 
@@ -266,7 +266,7 @@ def agent_network(
 def check_launcher_stack(launcher: Any, choice: str | None) -> None:
     """Refuses a launcher that needs a module this Python lacks (dm-reverb or Ray, on the current stack), naming
     the stack that has it: before a run starts (a configuration is composed and checked without it)."""
-    from rl.experiments.launchers.base import REVERB_STACK_MODULES, Launcher
+    from rl.experiments.launcher import REVERB_STACK_MODULES, Launcher
 
     requires = launcher.requires if isinstance(launcher, Launcher) else ()  # Any callable can launch.
     missing = [module for module in requires if importlib.util.find_spec(module) is None]
@@ -478,7 +478,7 @@ def make_experiment(
     run_group: str | None = None,
     run_tags: Sequence[str] = (),
     job_number: int | None = None,
-) -> tuple[ExperimentConfig, Callable[[ExperimentConfig], Any]]:
+) -> tuple[Experiment, Callable[[Experiment], Any]]:
     """Validates `config` and builds the experiment and its launcher (nothing started)."""
     choices = dict(choices or {})
     # The run's settings first: an agent option interpolating a bad max_actor_steps is named as max_actor_steps.
@@ -511,7 +511,7 @@ def make_experiment(
     )
     # Before anything compiles: JAX decides at its first compilation whether the cache is on.
     enable_compilation_cache(settings.compilation_cache)
-    experiment = ExperimentConfig(
+    experiment = Experiment(
         builder=builder,
         environment_factory=environment.factory,
         network_factory=network_factory,

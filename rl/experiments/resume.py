@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from rl import checkpointing
 from rl.checkpointing import RUN_FILE, SUMMARY_FILE, CheckpointError, RunWarning, read_json
-from rl.experiments.launchers.base import Launcher
+from rl.experiments.launcher import Launcher
 from rl.experiments.make_experiment import ConfigError, resolved_container
 from rl.loggers.csv import move_rows
 

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column
 
 from rl.checkpointing import write_json
-from rl.experiments.config import ExperimentConfig
+from rl.experiments.config import Experiment
 
 # Ran to its budget, stopped by a signal, failed, stopped early by an Optuna search's pruner.
 STATUSES = ("finished", "interrupted", "failed", "pruned")
@@ -69,7 +69,7 @@ class RunSummary:
     @classmethod
     def from_run(
         cls,
-        experiment: ExperimentConfig,
+        experiment: Experiment,
         counts: Mapping[str, Any],
         eval_returns: Sequence[tuple[int, float]],
         wall_time_s: float,
@@ -103,7 +103,7 @@ class RunSummary:
 
 
 def finish_run(
-    experiment: ExperimentConfig,
+    experiment: Experiment,
     counts: Mapping[str, Any],
     eval_returns: Sequence[tuple[int, float]],
     eval_times: Sequence[float],
@@ -124,7 +124,7 @@ def finish_run(
     return summary
 
 
-def close_loggers(experiment: ExperimentConfig, exit_code: int) -> None:
+def close_loggers(experiment: Experiment, exit_code: int) -> None:
     experiment.logger_factory.close(exit_code=exit_code)
 
 

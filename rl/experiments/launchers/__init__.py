@@ -1,1 +1,1 @@
-"""Launchers: callables that run an ExperimentConfig and return its RunSummary."""
+"""Launchers: callables that run an Experiment and return its RunSummary."""

@@ -17,9 +17,9 @@ from rl import core
 from rl.checkpointing import read_process_state
 from rl.counting import Counter
 from rl.experiments import lifecycle
-from rl.experiments.builders import DistributedProgram
-from rl.experiments.config import ExperimentConfig
-from rl.experiments.launchers.base import Launcher
+from rl.experiments.builders import NodeBuilder
+from rl.experiments.config import Experiment
+from rl.experiments.launcher import Launcher
 from rl.experiments.summary import ProgressDisplay, RunSummary
 from rl.loggers.base import StepFilter
 
@@ -127,8 +127,8 @@ class LearnerThread:
 class LocalNodes(lifecycle.Nodes):
     """The replay, the learner and one actor and evaluator, in this process."""
 
-    def __init__(self, experiment: ExperimentConfig, deterministic: bool):
-        self.program = DistributedProgram(experiment, num_actors=1, num_evaluators=1)
+    def __init__(self, experiment: Experiment, deterministic: bool):
+        self.program = NodeBuilder(experiment, num_actors=1, num_evaluators=1)
         self.deterministic = deterministic
         self.server = self.learner_thread = None
         self.learner_log: list[StepFilter] = []  # A deterministic run's filter of learner records.
@@ -267,7 +267,7 @@ class LocalLauncher(Launcher):
 
     deterministic: bool = False
 
-    def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
+    def fit_experiment(self, experiment: Experiment) -> Experiment:
         """A deterministic checkpoint pickles the environments: refuses those that cannot be pickled."""
         if not (self.deterministic and experiment.checkpoint.enabled):
             return experiment
@@ -295,7 +295,7 @@ class LocalLauncher(Launcher):
             environment.close()
         return experiment
 
-    def __call__(self, experiment: ExperimentConfig) -> RunSummary:
+    def __call__(self, experiment: Experiment) -> RunSummary:
         from rl.quiet import reverb_info_filtered
 
         with reverb_info_filtered():

@@ -18,9 +18,9 @@ import rl
 from rl import checkpointing
 from rl.checks import require_at_least, require_non_negative, require_positive
 from rl.experiments import lifecycle
-from rl.experiments.builders import DistributedProgram
-from rl.experiments.config import ExperimentConfig
-from rl.experiments.launchers.base import Launcher, LauncherError
+from rl.experiments.builders import NodeBuilder
+from rl.experiments.config import Experiment
+from rl.experiments.launcher import Launcher, LauncherError
 from rl.experiments.summary import ProgressDisplay, RunSummary
 
 _HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
@@ -71,7 +71,7 @@ class RayLauncher(Launcher):
             return "max_replay_restarts", self.max_replay_restarts
         return "max_restarts", self.max_restarts
 
-    def __call__(self, experiment: ExperimentConfig) -> RunSummary:
+    def __call__(self, experiment: Experiment) -> RunSummary:
         import ray
 
         match = _HOST_PORT.match(self.address or "")
@@ -138,7 +138,7 @@ def _title(node: str) -> str:
 class RayNodes(lifecycle.Nodes):
     """The nodes of one run, placed by Ray and watched from this process."""
 
-    def __init__(self, launcher: RayLauncher, experiment: ExperimentConfig):
+    def __init__(self, launcher: RayLauncher, experiment: Experiment):
         import ray
 
         from rl.experiments.launchers import ray_nodes
@@ -149,7 +149,7 @@ class RayNodes(lifecycle.Nodes):
         self.names = {n: f"rl-{n}-{token}".replace("_", "-") for n in ("replay", "counter", "learner", "log_queue")}
         factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], experiment.logger_factory.start_time)
         remote_experiment = dataclasses.replace(experiment, logger_factory=factory)
-        self.program = DistributedProgram(remote_experiment, launcher.num_actors, launcher.num_evaluators)
+        self.program = NodeBuilder(remote_experiment, launcher.num_actors, launcher.num_evaluators)
         self.loggers: dict[tuple, Any] = {}
         self.deaths: dict[str, int] = {}
         self.node_pids: dict[str, int] = {}

@@ -1,4 +1,4 @@
-"""The Ray actors hosting the nodes (built from the `DistributedProgram`) and the proxies they
+"""The Ray actors hosting the nodes (built from the `NodeBuilder`) and the proxies they
 talk through. Nodes find each other by name, which stays in a node's creation task for restarts."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rl import checkpointing, core
-from rl.experiments.builders import DistributedProgram, Evaluations
+from rl.experiments.builders import NodeBuilder, Evaluations
 from rl.experiments.launchers.local import StepLockReleasingIterator
 from rl.loggers.base import Logger, LoggerFactory, LoggingData, to_python_scalar
 from rl.replay.adders import ReplayTimeoutError
@@ -152,7 +152,7 @@ class ReplayNode(_Node):
     """The reverb server, checkpointing to `directory` (None: not at all) from `fallback`; rebuilt by
     Ray on the same port with the tables of the newest checkpoint that holds them, or empty."""
 
-    def __init__(self, program: DistributedProgram, directory: str | None, fallback: str | None, counter: str):
+    def __init__(self, program: NodeBuilder, directory: str | None, fallback: str | None, counter: str):
         import portpicker
 
         proposed = portpicker.pick_unused_port()
@@ -278,7 +278,7 @@ def stepping_stopped(ended: threading.Event, batches: StepLockReleasingIterator 
 class LearnerNode(_Node):
     """Steps the learner and serves numpy parameters; rebuilt by Ray, it waits to be `restore`d."""
 
-    def __init__(self, program: DistributedProgram, replay: str, counter: str):
+    def __init__(self, program: NodeBuilder, replay: str, counter: str):
         self._counter_handle = ray.get_actor(counter)
         self._counter = RemoteCounter(self._counter_handle)
         self._step_lock = threading.Lock()
@@ -347,9 +347,7 @@ class ActorNode(_Node):
     """Acts until the step budget is spent; rebuilt by Ray, it registers again (a fresh key, counted
     from `key_offset`)."""
 
-    def __init__(
-        self, program: DistributedProgram, actor_id: int, replay: str, learner: str, counter: str, key_offset: int
-    ):
+    def __init__(self, program: NodeBuilder, actor_id: int, replay: str, learner: str, counter: str, key_offset: int):
         self._program = program
         self._replay = replay
         self._actor_id = actor_id
@@ -395,7 +393,7 @@ class ActorNode(_Node):
 
 @ray.remote(num_cpus=0)
 class EvaluatorNode(_Node):
-    def __init__(self, program: DistributedProgram, instance: int, learner: str, counter: str, timeout_s: float):
+    def __init__(self, program: NodeBuilder, instance: int, learner: str, counter: str, timeout_s: float):
         self._loop = program.make_evaluator(
             instance,
             RemoteVariableSource(ray.get_actor(learner), asynchronous=False, timeout_s=timeout_s),

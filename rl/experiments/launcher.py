@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rl.experiments.config import ExperimentConfig
+from rl.experiments.config import Experiment
 
 # Modules that only the reverb stack (requirements.txt) has, by the distribution that provides them; the current
 # stack (requirements-current.txt, or `pip install .` without the `reverb` extra) has none of them.
@@ -22,13 +22,13 @@ class Launcher:
 
     requires: ClassVar[tuple[str, ...]] = ()
 
-    def __call__(self, experiment: ExperimentConfig) -> Any:
+    def __call__(self, experiment: Experiment) -> Any:
         raise NotImplementedError
 
-    def fit_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
+    def fit_experiment(self, experiment: Experiment) -> Experiment:
         return experiment
 
-    def checkpoint_template(self, experiment: ExperimentConfig) -> Any:
+    def checkpoint_template(self, experiment: Experiment) -> Any:
         import jax
 
         networks = experiment.network_factory(environment_spec=experiment.environment_spec)
