@@ -77,6 +77,7 @@ def reexec_with_jemalloc() -> None:
         if mode == "jemalloc" and jemalloc_loaded() is None:
             raise AllocatorError(f"{MODE}=jemalloc: {os.environ[MARKER]} was preloaded but is not loaded")
         return
+    # sys.ps1 exists only in an interactive interpreter.
     interactive = sys.flags.interactive or hasattr(sys, "ps1") or "IPython" in sys.modules
     preload = None if interactive or sys.argv[0] in ("", "-") or not sys.executable else wanted_preload()
     if preload is None:

@@ -72,14 +72,14 @@ class _Lazy(types.ModuleType):
             raise AttributeError(name)
         if self.__name__ in _DEFERRED:
             _run_init(self)
-            return getattr(self, name)
+            return getattr(self, name)  # A lazy module's names: its real module's, now loaded.
         dotted = f"{self.__name__}.{name}"
         if not _state["full"] and dotted in _NAMES:
             value = _Lazy(dotted)
         elif not _state["full"] and name in names:
             _behave_as_tensorflow_2()
             module, attribute = names[name]
-            value = getattr(importlib.import_module(module), attribute)
+            value = getattr(importlib.import_module(module), attribute)  # TensorFlow's module, by name.
         else:
             return functools.reduce(getattr, dotted.split(".")[1:], load_fully())
         self.__dict__[name] = value
@@ -126,6 +126,7 @@ class _FullImportFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if _state["stand_in"] is None or parent not in ("tensorflow", "tensorflow.compat"):
             return None
         load_fully()
+        # A TensorFlow submodule, loaded or reached from its parent module.
         module = sys.modules.get(name) or getattr(sys.modules.get(parent), child, None)
         if not isinstance(module, types.ModuleType):
             return None

@@ -7,7 +7,6 @@ import dataclasses
 import logging
 import os
 import re
-import sys
 from typing import Any
 
 from rl.anakin.build import make_system, steps_per_update, system_class
@@ -16,6 +15,7 @@ from rl.experiments.config import Experiment
 from rl.experiments.launcher import Launcher
 from rl.experiments.summary import RunSummary
 from rl.experiments.make_experiment import ConfigError
+from rl.compat import jax_backends_started
 
 log = logging.getLogger(__name__)
 
@@ -35,23 +35,11 @@ def cpu_xla_flags() -> str:
     return PREVIOUS_CPU_RUNTIME if release <= LAST_JAXLIB_WITH_IT else ""
 
 
-def backends_started() -> bool:
-    """Whether a JAX backend has started (XLA reads XLA_FLAGS once, then); False when JAX cannot say (the
-    flags are then set, and have no effect if one has)."""
-    if "jax" not in sys.modules:
-        return False
-    try:
-        from jax._src.xla_bridge import backends_are_initialized  # No public equivalent.
-    except ImportError:
-        return False
-    return bool(backends_are_initialized())
-
-
 def set_xla_flags(flags: str | None = None) -> bool:
     """Sets XLA_FLAGS to `flags` (None: `cpu_xla_flags()`) unless they are empty, XLA_FLAGS is set (even
     empty) or a JAX backend has started; says whether it did."""
     flags = cpu_xla_flags() if flags is None else flags
-    if not flags or "XLA_FLAGS" in os.environ or backends_started():
+    if not flags or "XLA_FLAGS" in os.environ or jax_backends_started():
         return False
     os.environ["XLA_FLAGS"] = flags
     return True

@@ -69,7 +69,7 @@ def single_step(environment: Any, params: Any, key: jax.Array, env_state: Any, a
     observation, env_state, reward, done, _ = environment.step_env(key, env_state, action, params)
     unlimited = dataclasses.replace(params, max_steps_in_episode=np.iinfo(np.int32).max)
     terminated = jnp.asarray(environment.is_terminal(env_state, unlimited), bool)
-    limit = getattr(environment, "is_truncated", None)
+    limit = getattr(environment, "is_truncated", None)  # gymnax >= 1.0 has it; 0.0.9 folds it into is_terminal.
     at_limit = jnp.asarray(
         limit(env_state, params) if limit is not None else env_state.time >= params.max_steps_in_episode, bool
     )

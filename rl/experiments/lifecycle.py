@@ -29,6 +29,7 @@ def requeue_signal() -> int | None:
     SUBMITIT_PREEMPT_SIGNAL names another); None outside a submitit job."""
     if not os.environ.get("SUBMITIT_EXECUTOR"):
         return None
+    # The signal module names what this platform has; submitit names it in the environment.
     return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
 
 

@@ -169,34 +169,35 @@ PIXEL_NETWORKS = {
 }
 
 
-def declared(thing: Any, capability: str, default: Any = None) -> Any:
-    """What a network factory, torso or policy declares it is (`network_kind(s)`, `observation_kind`,
-    `action_kind`); factories from outside the project may declare nothing."""
-    return getattr(thing, capability, default)
-
-
 def network_kinds(factory: Callable[..., Any], needed: str) -> list[str]:
-    """The kinds of network `factory` builds; a torso under several heads (atari_cnn) is told the
-    agent's kind, and a factory that declares none is taken to build what the agent needs."""
-    return list(declared(factory, "network_kinds", None) or [declared(factory, "network_kind", needed)])
+    """The kinds of network `factory` builds (a `NetworkFactory` declares them; a torso under several heads,
+    atari_cnn, is told the agent's); a factory from outside the project is taken to build what the agent needs."""
+    from rl.networks.base import NetworkFactory  # Here: the environment is checked before JAX is imported.
+
+    return list(factory.network_kinds) if isinstance(factory, NetworkFactory) else [needed]
 
 
 def observation_kind(factory: Callable[..., Any], options: Mapping[str, Any]) -> str:
     """What `factory` reads, "pixels" or "vector": its own declaration, else its torso's (`network.torso`)."""
-    reads = declared(factory, "observation_kind")
+    from rl.networks.base import NetworkFactory
+
+    reads = factory.observation_kind if isinstance(factory, NetworkFactory) else None
     if reads is None and isinstance(options.get("torso"), str):
         from rl.networks.recurrent import resolve_torso
 
         try:
-            reads = declared(resolve_torso(options["torso"]), "observation_kind")
+            torso = resolve_torso(options["torso"])
         except ValueError:
-            pass  # The factory reports a bad torso itself.
+            torso = None  # The factory reports a bad torso itself.
+        reads = torso.observation_kind if isinstance(torso, NetworkFactory) else None
     return reads or "vector"
 
 
 def action_kind(policy: Any) -> str | None:
-    """The action space a policy acts in, "discrete" or "continuous"; None: either."""
-    return declared(policy, "action_kind")
+    """The action space a policy acts in, "discrete" or "continuous"; None: either (or not declared)."""
+    from rl.policies import Head
+
+    return policy.action_kind if isinstance(policy, Head) else None
 
 
 def check_network_kind(kinds: Sequence[str], choice: str, needed: str) -> None:

@@ -13,6 +13,7 @@ import tree
 from dm_env import specs
 
 from rl.core import EnvironmentSpec, Transition, is_discrete
+from rl.compat import native_trajectory_writer
 
 if TYPE_CHECKING:
     import reverb
@@ -27,12 +28,12 @@ WRITE_SLICE_MS = 2_000
 
 def item_inserter(writer: Any) -> Callable[[str, float, Sequence[np.ndarray]], None]:
     """`insert(table, priority, columns)`: one step of `columns` and one item of it, through reverb's
-    C++ writer (the one private reverb call: the Python wrapper re-validates every call)."""
+    C++ writer (rl.compat: the Python wrapper re-validates every call)."""
     import reverb
 
     if not isinstance(writer, reverb.TrajectoryWriter):
         return writer.insert_item  # A SeededReplay's.
-    native = writer._writer
+    native = native_trajectory_writer(writer)
 
     def insert(table: str, priority: float, columns: Sequence[np.ndarray]) -> None:
         references = native.Append(columns)

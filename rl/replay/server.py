@@ -18,6 +18,7 @@ import tree
 
 from rl.replay import ReplaySample
 from rl.replay.adders import ReplayTimeoutError
+from rl.compat import table_distributions
 
 # TensorFlow only serves reverb's datasets: keep it off any accelerator JAX may use.
 tf.config.set_visible_devices([], "GPU")
@@ -249,11 +250,11 @@ class SeededTable:
     def __init__(self, table: Any, seed: Sequence[int]):
         info = table.info
         self.name: str = info.name
-        self.sampler = info.sampler_options.WhichOneof("distribution")
+        self.sampler, remover = table_distributions(info)
         if self.sampler not in ("uniform", "prioritized", "fifo"):
             raise ValueError(f"the deterministic mode has no seeded equivalent of reverb's {self.sampler!r} sampler")
         self.priority_exponent = float(info.sampler_options.prioritized.priority_exponent)
-        if info.remover_options.WhichOneof("distribution") != "fifo":
+        if remover != "fifo":
             raise ValueError(f"table {self.name!r}: the deterministic mode keeps FIFO removal only")
         self.max_size = int(info.max_size)
         if self.sampler == "fifo" and info.max_times_sampled != 1:

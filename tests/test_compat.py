@@ -1,0 +1,66 @@
+"""rl/compat.py: each private use works on the versions it names, and no other version is installed."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from rl import compat
+
+
+def test_each_installed_version_is_one_the_private_uses_were_written_for():
+    """dm-reverb is the reverb stack's only; JAX is in both."""
+    installed = {}
+    for distribution in compat.TESTED:
+        try:
+            installed[distribution] = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    assert "jax" in installed
+    for distribution, version in installed.items():
+        assert version in compat.TESTED[distribution], (
+            f"{distribution} {version}: check rl/compat.py's uses of its private names, then add the version"
+        )
+
+
+def test_jax_says_whether_a_backend_has_started():
+    script = (
+        "import jax; from rl import compat; before = compat.jax_backends_started(); jax.numpy.zeros(1); "
+        "print(before, compat.jax_backends_started())"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["False", "True"], result.stderr[-2000:]
+
+
+@pytest.mark.reverb
+def test_reverbs_native_writer_and_table_options_are_reached():
+    import reverb
+
+    tables = [
+        reverb.Table.queue("queue", 10),
+        reverb.Table(
+            "prioritized",
+            reverb.selectors.Prioritized(0.6),
+            reverb.selectors.Fifo(),
+            10,
+            reverb.rate_limiters.MinSize(1),
+        ),
+    ]
+    server = reverb.Server(tables)
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        info = client.server_info()
+        assert compat.table_distributions(info["queue"]) == ("fifo", "fifo")
+        assert compat.table_distributions(info["prioritized"]) == ("prioritized", "fifo")
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            native = compat.native_trajectory_writer(writer)
+            references = native.Append([1.0])
+            native.CreateItem("queue", 1.0, [[reference] for reference in references], [True])
+            writer.flush()
+        assert client.server_info()["queue"].current_size == 1
+    finally:
+        server.stop()
