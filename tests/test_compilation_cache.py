@@ -71,3 +71,31 @@ def test_a_training_run_caches_its_learner_update_and_policies(tmp_path):
     programs = [name.rsplit("-", 2)[0] for name in os.listdir(cache) if name.endswith("-cache")]
     assert programs.count("jit__guarded_update") == 1  # The learner's (finite-checked) update.
     assert programs.count("jit_act") == 2  # The behaviour and the evaluation policy.
+
+
+@pytest.mark.current
+def test_a_second_anakin_run_loads_its_traced_programs_and_computes_the_same(tmp_path):
+    """rl/program_cache.py under launcher=anakin: the first run keeps its initialiser, chunk and evaluation
+    round traced (`exported/`); the same run again traces nothing new, and XLA's cache holds nothing new."""
+    from conftest import read_summary, run_train
+
+    cache = tmp_path / "xla"
+    command = [
+        "experiment=ppo_gymnax_cartpole",
+        "max_actor_steps=4096",
+        "eval_every=2048",
+        "eval_episodes=2",
+        "progress=false",
+        f"compilation_cache={cache}",
+    ]
+    seen = []
+    for name in ("first", "second"):
+        result = run_train([*command, f"hydra.run.dir={tmp_path / name}"], timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        seen.append((sorted(os.listdir(cache / "exported")), sorted(os.listdir(cache))))
+    from rl.anakin.driver import HOST_INIT_EXPORTS
+
+    assert [name.split("-")[0] for name in seen[0][0]] == ["chunk", "evaluation", *(["init"] * HOST_INIT_EXPORTS)]
+    assert seen[1] == seen[0]  # Nothing traced or compiled anew.
+    first, second = (read_summary(str(tmp_path / name)) for name in ("first", "second"))
+    assert first["eval_returns"] == second["eval_returns"]

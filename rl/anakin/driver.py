@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
 import os
 import time
@@ -24,6 +25,7 @@ from rl.core import NumericalError
 from rl.experiments.resume import trim_logs
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
 from rl.loggers.base import TRANSCRIPT, Logger, format_number
+from rl.program_cache import compile_program
 from rl.systems.base import Explores, System, evaluate, make_chunk
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,31 @@ def replica_sharding(num_seeds: int) -> NamedSharding | None:
     return NamedSharding(Mesh(devices[:count], ("replicas",)), PartitionSpec("replicas")) if count > 1 else None
 
 
-def initial_states(init: Callable[[jax.Array, Any], Any], keys: jax.Array, values: dict[str, jax.Array]) -> Any:
+# jaxlib 0.4.34 crashes running a CPU program compiled from an export with LAPACK calls (orthogonal
+# initialisers) once it is read back from the persistent cache; 0.10 runs it.
+HOST_INIT_EXPORTS = tuple(int(part) for part in jax.__version__.split(".")[:2]) >= (0, 5)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramCache:
+    """Where the traced programs are kept (the persistent compilation cache's directory; None: nowhere) and
+    `context`, all they were made from that their arguments do not show (rl.program_cache)."""
+
+    directory: str | None = None
+    context: str = ""
+
+    def compile(self, function: Callable[..., Any], args: tuple[Any, ...], name: str, sharding: Any = None) -> Any:
+        return compile_program(
+            function, args, name=name, context=self.context, directory=self.directory, sharding=sharding
+        )
+
+
+def initial_states(
+    init: Callable[[jax.Array, Any], Any],
+    keys: jax.Array,
+    values: dict[str, jax.Array],
+    cache: ProgramCache = ProgramCache(),
+) -> Any:
     """Every replica's `init(key, values)`, computed on the host's CPU, one replica after another. On the host:
     an accelerator's compile of the initialisers (orthogonal ones factorise) costs it more than the run they
     start. One at a time: jaxlib 0.10's CPU LAPACK kernels split a batch of matrices over XLA's intra-op threads
@@ -59,12 +85,19 @@ def initial_states(init: Callable[[jax.Array, Any], Any], keys: jax.Array, value
     one matrix runs inline."""
     host = jax.devices("cpu")[0]
     with jax.default_device(host):
-        return initial_states_program(init)(*jax.device_put((keys, values), host))
+        arguments = jax.device_put((keys, values), host)
+        kept = cache if HOST_INIT_EXPORTS else ProgramCache()
+        return kept.compile(mapped(init), arguments, "init")(*arguments)
+
+
+def mapped(init: Callable[[jax.Array, Any], Any]) -> Callable[[jax.Array, Any], Any]:
+    """`init` mapped over the replicas (`lax.map`), not vmapped."""
+    return lambda keys, values: jax.lax.map(lambda key_values: init(*key_values), (keys, values))
 
 
 def initial_states_program(init: Callable[[jax.Array, Any], Any]) -> Any:
-    """`initial_states`' program: `init` mapped over the replicas, not vmapped."""
-    return jax.jit(lambda keys, values: jax.lax.map(lambda key_values: init(*key_values), (keys, values)))
+    """`initial_states`' program, jitted."""
+    return jax.jit(mapped(init))
 
 
 def compile_programs(
@@ -74,21 +107,34 @@ def compile_programs(
     steps_per_chunk: int,
     sharding: Any = None,
     hyperparameters: dict[str, jax.Array] | None = None,
+    cache: ProgramCache = ProgramCache(),
 ) -> tuple[Any, Any, Any]:
     """(chunk, evaluation round, initial state) of `len(keys)` replicas, vmapped, sharded, compiled.
     `make_system(values)`: one replica's system, given its row of `hyperparameters` (traced)."""
-    jit = jax.jit if sharding is None else functools.partial(jax.jit, in_shardings=sharding, out_shardings=sharding)
-    state = initial_states(lambda key, values: make_system(values).init(key), keys, hyperparameters or {})
+    state = initial_states(lambda key, values: make_system(values).init(key), keys, hyperparameters or {}, cache)
     keys, values, state = jax.device_put((keys, hyperparameters or {}, state), sharding or jax.devices()[0])
     chunk = lambda state, values: make_chunk(make_system(values), steps_per_chunk)(state)
-    chunk = jit(jax.vmap(chunk)).lower(state, values).compile()
+    chunk = cache.compile(jax.vmap(chunk), (state, values), "chunk", sharding)
 
     def evaluation_round(state: Any, key: jax.Array, values: dict[str, jax.Array]) -> Any:
         system = make_system(values)
         return evaluate(evaluation_environment, system.evaluation_policy, system.evaluation_params(state), key)
 
-    evaluation = jit(jax.vmap(evaluation_round)).lower(state, keys, values).compile()
+    evaluation = cache.compile(jax.vmap(evaluation_round), (state, keys, values), "evaluation", sharding)
     return chunk, evaluation, jax.block_until_ready(state)
+
+
+def program_cache(experiment: Experiment, steps_per_chunk: int) -> ProgramCache:
+    """The run's programs keyed by its composed config but what only its inputs or host side read."""
+    if experiment.compilation_cache is None or experiment.composed_config is None:
+        return ProgramCache()
+    kept = {key: value for key, value in experiment.composed_config.items() if key not in HOST_SIDE_KEYS}
+    context = json.dumps({"config": kept, "steps_per_chunk": steps_per_chunk}, sort_keys=True, default=repr)
+    return ProgramCache(os.path.abspath(os.path.expanduser(experiment.compilation_cache)), context)
+
+
+# Config keys the compiled programs never read: the seed is an input (the replicas' keys), the rest host side.
+HOST_SIDE_KEYS = ("seed", "logger", "resume", "progress", "checkpoint", "compilation_cache", "objective", "threshold")
 
 
 class AnakinNodes(lifecycle.Nodes):
@@ -146,7 +192,13 @@ class AnakinNodes(lifecycle.Nodes):
             system = make_system(experiment)
             make = lambda values: make_system(experiment, values) if values else system
             return compile_programs(
-                make, system.evaluation_environment, keys, self.steps_per_chunk, self.sharding, self.hyperparameters
+                make,
+                system.evaluation_environment,
+                keys,
+                self.steps_per_chunk,
+                self.sharding,
+                self.hyperparameters,
+                program_cache(experiment, self.steps_per_chunk),
             )
 
         try:  # A stop while compiling or initialising ends the run with nothing new to checkpoint.

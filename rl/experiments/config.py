@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import dm_env
 
@@ -58,6 +58,7 @@ class Experiment:
     # What evaluators play where it differs from training's (Atari: the game's own score).
     evaluation_environment_factory: Callable[..., dm_env.Environment] | None = None
     compilation_cache: str | None = None
+    composed_config: Mapping[str, Any] | None = None  # The resolved config it was built from (None: built in code).
     threshold: float | None = None  # The evaluation return that solves the task.
     restore: Any = None  # A resumed run's rl.experiments.resume.RestorePoint.
     session: int = 0

@@ -525,6 +525,7 @@ def make_experiment(
         agent_name=agent_name,
         environment_name=environment.name,
         _environment_spec=environment.spec,
+        composed_config=container,
         **{name: value for name, value in vars(settings).items() if name not in ("resume", "objective")},
     )
     return launcher.fit_experiment(experiment), launcher
