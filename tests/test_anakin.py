@@ -365,6 +365,9 @@ def test_the_replica_table_flags_replicas_that_did_not_improve():
         ["never", "improved"],
     ]
     assert lines[1].split()[2:5] == ["21", "21", "9"]  # final, best, first
+    # A replica at the threshold from its first round on is solved, not "never improved".
+    solved = replica_table([0, 1], [[(1, 500.0), (2, 500.0)], [(1, 20.0), (2, 20.0)]], threshold=475.0)
+    assert [line.split()[5:] for line in solved[1:]] == [[], ["never", "improved"]]
 
 
 @pytest.mark.slow

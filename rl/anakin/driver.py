@@ -355,9 +355,10 @@ class AnakinNodes(lifecycle.Nodes):
             extra["replicas"] = replicas
             acting, steps = self.record.acting_time_s, self.record.steps * self.num_seeds
             extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None
-            flagged = sum(1 for curve in self.curves if improvement_flag([value for _, value in curve]))
+            threshold = self.experiment.threshold
+            flagged = sum(1 for curve in self.curves if improvement_flag([value for _, value in curve], threshold))
             title = f"Evaluation returns of each of the {len(self.curves)} replicas ({flagged} flagged):"
-            table = replica_table([replica.seed for replica in self.replica_experiments], self.curves)
+            table = replica_table([replica.seed for replica in self.replica_experiments], self.curves, threshold)
             for line in (title, *(f"  {line}" for line in table)):
                 print(line, flush=True)
                 TRANSCRIPT.info(line)
@@ -370,10 +371,12 @@ class AnakinNodes(lifecycle.Nodes):
         self.logs = []
 
 
-def improvement_flag(returns: list[float]) -> str:
-    """Why a replica's evaluation curve shows no learning ("" when it does)."""
+def improvement_flag(returns: list[float], threshold: float | None = None) -> str:
+    """Why a replica's evaluation curve shows no learning ("" when it does, or ends at `threshold`)."""
     if not returns:
         return "not evaluated"
+    if threshold is not None and returns[-1] >= threshold:
+        return ""  # Solved, however early (500 at its first round is no failure to improve).
     if max(returns) <= returns[0]:
         return "never improved"
     if returns[-1] <= returns[0]:
@@ -381,13 +384,13 @@ def improvement_flag(returns: list[float]) -> str:
     return ""
 
 
-def replica_table(seeds: list[int], curves: list[list[tuple[int, float]]]) -> list[str]:
+def replica_table(seeds: list[int], curves: list[list[tuple[int, float]]], threshold: float | None = None) -> list[str]:
     """A header and one aligned line per replica: index, seed, final, best and first return, flag."""
     rows = []
     for index, (seed, curve) in enumerate(zip(seeds, curves)):
         returns = [float(value) for _, value in curve]
         values = [format_number(v) for v in (returns[-1], max(returns), returns[0])] if returns else ["-"] * 3
-        rows.append([str(index), str(seed), *values, improvement_flag(returns)])
+        rows.append([str(index), str(seed), *values, improvement_flag(returns, threshold)])
     widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(REPLICA_COLUMNS)]
     line = lambda cells: f"{'  '.join(c.rjust(w) for c, w in zip(cells[:-1], widths))}  {cells[-1]}".rstrip()
     return [line(list(REPLICA_COLUMNS)), *(line(row) for row in rows)]
