@@ -52,10 +52,12 @@ def replay_server(builder: Any, environment_spec: Any) -> Iterator[Any]:
     """A client of a server here holding the agent's transition table without a rate limit (`MinSize(1)`)."""
     import reverb
 
-    from rl.replay.server import make_server, make_transition_table
+    from rl.replay.adders import transition_codec
+    from rl.replay.server import make_sequence_table, make_server
 
     name, size = builder.config.replay_table_name, int(builder.config.max_replay_size)
-    server = make_server([make_transition_table(name, environment_spec, size, reverb.rate_limiters.MinSize(1))])
+    signature, unlimited = transition_codec(environment_spec).signature(), reverb.rate_limiters.MinSize(1)
+    server = make_server([make_sequence_table(name, signature, size, unlimited)])
     try:
         yield reverb.Client(f"localhost:{server.port}")
     finally:

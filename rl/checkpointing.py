@@ -40,11 +40,11 @@ class CheckpointSettings:
 
     enabled: bool = True
     every_seconds: float = 300.0  # Also one at the end and on SIGINT/SIGTERM.
+    keep: int = 2
+    replay: bool = False  # Also the replay tables: a resumed run keeps its buffer.
     # Also one after every evaluation round, so a short run resumes from late in it; None: as the launcher
     # says (yes, but not where a compiled run's rounds come seconds apart: launcher=anakin).
     at_evaluations: bool | None = None
-    keep: int = 2
-    replay: bool = False  # Also the replay tables: a resumed run keeps its buffer.
 
     def __post_init__(self) -> None:
         if not (isinstance(self.every_seconds, (int, float)) and math.isfinite(self.every_seconds)):

@@ -3,11 +3,13 @@
     python scripts/evaluate.py run_dir=outputs/2024-05-01/12-00-00
     python scripts/evaluate.py run_dir=DIR episodes=20 video=true
     python scripts/evaluate.py run_dir=DIR seed=7 video=true video_path=/tmp/episode.mp4
+    python scripts/evaluate.py run_dir=DIR replica=1   # one replica of a launcher=anakin run (default: all)
 
 Runs the run's evaluation policy (its newest undamaged checkpoint) for `episodes` episodes with
 the run's evaluation seed (or `seed=`) and prints the return's mean and std. `video=true` writes
 an MP4 of the first episode to `<run_dir>/videos/` (or `video_path`) and adds it to the run's
-online W&B run. Nothing the run saved is modified.
+online W&B run. A launcher=anakin run's checkpoint holds every replica: each (or `replica`) is
+evaluated in turn, the video made of the first. Nothing the run saved is modified.
 """
 
 from __future__ import annotations
@@ -18,8 +20,18 @@ import os
 import sys
 from typing import Any
 
-USAGE = "usage: python scripts/evaluate.py run_dir=DIR [episodes=N] [video=true] [seed=S] [video_path=FILE.mp4]"
-OPTIONS = {"run_dir": None, "episodes": 10, "video": False, "seed": None, "video_path": None, "fps": None}
+USAGE = (
+    "usage: python scripts/evaluate.py run_dir=DIR [episodes=N] [video=true] [seed=S] [video_path=FILE.mp4] [replica=I]"
+)
+OPTIONS = {
+    "run_dir": None,
+    "episodes": 10,
+    "video": False,
+    "seed": None,
+    "video_path": None,
+    "fps": None,
+    "replica": None,
+}
 
 
 class EvaluationError(Exception):
@@ -45,11 +57,15 @@ def parse_arguments(argv: list[str]) -> dict[str, Any]:
     options = {**OPTIONS, **given}
     if not options["run_dir"]:
         raise EvaluationError(f"run_dir is required\n{USAGE}")
-    episodes, video, seed = options["episodes"], options["video"], options["seed"]
+    episodes, video, seed, replica = options["episodes"], options["video"], options["seed"], options["replica"]
     for valid, message in (
         (type(episodes) is int and episodes >= 1, f"episodes must be a positive integer, got {episodes!r}"),
         (isinstance(video, bool), f"video must be true or false, got {video!r}"),
         (seed is None or type(seed) is int, f"seed must be an integer, got {seed!r}"),
+        (
+            replica is None or (type(replica) is int and replica >= 0),
+            f"replica must be an integer >= 0, got {replica!r}",
+        ),
     ):
         if not valid:
             raise EvaluationError(message)
@@ -77,8 +93,8 @@ def locate_checkpoint(run_dir: str) -> str:
     return checkpoint
 
 
-def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, Any]]:
-    """The run's experiment, writing nothing into the run, and its W&B settings."""
+def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, Any, dict[str, Any]]:
+    """The run's experiment, writing nothing into the run, its launcher and its W&B settings."""
     from omegaconf import OmegaConf
 
     from rl.experiments.make_experiment import ConfigError, make_experiment
@@ -95,10 +111,10 @@ def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, dict[str, 
     if seed is not None:
         config.seed = seed
     try:
-        experiment, _ = make_experiment(config, run_dir, choices)
+        experiment, launcher = make_experiment(config, run_dir, choices)
     except ConfigError as error:
         raise EvaluationError(f"the run's config no longer builds an experiment: {error}") from None
-    return experiment, wandb_config
+    return experiment, launcher, wandb_config
 
 
 def log_video_to_wandb(run_dir: str, wandb_config: dict[str, Any], video: str, record: dict[str, Any]) -> str:
@@ -124,66 +140,104 @@ def log_video_to_wandb(run_dir: str, wandb_config: dict[str, Any], video: str, r
     return f"video logged to W&B run {run_id}"
 
 
-def evaluate(options: dict[str, Any]) -> None:
-    """Runs the evaluation `options` describe and prints its returns (and where its video went)."""
-    run_dir = options["run_dir"]
-    checkpoint = locate_checkpoint(run_dir)
+def learner_states(
+    checkpoint: str, experiment: Any, learner: Any, launcher: Any, replica: int | None
+) -> list[tuple[str, Any]]:
+    """(label, learner state) of what `checkpoint` holds: the learner's, or each replica's (`replica`: one)
+    of a launcher=anakin run, whose checkpoint holds every replica's whole training state."""
+    import jax
 
-    import numpy as np
+    from rl.anakin.launcher import AnakinLauncher
+    from rl.checkpointing import CheckpointError, restore_learner_state
 
-    from rl.checkpointing import CheckpointError, read_json, read_state, restore_learner_state
-    from rl.counting import Counter
-    from rl.environments.factories import RenderingError
-    from rl.experiments.builders import NodeBuilder
-    from rl.observers import VideoRecorder
-
-    experiment, wandb_config = restored_experiment(run_dir, options["seed"])
-    video_path = options["video_path"] or os.path.join(
-        run_dir, "videos", f"evaluation_{os.path.basename(checkpoint)}_seed{experiment.seed}.mp4"
-    )
-    if options["video"]:
-        experiment.observers = [functools.partial(VideoRecorder, every=1, fps=options["fps"], path=video_path)]
-    program = NodeBuilder(experiment)
-    learner = program.make_learner(None, Counter())  # Never stepped.
     try:
-        actor_steps = read_state(checkpoint).get("counts", {}).get("actor_steps")
-        learner.restore(restore_learner_state(checkpoint, learner.save()))
+        if not isinstance(launcher, AnakinLauncher):
+            if replica not in (None, 0):
+                raise EvaluationError(f"replica={replica}: the run has one learner (replicas are launcher=anakin's)")
+            return [("", restore_learner_state(checkpoint, learner.save()))]
+        stacked = restore_learner_state(checkpoint, launcher.checkpoint_template(experiment)).learner
     except CheckpointError as error:
         raise EvaluationError(f"cannot use checkpoint {checkpoint} ({error})") from None
+    count = launcher.num_seeds
+    if replica is not None and replica >= count:
+        raise EvaluationError(f"replica={replica}: the run has {count} replica(s), 0 to {count - 1}")
+    chosen = range(count) if replica is None else [replica]
+    label = lambda index: f"replica {index} (seed {experiment.seed + index}): "
+    row = lambda index: jax.tree_util.tree_map(lambda leaf: leaf[index], stacked)
+    return [(label(index), row(index)) for index in chosen]
+
+
+def play(program: Any, learner: Any, episodes: int, video: bool) -> tuple[list[dict[str, Any]], Any]:
+    """`episodes` episodes of the evaluation policy with `learner`'s parameters: (records, the loop)."""
+    from rl.counting import Counter
+    from rl.environments.specs import RenderingError
+
     try:
         loop = program.make_evaluator(0, learner, Counter())
     except TypeError as error:
-        if not options["video"]:
+        if not video:
             raise
         raise EvaluationError(f"this environment cannot be made with render_mode='rgb_array' ({error})") from None
     except RenderingError as error:
         raise EvaluationError(str(error)) from None
     try:
         loop.actor.update(wait=True)
-        records = loop.run_episodes(options["episodes"])
+        return loop.run_episodes(episodes), loop
     except RenderingError as error:
         raise EvaluationError(str(error)) from None
     finally:
         loop.environment.close()
+
+
+def describe_returns(label: str, records: list[dict[str, Any]]) -> str:
+    import numpy as np
+
     returns = np.array([record["episode_return"] for record in records], dtype=np.float64)
-    print(f"checkpoint {checkpoint} (actor steps {actor_steps}), seed {experiment.seed}")
-    print(
-        f"mean return {returns.mean():.2f} ± {returns.std():.2f} (std) over {returns.size} episodes [min "
+    return (
+        f"{label}mean return {returns.mean():.2f} ± {returns.std():.2f} (std) over {returns.size} episodes [min "
         f"{returns.min():.1f}, max {returns.max():.1f}], mean length {np.mean([r['episode_length'] for r in records]):.1f}"
+        f"\n{label}episode returns: " + ", ".join(f"{value:g}" for value in returns.tolist())
     )
-    print("episode returns: " + ", ".join(f"{value:g}" for value in returns.tolist()))
+
+
+def evaluate(options: dict[str, Any]) -> None:
+    """Runs the evaluation `options` describe and prints its returns (and where its video went)."""
+    run_dir = options["run_dir"]
+    checkpoint = locate_checkpoint(run_dir)
+
+    from rl.checkpointing import read_json, read_state
+    from rl.counting import Counter
+    from rl.experiments.builders import NodeBuilder
+    from rl.observers import VideoRecorder
+
+    experiment, launcher, wandb_config = restored_experiment(run_dir, options["seed"])
+    video_path = options["video_path"] or os.path.join(
+        run_dir, "videos", f"evaluation_{os.path.basename(checkpoint)}_seed{experiment.seed}.mp4"
+    )
+    program = NodeBuilder(experiment)
+    learner = program.make_learner(None, Counter())  # Never stepped.
+    states = learner_states(checkpoint, experiment, learner, launcher, options["replica"])
+    actor_steps = read_state(checkpoint).get("counts", {}).get("actor_steps")
+    print(f"checkpoint {checkpoint} (actor steps {actor_steps}), seed {experiment.seed}")
+    recorder, means = None, []
+    for index, (label, state) in enumerate(states):
+        video = options["video"] and index == 0  # One video: the first evaluated.
+        experiment.observers = [functools.partial(VideoRecorder, every=1, fps=options["fps"], path=video_path)] * video
+        learner.restore(state)
+        records, loop = play(program, learner, options["episodes"], video)
+        means.append(sum(record["episode_return"] for record in records) / len(records))
+        print(describe_returns(label, records))
+        recorder = recorder or next((o for o in loop.observers if isinstance(o, VideoRecorder)), None)
     final = read_json(os.path.join(run_dir, "summary.json")).get("final_eval_return")
     if final is not None:
         print(f"the run's final evaluation return was {final:.2f}")
-    recorders = [observer for observer in loop.observers if isinstance(observer, VideoRecorder)]
-    if recorders and recorders[0].videos:
-        video = recorders[0].videos[0]
-        print(f"video of one episode ({recorders[0].video_frames[0]} frames): {video}")
+    if recorder is not None and recorder.videos:
+        print(f"video of one episode ({recorder.video_frames[0]} frames): {recorder.videos[0]}")
         if wandb_config:
-            record = {"evaluator/restored_episode_return": float(returns.mean())}
+            record = {"evaluator/restored_episode_return": float(means[0])}
             if actor_steps is not None:
                 record["actor_steps"] = int(actor_steps)
-            print(log_video_to_wandb(run_dir, wandb_config, video, record))
+            print(log_video_to_wandb(run_dir, wandb_config, recorder.videos[0], record))
 
 
 def cli() -> None:

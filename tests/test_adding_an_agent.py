@@ -1,7 +1,7 @@
-"""Adding an agent as docs/adding_an_agent.md says: QR-DQN (tests/agents/qrdqn.py) runs under launcher=local, ray
-and anakin, both as the page's steps add it to a copy of the project (its package, its conf/agent file and the
-README row, the docs test passing only once all three are there) and as a package of its own outside the project
-(found through PYTHONPATH and Hydra's search path, editing no file of the project)."""
+"""Adding an agent as docs/adding_an_agent.md says: QR-DQN (tests/agents/qrdqn.py), with its own defaults, runs
+under launcher=local and anakin as the page's steps add it to a copy of the project (its package, its conf/agent
+file and the README row, the docs test passing only once all three are there), and under launcher=ray as a package
+of its own outside the project (found through PYTHONPATH and Hydra's search path, editing no file of the project)."""
 
 from __future__ import annotations
 
@@ -65,14 +65,12 @@ def _check(summary: dict, run_dir: str) -> None:
     assert losses and all(math.isfinite(loss) for loss in losses)  # The agent's own loss trained.
 
 
-@pytest.mark.parametrize("launcher", [pytest.param("local", marks=pytest.mark.reverb), "anakin"])
-def test_a_user_agent_runs_under_local_and_anakin(tmp_path, launcher):
-    _check(_train(launcher, str(tmp_path)), str(tmp_path))
-
-
 @pytest.mark.reverb
 @pytest.mark.ray
 def test_a_user_agent_runs_under_ray(tmp_path):
+    """The same agent kept outside the project (the page's last section). Ray's workers import the installed
+    `rl` package, so an agent added inside a copy of the project that is not the installed one cannot reach
+    them; in one's own clone (installed editable) the page's steps serve Ray as they serve the others."""
     _check(_train("ray", str(tmp_path)), str(tmp_path))
 
 
@@ -109,11 +107,7 @@ def test_the_test_takes_the_steps_docs_adding_an_agent_lists():
     assert documented_steps() == list(STEPS)
 
 
-@pytest.mark.parametrize(
-    "launcher",
-    [pytest.param("local", marks=pytest.mark.reverb), pytest.param("ray", marks=[pytest.mark.reverb, pytest.mark.ray])]
-    + ["anakin"],
-)
+@pytest.mark.parametrize("launcher", [pytest.param("local", marks=pytest.mark.reverb), "anakin"])
 def test_an_agent_added_by_the_documented_steps_runs(tmp_path, launcher):
     copy = str(tmp_path / "project")
     add_the_agent_to_a_copy(copy)

@@ -554,7 +554,7 @@ def test_ray_driver_waits_are_bounded_and_an_expired_one_names_the_node_and_call
         and node.func.attr in ("get", "wait")
         and ast.unparse(node.func.value) in ("ray", "self.ray")
     ]
-    assert len(calls) == 7, [ast.unparse(call) for call in calls]  # The scan sees them all.
+    assert len(calls) == 6, [ast.unparse(call) for call in calls]  # The scan sees them all.
     unbounded = [ast.unparse(call) for call in calls if "timeout" not in {k.arg for k in call.keywords}]
     assert unbounded == []
 

@@ -320,7 +320,7 @@ def test_rate_limiter_settings_that_can_never_sample_are_refused(tmp_path):
         "of 128 items within the run (700 inserts after agent.min_replay_size=100): the learner could never sample; "
         "raise samples_per_insert or lower the batch size"
     ]
-    assert not {"logs", "checkpoints", "run.json", "summary.json"} & set(os.listdir(run_dir))
+    assert not os.path.exists(run_dir)  # The refused command took back the directory Hydra made for it.
     with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base="1.3"):
         config = compose(config_name="config", overrides=["agent.min_replay_size=2000", "agent.max_replay_size=1000"])
     with pytest.raises(ConfigError, match=r"min_replay_size \(2000\) must be <= max_replay_size \(1000\)"):
@@ -332,8 +332,9 @@ def test_resume_alone_continues_a_killed_preset_run_from_past_half_its_budget_wi
     killed (SIGKILL) at 70% of its budget resumes from past 50% of it; `resume=DIR` alone brings back the
     run's own overrides (the preset, its seed) and the run ends at exactly its budget."""
     run_dir = str(tmp_path / "killed")
-    budget = 50_000
-    process = start_train(["experiment=dqn_cartpole", "seed=3", "progress=false", f"hydra.run.dir={run_dir}"])
+    budget = 20_000  # The preset's evaluation rounds (every 2,500 steps) on a shorter budget.
+    command = ["experiment=dqn_cartpole", "seed=3", f"max_actor_steps={budget}", "progress=false"]
+    process = start_train([*command, f"hydra.run.dir={run_dir}"])
     _wait_until(lambda: _acted_past(run_dir, 0), process)
     _wait_throttled(lambda: _acted_past(run_dir, budget * 7 // 10), process)
     process.send_signal(signal.SIGKILL)
@@ -341,11 +342,11 @@ def test_resume_alone_continues_a_killed_preset_run_from_past_half_its_budget_wi
     result = run_train([f"resume={run_dir}"], timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     (resumed,) = re.findall(r"from step_(\d+) \((\d+) actor steps", result.stdout)
-    assert budget // 2 < int(resumed[1]) <= budget * 7 // 10 + 2_000, result.stdout[-2000:]
+    assert budget // 2 < int(resumed[1]) <= budget * 7 // 10 + 1_000, result.stdout[-2000:]
     summary = read_summary(run_dir)
     assert summary["actor_steps"] == budget and summary["status"] == "finished"
     # Composed as the run was (else its config check refuses: the preset's batch size is not the default's).
     with open(os.path.join(run_dir, ".hydra", "overrides.yaml")) as file:
-        assert yaml.safe_load(file) == ["experiment=dqn_cartpole", "seed=3", "progress=false"]
+        assert yaml.safe_load(file) == command
     with open(os.path.join(run_dir, "run.json")) as file:
         assert json.load(file)["sessions"] == 2

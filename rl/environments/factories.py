@@ -19,17 +19,13 @@ import numpy as np
 import tree
 from dm_env import specs
 
-from rl.environments.specs import Float32Specs, space_to_spec
+from rl.environments.specs import Float32Specs, RenderingError, space_to_spec
 from rl.quiet import known_warnings_dropped
 
 
 HEADLESS_BACKENDS = {"egl": "EGL", "osmesa": "OSMesa"}
 # The MUJOCO_GL value `choose_mujoco_gl` set (None: it set none; any other value is the user's).
 _chosen: str | None = None
-
-
-class RenderingError(RuntimeError):
-    """An environment cannot render frames here; the message is one line."""
 
 
 def available_headless_backend() -> str | None:
@@ -311,11 +307,14 @@ def make_dm_control_environment(
     return FlatDmControlWrapper(environment, max_episode_steps, render_mode)
 
 
-def make_gymnax_environment(name: str, seed: int, kwargs: dict[str, Any] | None = None) -> dm_env.Environment:
-    """gymnax environment `name` as a float32 dm_env (`kwargs` go to `gymnax.make`); launcher=anakin compiles it."""
+def make_gymnax_environment(
+    name: str, seed: int, kwargs: dict[str, Any] | None = None, render_mode: str | None = None
+) -> dm_env.Environment:
+    """gymnax environment `name` as a float32 dm_env (`kwargs` go to `gymnax.make`); launcher=anakin compiles it.
+    `render_mode="rgb_array"`: frames of the classic-control tasks (drawn by gymnasium's twin)."""
     from rl.environments.gymnax_vector import GymnaxToDmEnv
 
-    return GymnaxToDmEnv(name, seed, kwargs)
+    return GymnaxToDmEnv(name, seed, kwargs, render_mode)
 
 
 def is_jax_native(environment_factory: Any) -> bool:

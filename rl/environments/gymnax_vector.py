@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from rl.environments.specs import Float32Specs
+from rl.environments.specs import Float32Specs, RenderingError
 
 # MinAtar writes ints into boolean arrays; JAX warns at every trace.
 warnings.filterwarnings("ignore", message="scatter inputs have incompatible types", category=FutureWarning)
@@ -118,13 +118,34 @@ class GymnaxVector:
         return VectorState(env_state, observation, episode_return * (1.0 - ended), episode_length - lengths), step
 
 
-class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
-    """One gymnax environment stepped from Python, its keys drawn from `seed`."""
+# Frames of a gymnax environment: its gymnasium classic-control twin drawn at the gymnax state's values of
+# these fields (the twin's `state`, in order); the dynamics are the same, only gymnasium draws.
+DRAWN_BY_TWIN = {
+    "CartPole-v1": ("x", "x_dot", "theta", "theta_dot"),
+    "Acrobot-v1": ("joint_angle1", "joint_angle2", "velocity_1", "velocity_2"),
+    "Pendulum-v1": ("theta", "theta_dot"),
+    "MountainCar-v0": ("position", "velocity"),
+    "MountainCarContinuous-v0": ("position", "velocity"),
+}
 
-    def __init__(self, name: str, seed: int, kwargs: dict[str, Any] | None = None):
+
+class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
+    """One gymnax environment stepped from Python, its keys drawn from `seed`; `render_mode="rgb_array"`
+    draws frames (`render`) for the environments of DRAWN_BY_TWIN."""
+
+    def __init__(self, name: str, seed: int, kwargs: dict[str, Any] | None = None, render_mode: str | None = None):
         self._environment, self._params, self._observation_spec, self._action_spec = make_gymnax(name, kwargs)
+        self._name, self._twin = name, None
+        if render_mode is not None:
+            if render_mode != "rgb_array" or name not in DRAWN_BY_TWIN:
+                raise RenderingError(
+                    f"gymnax {name} makes no {render_mode} frames (those that do: {', '.join(DRAWN_BY_TWIN)})"
+                )
+            import gymnasium
+
+            self._twin = gymnasium.make(name, render_mode="rgb_array").unwrapped
         # The key is made at the first reset: JAX's first computation decides on the cache.
-        self._seed, self._key, self._state = int(seed), None, None
+        self._seed, self._key, self._state, self._shown = int(seed), None, None, None
         self._reset = jax.jit(lambda key: self._environment.reset_env(key, self._params))
         self._step = jax.jit(
             lambda key, state, action: single_step(self._environment, self._params, key, state, action)
@@ -138,13 +159,28 @@ class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
 
     def reset(self) -> dm_env.TimeStep:
         observation, self._state = self._reset(self._next_key())
+        self._shown = self._state
         return dm_env.restart(np.asarray(observation, np.float32))
+
+    def render(self) -> np.ndarray:
+        """The last state as an RGB frame, drawn by the gymnasium twin."""
+        if self._twin is None:
+            raise RenderingError(f"gymnax {self._name} was made without render_mode='rgb_array'")
+        fields = vars(self._shown)
+        self._twin.state = np.array([float(fields[name]) for name in DRAWN_BY_TWIN[self._name]])
+        self._twin.last_u = None  # Pendulum's torque arrow: not drawn.
+        return self._twin.render()
+
+    def close(self) -> None:
+        if self._twin is not None:
+            self._twin.close()
 
     def step(self, action: Any) -> dm_env.TimeStep:
         if self._state is None:
             return self.reset()
         action = np.asarray(action, self._action_spec.dtype).reshape(self._action_spec.shape)
         observation, self._state, reward, done, truncated = self._step(self._next_key(), self._state, action)
+        self._shown = self._state
         observation, reward = np.asarray(observation, np.float32), np.float32(reward)
         if not bool(done):
             return dm_env.transition(reward, observation)

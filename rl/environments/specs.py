@@ -1,5 +1,5 @@
 """The dm_env specs of the environments here: gymnasium spaces as specs, and the float32 reward and discount
-every wrapper reports (one module below the factories and vectors that share them)."""
+every wrapper reports (one module below the factories and vectors that share them), and their one error."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from typing import Any
 import gymnasium
 import numpy as np
 from dm_env import specs
+
+
+class RenderingError(RuntimeError):
+    """An environment cannot render frames here (no headless OpenGL, or none for it); the message is one line."""
 
 
 class Float32Specs:

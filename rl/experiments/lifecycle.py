@@ -203,11 +203,11 @@ class RunCheckpointer:
     def due(self) -> bool:
         return self.settings.enabled and time.monotonic() >= self._next
 
-    def after_evaluation(self, nodes: Nodes, actor_steps: int) -> bool:
-        """A checkpoint follows this evaluation round (the final one's comes with the run's end)."""
-        wanted = (
-            nodes.checkpoint_at_evaluations if self.settings.at_evaluations is None else self.settings.at_evaluations
-        )
+    def after_evaluation(self, nodes: Nodes, actor_steps: int, pruning: bool) -> bool:
+        """A checkpoint follows this evaluation round (the final one's comes with the run's end); by default
+        not in a search that prunes (a pruned trial keeps no checkpoint) nor where the nodes say not."""
+        default = nodes.checkpoint_at_evaluations and not pruning
+        wanted = default if self.settings.at_evaluations is None else self.settings.at_evaluations
         return self.settings.enabled and wanted and actor_steps < self.experiment.max_actor_steps
 
     def kept(self) -> str:
@@ -359,7 +359,10 @@ class _Run:
                     self.evaluate(progress)
                 if self.ending():
                     break
-                if checkpoints.due() or (evaluated and checkpoints.after_evaluation(self.nodes, record.steps)):
+                after_round = evaluated and checkpoints.after_evaluation(
+                    self.nodes, record.steps, self.trial is not None
+                )
+                if checkpoints.due() or after_round:
                     checkpoints.save(self.nodes, periodic=True)
 
     def evaluate(self, progress: ProgressDisplay) -> None:

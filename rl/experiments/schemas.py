@@ -24,7 +24,7 @@ ATARI_SWITCHES = dict.fromkeys(("episodic_life", "reward_clip", "full_action_spa
 FACTORY_OPTIONS: dict[str, dict[str, Any]] = {
     "rl.environments.make_gymnasium_environment": GYMNASIUM,
     "rl.environments.make_mujoco_environment": GYMNASIUM,
-    "rl.environments.make_gymnax_environment": dict(name=str, kwargs=OPTIONAL_DICT),
+    "rl.environments.make_gymnax_environment": dict(name=str, kwargs=OPTIONAL_DICT, render_mode=str | None),
     "rl.environments.make_dm_control_environment": dict(
         domain=str, task=str, task_kwargs=OPTIONAL_DICT, name=str | None, **GYMNASIUM_LIMITS
     ),

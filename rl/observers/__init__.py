@@ -102,6 +102,8 @@ class VideoRecorder(Observer):
         if self.every < 1:
             raise ValueError(f"every must be >= 1, got {self.every}")
         self.labels = tuple(self.labels)
+        # pygame's frames (classic control) need no display; without this, SDL reports a missing one.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
     def observe_first(self, environment: Any, timestep: dm_env.TimeStep, env_ids: np.ndarray) -> None:
         if env_ids[0] != 0:  # Ids are ascending.
