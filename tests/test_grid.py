@@ -69,6 +69,28 @@ def test_a_two_by_two_grid_is_one_program_whose_jobs_equal_separate_runs(tmp_pat
     with open(grid / "results.yaml") as file:
         trials = {trial["job"]: trial["value"] for trial in yaml.safe_load(file)["trials"]}
     assert trials == {job: pytest.approx(read_summary(str(grid / job))["final_eval_return"]) for job in trials}
+    # Both sweeps (the grid's launcher and Hydra's basic one) name the setting with the best mean over its seeds.
+    for directory, output in ((grid, result.stdout), (separate, reference.stdout)):
+        _check_best_setting(directory, output)
+
+
+def _check_best_setting(sweep, output: str) -> None:
+    """results.yaml's best is the learning rate whose jobs (one per seed) have the highest mean final return, with
+    each job's value; the printed line says the same."""
+    settings: dict[str, dict[str, float]] = {}
+    for job in ("0", "1", "2", "3"):
+        with open(sweep / job / ".hydra" / "overrides.yaml") as file:
+            (rate,) = [o for o in yaml.safe_load(file) if o.startswith("agent.learning_rate=")]
+        settings.setdefault(rate, {})[job] = read_summary(str(sweep / job))["final_eval_return"]
+    best = max(settings, key=lambda rate: sum(settings[rate].values()) / len(settings[rate]))
+    with open(sweep / "results.yaml") as file:
+        report = yaml.safe_load(file)
+    assert best in report["best"]["overrides"] and report["best"]["count"] == 2
+    assert report["best"]["jobs"] == pytest.approx(settings[best])
+    assert report["best"]["mean"] == pytest.approx(sum(settings[best].values()) / 2)
+    assert [setting["count"] for setting in report["settings"]] == [2, 2]
+    (line,) = [line for line in output.splitlines() if line.startswith("Best of 2 settings (4 jobs): mean ")]
+    assert best in line and line.endswith("seed=0,1")
 
 
 def test_a_structural_difference_makes_two_programs_and_a_failing_replica_fails_alone(tmp_path):
