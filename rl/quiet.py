@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import os
 import subprocess
 import sys
@@ -76,14 +77,34 @@ def known_warnings_dropped() -> Iterator[None]:
             mujoco.set_mju_user_warning(previous)
 
 
+# Hydra's launchers, whose job lines (`#3 : agent.lr=...`) would show what a search sets for each job to read.
+LAUNCHER_LOGGERS = (
+    "hydra._internal.core_plugins.basic_launcher",
+    "hydra_plugins.hydra_joblib_launcher.joblib_launcher",
+)
+JOB_ENVIRONMENT = re.compile(r"\s*\+{0,2}hydra\.job\.env_set\.\S+")
+
+
+def without_job_environment(record: logging.LogRecord) -> bool:
+    """Drops the `++hydra.job.env_set.<NAME>=...` overrides (a pruning search's storage, study and trial) from a
+    launcher's job line: the line shows what the job varies."""
+    message = record.getMessage()
+    if JOB_ENVIRONMENT.search(message):
+        record.msg, record.args = JOB_ENVIRONMENT.sub("", message), None
+    return True
+
+
 def quiet_libraries() -> Any:
-    """A Hydra callback that sets `CHATTY_LOGGERS` (and optuna) to WARNING when a multirun starts."""
+    """A Hydra callback that sets `CHATTY_LOGGERS` (and optuna) to WARNING when a multirun starts, and keeps a
+    search's per-job environment out of the launchers' job lines."""
     from hydra.experimental.callback import Callback  # Hydra loads it only for a multirun.
 
     class QuietLibraries(Callback):
         def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
             for name in CHATTY_LOGGERS:
                 logging.getLogger(name).setLevel(logging.WARNING)
+            for name in LAUNCHER_LOGGERS:
+                logging.getLogger(name).addFilter(without_job_environment)
             if "optuna" in str(config.hydra.sweeper.get("_target_", "")).lower():
                 import optuna  # The sweeper imports it next anyway.
 

@@ -8,6 +8,7 @@ import glob
 import json
 import math
 import os
+import re
 
 import optuna
 import pytest
@@ -65,6 +66,11 @@ def test_a_pruned_trial_stops_before_half_its_budget_and_the_search_goes_on(tmp_
         ]
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    # The launcher's job lines show what each job varies, not the search's storage, study and trial variables.
+    job_lines = [line for line in result.stdout.splitlines() if re.search(r"#\d+ : ", line)]
+    assert len(job_lines) == 2 and not any("env_set" in line for line in job_lines), job_lines
+    # The best line counts the pruned job apart.
+    assert re.search(r"^Best of 1 jobs, 1 pruned left out: ", result.stdout, re.MULTILINE), result.stdout[-2000:]
     jobs = {budget_of(os.path.join(sweep, job)): os.path.join(sweep, job) for job in ("0", "1")}
     pruned, finished = read_summary(jobs[2000]), read_summary(jobs[400])
     assert pruned["status"] == "pruned" and pruned["actor_steps"] == 400 < 2000 / 2
