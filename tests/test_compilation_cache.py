@@ -76,7 +76,8 @@ def test_a_training_run_caches_its_learner_update_and_policies(tmp_path):
 @pytest.mark.current
 def test_a_second_anakin_run_loads_its_traced_programs_and_computes_the_same(tmp_path):
     """rl/program_cache.py under launcher=anakin: the first run keeps its initialiser, chunk and evaluation
-    round traced (`exported/`); the same run again traces nothing new, and XLA's cache holds nothing new."""
+    round traced (`exported/`); the same run again traces nothing new and computes the same. (Which programs XLA's
+    cache keeps depends on their compile times, over its floor or not: not compared.)"""
     from conftest import read_summary, run_train
 
     cache = tmp_path / "xla"
@@ -92,10 +93,11 @@ def test_a_second_anakin_run_loads_its_traced_programs_and_computes_the_same(tmp
     for name in ("first", "second"):
         result = run_train([*command, f"hydra.run.dir={tmp_path / name}"], timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
-        seen.append((sorted(os.listdir(cache / "exported")), sorted(os.listdir(cache))))
+        exported = cache / "exported"
+        seen.append({name: (exported / name).stat().st_mtime_ns for name in os.listdir(exported)})
     from rl.anakin.driver import HOST_INIT_EXPORTS
 
-    assert [name.split("-")[0] for name in seen[0][0]] == ["chunk", "evaluation", *(["init"] * HOST_INIT_EXPORTS)]
-    assert seen[1] == seen[0]  # Nothing traced or compiled anew.
+    assert sorted(name.split("-")[0] for name in seen[0]) == ["chunk", "evaluation", *(["init"] * HOST_INIT_EXPORTS)]
+    assert seen[1] == seen[0]  # The same files, none written again: nothing traced anew.
     first, second = (read_summary(str(tmp_path / name)) for name in ("first", "second"))
     assert first["eval_returns"] == second["eval_returns"]

@@ -38,6 +38,7 @@ def test_jobs_group_by_all_but_seed_records_and_float_agent_and_policy_settings(
     assert group_jobs(integral) == [([0], []), ([1], [])]
 
 
+@pytest.mark.current  # The compiled path, the same on both stacks: run in the current stack's part.
 def test_a_two_by_two_grid_is_one_program_whose_jobs_equal_separate_runs(tmp_path):
     grid, separate = tmp_path / "grid", tmp_path / "separate"
     sweep = ["-m", *SHORT, "agent.learning_rate=1e-4,1e-3", "seed=0,1"]

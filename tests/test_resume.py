@@ -332,8 +332,9 @@ def test_resume_alone_continues_a_killed_preset_run_from_past_half_its_budget_wi
     killed (SIGKILL) at 70% of its budget resumes from past 50% of it; `resume=DIR` alone brings back the
     run's own overrides (the preset, its seed) and the run ends at exactly its budget."""
     run_dir = str(tmp_path / "killed")
-    budget = 20_000  # The preset's evaluation rounds (every 2,500 steps) on a shorter budget.
-    command = ["experiment=dqn_cartpole", "seed=3", f"max_actor_steps={budget}", "progress=false"]
+    budget = 10_000  # Shorter than the preset's, with its rounds closer (a checkpoint follows each).
+    command = ["experiment=dqn_cartpole", "seed=3", f"max_actor_steps={budget}", "eval_every=1000", "eval_episodes=2"]
+    command.append("progress=false")
     process = start_train([*command, f"hydra.run.dir={run_dir}"])
     _wait_until(lambda: _acted_past(run_dir, 0), process)
     _wait_throttled(lambda: _acted_past(run_dir, budget * 7 // 10), process)
@@ -342,7 +343,7 @@ def test_resume_alone_continues_a_killed_preset_run_from_past_half_its_budget_wi
     result = run_train([f"resume={run_dir}"], timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     (resumed,) = re.findall(r"from step_(\d+) \((\d+) actor steps", result.stdout)
-    assert budget // 2 < int(resumed[1]) <= budget * 7 // 10 + 1_000, result.stdout[-2000:]
+    assert budget // 2 < int(resumed[1]) <= budget * 7 // 10 + 500, result.stdout[-2000:]
     summary = read_summary(run_dir)
     assert summary["actor_steps"] == budget and summary["status"] == "finished"
     # Composed as the run was (else its config check refuses: the preset's batch size is not the default's).

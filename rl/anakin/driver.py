@@ -162,25 +162,31 @@ class AnakinNodes(lifecycle.Nodes):
         self.trials = trials or [None] * self.num_seeds
         self.logs: list[dict[str, Logger]] = []
 
+    def seed_replicas(self) -> list[Experiment]:
+        """The run itself (one seed), or one experiment per seed in `seed_<index>/`, each with its own logs
+        (its rows past the restore point moved to logs/superseded/)."""
+        experiment, restore = self.experiment, self.experiment.restore
+        if self.num_seeds == 1:
+            return [experiment]
+        replicas = []
+        for index in range(self.num_seeds):
+            seed, directory = experiment.seed + index, os.path.join(experiment.run_directory, f"seed_{index}")
+            os.makedirs(directory, exist_ok=True)
+            if restore is not None:
+                steps = int(restore.counts.get("actor_steps", 0)), int(restore.counts.get("learner_steps", 0))
+                trim_logs(directory, *steps, experiment.session)
+            factory = experiment.logger_factory.replica(directory, index, seed)
+            replicas.append(dataclasses.replace(experiment, seed=seed, run_directory=directory, logger_factory=factory))
+        return replicas
+
     def start(self) -> None:
         opening = time.perf_counter()
         self.device = describe_devices()  # Opens the devices: nothing in the run has computed yet.
         self.device_open_s = time.perf_counter() - opening
         experiment, num_seeds, restore = self.experiment, self.num_seeds, self.experiment.restore
-        self.replica_experiments = [experiment] if self.replicas is None else self.replicas
         if self.own_records:
             experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
-        if self.replicas is None and num_seeds > 1:
-            self.replica_experiments = []
-            for index in range(num_seeds):  # Each replica's rows past the restore point go to logs/superseded/.
-                seed, directory = experiment.seed + index, os.path.join(experiment.run_directory, f"seed_{index}")
-                os.makedirs(directory, exist_ok=True)
-                if restore is not None:
-                    steps = int(restore.counts.get("actor_steps", 0)), int(restore.counts.get("learner_steps", 0))
-                    trim_logs(directory, *steps, experiment.session)
-                factory = experiment.logger_factory.replica(directory, index, seed)
-                replica = dataclasses.replace(experiment, seed=seed, run_directory=directory, logger_factory=factory)
-                self.replica_experiments.append(replica)
+        self.replica_experiments = self.replicas or self.seed_replicas()
         keys = jax.numpy.stack([jax.random.PRNGKey(replica.seed) for replica in self.replica_experiments])
         self.sharding = replica_sharding(num_seeds)
         self.evaluation_keys = jax.device_put(jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys), self.sharding)
