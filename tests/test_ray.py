@@ -239,7 +239,10 @@ def test_sac_runs_under_ray_with_action_statistics(run_dir):
     assert counted == total == 600 and sum(per_actor.values()) == 600 and restarts == {0: 0, 1: 0}
     assert per_actor[0] > 0 and per_actor[1] > 0  # Both actors acted and counted ...
     actor_rows = _rows(os.path.join(run_dir, "logs", "actor.csv"))
-    assert {row["actor_id"] for row in actor_rows} == {"0"}  # ... only actor 0 wrote episode records.
+    assert {row["actor_id"] for row in actor_rows} == {"0"}  # ... only actor 0 wrote episode records,
+    # ... and summary.json has every actor's steps and episodes (episodes of 50 steps, none cut short).
+    assert summary["actors"] == {str(a): {"actor_steps": per_actor[a], "episodes": per_actor[a] // 50} for a in (0, 1)}
+    assert summary["episodes"] == sum(actor["episodes"] for actor in summary["actors"].values())
     evaluator_rows = _rows(os.path.join(run_dir, "logs", "evaluator.csv"))
     # Audit: evaluations landed wherever the count was when the driver looked (4,748,
     # 6,140, ...); actors now wait at each point, so rounds sit where a local run's do.

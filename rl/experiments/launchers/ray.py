@@ -192,12 +192,13 @@ class RayNodes(lifecycle.Nodes):
         head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=False)} if heads else {}
         near_head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=True)} if heads else {}
         self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0, "name": names["log_queue"], **head})
-        counts, schedule_steps = {}, {}  # At the restore point (a local run's is actor 0's).
+        counts, schedule_steps, episodes = {}, {}, {}  # At the restore point (a local run's is actor 0's).
         if restore is not None:
             counts = restore.counts
             schedule_steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
+            episodes = restore.state.get("actor_episodes", {})
         counter = ray_nodes.CounterNode.options(name=names["counter"], **head)
-        self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps)
+        self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps, episodes)
         self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
         # The program goes by value in each node's creation task, where a restart finds it.
         program = self.program
@@ -310,6 +311,7 @@ class RayNodes(lifecycle.Nodes):
         snapshot = lifecycle.Snapshot(int(counts.get("actor_steps", 0)), counts, taken["state"])
         snapshot.state["actor_schedule_step"] = schedule_steps.get(0, 0)
         snapshot.state["actor_schedule_steps"] = {str(k): v for k, v in sorted(schedule_steps.items())}
+        snapshot.state["actor_episodes"] = {str(k): v for k, v in sorted(taken["episodes"].items())}
         if checkpoint and self.checkpoints.saves_replay:
             snapshot.replay = lambda: self._get_or_revive(self.replay.checkpoint, "replay")
         return snapshot
@@ -336,7 +338,14 @@ class RayNodes(lifecycle.Nodes):
         return message
 
     def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
+        """summary.json gains each actor's steps and episodes (logs/actor.csv holds actor 0's episodes only)."""
         self._close_node_loggers()  # Before the run's own loggers (its W&B run) close.
+        with contextlib.suppress(Exception):  # A counter lost with Ray on a failed run: the summary stays as written.
+            taken = self._get(self.counter.snapshot.remote(), "counter", "snapshot", timeout=5.0)
+            steps, episodes = taken["schedule_steps"], taken["episodes"]
+            actors = {str(a): {"actor_steps": int(steps.get(a, 0)), "episodes": int(episodes.get(a, 0))} for a in steps}
+            path = os.path.join(self.experiment.run_directory, "summary.json")
+            checkpointing.write_json(path, checkpointing.read_json(path) | {"actors": actors})
         return summary
 
     def _close_node_loggers(self) -> None:

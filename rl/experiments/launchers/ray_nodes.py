@@ -180,8 +180,15 @@ class StepBudget(_Node):
     """The root counter and the actor-step budget, leased to actors: a dead incarnation's leased but
     uncounted steps go back to the budget and its late calls are refused. One call at a time."""
 
-    def __init__(self, max_actor_steps: int, counts: dict | None = None, schedule_steps: dict | None = None):
+    def __init__(
+        self,
+        max_actor_steps: int,
+        counts: dict | None = None,
+        schedule_steps: dict | None = None,
+        episodes: dict | None = None,
+    ):
         self._counts = collections.Counter(counts or {})
+        self._episodes = {int(actor): int(count) for actor, count in (episodes or {}).items()}  # Per actor.
         self._done = int(self._counts["actor_steps"])
         self._total = self._unleased = self._limit = max(0, max_actor_steps - self._done)
         self._incarnations: dict[int, int] = {}
@@ -193,6 +200,8 @@ class StepBudget(_Node):
     def increment(self, counts: dict[str, float], actor_id: int | None = None, incarnation: int = 0) -> dict:
         if actor_id is None or self.count(actor_id, incarnation, int(counts.get("actor_steps", 0))):
             self._counts.update(counts)
+            if actor_id is not None:
+                self._episodes[actor_id] = self._episodes.get(actor_id, 0) + int(counts.get("actor_episodes", 0))
         return dict(self._counts)
 
     def get_counts(self) -> dict[str, float]:
@@ -243,7 +252,7 @@ class StepBudget(_Node):
         return {"unleased": self._unleased, "outstanding": outstanding, "counted": counted, "restarts": restarts}
 
     def snapshot(self) -> dict[str, Any]:
-        return {"counts": dict(self._counts), "schedule_steps": dict(self._counted)}
+        return {"counts": dict(self._counts), "schedule_steps": dict(self._counted), "episodes": dict(self._episodes)}
 
     def replay_port(self, proposed: int) -> int:
         self._replay_port = self._replay_port or int(proposed)
