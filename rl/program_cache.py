@@ -54,7 +54,7 @@ def compile_program(
     rest named in this module's docstring."""
     leaves, in_tree = jax.tree_util.tree_flatten(args)
     placed = {} if sharding is None else {"in_shardings": sharding, "out_shardings": sharding}
-    if directory is None:
+    if directory is None or not can_serialize():
         return jax.jit(function, **placed).lower(*args).compile()
     platform = _platform(leaves, sharding)
     key = program_key(name, f"{platform}:{context}", leaves, in_tree, sharding)
@@ -66,6 +66,17 @@ def compile_program(
     exported, out_tree = stored
     compiled = jax.jit(exported.call, **placed).lower(*leaves).compile()
     return functools.partial(_call_flat, compiled, out_tree)
+
+
+@functools.cache
+def can_serialize() -> bool:
+    """Whether `jax.export` can write a program here (it needs flatbuffers); warns once where it cannot."""
+    try:
+        import flatbuffers  # noqa: F401
+    except ImportError:
+        log.warning("programs are traced anew every run: jax.export needs flatbuffers (pip install flatbuffers)")
+        return False
+    return True
 
 
 def _call_flat(compiled: Any, out_tree: Any, *args: Any) -> Any:

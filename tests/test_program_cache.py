@@ -128,3 +128,22 @@ def test_a_program_over_two_devices_keeps_its_sharding(tmp_path):
     environment = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=environment, capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_without_flatbuffers_programs_compile_as_before_with_one_warning(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import logging, sys
+        sys.modules["flatbuffers"] = None  # As if it were not installed: importing it raises ImportError.
+        logging.basicConfig(level=logging.WARNING, format="%(message)s")
+        import jax.numpy as jnp
+        from rl import program_cache
+        for _ in range(2):
+            compiled = program_cache.compile_program(lambda x: x * 2.0, (jnp.ones(3),), name="double", context="",
+                                                     directory={str(tmp_path)!r})
+        print(compiled(jnp.ones(3)).tolist())
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "[2.0, 2.0, 2.0]", result.stderr[-2000:]
+    assert result.stderr.count("jax.export needs flatbuffers") == 1 and os.listdir(tmp_path) == []
