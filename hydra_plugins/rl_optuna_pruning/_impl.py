@@ -167,5 +167,8 @@ def plot_study(study: optuna.Study, sweep_dir: str, completed: bool) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             axes = plot(study)
+        for line in axes.get_lines():  # A trial pruned at its first report has one point: a marker shows it.
+            line.set_marker("o")
+            line.set_markersize(3)
         axes.figure.savefig(os.path.join(sweep_dir, name), dpi=100, bbox_inches="tight")
         plt.close(axes.figure)

@@ -174,6 +174,7 @@ def compare(
 def save_figures(comparison: Comparison, directory: str) -> list[str]:
     """Writes FIGURES to `directory` with rliable's plots: the aggregates, performance profiles and P(X > Y)."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
     from rliable import plot_utils
 
     label = f"normalised {comparison.score} (0: random policy, 1: solved)"
@@ -186,6 +187,8 @@ def save_figures(comparison: Comparison, directory: str) -> list[str]:
         xlabel=label,
         xlabel_y_coordinate=-0.45 / max(0.45 * groups, 1.8),
     )
+    for axis in aggregates.axes:  # Four narrow panels: at most four ticks each, so their labels never overlap.
+        axis.xaxis.set_major_locator(MaxNLocator(nbins=3))
     profiles, ax = plt.subplots(figsize=(7.0, 4.5))
     plot_utils.plot_performance_profiles(
         comparison.profiles,
