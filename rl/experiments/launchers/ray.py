@@ -135,6 +135,14 @@ def _title(node: str) -> str:
     return {"learner": "the learner", "replay": "the replay node"}.get(node, node.replace("_", " "))
 
 
+def restored_counts(restore: Any) -> tuple[dict, dict, dict]:
+    """(counts, each actor's steps, each actor's episodes) at the restore point (a local run's are actor 0's)."""
+    if restore is None:
+        return {}, {}, {}
+    steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
+    return restore.counts, steps, restore.state.get("actor_episodes", {})
+
+
 class RayNodes(lifecycle.Nodes):
     """The nodes of one run, placed by Ray and watched from this process."""
 
@@ -192,13 +200,8 @@ class RayNodes(lifecycle.Nodes):
         head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=False)} if heads else {}
         near_head = {"scheduling_strategy": NodeAffinitySchedulingStrategy(heads[0], soft=True)} if heads else {}
         self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0, "name": names["log_queue"], **head})
-        counts, schedule_steps, episodes = {}, {}, {}  # At the restore point (a local run's is actor 0's).
-        if restore is not None:
-            counts = restore.counts
-            schedule_steps = restore.state.get("actor_schedule_steps", {0: restore.state.get("actor_schedule_step", 0)})
-            episodes = restore.state.get("actor_episodes", {})
         counter = ray_nodes.CounterNode.options(name=names["counter"], **head)
-        self.counter = counter.remote(experiment.max_actor_steps, counts, schedule_steps, episodes)
+        self.counter = counter.remote(experiment.max_actor_steps, *restored_counts(restore))
         self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
         # The program goes by value in each node's creation task, where a restart finds it.
         program = self.program
