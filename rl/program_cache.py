@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import logging
 import os
 import pickle
@@ -147,23 +146,46 @@ def program_key(name: str, context: str, leaves: list[Any], in_tree: Any, shardi
 
 def _environment_digest() -> str:
     """Installed distributions' versions, and the source of every loaded module outside them."""
-    digest = hashlib.sha256()
-    for distribution in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
-        digest.update(distribution.encode())
-    for source in sorted(_own_sources()):
-        with open(source, "rb") as file:
-            digest.update(source.encode() + hashlib.sha256(file.read()).digest())
+    digest = hashlib.sha256(_installed_digest().encode())
+    for module in list(sys.modules.values()):
+        source = getattr(module, "__file__", None)  # Foreign objects: modules without a file have none.
+        if source and source.endswith(".py"):
+            digest.update(_source_digest(source))
     return digest.hexdigest()
 
 
-def _own_sources() -> set[str]:
-    """Files of loaded modules that no installed distribution or the standard library holds."""
-    installed = tuple(
-        os.path.realpath(sysconfig.get_paths()[key]) + os.sep for key in ("purelib", "platlib", "stdlib", "platstdlib")
-    )
-    sources = set()
-    for module in list(sys.modules.values()):
-        source = getattr(module, "__file__", None)  # Foreign objects: modules without a file have none.
-        if source and source.endswith(".py") and not os.path.realpath(source).startswith(installed):
-            sources.add(os.path.realpath(source))
-    return sources
+@functools.cache
+def _installed_digest() -> str:
+    """Every distribution on the path by its metadata directory's name (`<name>-<version>.dist-info`): read
+    from the directory listings, which costs a run nothing, where parsing every METADATA file cost seconds."""
+    return repr(sorted({entry for directory in _site_directories() for entry in _metadata_entries(directory)}))
+
+
+@functools.cache
+def _site_directories() -> tuple[str, ...]:
+    """The interpreter's own library directories and every path entry that holds installed distributions
+    (a `pip install --target` directory on PYTHONPATH is one; a project with an `.egg-info` is not)."""
+    own = {os.path.realpath(sysconfig.get_paths()[key]) for key in ("purelib", "platlib", "stdlib", "platstdlib")}
+    found = {os.path.realpath(entry) for entry in sys.path if entry and _metadata_entries(entry)}
+    return tuple(sorted(own | found))
+
+
+def _metadata_entries(directory: str) -> list[str]:
+    try:
+        return [entry for entry in os.listdir(directory) if entry.endswith(".dist-info")]
+    except OSError:
+        return []
+
+
+@functools.cache
+def _source_digest(source: str) -> bytes:
+    """A loaded module's file and content digested, or nothing for one an installed distribution or the
+    standard library holds (their versions are digested instead); each file is read once a process."""
+    path = os.path.realpath(source)
+    if path.startswith(tuple(directory + os.sep for directory in _site_directories())):
+        return b""
+    try:
+        with open(path, "rb") as file:
+            return path.encode() + hashlib.sha256(file.read()).digest()
+    except OSError:  # A module whose file has gone since it was loaded.
+        return path.encode()

@@ -102,6 +102,8 @@ def test_the_key_follows_the_source_of_a_loaded_module_outside_the_installed_dis
     before = key()
     assert key() == before
     module.write_text("LOSS = 'squared'\n")
+    assert key() == before, "a file is read once a process: the program traced is the module as loaded"
+    program_cache._source_digest.cache_clear()  # The next process, which loads the edited module.
     assert key() != before
     monkeypatch.delitem(sys.modules, "users_agent")
 
