@@ -1,7 +1,7 @@
 """Stores the project's agent schemas in Hydra's ConfigStore whenever Hydra starts.
 
 Hydra imports every module under `hydra_plugins` on the Python path before it composes a
-config, so `conf/agent/<name>.yaml` finds `schema/agent/<name>` from the command line,
+config, so `conf/agent/<name>.yaml` finds `<name>_agent_schema` from the command line,
 from Hydra's compose API (notebooks, benchmarks) and from any other entry point alike.
 """
 

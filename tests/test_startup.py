@@ -41,6 +41,9 @@ def test_help_and_cfg_import_no_heavy_library(args):
     assert "agent: " in result.stdout or "agent:" in result.stdout  # Hydra's help / the composed config.
     imported = json.loads(result.stdout.rsplit("HEAVY=", 1)[1])
     assert imported == []
+    if args == ["--help"]:  # The groups a command line chooses from; the agents' schemas are not one.
+        groups = result.stdout.split("== Configuration groups ==", 1)[1].split("== Config ==", 1)[0]
+        assert "agent: d4pg, dqn," in groups and "schema" not in groups
 
 
 REPLAY_AND_LOSSES = ("tensorflow.python", "reverb", "rlax", "distrax", "ray", "wandb")

@@ -1,5 +1,5 @@
 """The config sections agents share, and how an agent's config dataclass becomes its Hydra
-schema `schema/agent/<name>`, which `conf/agent/<name>.yaml` extends. Imports no JAX."""
+schema `<name>_agent_schema`, which `conf/agent/<name>.yaml` extends. Imports no JAX."""
 
 from __future__ import annotations
 
@@ -159,8 +159,14 @@ def agent_schema(config_class: type, target: str) -> type:
     return dataclasses.make_dataclass(f"{config_class.__name__}Schema", [target_field], bases=(config_class,))
 
 
+def schema_name(name: str, group: str = "agent") -> str:
+    """The ConfigStore name of option `name`'s schema in `group`."""
+    return f"{name}_{group}_schema"
+
+
 def register_schemas() -> None:
-    """Stores every agent package's schema in Hydra's ConfigStore as `schema/agent/<name>`."""
+    """Stores every agent package's schema in Hydra's ConfigStore as `<name>_agent_schema`: a config at the
+    root, not a group, so `--help` lists only the groups a command line chooses from."""
     from hydra.core.config_store import ConfigStore
 
     import rl.agents
@@ -171,4 +177,4 @@ def register_schemas() -> None:
             continue
         config_class = importlib.import_module(f"rl.agents.{module.name}").make_builder.config_class
         schema = agent_schema(config_class, f"rl.agents.{module.name}.make_builder")
-        store.store(group="schema/agent", name=module.name, node=schema)
+        store.store(name=schema_name(module.name), node=schema)

@@ -1,5 +1,5 @@
 """The structured configs (dataclass schemas) that every config group's `_target_` is checked against:
-an agent's config class as Hydra's ConfigStore holds it (`schema/agent/<name>`, which its YAML extends),
+an agent's config class as Hydra's ConfigStore holds it (`<name>_agent_schema`, which its YAML extends),
 a dataclass target's own fields (policies, loggers, launchers, observers), and for the factory functions
 the option schemas declared here. Imports no JAX: a configuration is checked before JAX loads."""
 
@@ -13,6 +13,8 @@ import typing
 from typing import Any, Callable
 
 from omegaconf import MISSING, OmegaConf
+
+from rl.agents.configs import schema_name
 
 
 OPTIONAL_DICT = dict[str, Any] | None
@@ -50,18 +52,14 @@ FACTORY_OPTIONS: dict[str, dict[str, Any]] = {
 
 
 def stored_schemas(group: str) -> dict[str, type]:
-    """The schemas Hydra's ConfigStore holds under `schema/<group>` (agents), by their `_target_`;
+    """The schemas Hydra's ConfigStore holds as `<option>_<group>_schema` (agents), by their `_target_`;
     empty where Hydra has not started in this process (a run's saved config read back)."""
     from hydra.core.config_store import ConfigStore
 
-    store = ConfigStore.instance()
-    try:
-        names = store.list(f"schema/{group}")
-    except OSError:  # ConfigStore answers a group it does not hold so.
-        return {}
+    store, suffix = ConfigStore.instance(), f"{schema_name('', group)}.yaml"
     schemas = {}
-    for name in names:
-        node = store.load(f"schema/{group}/{name}").node
+    for name in (name for name in store.list("") if name.endswith(suffix)):
+        node = store.load(name).node
         schemas[str(node.get("_target_"))] = OmegaConf.get_type(node)
     return schemas
 

@@ -1,6 +1,6 @@
 """QR-DQN's Hydra schema. Hydra imports every module under `hydra_plugins` on the Python
 path when it starts, before it composes a config: this one stores QRDQNConfig as
-`schema/agent/qrdqn`, which conf/agent/qrdqn.yaml extends (as rl/agents/configs.py
+`qrdqn_agent_schema`, which conf/agent/qrdqn.yaml extends (as rl/agents/configs.py
 `register_schemas` does for the project's agents)."""
 
 from hydra.core.config_store import ConfigStore
@@ -8,4 +8,4 @@ from qrdqn import QRDQNConfig
 
 from rl.agents.configs import agent_schema
 
-ConfigStore.instance().store(group="schema/agent", name="qrdqn", node=agent_schema(QRDQNConfig, "qrdqn.make_builder"))
+ConfigStore.instance().store(name="qrdqn_agent_schema", node=agent_schema(QRDQNConfig, "qrdqn.make_builder"))
