@@ -191,3 +191,25 @@ def test_a_bad_pruner_is_refused_in_one_line_before_any_job(tmp_path, overrides,
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("Invalid configuration: ") and message in line
     assert not sweep.exists()
+
+
+def test_a_search_over_seeds_names_the_best_setting_by_its_mean_over_seeds(tmp_path):
+    """The best trial (lr 1e-3 seed 0, 500) is not in the best setting (lr 3e-4: 450 and 440, mean 445
+    against 500 and 100, mean 300): optimization_results.yaml names both, as results.yaml ranks settings."""
+    from hydra_plugins.rl_optuna_pruning._impl import write_results
+
+    study = optuna.create_study(direction="maximize")
+    space = {
+        "agent.learning_rate": optuna.distributions.CategoricalDistribution([1e-3, 3e-4]),
+        "seed": optuna.distributions.CategoricalDistribution([0, 1]),
+    }
+    for (rate, seed), value in {(1e-3, 0): 500.0, (1e-3, 1): 100.0, (3e-4, 0): 450.0, (3e-4, 1): 440.0}.items():
+        params = {"agent.learning_rate": rate, "seed": seed}
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=space, value=value))
+    write_results(study, str(tmp_path), "sqlite:///memory", {"_target_": "optuna.pruners.NopPruner"})
+    with open(tmp_path / "optimization_results.yaml") as file:
+        results = yaml.safe_load(file)
+    assert results["best_trial"] == 0 and results["best_value"] == 500.0
+    best = results["best_setting"]
+    assert best["overrides"] == ["agent.learning_rate=0.0003"] and best["jobs"] == {"2": 450.0, "3": 440.0}
+    assert (best["mean"], best["min"], best["max"], best["count"]) == (445.0, 440.0, 450.0, 2)

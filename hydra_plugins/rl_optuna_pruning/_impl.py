@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from rl.experiments import pruning
+from rl.experiments.sweep_results import Trial, rank_settings
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +149,27 @@ def write_results(study: optuna.Study, sweep_dir: str, url: str, pruner_spec: An
         if directory and os.path.isfile(config):
             shutil.copyfile(config, os.path.join(sweep_dir, BEST_CONFIG_FILE))
         log.info(f"Best trial {best.number} ({best.value}): {best.params} in {directory}")
+        setting = best_setting(study)
+        if setting is not None:
+            results["best_setting"] = setting
+            log.info(f"Best setting over seeds: mean {setting['mean']:.1f} of trials {list(setting['jobs'])}")
     log.info(f"Trials: {counts}")
     OmegaConf.save(OmegaConf.create(results), os.path.join(sweep_dir, RESULTS_FILE))
     plot_study(study, sweep_dir, counts["complete"] > 0)
+
+
+def best_setting(study: optuna.Study) -> Dict[str, Any] | None:
+    """Where the search's parameters include the seed, its completed trials grouped into settings (their
+    parameters but the seed) and the best by the mean over seeds (rl.experiments.sweep_results), with its
+    trials' numbers and values; None where every setting ran once (the best trial is then the best setting)."""
+    complete = [trial for trial in study.get_trials(deepcopy=False) if trial.state == TrialState.COMPLETE]
+    trials = [Trial(str(t.number), tuple(f"{k}={v}" for k, v in t.params.items()), t.value) for t in complete]
+    settings = rank_settings(trials, maximize=study.direction == optuna.study.StudyDirection.MAXIMIZE)
+    if all(len(setting.trials) == 1 for setting in settings):
+        return None
+    described = settings[0].describe()
+    described.pop("command")  # The trials' parameters, not a command line: `overrides` says them.
+    return described
 
 
 def plot_study(study: optuna.Study, sweep_dir: str, completed: bool) -> None:
