@@ -588,6 +588,69 @@ def test_replicas_spread_over_two_devices_compute_what_one_device_does(tmp_path)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
 
 
+def _replica_returns(run_dir: str, count: int) -> list[list[list[float]]]:
+    return [read_summary(os.path.join(run_dir, f"seed_{index}"))["eval_returns"] for index in range(count)]
+
+
+@pytest.mark.current
+@pytest.mark.parametrize("replicas", [7, 18])
+def test_replicas_are_padded_over_every_device_and_compute_what_one_device_does(tmp_path, replicas):
+    """7 and 18 PPO replicas over 4 (forced host) devices: padded to 8 and 20 (said once in the log), every
+    device used, and each replica's evaluation curve equal to the same run's on one device."""
+    runs = {}
+    for devices in (4, 1):
+        run_dir = str(tmp_path / f"devices_{devices}")
+        environment = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+        result = run_train([*SMALL_PPO, f"launcher.num_seeds={replicas}", f"hydra.run.dir={run_dir}"], env=environment)
+        assert result.returncode == 0, result.stderr[-3000:]
+        padding = [line for line in result.stdout.splitlines() + result.stderr.splitlines() if "padded to" in line]
+        padded = -(-replicas // 4) * 4
+        expected = [f"{replicas} replicas padded to {padded}, the devices' multiple"] if devices == 4 else []
+        assert [line.split("launcher=anakin: ", 1)[1] for line in padding] == expected
+        assert read_summary(run_dir)["device"] == f"{devices} x cpu"
+        runs[devices] = _replica_returns(run_dir, replicas)
+    assert runs[4] == runs[1]
+
+
+@pytest.mark.current
+def test_replicas_that_do_not_fit_the_memory_budget_train_in_groups_as_one_program_would(tmp_path):
+    """8 PPO replicas with a memory budget far below one program's need: the split is said once, the groups
+    take turns, summary.json says the group size, and each replica's curve equals the one-program run's."""
+    runs = {}
+    for name, extra in {"one": [], "groups": ["launcher.memory_per_device_gb=0.00005"]}.items():
+        run_dir = str(tmp_path / name)
+        result = run_train([*SMALL_PPO, "launcher.num_seeds=8", *extra, f"hydra.run.dir={run_dir}"])
+        assert result.returncode == 0, result.stderr[-3000:]
+        said = [line for line in (result.stdout + result.stderr).splitlines() if "per program" in line]
+        summary = read_summary(run_dir)
+        if extra:
+            assert (
+                len(said) == 2 and "replicas need" in said[0] and said[1].endswith("8 replicas in 8 groups of 1 per program")
+            )
+            assert (summary["replicas_per_program"], summary["programs"]) == (1, 8)
+        else:
+            assert said == [] and (summary["replicas_per_program"], summary["programs"]) == (8, 1)
+        runs[name] = _replica_returns(run_dir, 8)
+    assert runs["groups"] == runs["one"]
+
+
+def test_groups_run_a_program_over_every_replica_in_turns():
+    from rl.anakin.groups import ReplicaGroups, fitting_size
+
+    rows = {"a": np.arange(6.0), "b": np.arange(12.0).reshape(6, 2)}
+    program = lambda rows, scale: {
+        key: leaf * jnp.reshape(scale, (-1,) + (1,) * (leaf.ndim - 1)) for key, leaf in rows.items()
+    }
+    whole = ReplicaGroups(6, 6).run(program, rows, np.full(6, 2.0))
+    turns = ReplicaGroups(6, 2).run(program, rows, np.full(6, 2.0))
+    for key in rows:
+        np.testing.assert_array_equal(np.asarray(whole[key]), turns[key])
+        np.testing.assert_array_equal(turns[key], rows[key] * 2)
+    # Per device 1,000 bytes a replica; 4,500 bytes a device: 4 per device, 16 over 4 devices, at most all.
+    assert fitting_size(20, 1000, 4500, 4) == 16 and fitting_size(12, 1000, 4500, 4) == 12
+    assert fitting_size(18, 1000, 10, 4) == 4  # Never fewer than one per device.
+
+
 # The grid's initial states: 18 PPO replicas (two towers of orthogonally initialised layers: QR factorisations),
 # two host devices. On jaxlib 0.10's CPU runtime, batched LAPACK calls at once wait on each other's parts forever;
 # `initial_states` computes them on the host one replica at a time, so each call holds one matrix.

@@ -13,6 +13,15 @@ if TYPE_CHECKING:  # Imported when a system is built: the launcher's checks impo
     from rl.systems.base import System, SystemInputs
 
 
+@dataclasses.dataclass(frozen=True)
+class MemoryLimits:
+    """`max_replicas_per_program` (None: as many as fit) and the memory a program may hold on each device in
+    GiB (`per_device_gb`; None: MARGIN of the device's free memory)."""
+
+    max_replicas_per_program: int | None = None
+    per_device_gb: float | None = None
+
+
 def system_class(experiment: Experiment) -> type[System]:
     """The compiled system the experiment's agent names (launcher=anakin refuses an agent that names none)."""
     system = experiment.builder.compiled_system

@@ -16,7 +16,16 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from rl.anakin.build import make_system, steps_per_update
+from rl.anakin.build import MemoryLimits, make_system, steps_per_update
+from rl.anakin.groups import (
+    MARGIN,
+    ReplicaGroups,
+    devices_count,
+    fitting_size,
+    free_memory_per_device,
+    is_memory_error,
+    program_memory,
+)
 from rl.environment_loop import spread
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
@@ -45,11 +54,33 @@ def describe_devices() -> str:
     return f"{len(devices)} x {devices[0].device_kind}"
 
 
-def replica_sharding(num_seeds: int) -> NamedSharding | None:
-    """(num_seeds, ...) arrays over the most devices that divide `num_seeds`; None for one device."""
+def padded_count(num_replicas: int) -> int:
+    """The replicas a program holds: `num_replicas` rounded up to a multiple of the devices, so that every
+    device holds as many (the padding repeats the last replica; its results are dropped). One replica, or
+    one device: `num_replicas`."""
+    devices = len(jax.devices())
+    return num_replicas if num_replicas == 1 else -(-num_replicas // devices) * devices
+
+
+def replica_sharding(num_replicas: int) -> NamedSharding | None:
+    """(num_replicas, ...) arrays split over every device (`num_replicas` a multiple of their count, as
+    `padded_count` makes it); None for one device or one replica."""
     devices = jax.devices()
-    count = max(d for d in range(1, min(len(devices), num_seeds) + 1) if num_seeds % d == 0)
-    return NamedSharding(Mesh(devices[:count], ("replicas",)), PartitionSpec("replicas")) if count > 1 else None
+    if len(devices) == 1 or num_replicas == 1:
+        return None
+    if num_replicas % len(devices):
+        raise ValueError(f"{num_replicas} replicas do not split over {len(devices)} devices: pad them (padded_count)")
+    return NamedSharding(Mesh(devices, ("replicas",)), PartitionSpec("replicas"))
+
+
+def partial_put(sharding: Any) -> Callable[[Any], Any]:
+    return lambda rows: jax.device_put(rows, sharding)
+
+
+def padded(rows: Any, count: int) -> Any:
+    """Every leaf of `rows` (replicas first) with its last row repeated up to `count` rows."""
+    pad = lambda leaf: np.concatenate([np.asarray(leaf), np.repeat(np.asarray(leaf)[-1:], count - len(leaf), 0)])
+    return jax.tree_util.tree_map(pad, rows)
 
 
 # jaxlib 0.4.34 crashes running a CPU program compiled from an export with LAPACK calls (orthogonal
@@ -151,15 +182,20 @@ class AnakinNodes(lifecycle.Nodes):
         hyperparameters: dict[str, jax.Array] | None = None,
         replica_fields: dict[str, Any] | None = None,
         trials: list[Any] | None = None,
+        memory: MemoryLimits | None = None,
     ):
         """`replicas` (a grid's jobs): the replicas' own experiments, `hyperparameters` their values
         ("agent.<field>" or "policy.<field>" -> one per replica), `replica_fields` added to their summaries,
-        `trials` their Optuna trials (rl.experiments.pruning; None: not in a search that prunes)."""
+        `trials` their Optuna trials (rl.experiments.pruning; None: not in a search that prunes); `memory` how
+        many replicas one program may hold (rl.anakin.groups)."""
         self.num_seeds = num_seeds if replicas is None else len(replicas)
         self.steps_per_chunk, self.replicas = steps_per_chunk, replicas
         self.hyperparameters, self.replica_fields = hyperparameters or {}, replica_fields or {}
         self.own_records = replicas is not None or num_seeds > 1  # Each replica writes its own run's records.
         self.trials = trials or [None] * self.num_seeds
+        memory = memory or MemoryLimits()
+        self.groups: ReplicaGroups | None = None  # Laid out when the programs are compiled.
+        self.max_replicas_per_program, self.memory_per_device_gb = memory.max_replicas_per_program, memory.per_device_gb
         self.logs: list[dict[str, Logger]] = []
 
     def seed_replicas(self) -> list[Experiment]:
@@ -187,31 +223,13 @@ class AnakinNodes(lifecycle.Nodes):
         if self.own_records:
             experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
         self.replica_experiments = self.replicas or self.seed_replicas()
-        keys = jax.numpy.stack([jax.random.PRNGKey(replica.seed) for replica in self.replica_experiments])
-        self.sharding = replica_sharding(num_seeds)
-        self.evaluation_keys = jax.device_put(jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys), self.sharding)
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
-
-        def programs() -> tuple[Any, Any, Any]:
-            system = make_system(experiment)
-            make = lambda values: make_system(experiment, values) if values else system
-            return compile_programs(
-                make,
-                system.evaluation_environment,
-                keys,
-                self.steps_per_chunk,
-                self.sharding,
-                self.hyperparameters,
-                program_cache(experiment, self.steps_per_chunk),
-            )
-
         try:  # A stop while compiling or initialising ends the run with nothing new to checkpoint.
-            self.chunk, self.evaluation, self.state = lifecycle.wait_for(programs, self.stopping, "compiling")
+            self.chunk, self.evaluation, self.state = lifecycle.wait_for(self.compile, self.stopping, "compiling")
         except lifecycle.Stopped:
             self.state = None
-        self.values = jax.device_put(self.hyperparameters, self.sharding)
         self.compile_time_s = time.perf_counter() - start
         if self.state is not None:
             log.info(
@@ -220,7 +238,8 @@ class AnakinNodes(lifecycle.Nodes):
         self.learner_steps, self.episodes, self.curves = 0, [0] * num_seeds, [[] for _ in range(num_seeds)]
         if restore is not None:
             if self.state is not None:
-                self.state = jax.device_put(restore.learner_state(self.state), self.sharding)
+                restored = padded(restore.learner_state(self.recorded_state()), self.groups.count)
+                self.state = restored if self.groups.split else jax.device_put(restored, self.groups.sharding)
             self.learner_steps = int(restore.counts.get("learner_steps", 0))
             replicas = restore.state["anakin"]["replicas"]
             self.episodes = [int(r["episodes"]) for r in replicas]
@@ -229,6 +248,77 @@ class AnakinNodes(lifecycle.Nodes):
             self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
         self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
         self.chunk_steps = self.steps_per_chunk * steps_per_update(experiment)
+
+    def compile(self) -> tuple[Any, Any, Any]:
+        """(chunk, evaluation round, every replica's initial state) for as many replicas per program as fit
+        the device's memory: all of them where they fit (the state on the devices), else groups (the state
+        on the host). `launcher.max_replicas_per_program` sets the group size instead."""
+        experiment = self.experiment
+        system = make_system(experiment)
+        make = lambda values: make_system(experiment, values) if values else system
+        cache = program_cache(experiment, self.steps_per_chunk)
+        seeds = jax.numpy.stack([jax.random.PRNGKey(replica.seed) for replica in self.replica_experiments])
+
+        def programs(size: int) -> tuple[Any, Any, Any]:
+            keys, values = self.lay_out(seeds, size)
+            first = jax.tree_util.tree_map(lambda leaf: leaf[:size], (keys, values))
+            chunk, evaluation, state = compile_programs(
+                make,
+                system.evaluation_environment,
+                first[0],
+                self.steps_per_chunk,
+                self.groups.sharding,
+                first[1],
+                cache,
+            )
+            if self.groups.split:  # Every group's initial state, on the host.
+                init = lambda key, values: make(values).init(key)
+                state = jax.device_get(initial_states(init, keys, values, cache))
+            return chunk, evaluation, state
+
+        limit = self.max_replicas_per_program
+        try:
+            programs_made = programs(padded_count(min(limit or self.num_seeds, self.num_seeds)))
+        except Exception as error:  # An accelerator's compiler refuses a program larger than its memory.
+            if limit is not None or not is_memory_error(error):
+                raise
+            programs_made = programs(padded_count(min(devices_count(), self.num_seeds)))  # A probe.
+        if limit is None:
+            size = self.fitting_group_size(programs_made[0])
+            if size != self.groups.size:
+                programs_made = programs(size)
+        if self.groups.split or self.groups.count > self.num_seeds:
+            log.info("launcher=anakin: %s", self.groups.describe(self.num_seeds))
+        return programs_made
+
+    def lay_out(self, seeds: jax.Array, size: int) -> tuple[Any, dict[str, Any]]:
+        """Every replica's key and values, padded to whole groups of `size` (a multiple of the devices);
+        sets `groups`, the values and the evaluation keys the programs are called with."""
+        self.groups = ReplicaGroups(-(-self.num_seeds // size) * size, size, replica_sharding(size))
+        keys, values = padded((seeds, self.hyperparameters), self.groups.count)
+        evaluation_keys = jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys)
+        placed = (lambda rows: rows) if self.groups.split else partial_put(self.groups.sharding)
+        self.values, self.evaluation_keys = placed(values), placed(evaluation_keys)
+        return keys, values
+
+    def fitting_group_size(self, chunk: Any) -> int:
+        """The most replicas per program whose chunk fits the memory budget, from `chunk`'s (the present
+        size where it fits)."""
+        needed, budget, everyone = program_memory(chunk), self.memory_budget(), padded_count(self.num_seeds)
+        if needed <= budget and self.groups.size == everyone:
+            return self.groups.size
+        per_replica = needed * devices_count() / self.groups.size
+        size = fitting_size(everyone, per_replica, budget, devices_count())
+        log.info(
+            "launcher=anakin: %d replicas need %.3g GiB per device, %.3g GiB is free: %d per program "
+            "(launcher.max_replicas_per_program sets it)",
+            self.groups.size, needed / 2**30, budget / 2**30, size,
+        )  # fmt: skip
+        return size
+
+    def memory_budget(self) -> float:
+        given = self.memory_per_device_gb
+        return given * 2**30 if given is not None else MARGIN * free_memory_per_device()
 
     def counts_of(self, replica: int) -> dict[str, int]:
         if self.ended[replica]:
@@ -251,7 +341,8 @@ class AnakinNodes(lifecycle.Nodes):
             while True:
                 while dispatching and len(in_flight) < 2 and dispatched < until and not all(self.ended):
                     head = in_flight[-1][0] if in_flight else self.state
-                    dispatch = functools.partial(self.chunk, head, self.values)  # Returns once XLA has the work.
+                    # One program: returns once XLA has the work; groups: once every group's is done.
+                    dispatch = functools.partial(self.groups.run, self.chunk, head, self.values)
                     in_flight.append(lifecycle.wait_for(dispatch, self.stopping, "a chunk"))
                     dispatched += self.chunk_steps
                 if not in_flight:
@@ -262,11 +353,18 @@ class AnakinNodes(lifecycle.Nodes):
                 now = time.perf_counter()
                 self._write_chunk_records(metrics, self.chunk_steps / (now - done))
                 done = now
-                progress.update(episode_return=float(np.mean(metrics["episode_return"])))
+                progress.update(episode_return=float(np.mean(metrics["episode_return"][: self.num_seeds])))
                 progress.advance(self.record.steps, force=True)
                 dispatching = dispatching and not pause()  # A pause writes the chunks in flight first.
         except lifecycle.Stopped:
             pass
+        except Exception as error:
+            if not is_memory_error(error):
+                raise
+            raise MemoryError(
+                f"out of device memory with {self.groups.size} replicas per program: set "
+                "launcher.max_replicas_per_program lower (or launcher.memory_per_device_gb)"
+            ) from error
         if all(self.ended):  # Every replica failed or was pruned: nothing left to train.
             self.record.steps = until
         return self.record.steps
@@ -302,9 +400,10 @@ class AnakinNodes(lifecycle.Nodes):
         if all(self.ended):
             return steps, float("nan"), time.time()
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
+        keys = keys if self.groups.split else jax.device_put(keys, self.groups.sharding)
         # A first signal stops the run after the round (seconds); the wait lets a second one end it.
         evaluation_round = lambda: jax.block_until_ready(
-            self.evaluation(self.state, jax.device_put(keys, self.sharding), self.values)
+            self.groups.run(self.evaluation, self.state, keys, self.values)
         )
         result = jax.device_get(lifecycle.wait_for(evaluation_round, lambda: False, "an evaluation round"))
         means = []
@@ -330,7 +429,7 @@ class AnakinNodes(lifecycle.Nodes):
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
         snapshot = lifecycle.Snapshot(self.record.steps, self.counts_of(0), consistent=self.state is not None)
         if checkpoint:
-            snapshot.learner_state = self.state
+            snapshot.learner_state = self.recorded_state()
             snapshot.state["anakin"] = {
                 "num_seeds": self.num_seeds,
                 "replicas": [
@@ -340,10 +439,18 @@ class AnakinNodes(lifecycle.Nodes):
             }
         return snapshot
 
+    def recorded_state(self) -> Any:
+        """The replicas' training state without the padding: what a checkpoint holds, whatever the devices."""
+        if self.groups is None or self.groups.count == self.num_seeds:
+            return self.state
+        return jax.tree_util.tree_map(lambda leaf: leaf[: self.num_seeds], self.state)
+
     def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
         compile_time = round(self.compile_time_s, 2)
         extra: dict[str, Any] = {"launcher": "anakin", "compile_time_s": compile_time, "num_seeds": self.num_seeds}
         extra |= {"device": self.device, "device_open_s": round(self.device_open_s, 2)}
+        if self.groups is not None:
+            extra |= {"replicas_per_program": self.groups.size, "programs": self.groups.count // self.groups.size}
         self.close()
         self.replica_summaries: list[RunSummary] = []
         if self.own_records:

@@ -149,7 +149,8 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     group = dataclasses.replace(experiments[0], run_directory=directory, logger_factory=records, checkpoint=False)
     os.makedirs(directory, exist_ok=True)
     trials = [OptunaTrial.from_environment(j.job.output_dir, dict(j.result.hydra_cfg.hydra.job.env_set)) for j in jobs]
-    nodes = AnakinNodes(1, jobs[0].job.launch.check_experiment(group), experiments, values, fields, trials)
+    launch = jobs[0].job.launch
+    nodes = AnakinNodes(1, launch.check_experiment(group), experiments, values, fields, trials, launch.memory)
     with transcript_to(os.path.join(directory, "train.log"), f"[group {os.path.basename(directory)}] "):
         report(
             f"jobs {jobs_text} in one program, batching {', '.join(batched) or 'seeds only'}; records in {directory}"

@@ -9,7 +9,7 @@ import os
 import re
 from typing import Any
 
-from rl.anakin.build import make_system, steps_per_update, system_class
+from rl.anakin.build import MemoryLimits, make_system, steps_per_update, system_class
 from rl.environments.factories import is_jax_native
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import Launcher
@@ -73,17 +73,33 @@ def derive_settings(experiment: Experiment) -> Experiment:
 
 
 class AnakinLauncher(Launcher):
-    """`num_seeds` replicas in one compiled program; `steps_per_chunk` updates (null: an evaluation
-    period's) per host call."""
+    """`num_seeds` replicas in one compiled program (in groups that fit the device's memory: `memory`);
+    `steps_per_chunk` updates (null: an evaluation period's) per host call."""
 
-    def __init__(self, num_seeds: int = 1, steps_per_chunk: int | None = None):
+    def __init__(
+        self,
+        num_seeds: int = 1,
+        steps_per_chunk: int | None = None,
+        max_replicas_per_program: int | None = None,
+        memory_per_device_gb: float | None = None,
+    ):
         if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
             raise ConfigError(
                 "launcher.num_seeds", f"must be an integer >= 1 (replicas trained side by side), got {num_seeds!r}"
             )
         if steps_per_chunk is not None and (isinstance(steps_per_chunk, bool) or steps_per_chunk < 1):
             raise ConfigError("launcher.steps_per_chunk", f"must be an integer >= 1 or null, got {steps_per_chunk!r}")
+        if max_replicas_per_program is not None and (
+            isinstance(max_replicas_per_program, bool) or max_replicas_per_program < 1
+        ):
+            raise ConfigError(
+                "launcher.max_replicas_per_program",
+                f"must be an integer >= 1 or null, got {max_replicas_per_program!r}",
+            )
+        if memory_per_device_gb is not None and not memory_per_device_gb > 0:
+            raise ConfigError("launcher.memory_per_device_gb", f"must be > 0 or null, got {memory_per_device_gb!r}")
         self.num_seeds, self.steps_per_chunk = num_seeds, steps_per_chunk
+        self.memory = MemoryLimits(max_replicas_per_program, memory_per_device_gb)
         set_xla_flags()  # Made before any program is compiled.
 
     def fit_experiment(self, experiment: Experiment) -> Experiment:
@@ -150,4 +166,5 @@ class AnakinLauncher(Launcher):
         from rl.anakin.driver import AnakinNodes
         from rl.experiments import lifecycle
 
-        return lifecycle.run(experiment, AnakinNodes(self.num_seeds, self.check_experiment(experiment)))
+        nodes = AnakinNodes(self.num_seeds, self.check_experiment(experiment), memory=self.memory)
+        return lifecycle.run(experiment, nodes)

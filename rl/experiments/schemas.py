@@ -47,7 +47,12 @@ FACTORY_OPTIONS: dict[str, dict[str, Any]] = {
         torso=str, torso_kwargs=OPTIONAL_DICT, lstm_size=int, dueling=bool
     ),
     # AnakinLauncher checks its values itself, naming what they configure.
-    "rl.anakin.AnakinLauncher": dict(num_seeds=int, steps_per_chunk=int | None),
+    "rl.anakin.AnakinLauncher": dict(
+        num_seeds=int,
+        steps_per_chunk=int | None,
+        max_replicas_per_program=int | None,
+        memory_per_device_gb=float | None,
+    ),
 }
 
 
