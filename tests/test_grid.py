@@ -122,7 +122,12 @@ def test_a_pqn_grid_over_its_float_settings_and_seeds_is_one_program(tmp_path):
         assert summary["status"] == "finished" and summary["agent"] == "pqn" and summary["actor_steps"] == 2048
         assert summary["grid"]["batched"] == ["agent.learning_rate", "agent.q_lambda"]
     separate = tmp_path / "separate"
-    alone = ["agent.learning_rate=1e-3", "agent.q_lambda=0.9", "seed=1", f"hydra.run.dir={separate}"]
+    alone = [
+        "agent.learning_rate=0.001",
+        "agent.q_lambda=0.9",
+        "seed=1",
+        f"hydra.run.dir={separate}",
+    ]  # As Hydra writes it.
     reference = run_train([*small, *alone])
     assert reference.returncode == 0, reference.stderr[-3000:]
     (job,) = [j for j in map(str, range(8)) if set(alone[:3]) <= set(_overrides(grid / j))]
