@@ -23,7 +23,7 @@ why; this stores the records of the machine and stack it runs on (and keeps the 
 
     python tests/golden_runs.py                  # every golden run (the reverb stack)
     python tests/golden_runs.py dqn sac          # some of them
-    .venv-current/bin/python tests/golden_runs.py anakin_ppo_two_seeds anakin_dqn   # the current stack's
+    .venv-current/bin/python tests/golden_runs.py anakin_ppo_two_seeds anakin_dqn anakin_pqn   # the current stack's
 """
 
 from __future__ import annotations
@@ -92,11 +92,12 @@ RUNS: dict[str, list[str]] = {
         *SHORT,
     ],
     "anakin_dqn": ["experiment=dqn_gymnax_cartpole", "max_actor_steps=4096", "eval_every=2048", "seed=1", *SHORT],
+    "anakin_pqn": ["experiment=pqn_gymnax_cartpole", "max_actor_steps=16384", "eval_every=8192", "seed=1", *SHORT],
 }
 
 
 # The golden runs that are one compiled program (launcher=anakin): they need no reverb, so both stacks run them.
-COMPILED = ("anakin_ppo_two_seeds", "anakin_dqn")
+COMPILED = ("anakin_ppo_two_seeds", "anakin_dqn", "anakin_pqn")
 
 # Packages whose versions decide a run's last float bits, with the machine: records are kept per stack too.
 NUMERIC_PACKAGES = (

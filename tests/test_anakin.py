@@ -1,4 +1,4 @@
-"""launcher=anakin: gymnax environments, the compiled PPO/DQN systems, many seeds, refusals."""
+"""launcher=anakin: gymnax environments, the compiled PPO/DQN/PQN systems, many seeds, refusals."""
 
 from __future__ import annotations
 
@@ -712,13 +712,22 @@ def test_a_grids_initial_states_over_host_devices_never_wait_on_each_other(tmp_p
 
 # SMALL_DQN with 2 replicas over 8 chunks (checkpoints hold both replicas' parameters,
 # optimiser states, buffers, environment copies and keys).
-RESUMABLE_DQN = [
-    *SMALL_DQN,
-    "max_actor_steps=1024",
-    "launcher.num_seeds=2",
-    "seed=3",
-    "checkpoint.enabled=true",
-    "checkpoint.keep=1",
+RESUMABLE = ["max_actor_steps=1024", "launcher.num_seeds=2", "seed=3", "checkpoint.enabled=true", "checkpoint.keep=1"]
+RESUMABLE_DQN = [*SMALL_DQN, *RESUMABLE]
+# PQN: 4 copies x 16 steps an update, 2 updates a chunk (the first ends at 128 steps, as DQN's).
+RESUMABLE_PQN = [
+    "experiment=pqn_gymnax_cartpole",
+    "environment.num_envs=4",
+    "agent.batch_size=4",
+    "agent.unroll_length=16",
+    "agent.num_epochs=1",
+    "agent.num_minibatches=2",
+    "network.hidden_sizes=[32]",
+    "eval_every=128",
+    "eval_episodes=2",
+    "logger=csv",
+    "progress=false",
+    *RESUMABLE,
 ]
 
 
@@ -747,7 +756,7 @@ def _launch_as_train_does(overrides: list[str], run_dir: str):
 
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         config = compose(config_name="config", overrides=overrides)
-    experiment, launcher = make_experiment(config, run_dir, {"agent": "dqn"})
+    experiment, launcher = make_experiment(config, run_dir, {"agent": config.agent._target_.split(".")[-2]})
     plan = prepare_run(experiment, config, run_dir, learner_template=launcher.checkpoint_template)
     if plan.finished is not None:
         return plan.finished
@@ -760,25 +769,27 @@ def _checkpoint_digest(run_dir: str, steps: int) -> str:
     return checkpointing.read_state(os.path.join(run_dir, "checkpoints", f"step_{steps}"))["learner"]["digest"]
 
 
-def test_a_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+@pytest.mark.parametrize("resumable", [RESUMABLE_DQN, RESUMABLE_PQN], ids=["dqn", "pqn"])
+def test_a_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch, resumable):
     """SIGTERM between chunks: a checkpoint, an "interrupted" summary, exit status 143.
     The same run resumed finishes at the budget with the uninterrupted run's training
     state (bit for bit: the same compiled chunks on the same restored state and keys),
-    evaluation curve and log rows; run again, it is finished and does nothing."""
+    evaluation curve and log rows; run again, it is finished and does nothing. DQN (the
+    off-policy system: its buffer is restored too) and PQN (the on-policy system)."""
     from rl.experiments.lifecycle import RunInterrupted
 
     whole = str(tmp_path / "whole")
-    _launch_as_train_does(RESUMABLE_DQN, whole)
+    _launch_as_train_does(resumable, whole)
 
     stopped = str(tmp_path / "stopped")
     with monkeypatch.context() as patch:
         _stop_after_first_chunk(patch)
         with pytest.raises(RunInterrupted) as caught:
-            _launch_as_train_does(RESUMABLE_DQN, stopped)
+            _launch_as_train_does(resumable, stopped)
     assert caught.value.exit_code == 143 and caught.value.checkpoint.endswith("step_128")
     assert read_summary(stopped)["status"] == "interrupted" and read_summary(stopped)["actor_steps"] == 128
 
-    summary = _launch_as_train_does(RESUMABLE_DQN, stopped)
+    summary = _launch_as_train_does(resumable, stopped)
     assert summary.status == "finished" and summary.actor_steps == 1024
     assert os.listdir(os.path.join(stopped, "checkpoints")) == ["step_1024"]  # checkpoint.keep=1
     assert _checkpoint_digest(stopped, 1024) == _checkpoint_digest(whole, 1024)
@@ -793,7 +804,7 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch
             == read_summary(os.path.join(whole, f"seed_{i}"))["episodes"]
         )
 
-    assert _launch_as_train_does(RESUMABLE_DQN, stopped)["status"] == "finished"  # Nothing left to do.
+    assert _launch_as_train_does(resumable, stopped)["status"] == "finished"  # Nothing left to do.
 
 
 def _rows(path: str) -> list[dict]:
@@ -916,7 +927,7 @@ report = {"set": set_xla_flags(), "again": set_xla_flags(), "flags": os.environ.
 if sys.argv[1] == "imports":
     enable_compilation_cache(sys.argv[2])
     import jax
-    import rl.anakin.driver, rl.agents.dqn.builder, rl.agents.ppo.builder, rl.agents.sac.builder  # Every compiled agent.
+    import rl.anakin.driver, rl.agents.dqn.builder, rl.agents.ppo.builder, rl.agents.pqn.builder, rl.agents.sac.builder  # Every compiled agent.
     jax.jit(lambda x: x + 1)(1.0)  # The first compilation starts the persistent cache.
     from jax._src import compilation_cache
     report["cache"] = compilation_cache._cache is not None
@@ -1042,6 +1053,7 @@ def test_dqn_replay_ratio_is_rounded_to_whole_sgd_steps_and_said_once(tmp_path, 
 COMPILED_AGENTS = {
     "dqn": "CartPole-v1",
     "ppo": "CartPole-v1",
+    "pqn": "CartPole-v1",
     "sac": "Pendulum-v1",
     "td3": "Pendulum-v1",
     "d4pg": "Pendulum-v1",

@@ -94,6 +94,54 @@ def _check_best_setting(sweep, output: str) -> None:
     assert best in line and line.endswith("seed=0,1")
 
 
+@pytest.mark.current  # The compiled path, the same on both stacks.
+def test_a_pqn_grid_over_its_float_settings_and_seeds_is_one_program(tmp_path):
+    """PQN's learning rate and lambda are read only inside its jitted maths: a 2 x 2 x 2 grid (with seeds) is one
+    program of 8 replicas, and a job's curve is its separate run's."""
+    small = [
+        "experiment=pqn_gymnax_cartpole",
+        "environment.num_envs=4",
+        "agent.unroll_length=16",
+        "agent.num_epochs=1",
+        "agent.num_minibatches=2",
+        "network.hidden_sizes=[32]",
+        "max_actor_steps=2048",
+        "eval_every=1024",
+        "eval_episodes=2",
+        "progress=false",
+        "logger=csv",
+    ]
+    grid = tmp_path / "grid"
+    sweep = ["-m", *small, "agent.learning_rate=1e-4,1e-3", "agent.q_lambda=0.5,0.9", "seed=0,1"]
+    result = run_train([*sweep, "hydra/launcher=anakin_grid", f"hydra.sweep.dir={grid}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    (group,) = os.listdir(grid / ".grid")
+    assert read_summary(str(grid / ".grid" / group))["num_seeds"] == 8
+    for job in map(str, range(8)):
+        summary = read_summary(str(grid / job))
+        assert summary["status"] == "finished" and summary["agent"] == "pqn" and summary["actor_steps"] == 2048
+        assert summary["grid"]["batched"] == ["agent.learning_rate", "agent.q_lambda"]
+    separate = tmp_path / "separate"
+    alone = [
+        "agent.learning_rate=0.001",
+        "agent.q_lambda=0.9",
+        "seed=1",
+        f"hydra.run.dir={separate}",
+    ]  # As Hydra writes it.
+    reference = run_train([*small, *alone])
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    (job,) = [j for j in map(str, range(8)) if set(alone[:3]) <= set(_overrides(grid / j))]
+    ours, theirs = read_summary(str(grid / job)), read_summary(str(separate))
+    assert [step for step, _ in ours["eval_returns"]] == [step for step, _ in theirs["eval_returns"]]
+    for (_, value), (_, expected) in zip(ours["eval_returns"], theirs["eval_returns"]):
+        assert value == pytest.approx(expected, rel=1e-4)
+
+
+def _overrides(job_dir) -> list[str]:
+    with open(job_dir / ".hydra" / "overrides.yaml") as file:
+        return yaml.safe_load(file)
+
+
 def test_a_structural_difference_makes_two_programs_and_a_failing_replica_fails_alone(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_train(

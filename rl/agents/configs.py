@@ -83,8 +83,8 @@ class ContinuousConfig(ReplayConfig):
 
 
 @dataclasses.dataclass
-class OnPolicyConfig:
-    """The settings PPO and IMPALA share (`agent.*`)."""
+class SequenceQueueConfig:
+    """The settings of agents that learn from a queue of rollouts, each trained on once (PPO, IMPALA, PQN)."""
 
     # How messages name `sequences_per_learner_step`.
     LEARNER_STEP_SEQUENCES: ClassVar[str] = "batch_size"
@@ -101,8 +101,6 @@ class OnPolicyConfig:
     decay_actor_steps: int = 0
     final_learning_rate_fraction: float = 1.0
     max_gradient_norm: float = 0.5
-    value_cost: float = 0.5
-    entropy_cost: float = 0.0
     variable_update_period: int = 1
     replay_table_name: str = "queue"
 
@@ -111,7 +109,7 @@ class OnPolicyConfig:
             self, "unroll_length", "batch_size", "learning_rate", "max_gradient_norm", "variable_update_period"
         )
         require_unit_interval(self, "discount", "final_learning_rate_fraction")
-        require_non_negative(self, "value_cost", "entropy_cost", "decay_actor_steps")
+        require_non_negative(self, "decay_actor_steps")
         if self.max_queue_size is not None and self.max_queue_size < self.sequences_per_learner_step:
             raise ValueError(
                 f"max_queue_size ({self.max_queue_size}) must be >= {self.LEARNER_STEP_SEQUENCES} "
@@ -133,6 +131,18 @@ class OnPolicyConfig:
     @property
     def sequence_period(self) -> int:
         return self.unroll_length
+
+
+@dataclasses.dataclass
+class OnPolicyConfig(SequenceQueueConfig):
+    """The settings PPO and IMPALA share (`agent.*`): the queue's, and the costs of their value and entropy terms."""
+
+    value_cost: float = 0.5
+    entropy_cost: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_non_negative(self, "value_cost", "entropy_cost")
 
 
 @dataclasses.dataclass(frozen=True)

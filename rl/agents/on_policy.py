@@ -1,4 +1,4 @@
-"""What the on-policy sequence agents (PPO, IMPALA) share: `SequenceQueueBuilder`, running
+"""What the agents learning from a queue of sequences (PPO, IMPALA, PQN) share: `SequenceQueueBuilder`, running
 observation statistics, linear schedules and masked means. Imports neither rlax nor reverb."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dm_env import specs
 
 from rl.agents.actors import Policy
 from rl.agents.builder import ActorLearnerBuilder
-from rl.agents.configs import OnPolicyConfig
+from rl.agents.configs import OnPolicyConfig, SequenceQueueConfig
 from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec
 from rl.policies import Sample
 from rl.replay.kinds import Queue
@@ -178,13 +178,21 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
         return policy
 
 
-def scheduled(config: OnPolicyConfig, actor_steps: jax.Array, value: float, final_fraction: float) -> jax.Array:
+def scheduled(config: SequenceQueueConfig, actor_steps: jax.Array, value: float, final_fraction: float) -> jax.Array:
     """`value` decayed linearly to `final_fraction * value` by `config.decay_actor_steps` (0: constant)."""
     if config.decay_actor_steps <= 0:
         fraction = jnp.zeros((), jnp.float32)
     else:
         fraction = jnp.clip(actor_steps.astype(jnp.float32) / config.decay_actor_steps, 0.0, 1.0)
     return value * (1.0 - fraction * (1.0 - final_fraction))
+
+
+def minibatch_orders(key: jax.Array, count: int, num_epochs: int, num_minibatches: int) -> jax.Array:
+    """The rows of every minibatch, (num_epochs * num_minibatches, count // num_minibatches): each epoch a
+    shuffle of rows 0..count-1 cut into `num_minibatches` parts."""
+    epoch_keys = jax.random.split(key, num_epochs)
+    orders = jax.vmap(lambda epoch_key: jax.random.permutation(epoch_key, count))(epoch_keys).reshape(-1)
+    return jnp.reshape(orders, (num_epochs * num_minibatches, count // num_minibatches))
 
 
 def stored_actions(batch: SequenceStep) -> Any:

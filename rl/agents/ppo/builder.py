@@ -152,9 +152,7 @@ def prepare_minibatches(
         old_value=jax.lax.stop_gradient(trained(values)),
         mask=trained(batch.mask),
     )
-    epoch_keys = jax.random.split(key, config.num_epochs)
-    orders = jax.vmap(lambda epoch_key: jax.random.permutation(epoch_key, count))(epoch_keys).reshape(-1)
-    orders = jnp.reshape(orders, (config.num_epochs * config.num_minibatches, count // config.num_minibatches))
+    orders = on_policy.minibatch_orders(key, count, config.num_epochs, config.num_minibatches)
     mask = steps.mask
     target_variance = masked_mean(jnp.square(steps.target - masked_mean(steps.target, mask)), mask)
     metrics = {
