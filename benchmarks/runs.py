@@ -16,7 +16,7 @@ from benchmarks.common import QUICK_WHERE_PRESENT, RUN_OVERRIDES, Row, Settings,
 from benchmarks.common import run_logged, train
 
 SCALING_ACTORS = (1, 2, 4)
-ANAKIN_PRESETS = {"ppo": "ppo_gymnax_cartpole", "dqn": "dqn_gymnax_cartpole"}
+ANAKIN_PRESETS = {"ppo": "ppo_gymnax_cartpole", "dqn": "dqn_gymnax_cartpole", "pqn": "pqn_gymnax_cartpole"}
 ANAKIN_QUICK = ["max_actor_steps=4096", "eval_every=2048", "eval_episodes=1"]  # Whole chunks of either preset.
 # A run that is nearly all start-up: imports, building, compiling, one short evaluation.
 STARTUP_RUN = ["max_actor_steps=500", "eval_every=500", "eval_episodes=1"]
@@ -84,25 +84,39 @@ def suite_startup(settings: Settings) -> list[Row]:
 
 
 def suite_anakin(settings: Settings) -> list[Row]:
-    """whole launcher=anakin runs (one compiled JAX program) of PPO and DQN on gymnax CartPole with 1 and 8 seeds,
-    from summary.json: steps/s of all replicas after compilation, compile seconds, and one 8-seed run's seconds
-    against 8 single-seed runs' (bound; ratio = value / bound)."""
+    """whole launcher=anakin runs (one compiled JAX program) of PPO, DQN and PQN on gymnax CartPole with 1 and 8
+    seeds (--widths replaces them), from summary.json: steps/s of all replicas after compilation, compile
+    seconds, seconds from the run's start to an evaluation at 475 (median over the replicas that reached it),
+    and the widest run's seconds against as many single-seed runs' (bound; ratio = value / bound)."""
     settings.note(f"anakin: XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} (empty: the launcher's choice)")
     rows: list[Row] = []
+    widths = tuple(settings.widths or (1, 8))
     for agent, preset in ANAKIN_PRESETS.items():
         whole: dict[int, float] = {}  # Seconds of the whole run, compilation and evaluations included.
-        for seeds in (1, 8):
+        for seeds in widths:
             overrides = [f"experiment={preset}", f"launcher.num_seeds={seeds}"]
             summary = run(settings, overrides + (ANAKIN_QUICK if settings.quick else []))
             whole[seeds] = summary["wall_time_s"]
-            rate = summary.get("total_actor_steps_per_second") or summary.get("actor_steps_per_second")
-            case = f"{agent} CartPole {seeds} seed{'s' if seeds > 1 else ''}"
-            rows.append(Row("anakin", f"{case}: steps/s after compile", rate, "steps/s"))
-            rows.append(Row("anakin", f"{case}: compile", summary.get("compile_time_s"), "s"))
-            progress(f"anakin {case}: {rate} steps/s, compiled in {summary.get('compile_time_s')} s")
-        case, eight_runs = f"{agent} 8 seeds vs 8 runs: whole run", 8 * whole[1]
-        rows.append(Row("anakin", case, whole[8], "s", eight_runs, ratio(whole[8], eight_runs)))
+            rows += anakin_rows(settings, f"{agent} CartPole {seeds} seed{'s' if seeds > 1 else ''}", summary)
+        widest = max(widths)
+        case, runs = f"{agent} {widest} seeds vs {widest} runs: whole run", widest * whole[min(widths)]
+        rows.append(Row("anakin", case, whole[widest], "s", runs, ratio(whole[widest], runs)))
     return rows
+
+
+def anakin_rows(settings: Settings, case: str, summary: dict[str, Any]) -> list[Row]:
+    """One run's rows: steps/s after compilation, compile seconds, seconds to the threshold (where a replica
+    reached it; the notes count them)."""
+    rate = summary.get("total_actor_steps_per_second") or summary.get("actor_steps_per_second")
+    replicas = summary.get("replicas") or [summary]
+    reached = [replica["time_to_threshold_s"] for replica in replicas if replica["time_to_threshold_s"] is not None]
+    settings.note(f"{case}: {len(reached)}/{len(replicas)} replicas reached {summary['threshold']}")
+    progress(f"anakin {case}: {rate} steps/s, compiled in {summary.get('compile_time_s')} s")
+    rows = [
+        Row("anakin", f"{case}: steps/s after compile", rate, "steps/s"),
+        Row("anakin", f"{case}: compile", summary.get("compile_time_s"), "s"),
+    ]
+    return rows + ([Row("anakin", f"{case}: s to threshold", statistics.median(reached), "s")] if reached else [])
 
 
 GRID_VALUES = {"agent.learning_rate": "1e-4,3e-4,1e-3", "agent.entropy_cost": "0.0,0.01", "seed": "0,1,2"}

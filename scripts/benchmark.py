@@ -139,7 +139,9 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     accelerator.add_argument(
         "--cases", nargs="+", choices=("rejax", "width", "minatar", "cache"), help="the cases to run"
     )
-    accelerator.add_argument("--widths", type=int, nargs="+", metavar="SEEDS", help="seed counts for every case")
+    accelerator.add_argument(
+        "--widths", type=int, nargs="+", metavar="SEEDS", help="seed counts for every case (accelerator, anakin)"
+    )
     own = parser.add_argument_group("baselines")
     own.add_argument(
         "--out",
@@ -171,8 +173,10 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--repeats must be >= 1 and --seconds > 0")
     own_options = {"--out": args.out, "--runs-dir": args.runs_dir, "--jobs": args.jobs, "--overrides": args.overrides}
     own_options["--seeds"] = args.seeds  # Only baselines trains seeds.
-    if args.suite != "accelerator" and (args.cases or args.widths):
-        parser.error("--cases, --widths: only for the accelerator suite")
+    if args.suite != "accelerator" and args.cases:
+        parser.error("--cases: only for the accelerator suite")
+    if args.suite not in ("accelerator", "anakin") and args.widths:
+        parser.error("--widths: only for the accelerator and anakin suites")
     if args.suite != "baselines":
         given = [option for option, value in own_options.items() if value is not None] + (
             ["--reuse"] if args.reuse else []

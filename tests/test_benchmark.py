@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import os
 import subprocess
 import sys
@@ -123,9 +124,25 @@ def test_accelerator_suite_reports_widths_device_and_the_warm_cache_compile(tmp_
     assert f"note: {width}: finals median" in result.stdout
 
 
-def test_accelerator_options_belong_to_the_accelerator_suite():
-    result = _run(["anakin", "--widths", "4"], timeout=120)
-    assert result.returncode == 2 and "--cases, --widths: only for the accelerator suite" in result.stderr
+def test_accelerator_options_belong_to_their_suites():
+    result = _run(["anakin", "--cases", "width"], timeout=120)
+    assert result.returncode == 2 and "--cases: only for the accelerator suite" in result.stderr
+    result = _run(["grid", "--widths", "4"], timeout=120)
+    assert result.returncode == 2 and "--widths: only for the accelerator and anakin suites" in result.stderr
+
+
+@pytest.mark.current
+def test_anakin_suite_compares_the_compiled_agents_at_the_widths_asked(tmp_path):
+    out = tmp_path / "anakin.json"
+    result = _run(["anakin", "--quick", "--widths", "2", "--json", str(out)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _check_rows(out, "anakin")
+    for agent in ("ppo", "dqn", "pqn"):
+        case = f"{agent} CartPole 2 seeds"
+        assert {f"{case}: {part}" for part in ("steps/s after compile", "compile")} <= set(rows)
+        (reached,) = re.findall(rf"note: {case}: (\d)/2 replicas reached 475", result.stdout)
+        assert (f"{case}: s to threshold" in rows) == (reached != "0")  # A quick run may reach it or not.
+        assert rows[f"{agent} 2 seeds vs 2 runs: whole run"]["bound"] > 0
 
 
 def test_median_counts_missing_values_as_never():
