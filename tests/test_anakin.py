@@ -263,6 +263,7 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
     assert max(moved) > 1e-4  # The update did change the parameters.
 
 
+@pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
 def test_vmapped_seeds_equal_single_seed_runs(tmp_path):
     """Two replicas vmapped (seeds 5, 6) after two chunks equal each seed trained alone
     with its key, parameters and evaluation returns alike."""
@@ -296,6 +297,7 @@ def test_vmapped_seeds_equal_single_seed_runs(tmp_path):
     assert not np.allclose(first[0], first[1])
 
 
+@pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
 def test_many_seeds_write_a_run_directory_each(tmp_path):
     _train_in_process([*SMALL_PPO, "launcher.num_seeds=2", "seed=4"], str(tmp_path))
     top = read_summary(str(tmp_path))
@@ -317,6 +319,7 @@ def test_many_seeds_write_a_run_directory_each(tmp_path):
         assert [float(row["episode_return"]) for row in rows] == [r for _, r in replicas[i]["eval_returns"]]
 
 
+@pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
 def test_many_seeds_end_with_a_line_per_replica_on_the_terminal_and_in_train_log(tmp_path, capsys):
     """The mean over replicas hides a seed that never learned: the run ends with each
     replica's final, best and first evaluation return and a flag for those that did not

@@ -142,6 +142,7 @@ def _overrides(job_dir) -> list[str]:
         return yaml.safe_load(file)
 
 
+@pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
 def test_a_structural_difference_makes_two_programs_and_a_failing_replica_fails_alone(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_train(
@@ -171,6 +172,7 @@ def test_a_structural_difference_makes_two_programs_and_a_failing_replica_fails_
             assert yaml.safe_load(file)["environment"]["num_envs"] == envs
 
 
+@pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
 def test_jobs_the_grid_cannot_train_are_each_refused_and_listed(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_train(
@@ -183,6 +185,7 @@ def test_jobs_the_grid_cannot_train_are_each_refused_and_listed(tmp_path):
     assert "2 job(s) of the sweep" in result.stderr and not os.path.exists(sweep / ".grid")
 
 
+@pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
 def test_a_search_that_prunes_masks_its_pruned_replicas_and_skips_a_group_with_none_left(tmp_path):
     import optuna
 
@@ -221,6 +224,7 @@ def test_a_search_that_prunes_masks_its_pruned_replicas_and_skips_a_group_with_n
     assert [trial.state for trial in trials] == [optuna.trial.TrialState.PRUNED] * 2
 
 
+@pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
 def test_a_non_finite_loss_fails_a_plain_anakin_run_and_a_one_job_grid_job_alone(tmp_path):
     diverging = [*SHORT, "agent.learning_rate=1e30", "logger=csv"]
     result = run_train([*diverging, f"hydra.run.dir={tmp_path / 'run'}"])
