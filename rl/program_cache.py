@@ -63,8 +63,7 @@ def compile_program(
         stored = _export(function, in_tree, leaves, placed, platform)
         _store(path, stored)
     exported, out_tree = stored
-    compiled = jax.jit(exported.call, **placed).lower(*leaves).compile()
-    return functools.partial(_call_flat, compiled, out_tree)
+    return LoadedProgram(jax.jit(exported.call, **placed).lower(*leaves).compile(), out_tree)
 
 
 @functools.cache
@@ -78,8 +77,18 @@ def can_serialize() -> bool:
     return True
 
 
-def _call_flat(compiled: Any, out_tree: Any, *args: Any) -> Any:
-    return jax.tree_util.tree_unflatten(out_tree, compiled(*jax.tree_util.tree_leaves(args)))
+class LoadedProgram:
+    """An exported program compiled: called with the pytrees the traced function took, it returns the
+    pytree that function returned; `memory_analysis()` is the compiled program's, as jax's own has it."""
+
+    def __init__(self, compiled: Any, out_tree: Any):
+        self.compiled, self.out_tree = compiled, out_tree
+
+    def __call__(self, *args: Any) -> Any:
+        return jax.tree_util.tree_unflatten(self.out_tree, self.compiled(*jax.tree_util.tree_leaves(args)))
+
+    def memory_analysis(self) -> Any:
+        return self.compiled.memory_analysis()
 
 
 def _platform(leaves: list[Any], sharding: Any) -> str:

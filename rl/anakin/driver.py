@@ -58,7 +58,7 @@ def padded_count(num_replicas: int) -> int:
     """The replicas a program holds: `num_replicas` rounded up to a multiple of the devices, so that every
     device holds as many (the padding repeats the last replica; its results are dropped). One replica, or
     one device: `num_replicas`."""
-    devices = len(jax.devices())
+    devices = devices_count()
     return num_replicas if num_replicas == 1 else -(-num_replicas // devices) * devices
 
 
@@ -71,10 +71,6 @@ def replica_sharding(num_replicas: int) -> NamedSharding | None:
     if num_replicas % len(devices):
         raise ValueError(f"{num_replicas} replicas do not split over {len(devices)} devices: pad them (padded_count)")
     return NamedSharding(Mesh(devices, ("replicas",)), PartitionSpec("replicas"))
-
-
-def partial_put(sharding: Any) -> Callable[[Any], Any]:
-    return lambda rows: jax.device_put(rows, sharding)
 
 
 def padded(rows: Any, count: int) -> Any:
@@ -193,9 +189,8 @@ class AnakinNodes(lifecycle.Nodes):
         self.hyperparameters, self.replica_fields = hyperparameters or {}, replica_fields or {}
         self.own_records = replicas is not None or num_seeds > 1  # Each replica writes its own run's records.
         self.trials = trials or [None] * self.num_seeds
-        memory = memory or MemoryLimits()
+        self.memory = memory or MemoryLimits()
         self.groups: ReplicaGroups | None = None  # Laid out when the programs are compiled.
-        self.max_replicas_per_program, self.memory_per_device_gb = memory.max_replicas_per_program, memory.per_device_gb
         self.logs: list[dict[str, Logger]] = []
 
     def seed_replicas(self) -> list[Experiment]:
@@ -276,7 +271,7 @@ class AnakinNodes(lifecycle.Nodes):
                 state = jax.device_get(initial_states(init, keys, values, cache))
             return chunk, evaluation, state
 
-        limit = self.max_replicas_per_program
+        limit = self.memory.max_replicas_per_program
         try:
             programs_made = programs(padded_count(min(limit or self.num_seeds, self.num_seeds)))
         except Exception as error:  # An accelerator's compiler refuses a program larger than its memory.
@@ -297,7 +292,8 @@ class AnakinNodes(lifecycle.Nodes):
         self.groups = ReplicaGroups(-(-self.num_seeds // size) * size, size, replica_sharding(size))
         keys, values = padded((seeds, self.hyperparameters), self.groups.count)
         evaluation_keys = jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys)
-        placed = (lambda rows: rows) if self.groups.split else partial_put(self.groups.sharding)
+        sharding = self.groups.sharding
+        placed = (lambda rows: rows) if self.groups.split else (lambda rows: jax.device_put(rows, sharding))
         self.values, self.evaluation_keys = placed(values), placed(evaluation_keys)
         return keys, values
 
@@ -317,7 +313,7 @@ class AnakinNodes(lifecycle.Nodes):
         return size
 
     def memory_budget(self) -> float:
-        given = self.memory_per_device_gb
+        given = self.memory.per_device_gb
         return given * 2**30 if given is not None else MARGIN * free_memory_per_device()
 
     def counts_of(self, replica: int) -> dict[str, int]:

@@ -6,7 +6,6 @@ program; evaluations, records and checkpoints see all of them at once."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from typing import Any, Callable
 
@@ -42,10 +41,9 @@ def host_available_memory() -> int:
 
 
 def program_memory(program: Any) -> int:
-    """Bytes one device holds while `program` (a compiled program, or `rl.program_cache`'s call of one)
+    """Bytes one device holds while `program` (jax's compiled program, or `rl.program_cache`'s loaded one)
     runs: its arguments, results and temporaries, less the buffers results reuse."""
-    compiled = program.args[0] if isinstance(program, functools.partial) else program
-    stats = compiled.memory_analysis()
+    stats = program.memory_analysis()
     used = stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
     return int(used - stats.alias_size_in_bytes)
 
