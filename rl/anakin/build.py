@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
 
 from rl.experiments.config import Experiment
 
@@ -70,3 +72,27 @@ def make_system(experiment: Experiment, values: dict[str, Any] | None = None) ->
     spec = experiment.environment_spec
     agent = builder.compiled_agent(experiment.network_factory(environment_spec=spec), spec)
     return system_class(experiment)(agent, system_inputs(experiment))
+
+
+def value_of(experiment: Any, key: str) -> Any:
+    """A batchable key's value in a built experiment (None when the builder's dataclass has no such field)."""
+    group, name = key.split(".", 1)
+    part = experiment.builder.config if group == "agent" else experiment.builder.exploration
+    return vars(part)[name] if name in {field.name for field in dataclasses.fields(part)} else None
+
+
+def untraceable(experiment: Any, keys: Sequence[str]) -> str | None:
+    """Why one replica's system cannot take `keys` as traced values (None: it can), from a trace only."""
+    import jax
+
+    from rl.systems.base import make_chunk
+
+    def step(values: dict[str, jax.Array]) -> Any:
+        system = make_system(experiment, values)
+        return make_chunk(system, 1)(system.init(jax.random.PRNGKey(0)))
+
+    try:
+        jax.eval_shape(step, {key: np.float32(value_of(experiment, key)) for key in keys})
+    except Exception as error:  # noqa: BLE001 - whatever the trace hits, the keys then split the group.
+        return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    return None

@@ -17,6 +17,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rl.anakin.build import MemoryLimits, make_system, steps_per_update
+from rl.anakin.pbt import Population, inherit
 from rl.anakin.groups import (
     MARGIN,
     ReplicaGroups,
@@ -179,14 +180,18 @@ class AnakinNodes(lifecycle.Nodes):
         replica_fields: dict[str, Any] | None = None,
         trials: list[Any] | None = None,
         memory: MemoryLimits | None = None,
+        population: Population | None = None,
     ):
         """`replicas` (a grid's jobs): the replicas' own experiments, `hyperparameters` their values
         ("agent.<field>" or "policy.<field>" -> one per replica), `replica_fields` added to their summaries,
         `trials` their Optuna trials (rl.experiments.pruning; None: not in a search that prunes); `memory` how
-        many replicas one program may hold (rl.anakin.groups)."""
+        many replicas one program may hold (rl.anakin.groups); `population`: the replicas train as one
+        (rl.anakin.pbt), their hyperparameters its values."""
         self.num_seeds = num_seeds if replicas is None else len(replicas)
         self.steps_per_chunk, self.replicas = steps_per_chunk, replicas
-        self.hyperparameters, self.replica_fields = hyperparameters or {}, replica_fields or {}
+        self.population = population
+        self.hyperparameters = population.values if population else hyperparameters or {}
+        self.replica_fields = replica_fields or {}
         self.own_records = replicas is not None or num_seeds > 1  # Each replica writes its own run's records.
         self.trials = trials or [None] * self.num_seeds
         self.memory = memory or MemoryLimits()
@@ -239,8 +244,11 @@ class AnakinNodes(lifecycle.Nodes):
             replicas = restore.state["anakin"]["replicas"]
             self.episodes = [int(r["episodes"]) for r in replicas]
             self.curves = [[(int(s), float(v)) for s, v in r["eval_returns"]] for r in replicas]
+        labels = LOGGERS | ({"pbt": ("actor_steps",)} if self.population else {})
         for factory in (replica.logger_factory for replica in self.replica_experiments):
-            self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
+            self.logs.append({label: factory(label, *arguments) for label, arguments in labels.items()})
+        if self.population is not None and self.state is not None:
+            self.start_population(restore)
         self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
         self.chunk_steps = self.steps_per_chunk * steps_per_update(experiment)
 
@@ -292,10 +300,37 @@ class AnakinNodes(lifecycle.Nodes):
         self.groups = ReplicaGroups(-(-self.num_seeds // size) * size, size, replica_sharding(size))
         keys, values = padded((seeds, self.hyperparameters), self.groups.count)
         evaluation_keys = jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys)
-        sharding = self.groups.sharding
-        placed = (lambda rows: rows) if self.groups.split else (lambda rows: jax.device_put(rows, sharding))
-        self.values, self.evaluation_keys = placed(values), placed(evaluation_keys)
+        self.values, self.evaluation_keys = self.placed(values), self.placed(evaluation_keys)
         return keys, values
+
+    def placed(self, rows: Any) -> Any:
+        """Rows of every replica (padded) where the programs take them: the devices, or the host for groups."""
+        return rows if self.groups.split else jax.device_put(rows, self.groups.sharding)
+
+    def start_population(self, restore: Any) -> None:
+        """The population's values and lineages from the checkpoint (or its first records, at step 0)."""
+        if restore is not None:
+            self.population.restore(restore.state["anakin"]["pbt"])
+            self.values = self.placed(padded(self.population.values, self.groups.count))
+            return
+        for member, log in enumerate(self.logs):
+            log["pbt"].write(self.population_record(0, member, member))
+
+    def population_record(self, steps: int, member: int, copied_from: int) -> dict[str, Any]:
+        values = {key: float(value[member]) for key, value in self.population.values.items()}
+        return {"actor_steps": steps, "learner_steps": self.learner_steps, "copied_from": copied_from, **values}
+
+    def exchange(self, steps: int, fitness: np.ndarray) -> None:
+        """PBT's step after an evaluation round: the bottom members take the top members' learner state
+        and explore from their values (rl.anakin.pbt); each member's record says what it holds now."""
+        parents = self.population.exchange(steps, fitness)
+        rows = np.concatenate([parents, np.arange(len(parents), self.groups.count)])  # Padding: its own.
+        self.state = self.placed(inherit(self.state, rows))
+        self.values = self.placed(padded(self.population.values, self.groups.count))
+        for member, log in enumerate(self.logs):
+            log["pbt"].write(self.population_record(steps, member, int(parents[member])))
+        moved = [f"{member}<-{parent}" for member, parent in enumerate(parents) if parent != member]
+        TRANSCRIPT.info("PBT at %d actor steps: %s", steps, ", ".join(moved))
 
     def fitting_group_size(self, chunk: Any) -> int:
         """The most replicas per program whose chunk fits the memory budget, from `chunk`'s (the present
@@ -420,6 +455,11 @@ class AnakinNodes(lifecycle.Nodes):
         if self.mean_evaluator is not None:
             record = {"actor_steps": steps, "learner_steps": self.learner_steps, **spread(means)}
             self.mean_evaluator.write({**record, "replicas": len(means)})
+        if self.population is not None and self.population.due(
+            steps, self.experiment.eval_every, self.experiment.max_actor_steps
+        ):
+            fitness = [np.nan if ended else float(r.mean()) for ended, r in zip(self.ended, result.returns)]
+            self.exchange(steps, np.asarray(fitness[: self.num_seeds]))
         return steps, float(np.mean(means)) if means else float("nan"), time.time()
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
@@ -433,6 +473,8 @@ class AnakinNodes(lifecycle.Nodes):
                     for episodes, curve in zip(self.episodes, self.curves)
                 ],
             }
+            if self.population is not None:
+                snapshot.state["anakin"]["pbt"] = self.population.state()
         return snapshot
 
     def recorded_state(self) -> Any:
@@ -457,11 +499,17 @@ class AnakinNodes(lifecycle.Nodes):
                 replica_status, why, _ = self.ended[index] or (status, None, None)
                 code = 1 if replica_status == "failed" else 0 if replica_status == "pruned" else exit_code
                 result = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=replica_status)
-                _add_fields(replica.run_directory, fields | ({"failure": why} if replica_status == "failed" else {}))
+                member = (
+                    {"pbt": {"member": index, "lineage": self.population.lineage[index]}} if self.population else {}
+                )
+                failure = {"failure": why} if replica_status == "failed" else {}
+                _add_fields(replica.run_directory, fields | member | failure)
                 close_loggers(replica, exit_code=code)
                 self.replica_summaries.append(result)
                 replicas.append(dataclasses.asdict(result) | {"run_directory": replica.run_directory})
             extra["replicas"] = replicas
+            if self.population is not None:
+                extra["pbt"] = self.population.best([result.final_eval_return for result in self.replica_summaries])
             acting, steps = self.record.acting_time_s, self.record.steps * self.num_seeds
             extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None
             threshold = self.experiment.threshold

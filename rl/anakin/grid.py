@@ -16,6 +16,7 @@ from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrid
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from rl.anakin.build import untraceable, value_of
 from rl.anakin.launcher import AnakinLauncher
 from rl.checkpointing import flatten_mapping
 from rl.experiments.jobs import Job, finish_job, refuse_job, report
@@ -42,31 +43,6 @@ def group_jobs(configs: Sequence[dict[str, Any]]) -> list[tuple[list[int], list[
         groups.setdefault(signature, []).append(index)
     varying = lambda members: sorted(key for key in batchable if len({flat[i][key] for i in members}) > 1)
     return [(members, varying(members)) for members in groups.values()]
-
-
-def value_of(experiment: Any, key: str) -> Any:
-    """A batchable key's value in a built experiment (None when the builder's dataclass has no such field)."""
-    group, name = key.split(".", 1)
-    part = experiment.builder.config if group == "agent" else experiment.builder.exploration
-    return vars(part)[name] if name in {field.name for field in dataclasses.fields(part)} else None
-
-
-def untraceable(experiment: Any, keys: Sequence[str]) -> str | None:
-    """Why one replica's system cannot take `keys` as traced values (None: it can), from a trace only."""
-    import jax
-
-    from rl.anakin.build import make_system
-    from rl.systems.base import make_chunk
-
-    def step(values: dict[str, jax.Array]) -> Any:
-        system = make_system(experiment, values)
-        return make_chunk(system, 1)(system.init(jax.random.PRNGKey(0)))
-
-    try:
-        jax.eval_shape(step, {key: np.float32(value_of(experiment, key)) for key in keys})
-    except Exception as error:  # noqa: BLE001 - whatever the trace hits, the keys then split the group.
-        return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-    return None
 
 
 def split_structural(experiments: Sequence[Any], varying: list[str]) -> list[tuple[list[int], list[str]]]:

@@ -9,7 +9,8 @@ import os
 import re
 from typing import Any
 
-from rl.anakin.build import MemoryLimits, make_system, steps_per_update, system_class
+from rl.anakin.build import MemoryLimits, make_system, steps_per_update, system_class, untraceable, value_of
+from rl.anakin.pbt import PbtSettings, Population
 from rl.environments.factories import is_jax_native
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import Launcher
@@ -82,6 +83,7 @@ class AnakinLauncher(Launcher):
         steps_per_chunk: int | None = None,
         max_replicas_per_program: int | None = None,
         memory_per_device_gb: float | None = None,
+        pbt: str | None = None,
     ):
         if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
             raise ConfigError(
@@ -100,6 +102,7 @@ class AnakinLauncher(Launcher):
             raise ConfigError("launcher.memory_per_device_gb", f"must be > 0 or null, got {memory_per_device_gb!r}")
         self.num_seeds, self.steps_per_chunk = num_seeds, steps_per_chunk
         self.memory = MemoryLimits(max_replicas_per_program, memory_per_device_gb)
+        self.pbt = read_pbt_settings(pbt, num_seeds) if pbt is not None else None
         set_xla_flags()  # Made before any program is compiled.
 
     def fit_experiment(self, experiment: Experiment) -> Experiment:
@@ -123,6 +126,8 @@ class AnakinLauncher(Launcher):
         )
         experiment = dataclasses.replace(experiment, max_actor_steps=budget)
         self.check_experiment(experiment)
+        if self.pbt is not None:
+            check_population(self.pbt, experiment)
         return experiment
 
     def check_experiment(self, experiment: Experiment) -> int:
@@ -166,5 +171,36 @@ class AnakinLauncher(Launcher):
         from rl.anakin.driver import AnakinNodes
         from rl.experiments import lifecycle
 
-        nodes = AnakinNodes(self.num_seeds, self.check_experiment(experiment), memory=self.memory)
+        population = Population.start(self.pbt, self.num_seeds) if self.pbt is not None else None
+        nodes = AnakinNodes(
+            self.num_seeds, self.check_experiment(experiment), memory=self.memory, population=population
+        )
         return lifecycle.run(experiment, nodes)
+
+
+def read_pbt_settings(path: str, population: int) -> PbtSettings:
+    """`launcher.pbt`'s file (hydra/sweeper=pbt writes one; docs/anakin.md), refused in one line if unusable."""
+    try:
+        settings = PbtSettings.read(os.path.expanduser(str(path)))
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        raise ConfigError("launcher.pbt", f"cannot read population-based training's settings {path}: {error}") from None
+    problem = settings.problem(population)
+    if problem is not None:
+        raise ConfigError("launcher.pbt", problem)
+    return settings
+
+
+def check_population(settings: PbtSettings, experiment: Experiment) -> None:
+    """Refuses a search whose hyperparameters the members cannot hold as traced values, or whose interval
+    falls between evaluation rounds (an exchange ranks members by a round's returns)."""
+    for key in settings.space:
+        if not isinstance(value_of(experiment, key), float):
+            raise ConfigError(key, "population-based training searches float fields of the agent or policy only")
+    interval = settings.interval or experiment.eval_every
+    if interval % experiment.eval_every:
+        raise ConfigError(
+            "launcher.pbt", f"interval={interval} must be a multiple of eval_every={experiment.eval_every}"
+        )
+    why = untraceable(experiment, list(settings.space))
+    if why is not None:
+        raise ConfigError("launcher.pbt", f"the members cannot hold {', '.join(settings.space)} as values: {why}")

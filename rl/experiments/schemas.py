@@ -52,6 +52,7 @@ FACTORY_OPTIONS: dict[str, dict[str, Any]] = {
         steps_per_chunk=int | None,
         max_replicas_per_program=int | None,
         memory_per_device_gb=float | None,
+        pbt=str | None,
     ),
 }
 
