@@ -1,4 +1,5 @@
-"""`baselines`: every preset trained over seeds 0..N-1, summarised in a generated docs/baselines.md and its PNG."""
+"""`baselines`: presets trained over seeds 0..N-1, each one's results stored in docs/baselines.json (the presets
+not run again keep theirs), and docs/baselines.md and its PNG rendered from that file."""
 
 from __future__ import annotations
 
@@ -82,9 +83,15 @@ def _return(value: Any) -> str:
     return "n/a" if _number(value) is None else f"{value:.1f}"
 
 
+def published_cell(preset: str, reference: str = "") -> str:
+    """The published column: `preset`'s figure from baselines.yaml; `reference` marks its source (`[1]`)."""
+    published = PUBLISHED.get(preset)
+    return "n/a" if published is None else f"{published.figure} ({published.detail}) {reference}".strip()
+
+
 def table_cells(result: PresetResult, reference: str = "") -> list[str]:
     """`result`'s row of the table; `reference` marks the published figure's source (`[1]`)."""
-    stats, published = result.statistics(), PUBLISHED.get(result.preset)
+    stats = result.statistics()
     steps, seconds = result.values("steps_to_threshold"), result.values("time_to_threshold_s")
     iqm = f"{_return(stats['iqm'])} [{_return(stats['iqm_low'])}, {_return(stats['iqm_high'])}]"
     return [
@@ -96,7 +103,7 @@ def table_cells(result: PresetResult, reference: str = "") -> list[str]:
         iqm if stats["runs"] else "n/a",
         f"{median(steps):,.0f} (n={len(steps)})" if steps else "n/a",
         f"{median(seconds):.1f} (n={len(seconds)})" if seconds else "n/a",
-        "n/a" if published is None else f"{published.figure} ({published.detail}) {reference}".strip(),
+        published_cell(result.preset, reference),
     ]
 
 
@@ -105,25 +112,118 @@ def _markdown_table(rows: Sequence[Sequence[str]]) -> list[str]:
     return lines[:1] + ["| " + " | ".join(["---"] * len(rows[0])) + " |"] + lines[1:]
 
 
-def render_markdown(
-    results: Sequence[PresetResult], command: str, date: str, figure: str | None = None, details: Sequence[str] = ()
-) -> str:
-    """The generated file; `figure`: the curves' PNG beside it, `details`: how the runs were made."""
-    seeds = sorted({seed for result in results for seed in result.seeds})
+def data_path(out: str) -> str:
+    """The data file the report is rendered from, beside it: docs/baselines.md -> docs/baselines.json."""
+    return os.path.splitext(out)[0] + ".json"
+
+
+def _plain(value: Any) -> Any:
+    """`value` as JSON writes it: numpy arrays and numbers as lists and floats, NaN and infinities as None."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def preset_entry(result: PresetResult, measured: Mapping[str, Any]) -> dict[str, Any]:
+    """What the data file keeps of one preset's runs: its row's cells (all but the published column), the figures
+    behind them, each seed's results, the IQM curve with its band, and how it was `measured` (command, date, ...)."""
+    finished = [s for s in result.summaries if s is not None]
+    curve = curve_iqm([s.get("eval_returns") or [] for s in finished])
+    per_seed = {
+        name: [None if s is None else _number(s.get(key)) for s in result.summaries]
+        for name, key in [
+            ("final_returns", "final_eval_return"),
+            ("steps_to_threshold", "steps_to_threshold"),
+            ("seconds_to_threshold", "time_to_threshold_s"),
+        ]
+    }
+    steps, seconds = result.values("steps_to_threshold"), result.values("time_to_threshold_s")
+    return _plain(
+        {
+            "environment": result.environment,
+            "budget": result.budget,
+            "threshold": result.threshold,
+            "cells": dict(zip(TABLE_HEADER[1:-1], table_cells(result)[1:-1])),
+            "successes": result.successes,
+            "statistics": result.statistics(),
+            "median_steps_to_threshold": median(steps),
+            "median_seconds_to_threshold": median(seconds),
+            "seeds_reaching_threshold": len(steps),
+            "seeds": result.seeds,
+            **per_seed,
+            "failures": {str(seed): reason for seed, reason in sorted(result.failures.items())},
+            "skipped_overrides": result.skipped_overrides,
+            "curve": {key: curve[key] for key in ("steps", "iqm", "low", "high", "runs")},
+            "measured": dict(measured),
+        }
+    )
+
+
+def _ordered(entries: Mapping[str, Any]) -> dict[str, Any]:
+    """`entries` in DEFAULT_PRESETS' order, then any other presets in the order they were stored."""
+    order = [p for p in DEFAULT_PRESETS if p in entries] + [p for p in entries if p not in DEFAULT_PRESETS]
+    return {preset: entries[preset] for preset in order}
+
+
+def load_entries(path: str) -> dict[str, Any]:
+    """The presets stored in the data file at `path` ({} when there is none yet)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as file:
+        return dict(json.load(file)["presets"])
+
+
+def _measurement_lines(measured: Mapping[str, Any]) -> list[str]:
+    """How one invocation measured its presets: command, date, the runs, where they went, the code."""
+    lines = [f"Command: `{measured['command']}`", f"Date: {measured['date']}"]
+    runs = " ".join(["scripts/train.py experiment=<preset> seed=<s>", *measured.get("overrides", [])])
+    machine = f"a machine with {measured['cpu_cores']} CPU cores" if measured.get("cpu_cores") else "a machine"
+    lines.append(f"Runs: `{runs}`, {measured.get('jobs', '?')} at a time on {machine}")
+    if measured.get("runs_dir"):
+        lines.append(f"Run directories: `{measured['runs_dir']}/<preset>/seed_<s>`")
+    if measured.get("commit"):
+        changes = {True: "with uncommitted changes", False: "no uncommitted changes"}
+        state = changes.get(measured.get("uncommitted_changes"), "plus any uncommitted changes in the tree")
+        lines.append(f"Code: commit `{measured['commit']}` ({state})")
+    if measured.get("quick"):
+        lines.append("--quick: smoke-test budgets; the figures mean little")
+    return lines
+
+
+def render_markdown(entries: Mapping[str, Mapping[str, Any]], figure: str | None = None, data: str = "") -> str:
+    """The generated file from the data file's presets (`entries`); `figure`: the curves' PNG beside it, `data`:
+    the data file's name."""
+    entries = _ordered(entries)
+    seeds = sorted({seed for entry in entries.values() for seed in entry["seeds"]})
     which = f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds ({seeds[0]} to {seeds[-1]})"
-    cited = {r.preset: PUBLISHED[r.preset].source for r in results if r.preset in PUBLISHED}
+    if any(entry["seeds"] != seeds for entry in entries.values()):  # Rows measured over different seeds.
+        which = "the seeds listed with it under Final return per seed"
+    cited = {preset: PUBLISHED[preset].source for preset in entries if preset in PUBLISHED}
     numbers = {key: k for k, key in enumerate(dict.fromkeys(cited.values()), start=1)}  # In the order first cited.
-    references = [f"[{numbers[cited[r.preset]]}]" if r.preset in cited else "" for r in results]
-    table = [TABLE_HEADER, *map(table_cells, results, references)]
+    table = [TABLE_HEADER]
+    for preset, entry in entries.items():
+        reference = f"[{numbers[cited[preset]]}]" if preset in cited else ""
+        cells = [entry["cells"].get(column, "n/a") for column in TABLE_HEADER[1:-1]]
+        table.append([f"`{preset}`", *cells, published_cell(preset, reference)])
     per_seed = [("preset", "final return per seed")]
-    for r in results:
-        finals = ["failed" if s is None else _return(s.get("final_eval_return")) for s in r.summaries]
-        per_seed.append((f"`{r.preset}`", ", ".join(f"{seed}: {final}" for seed, final in zip(r.seeds, finals))))
-    lines = [
-        *_DATA["header"],
-        f"- Command: `{command}`",
-        f"- Date: {date}",
-        *[f"- {line}" for line in details],
+    for preset, entry in entries.items():
+        finals = [
+            "failed" if str(seed) in entry["failures"] else _return(final)
+            for seed, final in zip(entry["seeds"], entry["final_returns"])
+        ]
+        per_seed.append((f"`{preset}`", ", ".join(f"{seed}: {final}" for seed, final in zip(entry["seeds"], finals))))
+    measurements: dict[str, list[str]] = {}  # The presets each invocation measured, in the table's order.
+    for preset, entry in entries.items():
+        measurements.setdefault(json.dumps(entry["measured"], sort_keys=True), []).append(preset)
+    lines = [*(line.format(data=data) for line in _DATA["header"]), _DATA["measurements"], ""]
+    for measured, presets in measurements.items():
+        lines.append(f"- {', '.join(f'`{preset}`' for preset in presets)}:")
+        lines += [f"  - {line}" for line in _measurement_lines(json.loads(measured))]
+    lines += [
         "",
         f"Every preset trained with scripts/train.py over {which}, each seed in its own run directory.",
         "",
@@ -131,17 +231,22 @@ def render_markdown(
         "",
         *[f"- {note}" for note in _DATA["notes"]],
     ]
-    if figure:
+    drawn = [preset for preset, entry in entries.items() if entry.get("curve") is not None]
+    missing = ", ".join(f"`{preset}`" for preset in entries if preset not in drawn)
+    no_curve = _DATA["no_curve"].format(presets=missing) if missing else ""
+    if figure and drawn:
         lines += ["", f"![IQM learning curves over seeds, 95% bootstrap band]({figure})", ""]
-        lines.append(_DATA["figure"].format(figure=figure))
+        lines.append(f"{_DATA['figure'].format(figure=figure)} {no_curve}".strip())
+    elif no_curve:
+        lines += ["", no_curve]
     lines += ["", "## Final return per seed", "", *_markdown_table(per_seed), "", "## Sources", ""]
     lines += [f"{k}. {SOURCES[key][0]}: <{SOURCES[key][1]}>. {SOURCES[key][2]}." for key, k in numbers.items()]
     notes = []
-    for r in results:
-        notes += [f"`{r.preset}` seed {seed} failed: {reason}" for seed, reason in sorted(r.failures.items())]
-        if r.skipped_overrides:
-            skipped = " ".join(f"`{o}`" for o in r.skipped_overrides)
-            notes.append(f"`{r.preset}`: overrides not in its config, not applied: {skipped}")
+    for preset, entry in entries.items():
+        notes += [f"`{preset}` seed {seed} failed: {reason}" for seed, reason in entry["failures"].items()]
+        if entry.get("skipped_overrides"):
+            skipped = " ".join(f"`{o}`" for o in entry["skipped_overrides"])
+            notes.append(f"`{preset}`: overrides not in its config, not applied: {skipped}")
     lines += ["", "## Notes", "", *[f"- {note}" for note in notes]] if notes else []
     return "\n".join(lines) + "\n"
 
@@ -163,34 +268,71 @@ def curve_iqm(curves: Sequence[Sequence[Sequence[float]]]) -> dict[str, Any]:
     return {**curve, "iqm": curve["value"], "runs": len(curve["runs"])}
 
 
-def plot_learning_curves(results: Sequence[PresetResult], path: str) -> None:
-    """A PNG at `path`: per preset the IQM evaluation return over seeds, its band and the threshold dashed."""
+def plot_learning_curves(entries: Mapping[str, Mapping[str, Any]], path: str) -> None:
+    """A PNG at `path`: per preset its stored IQM evaluation return over seeds, its band and the threshold dashed."""
+    import textwrap
+
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 
-    columns = min(4, max(len(results), 1))
-    rows = math.ceil(max(len(results), 1) / columns)
-    figure = Figure(figsize=(4.2 * columns, 3.2 * rows), dpi=110, layout="constrained")
+    columns = min(4, max(len(entries), 1))
+    rows = math.ceil(max(len(entries), 1) / columns)
+    figure = Figure(figsize=(4.2 * columns, 3.2 * rows + 0.3), dpi=110, layout="constrained")
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
-    for ax, result in zip(axes, results):
-        curve = curve_iqm([s.get("eval_returns") or [] for s in result.summaries if s is not None])
-        if curve["steps"].size:
-            marker = "o" if curve["steps"].size <= 25 else None
+    for ax, (preset, entry) in zip(axes, entries.items()):
+        curve = entry["curve"]
+        if curve["steps"]:
+            marker = "o" if len(curve["steps"]) <= 25 else None
             ax.fill_between(curve["steps"], curve["low"], curve["high"], color="C0", alpha=0.25, linewidth=0)
             ax.plot(curve["steps"], curve["iqm"], color="C0", linewidth=1.8, marker=marker, markersize=3)
         else:
             ax.text(0.5, 0.5, "no finished runs", ha="center", va="center", transform=ax.transAxes)
-        if result.threshold is not None:
-            ax.axhline(result.threshold, color="0.4", linestyle="--", linewidth=1)
-        ax.set_title(f"{result.preset} ({curve['runs']} seeds)\n{result.environment}", fontsize="medium")
+        if entry["threshold"] is not None:
+            ax.axhline(entry["threshold"], color="0.4", linestyle="--", linewidth=1)
+        ax.set_title(f"{preset} ({curve['runs']} seeds)\n{entry['environment']}", fontsize="medium")
         ax.set(xlabel="actor steps", ylabel="IQM evaluation return")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.grid(alpha=0.3)
         ax.spines[["top", "right"]].set_visible(False)
-    for ax in axes[len(results) :]:
+    for ax in axes[len(entries) :]:
         ax.set_visible(False)
-    figure.suptitle("IQM of the evaluation return over seeds (band: 95% percentile bootstrap CI; dashed: threshold)")
+    title = "IQM of the evaluation return over seeds (band: 95% percentile bootstrap CI; dashed: threshold)"
+    figure.suptitle(textwrap.fill(title, width=45 * columns), fontsize="medium")
     figure.savefig(path, format="png")
+
+
+def _json(value: Any, depth: int = 0) -> str:
+    """`value` as JSON with one key per line and each list on one line (a seed's results, a curve's points)."""
+    if not isinstance(value, dict) or not value:
+        return json.dumps(value, ensure_ascii=False)
+    inside = "\n" + " " * (depth + 1)
+    items = [f"{json.dumps(key, ensure_ascii=False)}: {_json(item, depth + 1)}" for key, item in value.items()]
+    return "{" + inside + ("," + inside).join(items) + "\n" + " " * depth + "}"
+
+
+def write_report(entries: Mapping[str, Mapping[str, Any]], out: str) -> None:
+    """The data file beside `out` with `entries`, and `out` and its figure (<out>.png) rendered from them; the
+    figure draws the presets with a stored curve (none: no figure)."""
+    entries = _ordered(entries)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    figure, data = os.path.splitext(out)[0] + ".png", data_path(out)  # docs/baselines.md -> docs/baselines.png
+    with open(data, "w") as file:
+        file.write(_json({"about": _DATA["data_note"], "presets": entries}) + "\n")
+    drawn = {preset: entry for preset, entry in entries.items() if entry.get("curve") is not None}
+    if drawn:
+        plot_learning_curves(drawn, figure)
+    elif os.path.exists(figure):
+        os.remove(figure)  # Curves of presets no longer stored.
+    with open(out, "w") as file:
+        file.write(render_markdown(entries, os.path.basename(figure), os.path.basename(data)))
+
+
+def render_report(out: str) -> None:
+    """`out` and its figure rewritten from the data file beside it, nothing measured (after editing baselines.yaml)."""
+    entries = load_entries(data_path(out))
+    if not entries:
+        raise ValueError(f"no presets stored in {data_path(out)}")
+    write_report(entries, out)
 
 
 @dataclasses.dataclass
@@ -231,12 +373,24 @@ def _finished_summary(run_dir: str, command: Sequence[str], config: Mapping | No
     return summary if finished and (config is None or used == {**config, "seed": None}) else None
 
 
+def _code_version(root: str) -> dict[str, Any]:
+    """The commit checked out in `root` and whether its tracked files have uncommitted changes ({}: no repository)."""
+    version: dict[str, Any] = {}
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
+        git = functools.partial(subprocess.check_output, cwd=root, stderr=subprocess.DEVNULL, text=True)
+        version["commit"] = git(["git", "rev-parse", "--short=12", "HEAD"]).strip() or None
+        version["uncommitted_changes"] = bool(git(["git", "status", "--porcelain", "--untracked-files=no"]).strip())
+    return version
+
+
 def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], list[PresetResult]]:
     """each --presets (default: the CartPole and Pendulum presets, reverb and gymnax) trained by scripts/train.py
     over seeds 0..N-1 (--seeds N, default 10), --jobs processes at a time (default 2), each in
-    <--runs-dir>/<preset>/seed_<s>, with any --overrides; writes the markdown table --out (default docs/baselines.md:
-    successes k/N, IQM of the final return with a 95% bootstrap CI, median steps and seconds to the threshold, a
-    published figure with its source) and its IQM learning curves (<out>.png)."""
+    <--runs-dir>/<preset>/seed_<s>, with any --overrides; stores each preset's results in the data file beside --out
+    (<out>.json), keeping the stored presets not run now, and renders from it the markdown table --out (default
+    docs/baselines.md: successes k/N, IQM of the final return with a 95% bootstrap CI, median steps and seconds to
+    the threshold, a published figure with its source, which invocation measured each row) and the IQM learning
+    curves (<out>.png); --render rewrites both from the data file without training."""
     infos = {}
     for preset in options.presets:
         try:
@@ -248,6 +402,8 @@ def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], li
         raise ValueError(f"overrides in no preset's config: {' '.join(unknown)}")
     skipped = {preset: " ".join(info["skipped"]) for preset, info in infos.items() if info.get("skipped")}
     notes = [f"{preset}: not in its config, not applied: {overrides}" for preset, overrides in skipped.items()]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(options.train_script)))
+    code = _code_version(root)  # Before the runs: the code they ran.
     jobs = [(preset, seed) for preset in options.presets for seed in options.seeds]
     failures: dict[str, dict[int, str]] = {preset: {} for preset in options.presets}
     finished = itertools.count(1)
@@ -278,26 +434,21 @@ def suite_baselines(options: BaselinesOptions) -> tuple[list[Row], list[str], li
     ]
     notes += [f"{r.preset} seed={seed} failed: {error}" for r in results for seed, error in sorted(r.failures.items())]
 
-    os.makedirs(os.path.dirname(os.path.abspath(options.out)), exist_ok=True)
-    figure = os.path.splitext(options.out)[0] + ".png"  # docs/baselines.md -> docs/baselines.png
-    plot_learning_curves(results, figure)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(options.train_script)))
     runs_dir = os.path.relpath(os.path.abspath(options.runs_dir), root)  # What a reader can find, when inside.
-    details = [
-        f"Runs: `scripts/train.py experiment=<preset> seed=<s> {' '.join([*RUN_OVERRIDES, *options.requested])}`, "
-        f"{options.jobs} at a time on a machine with {os.cpu_count()} CPU cores",
-        f"Run directories: `{options.runs_dir if runs_dir.startswith('..') else runs_dir}/<preset>/seed_<s>`",
-    ]
-    with contextlib.suppress(OSError, subprocess.CalledProcessError):  # The commit, unless outside a repository.
-        git = ["git", "rev-parse", "--short=12", "HEAD"]
-        commit = subprocess.check_output(git, cwd=root, stderr=subprocess.DEVNULL, text=True).strip()
-        details += [f"Code: commit `{commit}` (plus any uncommitted changes in the tree)"] if commit else []
-    if options.quick:
-        details.append("--quick: smoke-test budgets; the figures mean little")
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    with open(options.out, "w") as file:
-        file.write(render_markdown(results, options.command, date, os.path.basename(figure), details))
-    progress(f"baselines: wrote {options.out} and {figure}")
+    measured = {
+        "command": options.command,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        **code,
+        "overrides": [*RUN_OVERRIDES, *options.requested],
+        "jobs": options.jobs,
+        "cpu_cores": os.cpu_count(),
+        "runs_dir": options.runs_dir if runs_dir.startswith("..") else runs_dir,
+        "quick": options.quick,
+    }
+    stored = load_entries(data_path(options.out))  # The presets not measured now keep their entries.
+    write_report({**stored, **{r.preset: preset_entry(r, measured) for r in results}}, options.out)
+    kept = [preset for preset in stored if preset not in options.presets]
+    progress(f"baselines: wrote {options.out}, {data_path(options.out)} (kept: {' '.join(kept) or 'none'}), figure")
 
     rows: list[Row] = []
     for r in results:

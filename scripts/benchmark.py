@@ -1,12 +1,13 @@
 """Benchmarks: `python scripts/benchmark.py SUITE [--json OUT] [--repeats N]
 [--experiments PRESET ...] [--seconds S] [--quick]`, and
 `python scripts/benchmark.py baselines [--presets PRESET ...] [--seeds N] [--out MD]
-[--runs-dir DIR] [--jobs J] [--overrides KEY=VALUE ...] [--reuse]`.
+[--runs-dir DIR] [--jobs J] [--overrides KEY=VALUE ...] [--reuse] [--render]`.
 
 Each suite prints a table and, with --json, writes its rows as a JSON list of
 {suite, case, value, unit, bound, ratio}. Ratios compare figures measured in this one
 invocation. Wall-clock figures on a shared machine are noisy: compare ratios, repeat.
-`baselines` also writes a generated markdown file (docs/baselines.md) and its figure.
+`baselines` also stores its presets' results in a data file (docs/baselines.json), keeping
+the presets it did not run, and renders from it a markdown file (docs/baselines.md) and its figure.
 The suites live in benchmarks/; this script parses the command line and composes
 experiments with Hydra (conf/), as scripts/train.py does.
 """
@@ -168,6 +169,12 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="keep a run directory's finished run made by the same command line instead of training it again "
         "(to finish an interrupted benchmark)",
     )
+    own.add_argument(
+        "--render",
+        action="store_true",
+        help="train nothing: rewrite --out and its figure from the data file beside it (<name>.json), after "
+        "editing benchmarks/baselines.yaml",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.seconds <= 0:
         parser.error("--repeats must be >= 1 and --seconds > 0")
@@ -178,11 +185,16 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.suite not in ("accelerator", "anakin") and args.widths:
         parser.error("--widths: only for the accelerator and anakin suites")
     if args.suite != "baselines":
-        given = [option for option, value in own_options.items() if value is not None] + (
-            ["--reuse"] if args.reuse else []
-        )
+        given = [option for option, value in own_options.items() if value is not None]
+        given += [option for option, on in (("--reuse", args.reuse), ("--render", args.render)) if on]
         if given:
             parser.error(f"{', '.join(given)}: only for the baselines suite")
+    elif args.render:
+        given = [option for option, value in own_options.items() if value is not None and option != "--out"]
+        given += [option for option, on in (("--reuse", args.reuse), ("--quick", args.quick)) if on]
+        given += ["--presets"] if args.experiments else []
+        if given:
+            parser.error(f"baselines --render trains nothing: {', '.join(given)} not allowed with it")
     elif args.seeds is not None and (len(args.seeds) != 1 or args.seeds[0] < 1):
         parser.error("baselines: --seeds takes one number N >= 1 (it trains seeds 0..N-1)")
     elif args.jobs is not None and args.jobs < 1:
@@ -192,6 +204,15 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def run_baselines(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """The baselines suite; exit status 1 when a run failed (the report still lists it)."""
+    if args.render:
+        out = args.out or os.path.join(ROOT, baselines.DEFAULT_OUT)
+        try:
+            baselines.render_report(out)
+        except (OSError, ValueError, KeyError) as error:
+            print(f"baselines --render: {error!r}", file=sys.stderr)
+            return 2
+        print(f"baselines: rewrote {out} and its figure from {baselines.data_path(out)}")
+        return 0
     options = baselines.BaselinesOptions(
         train_script=TRAIN,
         describe=describe_preset,
