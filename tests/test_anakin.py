@@ -656,6 +656,35 @@ def test_groups_run_a_program_over_every_replica_in_turns():
     assert fitting_size(18, 1000, 10, 4) == 4  # Never fewer than one per device.
 
 
+def test_the_group_size_falls_where_the_compiler_refuses_a_program():
+    """Sizes compiled, in order: all replicas when they fit; a probe of one per device after a refusal,
+    then the estimate's size; an estimate at or above a refused size halved until one compiles; any other
+    error, or a refused probe, raised."""
+    from rl.anakin.groups import fitting_programs
+
+    def search(refused_from: int, estimated: int) -> list[int]:
+        tried = []
+
+        def compile_at(size: int) -> int:
+            tried.append(size)
+            if size >= refused_from:
+                raise RuntimeError("RESOURCE_EXHAUSTED: out of memory while trying to allocate")
+            return size
+
+        assert fitting_programs(compile_at, 64, 4, lambda made, size: estimated) == tried[-1]
+        return tried
+
+    assert search(refused_from=65, estimated=64) == [64]
+    assert search(refused_from=65, estimated=16) == [64, 16]
+    assert search(refused_from=64, estimated=16) == [64, 4, 16]
+    assert search(refused_from=64, estimated=64) == [64, 4, 32]  # The estimate said all fit: halved.
+    assert search(refused_from=20, estimated=64) == [64, 4, 32, 16]
+    with pytest.raises(RuntimeError, match="RESOURCE_EXHAUSTED"):
+        search(refused_from=1, estimated=64)
+    with pytest.raises(ValueError):
+        fitting_programs(lambda size: (_ for _ in ()).throw(ValueError("a bug")), 64, 4, lambda m, s: s)
+
+
 # The grid's initial states: 18 PPO replicas (two towers of orthogonally initialised layers: QR factorisations),
 # two host devices. On jaxlib 0.10's CPU runtime, batched LAPACK calls at once wait on each other's parts forever;
 # `initial_states` computes them on the host one replica at a time, so each call holds one matrix.

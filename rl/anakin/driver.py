@@ -22,6 +22,7 @@ from rl.anakin.groups import (
     MARGIN,
     ReplicaGroups,
     devices_count,
+    fitting_programs,
     fitting_size,
     free_memory_per_device,
     is_memory_error,
@@ -280,16 +281,11 @@ class AnakinNodes(lifecycle.Nodes):
             return chunk, evaluation, state
 
         limit = self.memory.max_replicas_per_program
-        try:
-            programs_made = programs(padded_count(min(limit or self.num_seeds, self.num_seeds)))
-        except Exception as error:  # An accelerator's compiler refuses a program larger than its memory.
-            if limit is not None or not is_memory_error(error):
-                raise
-            programs_made = programs(padded_count(min(devices_count(), self.num_seeds)))  # A probe.
-        if limit is None:
-            size = self.fitting_group_size(programs_made[0])
-            if size != self.groups.size:
-                programs_made = programs(size)
+        if limit is not None:
+            programs_made = programs(padded_count(min(limit, self.num_seeds)))
+        else:
+            everyone, devices = padded_count(self.num_seeds), padded_count(min(devices_count(), self.num_seeds))
+            programs_made = fitting_programs(programs, everyone, devices, self.fitting_group_size)
         if self.groups.split or self.groups.count > self.num_seeds:
             log.info("launcher=anakin: %s", self.groups.describe(self.num_seeds))
         return programs_made
@@ -332,20 +328,20 @@ class AnakinNodes(lifecycle.Nodes):
         moved = [f"{member}<-{parent}" for member, parent in enumerate(parents) if parent != member]
         TRANSCRIPT.info("PBT at %d actor steps: %s", steps, ", ".join(moved))
 
-    def fitting_group_size(self, chunk: Any) -> int:
-        """The most replicas per program whose chunk fits the memory budget, from `chunk`'s (the present
-        size where it fits)."""
-        needed, budget, everyone = program_memory(chunk), self.memory_budget(), padded_count(self.num_seeds)
-        if needed <= budget and self.groups.size == everyone:
-            return self.groups.size
-        per_replica = needed * devices_count() / self.groups.size
-        size = fitting_size(everyone, per_replica, budget, devices_count())
+    def fitting_group_size(self, programs: tuple[Any, ...], size: int) -> int:
+        """The most replicas per program whose chunk fits the memory budget, from the chunk's of `size`
+        replicas (the present size where it fits)."""
+        chunk, everyone = programs[0], padded_count(self.num_seeds)
+        needed, budget = program_memory(chunk), self.memory_budget()
+        if needed <= budget and size == everyone:
+            return size
+        fitting = fitting_size(everyone, needed * devices_count() / size, budget, devices_count())
         log.info(
             "launcher=anakin: %d replicas need %.3g GiB per device, %.3g GiB is free: %d per program "
             "(launcher.max_replicas_per_program sets it)",
-            self.groups.size, needed / 2**30, budget / 2**30, size,
+            size, needed / 2**30, budget / 2**30, fitting,
         )  # fmt: skip
-        return size
+        return fitting
 
     def memory_budget(self) -> float:
         given = self.memory.per_device_gb

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import jax
 import numpy as np
 
+T = TypeVar("T")
 MARGIN = 0.9  # Of the device's free memory, what a program may plan to hold.
 MEMORY_ERRORS = ("RESOURCE_EXHAUSTED", "Ran out of memory", "out of memory")
 
@@ -57,6 +58,39 @@ def fitting_size(replicas: int, bytes_per_replica: float, budget: float, devices
     `budget` bytes per device (each device holds a `devices`th of them), and no more than `replicas`."""
     per_device = int(budget // max(bytes_per_replica, 1.0))
     return max(devices, min(replicas, per_device * devices))
+
+
+def smaller(size: int, devices: int) -> int:
+    """Half of `size`, a multiple of `devices` and at least `devices`."""
+    return max(devices, size // 2 // devices * devices)
+
+
+def fitting_programs(
+    compile_at: Callable[[int], T], everyone: int, devices: int, estimate: Callable[[T, int], int]
+) -> T:
+    """`compile_at(size)`'s programs for the most replicas per program that fit: all of them (`everyone`)
+    where they do; else the size `estimate(programs, size)` reads from their memory analysis. A compiler
+    that refuses a size (an accelerator's, out of memory) gets one replica per device to measure, and a
+    size the estimate puts at or above a refused one is halved until one compiles."""
+    size, refused = everyone, None
+    try:
+        made = compile_at(size)
+    except Exception as error:
+        if not is_memory_error(error) or size <= devices:
+            raise
+        refused, size = size, devices
+        made = compile_at(size)  # A probe.
+    wanted = estimate(made, size)
+    if refused is not None and wanted >= refused:
+        wanted = smaller(refused, devices)
+    while wanted != size:
+        try:
+            return compile_at(wanted)
+        except Exception as error:
+            if not is_memory_error(error) or wanted <= devices:
+                raise
+            size, wanted = wanted, smaller(wanted, devices)
+    return made
 
 
 @dataclasses.dataclass(frozen=True)
