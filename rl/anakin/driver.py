@@ -137,10 +137,14 @@ def compile_programs(
     sharding: Any = None,
     hyperparameters: dict[str, jax.Array] | None = None,
     cache: ProgramCache = ProgramCache(),
+    state: Any = None,
 ) -> tuple[Any, Any, Any]:
     """(chunk, evaluation round, initial state) of `len(keys)` replicas, vmapped, sharded, compiled.
-    `make_system(values)`: one replica's system, given its row of `hyperparameters` (traced)."""
-    state = initial_states(lambda key, values: make_system(values).init(key), keys, hyperparameters or {}, cache)
+    `make_system(values)`: one replica's system, given its row of `hyperparameters` (traced); `state`:
+    their initial state where the caller has it (None: computed here)."""
+    if state is None:
+        init = lambda key, values: make_system(values).init(key)
+        state = initial_states(init, keys, hyperparameters or {}, cache)
     keys, values, state = jax.device_put((keys, hyperparameters or {}, state), sharding or jax.devices()[0])
     chunk = lambda state, values: make_chunk(make_system(values), steps_per_chunk)(state)
     chunk = cache.compile(jax.vmap(chunk), (state, values), "chunk", sharding)
@@ -263,22 +267,19 @@ class AnakinNodes(lifecycle.Nodes):
         cache = program_cache(experiment, self.steps_per_chunk)
         seeds = jax.numpy.stack([jax.random.PRNGKey(replica.seed) for replica in self.replica_experiments])
 
+        init = lambda key, values: make(values).init(key)
+        # Every replica's initial state, once, on the host; each layout pads it as it pads keys and values.
+        states = jax.device_get(initial_states(init, seeds, self.hyperparameters, cache))
+
         def programs(size: int) -> tuple[Any, Any, Any]:
             keys, values = self.lay_out(seeds, size)
-            first = jax.tree_util.tree_map(lambda leaf: leaf[:size], (keys, values))
-            chunk, evaluation, state = compile_programs(
-                make,
-                system.evaluation_environment,
-                first[0],
-                self.steps_per_chunk,
-                self.groups.sharding,
-                first[1],
-                cache,
-            )
-            if self.groups.split:  # Every group's initial state, on the host.
-                init = lambda key, values: make(values).init(key)
-                state = jax.device_get(initial_states(init, keys, values, cache))
-            return chunk, evaluation, state
+            state = padded(states, self.groups.count)
+            first = jax.tree_util.tree_map(lambda leaf: leaf[:size], (keys, values, state))
+            chunk, evaluation, first_state = compile_programs(
+                make, system.evaluation_environment, first[0], self.steps_per_chunk, self.groups.sharding,
+                first[1], cache, first[2],
+            )  # fmt: skip
+            return chunk, evaluation, state if self.groups.split else first_state
 
         limit = self.memory.max_replicas_per_program
         if limit is not None:
