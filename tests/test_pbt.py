@@ -213,6 +213,11 @@ def test_a_search_the_members_cannot_hold_is_refused(tmp_path):
             [*POPULATION, f"launcher.pbt={write_settings(tmp_path, space={'agent.unroll_length': LEARNING_RATE})}"],
             str(tmp_path / "a"),
         )
+    with pytest.raises(ConfigError, match="agent.lr: not an option of agent=ppo's agent config"):
+        compose_experiment(
+            [*POPULATION, f"launcher.pbt={write_settings(tmp_path, space={'agent.lr': LEARNING_RATE})}"],
+            str(tmp_path / "d"),
+        )
     with pytest.raises(ConfigError, match="interval=192 must be a multiple of eval_every=128"):
         compose_experiment([*POPULATION, f"launcher.pbt={write_settings(tmp_path, interval=192)}"], str(tmp_path / "b"))
     with pytest.raises(ConfigError, match="launcher.pbt: cannot read"):

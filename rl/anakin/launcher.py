@@ -194,7 +194,10 @@ def check_population(settings: PbtSettings, experiment: Experiment) -> None:
     """Refuses a search whose hyperparameters the members cannot hold as traced values, or whose interval
     falls between evaluation rounds (an exchange ranks members by a round's returns)."""
     for key in settings.space:
-        if not isinstance(value_of(experiment, key), float):
+        value = value_of(experiment, key)
+        if value is None:
+            raise ConfigError(key, f"not an option of agent={experiment.agent_name}'s {key.split('.')[0]} config")
+        if not isinstance(value, float):
             raise ConfigError(key, "population-based training searches float fields of the agent or policy only")
     interval = settings.interval or experiment.eval_every
     if interval % experiment.eval_every:
