@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 # name -> the module (benchmarks.<module>) whose suite_<name> runs it; its docstring is the --help line. Modules
 # load what they measure (JAX, reverb, Ray) lazily, so listing the suites is cheap.
 SUITES = dict.fromkeys(("actor", "learner"), "in_process")
-SUITES |= dict.fromkeys(("startup", "scaling", "anakin", "grid", "pruning"), "runs")
+SUITES |= dict.fromkeys(("startup", "scaling", "anakin", "grid", "pruning", "pbt"), "runs")
 SUITES |= {"accelerator": "accelerator"}
 ROW_KEYS = ("suite", "case", "value", "unit", "bound", "ratio")
 # Smoke-test budgets (--quick) of whole runs, and those applied only where the config has the key.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -197,4 +198,55 @@ def suite_pruning(settings: Settings) -> list[Row]:
             Row("pruning", f"{case}median: wall-clock", seconds["median"], "s", bound, time_ratio),
             Row("pruning", f"{case}median: best value", best["median"], "return", ratio=value_ratio),
         ]
+    return rows
+
+
+PBT_PRESET = "ppo_gymnax_cartpole"
+PBT_POPULATION = 16
+# Ranges wide enough that many starting points fail alone: the exchanges have something to fix.
+PBT_SEARCH = ["agent.learning_rate=tag(log, interval(1e-6, 1e-1))", "agent.entropy_cost=interval(0.0, 0.2)"]
+
+
+def suite_pbt(settings: Settings) -> list[Row]:
+    """hydra/sweeper=pbt over 16 PPO members (ppo_gymnax_cartpole, learning rates 1e-6..1e-1 log-uniform,
+    entropy costs 0..0.2) against the same members never exchanging (hydra.sweeper.interval=max_actor_steps:
+    the same starting values and compute): the members' mean and best final return and members at >= 475
+    (bound: without exchanges; ratio = PBT / bound), and seconds (the exchanges' cost)."""
+    preset = (settings.experiments or [PBT_PRESET])[0]
+    quick = ANAKIN_QUICK if settings.quick else []
+
+    def population(*overrides: str) -> tuple[dict[str, Any], float]:
+        sweep = tempfile.mkdtemp(prefix="benchmark-pbt-")
+        command = [sys.executable, settings.train_script, "-m", "hydra/sweeper=pbt", f"experiment={preset}"]
+        command += [f"hydra.sweeper.population={PBT_POPULATION}", *PBT_SEARCH, *overrides, *quick, *RUN_OVERRIDES]
+        seconds = run_logged([*command, f"hydra.sweep.dir={sweep}"], sweep)
+        with open(os.path.join(sweep, "0", "summary.json")) as file:
+            summary = json.load(file)
+        progress(f"pbt {' '.join(overrides) or 'exchanging'}: {seconds:.1f} s, final {summary['final_eval_return']}")
+        return summary, seconds
+
+    exchanging, seconds = population()
+    budget = exchanging["actor_steps"]
+    alone, alone_seconds = population(f"hydra.sweeper.interval={budget}")
+    finals = lambda summary: [replica["final_eval_return"] for replica in summary["replicas"]]
+    solved = lambda summary: sum(value >= summary["threshold"] for value in finals(summary))
+    rows = []
+    for case, value, bound in (
+        ("mean final return", statistics.mean(finals(exchanging)), statistics.mean(finals(alone))),
+        ("best final return", max(finals(exchanging)), max(finals(alone))),
+        (f"members at >= threshold, of {PBT_POPULATION}", solved(exchanging), solved(alone)),
+        ("seconds", seconds, alone_seconds),
+    ):
+        rows.append(
+            Row(
+                "pbt",
+                f"{preset}: {case}, PBT vs no exchange",
+                value,
+                "s" if case == "seconds" else "",
+                bound,
+                ratio(value, bound),
+            )
+        )
+    schedule = exchanging["pbt"]["schedule"]
+    settings.note(f"pbt: best member {exchanging['pbt']['best_member']}, {len(schedule) - 1} exchanges in its schedule")
     return rows
