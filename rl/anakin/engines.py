@@ -16,6 +16,8 @@ from rl.experiments.jobs import report
 Outcome = list[float] | str
 Worker = Callable[[Any], list[float]]
 
+# Ray's logger of its token authentication notice (launcher=ray's too; its module imports TensorFlow, this one not).
+TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 # A traceback's last line, the exception's: `ValueError: ...`, `jax.errors.SomeError: ...`.
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
 
@@ -46,8 +48,6 @@ class RayEngine:
         import ray
 
         import rl
-
-        from rl.experiments.launchers.ray import TOKEN_AUTH_LOGGER
 
         notice = "Token authentication is enabled"  # Dropped, as under launcher=ray; a warning that it is off shows.
         logging.getLogger(TOKEN_AUTH_LOGGER).addFilter(lambda record: not record.getMessage().startswith(notice))
