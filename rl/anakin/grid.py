@@ -17,9 +17,10 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rl.anakin.build import untraceable, value_of
+from rl.anakin.engines import Outcome, RayEngine, SubmititEngine
 from rl.anakin.launcher import AnakinLauncher
 from rl.checkpointing import flatten_mapping
-from rl.experiments.jobs import Job, finish_job, refuse_job, report
+from rl.experiments.jobs import Job, JobSpec, finish_job, rebuild_job, refuse_job, report
 from rl.loggers.base import JOB_PREFIX, TRANSCRIPT
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ BATCHED_GROUPS = ("agent", "policy")  # Their float settings can be one value pe
 # Settings only a job's own records read: jobs that differ in them still share a program.
 RECORD_KEYS = ("seed", "logger", "objective", "threshold", "progress", "checkpoint", "resume", "compilation_cache")
 GROUPS_DIRECTORY = ".grid"  # Under the sweep directory: each group's own records (the replicas' mean).
+Engine = RayEngine | SubmititEngine  # Where groups train other than here (rl/anakin/engines.py).
 
 
 def group_jobs(configs: Sequence[dict[str, Any]]) -> list[tuple[list[int], list[str]]]:
@@ -79,12 +81,44 @@ def transcript_to(path: str, prefix: str) -> Iterator[None]:
 
 @dataclasses.dataclass
 class GridJob:
-    """A prepared job of the sweep: its number, Hydra's result (its value set once trained), train.log."""
+    """A prepared job of the sweep: its number, the job, its train.log and Hydra's `env_set` (a trial's)."""
 
     number: int
-    result: JobReturn
     job: Job
     log_file: str
+    env_set: dict[str, str]
+
+
+@dataclasses.dataclass
+class GroupPlan:
+    """A group as the driver forms it: its records' directory, jobs and the keys its program batches."""
+
+    directory: str
+    jobs: list[GridJob]
+    batched: list[str]
+
+
+@dataclasses.dataclass
+class ShippedJob:
+    """A grid job as plain data: what a worker needs to build it again (`rebuild_job`) and to write its log."""
+
+    number: int
+    log_file: str
+    env_set: dict[str, str]
+    spec: JobSpec
+
+
+@dataclasses.dataclass
+class ShippedGroup:
+    """A group as plain data for a worker (a Ray task, a submitit array task): its records' directory, the keys
+    its program batches, its jobs, the CPU devices to shard over (None: the worker's cores), and the Python
+    logging its first job ran with here (Hydra's job_logging: the terminal, train.log, the transcript's level)."""
+
+    directory: str
+    batched: list[str]
+    jobs: list[ShippedJob]
+    host_devices: int | None
+    job_logging: dict[str, Any]
 
 
 def refusal(job: Any) -> str | None:
@@ -124,7 +158,7 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     records = DefaultLoggerFactory(directory=os.path.join(directory, "logs"))
     group = dataclasses.replace(experiments[0], run_directory=directory, logger_factory=records, checkpoint=False)
     os.makedirs(directory, exist_ok=True)
-    trials = [OptunaTrial.from_environment(j.job.output_dir, dict(j.result.hydra_cfg.hydra.job.env_set)) for j in jobs]
+    trials = [OptunaTrial.from_environment(grid_job.job.output_dir, grid_job.env_set) for grid_job in jobs]
     launch = jobs[0].job.launch
     nodes = AnakinNodes(1, launch.check_experiment(group), experiments, values, fields, trials, launch.memory)
     with transcript_to(os.path.join(directory, "train.log"), f"[group {os.path.basename(directory)}] "):
@@ -150,23 +184,67 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     return results
 
 
-def launch(
+def run_shipped_group(group: ShippedGroup) -> list[float]:
+    """On a worker: the group's jobs built again from their configs (their directories were prepared by the
+    driver), trained as one program by `run_group`; each job's value."""
+    from rl.anakin.launcher import set_xla_flags
+
+    set_xla_flags(f"--xla_force_host_platform_device_count={group.host_devices or os.cpu_count() or 1}")
+    configure_log(OmegaConf.create(group.job_logging))
+    logging.disable(logging.WARNING)  # What building a job warns about, the driver said when it prepared it.
+    try:
+        jobs = [GridJob(job.number, rebuild_job(job.spec), job.log_file, job.env_set) for job in group.jobs]
+    finally:
+        logging.disable(logging.NOTSET)
+    return run_group(jobs, group.batched, group.directory)
+
+
+def ship(
+    group: GroupPlan, results: dict[int, JobReturn], configs: dict[int, dict[str, Any]], host_devices: int | None
+) -> ShippedGroup:
+    """`group` as plain data: each job's resolved config and what `prepare_job` built it with (Hydra's choices,
+    its W&B group, tags and name), so that a worker builds the same experiments."""
+    from rl.experiments.make_experiment import tracking_settings
+
+    jobs = []
+    for grid_job in group.jobs:
+        result, job = results[grid_job.number], grid_job.job
+        hydra_config = result.hydra_cfg.hydra
+        tracking = tracking_settings(hydra_config, result.cfg)
+        wandb_run = job.experiment.logger_factory.wandb_run
+        tracking["run_name"] = wandb_run.name if wandb_run is not None else None
+        choices = OmegaConf.to_container(hydra_config.runtime.choices)
+        spec = JobSpec(configs[grid_job.number], choices, job.output_dir, job.objective, tracking)
+        jobs.append(ShippedJob(grid_job.number, grid_job.log_file, grid_job.env_set, spec))
+    job_logging = OmegaConf.to_container(results[group.jobs[0].number].hydra_cfg.hydra.job_logging, resolve=True)
+    return ShippedGroup(group.directory, group.batched, jobs, host_devices, job_logging)
+
+
+def fail_group(group: GroupPlan, why: str) -> list[float]:
+    """A group that failed on its worker: each job's log says why and its summary.json (where the worker
+    wrote none) has status `failed`; NaN for each, and the sweep goes on."""
+    from rl.experiments.summary import RunSummary, write_json
+
+    for grid_job in group.jobs:
+        with transcript_to(grid_job.log_file, f"[job {grid_job.number}] "):
+            report(f"Run failed: {why}", error=True)
+        path = os.path.join(grid_job.job.output_dir, "summary.json")
+        if not os.path.isfile(path):
+            summary = RunSummary.from_run(grid_job.job.experiment, {}, [], 0.0, status="failed")
+            grid = {"group": group.directory, "jobs": len(group.jobs), "batched": group.batched}
+            write_json(path, dataclasses.asdict(summary) | {"failure": why, "grid": grid})
+    return [float("nan")] * len(group.jobs)
+
+
+def prepare_jobs(
     hydra_context: HydraContext,
     config: DictConfig,
     job_overrides: Sequence[Sequence[str]],
     initial_job_idx: int,
     prepare_job: Callable[[DictConfig], Job | float],
-) -> list[JobReturn]:
-    """Prepares every job with `prepare_job` (the entry point's first half) as Hydra's own launchers run
-    one (its directory, .hydra/, train.log), then trains each group; returns each job's result with the
-    value its run returns."""
-    setup_globals()
-    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    sweep_directory = os.path.abspath(str(config.hydra.sweep.dir))
-    os.makedirs(sweep_directory, exist_ok=True)
-    log.info("anakin_grid: preparing %d jobs in %s", len(job_overrides), sweep_directory)
-    for number, overrides in enumerate(job_overrides, initial_job_idx):
-        log.info("\t#%d : %s", number, " ".join(filter_overrides(overrides)))
+) -> tuple[list[JobReturn], list[GridJob]]:
+    """Every job prepared with `prepare_job` (the entry point's first half) as Hydra's own launchers run one
+    (its directory, .hydra/, train.log): Hydra's results, and the jobs a grid can train (the others refused)."""
     results, prepared = [], []
     for number, overrides in enumerate(job_overrides, initial_job_idx):
         sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
@@ -185,17 +263,56 @@ def launch(
             log_file = os.path.join(job.output_dir, f"{sweep_config.hydra.job.name}.log")
             reason = refusal(job)
             if reason is None:
-                prepared.append(GridJob(number, result, job, log_file))
+                prepared.append(GridJob(number, job, log_file, dict(result.hydra_cfg.hydra.job.env_set)))
                 continue
             with transcript_to(log_file, f"[job {number}] "):
                 result.return_value = refuse_job(job.output_dir, f"Invalid configuration: {reason}")
-    configs = [OmegaConf.to_container(grid_job.result.cfg, resolve=True) for grid_job in prepared]
+    return results, prepared
+
+
+def plan_groups(prepared: list[GridJob], configs: list[dict[str, Any]], sweep_directory: str) -> list[GroupPlan]:
+    """The groups of the prepared jobs (`group_jobs`, then `split_structural`), each with its directory."""
+    plans = []
     for group_number, (members, batched) in enumerate(group_jobs(configs)):
         experiments = [prepared[i].job.experiment for i in members]
         for part, (inner, keys) in enumerate(split_structural(experiments, batched)):
-            jobs = [prepared[members[i]] for i in inner]
             name = f"{prepared[members[0]].number}_{group_number}_{part}"
-            values = run_group(jobs, keys, os.path.join(sweep_directory, GROUPS_DIRECTORY, name))
-            for grid_job, value in zip(jobs, values):
-                grid_job.result.return_value = value
+            jobs = [prepared[members[i]] for i in inner]
+            plans.append(GroupPlan(os.path.join(sweep_directory, GROUPS_DIRECTORY, name), jobs, keys))
+    return plans
+
+
+def launch(
+    hydra_context: HydraContext,
+    config: DictConfig,
+    job_overrides: Sequence[Sequence[str]],
+    initial_job_idx: int,
+    prepare_job: Callable[[DictConfig], Job | float],
+    engine: Engine | None = None,
+    host_devices: int | None = None,
+) -> list[JobReturn]:
+    """Prepares every job here, then trains each group here one after another (`engine` None) or on the
+    engine's workers, `host_devices` CPU devices each (None: a worker's cores); returns each job's result
+    with the value its run returns."""
+    setup_globals()
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    sweep_directory = os.path.abspath(str(config.hydra.sweep.dir))
+    os.makedirs(sweep_directory, exist_ok=True)
+    log.info("anakin_grid: preparing %d jobs in %s", len(job_overrides), sweep_directory)
+    for number, overrides in enumerate(job_overrides, initial_job_idx):
+        log.info("\t#%d : %s", number, " ".join(filter_overrides(overrides)))
+    results, prepared = prepare_jobs(hydra_context, config, job_overrides, initial_job_idx, prepare_job)
+    by_number = {number: result for number, result in enumerate(results, initial_job_idx)}
+    configs = {job.number: OmegaConf.to_container(by_number[job.number].cfg, resolve=True) for job in prepared}
+    groups = plan_groups(prepared, list(configs.values()), sweep_directory)
+    JOB_PREFIX["text"] = ""  # The lines below are the sweep's, not its last prepared job's.
+    if engine is None:
+        outcomes: list[Outcome] = [run_group(group.jobs, group.batched, group.directory) for group in groups]
+    else:
+        shipped = [ship(group, by_number, configs, host_devices) for group in groups]
+        outcomes = engine.run(run_shipped_group, shipped, [os.path.basename(group.directory) for group in groups])
+    for group, outcome in zip(groups, outcomes):
+        values = fail_group(group, outcome) if isinstance(outcome, str) else outcome
+        for grid_job, value in zip(group.jobs, values):
+            by_number[grid_job.number].return_value = value
     return results

@@ -21,6 +21,32 @@ class Job:
     objective: str
 
 
+@dataclasses.dataclass
+class JobSpec:
+    """A prepared job as plain data, for another process to build the same job again (a grid's worker): its
+    resolved config, Hydra's config-group choices, run directory, objective and `make_experiment`'s W&B
+    naming (`run_group`, `run_tags`, `job_number`, `run_name`)."""
+
+    config: dict[str, Any]
+    choices: dict[str, Any]
+    output_dir: str
+    objective: str
+    tracking: dict[str, Any]
+
+
+def rebuild_job(spec: JobSpec) -> Job:
+    """The job `spec` describes, built from its config as the process that prepared it built it, in the
+    session that process opened (its directory is not prepared again: nothing is written)."""
+    from omegaconf import OmegaConf
+
+    from rl.experiments.make_experiment import make_experiment
+    from rl.experiments.resume import rejoin_session
+
+    config = OmegaConf.create(spec.config)
+    experiment, launch = make_experiment(config, spec.output_dir, spec.choices, **spec.tracking)
+    return Job(rejoin_session(experiment, spec.output_dir), launch, spec.output_dir, spec.objective)
+
+
 def report(message: str, error: bool = False, transcript: bool = True) -> None:
     """Prints a line for the user (after a multirun job's prefix) and, with `transcript`, copies it into train.log."""
     from rl.loggers.base import JOB_PREFIX, TRANSCRIPT  # Here: a bad command line fails before rich loads.

@@ -472,6 +472,12 @@ def build_logger(config: DictConfig, run_config: dict[str, Any], run_directory: 
     return _user_error("logger", node, directory=os.path.join(run_directory, "logs"), run_config=run_config, **tracking)
 
 
+def stamped_run_name(environment: str, agent: str, seed: int, job_number: int | None) -> str:
+    """A run's name (its W&B run's): what it trains, its seed, when it was built and its number in a sweep."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
+    return f"{environment}__{agent}__{seed}__{stamp}" + (f"__{job_number}" if job_number is not None else "")
+
+
 def make_experiment(
     config: DictConfig,
     run_directory: str,
@@ -479,8 +485,10 @@ def make_experiment(
     run_group: str | None = None,
     run_tags: Sequence[str] = (),
     job_number: int | None = None,
+    run_name: str | None = None,
 ) -> tuple[Experiment, Callable[[Experiment], Any]]:
-    """Validates `config` and builds the experiment and its launcher (nothing started)."""
+    """Validates `config` and builds the experiment and its launcher (nothing started). `run_name`: the name
+    an earlier build of the same run gave it (a grid's worker rebuilds a job: its W&B run keeps the name)."""
     choices = dict(choices or {})
     # The run's settings first: an agent option interpolating a bad max_actor_steps is named as max_actor_steps.
     top_level = OmegaConf.masked_copy(config, [field.name for field in dataclasses.fields(RunSettings)])
@@ -500,13 +508,12 @@ def make_experiment(
     observers = build_observers(
         config, container.get("observers") or {}, run_directory, environment.evaluation_factory is not None
     )
-    stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
-    run_name = f"{environment.name}__{agent_name}__{settings.seed}__{stamp}"
+    run_name = run_name or stamped_run_name(environment.name, agent_name, settings.seed, job_number)
     logger_factory = build_logger(
         config,
         {**container, "choices": {k: v for k, v in choices.items() if not k.startswith("hydra/")}},
         run_directory,
-        run_name=run_name + (f"__{job_number}" if job_number is not None else ""),
+        run_name=run_name,
         run_group=run_group,
         run_tags=list(run_tags),
     )

@@ -207,3 +207,15 @@ def record_session(plan: RunPlan, wandb_run: Any) -> None:
     ]
     os.makedirs(plan.run_directory, exist_ok=True)
     checkpointing.write_json(path, {"wandb_run_id": run_id, "sessions": plan.session + 1, "history": history})
+
+
+def rejoin_session(experiment: Any, run_directory: str) -> Any:
+    """A rebuilt copy of an experiment whose session `apply_plan` opened in another process (a grid's
+    driver prepares a job, a worker trains it): the session's number and W&B run id, read from run.json,
+    nothing written. The session starts from scratch (no restore point)."""
+    run_file = read_json(os.path.join(os.path.abspath(run_directory), RUN_FILE))
+    session = max(int(run_file.get("sessions", 1)) - 1, 0)
+    wandb_run = experiment.logger_factory.wandb_run
+    if wandb_run is not None and run_file.get("wandb_run_id"):
+        wandb_run.use_run_id(str(run_file["wandb_run_id"]), resume=session > 0)
+    return dataclasses.replace(experiment, restore=None, session=session)
