@@ -30,6 +30,7 @@ import functools
 import glob
 import os
 import re
+import subprocess
 import tomllib
 
 import pytest
@@ -98,7 +99,16 @@ def test_every_agent_option_is_a_package_under_rl_agents():
 
 @functools.cache
 def repository_paths(root: str = ROOT) -> tuple[str, ...]:
-    """Every file and folder (with a trailing /) of the repository, relative to its root."""
+    """Every file and folder (with a trailing /) of the repository, relative to its root: what git tracks or
+    would add (not what it ignores: a file only in a local, ignored folder is missing from a clean clone); every
+    file under `root` where it is no git work tree."""
+    listed = subprocess.run(
+        ["git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard"], capture_output=True, text=True
+    )
+    if listed.returncode == 0 and listed.stdout.strip():
+        files = [path for path in listed.stdout.splitlines() if os.path.exists(os.path.join(root, path))]
+        folders = {"/".join(path.split("/")[:end]) + "/" for path in files for end in range(1, path.count("/") + 1)}
+        return tuple(sorted(folders) + files)
     paths = []
     for folder, folders, files in os.walk(root, followlinks=True):
         folders[:] = sorted(name for name in folders if name not in NOT_THE_REPOSITORY)
