@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
+from hydra.errors import ConfigCompositionException
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
@@ -33,6 +34,8 @@ class RayEngineConf:
     num_gpus: float = 0.0
     resources: Dict[str, float] = dataclasses.field(default_factory=dict)
     accelerator_type: Optional[str] = None
+    # Seconds to wait for a host:port address to answer before the sweep is refused (nothing is prepared).
+    connect_timeout_s: float = 10.0
 
 
 @dataclasses.dataclass
@@ -98,6 +101,9 @@ class AnakinGridLauncher(Launcher):
         # Before any job builds its experiment; XLA's default CPU runtime: many replicas per device.
         set_xla_flags(f"--xla_force_host_platform_device_count={self.host_devices or os.cpu_count() or 1}")
         assert self.hydra_context is not None and self.config is not None
+        problem = self.engine.problem() if self.engine is not None else None
+        if problem is not None:  # Before any job's directory is made.
+            raise ConfigCompositionException(problem)
         return launch(
             self.hydra_context, self.config, job_overrides, initial_job_idx, prepare_job, self.engine, self.host_devices
         )

@@ -122,3 +122,21 @@ def test_a_group_that_fails_on_its_worker_gives_its_jobs_nan_and_the_error_in_th
         summary = read_summary(str(tmp_path / number))
         assert summary["status"] == "failed" and summary["failure"] == bad and summary["grid"]["jobs"] == 2
         assert f"Run failed: {bad}" in (tmp_path / number / "train.log").read_text()
+
+
+def test_a_ray_address_where_nothing_answers_is_refused_before_any_job_is_prepared(tmp_path):
+    """A host:port with no cluster behind it: one line, exit status 2, no job's directory (Ray is not imported:
+    the check is a connection to the address)."""
+    sweep = str(tmp_path / "sweep")
+    result = run_train(
+        ["-m", "hydra/launcher=anakin_grid", "hydra.launcher.engine=ray", "hydra.launcher.ray.address=127.0.0.1:9",
+         "hydra.launcher.ray.connect_timeout_s=2", "experiment=ppo_gymnax_cartpole", "seed=0,1",
+         f"hydra.sweep.dir={sweep}"],
+        timeout=300,
+    )  # fmt: skip
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-3000:]
+    assert lines[0].startswith(
+        "Invalid configuration: hydra.launcher.ray.address: no Ray cluster answers at 127.0.0.1:9"
+    )
+    assert not os.path.exists(os.path.join(sweep, "0"))

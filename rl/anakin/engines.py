@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import os
 import re
+import socket
 from typing import Any, Callable, Sequence
 
 from rl.experiments.jobs import report
@@ -18,6 +19,7 @@ Worker = Callable[[Any], list[float]]
 
 # Ray's logger of its token authentication notice (launcher=ray's too; its module imports TensorFlow, this one not).
 TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")  # A cluster's address, not `auto`.
 # A traceback's last line, the exception's: `ValueError: ...`, `jax.errors.SomeError: ...`.
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
 
@@ -43,6 +45,19 @@ class RayEngine:
     num_gpus: float = 0.0
     resources: dict[str, float] = dataclasses.field(default_factory=dict)
     accelerator_type: str | None = None
+    connect_timeout_s: float = 10.0
+
+    def problem(self) -> str | None:
+        """Why the sweep cannot start (None: it can): a host:port address where nothing answers (`ray.init`
+        would wait on it for minutes, after every job was prepared)."""
+        match = HOST_PORT.match(self.address or "")
+        if match is None:
+            return None
+        try:
+            socket.create_connection((match["host"], int(match["port"])), self.connect_timeout_s).close()
+        except OSError as error:
+            return f"hydra.launcher.ray.address: no Ray cluster answers at {self.address} ({error})"
+        return None
 
     def run(self, worker: Worker, groups: Sequence[Any], names: Sequence[str]) -> list[Outcome]:
         import ray
@@ -119,6 +134,9 @@ class SubmititEngine:
     mem_gb: float | None = None
     array_parallelism: int | None = None
     additional_parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def problem(self) -> str | None:
+        return None  # submitit says itself what it cannot submit.
 
     def run(self, worker: Worker, groups: Sequence[Any], names: Sequence[str]) -> list[Outcome]:
         import submitit
