@@ -231,22 +231,13 @@ def suite_pbt(settings: Settings) -> list[Row]:
     finals = lambda summary: [replica["final_eval_return"] for replica in summary["replicas"]]
     solved = lambda summary: sum(value >= summary["threshold"] for value in finals(summary))
     rows = []
-    for case, value, bound in (
-        ("mean final return", statistics.mean(finals(exchanging)), statistics.mean(finals(alone))),
-        ("best final return", max(finals(exchanging)), max(finals(alone))),
-        (f"members at >= threshold, of {PBT_POPULATION}", solved(exchanging), solved(alone)),
-        ("seconds", seconds, alone_seconds),
+    for case, value, bound, unit in (
+        ("mean final return", statistics.mean(finals(exchanging)), statistics.mean(finals(alone)), "return"),
+        ("best final return", max(finals(exchanging)), max(finals(alone)), "return"),
+        (f"members at >= threshold, of {PBT_POPULATION}", solved(exchanging), solved(alone), "members"),
+        ("seconds", seconds, alone_seconds, "s"),
     ):
-        rows.append(
-            Row(
-                "pbt",
-                f"{preset}: {case}, PBT vs no exchange",
-                value,
-                "s" if case == "seconds" else "",
-                bound,
-                ratio(value, bound),
-            )
-        )
+        rows.append(Row("pbt", f"{preset}: {case}, PBT vs no exchange", value, unit, bound, ratio(value, bound)))
     schedule = exchanging["pbt"]["schedule"]
     settings.note(f"pbt: best member {exchanging['pbt']['best_member']}, {len(schedule) - 1} exchanges in its schedule")
     return rows

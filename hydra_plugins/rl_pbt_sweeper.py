@@ -74,9 +74,10 @@ class PbtSweeper(Sweeper):
 
         assert self.config is not None
         parse = OverridesParser.create().parse_overrides
+        given = parse(arguments)
         searched = parse([f"{key}={text}" for key, text in self.params.items()])
-        searched += [o for o in parse(arguments) if o.is_sweep_override() and o.get_key_element().startswith(SEARCHED)]
-        others = [o.input_line for o in parse(arguments) if o not in searched]
+        searched += [o for o in given if o.is_sweep_override() and o.get_key_element().startswith(SEARCHED)]
+        others = [o for o in given if o not in searched]
         refusal = self.refusal(searched, others)
         if refusal:
             raise ConfigCompositionException(f"hydra/sweeper=pbt: {refusal}")
@@ -89,21 +90,21 @@ class PbtSweeper(Sweeper):
         os.makedirs(sweep_directory, exist_ok=True)
         path = os.path.join(sweep_directory, SETTINGS_FILE)
         settings.write(path)
-        overrides = [*others, f"launcher.num_seeds={self.population}", f"launcher.pbt={path}"]
+        overrides = [*(o.input_line for o in others), f"launcher.num_seeds={self.population}", f"launcher.pbt={path}"]
         returns = self.launcher.launch([overrides], initial_job_idx=0)
         result = returns[0]
         run_directory = result.hydra_cfg.hydra.runtime.output_dir if result.hydra_cfg is not None else None
         write_sweep_summary(sweep_directory, run_directory)
         return returns
 
-    def refusal(self, searched: List[Any], others: List[str]) -> Optional[str]:
+    def refusal(self, searched: List[Any], others: List[Any]) -> Optional[str]:
         """Why this sweep cannot run (None: it can): the run must be launcher=anakin, other overrides single."""
         assert self.config is not None
         if not str(self.config.launcher.get("_target_", "")).endswith("AnakinLauncher"):
             return "trains a launcher=anakin run's replicas as the population; add launcher=anakin"
         if not searched:
             return "searches nothing: give a range, e.g. 'agent.learning_rate=tag(log, interval(1e-4, 1e-2))'"
-        swept = [line for line in others if OverridesParser.create().parse_overrides([line])[0].is_sweep_override()]
+        swept = [o.input_line for o in others if o.is_sweep_override()]
         if swept:
             return f"searches agent.* and policy.* ranges only; other overrides take one value: {', '.join(swept)}"
         return None

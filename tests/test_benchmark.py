@@ -168,3 +168,19 @@ def test_rows_round_non_finite_to_null_and_print_as_a_table():
     assert "12,346" in lines[2] and "0.50" in lines[2]
     assert lines[3].split()[-3:] == ["s", "-", "-"]
     assert lines[-1] == "note: something skipped"
+
+
+@pytest.mark.current
+def test_pbt_suite_compares_exchanging_members_with_the_same_members_alone(tmp_path):
+    out = tmp_path / "pbt.json"
+    result = _run(["pbt", "--quick", "--json", str(out)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out) as file:
+        rows = {row["case"]: row for row in json.load(file)}  # A quick run may solve nothing: counts may be 0.
+    units = {"mean final return": "return", "best final return": "return", "seconds": "s"}
+    units["members at >= threshold, of 16"] = "members"
+    assert set(rows) == {f"ppo_gymnax_cartpole: {case}, PBT vs no exchange" for case in units}
+    for case, unit in units.items():
+        row = rows[f"ppo_gymnax_cartpole: {case}, PBT vs no exchange"]
+        assert row["suite"] == "pbt" and row["unit"] == unit and row["value"] is not None and row["bound"] is not None
+    assert "exchanges in its schedule" in result.stdout + result.stderr

@@ -308,10 +308,14 @@ class AnakinNodes(lifecycle.Nodes):
         """The population's values and lineages from the checkpoint (or its first records, at step 0)."""
         if restore is not None:
             self.population.restore(restore.state["anakin"]["pbt"])
-            self.values = self.placed(padded(self.population.values, self.groups.count))
+            self.place_population_values()
             return
         for member, log in enumerate(self.logs):
             log["pbt"].write(self.population_record(0, member, member))
+
+    def place_population_values(self) -> None:
+        """The population's present values as the programs' next hyperparameter inputs (padded, placed)."""
+        self.values = self.placed(padded(self.population.values, self.groups.count))
 
     def population_record(self, steps: int, member: int, copied_from: int) -> dict[str, Any]:
         values = {key: float(value[member]) for key, value in self.population.values.items()}
@@ -323,7 +327,7 @@ class AnakinNodes(lifecycle.Nodes):
         parents = self.population.exchange(steps, fitness)
         rows = np.concatenate([parents, np.arange(len(parents), self.groups.count)])  # Padding: its own.
         self.state = self.placed(inherit(self.state, rows))
-        self.values = self.placed(padded(self.population.values, self.groups.count))
+        self.place_population_values()
         for member, log in enumerate(self.logs):
             log["pbt"].write(self.population_record(steps, member, int(parents[member])))
         moved = [f"{member}<-{parent}" for member, parent in enumerate(parents) if parent != member]

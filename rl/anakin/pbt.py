@@ -37,7 +37,7 @@ class Hyperparameter:
             return np.exp(rng.uniform(math.log(self.low), math.log(self.high), size))
         return rng.uniform(self.low, self.high, size)
 
-    def perturbed(self, value: float, factor: float, rng: np.random.Generator) -> float:
+    def perturbed(self, value: float, factor: float) -> float:
         """`value` times `factor`, kept inside the interval; a choice moves to a neighbouring one instead
         (up when `factor` > 1)."""
         if not self.choices:
@@ -63,8 +63,10 @@ class PbtSettings:
 
     @classmethod
     def from_mapping(cls, mapping: dict[str, Any]) -> PbtSettings:
-        space = {key: Hyperparameter(**dict(value)) for key, value in dict(mapping["space"]).items()}
-        space = {key: dataclasses.replace(h, choices=tuple(h.choices)) for key, h in space.items()}
+        space = {
+            key: Hyperparameter(**{**dict(value), "choices": tuple(dict(value).get("choices", ()))})
+            for key, value in dict(mapping["space"]).items()
+        }
         fields = {key: value for key, value in mapping.items() if key != "space"}
         return cls(space=space, **fields | {"factors": tuple(fields.get("factors", cls.factors))})
 
@@ -129,7 +131,7 @@ def exploit_explore(
             if rng.uniform() < settings.resample_probability:
                 new[key][child] = h.sample(rng, 1)[0]
             else:
-                new[key][child] = h.perturbed(parent_value, float(rng.choice(settings.factors)), rng)
+                new[key][child] = h.perturbed(parent_value, float(rng.choice(settings.factors)))
     return parents, new
 
 
