@@ -24,7 +24,7 @@ EPISODE_KEYS = ("episode_return", "episode_length", "steps_per_second")
 LAST = int(dm_env.StepType.LAST)
 
 
-def spread(returns: Any) -> dict[str, float]:
+def return_statistics(returns: Any) -> dict[str, float]:
     """The mean, standard deviation, minimum and maximum of episode returns, as record keys."""
     statistics = {"": np.mean, "_std": np.std, "_min": np.min, "_max": np.max}
     return {f"episode_return{suffix}": float(statistic(returns)) for suffix, statistic in statistics.items()}
@@ -194,7 +194,7 @@ class EnvironmentLoop:
         records = self.run_episodes(num_episodes)
         record: dict[str, Any] = {
             **self.counter.get_counts(),
-            **spread(np.array([r["episode_return"] for r in records], dtype=np.float64)),
+            **return_statistics(np.array([r["episode_return"] for r in records], dtype=np.float64)),
             "episode_length": float(np.mean([r["episode_length"] for r in records])),
             "episodes": num_episodes,
         }

@@ -124,7 +124,7 @@ def test_mujoco_models_load_without_the_known_deprecation_warning_and_other_warn
     import mujoco
 
     from rl.environments import make_dm_control_environment, make_mujoco_environment
-    from rl.quiet import known_warnings_dropped
+    from rl.library_output import known_warnings_dropped
 
     make_mujoco_environment(seed=0).close()
     make_dm_control_environment(seed=0).close()

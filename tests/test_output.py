@@ -261,7 +261,7 @@ def test_wandb_keeps_the_steps_key_in_its_namespace_and_plots_every_node_against
 def test_a_sweep_quiets_the_libraries_its_sweeper_pulls_in(tmp_path):
     from omegaconf import OmegaConf
 
-    from rl.quiet import quiet_libraries
+    from rl.library_output import quiet_libraries
 
     config = OmegaConf.create(
         {"hydra": {"sweeper": {"_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"}}}
@@ -273,5 +273,5 @@ def test_a_sweep_quiets_the_libraries_its_sweeper_pulls_in(tmp_path):
     assert optuna.logging.get_verbosity() == optuna.logging.WARNING
     # The job logging registers the callback (it is packaged at `hydra`).
     hydra_config, _ = _hydra_config(str(tmp_path / "sweep"), ["seed=1"])
-    assert hydra_config.callbacks.quiet_libraries._target_ == "rl.quiet.quiet_libraries"
+    assert hydra_config.callbacks.quiet_libraries._target_ == "rl.library_output.quiet_libraries"
     assert hydra_config.job_logging.loggers["rl.transcript"].handlers == ["transcript"]

@@ -70,7 +70,7 @@ def test_reverb_info_lines_are_dropped_and_everything_else_passes_even_a_crash()
     script = "\n".join(
         [
             "import os",
-            "from rl.quiet import reverb_info_filtered",
+            "from rl.library_output import reverb_info_filtered",
             "with reverb_info_filtered():",
             "    for line in (",
             "        '[reverb/cc/platform/default/server.cc:71] Started replay server on port 41901',",

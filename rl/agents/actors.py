@@ -79,12 +79,12 @@ class FeedForwardActor(core.Actor):
     def select_action(self, observations: Any) -> np.ndarray:
         outputs, self._key = self._act(self._client.params, self._key, observations, *self._inputs())
         self.flush()  # While XLA computes the actions.
-        return np.asarray(self._keep(outputs), dtype=self._action_dtype)
+        return np.asarray(self._actions(outputs), dtype=self._action_dtype)
 
     def _inputs(self) -> tuple[Any, ...]:
         return (self.step_count,)
 
-    def _keep(self, outputs: Any) -> Any:  # The actions of the outputs; extras are kept for the adder.
+    def _actions(self, outputs: Any) -> Any:  # The actions of the outputs; extras are kept for the adder.
         if not isinstance(outputs, tuple):
             return outputs
         actions, extras = outputs
@@ -204,7 +204,7 @@ class RecurrentActor(FeedForwardActor):
     def _inputs(self) -> tuple[Any, ...]:
         return self._state, self.step_count
 
-    def _keep(self, outputs: Any) -> Any:
+    def _actions(self, outputs: Any) -> Any:
         actions, self._next_state = outputs
         return actions
 

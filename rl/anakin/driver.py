@@ -28,7 +28,7 @@ from rl.anakin.groups import (
     is_memory_error,
     program_memory,
 )
-from rl.environment_loop import spread
+from rl.environment_loop import return_statistics
 from rl.environments.gymnax_vector import GymnaxVector
 from rl.experiments import lifecycle
 from rl.experiments.config import Experiment
@@ -443,7 +443,7 @@ class AnakinNodes(lifecycle.Nodes):
             if self.ended[index]:
                 continue
             returns, lengths = result.returns[index], result.lengths[index]
-            record = spread(returns)
+            record = return_statistics(returns)
             log["evaluator"].write(
                 {**self.counts_of(index), **record, "episode_length": float(lengths.mean()), "episodes": returns.size}
             )
@@ -454,7 +454,7 @@ class AnakinNodes(lifecycle.Nodes):
                 trial.prune()  # Its replica computes on, masked: the program is the whole group's.
                 self.end(index, "pruned", f"pruned by the search at {steps} actor steps")
         if self.mean_evaluator is not None:
-            record = {"actor_steps": steps, "learner_steps": self.learner_steps, **spread(means)}
+            record = {"actor_steps": steps, "learner_steps": self.learner_steps, **return_statistics(means)}
             self.mean_evaluator.write({**record, "replicas": len(means)})
         if self.population is not None and self.population.due(
             steps, self.experiment.eval_every, self.experiment.max_actor_steps

@@ -20,7 +20,7 @@ import tree
 from dm_env import specs
 
 from rl.environments.specs import Float32Specs, RenderingError, space_to_spec
-from rl.quiet import known_warnings_dropped
+from rl.library_output import known_warnings_dropped
 
 
 HEADLESS_BACKENDS = {"egl": "EGL", "osmesa": "OSMesa"}

@@ -25,7 +25,10 @@ class Settings(Protocol):
     prioritized: bool
 
 
-class Stored(NamedTuple):
+class BufferItem(NamedTuple):
+    """One environment step as the compiled off-policy system's buffer keeps it (n-step transitions are made
+    from runs of these when sampled)."""
+
     observation: jax.Array
     action: jax.Array
     reward: jax.Array
@@ -42,7 +45,7 @@ class OffPolicyState(NamedTuple):
     key: jax.Array
 
 
-def n_step_transitions(sequences: Stored, gamma: float) -> Transition:
+def n_step_transitions(sequences: BufferItem, gamma: float) -> Transition:
     """(B, n) stored steps -> B n-step transitions (OffPolicySystem's docstring)."""
     batch, n = sequences.reward.shape
     reward = jnp.zeros((batch,), jnp.float32)
@@ -98,7 +101,7 @@ class OffPolicySystem(System):
         )
         observation, zero = jnp.zeros(spec.observations.shape, jnp.float32), jnp.zeros((), jnp.float32)
         action = jnp.zeros(spec.actions.shape, spec.actions.dtype)
-        self.example = Stored(observation, action, zero, zero, jnp.zeros((), bool), observation)
+        self.example = BufferItem(observation, action, zero, zero, jnp.zeros((), bool), observation)
 
     @classmethod
     def steps_per_update(cls, settings: Settings, num_envs: int) -> int:
@@ -155,7 +158,7 @@ class OffPolicySystem(System):
         key, act_key, learn_key = jax.random.split(state.key, 3)
         environment, trajectory = self.act(state, act_key, 1, state.actor_steps)
         step = trajectory.step
-        stored = Stored(
+        stored = BufferItem(
             trajectory.observation, trajectory.action, step.reward, step.discount, step.done, step.final_observation
         )
         buffer = self.buffer.add(state.buffer, jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), stored))

@@ -296,7 +296,7 @@ class LocalLauncher(Launcher):
         return experiment
 
     def __call__(self, experiment: Experiment) -> RunSummary:
-        from rl.quiet import reverb_info_filtered
+        from rl.library_output import reverb_info_filtered
 
         with reverb_info_filtered():
             return lifecycle.run(experiment, LocalNodes(experiment, self.deterministic))
