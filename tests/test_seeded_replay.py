@@ -9,7 +9,8 @@ import reverb
 import tensorflow as tf
 
 from rl.replay.adders import NStepTransitionAdder, item_inserter
-from rl.replay.server import PrefetchingIterator, SeededReplay, SeededTable, learner_iterator
+from rl.replay.seeded import SeededReplay, SeededTable
+from rl.replay.server import PrefetchingIterator, learner_iterator
 
 # Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
 pytestmark = pytest.mark.reverb

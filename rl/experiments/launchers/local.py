@@ -136,7 +136,7 @@ class LocalNodes(lifecycle.Nodes):
         self.samples = 0  # Learner samples taken (a restored table's earlier ones included).
 
     def start(self) -> None:
-        from rl.replay.server import SeededReplay
+        from rl.replay.seeded import SeededReplay
 
         experiment, program, restore = self.experiment, self.program, self.experiment.restore
         if self.deterministic:
