@@ -211,7 +211,7 @@ def remove_unused_run_directory(output_dir: str) -> None:
 
 
 def train(config: DictConfig) -> float:
-    from rl.experiments.lifecycle import Interrupted, RunInterrupted, requeue_signal, signal_name
+    from rl.experiments.signals import Interrupted, RunInterrupted, requeue_signal, signal_name
     from rl.experiments.launcher import LauncherError
     from rl.experiments.summary import close_loggers
 
@@ -276,7 +276,7 @@ class SweepReport(Callback):
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def main(config: DictConfig) -> float:
-    from rl.experiments.lifecycle import Interrupted, raise_on_signals, signal_name
+    from rl.experiments.signals import Interrupted, raise_on_signals, signal_name
 
     try:
         with raise_on_signals():
@@ -324,10 +324,10 @@ def cluster_error(argv: list[str]) -> str | None:
 
 
 def exit_past_running_work(code: Any) -> None:
-    """After a stop that left device work running (rl.experiments.lifecycle.LEFT_RUNNING), everything is
+    """After a stop that left device work running (rl.experiments.signals.LEFT_RUNNING), everything is
     written: ends the process now, as Python's shutdown would wait for that work (XLA cannot cancel it)."""
-    lifecycle = sys.modules.get("rl.experiments.lifecycle")
-    if lifecycle is None or not lifecycle.LEFT_RUNNING:
+    signals = sys.modules.get("rl.experiments.signals")
+    if signals is None or not signals.LEFT_RUNNING:
         return
     logging.shutdown()
     sys.stdout.flush()

@@ -813,7 +813,7 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch
     state (bit for bit: the same compiled chunks on the same restored state and keys),
     evaluation curve and log rows; run again, it is finished and does nothing. DQN (the
     off-policy system: its buffer is restored too) and PQN (the on-policy system)."""
-    from rl.experiments.lifecycle import RunInterrupted
+    from rl.experiments.signals import RunInterrupted
 
     whole = str(tmp_path / "whole")
     _launch_as_train_does(resumable, whole)

@@ -176,7 +176,7 @@ def test_a_population_run_records_every_members_history(tmp_path):
 def test_a_stopped_population_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
     """SIGTERM after the first chunk (an exchange has happened at 128 steps): the resumed population ends
     with the uninterrupted one's training state, values, lineages and records, bit for bit."""
-    from rl.experiments.lifecycle import RunInterrupted
+    from rl.experiments.signals import RunInterrupted
     from test_anakin import _checkpoint_digest, _launch_as_train_does, _stop_after_first_chunk
 
     overrides = [

@@ -1,5 +1,5 @@
 """Stopping a run within seconds: a wait on a device gives up on the first SIGINT or SIGTERM
-(rl.experiments.lifecycle.wait_for) and a second one ends it; a signal swallowed while the run starts is
+(rl.experiments.signals.wait_for) and a second one ends it; a signal swallowed while the run starts is
 still a stop; a grid and an anakin run stopped in the middle of a long chunk exit at once, with their
 summaries (status `interrupted`) and, for the run, a checkpoint of the last consistent state."""
 
@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import read_summary, start_train
-from rl.experiments import lifecycle
+from rl.experiments import signals
 
 # How long a stop may take once the signal is sent (the checkpoint and records included): generous, for a
 # loaded two-core machine; the runs' chunks below last minutes.
@@ -29,11 +29,11 @@ def _signal_later(delay_s: float, signum: int = signal.SIGTERM) -> threading.Tim
 
 
 def test_a_wait_returns_the_works_result_or_raises_its_error():
-    assert lifecycle.wait_for(lambda: 41 + 1, lambda: False, "sums") == 42
+    assert signals.wait_for(lambda: 41 + 1, lambda: False, "sums") == 42
     with pytest.raises(ZeroDivisionError):
-        lifecycle.wait_for(lambda: 1 / 0, lambda: False, "a division")
-    with pytest.raises(lifecycle.Stopped):  # Stopping already: the work is not started.
-        lifecycle.wait_for(lambda: pytest.fail("started"), lambda: True, "nothing")
+        signals.wait_for(lambda: 1 / 0, lambda: False, "a division")
+    with pytest.raises(signals.Stopped):  # Stopping already: the work is not started.
+        signals.wait_for(lambda: pytest.fail("started"), lambda: True, "nothing")
 
 
 def test_a_first_signal_ends_a_wait_on_blocked_work_and_a_second_one_ends_any_wait():
@@ -41,24 +41,24 @@ def test_a_first_signal_ends_a_wait_on_blocked_work_and_a_second_one_ends_any_wa
     makes the wait give up at once (the work runs on, listed in LEFT_RUNNING); with a wait that keeps
     waiting through a stop request (an evaluation round), a second SIGTERM raises `Interrupted`."""
     never = threading.Event()
-    stop = lifecycle.StopRequest()
+    stop = signals.StopRequest()
     try:
         timer, start = _signal_later(0.3), time.monotonic()
-        with pytest.raises(lifecycle.Stopped):
-            lifecycle.wait_for(never.wait, lambda: stop.signum is not None, "blocked work")
+        with pytest.raises(signals.Stopped):
+            signals.wait_for(never.wait, lambda: stop.signum is not None, "blocked work")
         assert stop.signum == signal.SIGTERM and time.monotonic() - start < STOP_WITHIN_S
-        assert lifecycle.LEFT_RUNNING[-1] == "blocked work"
+        assert signals.LEFT_RUNNING[-1] == "blocked work"
         timer.join()
 
         timer, start = _signal_later(0.3), time.monotonic()
-        with pytest.raises(lifecycle.Interrupted):
-            lifecycle.wait_for(never.wait, lambda: False, "more blocked work")
-        assert time.monotonic() - start < STOP_WITHIN_S and lifecycle.LEFT_RUNNING[-1] == "more blocked work"
+        with pytest.raises(signals.Interrupted):
+            signals.wait_for(never.wait, lambda: False, "more blocked work")
+        assert time.monotonic() - start < STOP_WITHIN_S and signals.LEFT_RUNNING[-1] == "more blocked work"
         timer.join()
     finally:
         stop.restore()
         never.set()
-        del lifecycle.LEFT_RUNNING[-2:]
+        del signals.LEFT_RUNNING[-2:]
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # The dropped exception.
@@ -73,17 +73,17 @@ def test_a_signal_swallowed_while_the_run_starts_is_a_stop_request():
             raised.append(True)
             signal.raise_signal(signal.SIGTERM)  # Its handler runs here, inside the callback.
 
-    with lifecycle.raise_on_signals():
+    with signals.raise_on_signals():
         gc.callbacks.append(callback)
         try:
             gc.collect()
         finally:
             gc.callbacks.remove(callback)
-        stop = lifecycle.StopRequest()
+        stop = signals.StopRequest()
         stop.restore()
     assert raised and stop.signum == signal.SIGTERM
-    with lifecycle.raise_on_signals():  # A later run starts afresh.
-        stop = lifecycle.StopRequest()
+    with signals.raise_on_signals():  # A later run starts afresh.
+        stop = signals.StopRequest()
         stop.restore()
     assert stop.signum is None
 

@@ -30,7 +30,7 @@ from rl.anakin.groups import (
 )
 from rl.environment_loop import return_statistics
 from rl.environments.gymnax_vector import GymnaxVector
-from rl.experiments import lifecycle
+from rl.experiments import lifecycle, signals
 from rl.experiments.config import Experiment
 from rl.core import NumericalError
 from rl.experiments.resume import trim_logs
@@ -232,8 +232,8 @@ class AnakinNodes(lifecycle.Nodes):
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
         try:  # A stop while compiling or initialising ends the run with nothing new to checkpoint.
-            self.chunk, self.evaluation, self.state = lifecycle.wait_for(self.compile, self.stopping, "compiling")
-        except lifecycle.Stopped:
+            self.chunk, self.evaluation, self.state = signals.wait_for(self.compile, self.stopping, "compiling")
+        except signals.Stopped:
             self.state = None
         self.compile_time_s = time.perf_counter() - start
         if self.state is not None:
@@ -366,7 +366,7 @@ class AnakinNodes(lifecycle.Nodes):
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
         """Chunks up to `until`, the next one dispatched before the host waits for the previous one's metrics
         and writes its records, so the device never waits on the host. `self.state` is the last written chunk's:
-        on a stop request the chunks in flight run on, unwritten (`lifecycle.wait_for`)."""
+        on a stop request the chunks in flight run on, unwritten (`signals.wait_for`)."""
         in_flight: list[tuple[Any, Any]] = []  # (state, metrics) of chunks dispatched, oldest first.
         dispatched, done, dispatching = self.record.steps, time.perf_counter(), True
         try:
@@ -375,12 +375,12 @@ class AnakinNodes(lifecycle.Nodes):
                     head = in_flight[-1][0] if in_flight else self.state
                     # One program: returns once XLA has the work; groups: once every group's is done.
                     dispatch = functools.partial(self.groups.run, self.chunk, head, self.values)
-                    in_flight.append(lifecycle.wait_for(dispatch, self.stopping, "a chunk"))
+                    in_flight.append(signals.wait_for(dispatch, self.stopping, "a chunk"))
                     dispatched += self.chunk_steps
                 if not in_flight:
                     break
                 state, metrics = in_flight.pop(0)
-                metrics = lifecycle.wait_for(functools.partial(jax.device_get, metrics), self.stopping, "a chunk")
+                metrics = signals.wait_for(functools.partial(jax.device_get, metrics), self.stopping, "a chunk")
                 self.state, self.record.steps = state, self.record.steps + self.chunk_steps
                 now = time.perf_counter()
                 self._write_chunk_records(metrics, self.chunk_steps / (now - done))
@@ -388,7 +388,7 @@ class AnakinNodes(lifecycle.Nodes):
                 progress.update(episode_return=float(np.mean(metrics["episode_return"][: self.num_seeds])))
                 progress.advance(self.record.steps, force=True)
                 dispatching = dispatching and not pause()  # A pause writes the chunks in flight first.
-        except lifecycle.Stopped:
+        except signals.Stopped:
             pass
         except Exception as error:
             if not is_memory_error(error):
@@ -437,7 +437,7 @@ class AnakinNodes(lifecycle.Nodes):
         evaluation_round = lambda: jax.block_until_ready(
             self.groups.run(self.evaluation, self.state, keys, self.values)
         )
-        result = jax.device_get(lifecycle.wait_for(evaluation_round, lambda: False, "an evaluation round"))
+        result = jax.device_get(signals.wait_for(evaluation_round, lambda: False, "an evaluation round"))
         means = []
         for index, log in enumerate(self.logs):
             if self.ended[index]:

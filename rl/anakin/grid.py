@@ -140,7 +140,7 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     """Trains `jobs` as the replicas of one program; each job's value (NaN for a failed replica). In a
     search that prunes, each evaluation is reported to the job's trial and a pruned replica is masked."""
     from rl.anakin.driver import AnakinNodes
-    from rl.experiments import lifecycle
+    from rl.experiments import lifecycle, signals
     from rl.experiments.pruning import OptunaTrial
     from rl.loggers import DefaultLoggerFactory
 
@@ -167,7 +167,7 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
         )
         try:
             lifecycle.run(group, nodes)
-        except lifecycle.RunInterrupted as stop:
+        except signals.RunInterrupted as stop:
             report(
                 f"Interrupted: {stop}; the grid's jobs keep no checkpoint: the same command starts them over",
                 error=True,

@@ -7,9 +7,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import os
-import signal
-import threading
 import time
 from typing import Any, Callable, Mapping
 
@@ -17,131 +14,9 @@ from rl import checkpointing
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import LauncherError
 from rl.experiments.pruning import OptunaTrial
+from rl.experiments.signals import Interrupted, RunInterrupted, StopRequest
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
 from rl.agents.builder import NumericalError
-
-
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-def requeue_signal() -> int | None:
-    """The signal submitit sends a job before its time limit or a pre-emption (SIGUSR2 unless
-    SUBMITIT_PREEMPT_SIGNAL names another); None outside a submitit job."""
-    if not os.environ.get("SUBMITIT_EXECUTOR"):
-        return None
-    # The signal module names what this platform has; submitit names it in the environment.
-    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
-
-
-def signal_name(signum: int) -> str:
-    return signal.Signals(signum).name
-
-
-class Interrupted(KeyboardInterrupt):
-    """A signal that ends the process now; `exit_code` is 128 + its number."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal_name(signum))
-        self.signum = signum
-        self.exit_code = 128 + signum
-
-
-class RunInterrupted(Exception):
-    """A run stopped cleanly on a signal: checkpoint and summary written, loggers closed."""
-
-    def __init__(self, signum: int, summary: Any, checkpoint: str | None):
-        self.signum = signum
-        self.exit_code = 128 + signum
-        self.summary = summary
-        self.checkpoint = checkpoint
-        saved = f"checkpoint {checkpoint}" if checkpoint else "no checkpoint written"
-        super().__init__(f"stopped by {signal_name(signum)} at {summary.actor_steps} actor steps; {saved}")
-
-
-def _set_handlers(handler: Any, signals: tuple[int, ...] = SIGNALS) -> contextlib.ExitStack:
-    """Sets `handler` for `signals` (main thread only); closing the stack returned puts the old ones back."""
-    stack = contextlib.ExitStack()
-    if threading.current_thread() is threading.main_thread():
-        for signum in signals:
-            stack.callback(signal.signal, signum, signal.signal(signum, handler))
-    return stack
-
-
-class StopRequest:
-    """SIGINT and SIGTERM (and a submitit job's requeue signal) set `signum` until `restore()`; a
-    second SIGINT or SIGTERM raises `Interrupted`. The requeue signal never cuts a clean stop short:
-    it turns a stop already under way into one that requeues the job. A signal `raise_on_signals`
-    raised for and something swallowed is a stop already requested."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = _SWALLOWED.pop() if _SWALLOWED else None
-        _SWALLOWED.clear()
-        self.requeue = requeue_signal()
-        self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ())).close
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is not None and signum != self.requeue:  # A second signal: stop now.
-            raise Interrupted(signum)
-        self.signum = signum
-
-
-# The signals `_raise` raised `Interrupted` for, until something handles it: an exception raised where Python
-# calls back from C (a garbage collector callback such as jax's, a finalizer) is printed and swallowed.
-_SWALLOWED: list[int] = []
-
-
-def _raise(signum: int, frame: Any) -> None:
-    _SWALLOWED.append(signum)
-    raise Interrupted(signum)
-
-
-def raise_on_signals() -> contextlib.ExitStack:
-    """While open, SIGINT and SIGTERM raise `Interrupted` in the main thread; one that was swallowed (see
-    `_SWALLOWED`) makes the next `StopRequest` a stop requested."""
-    _SWALLOWED.clear()
-    stack = _set_handlers(_raise)
-    stack.callback(_SWALLOWED.clear)
-    return stack
-
-
-class Stopped(Exception):
-    """A wait gave up on a stop request (see `wait_for`)."""
-
-
-# What waits given up on left running (XLA cannot cancel a computation): the process ends without waiting for it.
-LEFT_RUNNING: list[str] = []
-
-
-def wait_for(work: Callable[[], Any], stopping: Callable[[], bool], what: str, poll_s: float = 0.05) -> Any:
-    """`work()`'s result, computed in a helper thread while this one waits in Python, where signal handlers
-    run: a wait on a device (a C++ wait) would hold them off. Raises `Stopped` when `stopping()` (asked every
-    `poll_s`; before starting too), and whatever a second signal's handler raises, leaving `work` to run on
-    (named `what` in LEFT_RUNNING)."""
-    if stopping():
-        raise Stopped(what)
-    outcome: dict[str, Any] = {}
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            outcome["result"] = work()
-        except BaseException as error:  # noqa: BLE001 - raised again in the waiting thread.
-            outcome["error"] = error
-        finally:
-            done.set()
-
-    threading.Thread(target=target, name=f"rl: {what}", daemon=True).start()
-    try:
-        while not done.wait(poll_s):
-            if stopping():
-                raise Stopped(what)
-    except BaseException:
-        if not done.is_set():
-            LEFT_RUNNING.append(what)
-        raise
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]
 
 
 def next_evaluation(experiment: Experiment, actor_steps: int) -> int:
