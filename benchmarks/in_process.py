@@ -177,7 +177,7 @@ def suite_actor(settings: Settings) -> list[Row]:
     environment.num_envs 1, 8 and 32 and the envpool backend (experiment dqn_cartpole unless --experiments; dqn_pong
     for Atari). bound: min(the loop's environment alone, the adder's inserts), both measured here; ratio = value /
     bound."""
-    from rl.experiments.make_experiment import ConfigError
+    from rl.experiments.validation import ConfigError
 
     rows: list[Row] = []
     for name in settings.experiments or ACTOR_EXPERIMENTS:

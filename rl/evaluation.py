@@ -97,7 +97,9 @@ def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, Any, dict[
     """The run's experiment, writing nothing into the run, its launcher and its W&B settings."""
     from omegaconf import OmegaConf
 
-    from rl.experiments.make_experiment import ConfigError, make_experiment
+    from rl.experiments.make_experiment import make_experiment
+
+    from rl.experiments.validation import ConfigError
 
     config = OmegaConf.load(os.path.join(run_dir, ".hydra", "config.yaml"))
     hydra_path = os.path.join(run_dir, ".hydra", "hydra.yaml")

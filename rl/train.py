@@ -84,7 +84,7 @@ def composition_error(error: Exception, argv: list[str]) -> str:
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-    from rl.experiments.make_experiment import nearest_option
+    from rl.experiments.validation import nearest_option
 
     def full_key(cause: BaseException | None) -> str:
         return str(cause.full_key or "") if isinstance(cause, OmegaConfBaseException) else ""
@@ -140,7 +140,8 @@ def integral_overrides(argv: list[str]) -> list[str]:
 def prepare_job(config: DictConfig) -> Job | float:
     """Everything before training: the experiment built and checked, the resume plan applied. A
     refused job of a multirun or an already finished run gives its value (NaN when refused)."""
-    from rl.experiments.make_experiment import ConfigError, check_launcher_stack, make_experiment, tracking_settings
+    from rl.experiments.make_experiment import make_experiment, tracking_settings
+    from rl.experiments.validation import ConfigError, check_launcher_stack
     from rl.experiments.resume import apply_plan, prepare_run
     from rl.loggers.base import JOB_PREFIX
 

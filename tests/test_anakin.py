@@ -22,7 +22,7 @@ from rl.systems.on_policy import to_sequences
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector
 from rl.experiments.config import enable_compilation_cache
 from rl.experiments.make_experiment import make_experiment
-from rl.experiments.make_experiment import ConfigError
+from rl.experiments.validation import ConfigError
 
 CONF = os.path.join(ROOT, "conf")
 

@@ -13,7 +13,7 @@ from conftest import read_summary, run_train
 from test_config import build
 from rl.environments.atari import make_atari_environment, make_atari_envpool
 from rl.environments.backends import envpool_factory
-from rl.experiments.make_experiment import ConfigError
+from rl.experiments.validation import ConfigError
 from rl.networks import conv
 from rl.core import make_environment_spec
 

@@ -237,7 +237,7 @@ def test_a_non_finite_loss_or_parameter_is_named_with_its_step():
 
 
 def test_checkpoint_settings_are_validated():
-    from rl.experiments.make_experiment import ConfigError, check_checkpoint_settings
+    from rl.experiments.validation import ConfigError, check_checkpoint_settings
 
     assert check_checkpoint_settings(True) == CheckpointSettings()
     assert check_checkpoint_settings(False) == CheckpointSettings(enabled=False)

@@ -10,7 +10,8 @@ from hydra import compose, initialize_config_dir
 from conftest import ROOT, run_train, stack_marks
 from rl.experiments.launchers.local import LocalLauncher
 from rl.experiments.launchers.ray import RayLauncher
-from rl.experiments.make_experiment import ConfigError, make_experiment
+from rl.experiments.make_experiment import make_experiment
+from rl.experiments.validation import ConfigError
 from rl.core import is_discrete
 from rl.train import integral_overrides
 
@@ -184,7 +185,7 @@ def test_an_integer_valued_float_is_accepted_as_the_integer(tmp_path):
 
 
 def test_an_unknown_key_names_the_option_it_most_likely_meant(tmp_path):
-    from rl.experiments.make_experiment import nearest_option
+    from rl.experiments.validation import nearest_option
 
     options = ["learning_rate", "batch_size", "target_update_period"]
     assert [nearest_option(name, options) for name in ("lr", "lerning_rate", "batch", "tup", "zzz")] == [

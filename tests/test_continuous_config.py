@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, stack_marks
 from rl.experiments.make_experiment import make_experiment
-from rl.experiments.make_experiment import ConfigError
+from rl.experiments.validation import ConfigError
 from rl.policies import Deterministic, GaussianNoise, Stochastic
 
 CONF = os.path.join(ROOT, "conf")

@@ -9,7 +9,7 @@ import pytest
 
 from test_config import build
 from rl.environments.vector import EnvpoolVectorEnvironment
-from rl.experiments.make_experiment import ConfigError
+from rl.experiments.validation import ConfigError
 
 # Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
 pytestmark = pytest.mark.reverb

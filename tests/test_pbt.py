@@ -14,7 +14,7 @@ import pytest
 
 from conftest import read_summary, run_train
 from rl.anakin.pbt import Hyperparameter, PbtSettings, Population, exploit_explore, inherit, initial_values
-from rl.experiments.make_experiment import ConfigError
+from rl.experiments.validation import ConfigError
 
 LEARNING_RATE = Hyperparameter(low=1e-4, high=1e-2, log=True)
 

@@ -285,7 +285,7 @@ def test_behaviour_samples_and_evaluation_acts_with_the_mode():
 def test_configuration_mismatches_are_refused_before_anything_starts(tmp_path):
     from test_config import build
 
-    from rl.experiments.make_experiment import ConfigError
+    from rl.experiments.validation import ConfigError
 
     with pytest.raises(ConfigError, match="network: 'mlp' builds q_values networks, but the agent needs policy_value"):
         build(["agent=ppo", "network=mlp"], tmp_path)

@@ -511,7 +511,7 @@ def test_recurrent_networks_and_agents_go_together(tmp_path):
     is refused before anything is built; the pair composes."""
     from test_config import build
 
-    from rl.experiments.make_experiment import ConfigError
+    from rl.experiments.validation import ConfigError
 
     with pytest.raises(
         ConfigError, match=r"network: 'lstm' builds recurrent_q networks, but the agent needs q_values.*agent=r2d2"

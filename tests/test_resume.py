@@ -310,7 +310,9 @@ def test_a_resume_path_that_does_not_exist_is_refused(tmp_path):
 def test_rate_limiter_settings_that_can_never_sample_are_refused(tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from rl.experiments.make_experiment import ConfigError, make_experiment
+    from rl.experiments.make_experiment import make_experiment
+
+    from rl.experiments.validation import ConfigError
 
     run_dir = str(tmp_path / "run")
     result = run_train([*COMMAND, "agent.samples_per_insert=0.01", f"hydra.run.dir={run_dir}"], timeout=300)

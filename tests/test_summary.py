@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT, read_summary, read_wandb_offline_run, run_train
 from rl.experiments.summary import RunSummary, first_reaching
-from rl.experiments.make_experiment import ConfigError, check_run_settings
+from rl.experiments.validation import ConfigError, check_run_settings
 
 TINY = [
     "max_actor_steps=1500",

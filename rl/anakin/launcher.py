@@ -15,7 +15,7 @@ from rl.environments.factories import is_jax_native
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import Launcher
 from rl.experiments.summary import RunSummary
-from rl.experiments.make_experiment import ConfigError
+from rl.experiments.validation import ConfigError
 from rl.compat import jax_backends_started
 
 log = logging.getLogger(__name__)

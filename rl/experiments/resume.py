@@ -19,7 +19,8 @@ from omegaconf import OmegaConf
 from rl import checkpointing
 from rl.checkpointing import RUN_FILE, SUMMARY_FILE, CheckpointError, RunWarning, read_json
 from rl.experiments.launcher import Launcher
-from rl.experiments.make_experiment import ConfigError, resolved_container
+from rl.experiments.make_experiment import resolved_container
+from rl.experiments.validation import ConfigError
 from rl.loggers.csv import move_rows
 
 # Top-level keys a resumed run may change: they do not change what is learned.

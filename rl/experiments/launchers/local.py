@@ -273,7 +273,7 @@ class LocalLauncher(Launcher):
             return experiment
         import pickle
 
-        from rl.experiments.make_experiment import ConfigError
+        from rl.experiments.validation import ConfigError
 
         if experiment.vector_environment_factory is not None:
             raise ConfigError(
