@@ -11,6 +11,7 @@ from typing import Any
 TESTED = {
     "dm-reverb": ("0.14.0",),  # TrajectoryWriter._writer, the TableInfo protobuf's oneofs.
     "jax": ("0.4.34", "0.10.2"),  # jax._src.xla_bridge.backends_are_initialized.
+    "ray": ("2.60.0",),  # The logger ray._private.authentication.authentication_token_setup.
 }
 
 
@@ -36,3 +37,15 @@ def jax_backends_started() -> bool:
     except ImportError:
         return False
     return bool(backends_are_initialized())
+
+
+RAY_TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def drop_ray_token_notice() -> None:
+    """Drops Ray's notice that token authentication is enabled (a line at every start, nothing to act on);
+    its warning that authentication is off still shows. Ray names the logger after its private module."""
+    import logging
+
+    notice = "Token authentication is enabled"
+    logging.getLogger(RAY_TOKEN_LOGGER).addFilter(lambda record: not record.getMessage().startswith(notice))

@@ -64,3 +64,24 @@ def test_reverbs_native_writer_and_table_options_are_reached():
         assert client.server_info()["queue"].current_size == 1
     finally:
         server.stop()
+
+
+@pytest.mark.reverb
+def test_rays_token_notice_is_dropped_from_the_logger_its_module_logs_to():
+    """The logger compat names is the one Ray's token module logs to; the notice goes, its other lines stay."""
+    import importlib
+    import logging
+
+    module = importlib.import_module(compat.RAY_TOKEN_LOGGER)
+    assert module.logger.name == compat.RAY_TOKEN_LOGGER
+    kept: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: kept.append(record.getMessage())
+    module.logger.addHandler(handler)
+    try:
+        compat.drop_ray_token_notice()
+        module.logger.warning("Token authentication is enabled for this Ray cluster. Set ...")
+        module.logger.warning("Token authentication is disabled")
+    finally:
+        module.logger.removeHandler(handler)
+    assert kept == ["Token authentication is disabled"]

@@ -8,18 +8,16 @@ import dataclasses
 import logging
 import os
 import re
-import socket
 from typing import Any, Callable, Sequence
 
+from rl import compat
 from rl.experiments.jobs import report
+from rl.experiments.launcher import ray_cluster_unreachable
 
 # A group's values (one per job), or why it failed on its worker.
 Outcome = list[float] | str
 Worker = Callable[[Any], list[float]]
 
-# Ray's logger of its token authentication notice (launcher=ray's too; its module imports TensorFlow, this one not).
-TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
-HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")  # A cluster's address, not `auto`.
 # A traceback's last line, the exception's: `ValueError: ...`, `jax.errors.SomeError: ...`.
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
 
@@ -50,22 +48,17 @@ class RayEngine:
     def problem(self) -> str | None:
         """Why the sweep cannot start (None: it can): a host:port address where nothing answers (`ray.init`
         would wait on it for minutes, after every job was prepared)."""
-        match = HOST_PORT.match(self.address or "")
-        if match is None:
+        unreachable = ray_cluster_unreachable(self.address, self.connect_timeout_s)
+        if unreachable is None:
             return None
-        try:
-            socket.create_connection((match["host"], int(match["port"])), self.connect_timeout_s).close()
-        except OSError as error:
-            return f"hydra.launcher.ray.address: no Ray cluster answers at {self.address} ({error})"
-        return None
+        return f"hydra.launcher.ray.address: no Ray cluster answers at {self.address} ({unreachable})"
 
     def run(self, worker: Worker, groups: Sequence[Any], names: Sequence[str]) -> list[Outcome]:
         import ray
 
         import rl
 
-        notice = "Token authentication is enabled"  # Dropped, as under launcher=ray; a warning that it is off shows.
-        logging.getLogger(TOKEN_AUTH_LOGGER).addFilter(lambda record: not record.getMessage().startswith(notice))
+        compat.drop_ray_token_notice()
         started_here = not ray.is_initialized()
         if started_here:  # The installed `rl` travels to every node, as under launcher=ray.
             runtime_env = {"py_modules": [rl], "env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2", **wandb_settings()}}

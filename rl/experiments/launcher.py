@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import socket
 from typing import Any, ClassVar
 
 from rl.experiments.config import Experiment
@@ -9,6 +11,23 @@ from rl.experiments.config import Experiment
 # Modules that only the reverb stack (requirements.txt) has, by the distribution that provides them; the current
 # stack (requirements-current.txt, or `pip install .` without the `reverb` extra) has none of them.
 REVERB_STACK_MODULES = {"reverb": "dm-reverb", "ray": "ray"}
+
+
+# A Ray cluster's address as launcher=ray and the grid's Ray engine take it (not `auto`).
+RAY_HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
+
+
+def ray_cluster_unreachable(address: str | None, timeout_s: float) -> str | None:
+    """Why nothing answers at a `host:port` Ray address within `timeout_s` (None: it answers, or the address
+    is none, `auto` or malformed): `ray.init` would wait for minutes instead."""
+    match = RAY_HOST_PORT.match(address or "")
+    if match is None:
+        return None
+    try:
+        socket.create_connection((match["host"], int(match["port"])), timeout_s).close()
+    except OSError as error:
+        return str(error)
+    return None
 
 
 class LauncherError(RuntimeError):

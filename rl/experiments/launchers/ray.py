@@ -8,24 +8,18 @@ import dataclasses
 import json
 import logging
 import os
-import re
-import socket
 import time
 import uuid
 from typing import Any, ClassVar
 
 import rl
-from rl import checkpointing
+from rl import checkpointing, compat
 from rl.checks import require_at_least, require_non_negative, require_positive
 from rl.experiments import lifecycle
 from rl.experiments.builders import NodeBuilder
 from rl.experiments.config import Experiment
-from rl.experiments.launcher import Launcher, LauncherError
+from rl.experiments.launcher import RAY_HOST_PORT, Launcher, LauncherError, ray_cluster_unreachable
 from rl.experiments.summary import ProgressDisplay, RunSummary
-
-_HOST_PORT = re.compile(r"^(ray://)?(?P<host>[^:/\s]+):(?P<port>\d+)$")
-# Ray's notice that token authentication is on is dropped; a warning that it is off shows.
-TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 
 @dataclasses.dataclass
@@ -57,7 +51,7 @@ class RayLauncher(Launcher):
         for name, amount in (self.actor_resources or {}).items():
             if not (isinstance(amount, (int, float)) and amount > 0):
                 raise ValueError(f"actor_resources.{name} must be a number > 0, got {amount!r}")
-        if self.address not in (None, "auto") and not _HOST_PORT.match(self.address):
+        if self.address not in (None, "auto") and not RAY_HOST_PORT.match(self.address):
             raise ValueError(
                 f"address must be null (start Ray here), 'auto' or 'ray://host:port' / 'host:port', got {self.address!r}"
             )
@@ -74,12 +68,9 @@ class RayLauncher(Launcher):
     def __call__(self, experiment: Experiment) -> RunSummary:
         import ray
 
-        match = _HOST_PORT.match(self.address or "")
-        try:  # Fails fast when a given cluster address does not answer.
-            if match is not None:
-                socket.create_connection((match["host"], int(match["port"])), self.connect_timeout_s).close()
-        except OSError as error:
-            raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({error})") from None
+        unreachable = ray_cluster_unreachable(self.address, self.connect_timeout_s)  # Fails fast.
+        if unreachable is not None:
+            raise LauncherError(f"launcher.address: cannot reach a Ray cluster at {self.address} ({unreachable})")
         nodes = RayNodes(self, experiment)
         started_here = not ray.is_initialized()
         if started_here:
@@ -98,8 +89,7 @@ class RayLauncher(Launcher):
                 psutil.wait_procs(alive, timeout=5)
 
     def _init_ray(self, ray: Any) -> None:
-        notice = "Token authentication is enabled"
-        logging.getLogger(TOKEN_AUTH_LOGGER).addFilter(lambda record: not record.getMessage().startswith(notice))
+        compat.drop_ray_token_notice()
         grow_gpu_memory = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
         # The installed `rl` package travels to every node (a remote cluster has no copy).
         runtime_env = {"env_vars": {**grow_gpu_memory, "TF_CPP_MIN_LOG_LEVEL": "2"}, "py_modules": [rl]}
