@@ -95,7 +95,7 @@ def test_a_second_anakin_run_loads_its_traced_programs_and_computes_the_same(tmp
         assert result.returncode == 0, result.stderr[-3000:]
         exported = cache / "exported"
         seen.append({name: (exported / name).stat().st_mtime_ns for name in os.listdir(exported)})
-    from rl.anakin.driver import HOST_INIT_EXPORTS
+    from rl.anakin.programs import HOST_INIT_EXPORTS
 
     assert sorted(name.split("-")[0] for name in seen[0]) == ["chunk", "evaluation", *(["init"] * HOST_INIT_EXPORTS)]
     assert seen[1] == seen[0]  # The same files, none written again: nothing traced anew.

@@ -154,7 +154,7 @@ class AnakinLauncher(Launcher):
         import jax
 
         from rl import checkpointing
-        from rl.anakin.driver import replica_keys
+        from rl.anakin.programs import replica_keys
 
         latest, _ = checkpointing.find_latest(experiment.run_directory, warn=False)
         chunk_steps = self.check_experiment(experiment) * steps_per_update(experiment)
