@@ -37,6 +37,12 @@ def test_no_function_in_rl_is_longer_than_60_lines():
     assert long == []
 
 
+def test_every_module_in_rl_opens_by_saying_its_job():
+    """A module's docstring is where a reader learns what it is for (and that it has one job)."""
+    silent = [path for path, source in _sources().items() if not ast.get_docstring(ast.parse(source))]
+    assert silent == []
+
+
 def test_replay_and_compiled_system_kinds_are_types_not_strings():
     switch = re.compile(r'== "(on_policy|off_policy|queue|transitions|sequences)"')
     assert [
