@@ -195,7 +195,8 @@ def _shares_a_module_fixture(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # Before pytest-xdist's own hook reads the group marks.
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """pytest-xdist groups (a group runs on one worker, one test after another):
+    """Refuses a test marked both `reverb` and `current` (each part leaves out one of them, so it would run in
+    neither), then sets pytest-xdist groups (a group runs on one worker, one test after another):
 
     * tests that start Ray share one group, since a machine runs one local Ray instance
       at a time. They are the longest chain of the suite, so they are handed out first
@@ -203,6 +204,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     * the tests of a module that read one module-scoped fixture (a run they all inspect)
       form a group per module, so the fixture's run happens once, not once per worker.
     """
+    in_neither = [
+        item.nodeid for item in items if item.get_closest_marker("reverb") and item.get_closest_marker("current")
+    ]
+    if in_neither:
+        raise pytest.UsageError(f"marked both reverb and current, so run by neither part: {', '.join(in_neither)}")
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:

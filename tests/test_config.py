@@ -144,6 +144,7 @@ BAD_OVERRIDES = [
 ]
 
 
+@pytest.mark.current
 @pytest.mark.parametrize("overrides,key", BAD_OVERRIDES, ids=[" ".join(o) for o, _ in BAD_OVERRIDES])
 def test_bad_override_exits_with_a_clear_message(overrides, key, tmp_path):
     result = run_train([*overrides, f"hydra.run.dir={tmp_path}"], timeout=120)
@@ -156,11 +157,13 @@ def test_bad_override_exits_with_a_clear_message(overrides, key, tmp_path):
     assert not os.path.exists(tmp_path / "logs")
 
 
+@pytest.mark.current
 def test_a_list_for_a_mapping_option_names_its_key(tmp_path):
     with pytest.raises(ConfigError, match=r"^logger\.wandb: expected Optional\[dict\[str, Any\]\], got \[1\]"):
         build(["logger.wandb=[1]"], tmp_path)
 
 
+@pytest.mark.current
 def test_an_integer_valued_float_is_accepted_as_the_integer(tmp_path):
     """`max_actor_steps=1e5` on the command line is 100000, as is an agent's integer option
     (and what interpolates it: DQN's learning-rate decay follows max_actor_steps)."""
@@ -184,6 +187,7 @@ def test_an_integer_valued_float_is_accepted_as_the_integer(tmp_path):
     ]
 
 
+@pytest.mark.current
 def test_an_unknown_key_names_the_option_it_most_likely_meant(tmp_path):
     from rl.experiments.validation import nearest_option
 
@@ -202,6 +206,7 @@ def test_an_unknown_key_names_the_option_it_most_likely_meant(tmp_path):
     assert not os.path.exists(tmp_path / "logs")
 
 
+@pytest.mark.current
 def test_a_preset_with_another_agent_says_whose_preset_it_is(tmp_path):
     result = run_train(["experiment=dqn_cartpole", "agent=ppo", f"hydra.run.dir={tmp_path}"], timeout=120)
     lines = result.stderr.strip().splitlines()
@@ -209,6 +214,7 @@ def test_a_preset_with_another_agent_says_whose_preset_it_is(tmp_path):
     assert lines[0].startswith("Invalid configuration: agent: experiment=dqn_cartpole is a preset for agent=dqn")
 
 
+@pytest.mark.current
 def test_a_refused_command_leaves_no_new_directory(tmp_path):
     """Hydra makes the run directory (outputs/<date>/<time>) before the config is checked: a refused command
     takes it back, and everything it made, while a directory the command line named and that existed stays."""

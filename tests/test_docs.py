@@ -37,6 +37,9 @@ import pytest
 
 from conftest import ROOT
 
+# Runs once, in the current stack's part: its subject (text, config schemas) is the same on both stacks.
+pytestmark = pytest.mark.current
+
 GROUPS = ("environment", "network", "policy", "logger", "agent", "launcher", "observers", "experiment")
 # Names the docs quote from other programs: Atari games, glibc's allocator, XLA's kernels.
 OTHER_PROGRAMS = {"Pong", "Breakout", "SpaceInvaders", "_int_free", "_int_malloc", "malloc_consolidate"}

@@ -14,6 +14,9 @@ from conftest import ROOT
 from rl.experiments.make_experiment import RUNTIME_ARGUMENTS
 from rl.experiments.schemas import FACTORY_OPTIONS, omegaconf_type, options_schema
 
+# Runs once, in the current stack's part: its subject (text, config schemas) is the same on both stacks.
+pytestmark = pytest.mark.current
+
 GROUPS = ["environment", "network", "policy", "logger", "agent", "launcher", "observers"]
 OPTIONS = [
     (group, name[:-5])

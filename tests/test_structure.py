@@ -8,7 +8,12 @@ import ast
 import os
 import re
 
+import pytest
+
 from conftest import ROOT
+
+# Runs once, in the current stack's part: its subject (text, config schemas) is the same on both stacks.
+pytestmark = pytest.mark.current
 
 RL = os.path.join(ROOT, "rl")
 MAX_FUNCTION_LINES = 60
