@@ -6,11 +6,10 @@ import glob
 import json
 import os
 import statistics
-import tempfile
 import time
 from typing import Any, Sequence
 
-from benchmarks.common import Row, Settings, progress, ratio, run_logged
+from benchmarks.common import Row, Settings, progress, ratio, run_logged, scratch
 from benchmarks.runs import ANAKIN_QUICK, REJAX, REJAX_SETTINGS, run
 
 # case -> (preset, overrides, default widths, the acting steps/s the issue asks of the widest, threshold).
@@ -32,21 +31,21 @@ def finals(run_dir: str, summary: dict[str, Any]) -> list[float]:
 
 def trained(settings: Settings, overrides: Sequence[str]) -> tuple[dict[str, Any], float, list[float]]:
     """(summary, process seconds, finals) of one scripts/train.py run."""
-    run_dir = tempfile.mkdtemp(prefix="accelerator-")
-    start = time.perf_counter()
-    summary = run(settings, overrides, run_dir=run_dir)
-    seconds = time.perf_counter() - start
-    return summary, seconds, finals(run_dir, summary)
+    with scratch("accelerator-") as run_dir:
+        start = time.perf_counter()
+        summary = run(settings, overrides, run_dir=run_dir)
+        seconds = time.perf_counter() - start
+        return summary, seconds, finals(run_dir, summary)
 
 
 def rejax(seeds: int) -> dict[str, Any] | None:
     """Rejax's CartPole PPO over `seeds` in one program (its RESULT), where REJAX names it."""
     if not all(os.path.isfile(path) for path in REJAX):
         return None
-    out = tempfile.mkdtemp(prefix="rejax-")
-    run_logged([*REJAX, "--algo", "ppo", "--seeds", str(seeds), "--out", f"{out}/result.json"], out)
-    with open(f"{out}/result.json") as file:
-        return json.load(file)
+    with scratch("rejax-") as out:
+        run_logged([*REJAX, "--algo", "ppo", "--seeds", str(seeds), "--out", f"{out}/result.json"], out)
+        with open(f"{out}/result.json") as file:
+            return json.load(file)
 
 
 def width_rows(settings: Settings, name: str, seeds: int) -> list[Row]:
@@ -96,9 +95,9 @@ def settings_widths(settings: Settings, name: str) -> tuple[int, ...]:
 
 def cache_rows(settings: Settings) -> list[Row]:
     """One run's compile with an empty persistent cache, then the same run's again."""
-    cache = tempfile.mkdtemp(prefix="xla-cache-")
-    overrides = [*CACHE_RUN, f"compilation_cache={cache}", *(ANAKIN_QUICK if settings.quick else [])]
-    first, second = (trained(settings, overrides)[0]["compile_time_s"] for _ in range(2))
+    with scratch("xla-cache-") as cache:
+        overrides = [*CACHE_RUN, f"compilation_cache={cache}", *(ANAKIN_QUICK if settings.quick else [])]
+        first, second = (trained(settings, overrides)[0]["compile_time_s"] for _ in range(2))
     return [
         Row("accelerator", "ppo_gymnax_cartpole 1 seed: compile, empty cache", first, "s"),
         Row(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -11,8 +12,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 # name -> the module (benchmarks.<module>) whose suite_<name> runs it; its docstring is the --help line. Modules
 # load what they measure (JAX, reverb, Ray) lazily, so listing the suites is cheap.
@@ -127,6 +129,15 @@ class RunFailed(RuntimeError):
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@contextlib.contextmanager
+def scratch(prefix: str) -> Iterator[str]:
+    """A temporary directory for a run, a sweep or a cache, removed when the block ends; kept when the block
+    raises, since the error names the logs in it."""
+    directory = tempfile.mkdtemp(prefix=prefix)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def run_logged(command: Sequence[str], log_dir: str, env: dict[str, str] | None = None) -> float:

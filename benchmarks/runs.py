@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from typing import Any, Sequence
 
 import yaml
 
 from benchmarks.common import QUICK_WHERE_PRESENT, RUN_OVERRIDES, Row, Settings, median, progress, ratio
-from benchmarks.common import run_logged, train
+from benchmarks.common import run_logged, scratch, train
 
 SCALING_ACTORS = (1, 2, 4)
 ANAKIN_PRESETS = {"ppo": "ppo_gymnax_cartpole", "dqn": "dqn_gymnax_cartpole", "pqn": "pqn_gymnax_cartpole"}
@@ -35,12 +33,11 @@ def run(
     """The summary of scripts/train.py with `overrides` in `run_dir` (None: a temporary one, removed unless the
     run fails)."""
     progress(f"running {' '.join(overrides)}")
-    directory = run_dir or tempfile.mkdtemp(prefix="benchmark-")
-    command = [sys.executable, settings.train_script, *overrides, *RUN_OVERRIDES, f"hydra.run.dir={directory}"]
-    summary = train(command, directory, env)
     if run_dir is None:
-        shutil.rmtree(directory)
-    return summary
+        with scratch("benchmark-") as directory:
+            return run(settings, overrides, env, directory)
+    command = [sys.executable, settings.train_script, *overrides, *RUN_OVERRIDES, f"hydra.run.dir={run_dir}"]
+    return train(command, run_dir, env)
 
 
 def suite_scaling(settings: Settings) -> list[Row]:
@@ -140,9 +137,9 @@ def suite_grid(settings: Settings) -> list[Row]:
 
     def sweep(*overrides: str) -> float:
         quick = ANAKIN_QUICK if settings.quick else []
-        sweep_dir, cache = tempfile.mkdtemp(), tempfile.mkdtemp()  # The cache cold, as for a grid not run before.
         command = [sys.executable, settings.train_script, "-m", *GRID, *overrides, *quick, *RUN_OVERRIDES]
-        seconds = run_logged([*command, f"hydra.sweep.dir={sweep_dir}", f"compilation_cache={cache}"], sweep_dir)
+        with scratch("benchmark-grid-") as sweep_dir, scratch("xla-cache-") as cache:  # Cold, as a new grid's.
+            seconds = run_logged([*command, f"hydra.sweep.dir={sweep_dir}", f"compilation_cache={cache}"], sweep_dir)
         progress(f"grid {' '.join(overrides)}: {seconds:.1f} s")
         return seconds
 
@@ -154,7 +151,8 @@ def suite_grid(settings: Settings) -> list[Row]:
     ours = sweep("hydra/launcher=anakin_grid", *REJAX_SETTINGS)
     lrs, ents = GRID_VALUES["agent.learning_rate"], GRID_VALUES["agent.entropy_cost"]
     rejax_command = [*REJAX, "--algo", "ppo", "--lr", lrs, "--ent", ents, "--seeds", "3", "--out", "/dev/null"]
-    rejax = run_logged(rejax_command, tempfile.mkdtemp())
+    with scratch("rejax-") as log_dir:
+        rejax = run_logged(rejax_command, log_dir)
     return rows + [Row("grid", "18 jobs, Rejax's settings: anakin_grid vs Rejax", ours, "s", rejax, ratio(ours, rejax))]
 
 
@@ -179,10 +177,9 @@ def suite_pruning(settings: Settings) -> list[Row]:
     rows: list[Row] = []
     n_trials = QUICK_TRIALS if settings.quick else N_TRIALS
     for preset in settings.experiments or ("dqn_cartpole",):
-        root = tempfile.mkdtemp(prefix="benchmark-pruning-")
         runs = [(pruner, repeat) for repeat in range(settings.repeats) for pruner in PRUNERS]  # Alternating.
-        found = [(p, search(settings, preset, p, n_trials, os.path.join(root, f"{p}_{r}"))) for p, r in runs]
-        shutil.rmtree(root)
+        with scratch("benchmark-pruning-") as root:
+            found = [(p, search(settings, preset, p, n_trials, os.path.join(root, f"{p}_{r}"))) for p, r in runs]
         seconds, best, case = {}, {}, f"{preset} {n_trials} trials pruner="
         for pruner in PRUNERS:
             searches = [result for p, result in found if p == pruner]
@@ -216,12 +213,12 @@ def suite_pbt(settings: Settings) -> list[Row]:
     quick = ANAKIN_QUICK if settings.quick else []
 
     def population(*overrides: str) -> tuple[dict[str, Any], float]:
-        sweep = tempfile.mkdtemp(prefix="benchmark-pbt-")
         command = [sys.executable, settings.train_script, "-m", "hydra/sweeper=pbt", f"experiment={preset}"]
         command += [f"hydra.sweeper.population={PBT_POPULATION}", *PBT_SEARCH, *overrides, *quick, *RUN_OVERRIDES]
-        seconds = run_logged([*command, f"hydra.sweep.dir={sweep}"], sweep)
-        with open(os.path.join(sweep, "0", "summary.json")) as file:
-            summary = json.load(file)
+        with scratch("benchmark-pbt-") as sweep:
+            seconds = run_logged([*command, f"hydra.sweep.dir={sweep}"], sweep)
+            with open(os.path.join(sweep, "0", "summary.json")) as file:
+                summary = json.load(file)
         progress(f"pbt {' '.join(overrides) or 'exchanging'}: {seconds:.1f} s, final {summary['final_eval_return']}")
         return summary, seconds
 

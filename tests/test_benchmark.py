@@ -16,8 +16,12 @@ BENCHMARK = os.path.join(ROOT, "scripts", "benchmark.py")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 
-def _run(arguments, timeout=900):
+def _run(arguments, timeout=900, temporary=None):
+    """scripts/benchmark.py with `arguments`; `temporary`: the folder its temporary files go to (TMPDIR)."""
     environment = {**os.environ, "WANDB_MODE": "disabled", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if temporary is not None:
+        os.makedirs(temporary)
+        environment["TMPDIR"] = str(temporary)
     return subprocess.run(
         [sys.executable, BENCHMARK, *arguments],
         cwd=ROOT,
@@ -111,8 +115,11 @@ def test_startup_suite_times_both_imports_and_compares_them(tmp_path):
 @pytest.mark.current
 def test_accelerator_suite_reports_widths_device_and_the_warm_cache_compile(tmp_path):
     out = tmp_path / "accelerator.json"
-    result = _run(["accelerator", "--quick", "--cases", "width", "cache", "--widths", "2", "--json", str(out)])
+    temporary = tmp_path / "tmp"
+    arguments = ["accelerator", "--quick", "--cases", "width", "cache", "--widths", "2", "--json", str(out)]
+    result = _run(arguments, temporary=temporary)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert os.listdir(temporary) == []  # Its runs and caches are removed once measured.
     rows = _check_rows(out, "accelerator")
     width = "ppo_gymnax_cartpole 2 seeds on 1 x cpu"
     assert {f"{width}: {part}" for part in ("compile", "process", "acting")} <= set(rows)
@@ -173,8 +180,10 @@ def test_rows_round_non_finite_to_null_and_print_as_a_table():
 @pytest.mark.current
 def test_pbt_suite_compares_exchanging_members_with_the_same_members_alone(tmp_path):
     out = tmp_path / "pbt.json"
-    result = _run(["pbt", "--quick", "--json", str(out)])
+    temporary = tmp_path / "tmp"
+    result = _run(["pbt", "--quick", "--json", str(out)], temporary=temporary)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert os.listdir(temporary) == []  # Its sweeps are removed once measured.
     with open(out) as file:
         rows = {row["case"]: row for row in json.load(file)}  # A quick run may solve nothing: counts may be 0.
     units = {"mean final return": "return", "best final return": "return", "seconds": "s"}
