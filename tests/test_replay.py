@@ -245,6 +245,34 @@ def test_closing_a_prefetching_iterator_wakes_a_waiting_learner():
     blocked.set()
 
 
+def test_closing_a_prefetching_iterator_ends_its_reverb_sampler_while_the_server_is_up():
+    """`close` closes the batches' generator once the prefetching thread has left, releasing reverb's dataset
+    iterator then, not whenever a garbage collection finds it (by then the server may be stopped)."""
+    from rl.replay.server import make_replay_iterator
+
+    table = reverb.Table(
+        "uniform",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        max_size=1000,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=ColumnCodec(SPEC).signature(),
+    )
+    server = reverb.Server([table], port=None)
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        adder = NStepTransitionAdder(client, "uniform", n_step=1, discount=GAMMA)
+        _write_episode(adder, [float(r) for r in range(16)], last_discount=0.0)
+        iterator = make_replay_iterator(client.server_address, "uniform", 4)
+        assert next(iterator).keys.shape == (4,)
+        batches = iterator._source
+        assert batches.gi_frame is not None  # Suspended in reverb's dataset, which it holds.
+        iterator.close()
+        assert not iterator._thread.is_alive() and batches.gi_frame is None  # Closed: the dataset released.
+    finally:
+        server.stop()
+
+
 def test_sampling_that_gets_no_batch_within_its_bound_names_the_server_and_table():
     """A learner whose replay gives nothing (the rate limiter never allows a sample, or
     the server is gone) raises a ReplayTimeoutError after `timeout_s`, not a hang."""

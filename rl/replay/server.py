@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import queue
 import threading
+import types
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
@@ -222,12 +223,17 @@ class PrefetchingIterator(Iterator[ReplaySample]):
         return item
 
     def close(self) -> None:
-        """Stops prefetching and waits for the thread to leave; a consumer waiting in `next` gets StopIteration."""
+        """Stops prefetching and waits for the thread to leave; a consumer waiting in `next` gets StopIteration.
+        Once the thread has left, a source generator is closed too, so its reverb sampler ends now, while the
+        server is up, not in a later garbage collection after `server.stop()`, where it would wait on a server
+        that is gone."""
         self._stop.set()
         self._finished = self._finished or StopIteration()
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(StopIteration())
         self._thread.join(timeout=SAMPLER_WAKE_MS / 1000 + 1.0)
+        if not self._thread.is_alive() and isinstance(self._source, types.GeneratorType):
+            self._source.close()
 
 
 def make_replay_iterator(
