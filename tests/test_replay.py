@@ -33,6 +33,23 @@ def replay():
     server.stop()
 
 
+@pytest.fixture
+def sampled():
+    """A uniform table of n-step transitions (sampled without limit once it holds one) and a client of its server,
+    which stops after the test."""
+    table = reverb.Table(
+        "uniform",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        max_size=100_000,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=ColumnCodec(SPEC).signature(),
+    )
+    server = reverb.Server([table], port=None)
+    yield reverb.Client(f"localhost:{server.port}")
+    server.stop()
+
+
 def _obs(i):
     return np.array([i], np.float32)
 
@@ -157,61 +174,35 @@ def test_replay_ratio_learner_rule_and_limiter():
     assert isinstance(limiter, reverb.rate_limiters.SampleToInsertRatio)
 
 
-def test_adder_keeps_the_writer_below_reverbs_pending_items_warning(capfd):
+def test_adder_keeps_the_writer_below_reverbs_pending_items_warning(sampled, capfd):
     """Reverb 0.14 prints 'pending items is alarmingly high' from about 50 unconfirmed
     items; the adder flushes often enough that a fast actor never gets there, even with 8
     copies ending episodes (n-step tails) in the same step."""
-    table = reverb.Table(
-        "t",
-        reverb.selectors.Uniform(),
-        reverb.selectors.Fifo(),
-        max_size=100_000,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=ColumnCodec(SPEC).signature(),
-    )
-    server = reverb.Server([table], port=None)
-    try:
-        adder = NStepTransitionAdder(reverb.Client(f"localhost:{server.port}"), "t", n_step=5, discount=GAMMA)
-        copies = 8
-        adder.add_first(_batch([dm_env.StepType.FIRST] * copies, [0] * copies, [1] * copies, [_obs(0)] * copies))
-        for t in range(1, 4001):
-            last = t % 20 == 0  # Every copy ends an episode at once: 5 items each.
-            step_type = dm_env.StepType.LAST if last else dm_env.StepType.MID
-            timestep = _batch([step_type] * copies, [1.0] * copies, [1.0] * copies, [_obs(t)] * copies)
-            adder.add(np.zeros(copies, np.int32), timestep)
-            if last:
-                adder.add_first(
-                    _batch([dm_env.StepType.FIRST] * copies, [0] * copies, [1] * copies, [_obs(0)] * copies)
-                )
-        adder.reset()
-        assert adder.num_items == 4000 * copies
-    finally:
-        server.stop()
+    adder = NStepTransitionAdder(sampled, "uniform", n_step=5, discount=GAMMA)
+    copies = 8
+    first = _batch([dm_env.StepType.FIRST] * copies, [0] * copies, [1] * copies, [_obs(0)] * copies)
+    adder.add_first(first)
+    for t in range(1, 4001):
+        last = t % 20 == 0  # Every copy ends an episode at once: 5 items each.
+        step_type = dm_env.StepType.LAST if last else dm_env.StepType.MID
+        timestep = _batch([step_type] * copies, [1.0] * copies, [1.0] * copies, [_obs(t)] * copies)
+        adder.add(np.zeros(copies, np.int32), timestep)
+        if last:
+            adder.add_first(first)
+    adder.reset()
+    assert adder.num_items == 4000 * copies
     assert "alarmingly" not in capfd.readouterr().err
 
 
-def test_prefetching_iterator_yields_the_plain_iterators_items_and_stops_cleanly():
+def test_prefetching_iterator_yields_the_plain_iterators_items_and_stops_cleanly(sampled):
     from rl.replay.server import PrefetchingIterator, make_dataset
 
-    table = reverb.Table(
-        "uniform",
-        reverb.selectors.Uniform(),
-        reverb.selectors.Fifo(),
-        max_size=1000,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=ColumnCodec(SPEC).signature(),
-    )
-    server = reverb.Server([table], port=None)
-    try:
-        client = reverb.Client(f"localhost:{server.port}")
-        adder = NStepTransitionAdder(client, "uniform", n_step=1, discount=GAMMA)
-        _write_episode(adder, [float(r) for r in range(64)], last_discount=0.0)
-        adder.reset()
-        plain = list(make_dataset(client.server_address, "uniform", 8).take(6).as_numpy_iterator())
-        iterator = PrefetchingIterator(iter(plain))
-        prefetched = list(iterator)
-    finally:
-        server.stop()
+    adder = NStepTransitionAdder(sampled, "uniform", n_step=1, discount=GAMMA)
+    _write_episode(adder, [float(r) for r in range(64)], last_discount=0.0)
+    adder.reset()
+    plain = list(make_dataset(sampled.server_address, "uniform", 8).take(6).as_numpy_iterator())
+    iterator = PrefetchingIterator(iter(plain))
+    prefetched = list(iterator)
     assert len(prefetched) == len(plain) == 6
     for batch, sample in zip(prefetched, plain):
         assert np.array_equal(batch.keys, sample.info.key) and batch.keys.shape == (8,)
@@ -245,32 +236,20 @@ def test_closing_a_prefetching_iterator_wakes_a_waiting_learner():
     blocked.set()
 
 
-def test_closing_a_prefetching_iterator_ends_its_reverb_sampler_while_the_server_is_up():
+def test_closing_a_prefetching_iterator_ends_its_reverb_sampler_while_the_server_is_up(sampled):
     """`close` closes the batches' generator once the prefetching thread has left, releasing reverb's dataset
     iterator then, not whenever a garbage collection finds it (by then the server may be stopped)."""
     from rl.replay.server import make_replay_iterator
 
-    table = reverb.Table(
-        "uniform",
-        reverb.selectors.Uniform(),
-        reverb.selectors.Fifo(),
-        max_size=1000,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature=ColumnCodec(SPEC).signature(),
-    )
-    server = reverb.Server([table], port=None)
-    try:
-        client = reverb.Client(f"localhost:{server.port}")
-        adder = NStepTransitionAdder(client, "uniform", n_step=1, discount=GAMMA)
-        _write_episode(adder, [float(r) for r in range(16)], last_discount=0.0)
-        iterator = make_replay_iterator(client.server_address, "uniform", 4)
-        assert next(iterator).keys.shape == (4,)
-        batches = iterator._source
-        assert batches.gi_frame is not None  # Suspended in reverb's dataset, which it holds.
-        iterator.close()
-        assert not iterator._thread.is_alive() and batches.gi_frame is None  # Closed: the dataset released.
-    finally:
-        server.stop()
+    adder = NStepTransitionAdder(sampled, "uniform", n_step=1, discount=GAMMA)
+    _write_episode(adder, [1.0] * 16, last_discount=0.0)
+    adder.reset()  # Once its items are confirmed.
+    iterator = make_replay_iterator(sampled.server_address, "uniform", 4, timeout_s=30)
+    assert next(iterator).keys.shape == (4,)
+    batches = iterator._source
+    assert batches.gi_frame is not None  # Suspended in reverb's dataset, which it holds.
+    iterator.close()
+    assert not iterator._thread.is_alive() and batches.gi_frame is None  # Closed: the dataset released.
 
 
 def test_sampling_that_gets_no_batch_within_its_bound_names_the_server_and_table():
