@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
 
 import jax
@@ -54,15 +55,18 @@ class CompiledAgent:
 
 @dataclasses.dataclass(frozen=True)
 class SystemInputs:
-    """The run a system compiles: gymnax environment `name` (`kwargs` to gymnax.make), `num_envs` training
-    copies, `eval_episodes` evaluation copies, the actor-step budget and the environment's spec."""
+    """The run a system compiles: gymnax environment `name` (`kwargs` to gymnax.make; None: the steps come
+    from environments on the host, launcher=sebulba), `num_envs` training copies per replica, `eval_episodes`
+    evaluation copies, the actor-step budget, the environment's spec and `block_length`, the steps of every
+    copy one off-policy update inserts (anakin: 1; on-policy systems take whole rollouts instead)."""
 
-    name: str
+    name: str | None
     kwargs: dict[str, Any] | None
     num_envs: int
     eval_episodes: int
     max_actor_steps: int
     spec: EnvironmentSpec
+    block_length: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,11 +92,23 @@ class System(abc.ABC):
     """A subclass adds `init(key)` and `update(state) -> (state, metrics, EnvStep)`; its state has `learner`."""
 
     def __init__(self, agent: CompiledAgent, inputs: SystemInputs):
-        self.agent, self.config, self.learning = agent, agent.settings, agent.learning
-        self.environment = GymnaxVector(inputs.name, inputs.num_envs, inputs.kwargs)
-        self.evaluation_environment = GymnaxVector(inputs.name, inputs.eval_episodes, inputs.kwargs)
+        self.agent, self.config, self.learning, self.inputs = agent, agent.settings, agent.learning, inputs
         self.behaviour_policy: Policy = agent.behaviour_policy
         self.evaluation_policy: Policy = agent.evaluation_policy
+
+    @functools.cached_property
+    def environment(self) -> GymnaxVector:
+        """The training copies compiled with the system (launcher=anakin); made on first use."""
+        return self._gymnax(self.inputs.num_envs)
+
+    @functools.cached_property
+    def evaluation_environment(self) -> GymnaxVector:
+        return self._gymnax(self.inputs.eval_episodes)
+
+    def _gymnax(self, num_envs: int) -> GymnaxVector:
+        if self.inputs.name is None:
+            raise ValueError("this system's steps come from the host: it has no compiled environment")
+        return GymnaxVector(self.inputs.name, num_envs, self.inputs.kwargs)
 
     @classmethod
     @abc.abstractmethod
@@ -114,6 +130,20 @@ class System(abc.ABC):
 
     @abc.abstractmethod
     def update(self, state: Any) -> tuple[Any, dict[str, jax.Array], EnvStep]: ...
+
+    @abc.abstractmethod
+    def init_learner(self, key: jax.Array) -> Any:
+        """What learns from blocks of steps taken elsewhere (launcher=sebulba's host environments): the
+        learner state, with the replay an off-policy system keeps."""
+
+    @abc.abstractmethod
+    def learn_block(self, state: Any, block: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:
+        """One update on a block of steps (T, N): `init_learner`'s state and the update's metrics. Only the
+        fields the system reads need be in the block (the next observations and episode statistics need not)."""
+
+    @abc.abstractmethod
+    def learner_of(self, state: Any) -> Any:
+        """The agent's learner state inside `init_learner`'s state."""
 
     def evaluation_params(self, state: Any) -> Any:
         return self.learning.policy_params(state.learner)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from rl.core import Batch, Transition
 from rl.environments.gymnax_vector import EnvStep, VectorState
-from rl.systems.base import TRAINED, CompiledAgent, Derived, Policy, Refusal, System, SystemInputs
+from rl.systems.base import TRAINED, CompiledAgent, Derived, Policy, Refusal, System, SystemInputs, Trajectory
 
 
 class Settings(Protocol):
@@ -41,6 +41,15 @@ class OffPolicyState(NamedTuple):
     learner: Any
     buffer: Any
     environment: VectorState
+    actor_steps: jax.Array
+    key: jax.Array
+
+
+class ReplayState(NamedTuple):
+    """What learns from blocks of host steps: the learner, its replay and the steps inserted so far."""
+
+    learner: Any
+    buffer: Any
     actor_steps: jax.Array
     key: jax.Array
 
@@ -89,7 +98,7 @@ class OffPolicySystem(System):
         config, spec, num_envs = self.config, inputs.spec, inputs.num_envs
         self.behaviour_policy = _without_extras(self.behaviour_policy)
         self.evaluation_policy = _without_extras(self.evaluation_policy)
-        self.sgd_steps = round(sgd_steps_per_update(config, num_envs))
+        self.sgd_steps = round(sgd_steps_per_update(config, num_envs * inputs.block_length))
         max_size = min(config.max_replay_size, inputs.max_actor_steps)
         self.buffer = flashbax.make_trajectory_buffer(
             add_batch_size=num_envs,
@@ -157,12 +166,39 @@ class OffPolicySystem(System):
     def update(self, state: OffPolicyState) -> tuple[OffPolicyState, dict[str, jax.Array], EnvStep]:
         key, act_key, learn_key = jax.random.split(state.key, 3)
         environment, trajectory = self.act(state, act_key, 1, state.actor_steps)
+        learner, buffer, actor_steps, metrics = self.insert_and_learn(
+            state.learner, state.buffer, state.actor_steps, trajectory, learn_key
+        )
+        return OffPolicyState(learner, buffer, environment, actor_steps, key), metrics, trajectory.step
+
+    def insert_and_learn(
+        self, learner: Any, buffer: Any, actor_steps: jax.Array, trajectory: Trajectory, key: jax.Array
+    ) -> tuple[Any, Any, jax.Array, dict[str, jax.Array]]:
+        """Inserts the (T, N) steps of `trajectory`, then takes the SGD steps they allow once replay holds
+        `min_replay_size` steps (the metrics' TRAINED says whether it did)."""
         step = trajectory.step
         stored = BufferItem(
             trajectory.observation, trajectory.action, step.reward, step.discount, step.done, step.final_observation
         )
-        buffer = self.buffer.add(state.buffer, jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), stored))
-        actor_steps = state.actor_steps + self.environment.num_envs
+        buffer = self.buffer.add(buffer, jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), stored))
+        actor_steps = actor_steps + step.reward.size
         ready = actor_steps >= self.config.min_replay_size
-        learner, metrics = jax.lax.cond(ready, self.learn, self.skip, state.learner, buffer, learn_key)
-        return OffPolicyState(learner, buffer, environment, actor_steps, key), {**metrics, TRAINED: ready}, step
+        learner, metrics = jax.lax.cond(ready, self.learn, self.skip, learner, buffer, key)
+        return learner, buffer, actor_steps, {**metrics, TRAINED: ready}
+
+    def init_learner(self, key: jax.Array) -> ReplayState:
+        learner_key, key = jax.random.split(key)
+        zero = jnp.zeros((), jnp.int32)
+        return ReplayState(self.learning.init(learner_key), self.buffer.init(self.example), zero, key)
+
+    def learn_block(
+        self, state: ReplayState, block: Trajectory, last_observation: jax.Array
+    ) -> tuple[ReplayState, dict[str, jax.Array]]:
+        key, learn_key = jax.random.split(state.key)
+        learner, buffer, actor_steps, metrics = self.insert_and_learn(
+            state.learner, state.buffer, state.actor_steps, block, learn_key
+        )
+        return ReplayState(learner, buffer, actor_steps, key), metrics
+
+    def learner_of(self, state: ReplayState) -> Any:
+        return state.learner

@@ -84,6 +84,15 @@ class OnPolicySystem(System):
         learner, metrics = self.learn(state.learner, trajectory, environment.observation)
         return OnPolicyState(learner, environment, key), metrics, trajectory.step
 
+    def init_learner(self, key: jax.Array) -> Any:
+        return self.learning.init(key)
+
+    def learn_block(self, state: Any, block: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:
+        return self.learn(state, block, last_observation)
+
+    def learner_of(self, state: Any) -> Any:
+        return state
+
     def learn(self, learner: Any, trajectory: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:
         final = trajectory.step.final_observation
         flat = jnp.reshape(final, (-1,) + final.shape[2:])
