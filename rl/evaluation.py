@@ -3,12 +3,12 @@
     python scripts/evaluate.py run_dir=outputs/2024-05-01/12-00-00
     python scripts/evaluate.py run_dir=DIR episodes=20 video=true
     python scripts/evaluate.py run_dir=DIR seed=7 video=true video_path=/tmp/episode.mp4
-    python scripts/evaluate.py run_dir=DIR replica=1   # one replica of a launcher=anakin run (default: all)
+    python scripts/evaluate.py run_dir=DIR replica=1   # one replica of a launcher=anakin or sebulba run (default: all)
 
 Runs the run's evaluation policy (its newest undamaged checkpoint) for `episodes` episodes with
 the run's evaluation seed (or `seed=`) and prints the return's mean and std. `video=true` writes
 an MP4 of the first episode to `<run_dir>/videos/` (or `video_path`) and adds it to the run's
-online W&B run. A launcher=anakin run's checkpoint holds every replica: each (or `replica`) is
+online W&B run. A launcher=anakin or sebulba run's checkpoint holds every replica: each (or `replica`) is
 evaluated in turn, the video made of the first. Nothing the run saved is modified.
 """
 
@@ -146,18 +146,25 @@ def learner_states(
     checkpoint: str, experiment: Any, learner: Any, launcher: Any, replica: int | None
 ) -> list[tuple[str, Any]]:
     """(label, learner state) of what `checkpoint` holds: the learner's, or each replica's (`replica`: one)
-    of a launcher=anakin run, whose checkpoint holds every replica's whole training state."""
+    of a launcher=anakin or sebulba run, whose checkpoint holds every replica's learner state."""
     import jax
 
     from rl.anakin.launcher import AnakinLauncher
     from rl.checkpointing import CheckpointError, restore_learner_state
+    from rl.sebulba.launcher import SebulbaLauncher
 
     try:
-        if not isinstance(launcher, AnakinLauncher):
+        if isinstance(launcher, AnakinLauncher):
+            stacked = restore_learner_state(checkpoint, launcher.checkpoint_template(experiment)).learner
+        elif isinstance(launcher, SebulbaLauncher):
+            restored = restore_learner_state(checkpoint, launcher.checkpoint_template(experiment))
+            stacked = launcher.replica_learners(experiment, restored)
+        else:
             if replica not in (None, 0):
-                raise EvaluationError(f"replica={replica}: the run has one learner (replicas are launcher=anakin's)")
+                raise EvaluationError(
+                    f"replica={replica}: the run has one learner (replicas are launcher=anakin's and sebulba's)"
+                )
             return [("", restore_learner_state(checkpoint, learner.save()))]
-        stacked = restore_learner_state(checkpoint, launcher.checkpoint_template(experiment)).learner
     except CheckpointError as error:
         raise EvaluationError(f"cannot use checkpoint {checkpoint} ({error})") from None
     count = launcher.num_seeds

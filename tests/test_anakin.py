@@ -326,7 +326,7 @@ def test_many_seeds_end_with_a_line_per_replica_on_the_terminal_and_in_train_log
     improve, printed and sent to the transcript logger (train.log)."""
     import logging
 
-    from rl.anakin.driver import improvement_flag
+    from rl.experiments.replicas import improvement_flag
 
     transcript: list[str] = []
     handler = logging.Handler()
@@ -356,7 +356,7 @@ def test_many_seeds_end_with_a_line_per_replica_on_the_terminal_and_in_train_log
 
 
 def test_the_replica_table_flags_replicas_that_did_not_improve():
-    from rl.anakin.driver import replica_table
+    from rl.experiments.replicas import replica_table
 
     curves = [[(1, 9.0), (2, 21.0)], [(1, 9.0), (2, 8.5)], [(1, 9.0), (2, 30.0), (3, 8.0)], [(1, 9.0)]]
     lines = replica_table([0, 1, 2, 3], curves)
@@ -1034,7 +1034,7 @@ def test_values_that_must_follow_others_are_derived_and_said_once(tmp_path, capl
     does not reach the budget rounds the budget."""
     import logging
 
-    with caplog.at_level(logging.WARNING, logger="rl.anakin.launcher"):
+    with caplog.at_level(logging.WARNING, logger="rl.experiments.compiled"):
         overrides = ["launcher=anakin", "agent=ppo", "environment=gymnax", "environment.name=CartPole-v1"]
         experiment, launcher = compose_experiment(overrides, str(tmp_path))
     assert experiment.builder.config.batch_size == experiment.num_envs == 1
@@ -1046,7 +1046,7 @@ def test_values_that_must_follow_others_are_derived_and_said_once(tmp_path, capl
         "max_actor_steps=50000",
     ]
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="rl.anakin.launcher"):
+    with caplog.at_level(logging.WARNING, logger="rl.experiments.compiled"):
         experiment, _ = compose_experiment(
             ["experiment=ppo_gymnax_cartpole", "launcher.steps_per_chunk=3"], str(tmp_path / "chunks")
         )
@@ -1075,7 +1075,7 @@ def test_dqn_replay_ratio_is_rounded_to_whole_sgd_steps_and_said_once(tmp_path, 
 
     from rl.systems.off_policy import OffPolicySystem
 
-    with caplog.at_level(logging.WARNING, logger="rl.anakin.launcher"):
+    with caplog.at_level(logging.WARNING, logger="rl.experiments.compiled"):
         experiment, _ = compose_experiment(
             ["experiment=dqn_gymnax_cartpole", "agent.samples_per_insert=12"], str(tmp_path)
         )

@@ -34,32 +34,37 @@ class RunningStatistics(NamedTuple):
     variance: Any
 
 
-def pack_rows(tree: Any) -> tuple[jax.Array, Callable[[jax.Array], Any]]:
-    """(rows, unpack): the leaves of `tree` (one leading axis, 32-bit or bool) side by side as one matrix of
-    32-bit words, and `unpack(rows[i])`, which is `tree` at `i` exactly (`leaf[i]` for every leaf). An
-    accelerator gathers a contiguous row about as fast as a scalar: one gather of packed rows replaces a
-    gather of scalars per leaf."""
+def row_gatherer(tree: Any) -> Callable[[jax.Array], Any]:
+    """`gather(order)`: `tree` at the rows `order` exactly (`leaf[order]` for every leaf, one leading axis).
+    The 32-bit and bool leaves sit side by side as one matrix of 32-bit words, gathered at once: an accelerator
+    gathers a contiguous row about as fast as a scalar, so one gather of packed rows replaces a gather of
+    scalars per leaf. Other leaves (uint8 frames, already contiguous rows) are gathered each on its own."""
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     count = leaves[0].shape[0]
+    packed = [leaf.dtype == jnp.bool_ or jnp.dtype(leaf.dtype).itemsize == 4 for leaf in leaves]
     columns = []
-    for leaf in leaves:
-        if leaf.dtype != jnp.bool_ and jnp.dtype(leaf.dtype).itemsize != 4:
-            raise TypeError(f"pack_rows packs 32-bit and bool leaves, got {leaf.dtype}")
+    for leaf in (leaf for leaf, pack in zip(leaves, packed) if pack):
         flat = jnp.reshape(leaf, (count, -1))
         words = flat.astype(jnp.uint32) if leaf.dtype == jnp.bool_ else jax.lax.bitcast_convert_type(flat, jnp.uint32)
         columns.append(words)
+    rows = jnp.concatenate(columns, axis=1) if columns else None
     ends = np.cumsum([column.shape[1] for column in columns])[:-1]
 
-    def unpack(rows: jax.Array) -> Any:
-        unpacked = []
-        for leaf, words in zip(leaves, jnp.split(rows, ends, axis=-1)):
+    def gather(order: jax.Array) -> Any:
+        words = iter(jnp.split(rows[order], ends, axis=-1)) if rows is not None else iter(())
+        gathered = []
+        for leaf, pack in zip(leaves, packed):
+            if not pack:
+                gathered.append(leaf[order])
+                continue
+            value = next(words)
             value = (
-                words.astype(jnp.bool_) if leaf.dtype == jnp.bool_ else jax.lax.bitcast_convert_type(words, leaf.dtype)
+                value.astype(jnp.bool_) if leaf.dtype == jnp.bool_ else jax.lax.bitcast_convert_type(value, leaf.dtype)
             )
-            unpacked.append(jnp.reshape(value, rows.shape[:-1] + leaf.shape[1:]))
-        return jax.tree_util.tree_unflatten(treedef, unpacked)
+            gathered.append(jnp.reshape(value, order.shape + leaf.shape[1:]))
+        return jax.tree_util.tree_unflatten(treedef, gathered)
 
-    return jnp.concatenate(columns, axis=1), unpack
+    return gather
 
 
 def init_statistics(observation_spec: Any) -> RunningStatistics:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from rl.experiments.compiled import system_class
 from rl.experiments.config import Experiment
 
 if TYPE_CHECKING:  # Imported when a system is built: the launcher's checks import no JAX.
@@ -24,16 +25,9 @@ class MemoryLimits:
     per_device_gb: float | None = None
 
 
-def system_class(experiment: Experiment) -> type[System]:
-    """The compiled system the experiment's agent names (launcher=anakin refuses an agent that names none)."""
-    system = experiment.builder.compiled_system
-    assert system is not None, "launcher=anakin's fit_experiment refuses an agent without a compiled system"
-    return system
-
-
 def steps_per_update(experiment: Experiment) -> int:
     """Environment steps (all copies) one learner update consumes."""
-    return system_class(experiment).steps_per_update(experiment.builder.config, experiment.num_envs)
+    return system_class(experiment, "anakin").steps_per_update(experiment.builder.config, experiment.num_envs)
 
 
 def system_inputs(experiment: Experiment) -> SystemInputs:
@@ -71,7 +65,7 @@ def make_system(experiment: Experiment, values: dict[str, Any] | None = None) ->
     builder = replica_builder(experiment.builder, values) if values else experiment.builder
     spec = experiment.environment_spec
     agent = builder.compiled_agent(experiment.network_factory(environment_spec=spec), spec)
-    return system_class(experiment)(agent, system_inputs(experiment))
+    return system_class(experiment, "anakin")(agent, system_inputs(experiment))
 
 
 def value_of(experiment: Any, key: str) -> Any:

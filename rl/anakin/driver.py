@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 import time
 from typing import Any, Callable
 
@@ -39,16 +38,15 @@ from rl.environment_loop import return_statistics
 from rl.experiments import lifecycle, signals
 from rl.experiments.config import Experiment
 from rl.core import NumericalError
-from rl.experiments.resume import trim_logs
-from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run, read_summary, write_json
-from rl.loggers.base import TRANSCRIPT, Logger, format_number
+from rl.experiments.replicas import add_summary_fields, improvement_flag, replica_table, seed_replicas
+from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
+from rl.loggers.base import TRANSCRIPT, Logger
 from rl.systems.base import Explores
 
 log = logging.getLogger(__name__)
 
 # Each replica's loggers: label -> (steps key, instance).
 LOGGERS = {"learner": ("learner_steps",), "actor": ("actor_steps", 0), "evaluator": ("actor_steps", 0)}
-REPLICA_COLUMNS = ("replica", "seed", "final_eval_return", "best_eval_return", "first_eval_return", "flag")
 
 
 class AnakinNodes(lifecycle.Nodes):
@@ -84,23 +82,6 @@ class AnakinNodes(lifecycle.Nodes):
         self.groups: ReplicaGroups | None = None  # Laid out when the programs are compiled.
         self.logs: list[dict[str, Logger]] = []
 
-    def seed_replicas(self) -> list[Experiment]:
-        """The run itself (one seed), or one experiment per seed in `seed_<index>/`, each with its own logs
-        (its rows past the restore point moved to logs/superseded/)."""
-        experiment, restore = self.experiment, self.experiment.restore
-        if self.num_seeds == 1:
-            return [experiment]
-        replicas = []
-        for index in range(self.num_seeds):
-            seed, directory = experiment.seed + index, os.path.join(experiment.run_directory, f"seed_{index}")
-            os.makedirs(directory, exist_ok=True)
-            if restore is not None:
-                steps = int(restore.counts.get("actor_steps", 0)), int(restore.counts.get("learner_steps", 0))
-                trim_logs(directory, *steps, experiment.session)
-            factory = experiment.logger_factory.replica(directory, index, seed)
-            replicas.append(dataclasses.replace(experiment, seed=seed, run_directory=directory, logger_factory=factory))
-        return replicas
-
     def start(self) -> None:
         opening = time.perf_counter()
         self.device = describe_devices()  # Opens the devices: nothing in the run has computed yet.
@@ -108,7 +89,7 @@ class AnakinNodes(lifecycle.Nodes):
         experiment, num_seeds, restore = self.experiment, self.num_seeds, self.experiment.restore
         if self.own_records:
             experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
-        self.replica_experiments = self.replicas or self.seed_replicas()
+        self.replica_experiments = self.replicas or seed_replicas(self.experiment, self.num_seeds)
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
@@ -385,7 +366,7 @@ class AnakinNodes(lifecycle.Nodes):
                     {"pbt": {"member": index, "lineage": self.population.lineage[index]}} if self.population else {}
                 )
                 failure = {"failure": why} if replica_status == "failed" else {}
-                _add_fields(replica.run_directory, fields | member | failure)
+                add_summary_fields(replica.run_directory, fields | member | failure)
                 close_loggers(replica, exit_code=code)
                 self.replica_summaries.append(result)
                 replicas.append(dataclasses.asdict(result) | {"run_directory": replica.run_directory})
@@ -401,39 +382,10 @@ class AnakinNodes(lifecycle.Nodes):
             for line in (title, *(f"  {line}" for line in table)):
                 print(line, flush=True)
                 TRANSCRIPT.info(line)
-        _add_fields(self.experiment.run_directory, extra)
+        add_summary_fields(self.experiment.run_directory, extra)
         return summary
 
     def close(self) -> None:
         for logger in (logger for log in self.logs for logger in log.values()):
             logger.close()
         self.logs = []
-
-
-def improvement_flag(returns: list[float], threshold: float | None = None) -> str:
-    """Why a replica's evaluation curve shows no learning ("" when it does, or ends at `threshold`)."""
-    if not returns:
-        return "not evaluated"
-    if threshold is not None and returns[-1] >= threshold:
-        return ""  # Solved, however early (500 at its first round is no failure to improve).
-    if max(returns) <= returns[0]:
-        return "never improved"
-    if returns[-1] <= returns[0]:
-        return "final <= first"
-    return ""
-
-
-def replica_table(seeds: list[int], curves: list[list[tuple[int, float]]], threshold: float | None = None) -> list[str]:
-    """A header and one aligned line per replica: index, seed, final, best and first return, flag."""
-    rows = []
-    for index, (seed, curve) in enumerate(zip(seeds, curves)):
-        returns = [float(value) for _, value in curve]
-        values = [format_number(v) for v in (returns[-1], max(returns), returns[0])] if returns else ["-"] * 3
-        rows.append([str(index), str(seed), *values, improvement_flag(returns, threshold)])
-    widths = [max(len(column), *(len(row[i]) for row in rows)) for i, column in enumerate(REPLICA_COLUMNS)]
-    line = lambda cells: f"{'  '.join(c.rjust(w) for c, w in zip(cells[:-1], widths))}  {cells[-1]}".rstrip()
-    return [line(list(REPLICA_COLUMNS)), *(line(row) for row in rows)]
-
-
-def _add_fields(directory: str, fields: dict[str, Any]) -> None:
-    write_json(os.path.join(directory, "summary.json"), read_summary(directory) | fields)

@@ -9,9 +9,10 @@ import os
 import re
 from typing import Any
 
-from rl.anakin.build import MemoryLimits, make_system, steps_per_update, system_class, untraceable, value_of
+from rl.anakin.build import MemoryLimits, make_system, steps_per_update, untraceable, value_of
 from rl.anakin.pbt import PbtSettings, Population
 from rl.environments.factories import is_jax_native
+from rl.experiments.compiled import derive_settings, rounded, system_class
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import Launcher
 from rl.experiments.summary import RunSummary
@@ -44,33 +45,6 @@ def set_xla_flags(flags: str | None = None) -> bool:
         return False
     os.environ["XLA_FLAGS"] = flags
     return True
-
-
-def _rounded(key: str, value: int, step: int, why: str) -> int:
-    """`value` rounded to a whole number of `step`s (at least one), said once in the log when it changes."""
-    if value % step == 0:
-        return value
-    rounded = max(step, round(value / step) * step)
-    log.warning("launcher=anakin: %s=%d rounded to %d, %s", key, value, rounded, why)
-    return rounded
-
-
-def derive_settings(experiment: Experiment) -> Experiment:
-    """The experiment with the agent's values that must follow environment.num_envs derived by its
-    system, each said once in the log."""
-    builder = experiment.builder
-    config = builder.config
-    for change in system_class(experiment).derived(config, experiment.num_envs):
-        log.warning("launcher=anakin: agent.%s=%s set to %s: %s", change.key, change.typed, change.value, change.why)
-        try:
-            config = dataclasses.replace(config, **{change.key: change.value})
-        except ValueError as error:
-            raise ConfigError(
-                f"agent.{change.key}", f"follows environment.num_envs under launcher=anakin: {error}"
-            ) from None
-    if config is builder.config:
-        return experiment
-    return dataclasses.replace(experiment, builder=type(builder)(config, exploration=builder.exploration))
 
 
 class AnakinLauncher(Launcher):
@@ -107,22 +81,17 @@ class AnakinLauncher(Launcher):
 
     def fit_experiment(self, experiment: Experiment) -> Experiment:
         """The experiment with the values its system derives, whole updates and chunks, checked."""
-        if experiment.builder.compiled_system is None:
-            raise ConfigError(
-                "agent",
-                f"launcher=anakin does not compile agent={experiment.agent_name} (its builder names no "
-                "`compiled_system`); use launcher=local or launcher=ray for it",
-            )
-        experiment = derive_settings(experiment)
+        system_class(experiment, "anakin")  # Refuses an agent that names no compiled system.
+        experiment = derive_settings(experiment, "anakin", experiment.num_envs)
         per_update = steps_per_update(experiment)
         if self.steps_per_chunk is None:
             whole = f"whole updates of {per_update} environment steps (one chunk each)"
             experiment = dataclasses.replace(
-                experiment, eval_every=_rounded("eval_every", experiment.eval_every, per_update, whole)
+                experiment, eval_every=rounded("anakin", "eval_every", experiment.eval_every, per_update, whole)
             )
         chunk = (self.steps_per_chunk or experiment.eval_every // per_update) * per_update
-        budget = _rounded(
-            "max_actor_steps", experiment.max_actor_steps, chunk, f"whole chunks of {chunk} environment steps"
+        budget = rounded(
+            "anakin", "max_actor_steps", experiment.max_actor_steps, chunk, f"whole chunks of {chunk} environment steps"
         )
         experiment = dataclasses.replace(experiment, max_actor_steps=budget)
         self.check_experiment(experiment)
@@ -140,7 +109,7 @@ class AnakinLauncher(Launcher):
             )
         if experiment.observers:
             raise ConfigError("observers", "launcher=anakin runs no observers; remove them (observers=[])")
-        refusal = system_class(experiment).refusal(experiment.builder.config, experiment.num_envs)
+        refusal = system_class(experiment, "anakin").refusal(experiment.builder.config, experiment.num_envs)
         if refusal is not None:
             raise ConfigError(refusal.key, refusal.message)
         per_update = steps_per_update(experiment)

@@ -6,13 +6,15 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
-from typing import Any
+from typing import Any, Sequence
 
 import dm_env
 import gymnasium
 import numpy as np
 
 from rl.environments.factories import GymnasiumToDmEnv, register_installed_families
+from rl.environments.gymnax_vector import EnvStep
+from rl.environments.host import EpisodeCounter, HostVector
 from rl.environments.vector import EnvpoolVectorEnvironment
 
 
@@ -146,3 +148,95 @@ def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVect
         "num_threads": max(1, min(int(num_envs), os.cpu_count() or 1)),
     }
     return EnvpoolVectorEnvironment(f"{game_name(chosen['name'])}-v5", seed, num_envs, atari=True, **options)
+
+
+def ale_rom(name: str) -> str:
+    """ale-py's ROM id of a game (`Pong` -> `pong`, `SpaceInvaders` -> `space_invaders`), checked."""
+    game = validate_game(name)
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(game))
+
+
+class AleVector(HostVector):
+    """Copies of a game in ale-py's vector environment (its C++ threads step them; frame skip, max-pooling,
+    grayscale, area resize and frame stacking are its own), with `make_atari_environment`'s settings and the
+    frames last. A copy reset within a step (its `final_observation` the ended episode's last) starts a new
+    game. Episodic life is DQN's: a lost life ends the learner's episode (discount 0) and the game plays on
+    (ale-py's own `episodic_life` restarts the game instead); `game_scores` are unclipped whole games."""
+
+    def __init__(self, seeds: Sequence[int], num_threads: int, **settings: Any):
+        from ale_py.vector_env import AtariVectorEnv
+
+        parameters = inspect.signature(make_atari_environment).parameters
+        unknown = set(settings) - set(parameters)
+        if unknown:
+            raise TypeError(f"unknown Atari options: {', '.join(sorted(unknown))}")
+        chosen = {name: p.default for name, p in parameters.items() if p.default is not p.empty} | settings
+        self.num_envs = len(seeds)
+        self._seeds = np.asarray(seeds, np.int64) % 2**31  # ALE takes C ints.
+        self._episodic_life = bool(chosen["episodic_life"])
+        self._reward_clip = bool(chosen["reward_clip"])
+        steps = chosen["max_episode_steps"]
+        self._environment = AtariVectorEnv(
+            ale_rom(chosen["name"]),
+            self.num_envs,
+            num_threads=max(1, min(int(num_threads), self.num_envs)),
+            max_num_frames_per_episode=10**9 if steps is None else int(steps) * int(chosen["frame_skip"]),
+            repeat_action_probability=float(chosen["repeat_action_probability"]),
+            full_action_space=bool(chosen["full_action_space"]),
+            autoreset_mode="SameStep",
+            img_height=int(chosen["screen_size"]),
+            img_width=int(chosen["screen_size"]),
+            stack_num=int(chosen["frame_stack"]),
+            frameskip=int(chosen["frame_skip"]),
+            noop_max=int(chosen["noop_max"]),
+            episodic_life=False,
+            life_loss_info=self._episodic_life,
+            reward_clipping=False,
+            use_fire_reset=False,  # As both other backends play it.
+        )
+        self.episodes = EpisodeCounter(self.num_envs)
+        self._game_scores = np.zeros(self.num_envs, np.float64)
+        self._ended_scores = np.full(self.num_envs, np.nan)
+        self._lives = np.zeros(self.num_envs, np.int32)
+
+    @staticmethod
+    def _frames_last(stacks: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.moveaxis(stacks, 1, -1))
+
+    def reset(self) -> np.ndarray:
+        observations, info = self._environment.reset(seed=self._seeds)
+        self._lives = np.asarray(info["lives"], np.int32)
+        return self._frames_last(observations)
+
+    def step(self, actions: np.ndarray) -> EnvStep:
+        observations, rewards, terminated, truncated, info = self._environment.step(np.asarray(actions, np.int32))
+        raw = np.asarray(rewards, np.float32)
+        lives = np.asarray(info["lives"], np.int32)
+        # With `life_loss_info` a lost life terminates without a reset; a game over resets (lives back up).
+        life_lost = terminated & (lives < self._lives) if self._episodic_life else np.zeros_like(terminated)
+        game_over = (terminated & ~life_lost) | truncated
+        self._lives = lives
+        self._game_scores += raw
+        self._ended_scores = np.where(game_over, self._game_scores, np.nan)
+        self._game_scores[game_over] = 0.0
+        reward = np.sign(raw) if self._reward_clip else raw
+        done = terminated | truncated
+        observation = self._frames_last(observations)
+        final = self._frames_last(info["final_obs"]) if done.any() else observation
+        episode_return, episode_length = self.episodes.add(reward, done)
+        return EnvStep(
+            observation=observation,
+            reward=reward,
+            discount=np.where(terminated, 0.0, 1.0).astype(np.float32),
+            done=done,
+            truncated=truncated & ~terminated,
+            final_observation=final,
+            episode_return=episode_return,
+            episode_length=episode_length,
+        )
+
+    def game_scores(self) -> np.ndarray:
+        return self._ended_scores
+
+    def close(self) -> None:
+        self._environment.close()

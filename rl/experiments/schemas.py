@@ -54,6 +54,14 @@ FACTORY_OPTIONS: dict[str, dict[str, Any]] = {
         memory_per_device_gb=float | None,
         pbt=str | None,
     ),
+    "rl.sebulba.SebulbaLauncher": dict(
+        num_seeds=int,
+        actor_threads=int,
+        block_length=int,
+        policy_lag=int,
+        actor_device=str,
+        environment_threads=int | None,
+    ),
 }
 
 

@@ -116,12 +116,19 @@ class System(abc.ABC):
         """Environment steps (all copies) one learner update consumes."""
 
     @classmethod
-    def derived(cls, settings: Any, num_envs: int) -> list[Derived]:
-        """The values of `settings` that must change to follow `num_envs` (none by default)."""
+    @abc.abstractmethod
+    def host_block_length(cls, settings: Any, block_length: int) -> int:
+        """Steps of every copy one update learns from when they are stepped on the host (launcher=sebulba),
+        given the launcher's `block_length`."""
+
+    @classmethod
+    def derived(cls, settings: Any, num_envs: int, block_length: int = 1) -> list[Derived]:
+        """The values of `settings` that must change to follow `num_envs` copies per replica, each update
+        learning from `block_length` steps of each off the host (none by default)."""
         return []
 
     @classmethod
-    def refusal(cls, settings: Any, num_envs: int) -> Refusal | None:
+    def refusal(cls, settings: Any, num_envs: int, block_length: int = 1) -> Refusal | None:
         """Why the (fitted) settings cannot run under this system (None: they can)."""
         return None
 

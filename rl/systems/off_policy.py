@@ -117,30 +117,37 @@ class OffPolicySystem(System):
         return num_envs
 
     @classmethod
-    def derived(cls, settings: Settings, num_envs: int) -> list[Derived]:
+    def host_block_length(cls, settings: Settings, block_length: int) -> int:
+        return block_length
+
+    @classmethod
+    def derived(cls, settings: Settings, num_envs: int, block_length: int = 1) -> list[Derived]:
+        num_envs = num_envs * block_length  # The steps one update inserts.
         sgd_steps = sgd_steps_per_update(settings, num_envs)
         if sgd_steps >= 1 and abs(sgd_steps - round(sgd_steps)) <= 1e-9:
             return []
         whole = max(1, round(sgd_steps))
         why = (
-            f"each step of the environment.num_envs={num_envs} copies takes num_envs * samples_per_insert / "
-            f"batch_size SGD steps, a whole number >= 1 ({sgd_steps:g} rounded to {whole})"
+            f"each update's {num_envs} inserted steps (environment copies x steps per update) take "
+            f"steps * samples_per_insert / batch_size SGD steps, a whole number >= 1 ({sgd_steps:g} rounded to {whole})"
         )
         return [Derived("samples_per_insert", settings.samples_per_insert, whole * settings.batch_size / num_envs, why)]
 
     @classmethod
-    def refusal(cls, settings: Settings, num_envs: int) -> Refusal | None:
+    def refusal(cls, settings: Settings, num_envs: int, block_length: int = 1) -> Refusal | None:
+        num_envs = num_envs * block_length  # The steps one update inserts.
         sgd_steps = sgd_steps_per_update(settings, num_envs)
         if sgd_steps < 1 or abs(sgd_steps - round(sgd_steps)) > 1e-9:
             return Refusal(
                 "agent.samples_per_insert",
-                f"under launcher=anakin each step of the {num_envs} environment copies inserts "
-                f"{num_envs} transitions and takes num_envs * samples_per_insert / batch_size SGD "
-                f"steps, which must be a whole number >= 1; got {sgd_steps:g}",
+                f"each update inserts {num_envs} steps (environment copies x steps per update) and takes "
+                f"steps * samples_per_insert / batch_size SGD steps, which must be a whole number >= 1; "
+                f"got {sgd_steps:g}",
             )
         if settings.prioritized:
             return Refusal(
-                "agent.prioritized", "prioritized replay is not supported by launcher=anakin yet; set it to false"
+                "agent.prioritized",
+                "prioritized replay is not supported by the compiled launchers (anakin, sebulba) yet; set it to false",
             )
         return None
 

@@ -61,16 +61,23 @@ class OnPolicySystem(System):
         return num_envs * settings.unroll_length
 
     @classmethod
-    def derived(cls, settings: Settings, num_envs: int) -> list[Derived]:
+    def host_block_length(cls, settings: Settings, block_length: int) -> int:
+        return settings.unroll_length  # Whole rollouts, whatever the launcher's block length.
+
+    @classmethod
+    def derived(cls, settings: Settings, num_envs: int, block_length: int = 1) -> list[Derived]:
         if settings.batch_size == num_envs:
             return []
-        why = f"a batch is one rollout of each of the environment.num_envs={num_envs} copies"
+        why = f"a batch is one rollout of each of a replica's {num_envs} environment copies"
         return [Derived("batch_size", settings.batch_size, num_envs, why)]
 
     @classmethod
-    def refusal(cls, settings: Settings, num_envs: int) -> Refusal | None:
+    def refusal(cls, settings: Settings, num_envs: int, block_length: int = 1) -> Refusal | None:
         if settings.normalize_observations:
-            return Refusal("agent.normalize_observations", "is not supported by launcher=anakin yet; set it to false")
+            return Refusal(
+                "agent.normalize_observations",
+                "is not supported by the compiled launchers (anakin, sebulba) yet; set it to false",
+            )
         return None
 
     def init(self, key: jax.Array) -> OnPolicyState:

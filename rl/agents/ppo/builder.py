@@ -179,12 +179,12 @@ def ppo_update(
         observation = on_policy.normalize_observations(statistics, batch.observation, config.observation_clip)
         batch = batch._replace(observation=observation)
     steps, orders, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
-    rows, unpack = on_policy.pack_rows(steps)  # Each minibatch one gather of rows.
+    gather = on_policy.row_gatherer(steps)  # Each minibatch one gather of rows.
     costs = (config.value_cost, config.entropy_cost, config.value_clip_epsilon, config.normalize_advantages)
 
     def sgd_step(carry: tuple[Any, Any], order: jax.Array) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
         params, opt_state = carry
-        minibatch: Minibatch = unpack(rows[order])
+        minibatch: Minibatch = gather(order)
         gradients, metrics = jax.grad(ppo_loss, has_aux=True)(params, apply, minibatch, clip_epsilon, *costs)
         updates, opt_state = optimizer.update(gradients, opt_state, params)
         params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))

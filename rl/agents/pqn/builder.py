@@ -116,7 +116,7 @@ def pqn_update(
         config, state.actor_steps, config.learning_rate, config.final_learning_rate_fraction
     )
     steps, orders, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
-    rows, unpack = on_policy.pack_rows(steps)  # Each minibatch one gather of rows.
+    gather = on_policy.row_gatherer(steps)  # Each minibatch one gather of rows.
 
     def minibatch_loss(params: Any, minibatch: Minibatch) -> tuple[jax.Array, jax.Array]:
         q_values = apply(params, minibatch.observation)
@@ -125,7 +125,7 @@ def pqn_update(
 
     def sgd_step(carry: tuple[Any, Any], order: jax.Array) -> tuple[tuple[Any, Any], dict[str, jax.Array]]:
         params, opt_state = carry
-        (loss, q_mean), gradients = jax.value_and_grad(minibatch_loss, has_aux=True)(params, unpack(rows[order]))
+        (loss, q_mean), gradients = jax.value_and_grad(minibatch_loss, has_aux=True)(params, gather(order))
         updates, opt_state = optimizer.update(gradients, opt_state, params)
         params = optax.apply_updates(params, jax.tree_util.tree_map(lambda u: -learning_rate * u, updates))
         return (params, opt_state), {"loss": loss, "q_mean": q_mean, "gradient_norm": optax.tree.norm(gradients)}

@@ -1,0 +1,211 @@
+"""The host side of a sebulba run: actor threads, each stepping its environment copies (a block of every
+replica's) with the replicas' behaviour policy, and handing whole blocks of steps to the learner; the board
+where the learner publishes each update's parameters; the plan that says how many blocks to take."""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from rl.environments.gymnax_vector import EnvStep
+from rl.environments.host import HostVector
+from rl.systems.base import Trajectory
+
+# Seconds a waiting thread sleeps before it looks at the stop flag again.
+POLL_S = 0.1
+
+
+class Stopped(Exception):
+    """The run is stopping: a waiting thread gives up."""
+
+
+class ParamsBoard:
+    """Each learner update's policy parameters by version (the updates before it). Block j of every thread acts
+    with version j - lag, so a run takes the same steps whatever the threads' timing (lag 0: acting waits for
+    each update; lag 1: the next block is stepped while the learner updates)."""
+
+    def __init__(self, version: int, params: Any, lag: int, stop: threading.Event):
+        self.lag, self.first, self._stop = lag, version, stop
+        self._versions = {version: params}
+        self._changed = threading.Condition()
+
+    def publish(self, version: int, params: Any) -> None:
+        with self._changed:
+            self._versions[version] = params
+            for old in [v for v in self._versions if v < version - self.lag]:
+                del self._versions[old]
+            self._changed.notify_all()
+
+    def for_block(self, block: int) -> Any:
+        """The parameters block `block` acts with (a resumed run's first blocks: the restored ones)."""
+        version = max(block - self.lag, self.first)
+        with self._changed:
+            while version not in self._versions:
+                if self._stop.is_set():
+                    raise Stopped
+                self._changed.wait(POLL_S)
+            return self._versions[version]
+
+    def latest(self) -> Any:
+        with self._changed:
+            return self._versions[max(self._versions)]
+
+
+class BlockPlan:
+    """How many blocks the actor threads may step in all (`allowed`); a thread waits at its next block until
+    the learner allows it, so acting stops exactly at an evaluation, a checkpoint or the budget."""
+
+    def __init__(self, blocks: int, stop: threading.Event):
+        self.allowed = blocks
+        self._stop = stop
+        self._changed = threading.Condition()
+        self.started: dict[int, int] = {}  # Thread -> blocks it has begun.
+
+    def allow(self, blocks: int) -> None:
+        with self._changed:
+            self.allowed = blocks
+            self._changed.notify_all()
+
+    def begin(self, thread: int, block: int) -> None:
+        with self._changed:
+            while block >= self.allowed:
+                if self._stop.is_set():
+                    raise Stopped
+                self._changed.wait(POLL_S)
+            self.started[thread] = block + 1
+
+    def hold(self, taken: int) -> int:
+        """Allows no block beyond those a thread has begun (at least `taken`, the blocks the learner has
+        taken); returns how many that is: the learner takes them all before the run pauses."""
+        with self._changed:
+            self.allowed = max(taken, *self.started.values()) if self.started else taken
+            self._changed.notify_all()
+            return self.allowed
+
+
+@dataclasses.dataclass
+class Handoff:
+    """One thread's block for the learner: its steps (replicas, T, copies, ...) on the learner's device, the
+    observations after them, and what ended in it, per replica (host numbers)."""
+
+    block: Trajectory
+    last_observation: Any
+    episodes: np.ndarray
+    returns: np.ndarray
+    lengths: np.ndarray
+    game_scores: list[list[float]]
+
+
+@dataclasses.dataclass
+class ThreadTimes:
+    """Seconds an actor thread spent stepping environments, in the policy (the device call and its copy
+    back), waiting for parameters or for the learner's permission, and handing blocks over."""
+
+    environment_s: float = 0.0
+    policy_s: float = 0.0
+    waiting_s: float = 0.0
+    handoff_s: float = 0.0
+
+
+class ActorThread(threading.Thread):
+    """Steps `environments` (the replicas' copies side by side, replica-major) block after block: block j's
+    T steps with parameters `board.for_block(j)`, handed to `handoffs` on `device` once stepped."""
+
+    def __init__(
+        self,
+        index: int,
+        environments: HostVector,
+        act: Callable[..., Any],
+        keys: jax.Array,
+        board: ParamsBoard,
+        plan: BlockPlan,
+        num_replicas: int,
+        block_length: int,
+        first_block: int,
+        steps_per_block: int,
+        device: Any,
+        stop: threading.Event,
+    ):
+        super().__init__(name=f"sebulba-actor-{index}", daemon=True)
+        self.index, self.environments, self.act, self.keys = index, environments, act, keys
+        self.board, self.plan, self.stop = board, plan, stop
+        self.replicas, self.length = num_replicas, block_length
+        self.copies = environments.num_envs // num_replicas
+        self.block, self.steps_per_block, self.device = first_block, steps_per_block, device
+        self.handoffs: queue.Queue[Handoff] = queue.Queue()
+        self.times = ThreadTimes()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            observation = self.environments.reset()
+            while not self.stop.is_set():
+                waited = time.perf_counter()
+                self.plan.begin(self.index, self.block)
+                params = self.board.for_block(self.block)
+                self.times.waiting_s += time.perf_counter() - waited
+                observation = self.step_block(params, observation)
+                self.block += 1
+        except Stopped:
+            pass
+        except BaseException as error:  # noqa: BLE001 - the learner's thread re-raises it.
+            self.error = error
+
+    def by_replica(self, array: np.ndarray) -> np.ndarray:
+        return np.reshape(array, (self.replicas, self.copies) + array.shape[1:])
+
+    def step_block(self, params: Any, observation: np.ndarray) -> np.ndarray:
+        """Steps block `self.block` from `observation`, hands it over, returns the observation after it."""
+        rows: list[tuple[Any, ...]] = []
+        episodes = np.zeros(self.replicas, np.int64)
+        returns = np.zeros(self.replicas, np.float64)
+        lengths = np.zeros(self.replicas, np.float64)
+        scores: list[list[float]] = [[] for _ in range(self.replicas)]
+        for t in range(self.length):
+            started = time.perf_counter()
+            step = self.block * self.length + t
+            clock = self.block * self.steps_per_block + t * self.copies
+            actions, extras = jax.device_get(self.act(params, self.keys, step, self.by_replica(observation), clock))
+            stepped = time.perf_counter()
+            answer = self.environments.step(np.reshape(actions, (-1,) + actions.shape[2:]))
+            self.times.policy_s += stepped - started
+            self.times.environment_s += time.perf_counter() - stepped
+            rows.append((self.by_replica(observation), actions, extras, answer))
+            ended = self.by_replica(answer.done)
+            episodes += ended.sum(axis=1)
+            returns += self.by_replica(answer.episode_return).sum(axis=1)
+            lengths += self.by_replica(answer.episode_length).sum(axis=1)
+            ended_games = self.by_replica(self.environments.game_scores())
+            for replica, copy in zip(*np.nonzero(~np.isnan(ended_games))):
+                scores[replica].append(float(ended_games[replica, copy]))
+            observation = answer.observation
+        handing = time.perf_counter()
+        block, last = jax.device_put((self.stack(rows), self.by_replica(observation)), self.device)
+        self.handoffs.put(Handoff(block, last, episodes, returns, lengths, scores))
+        self.times.handoff_s += time.perf_counter() - handing
+        return observation
+
+    def stack(self, rows: list[tuple[Any, ...]]) -> Trajectory:
+        """The block's rows as one trajectory (replicas, T, copies, ...) with the fields the learner reads."""
+        time_axis = lambda *values: np.stack(values, axis=1)
+        observations, actions, extras, answers = zip(*rows)
+        steps = lambda field: time_axis(*(self.by_replica(field(answer)) for answer in answers))
+        step = EnvStep(
+            observation=None,
+            reward=steps(lambda answer: answer.reward),
+            discount=steps(lambda answer: answer.discount),
+            done=steps(lambda answer: answer.done),
+            truncated=steps(lambda answer: answer.truncated),
+            final_observation=steps(lambda answer: answer.final_observation),
+            episode_return=None,
+            episode_length=None,
+        )
+        return Trajectory(
+            time_axis(*observations), time_axis(*actions), jax.tree_util.tree_map(time_axis, *extras), step
+        )

@@ -1,0 +1,319 @@
+"""The nodes of a sebulba run: actor threads stepping host environments, the learner's update on each round
+of blocks in this thread, evaluation rounds on the host with the evaluation policy. A checkpoint holds every
+replica's learner state with its replay (on the device), so a resumed run learns on from where it stopped;
+its environments start new episodes."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from rl.core import NumericalError
+from rl.environment_loop import return_statistics
+from rl.environments.host import HostVector
+from rl.experiments import lifecycle
+from rl.experiments.config import enable_compilation_cache
+from rl.experiments.replicas import add_summary_fields, replica_table, seed_replicas
+from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
+from rl.loggers.base import TRANSCRIPT, Logger
+from rl.sebulba.actors import POLL_S, ActorThread, BlockPlan, Handoff, ParamsBoard, ThreadTimes
+from rl.sebulba.environments import evaluation_environments, training_environments
+from rl.sebulba.settings import SebulbaSettings, block_length, steps_per_update
+from rl.sebulba.programs import initial_state, make_programs, make_system, policy_params, replica_keys
+from rl.systems.base import TRAINED
+
+log = logging.getLogger(__name__)
+
+# Each replica's loggers: label -> (steps key, instance).
+LOGGERS = {"learner": ("learner_steps",), "actor": ("actor_steps", 0), "evaluator": ("actor_steps", 0)}
+
+
+def evaluation_round(
+    environments: HostVector, evaluate: Callable[..., Any], params: Any, keys: jax.Array, replicas: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every copy plays until its first episode ends: (returns, lengths), each (replicas, copies)."""
+    by_replica = lambda array: np.reshape(array, (replicas, -1) + array.shape[1:])
+    observation = environments.reset()
+    finished = np.zeros(environments.num_envs, bool)
+    returns = np.zeros(environments.num_envs, np.float64)
+    lengths = np.zeros(environments.num_envs, np.float64)
+    step = 0
+    while not finished.all():
+        actions = np.asarray(jax.device_get(evaluate(params, keys, step, by_replica(observation))))
+        answer = environments.step(np.reshape(actions, (-1,) + actions.shape[2:]))
+        ended = answer.done & ~finished
+        returns[ended], lengths[ended] = answer.episode_return[ended], answer.episode_length[ended]
+        finished |= answer.done
+        observation, step = answer.observation, step + 1
+    return by_replica(returns), by_replica(lengths)
+
+
+@dataclasses.dataclass
+class LearnerTimes:
+    """Seconds the learner's thread waited for the actors' blocks, and for its updates on the device."""
+
+    waiting_s: float = 0.0
+    updating_s: float = 0.0
+
+
+class SebulbaNodes(lifecycle.Nodes):
+    """`num_seeds` replicas: actor threads step their copies block by block; each update takes one block from
+    every thread (the learner's program, all replicas at once) and publishes the parameters the next blocks
+    act with."""
+
+    def __init__(self, settings: SebulbaSettings):
+        self.settings = settings
+        self.threads: list[ActorThread] = []
+        self.logs: list[dict[str, Logger]] = []
+        self.halt = threading.Event()
+        self.learner_times = LearnerTimes()
+        self.state: Any = None
+
+    def start(self) -> None:
+        experiment, settings, restore = self.experiment, self.settings, self.experiment.restore
+        replicas = settings.num_seeds
+        enable_compilation_cache(experiment.compilation_cache)
+        self.own_records = replicas > 1  # Each replica writes its own run's records.
+        if self.own_records:
+            experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
+        self.replica_experiments = seed_replicas(experiment, replicas)
+        self.system = make_system(experiment, settings)
+        self.programs = make_programs(self.system, donate=jax.devices()[0].platform != "cpu")
+        self.learner_device = jax.devices()[0]
+        self.actor_device = self.learner_device if settings.actor_device == "learner" else jax.devices("cpu")[0]
+        self.device = f"{self.learner_device.device_kind} (actors on {self.actor_device.device_kind})"
+        keys = jax.vmap(lambda key: jax.random.split(key, 3))(replica_keys(experiment.seed, replicas))
+        learner_keys, actor_keys, evaluation_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+        self.evaluation_keys = jax.device_put(evaluation_keys, self.actor_device)
+        started = time.perf_counter()
+        self.state = initial_state(self.system, learner_keys, self.learner_device)
+        self.per_update = steps_per_update(experiment, settings)
+        self.taken = self.record.steps // self.per_update
+        self.learner_steps, self.episodes = 0, [0] * replicas
+        self.curves: list[list[tuple[int, float]]] = [[] for _ in range(replicas)]
+        if restore is not None:
+            self.state = jax.device_put(restore.learner_state(self.state), self.learner_device)
+            self.learner_steps = int(restore.counts.get("learner_steps", 0))
+            saved = restore.state["sebulba"]["replicas"]
+            self.episodes = [int(replica["episodes"]) for replica in saved]
+            self.curves = [[(int(s), float(v)) for s, v in replica["eval_returns"]] for replica in saved]
+        params = jax.device_put(policy_params(self.system, self.state), self.actor_device)
+        self.board = ParamsBoard(self.taken, params, settings.policy_lag, self.halt)
+        self.plan = BlockPlan(self.taken, self.halt)
+        self.start_time_s = time.perf_counter() - started
+        for index in range(settings.actor_threads):
+            self.threads.append(self.actor_thread(index, actor_keys))
+            self.threads[-1].start()
+        for factory in (replica.logger_factory for replica in self.replica_experiments):
+            self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
+        self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
+        self.last_learner_record = 0.0
+        self.recent_returns = np.full(replicas, np.nan)
+
+    def actor_thread(self, index: int, actor_keys: jax.Array) -> ActorThread:
+        """Thread `index` with its copies of every replica and its keys (new in each session of the run)."""
+        experiment, settings = self.experiment, self.settings
+        environments = training_environments(
+            experiment, settings.num_seeds, experiment.num_envs, index, settings.environment_threads
+        )
+        fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
+        keys = jax.device_put(fold(fold(actor_keys, index), experiment.session), self.actor_device)
+        return ActorThread(
+            index,
+            environments,
+            self.programs.act,
+            keys,
+            self.board,
+            self.plan,
+            num_replicas=settings.num_seeds,
+            block_length=block_length(experiment, settings),
+            first_block=self.taken,
+            steps_per_block=self.per_update,
+            device=self.learner_device,
+            stop=self.halt,
+        )
+
+    def take(self, thread: ActorThread) -> Handoff:
+        """The thread's next block; its failure raised here."""
+        while True:
+            try:
+                return thread.handoffs.get(timeout=POLL_S)
+            except queue.Empty:
+                if thread.error is not None:
+                    raise thread.error from None
+                if not thread.is_alive():
+                    raise RuntimeError(f"actor thread {thread.index} ended without a block") from None
+
+    def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
+        """Updates on one block of every thread at a time up to `until` actor steps, or until `pause()`: then
+        the blocks the threads have begun are taken first, so nothing is left in flight."""
+        self.plan.allow(until // self.per_update)
+        pending: tuple[Any, list[Handoff], float] | None = None
+        rate_start, rate_blocks = time.perf_counter(), 0
+        while self.taken < self.plan.allowed:
+            if pause():
+                self.plan.hold(self.taken)
+                if self.taken >= self.plan.allowed:
+                    break
+            waited = time.perf_counter()
+            handoffs = [self.take(thread) for thread in self.threads]
+            dispatched = time.perf_counter()
+            self.learner_times.waiting_s += dispatched - waited
+            blocks = tuple(handoff.block for handoff in handoffs)
+            last_observations = tuple(handoff.last_observation for handoff in handoffs)
+            self.state, metrics, params = self.programs.learn(self.state, blocks, last_observations)
+            self.taken += 1
+            self.board.publish(self.taken, jax.device_put(params, self.actor_device))
+            if pending is not None:
+                self.write_records(*pending, final=False)
+            rate_blocks += 1
+            rate = rate_blocks * self.per_update / max(time.perf_counter() - rate_start, 1e-9)
+            pending = (metrics, handoffs, rate)
+            self.learner_times.updating_s += time.perf_counter() - dispatched
+            self.record.steps = self.taken * self.per_update
+            if not np.isnan(self.recent_returns).all():
+                progress.update(episode_return=float(np.nanmean(self.recent_returns)))
+            progress.advance(self.record.steps, force=True)
+        if pending is not None:
+            started = time.perf_counter()
+            self.write_records(*pending, final=True)
+            self.learner_times.updating_s += time.perf_counter() - started
+        return self.record.steps
+
+    def counts_of(self, replica: int) -> dict[str, int]:
+        return dict(
+            actor_steps=self.record.steps, learner_steps=self.learner_steps, actor_episodes=self.episodes[replica]
+        )
+
+    def write_records(self, metrics: Any, handoffs: list[Handoff], rate: float, final: bool) -> None:
+        """Each replica's actor record where episodes ended and, at most every `learner_log_interval_s` (and
+        before a pause), its learner record; a non-finite learner metric fails the run."""
+        values = jax.device_get(metrics)  # The device's wait: the update (a round of blocks) behind.
+        self.learner_steps = int(values.pop("learner_steps")[0])
+        trained = values.pop(TRAINED, None)
+        now = time.perf_counter()
+        learner_due = final or now - self.last_learner_record >= self.experiment.learner_log_interval_s
+        for replica, logs in enumerate(self.logs):
+            learner_metrics = {} if trained is not None and not trained[replica] else values
+            faults = sorted(key for key, value in learner_metrics.items() if not np.all(np.isfinite(value[replica])))
+            if faults:
+                raise NumericalError(
+                    f"replica {replica}: non-finite {', '.join(faults)} in the update at learner step "
+                    f"{self.learner_steps}"
+                )
+            episodes = sum(int(handoff.episodes[replica]) for handoff in handoffs)
+            self.episodes[replica] += episodes
+            counts = self.counts_of(replica)
+            if learner_due:
+                row = {key: float(np.mean(value[replica])) for key, value in learner_metrics.items()}
+                logs["learner"].write({**counts, **row, "steps_per_second": rate})
+            if episodes:
+                count = float(episodes)
+                record = {
+                    "episode_return": sum(float(handoff.returns[replica]) for handoff in handoffs) / count,
+                    "episode_length": sum(float(handoff.lengths[replica]) for handoff in handoffs) / count,
+                }
+                scores = [score for handoff in handoffs for score in handoff.game_scores[replica]]
+                if scores:
+                    record["game_score"] = float(np.mean(scores))
+                logs["actor"].write({**counts, **record, "episodes": episodes, "steps_per_second": rate})
+                self.recent_returns[replica] = record["episode_return"]
+        if learner_due:
+            self.last_learner_record = now
+
+    def evaluate(self) -> tuple[int, float, float]:
+        """A round of every replica's evaluation policy: `eval_episodes` whole episodes each, seeded by the
+        replica's seed and the step count only."""
+        experiment, steps, replicas = self.experiment, self.record.steps, self.settings.num_seeds
+        environments = evaluation_environments(experiment, replicas, steps, self.settings.environment_threads)
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
+        try:
+            returns, lengths = evaluation_round(
+                environments, self.programs.evaluate, self.board.latest(), keys, replicas
+            )
+        finally:
+            environments.close()
+        means = []
+        for replica, logs in enumerate(self.logs):
+            record = return_statistics(returns[replica])
+            row = {**record, "episode_length": float(lengths[replica].mean()), "episodes": returns[replica].size}
+            logs["evaluator"].write({**self.counts_of(replica), **row})
+            self.curves[replica].append((steps, record["episode_return"]))
+            means.append(record["episode_return"])
+        if self.mean_evaluator is not None:
+            record = {"actor_steps": steps, "learner_steps": self.learner_steps, **return_statistics(means)}
+            self.mean_evaluator.write({**record, "replicas": len(means)})
+        return steps, float(np.mean(means)), time.time()
+
+    def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
+        snapshot = lifecycle.Snapshot(self.record.steps, self.counts_of(0), consistent=self.state is not None)
+        if checkpoint:
+            snapshot.learner_state = self.state
+            snapshot.state["sebulba"] = {
+                "num_seeds": self.settings.num_seeds,
+                "replicas": [
+                    {"episodes": episodes, "eval_returns": [[int(s), float(v)] for s, v in curve]}
+                    for episodes, curve in zip(self.episodes, self.curves)
+                ],
+            }
+        return snapshot
+
+    def time_spent(self) -> dict[str, float]:
+        """Where the run's time went: the actor threads' (summed over threads) and the learner's."""
+        spent = dict.fromkeys(dataclasses.asdict(ThreadTimes()), 0.0)
+        for thread in self.threads:
+            for name, value in dataclasses.asdict(thread.times).items():
+                spent[name] += value
+        acting = {f"actors_{name}": round(value, 2) for name, value in spent.items()}
+        learning = {
+            f"learner_{name}": round(value, 2) for name, value in dataclasses.asdict(self.learner_times).items()
+        }
+        return {**acting, **learning, "start_s": round(self.start_time_s, 2)}
+
+    def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
+        settings = self.settings
+        extra: dict[str, Any] = {
+            "launcher": "sebulba",
+            "num_seeds": settings.num_seeds,
+            "actor_threads": settings.actor_threads,
+            "device": self.device,
+            "time_s": self.time_spent(),
+        }
+        TRANSCRIPT.info("launcher=sebulba: time spent (s) %s", extra["time_s"])
+        self.close()
+        if self.own_records:
+            times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
+            replicas = []
+            for index, replica in enumerate(self.replica_experiments):
+                result = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=status)
+                close_loggers(replica, exit_code=exit_code)
+                replicas.append(dataclasses.asdict(result) | {"run_directory": replica.run_directory})
+            extra["replicas"] = replicas
+            acting = self.record.acting_time_s
+            total = self.record.steps * settings.num_seeds
+            extra["total_actor_steps_per_second"] = round(total / acting, 1) if acting else None
+            seeds = [replica.seed for replica in self.replica_experiments]
+            lines = replica_table(seeds, self.curves, self.experiment.threshold)
+            for line in (f"Evaluation returns of each of the {len(seeds)} replicas:", *(f"  {line}" for line in lines)):
+                print(line, flush=True)
+                TRANSCRIPT.info(line)
+        add_summary_fields(self.experiment.run_directory, extra)
+        return summary
+
+    def close(self) -> None:
+        """Stops the actor threads, closes their environments and the replicas' loggers."""
+        self.halt.set()
+        for thread in self.threads:
+            thread.join(timeout=30)
+            thread.environments.close()
+        self.threads = []
+        for logger in (logger for logs in self.logs for logger in logs.values()):
+            logger.close()
+        self.logs = []

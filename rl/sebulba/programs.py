@@ -1,0 +1,89 @@
+"""The compiled side of a sebulba run: the replicas' learner update on blocks of host steps (one program for
+every replica, vmapped), the behaviour and evaluation policies the host threads call, and the replicas'
+initial states. Replica i's rows are its own: its key, its learner, its replay, its environments' steps."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from rl.experiments.compiled import system_class
+from rl.experiments.config import Experiment
+from rl.sebulba.settings import SebulbaSettings, block_length, copies_per_replica
+from rl.systems.base import System, SystemInputs, Trajectory
+
+
+@dataclasses.dataclass(frozen=True)
+class Programs:
+    """`learn(state, blocks, last_observations) -> (state, metrics, policy params)`: one update of every
+    replica on one block from each actor thread (each (replicas, T, copies, ...)), joined along the copies.
+    `act(params, keys, step, observations, clock) -> (actions, extras)` and `evaluate(params, keys, step,
+    observations) -> actions`: a policy of every replica on (replicas, copies, ...) observations, the key of
+    replica i at host step `step` folded from its row of `keys`."""
+
+    learn: Callable[..., tuple[Any, dict[str, jax.Array], Any]]
+    act: Callable[..., tuple[jax.Array, Any]]
+    evaluate: Callable[..., jax.Array]
+
+
+def replica_keys(seed: int, num_seeds: int) -> jax.Array:
+    """Replica i's key is seed + i's, as if it ran alone with that seed."""
+    return jnp.stack([jax.random.PRNGKey(seed + index) for index in range(num_seeds)])
+
+
+def make_programs(system: System, donate: bool = False) -> Programs:
+    """`system`'s programs, jitted; each runs where its state or parameters are placed. `donate`: the learner
+    updates its state in place (not on a CPU, where XLA cannot)."""
+
+    def learn(state: Any, blocks: tuple[Trajectory, ...], last_observations: tuple[jax.Array, ...]) -> Any:
+        block = jax.tree_util.tree_map(lambda *parts: jnp.concatenate(parts, axis=2), *blocks)
+        last_observation = jnp.concatenate(last_observations, axis=1)
+        state, metrics = jax.vmap(system.learn_block)(state, block, last_observation)
+        learners = jax.vmap(system.learner_of)(state)
+        metrics["learner_steps"] = jax.vmap(system.learning.learner_steps)(learners)
+        return state, metrics, jax.vmap(system.learning.policy_params)(learners)
+
+    def act(params: Any, keys: jax.Array, step: jax.Array, observations: jax.Array, clock: jax.Array) -> Any:
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, step)
+        return jax.vmap(system.behaviour_policy, in_axes=(0, 0, 0, None))(params, keys, observations, clock)
+
+    def evaluate(params: Any, keys: jax.Array, step: jax.Array, observations: jax.Array) -> jax.Array:
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, step)
+        policy = jax.vmap(system.evaluation_policy, in_axes=(0, 0, 0, None))
+        return policy(params, keys, observations, step)[0]
+
+    return Programs(jax.jit(learn, donate_argnums=0 if donate else ()), jax.jit(act), jax.jit(evaluate))
+
+
+def make_system(experiment: Experiment, settings: SebulbaSettings) -> System:
+    """The experiment's system learning from host blocks of `block_length` steps of a replica's copies."""
+    spec = experiment.environment_spec
+    inputs = SystemInputs(
+        name=None,
+        kwargs=None,
+        num_envs=copies_per_replica(experiment, settings),
+        eval_episodes=experiment.eval_episodes,
+        max_actor_steps=experiment.max_actor_steps,
+        spec=spec,
+        block_length=block_length(experiment, settings),
+    )
+    agent = experiment.builder.compiled_agent(experiment.network_factory(environment_spec=spec), spec)
+    return system_class(experiment, "sebulba")(agent, inputs)
+
+
+def initial_state(system: System, keys: jax.Array, device: Any) -> Any:
+    """Every replica's learner state (`init_learner`), made on the host's CPU one replica after another (an
+    accelerator compiles initialisers slowly; batched LAPACK calls can wait on each other on the CPU), then
+    placed on `device`."""
+    host = jax.devices("cpu")[0]
+    with jax.default_device(host):
+        state = jax.jit(lambda keys: jax.lax.map(system.init_learner, keys))(jax.device_put(keys, host))
+    return jax.device_put(state, device)
+
+
+def policy_params(system: System, state: Any) -> Any:
+    """Every replica's policy parameters in `state` (what actors act with)."""
+    return jax.jit(jax.vmap(lambda replica: system.learning.policy_params(system.learner_of(replica))))(state)
