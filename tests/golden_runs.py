@@ -93,11 +93,31 @@ RUNS: dict[str, list[str]] = {
     ],
     "anakin_dqn": ["experiment=dqn_gymnax_cartpole", "max_actor_steps=4096", "eval_every=2048", "seed=1", *SHORT],
     "anakin_pqn": ["experiment=pqn_gymnax_cartpole", "max_actor_steps=16384", "eval_every=8192", "seed=1", *SHORT],
+    "sebulba_sac": [
+        "experiment=sac_pendulum",
+        "launcher=sebulba",
+        "max_actor_steps=2048",
+        "eval_every=1024",
+        "agent.min_replay_size=512",
+        "seed=1",
+        *SHORT,
+    ],
+    "sebulba_ppo": [
+        "experiment=ppo_cartpole",
+        "launcher=sebulba",
+        "launcher.num_seeds=2",
+        "launcher.actor_threads=2",
+        "environment.num_envs=2",
+        "max_actor_steps=4096",
+        "eval_every=2048",
+        "seed=1",
+        *SHORT,
+    ],
 }
 
 
-# The golden runs that are one compiled program (launcher=anakin): they need no reverb, so both stacks run them.
-COMPILED = ("anakin_ppo_two_seeds", "anakin_dqn", "anakin_pqn")
+# The golden runs whose learner is compiled (launcher=anakin, sebulba): they need no reverb, so both stacks run them.
+COMPILED = ("anakin_ppo_two_seeds", "anakin_dqn", "anakin_pqn", "sebulba_sac", "sebulba_ppo")
 
 # Packages whose versions decide a run's last float bits, with the machine: records are kept per stack too.
 NUMERIC_PACKAGES = (

@@ -15,6 +15,7 @@ import numpy as np
 
 from rl.environments.gymnax_vector import EnvStep
 from rl.environments.host import HostVector
+from rl.sebulba.programs import Programs
 from rl.systems.base import Trajectory
 
 # Seconds a waiting thread sleeps before it looks at the stop flag again.
@@ -91,11 +92,12 @@ class BlockPlan:
 
 @dataclasses.dataclass
 class Handoff:
-    """One thread's block for the learner: its steps (replicas, T, copies, ...) on the learner's device, the
-    observations after them, and what ended in it, per replica (host numbers)."""
+    """One thread's block for the learner: its steps (replicas, T, copies, ...) on the learner's device, its
+    `ends` (the observations after it, each copy's truncated final observation where the block carries no next
+    observations), and what ended in it, per replica (host numbers)."""
 
     block: Trajectory
-    last_observation: Any
+    ends: tuple[Any, Any]
     episodes: np.ndarray
     returns: np.ndarray
     lengths: np.ndarray
@@ -115,13 +117,14 @@ class ThreadTimes:
 
 class ActorThread(threading.Thread):
     """Steps `environments` (the replicas' copies side by side, replica-major) block after block: block j's
-    T steps with parameters `board.for_block(j)`, handed to `handoffs` on `device` once stepped."""
+    T steps with parameters `board.for_block(j)`, handed to `handoffs` on `device` once stepped. With
+    `next_observations` a block carries every step's next observation, else each copy's last truncated one."""
 
     def __init__(
         self,
         index: int,
         environments: HostVector,
-        act: Callable[..., Any],
+        programs: Programs,
         keys: jax.Array,
         board: ParamsBoard,
         plan: BlockPlan,
@@ -129,18 +132,23 @@ class ActorThread(threading.Thread):
         block_length: int,
         first_block: int,
         steps_per_block: int,
+        next_observations: bool,
         device: Any,
         stop: threading.Event,
     ):
         super().__init__(name=f"sebulba-actor-{index}", daemon=True)
-        self.index, self.environments, self.act, self.keys = index, environments, act, keys
+        self.index, self.environments, self.programs, self.keys = index, environments, programs, keys
         self.board, self.plan, self.stop = board, plan, stop
         self.replicas, self.length = num_replicas, block_length
         self.copies = environments.num_envs // num_replicas
         self.block, self.steps_per_block, self.device = first_block, steps_per_block, device
+        self.next_observations = next_observations
         self.handoffs: queue.Queue[Handoff] = queue.Queue()
         self.times = ThreadTimes()
         self.error: BaseException | None = None
+        self.unpack: Callable[[np.ndarray], tuple[np.ndarray, Any]] | None = None
+        # The thread's steps so far, kept where its policy runs (the keys' device).
+        self.step = jax.device_put(np.int32(first_block * block_length), keys.sharding)
 
     def run(self) -> None:
         try:
@@ -160,52 +168,102 @@ class ActorThread(threading.Thread):
     def by_replica(self, array: np.ndarray) -> np.ndarray:
         return np.reshape(array, (self.replicas, self.copies) + array.shape[1:])
 
+    def policy(self, params: Any, observation: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The behaviour policy's (actions, extras) for every copy, (replicas, copies, ...), at the next step."""
+        arguments = (params, self.keys, self.step, self.by_replica(observation))
+        if self.unpack is None:
+            self.unpack = self.programs.unpacking(*arguments)
+        words, self.step = self.programs.act(*arguments)
+        return self.unpack(np.asarray(words))
+
     def step_block(self, params: Any, observation: np.ndarray) -> np.ndarray:
         """Steps block `self.block` from `observation`, hands it over, returns the observation after it."""
         rows: list[tuple[Any, ...]] = []
-        episodes = np.zeros(self.replicas, np.int64)
-        returns = np.zeros(self.replicas, np.float64)
-        lengths = np.zeros(self.replicas, np.float64)
-        scores: list[list[float]] = [[] for _ in range(self.replicas)]
-        for t in range(self.length):
+        record = BlockRecord(self.replicas)
+        truncated = TruncatedObservations(observation)
+        for _ in range(self.length):
             started = time.perf_counter()
-            step = self.block * self.length + t
-            clock = self.block * self.steps_per_block + t * self.copies
-            actions, extras = jax.device_get(self.act(params, self.keys, step, self.by_replica(observation), clock))
+            actions, extras = self.policy(params, observation)
             stepped = time.perf_counter()
             answer = self.environments.step(np.reshape(actions, (-1,) + actions.shape[2:]))
             self.times.policy_s += stepped - started
             self.times.environment_s += time.perf_counter() - stepped
-            rows.append((self.by_replica(observation), actions, extras, answer))
-            ended = self.by_replica(answer.done)
-            episodes += ended.sum(axis=1)
-            returns += self.by_replica(answer.episode_return).sum(axis=1)
-            lengths += self.by_replica(answer.episode_length).sum(axis=1)
-            ended_games = self.by_replica(self.environments.game_scores())
-            for replica, copy in zip(*np.nonzero(~np.isnan(ended_games))):
-                scores[replica].append(float(ended_games[replica, copy]))
+            final = answer.final_observation if self.next_observations else None
+            rows.append((self.by_replica(observation), actions, extras, answer, final))
+            if not self.next_observations:
+                truncated.add(answer)
+            record.add(self.by_replica(answer.done), self.by_replica(answer.episode_return), answer.episode_length)
+            record.add_scores(self.by_replica(self.environments.game_scores()))
             observation = answer.observation
         handing = time.perf_counter()
-        block, last = jax.device_put((self.stack(rows), self.by_replica(observation)), self.device)
-        self.handoffs.put(Handoff(block, last, episodes, returns, lengths, scores))
+        finals = None if self.next_observations else self.by_replica(truncated.observations)
+        ends = (self.by_replica(observation), finals)
+        block, ends = jax.device_put((self.stack(rows), ends), self.device)
+        self.handoffs.put(Handoff(block, ends, *record.totals()))
         self.times.handoff_s += time.perf_counter() - handing
         return observation
 
     def stack(self, rows: list[tuple[Any, ...]]) -> Trajectory:
-        """The block's rows as one trajectory (replicas, T, copies, ...) with the fields the learner reads."""
+        """The block's rows as one trajectory (replicas, T, copies, ...) with the fields the learner reads (every
+        step's next observation only with `next_observations`)."""
         time_axis = lambda *values: np.stack(values, axis=1)
-        observations, actions, extras, answers = zip(*rows)
+        observations, actions, extras, answers, finals = zip(*rows)
         steps = lambda field: time_axis(*(self.by_replica(field(answer)) for answer in answers))
+        final = time_axis(*map(self.by_replica, finals)) if self.next_observations else None
         step = EnvStep(
             observation=None,
             reward=steps(lambda answer: answer.reward),
             discount=steps(lambda answer: answer.discount),
             done=steps(lambda answer: answer.done),
             truncated=steps(lambda answer: answer.truncated),
-            final_observation=steps(lambda answer: answer.final_observation),
+            final_observation=final,
             episode_return=None,
             episode_length=None,
         )
         return Trajectory(
             time_axis(*observations), time_axis(*actions), jax.tree_util.tree_map(time_axis, *extras), step
         )
+
+
+class TruncatedObservations:
+    """Each copy's final observation of its episode truncated in a block (an on-policy rollout bootstraps from
+    it); a copy truncated twice in one block is refused: its time limit is shorter than the block."""
+
+    def __init__(self, observation: np.ndarray):
+        self.observations = np.zeros_like(observation)
+        self.seen = np.zeros(len(observation), bool)
+
+    def add(self, answer: EnvStep) -> None:
+        truncated = np.asarray(answer.truncated, bool)
+        if not truncated.any():
+            return
+        if (self.seen & truncated).any():
+            raise ValueError(
+                "an episode was truncated twice within one rollout: the environment's time limit "
+                "(environment.max_episode_steps) is shorter than agent.unroll_length"
+            )
+        self.observations[truncated] = answer.final_observation[truncated]
+        self.seen |= truncated
+
+
+class BlockRecord:
+    """What ended in a block, per replica: episodes, the sums of their returns and lengths, games' scores."""
+
+    def __init__(self, replicas: int):
+        self.episodes = np.zeros(replicas, np.int64)
+        self.returns = np.zeros(replicas, np.float64)
+        self.lengths = np.zeros(replicas, np.float64)
+        self.scores: list[list[float]] = [[] for _ in range(replicas)]
+
+    def add(self, done: np.ndarray, returns: np.ndarray, lengths: np.ndarray) -> None:
+        """`done` and `returns` (replicas, copies); `lengths` the same, flat."""
+        self.episodes += done.sum(axis=1)
+        self.returns += returns.sum(axis=1)
+        self.lengths += np.reshape(lengths, done.shape).sum(axis=1)
+
+    def add_scores(self, scores: np.ndarray) -> None:
+        for replica, copy in zip(*np.nonzero(~np.isnan(scores))):
+            self.scores[replica].append(float(scores[replica, copy]))
+
+    def totals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[float]]]:
+        return self.episodes, self.returns, self.lengths, self.scores

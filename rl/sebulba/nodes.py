@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import queue
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -31,6 +32,14 @@ from rl.systems.base import TRAINED
 
 log = logging.getLogger(__name__)
 
+# Python's GIL switch interval while actor threads run: a thread back from a C++ step (ALE, MuJoCo, the device)
+# waits up to this long for the GIL another thread holds (5 ms by default: ale-py's steps then ran ~8x slower
+# beside a busy Python thread here).
+SWITCH_INTERVAL_S = 0.0002
+
+# Learner records per evaluation interval, at most (and one before each pause).
+LEARNER_RECORDS_PER_EVALUATION = 20
+
 # Each replica's loggers: label -> (steps key, instance).
 LOGGERS = {"learner": ("learner_steps",), "actor": ("actor_steps", 0), "evaluator": ("actor_steps", 0)}
 
@@ -46,13 +55,25 @@ def evaluation_round(
     lengths = np.zeros(environments.num_envs, np.float64)
     step = 0
     while not finished.all():
-        actions = np.asarray(jax.device_get(evaluate(params, keys, step, by_replica(observation))))
+        actions = np.asarray(evaluate(params, keys, np.int32(step), by_replica(observation)))
         answer = environments.step(np.reshape(actions, (-1,) + actions.shape[2:]))
         ended = answer.done & ~finished
         returns[ended], lengths[ended] = answer.episode_return[ended], answer.episode_length[ended]
         finished |= answer.done
         observation, step = answer.observation, step + 1
     return by_replica(returns), by_replica(lengths)
+
+
+@dataclasses.dataclass
+class Update:
+    """A learner update dispatched: its metrics (on the device), the blocks it took, the actor steps after it,
+    the steps/s so far, and whether its learner record is written."""
+
+    metrics: Any
+    handoffs: list[Handoff]
+    steps: int
+    rate: float
+    learner_record: bool
 
 
 @dataclasses.dataclass
@@ -85,7 +106,10 @@ class SebulbaNodes(lifecycle.Nodes):
             experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
         self.replica_experiments = seed_replicas(experiment, replicas)
         self.system = make_system(experiment, settings)
-        self.programs = make_programs(self.system, donate=jax.devices()[0].platform != "cpu")
+        self.per_update = steps_per_update(experiment, settings)
+        length = block_length(experiment, settings)
+        donate = jax.devices()[0].platform != "cpu"
+        self.programs = make_programs(self.system, length, self.per_update, donate)
         self.learner_device = jax.devices()[0]
         self.actor_device = self.learner_device if settings.actor_device == "learner" else jax.devices("cpu")[0]
         self.device = f"{self.learner_device.device_kind} (actors on {self.actor_device.device_kind})"
@@ -94,7 +118,6 @@ class SebulbaNodes(lifecycle.Nodes):
         self.evaluation_keys = jax.device_put(evaluation_keys, self.actor_device)
         started = time.perf_counter()
         self.state = initial_state(self.system, learner_keys, self.learner_device)
-        self.per_update = steps_per_update(experiment, settings)
         self.taken = self.record.steps // self.per_update
         self.learner_steps, self.episodes = 0, [0] * replicas
         self.curves: list[list[tuple[int, float]]] = [[] for _ in range(replicas)]
@@ -108,13 +131,16 @@ class SebulbaNodes(lifecycle.Nodes):
         self.board = ParamsBoard(self.taken, params, settings.policy_lag, self.halt)
         self.plan = BlockPlan(self.taken, self.halt)
         self.start_time_s = time.perf_counter() - started
+        self.switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         for index in range(settings.actor_threads):
             self.threads.append(self.actor_thread(index, actor_keys))
             self.threads[-1].start()
         for factory in (replica.logger_factory for replica in self.replica_experiments):
             self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
         self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
-        self.last_learner_record = 0.0
+        # Learner records per evaluation interval, at most: counted in updates, so the rows do not depend on timing.
+        self.learner_record_every = max(1, experiment.eval_every // self.per_update // LEARNER_RECORDS_PER_EVALUATION)
         self.recent_returns = np.full(replicas, np.nan)
 
     def actor_thread(self, index: int, actor_keys: jax.Array) -> ActorThread:
@@ -128,7 +154,7 @@ class SebulbaNodes(lifecycle.Nodes):
         return ActorThread(
             index,
             environments,
-            self.programs.act,
+            self.programs,
             keys,
             self.board,
             self.plan,
@@ -136,6 +162,7 @@ class SebulbaNodes(lifecycle.Nodes):
             block_length=block_length(experiment, settings),
             first_block=self.taken,
             steps_per_block=self.per_update,
+            next_observations=self.system.stores_next_observations,
             device=self.learner_device,
             stop=self.halt,
         )
@@ -153,9 +180,10 @@ class SebulbaNodes(lifecycle.Nodes):
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
         """Updates on one block of every thread at a time up to `until` actor steps, or until `pause()`: then
-        the blocks the threads have begun are taken first, so nothing is left in flight."""
+        the blocks the threads have begun are taken first, so nothing is left in flight. An update's records
+        are written once the next one is dispatched (its metrics are then ready, or nearly)."""
         self.plan.allow(until // self.per_update)
-        pending: tuple[Any, list[Handoff], float] | None = None
+        pending: Update | None = None
         rate_start, rate_blocks = time.perf_counter(), 0
         while self.taken < self.plan.allowed:
             if pause():
@@ -167,15 +195,16 @@ class SebulbaNodes(lifecycle.Nodes):
             dispatched = time.perf_counter()
             self.learner_times.waiting_s += dispatched - waited
             blocks = tuple(handoff.block for handoff in handoffs)
-            last_observations = tuple(handoff.last_observation for handoff in handoffs)
-            self.state, metrics, params = self.programs.learn(self.state, blocks, last_observations)
+            ends = tuple(handoff.ends for handoff in handoffs)
+            self.state, metrics, params = self.programs.learn(self.state, blocks, ends)
             self.taken += 1
             self.board.publish(self.taken, jax.device_put(params, self.actor_device))
             if pending is not None:
-                self.write_records(*pending, final=False)
+                self.write_records(pending)
             rate_blocks += 1
             rate = rate_blocks * self.per_update / max(time.perf_counter() - rate_start, 1e-9)
-            pending = (metrics, handoffs, rate)
+            due = self.taken % self.learner_record_every == 0
+            pending = Update(metrics, handoffs, self.taken * self.per_update, rate, due)
             self.learner_times.updating_s += time.perf_counter() - dispatched
             self.record.steps = self.taken * self.per_update
             if not np.isnan(self.recent_returns).all():
@@ -183,23 +212,20 @@ class SebulbaNodes(lifecycle.Nodes):
             progress.advance(self.record.steps, force=True)
         if pending is not None:
             started = time.perf_counter()
-            self.write_records(*pending, final=True)
+            self.write_records(dataclasses.replace(pending, learner_record=True))  # The last before a pause.
             self.learner_times.updating_s += time.perf_counter() - started
         return self.record.steps
 
-    def counts_of(self, replica: int) -> dict[str, int]:
-        return dict(
-            actor_steps=self.record.steps, learner_steps=self.learner_steps, actor_episodes=self.episodes[replica]
-        )
+    def counts_of(self, replica: int, steps: int | None = None) -> dict[str, int]:
+        steps = self.record.steps if steps is None else steps
+        return dict(actor_steps=steps, learner_steps=self.learner_steps, actor_episodes=self.episodes[replica])
 
-    def write_records(self, metrics: Any, handoffs: list[Handoff], rate: float, final: bool) -> None:
-        """Each replica's actor record where episodes ended and, at most every `learner_log_interval_s` (and
-        before a pause), its learner record; a non-finite learner metric fails the run."""
-        values = jax.device_get(metrics)  # The device's wait: the update (a round of blocks) behind.
+    def write_records(self, update: Update) -> None:
+        """Each replica's actor record where episodes ended in the update and, where `learner_record`, its
+        learner record; a non-finite learner metric fails the run."""
+        values = jax.device_get(update.metrics)  # The device's wait: the update behind the one dispatched.
         self.learner_steps = int(values.pop("learner_steps")[0])
         trained = values.pop(TRAINED, None)
-        now = time.perf_counter()
-        learner_due = final or now - self.last_learner_record >= self.experiment.learner_log_interval_s
         for replica, logs in enumerate(self.logs):
             learner_metrics = {} if trained is not None and not trained[replica] else values
             faults = sorted(key for key, value in learner_metrics.items() if not np.all(np.isfinite(value[replica])))
@@ -208,25 +234,29 @@ class SebulbaNodes(lifecycle.Nodes):
                     f"replica {replica}: non-finite {', '.join(faults)} in the update at learner step "
                     f"{self.learner_steps}"
                 )
-            episodes = sum(int(handoff.episodes[replica]) for handoff in handoffs)
+            episodes = sum(int(handoff.episodes[replica]) for handoff in update.handoffs)
             self.episodes[replica] += episodes
-            counts = self.counts_of(replica)
-            if learner_due:
+            counts = self.counts_of(replica, update.steps)
+            if update.learner_record:
                 row = {key: float(np.mean(value[replica])) for key, value in learner_metrics.items()}
-                logs["learner"].write({**counts, **row, "steps_per_second": rate})
+                logs["learner"].write({**counts, **row, "steps_per_second": update.rate})
             if episodes:
-                count = float(episodes)
-                record = {
-                    "episode_return": sum(float(handoff.returns[replica]) for handoff in handoffs) / count,
-                    "episode_length": sum(float(handoff.lengths[replica]) for handoff in handoffs) / count,
-                }
-                scores = [score for handoff in handoffs for score in handoff.game_scores[replica]]
-                if scores:
-                    record["game_score"] = float(np.mean(scores))
-                logs["actor"].write({**counts, **record, "episodes": episodes, "steps_per_second": rate})
-                self.recent_returns[replica] = record["episode_return"]
-        if learner_due:
-            self.last_learner_record = now
+                self.write_episodes(replica, logs["actor"], update, counts, episodes)
+
+    def write_episodes(
+        self, replica: int, logger: Logger, update: Update, counts: dict[str, int], episodes: int
+    ) -> None:
+        """The replica's actor record of the episodes that ended in the update's blocks."""
+        handoffs = update.handoffs
+        record = {
+            "episode_return": sum(float(handoff.returns[replica]) for handoff in handoffs) / episodes,
+            "episode_length": sum(float(handoff.lengths[replica]) for handoff in handoffs) / episodes,
+        }
+        scores = [score for handoff in handoffs for score in handoff.game_scores[replica]]
+        if scores:
+            record["game_score"] = float(np.mean(scores))
+        logger.write({**counts, **record, "episodes": episodes, "steps_per_second": update.rate})
+        self.recent_returns[replica] = record["episode_return"]
 
     def evaluate(self) -> tuple[int, float, float]:
         """A round of every replica's evaluation policy: `eval_episodes` whole episodes each, seeded by the
@@ -313,6 +343,8 @@ class SebulbaNodes(lifecycle.Nodes):
         for thread in self.threads:
             thread.join(timeout=30)
             thread.environments.close()
+        if self.threads:
+            sys.setswitchinterval(self.switch_interval)
         self.threads = []
         for logger in (logger for logs in self.logs for logger in logs.values()):
             logger.close()

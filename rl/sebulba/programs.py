@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rl.experiments.compiled import system_class
 from rl.experiments.config import Experiment
@@ -18,15 +19,38 @@ from rl.systems.base import System, SystemInputs, Trajectory
 
 @dataclasses.dataclass(frozen=True)
 class Programs:
-    """`learn(state, blocks, last_observations) -> (state, metrics, policy params)`: one update of every
-    replica on one block from each actor thread (each (replicas, T, copies, ...)), joined along the copies.
-    `act(params, keys, step, observations, clock) -> (actions, extras)` and `evaluate(params, keys, step,
-    observations) -> actions`: a policy of every replica on (replicas, copies, ...) observations, the key of
-    replica i at host step `step` folded from its row of `keys`."""
+    """`learn(state, blocks, ends) -> (state, metrics, policy params)`: one update of every replica on one
+    block from each actor thread (each (replicas, T, copies, ...)), joined along the copies.
+    `act(params, keys, step, observations) -> (words, step + 1)` and `evaluate(params, keys, step, observations)
+    -> actions`: a policy of every replica on (replicas, copies, ...) observations at an actor thread's `step`
+    (its blocks' steps, counted on the device: only the observations travel to it), replica i's key at that step
+    folded from its row of `keys`. `act`'s (actions, extras) come back as one array of 32-bit words (one transfer
+    from the device, not one per leaf): `unpacking` reads them."""
 
     learn: Callable[..., tuple[Any, dict[str, jax.Array], Any]]
-    act: Callable[..., tuple[jax.Array, Any]]
+    act: Callable[..., jax.Array]
     evaluate: Callable[..., jax.Array]
+    behaviour: Callable[..., tuple[jax.Array, Any]]
+
+    def unpacking(self, *arguments: Any) -> Callable[[np.ndarray], tuple[np.ndarray, Any]]:
+        """The host's reading of `act(*arguments)`'s words: (actions, extras) as numpy arrays."""
+        leaves, treedef = jax.tree_util.tree_flatten(jax.eval_shape(self.behaviour, *arguments))
+        widths = [int(np.prod(leaf.shape[2:], dtype=int)) for leaf in leaves]
+        ends = np.cumsum(widths)[:-1]
+
+        def unpack(words: np.ndarray) -> tuple[np.ndarray, Any]:
+            parts = np.split(words, ends, axis=-1)
+            arrays = [part.view(np.dtype(leaf.dtype)).reshape(leaf.shape) for part, leaf in zip(parts, leaves)]
+            return jax.tree_util.tree_unflatten(treedef, arrays)
+
+        return unpack
+
+
+def packed_words(outputs: Any) -> jax.Array:
+    """Every leaf of `outputs` (replicas, copies, ...; 32 bits a value) side by side as uint32 words."""
+    leaves = jax.tree_util.tree_leaves(outputs)
+    flat = [jnp.reshape(leaf, leaf.shape[:2] + (-1,)) for leaf in leaves]
+    return jnp.concatenate([jax.lax.bitcast_convert_type(leaf, jnp.uint32) for leaf in flat], axis=-1)
 
 
 def replica_keys(seed: int, num_seeds: int) -> jax.Array:
@@ -34,28 +58,42 @@ def replica_keys(seed: int, num_seeds: int) -> jax.Array:
     return jnp.stack([jax.random.PRNGKey(seed + index) for index in range(num_seeds)])
 
 
-def make_programs(system: System, donate: bool = False) -> Programs:
-    """`system`'s programs, jitted; each runs where its state or parameters are placed. `donate`: the learner
-    updates its state in place (not on a CPU, where XLA cannot)."""
+def make_programs(system: System, block_length: int, steps_per_block: int, donate: bool = False) -> Programs:
+    """`system`'s programs, jitted; each runs where its state or parameters are placed. The schedules' clock at
+    an actor thread's step t is its replica's steps then: `steps_per_block` per block of `block_length` steps.
+    `donate`: the learner updates its state in place (not on a CPU, where XLA cannot)."""
 
-    def learn(state: Any, blocks: tuple[Trajectory, ...], last_observations: tuple[jax.Array, ...]) -> Any:
+    def learn(state: Any, blocks: tuple[Trajectory, ...], ends: tuple[Any, ...]) -> Any:
+        """`ends`: each block's (last observation, truncated final observations or None), (replicas, copies, ...)."""
         block = jax.tree_util.tree_map(lambda *parts: jnp.concatenate(parts, axis=2), *blocks)
-        last_observation = jnp.concatenate(last_observations, axis=1)
+        last_observation, truncated = jax.tree_util.tree_map(lambda *parts: jnp.concatenate(parts, axis=1), *ends)
+        if truncated is not None:
+            block = block._replace(step=block.step._replace(final_observation=truncated))
         state, metrics = jax.vmap(system.learn_block)(state, block, last_observation)
         learners = jax.vmap(system.learner_of)(state)
         metrics["learner_steps"] = jax.vmap(system.learning.learner_steps)(learners)
         return state, metrics, jax.vmap(system.learning.policy_params)(learners)
 
-    def act(params: Any, keys: jax.Array, step: jax.Array, observations: jax.Array, clock: jax.Array) -> Any:
+    per_step = steps_per_block // block_length
+
+    def behaviour(params: Any, keys: jax.Array, step: jax.Array, observations: jax.Array) -> Any:
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, step)
+        clock = (step // block_length) * steps_per_block + (step % block_length) * per_step
         return jax.vmap(system.behaviour_policy, in_axes=(0, 0, 0, None))(params, keys, observations, clock)
+
+    def act(params: Any, keys: jax.Array, step: jax.Array, observations: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return packed_words(behaviour(params, keys, step, observations)), step + 1
 
     def evaluate(params: Any, keys: jax.Array, step: jax.Array, observations: jax.Array) -> jax.Array:
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, step)
-        policy = jax.vmap(system.evaluation_policy, in_axes=(0, 0, 0, None))
-        return policy(params, keys, observations, step)[0]
+        return jax.vmap(system.evaluation_policy, in_axes=(0, 0, 0, None))(params, keys, observations, step)[0]
 
-    return Programs(jax.jit(learn, donate_argnums=0 if donate else ()), jax.jit(act), jax.jit(evaluate))
+    return Programs(
+        learn=jax.jit(learn, donate_argnums=0 if donate else ()),
+        act=jax.jit(act),
+        evaluate=jax.jit(evaluate),
+        behaviour=behaviour,
+    )
 
 
 def make_system(experiment: Experiment, settings: SebulbaSettings) -> System:

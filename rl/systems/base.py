@@ -7,7 +7,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import functools
-from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -90,6 +90,10 @@ class Refusal:
 
 class System(abc.ABC):
     """A subclass adds `init(key)` and `update(state) -> (state, metrics, EnvStep)`; its state has `learner`."""
+
+    # Whether a block of host steps carries every step's next observation (`final_observation`, (T, N, ...):
+    # replay keeps them), or only each copy's last truncated episode's ((N, ...): what a rollout bootstraps from).
+    stores_next_observations: ClassVar[bool] = True
 
     def __init__(self, agent: CompiledAgent, inputs: SystemInputs):
         self.agent, self.config, self.learning, self.inputs = agent, agent.settings, agent.learning, inputs

@@ -50,6 +50,8 @@ class OnPolicySystem(System):
     r_t + gamma * V(s_final) (the agent's `bootstrap_value`) and discount 0. The behaviour policy returns
     (actions, extras); the agent's `clock` is its schedules' actor steps."""
 
+    stores_next_observations = False
+
     def __init__(self, agent: CompiledAgent, inputs: SystemInputs):
         if agent.bootstrap_value is None or agent.clock is None:
             raise ValueError("an on-policy agent gives its system a bootstrap_value and a clock")
@@ -95,7 +97,11 @@ class OnPolicySystem(System):
         return self.learning.init(key)
 
     def learn_block(self, state: Any, block: Trajectory, last_observation: jax.Array) -> tuple[Any, dict]:
-        return self.learn(state, block, last_observation)
+        """A host block's `final_observation` is (N, ...): each copy's last truncated episode's, all the
+        truncated rows bootstrap from (`stores_next_observations` is False)."""
+        truncated_values = self.bootstrap_value(state, block.step.final_observation)
+        final_values = jnp.broadcast_to(truncated_values, block.step.truncated.shape)
+        return self.learn_from(state, block, last_observation, final_values)
 
     def learner_of(self, state: Any) -> Any:
         return state
@@ -104,6 +110,12 @@ class OnPolicySystem(System):
         final = trajectory.step.final_observation
         flat = jnp.reshape(final, (-1,) + final.shape[2:])
         final_values = jnp.reshape(self.bootstrap_value(learner, flat), final.shape[:2])
+        return self.learn_from(learner, trajectory, last_observation, final_values)
+
+    def learn_from(
+        self, learner: Any, trajectory: Trajectory, last_observation: jax.Array, final_values: jax.Array
+    ) -> tuple[Any, dict]:
+        """One SGD step on the rollout, truncated rows bootstrapping from `final_values` (T, N)."""
         batch = to_sequences(trajectory, last_observation, jax.lax.stop_gradient(final_values), self.config.discount)
         learner, metrics, _ = self.learning.sgd_step(learner, Batch.uniform(batch))
         return learner, metrics

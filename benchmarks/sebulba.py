@@ -1,0 +1,127 @@
+"""`sebulba`: launcher=sebulba on whatever device JAX sees: ppo_atari's acting steps/s on Pong against ale-py's own
+vector environment stepping the same copies with random actions (the ceiling; the issue asks for 70% of it), and
+SAC's learner updates/s (SGD steps of every replica) with 1 and 5 seeds per program. Rates are the steady ones,
+from the run's own records after its first fifth (compilation and the replay's warm-up left out)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from typing import Sequence
+
+import numpy as np
+
+from benchmarks.common import Row, Settings, progress, ratio, scratch
+from benchmarks.runs import run
+
+ATARI_SHARE = 0.7  # The share of the ceiling ppo_atari's acting must reach.
+SAC_SEEDS = (1, 5)
+
+
+def ale_ceiling(game: str, copies: int, threads: int, seconds: float) -> float:
+    """Steps/s of ale-py's vector environment alone: `copies` of `game` on `threads` threads, random actions,
+    the preset's frame settings (what launcher=sebulba's Atari actors step)."""
+    from ale_py.vector_env import AtariVectorEnv
+
+    from rl.environments.atari import ale_rom
+
+    environment = AtariVectorEnv(
+        ale_rom(game), copies, num_threads=threads, autoreset_mode="SameStep", repeat_action_probability=0.0
+    )
+    actions = environment.single_action_space.n
+    environment.reset(seed=np.arange(copies))
+    random = np.random.default_rng(0)
+    start, steps = time.perf_counter(), 0
+    while time.perf_counter() - start < seconds:
+        environment.step(random.integers(0, actions, copies).astype(np.int32))
+        steps += copies
+    rate = steps / (time.perf_counter() - start)
+    environment.close()
+    return rate
+
+
+def steady_rate(path: str, key: str) -> float | None:
+    """`key` per second of wall time over a log's rows after its first fifth (None: too few rows)."""
+    with open(path) as file:
+        rows = [(float(row[key]), float(row["wall_time_s"])) for row in csv.DictReader(file) if row.get(key)]
+    if len(rows) < 3:
+        return None
+    first, last = rows[len(rows) // 5], rows[-1]
+    return (last[0] - first[0]) / (last[1] - first[1]) if last[1] > first[1] else None
+
+
+def logs_of(run_dir: str, seeds: int) -> str:
+    return os.path.join(run_dir, "seed_0" if seeds > 1 else "", "logs")
+
+
+def atari_rows(settings: Settings, game: str, seeds: int) -> list[Row]:
+    budget = 2_048 if settings.quick else 409_600
+    quick = ["agent.unroll_length=16", "agent.num_epochs=1", "agent.num_minibatches=1"] if settings.quick else []
+    overrides = [
+        "experiment=ppo_atari",
+        *quick,
+        f"environment.name={game}",
+        f"launcher.num_seeds={seeds}",
+        f"max_actor_steps={budget}",
+        f"eval_every={budget}",
+        "eval_episodes=1",
+        "environment.max_episode_steps=2000",  # The one evaluation game stays short.
+    ]
+    with scratch("sebulba-") as run_dir:
+        summary = run(settings, overrides, run_dir=run_dir)
+        acting = steady_rate(os.path.join(logs_of(run_dir, seeds), "learner.csv"), "actor_steps")
+    copies, threads = 8 * seeds, os.cpu_count() or 1
+    progress(f"ale-py alone: {copies} copies of {game} on {threads} threads")
+    ceiling = ale_ceiling(game, copies, threads, settings.seconds * 5)
+    acting = None if acting is None else acting * seeds  # Every replica's steps.
+    settings.note(f"ppo_atari {game}, {seeds} seed(s) on {summary.get('device')}: time spent {summary.get('time_s')}")
+    return [
+        Row("sebulba", f"ale-py alone, {copies} copies of {game}, random actions", ceiling, "steps/s"),
+        Row(
+            "sebulba",
+            f"ppo_atari acting on {game}, {seeds} seed(s)",
+            acting,
+            "steps/s",
+            bound=ATARI_SHARE * ceiling,
+            ratio=ratio(acting, ceiling),
+        ),
+    ]
+
+
+def sac_rows(settings: Settings, task: str, seeds_list: Sequence[int]) -> list[Row]:
+    rows, single = [], None
+    budget = 8_192 if settings.quick else 60_000
+    for seeds in seeds_list:
+        overrides = [
+            "experiment=sac_mujoco",
+            f"environment.name={task}",
+            f"launcher.num_seeds={seeds}",
+            f"max_actor_steps={budget}",
+            f"eval_every={budget}",
+            "eval_episodes=1",
+            "agent.min_replay_size=2048",
+            "policy.warmup_steps=2048",
+        ]
+        with scratch("sebulba-") as run_dir:
+            summary = run(settings, overrides, run_dir=run_dir)
+            updates = steady_rate(os.path.join(logs_of(run_dir, seeds), "learner.csv"), "learner_steps")
+        updates = None if updates is None else updates * seeds
+        single = updates if seeds == 1 else single
+        settings.note(f"sac_mujoco {task}, {seeds} seed(s) on {summary.get('device')}: time spent {summary.get('time_s')}")
+        case = f"sac_mujoco {task} learner, {seeds} seed(s) per program"
+        rows.append(Row("sebulba", case, updates, "SGD steps/s", ratio=ratio(updates, single)))
+    return rows
+
+
+def suite_sebulba(settings: Settings) -> list[Row]:
+    """launcher=sebulba: ppo_atari's acting steps/s on Pong against ale-py alone with random actions (bound: 70%
+    of it), SAC's learner SGD steps/s with 1 and 5 seeds per program (ratio: to 1 seed). --quick: tiny budgets."""
+    games = [name for name in settings.experiments or () if not name.endswith("-v5")] or ["Pong"]
+    tasks = [name for name in settings.experiments or () if name.endswith("-v5")] or ["HalfCheetah-v5"]
+    rows: list[Row] = []
+    for game in games:
+        rows += atari_rows(settings, game, seeds=1)
+    for task in tasks:
+        rows += sac_rows(settings, task, SAC_SEEDS)
+    return rows

@@ -1,0 +1,362 @@
+"""launcher=sebulba: host environments (ale-py's vector environment, dm_env copies), the actor threads' hand-over
+(parameters by version, blocks by plan), runs end to end on Atari and MuJoCo, learning, stop and resume with the
+replay restored exactly, refusals. Most subjects are the same on both stacks and run once (the current part); the
+learning run runs on both."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from conftest import ROOT, read_summary, run_train, start_train
+from rl.experiments.make_experiment import make_experiment
+from rl.experiments.validation import ConfigError
+
+CONF = os.path.join(ROOT, "conf")
+
+# SAC on gymnasium's Pendulum under launcher=sebulba, small enough for a test.
+SAC_PENDULUM = ["experiment=sac_pendulum", "launcher=sebulba", "logger=csv", "progress=false"]
+
+
+def compose_experiment(overrides: list[str], run_dir: str):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        config = compose(config_name="config", overrides=overrides)
+    return make_experiment(config, run_dir, {"agent": config.agent._target_.split(".")[-2]})
+
+
+def rows(path: str) -> list[dict[str, str]]:
+    with open(path) as file:
+        return list(csv.DictReader(file))
+
+
+# --------------------------------------------------------------------------- host environments
+
+
+@pytest.mark.current
+def test_ale_vector_ends_an_episode_at_a_lost_life_and_scores_whole_games():
+    """DQN's episodic life: a lost life ends the learner's episode with discount 0 and the game plays on with
+    the lives left (Breakout: four such episodes, then the game over), its score the whole game's, unclipped,
+    while the learner's rewards are clipped; frames come last, uint8; the same seeds play the same game."""
+    from rl.environments.atari import AleVector
+
+    settings = dict(name="Breakout", episodic_life=True, reward_clip=True, repeat_action_probability=0.0)
+    environment = AleVector([3, 4], num_threads=2, **settings)
+    observation = environment.reset()
+    assert observation.shape == (2, 84, 84, 4) and observation.dtype == np.uint8
+    random = np.random.default_rng(0)
+    lives_lost, clipped, games = np.zeros(2, int), np.zeros(2), 0
+    for _ in range(1500):
+        step = environment.step(random.integers(0, 4, 2))
+        assert set(np.unique(step.reward)) <= {-1.0, 0.0, 1.0}
+        assert np.all(step.discount[step.done] == 0.0)
+        clipped += step.reward
+        scores = environment.game_scores()
+        game_over = ~np.isnan(scores)
+        lives_lost += step.done & ~game_over
+        for copy in np.flatnonzero(game_over):
+            assert lives_lost[copy] == 4, lives_lost
+            assert scores[copy] >= clipped[copy]  # Breakout's bricks are worth 1, 4 or 7 points.
+            lives_lost[copy], clipped[copy], games = 0, 0.0, games + 1
+    environment.close()
+    assert games >= 2
+    twin = AleVector([3, 4], num_threads=1, **settings)
+    np.testing.assert_array_equal(twin.reset(), observation)
+    twin.close()
+
+
+@pytest.mark.current
+def test_dm_env_copies_reset_within_the_step_and_tell_truncation():
+    """A copy whose episode ends is reset before `step` returns: `observation` is the new episode's first,
+    `final_observation` the ended one's last; the time limit is a truncation (discount 1), the episode's return
+    and length come with its last step."""
+    from rl.environments.factories import make_gymnasium_environment
+    from rl.environments.host import DmEnvCopies
+
+    factory = lambda seed: make_gymnasium_environment("CartPole-v1", seed, max_episode_steps=5)
+    environment = DmEnvCopies.make(factory, [0, 1])
+    first = environment.reset()
+    for t in range(5):
+        step = environment.step(np.zeros(2, np.int32))
+        if t < 4:
+            assert not step.done.any()
+            continue
+    assert step.done.all() and step.truncated.all() and np.all(step.discount == 1.0)
+    assert np.all(step.episode_length == 5) and np.all(step.episode_return == 5.0)
+    assert not np.array_equal(step.observation, step.final_observation)
+    again = DmEnvCopies.make(factory, [0, 1])
+    np.testing.assert_array_equal(again.reset(), first)  # Seeded copies.
+    environment.close()
+    again.close()
+
+
+# --------------------------------------------------------------------------- the hand-over
+
+
+@pytest.mark.current
+def test_block_j_acts_with_the_parameters_of_update_j_minus_the_lag():
+    """Block j waits for version j - lag, whatever the threads' timing (a resumed run's first blocks get the
+    restored version); older versions are dropped once no block can ask for them."""
+    from rl.sebulba.actors import ParamsBoard
+
+    board = ParamsBoard(version=10, params="restored", lag=1, stop=threading.Event())
+    assert board.for_block(10) == board.for_block(11) == "restored"
+    got: list[str] = []
+    waiter = threading.Thread(target=lambda: got.append(board.for_block(13)))
+    waiter.start()
+    board.publish(11, "after 11")
+    time.sleep(0.2)
+    assert not got  # Block 13 needs version 12.
+    board.publish(12, "after 12")
+    waiter.join(timeout=5)
+    assert got == ["after 12"]
+    assert board.for_block(12) == "after 11" and board.latest() == "after 12"
+    board.publish(13, "after 13")
+    assert board.for_block(14) == "after 13" and board.for_block(13) == "after 12"
+
+
+@pytest.mark.current
+def test_the_plan_lets_threads_take_only_the_blocks_allowed_and_a_hold_keeps_those_begun():
+    from rl.sebulba.actors import BlockPlan, Stopped
+
+    stop = threading.Event()
+    plan = BlockPlan(blocks=0, stop=stop)
+    plan.allow(2)
+    plan.begin(0, 0)
+    plan.begin(0, 1)
+    plan.begin(1, 0)
+    assert plan.hold(taken=1) == 2  # Thread 0 began block 1: both threads step it before the run pauses.
+    stop.set()
+    with pytest.raises(Stopped):
+        plan.begin(1, 2)
+
+
+@pytest.mark.current
+def test_the_minibatch_gather_takes_frames_and_32_bit_leaves_exactly():
+    """PPO's and PQN's minibatches: uint8 frames gathered on their own, 32-bit and bool leaves as packed rows,
+    each exactly `leaf[order]`."""
+    from rl.agents.on_policy import row_gatherer
+
+    key = jax.random.PRNGKey(0)
+    tree = {
+        "frames": jax.random.randint(key, (12, 6, 6, 4), 0, 256).astype(jnp.uint8),
+        "value": jax.random.normal(key, (12,)),
+        "action": jnp.arange(12, dtype=jnp.int32),
+        "mask": jnp.arange(12) % 3 == 0,
+    }
+    order = jnp.array([[5, 0, 11], [2, 2, 7]])
+    gathered = row_gatherer(tree)(order)
+    for name, leaf in tree.items():
+        assert gathered[name].dtype == leaf.dtype
+        np.testing.assert_array_equal(gathered[name], leaf[order])
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def test_sac_learns_pendulum_under_sebulba(tmp_path):
+    """Seed 0, 12,000 steps (measured: -139 at the end, from about -1,200 untrained); the run's programs, its
+    threads and its host environments on whichever stack runs the test."""
+    result = run_train([*SAC_PENDULUM, "max_actor_steps=12000", "eval_every=4000", f"hydra.run.dir={tmp_path}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(str(tmp_path))
+    assert summary["status"] == "finished" and summary["actor_steps"] == 12000
+    assert summary["final_eval_return"] > -400, summary["eval_returns"]
+    assert summary["launcher"] == "sebulba"
+    spent = summary["time_s"]
+    assert {"actors_environment_s", "actors_policy_s", "learner_waiting_s", "learner_updating_s"} <= set(spent)
+
+
+ATARI_TINY = [
+    "experiment=ppo_atari",
+    "max_actor_steps=512",
+    "eval_every=512",
+    "eval_episodes=1",
+    "environment.max_episode_steps=200",
+    "environment.num_envs=2",
+    "launcher.actor_threads=2",
+    "agent.unroll_length=32",
+    "agent.num_epochs=1",
+    "agent.num_minibatches=1",
+    "logger=csv",
+    "progress=false",
+]
+
+
+@pytest.mark.current
+def test_a_small_ppo_plays_pong_end_to_end(tmp_path):
+    """ppo_atari on Pong, two threads of two copies: four updates of 128 steps, an evaluation game, the
+    records, the checkpoint, and scripts/evaluate.py on it."""
+    result = run_train([*ATARI_TINY, f"hydra.run.dir={tmp_path}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(str(tmp_path))
+    assert summary["status"] == "finished" and summary["actor_steps"] == 512 and summary["learner_steps"] == 4
+    assert summary["actor_threads"] == 2 and len(summary["eval_returns"]) == 1
+    learner = rows(os.path.join(tmp_path, "logs", "learner.csv"))
+    assert [int(row["actor_steps"]) for row in learner] == [128, 256, 384, 512]
+    assert all(np.isfinite(float(row["loss"])) for row in learner)
+    evaluation = _evaluate(str(tmp_path))
+    assert evaluation.returncode == 0, evaluation.stderr[-2000:]
+    assert "replica 0 (seed 0): mean return" in evaluation.stdout
+
+
+def _evaluate(run_dir: str, *options: str):
+    import subprocess
+    import sys
+
+    command = [
+        sys.executable,
+        os.path.join(ROOT, "scripts", "evaluate.py"),
+        f"run_dir={run_dir}",
+        "episodes=1",
+        *options,
+    ]
+    environment = {**os.environ, "WANDB_MODE": "offline"}
+    return subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.current
+def test_sac_on_halfcheetah_with_two_seeds_writes_a_run_per_seed(tmp_path):
+    """Two replicas of SAC on HalfCheetah-v5 in one program, a copy of each in each of two threads: each
+    replica writes its own directory and summary; the run's summary holds both."""
+    overrides = [
+        "experiment=sac_mujoco",
+        "launcher.num_seeds=2",
+        "launcher.actor_threads=2",
+        "launcher.block_length=16",
+        "max_actor_steps=1024",
+        "eval_every=512",
+        "eval_episodes=1",
+        "environment.max_episode_steps=100",
+        "agent.min_replay_size=256",
+        "policy.warmup_steps=256",
+        "logger=csv",
+        "progress=false",
+        f"hydra.run.dir={tmp_path}",
+    ]
+    result = run_train(overrides)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(str(tmp_path))
+    assert summary["num_seeds"] == 2 and [r["seed"] for r in summary["replicas"]] == [0, 1]
+    for index in range(2):
+        replica = read_summary(os.path.join(tmp_path, f"seed_{index}"))
+        assert replica["actor_steps"] == 1024 and replica["status"] == "finished"
+        # Updates of 16 steps of 2 copies: 32 SGD steps each once 256 steps are in, from the 8th of 32 on.
+        assert replica["learner_steps"] == 25 * 32
+        assert len(rows(os.path.join(tmp_path, f"seed_{index}", "logs", "evaluator.csv"))) == 2
+    assert "Evaluation returns of each of the 2 replicas" in result.stdout
+
+
+def _checkpointed_buffer(run_dir: str, steps: int):
+    """The replay of every replica in the run's checkpoint at `steps` (restored as a resume would)."""
+    from omegaconf import OmegaConf
+
+    from rl.checkpointing import restore_learner_state
+
+    config = OmegaConf.load(os.path.join(run_dir, ".hydra", "config.yaml"))
+    experiment, launcher = make_experiment(config, run_dir, {"agent": "sac"})
+    template = launcher.checkpoint_template(experiment)
+    state = restore_learner_state(os.path.join(run_dir, "checkpoints", f"step_{steps}"), template)
+    return state.buffer.experience
+
+
+@pytest.mark.current
+def test_a_stopped_run_resumes_with_its_replay_restored_exactly(tmp_path):
+    """SIGTERM mid-run: exit 143 and a checkpoint; the same command resumes from it and finishes, its learner
+    rows continuing without a gap or a repeat, and the replay the resumed run kept holds the stopped run's
+    steps unchanged (learner and replay are restored exactly; the environments start new episodes)."""
+    arguments = [
+        *SAC_PENDULUM,
+        "max_actor_steps=8192",
+        "eval_every=1024",
+        "checkpoint.keep=10",
+        f"hydra.run.dir={tmp_path}",
+    ]
+    process = start_train(arguments)
+    evaluator = os.path.join(tmp_path, "logs", "evaluator.csv")
+    deadline = time.monotonic() + 300
+    while not (os.path.exists(evaluator) and len(rows(evaluator)) >= 2):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGSTOP)  # Held still, so the signal lands before the budget ends.
+    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGCONT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 143, stderr[-2000:]
+    stopped = read_summary(str(tmp_path))
+    assert stopped["status"] == "interrupted" and 2048 <= stopped["actor_steps"] < 8192
+    stopped_at = stopped["actor_steps"]
+
+    resumed = run_train(arguments)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = read_summary(str(tmp_path))
+    assert summary["status"] == "finished" and summary["actor_steps"] == 8192
+    steps = [int(row["actor_steps"]) for row in rows(os.path.join(tmp_path, "logs", "learner.csv"))]
+    assert steps == sorted(set(steps)) and steps[-1] == 8192
+    assert [s for s, _ in summary["eval_returns"]] == list(range(1024, 8193, 1024))
+
+    before, after = _checkpointed_buffer(str(tmp_path), stopped_at), _checkpointed_buffer(str(tmp_path), 8192)
+    kept = stopped_at  # One copy: the stopped run's steps are the first `stopped_at` rows of its time axis.
+    for old, new in zip(jax.tree_util.tree_leaves(before), jax.tree_util.tree_leaves(after)):
+        np.testing.assert_array_equal(np.asarray(old)[:, :, :kept], np.asarray(new)[:, :, :kept])
+    assert not np.array_equal(np.asarray(before.observation)[:, :, kept:], np.asarray(after.observation)[:, :, kept:])
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.current
+@pytest.mark.parametrize(
+    "overrides, key, words",
+    [
+        (["agent=impala", "environment=cartpole"], "agent", "launcher=sebulba does not compile agent=impala"),
+        (["experiment=ppo_gymnax_cartpole"], "launcher", "use launcher=anakin"),
+        (["experiment=sac_pendulum", "observers=[action_stats]"], "observers", "launcher=sebulba runs no observers"),
+        (["experiment=sac_pendulum", "launcher.num_seeds=0"], "launcher.num_seeds", "must be an integer >= 1"),
+        (["experiment=sac_pendulum", "launcher.policy_lag=-1"], "launcher.policy_lag", "must be an integer >= 0"),
+        (["experiment=sac_pendulum", "launcher.actor_device=gpu"], "launcher.actor_device", "must be one of"),
+    ],
+)
+def test_refusals_name_the_key(tmp_path, overrides, key, words):
+    with pytest.raises(ConfigError) as caught:
+        compose_experiment([*overrides, "launcher=sebulba"], str(tmp_path))
+    assert caught.value.key == key
+    assert words in str(caught.value)
+
+
+@pytest.mark.reverb  # envpool is installed on the reverb stack only.
+def test_envpool_is_refused_with_the_route_sebulba_takes(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        compose_experiment(
+            ["experiment=sac_pendulum", "environment.backend=envpool", "launcher=sebulba"], str(tmp_path)
+        )
+    assert caught.value.key == "environment.backend"
+    assert "set environment.backend=gymnasium" in str(caught.value)
+
+
+@pytest.mark.current
+def test_an_off_policy_ratio_follows_the_block_and_a_rollout_batch_the_copies(tmp_path, caplog):
+    """SAC's samples_per_insert becomes whole SGD steps per block; PPO's batch is one rollout of each copy of
+    a replica (num_envs x actor_threads); budgets round to whole updates; each said once in the log."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="rl.experiments.compiled"):
+        experiment, _ = compose_experiment(
+            [*SAC_PENDULUM, "agent.samples_per_insert=100", "launcher.block_length=8"], str(tmp_path / "sac")
+        )
+    assert experiment.builder.config.samples_per_insert == 96.0  # 8 steps x 100 / 128 = 6.25 SGD steps: 6.
+    said = [record.getMessage().split(" ")[1] for record in caplog.records]
+    assert said == ["agent.samples_per_insert=100.0"], said
+    experiment, _ = compose_experiment(
+        ["experiment=ppo_cartpole", "launcher=sebulba", "launcher.actor_threads=2", "max_actor_steps=10000"],
+        str(tmp_path / "ppo"),
+    )
+    assert experiment.builder.config.batch_size == 16 and experiment.max_actor_steps == 10240
