@@ -108,7 +108,9 @@ def sac_rows(settings: Settings, task: str, seeds_list: Sequence[int]) -> list[R
             updates = steady_rate(os.path.join(logs_of(run_dir, seeds), "learner.csv"), "learner_steps")
         updates = None if updates is None else updates * seeds
         single = updates if seeds == 1 else single
-        settings.note(f"sac_mujoco {task}, {seeds} seed(s) on {summary.get('device')}: time spent {summary.get('time_s')}")
+        settings.note(
+            f"sac_mujoco {task}, {seeds} seed(s) on {summary.get('device')}: time spent {summary.get('time_s')}"
+        )
         case = f"sac_mujoco {task} learner, {seeds} seed(s) per program"
         rows.append(Row("sebulba", case, updates, "SGD steps/s", ratio=ratio(updates, single)))
     return rows
