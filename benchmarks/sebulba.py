@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from benchmarks.common import Row, Settings, progress, ratio, scratch
+from benchmarks.common import Row, Settings, in_turns, progress, ratio, scratch
 from benchmarks.runs import run
 
 ATARI_SHARE = 0.7  # The share of the ceiling ppo_atari's acting must reach.
@@ -127,3 +127,73 @@ def suite_sebulba(settings: Settings) -> list[Row]:
     for task in tasks:
         rows += sac_rows(settings, task, SAC_SEEDS)
     return rows
+
+
+# SBX (the JAX port of Stable-Baselines3) and its learning-phase speed script: ../shared/peers/setup_sbx.sh makes the
+# venv; SBX_PYTHON and SBX_SCRIPT point elsewhere.
+SBX = (
+    os.environ.get("SBX_PYTHON", "/tmp/peer-sbx/bin/python"),
+    os.environ.get("SBX_SCRIPT", "../shared/peers/sac_speed.py"),
+)
+LEARNING_START, LEARNING_END = 5_000, 15_000
+
+
+def learning_rate(path: str) -> float | None:
+    """Actor steps/s between the learning start and the last record of a log."""
+    with open(path) as file:
+        rows = [(int(row["actor_steps"]), float(row["wall_time_s"])) for row in csv.DictReader(file)]
+    started = [row for row in rows if row[0] >= LEARNING_START]
+    if len(started) < 2 or started[-1][1] <= started[0][1]:
+        return None
+    return (started[-1][0] - started[0][0]) / (started[-1][1] - started[0][1])
+
+
+def ours_learning(settings: Settings, task: str, launcher: str) -> float | None:
+    overrides = [
+        "experiment=sac_mujoco",
+        f"environment.name={task}",
+        f"launcher={launcher}",
+        f"max_actor_steps={LEARNING_END}",
+        f"eval_every={LEARNING_END}",
+        "eval_episodes=1",
+        f"agent.min_replay_size={LEARNING_START}",
+        f"policy.warmup_steps={LEARNING_START}",
+    ]
+    with scratch("sebulba-") as run_dir:
+        run(settings, overrides, run_dir=run_dir)
+        return learning_rate(os.path.join(run_dir, "logs", "actor.csv"))
+
+
+def sbx_learning(task: str) -> float | None:
+    import json
+    import subprocess
+
+    if not all(os.path.isfile(path) for path in SBX):
+        return None
+    command = [*SBX, "--lib", "sbx", "--env", task, "--starts", str(LEARNING_START), "--steps", str(LEARNING_END)]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return float(json.loads(result.stdout.strip().splitlines()[-1])["learning_steps_per_s"])
+
+
+def suite_sebulba_cpu(settings: Settings) -> list[Row]:
+    """SAC on HalfCheetah-v5 (sac_mujoco's settings), steps/s between its learning start (5,000) and 15,000 steps:
+    launcher=sebulba, launcher=local (the reverb stack) and SBX (the JAX port of SB3, where SBX names it), taken in
+    turns; ratio: to SBX. Meant for a CPU: the learner and the actor share its cores."""
+    import importlib.util
+
+    task = next(iter(settings.experiments or ()), "HalfCheetah-v5")
+    cases = {"sebulba": lambda: ours_learning(settings, task, "sebulba")}
+    if importlib.util.find_spec("reverb") is not None:
+        cases["local"] = lambda: ours_learning(settings, task, "local")
+    else:
+        settings.note("sebulba_cpu: no launcher=local row (run the suite from the reverb stack's .venv)")
+    if all(os.path.isfile(path) for path in SBX):
+        cases["SBX"] = lambda: sbx_learning(task)
+    else:
+        settings.note(f"sebulba_cpu: no SBX row (needs {' and '.join(SBX)})")
+    values = dict(zip(cases, in_turns(settings.repeats, *cases.values())))
+    reference = values.get("SBX")
+    return [
+        Row("sebulba_cpu", f"SAC {task} learning phase, {name}", value, "steps/s", ratio=ratio(value, reference))
+        for name, value in values.items()
+    ]

@@ -193,3 +193,18 @@ def test_pbt_suite_compares_exchanging_members_with_the_same_members_alone(tmp_p
         row = rows[f"ppo_gymnax_cartpole: {case}, PBT vs no exchange"]
         assert row["suite"] == "pbt" and row["unit"] == unit and row["value"] is not None and row["bound"] is not None
     assert "exchanges in its schedule" in result.stdout + result.stderr
+
+
+@pytest.mark.current
+def test_the_sebulba_suites_read_steady_rates_from_a_runs_records(tmp_path):
+    """The steady rate leaves out the first fifth of the rows (compilation, warm-up); the learning-phase rate
+    starts at the first row at or past the learning start (5,000 steps)."""
+    from benchmarks.sebulba import learning_rate, steady_rate
+
+    path = tmp_path / "learner.csv"
+    rows = [(0, 0.0), (1000, 30.0)] + [(1000 + 500 * i, 30.0 + 2 * i) for i in range(1, 13)]
+    path.write_text("actor_steps,wall_time_s\n" + "".join(f"{steps},{seconds}\n" for steps, seconds in rows))
+    assert steady_rate(str(path), "actor_steps") == pytest.approx(250.0)  # (1,500 at 32 s) to (7,000 at 54 s).
+    assert learning_rate(str(path)) == pytest.approx(250.0)  # (5,000 at 46 s) to (7,000 at 54 s).
+    path.write_text("actor_steps,wall_time_s\n0,0.0\n5000,10.0\n")
+    assert learning_rate(str(path)) is None and steady_rate(str(path), "actor_steps") is None

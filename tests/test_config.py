@@ -47,6 +47,8 @@ COMPANIONS = {
     # gymnax environments and the compiled launcher (tests/test_anakin.py); the default DQN
     # under anakin needs a whole number of SGD steps per step of its one copy.
     ("environment", "gymnax"): ["environment.name=CartPole-v1"],
+    # Host environments and the compiled learner (tests/test_sebulba.py): budgets in whole blocks of 25 steps.
+    ("launcher", "sebulba"): ["launcher.block_length=25"],
     ("launcher", "anakin"): [
         "environment=gymnax",
         "environment.name=CartPole-v1",
@@ -102,6 +104,10 @@ def test_every_option_composes_and_validates(group, option, tmp_path):
         from rl.anakin import AnakinLauncher
 
         expected = AnakinLauncher
+    if config.launcher._target_ == "rl.sebulba.SebulbaLauncher":
+        from rl.sebulba import SebulbaLauncher
+
+        expected = SebulbaLauncher
     assert type(launcher) is expected
     # The agent built acts in the kind of action space the environment has (None: either).
     kind = "discrete" if is_discrete(experiment.environment_spec.actions) else "continuous"
