@@ -15,7 +15,10 @@ from rl.replay.server import make_server
 pytestmark = pytest.mark.reverb
 
 
-def test_a_server_without_a_checkpointer_writes_nothing_to_disk():
+def test_a_server_without_a_checkpointer_writes_nothing_to_disk(tmp_path, monkeypatch):
+    """reverb's own default would checkpoint into a `tempfile.mkdtemp()` folder; the temporary folder here is the
+    test's own (the system's is shared with the tests running beside it, which may make folders there)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = set(os.listdir(tempfile.gettempdir()))
     server = make_server([reverb.Table.queue("queue", 10)])
     try:

@@ -32,7 +32,9 @@ class ParamsBoard:
     each update; lag 1: the next block is stepped while the learner updates)."""
 
     def __init__(self, version: int, params: Any, lag: int, stop: threading.Event):
-        self.lag, self.first, self._stop = lag, version, stop
+        self.lag = lag
+        self.first = version
+        self._stop = stop
         self._versions = {version: params}
         self._changed = threading.Condition()
 
@@ -131,18 +133,24 @@ class ActorThread(threading.Thread):
         num_replicas: int,
         block_length: int,
         first_block: int,
-        steps_per_block: int,
         next_observations: bool,
         device: Any,
         stop: threading.Event,
     ):
         super().__init__(name=f"sebulba-actor-{index}", daemon=True)
-        self.index, self.environments, self.programs, self.keys = index, environments, programs, keys
-        self.board, self.plan, self.stop = board, plan, stop
-        self.replicas, self.length = num_replicas, block_length
+        self.index = index
+        self.environments = environments
+        self.programs = programs
+        self.keys = keys
+        self.board = board
+        self.plan = plan
+        self.stop = stop
+        self.replicas = num_replicas
         self.copies = environments.num_envs // num_replicas
-        self.block, self.steps_per_block, self.device = first_block, steps_per_block, device
+        self.length = block_length
+        self.block = first_block
         self.next_observations = next_observations
+        self.device = device
         self.handoffs: queue.Queue[Handoff] = queue.Queue()
         self.times = ThreadTimes()
         self.error: BaseException | None = None

@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rl.core import NumericalError
@@ -58,9 +59,11 @@ def evaluation_round(
         actions = np.asarray(evaluate(params, keys, np.int32(step), by_replica(observation)))
         answer = environments.step(np.reshape(actions, (-1,) + actions.shape[2:]))
         ended = answer.done & ~finished
-        returns[ended], lengths[ended] = answer.episode_return[ended], answer.episode_length[ended]
+        returns[ended] = answer.episode_return[ended]
+        lengths[ended] = answer.episode_length[ended]
         finished |= answer.done
-        observation, step = answer.observation, step + 1
+        observation = answer.observation
+        step += 1
     return by_replica(returns), by_replica(lengths)
 
 
@@ -114,19 +117,16 @@ class SebulbaNodes(lifecycle.Nodes):
         self.actor_device = self.learner_device if settings.actor_device == "learner" else jax.devices("cpu")[0]
         self.device = f"{self.learner_device.device_kind} (actors on {self.actor_device.device_kind})"
         keys = jax.vmap(lambda key: jax.random.split(key, 3))(replica_keys(experiment.seed, replicas))
-        learner_keys, actor_keys, evaluation_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+        learner_keys, actor_keys, evaluation_keys = jnp.moveaxis(keys, 1, 0)  # Each (replicas, 2).
         self.evaluation_keys = jax.device_put(evaluation_keys, self.actor_device)
         started = time.perf_counter()
         self.state = initial_state(self.system, learner_keys, self.learner_device)
         self.taken = self.record.steps // self.per_update
-        self.learner_steps, self.episodes = 0, [0] * replicas
+        self.learner_steps = 0
+        self.episodes = [0] * replicas
         self.curves: list[list[tuple[int, float]]] = [[] for _ in range(replicas)]
         if restore is not None:
-            self.state = jax.device_put(restore.learner_state(self.state), self.learner_device)
-            self.learner_steps = int(restore.counts.get("learner_steps", 0))
-            saved = restore.state["sebulba"]["replicas"]
-            self.episodes = [int(replica["episodes"]) for replica in saved]
-            self.curves = [[(int(s), float(v)) for s, v in replica["eval_returns"]] for replica in saved]
+            self.restore_from(restore)
         params = jax.device_put(policy_params(self.system, self.state), self.actor_device)
         self.board = ParamsBoard(self.taken, params, settings.policy_lag, self.halt)
         self.plan = BlockPlan(self.taken, self.halt)
@@ -142,6 +142,14 @@ class SebulbaNodes(lifecycle.Nodes):
         # Learner records per evaluation interval, at most: counted in updates, so the rows do not depend on timing.
         self.learner_record_every = max(1, experiment.eval_every // self.per_update // LEARNER_RECORDS_PER_EVALUATION)
         self.recent_returns = np.full(replicas, np.nan)
+
+    def restore_from(self, restore: Any) -> None:
+        """The checkpoint's learner states and replay (exactly), learner steps, episodes and evaluation curves."""
+        self.state = jax.device_put(restore.learner_state(self.state), self.learner_device)
+        self.learner_steps = int(restore.counts.get("learner_steps", 0))
+        saved = restore.state["sebulba"]["replicas"]
+        self.episodes = [int(replica["episodes"]) for replica in saved]
+        self.curves = [[(int(s), float(v)) for s, v in replica["eval_returns"]] for replica in saved]
 
     def actor_thread(self, index: int, actor_keys: jax.Array) -> ActorThread:
         """Thread `index` with its copies of every replica and its keys (new in each session of the run)."""
@@ -161,7 +169,6 @@ class SebulbaNodes(lifecycle.Nodes):
             num_replicas=settings.num_seeds,
             block_length=block_length(experiment, settings),
             first_block=self.taken,
-            steps_per_block=self.per_update,
             next_observations=self.system.stores_next_observations,
             device=self.learner_device,
             stop=self.halt,
@@ -184,7 +191,8 @@ class SebulbaNodes(lifecycle.Nodes):
         are written once the next one is dispatched (its metrics are then ready, or nearly)."""
         self.plan.allow(until // self.per_update)
         pending: Update | None = None
-        rate_start, rate_blocks = time.perf_counter(), 0
+        rate_start = time.perf_counter()
+        rate_blocks = 0
         while self.taken < self.plan.allowed:
             if pause():
                 self.plan.hold(self.taken)
