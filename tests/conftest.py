@@ -49,6 +49,31 @@ def start_train(overrides: list[str]) -> subprocess.Popen:
     )
 
 
+def terminate_once_written(process: subprocess.Popen, log: str, rows: int, timeout: float = 300) -> str:
+    """SIGTERM to a scripts/train.py `process` once its CSV `log` holds `rows` rows (the process held still
+    meanwhile, so the signal lands before its budget ends); its stderr once it has exited."""
+    import csv
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+
+    def written() -> int:
+        if not os.path.exists(log):
+            return 0
+        with open(log) as file:
+            return len(list(csv.DictReader(file)))
+
+    while written() < rows:
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGSTOP)
+    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGCONT)
+    _, stderr = process.communicate(timeout=timeout)
+    return stderr
+
+
 def read_summary(run_dir: str) -> dict[str, Any]:
     with open(os.path.join(run_dir, "summary.json")) as file:
         return json.load(file)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import REVERB_STACK, ROOT, read_summary, run_train, start_train
+from conftest import REVERB_STACK, ROOT, read_summary, run_train, start_train, terminate_once_written
 from rl.anakin.programs import replica_keys
 from rl.anakin.build import make_system
 from rl.systems.base import Trajectory, evaluate, make_chunk, rollout
@@ -854,20 +854,11 @@ def test_sigterm_and_the_same_command_resume_through_the_entry_point(tmp_path):
     """The real thing: scripts/train.py stopped by SIGTERM between chunks exits 143 with
     a checkpoint; the same command resumes and finishes at the budget; a third time it
     says the run has finished and exits 0."""
-    import signal
-    import time
 
     arguments = [*RESUMABLE_DQN, "max_actor_steps=4096", f"hydra.run.dir={tmp_path}"]
     process = start_train(arguments)
     learner_log = os.path.join(tmp_path, "seed_0", "logs", "learner.csv")
-    deadline = time.monotonic() + 300
-    while not (os.path.exists(learner_log) and len(_rows(learner_log)) >= 1):
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.02)
-    process.send_signal(signal.SIGSTOP)  # Held still, so the signal lands before the budget ends.
-    process.send_signal(signal.SIGTERM)
-    process.send_signal(signal.SIGCONT)
-    _, stderr = process.communicate(timeout=300)
+    stderr = terminate_once_written(process, learner_log, rows=1)
     assert process.returncode == 143, stderr[-2000:]
     assert "the same command resumes it" in stderr
     stopped_at = read_summary(str(tmp_path))["actor_steps"]

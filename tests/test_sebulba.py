@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import os
-import signal
 import threading
 import time
 
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import ROOT, read_summary, run_train, start_train
+from conftest import ROOT, read_summary, run_train, start_train, terminate_once_written
 from rl.experiments.make_experiment import make_experiment
 from rl.experiments.validation import ConfigError
 
@@ -281,15 +280,7 @@ def test_a_stopped_run_resumes_with_its_replay_restored_exactly(tmp_path):
         f"hydra.run.dir={tmp_path}",
     ]
     process = start_train(arguments)
-    evaluator = os.path.join(tmp_path, "logs", "evaluator.csv")
-    deadline = time.monotonic() + 300
-    while not (os.path.exists(evaluator) and len(rows(evaluator)) >= 2):
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.02)
-    process.send_signal(signal.SIGSTOP)  # Held still, so the signal lands before the budget ends.
-    process.send_signal(signal.SIGTERM)
-    process.send_signal(signal.SIGCONT)
-    _, stderr = process.communicate(timeout=300)
+    stderr = terminate_once_written(process, os.path.join(tmp_path, "logs", "evaluator.csv"), rows=2)
     assert process.returncode == 143, stderr[-2000:]
     stopped = read_summary(str(tmp_path))
     assert stopped["status"] == "interrupted" and 2048 <= stopped["actor_steps"] < 8192
