@@ -351,3 +351,17 @@ def test_an_off_policy_ratio_follows_the_block_and_a_rollout_batch_the_copies(tm
         str(tmp_path / "ppo"),
     )
     assert experiment.builder.config.batch_size == 16 and experiment.max_actor_steps == 10240
+
+
+@pytest.mark.current
+def test_the_fastest_device_is_timed_on_the_call_itself():
+    """launcher.actor_device=auto's choice: each device's median of the policy call (placed there), after a first
+    call that compiles; here the one CPU."""
+    from rl.sebulba.programs import fastest_device
+
+    cpu = jax.devices("cpu")[0]
+    calls = []
+    act = jax.jit(lambda params, observations: params * observations.sum())
+    device, seconds = fastest_device(lambda *a: calls.append(1) or act(*a), (np.float32(2), np.ones(3)), [cpu], calls=5)
+    assert device == cpu and list(seconds) == [cpu.device_kind] and seconds[cpu.device_kind] > 0
+    assert len(calls) == 6  # The compiling call, then the five timed.

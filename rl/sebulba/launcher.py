@@ -27,7 +27,7 @@ class SebulbaLauncher(Launcher):
         actor_threads: int = 1,
         block_length: int = 32,
         policy_lag: int = 1,
-        actor_device: str = "learner",
+        actor_device: str = "auto",
         environment_threads: int | None = None,
     ):
         self.settings = SebulbaSettings(

@@ -28,7 +28,14 @@ from rl.loggers.base import TRANSCRIPT, Logger
 from rl.sebulba.actors import POLL_S, ActorThread, BlockPlan, Handoff, ParamsBoard, ThreadTimes
 from rl.sebulba.environments import evaluation_environments, training_environments
 from rl.sebulba.settings import SebulbaSettings, block_length, steps_per_update
-from rl.sebulba.programs import initial_state, make_programs, make_system, policy_params, replica_keys
+from rl.sebulba.programs import (
+    fastest_device,
+    initial_state,
+    make_programs,
+    make_system,
+    policy_params,
+    replica_keys,
+)
 from rl.systems.base import TRAINED
 
 log = logging.getLogger(__name__)
@@ -114,11 +121,8 @@ class SebulbaNodes(lifecycle.Nodes):
         donate = jax.devices()[0].platform != "cpu"
         self.programs = make_programs(self.system, length, self.per_update, donate)
         self.learner_device = jax.devices()[0]
-        self.actor_device = self.learner_device if settings.actor_device == "learner" else jax.devices("cpu")[0]
-        self.device = f"{self.learner_device.device_kind} (actors on {self.actor_device.device_kind})"
         keys = jax.vmap(lambda key: jax.random.split(key, 3))(replica_keys(experiment.seed, replicas))
         learner_keys, actor_keys, evaluation_keys = jnp.moveaxis(keys, 1, 0)  # Each (replicas, 2).
-        self.evaluation_keys = jax.device_put(evaluation_keys, self.actor_device)
         started = time.perf_counter()
         self.state = initial_state(self.system, learner_keys, self.learner_device)
         self.taken = self.record.steps // self.per_update
@@ -127,6 +131,9 @@ class SebulbaNodes(lifecycle.Nodes):
         self.curves: list[list[tuple[int, float]]] = [[] for _ in range(replicas)]
         if restore is not None:
             self.restore_from(restore)
+        self.actor_device = self.choose_actor_device(actor_keys)
+        self.device = f"{self.learner_device.device_kind} (actors on {self.actor_device.device_kind})"
+        self.evaluation_keys = jax.device_put(evaluation_keys, self.actor_device)
         params = jax.device_put(policy_params(self.system, self.state), self.actor_device)
         self.board = ParamsBoard(self.taken, params, settings.policy_lag, self.halt)
         self.plan = BlockPlan(self.taken, self.halt)
@@ -142,6 +149,23 @@ class SebulbaNodes(lifecycle.Nodes):
         # Learner records per evaluation interval, at most: counted in updates, so the rows do not depend on timing.
         self.learner_record_every = max(1, experiment.eval_every // self.per_update // LEARNER_RECORDS_PER_EVALUATION)
         self.recent_returns = np.full(replicas, np.nan)
+
+    def choose_actor_device(self, keys: jax.Array) -> Any:
+        """`launcher.actor_device`; auto: whichever of the learner's device and the host's CPU answers one call of
+        the policy (every seed's copies of a thread) sooner, said in the log (the same device without an
+        accelerator)."""
+        setting, cpu = self.settings.actor_device, jax.devices("cpu")[0]
+        if setting == "cpu":
+            return cpu
+        if setting == "learner" or self.learner_device == cpu:
+            return self.learner_device
+        spec = self.experiment.environment_spec.observations
+        observations = np.zeros((self.settings.num_seeds, self.experiment.num_envs, *spec.shape), spec.dtype)
+        arguments = (policy_params(self.system, self.state), keys, np.int32(0), observations)
+        device, seconds = fastest_device(self.programs.act, arguments, [self.learner_device, cpu])
+        timed = ", ".join(f"{kind} {value * 1e3:.2f} ms" for kind, value in seconds.items())
+        log.info("launcher=sebulba: the policy acts on %s (one call: %s)", device.device_kind, timed)
+        return device
 
     def restore_from(self, restore: Any) -> None:
         """The checkpoint's learner states and replay (exactly), learner steps, episodes and evaluation curves."""

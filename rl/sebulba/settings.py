@@ -9,7 +9,7 @@ from rl.experiments.compiled import system_class
 from rl.experiments.config import Experiment
 from rl.experiments.validation import ConfigError
 
-ACTOR_DEVICES = ("learner", "cpu")
+ACTOR_DEVICES = ("auto", "learner", "cpu")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,7 +20,7 @@ class SebulbaSettings:
     actor_threads: int = 1
     block_length: int = 32
     policy_lag: int = 1
-    actor_device: str = "learner"
+    actor_device: str = "auto"
     environment_threads: int | None = None
 
     def check(self) -> None:
