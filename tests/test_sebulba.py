@@ -365,3 +365,19 @@ def test_the_fastest_device_is_timed_on_the_call_itself():
     device, seconds = fastest_device(lambda *a: calls.append(1) or act(*a), (np.float32(2), np.ones(3)), [cpu], calls=5)
     assert device == cpu and list(seconds) == [cpu.device_kind] and seconds[cpu.device_kind] > 0
     assert len(calls) == 6  # The compiling call, then the five timed.
+
+
+@pytest.mark.current
+def test_a_sebulba_run_is_a_wandb_run_with_its_curves(tmp_path):
+    """logger=wandb (offline): the composed config is the run's config, its learner, actor and evaluator records
+    its history, and it ends with exit code 0."""
+    from conftest import read_wandb_offline_run
+
+    overrides = [*SAC_PENDULUM, "logger=wandb", "max_actor_steps=2048", "eval_every=1024"]
+    result = run_train([*overrides, "agent.min_replay_size=512", f"hydra.run.dir={tmp_path}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = read_wandb_offline_run(str(tmp_path))
+    assert run["config"]["launcher"]["_target_"] == "rl.sebulba.SebulbaLauncher" and run["exit_code"] == 0
+    evaluations = [row for row in run["history"] if "evaluator/episode_return" in row]
+    assert [row["actor_steps"] for row in evaluations] == [1024, 2048]
+    assert any("learner/critic_loss" in row for row in run["history"])
