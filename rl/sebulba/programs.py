@@ -29,7 +29,7 @@ class Programs:
     from the device, not one per leaf): `unpacking` reads them."""
 
     learn: Callable[..., tuple[Any, dict[str, jax.Array], Any]]
-    act: Callable[..., jax.Array]
+    act: Callable[..., tuple[jax.Array, jax.Array]]
     evaluate: Callable[..., jax.Array]
     behaviour: Callable[..., tuple[jax.Array, Any]]
 
@@ -55,16 +55,17 @@ def packed_words(outputs: Any) -> jax.Array:
 
 
 def fastest_device(act: Callable[..., Any], arguments: Any, devices: list[Any], calls: int = 20) -> tuple[Any, dict]:
-    """The device of `devices` where `act(*arguments)` (placed there) answers soonest: the median of `calls`
-    calls after a first (compiling) one, each waited for; with those medians in seconds, by device kind."""
+    """The device of `devices` where `act(*arguments)` (placed there) answers soonest, its outputs copied to the
+    host as an actor copies them: the median of `calls` calls after a first (compiling) one; with those medians
+    in seconds, by device kind."""
     times: dict[str, float] = {}
     for device in devices:
         placed = jax.device_put(arguments, device)
-        jax.block_until_ready(act(*placed))
+        jax.device_get(act(*placed))
         seconds = []
         for _ in range(calls):
             started = time.perf_counter()
-            jax.block_until_ready(act(*placed))
+            jax.device_get(act(*placed))
             seconds.append(time.perf_counter() - started)
         times[device.device_kind] = float(np.median(seconds))
     fastest = min(devices, key=lambda device: times[device.device_kind])
