@@ -381,3 +381,45 @@ def test_a_sebulba_run_is_a_wandb_run_with_its_curves(tmp_path):
     evaluations = [row for row in run["history"] if "evaluator/episode_return" in row]
     assert [row["actor_steps"] for row in evaluations] == [1024, 2048]
     assert any("learner/critic_loss" in row for row in run["history"])
+
+
+@pytest.mark.current
+def test_a_host_rollout_with_each_copys_truncated_observation_learns_as_the_whole_rollout_does(tmp_path):
+    """On-policy host blocks carry each copy's last truncated observation (N, ...) instead of every step's next
+    one (T, N, ...): the update bootstraps the truncated rows from the same values, so it is the anakin system's
+    update on the whole rollout."""
+    from rl.environments.gymnax_vector import EnvStep
+    from rl.sebulba.programs import make_system
+    from rl.sebulba.settings import SebulbaSettings
+    from rl.systems.base import Trajectory
+
+    experiment, _ = compose_experiment(["experiment=ppo_cartpole", "launcher=sebulba"], str(tmp_path))
+    system = make_system(experiment, SebulbaSettings())
+    T, N = experiment.builder.config.unroll_length, experiment.num_envs
+    keys = jax.random.split(jax.random.PRNGKey(3), 4)
+    observation = jax.random.normal(keys[0], (T, N, 4))
+    finals = jax.random.normal(keys[1], (T, N, 4))
+    truncated = jnp.zeros((T, N), bool).at[jnp.array([3, 17, 30]), jnp.array([0, 2, 5])].set(True)
+    terminated = jnp.zeros((T, N), bool).at[jnp.array([9, 9]), jnp.array([1, 2])].set(True)
+    done = truncated | terminated
+    step = EnvStep(
+        observation=None,
+        reward=jax.random.uniform(keys[2], (T, N)),
+        discount=1.0 - terminated.astype(jnp.float32),
+        done=done,
+        truncated=truncated,
+        final_observation=finals,
+        episode_return=None,
+        episode_length=None,
+    )
+    actions = jax.random.randint(keys[3], (T, N), 0, 2)
+    rollout = Trajectory(observation, actions, {"log_prob": jnp.full((T, N), -0.69)}, step)
+    per_copy = jnp.zeros((N, 4)).at[jnp.array([0, 2, 5])].set(finals[jnp.array([3, 17, 30]), jnp.array([0, 2, 5])])
+    block = rollout._replace(step=step._replace(final_observation=per_copy))
+    learner = system.init_learner(jax.random.PRNGKey(0))
+    last = jax.random.normal(keys[0], (N, 4))
+    whole, whole_metrics = jax.jit(system.learn)(learner, rollout, last)
+    host, host_metrics = jax.jit(system.learn_block)(learner, block, last)
+    for a, b in zip(jax.tree_util.tree_leaves(whole), jax.tree_util.tree_leaves(host)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(whole_metrics["loss"], host_metrics["loss"], rtol=1e-5)
