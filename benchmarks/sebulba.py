@@ -55,14 +55,23 @@ def logs_of(run_dir: str, seeds: int) -> str:
     return os.path.join(run_dir, "seed_0" if seeds > 1 else "", "logs")
 
 
-def atari_rows(settings: Settings, game: str, seeds: int) -> list[Row]:
-    budget = 2_048 if settings.quick else 409_600
+# ppo_atari's layout here: 3 seeds in one program, each with 2 actor threads of 4 copies (24 copies in all).
+ATARI_SEEDS, ATARI_THREADS, ATARI_COPIES = 3, 2, 4
+POLICY_LAGS = (1, 0)
+
+
+def atari_run(settings: Settings, game: str, lag: int) -> tuple[float | None, float | None, dict]:
+    """(every seed's acting steps/s, milliseconds per policy call, the summary) of ppo_atari with `lag`."""
+    budget = 2_048 if settings.quick else 204_800
     quick = ["agent.unroll_length=16", "agent.num_epochs=1", "agent.num_minibatches=1"] if settings.quick else []
     overrides = [
         "experiment=ppo_atari",
         *quick,
         f"environment.name={game}",
-        f"launcher.num_seeds={seeds}",
+        f"launcher.num_seeds={ATARI_SEEDS}",
+        f"launcher.actor_threads={ATARI_THREADS}",
+        f"environment.num_envs={ATARI_COPIES}",
+        f"launcher.policy_lag={lag}",
         f"max_actor_steps={budget}",
         f"eval_every={budget}",
         "eval_episodes=1",
@@ -70,23 +79,29 @@ def atari_rows(settings: Settings, game: str, seeds: int) -> list[Row]:
     ]
     with scratch("sebulba-") as run_dir:
         summary = run(settings, overrides, run_dir=run_dir)
-        acting = steady_rate(os.path.join(logs_of(run_dir, seeds), "learner.csv"), "actor_steps")
-    copies, threads = 8 * seeds, os.cpu_count() or 1
+        acting = steady_rate(os.path.join(logs_of(run_dir, ATARI_SEEDS), "learner.csv"), "actor_steps")
+    calls = summary["actor_steps"] / ATARI_COPIES  # Each call: a thread's copies of every seed, one step.
+    per_call = 1e3 * summary["time_s"]["actors_policy_s"] / calls
+    return (None if acting is None else acting * ATARI_SEEDS), per_call, summary
+
+
+def atari_rows(settings: Settings, game: str) -> list[Row]:
+    """ppo_atari's acting against ale-py alone stepping as many copies; a policy call's milliseconds with the
+    actors one update behind the learner (acting and learning overlap) and with none (a call never waits for an
+    update in flight but a block's first): their difference is the wait behind the learner's program."""
+    rows: list[Row] = []
+    copies, threads = ATARI_SEEDS * ATARI_THREADS * ATARI_COPIES, os.cpu_count() or 1
     progress(f"ale-py alone: {copies} copies of {game} on {threads} threads")
     ceiling = ale_ceiling(game, copies, threads, settings.seconds * 5)
-    acting = None if acting is None else acting * seeds  # Every replica's steps.
-    settings.note(f"ppo_atari {game}, {seeds} seed(s) on {summary.get('device')}: time spent {summary.get('time_s')}")
-    return [
-        Row("sebulba", f"ale-py alone, {copies} copies of {game}, random actions", ceiling, "steps/s"),
-        Row(
-            "sebulba",
-            f"ppo_atari acting on {game}, {seeds} seed(s)",
-            acting,
-            "steps/s",
-            bound=ATARI_SHARE * ceiling,
-            ratio=ratio(acting, ceiling),
-        ),
-    ]
+    rows.append(Row("sebulba", f"ale-py alone, {copies} copies of {game}, random actions", ceiling, "steps/s"))
+    for lag in POLICY_LAGS:
+        acting, per_call, summary = atari_run(settings, game, lag)
+        settings.note(f"ppo_atari {game}, policy_lag={lag} on {summary.get('device')}: time {summary.get('time_s')}")
+        case = f"ppo_atari acting on {game}, {ATARI_SEEDS} seeds, policy_lag={lag}"
+        bound = ATARI_SHARE * ceiling
+        rows.append(Row("sebulba", case, acting, "steps/s", bound=bound, ratio=ratio(acting, ceiling)))
+        rows.append(Row("sebulba", f"ppo_atari policy call, policy_lag={lag}", per_call, "ms"))
+    return rows
 
 
 def sac_rows(settings: Settings, task: str, seeds_list: Sequence[int]) -> list[Row]:
@@ -117,13 +132,15 @@ def sac_rows(settings: Settings, task: str, seeds_list: Sequence[int]) -> list[R
 
 
 def suite_sebulba(settings: Settings) -> list[Row]:
-    """launcher=sebulba: ppo_atari's acting steps/s on Pong against ale-py alone with random actions (bound: 70%
-    of it), SAC's learner SGD steps/s with 1 and 5 seeds per program (ratio: to 1 seed). --quick: tiny budgets."""
+    """launcher=sebulba: ppo_atari's acting steps/s on Pong (3 seeds, 24 copies) against ale-py alone with random
+    actions (bound: 70% of it) and its policy call's milliseconds, with the actors one update behind the learner
+    and with none; SAC's learner SGD steps/s with 1 and 5 seeds per program (ratio: to 1 seed). --quick: tiny
+    budgets."""
     games = [name for name in settings.experiments or () if not name.endswith("-v5")] or ["Pong"]
     tasks = [name for name in settings.experiments or () if name.endswith("-v5")] or ["HalfCheetah-v5"]
     rows: list[Row] = []
     for game in games:
-        rows += atari_rows(settings, game, seeds=1)
+        rows += atari_rows(settings, game)
     for task in tasks:
         rows += sac_rows(settings, task, SAC_SEEDS)
     return rows
