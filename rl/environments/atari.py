@@ -123,13 +123,19 @@ def make_atari_environment(
     return GymnasiumToDmEnv(environment, seed=int(seed))
 
 
-def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVectorEnvironment:
-    """`num_envs` copies of the game stepped by envpool, preprocessed as `make_atari_environment(**settings)`."""
+def atari_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """`make_atari_environment`'s options: its defaults with `settings` over them (an unknown one refused), for the
+    backends that preprocess the frames themselves (envpool, ale-py's vector environment)."""
     parameters = inspect.signature(make_atari_environment).parameters
     unknown = set(settings) - set(parameters)
     if unknown:
         raise TypeError(f"unknown Atari options: {', '.join(sorted(unknown))}")
-    chosen = {name: p.default for name, p in parameters.items() if p.default is not p.empty} | settings
+    return {name: p.default for name, p in parameters.items() if p.default is not p.empty} | settings
+
+
+def make_atari_envpool(seed: int, num_envs: int, **settings: Any) -> EnvpoolVectorEnvironment:
+    """`num_envs` copies of the game stepped by envpool, preprocessed as `make_atari_environment(**settings)`."""
+    chosen = atari_settings(settings)
     options = {
         "noop_max": int(chosen["noop_max"]),
         "frame_skip": int(chosen["frame_skip"]),
@@ -159,18 +165,14 @@ def ale_rom(name: str) -> str:
 class AleVector(HostVector):
     """Copies of a game in ale-py's vector environment (its C++ threads step them; frame skip, max-pooling,
     grayscale, area resize and frame stacking are its own), with `make_atari_environment`'s settings and the
-    frames last. A copy reset within a step (its `final_observation` the ended episode's last) starts a new
-    game. Episodic life is DQN's: a lost life ends the learner's episode (discount 0) and the game plays on
+    frames last. A game over resets the copy within the step (`final_observation` is the ended episode's last
+    frames). Episodic life is DQN's: a lost life ends the learner's episode (discount 0) and the game plays on
     (ale-py's own `episodic_life` restarts the game instead); `game_scores` are unclipped whole games."""
 
     def __init__(self, seeds: Sequence[int], num_threads: int, **settings: Any):
         from ale_py.vector_env import AtariVectorEnv
 
-        parameters = inspect.signature(make_atari_environment).parameters
-        unknown = set(settings) - set(parameters)
-        if unknown:
-            raise TypeError(f"unknown Atari options: {', '.join(sorted(unknown))}")
-        chosen = {name: p.default for name, p in parameters.items() if p.default is not p.empty} | settings
+        chosen = atari_settings(settings)
         self.num_envs = len(seeds)
         self._seeds = np.asarray(seeds, np.int64) % 2**31  # ALE takes C ints.
         self._episodic_life = bool(chosen["episodic_life"])

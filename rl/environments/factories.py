@@ -317,7 +317,12 @@ def make_gymnax_environment(
     return GymnaxToDmEnv(name, seed, kwargs, render_mode)
 
 
+def factory_function(environment_factory: Any) -> Any:
+    """The function an environment factory calls (itself, or a functools.partial's function)."""
+    partial = isinstance(environment_factory, functools.partial)
+    return environment_factory.func if partial else environment_factory
+
+
 def is_jax_native(environment_factory: Any) -> bool:
     """Whether an environment factory (or a functools.partial of one) compiles into a JAX program."""
-    partial = isinstance(environment_factory, functools.partial)
-    return (environment_factory.func if partial else environment_factory) is make_gymnax_environment
+    return factory_function(environment_factory) is make_gymnax_environment

@@ -196,11 +196,10 @@ class ActorThread(threading.Thread):
             answer = self.environments.step(np.reshape(actions, (-1,) + actions.shape[2:]))
             self.times.policy_s += stepped - started
             self.times.environment_s += time.perf_counter() - stepped
-            final = answer.final_observation if self.next_observations else None
-            rows.append((self.by_replica(observation), actions, extras, answer, final))
+            rows.append((self.by_replica(observation), actions, extras, answer))
             if not self.next_observations:
                 truncated.add(answer)
-            record.add(self.by_replica(answer.done), self.by_replica(answer.episode_return), answer.episode_length)
+            record.add(*map(self.by_replica, (answer.done, answer.episode_return, answer.episode_length)))
             record.add_scores(self.by_replica(self.environments.game_scores()))
             observation = answer.observation
         handing = time.perf_counter()
@@ -215,9 +214,9 @@ class ActorThread(threading.Thread):
         """The block's rows as one trajectory (replicas, T, copies, ...) with the fields the learner reads (every
         step's next observation only with `next_observations`)."""
         time_axis = lambda *values: np.stack(values, axis=1)
-        observations, actions, extras, answers, finals = zip(*rows)
+        observations, actions, extras, answers = zip(*rows)
         steps = lambda field: time_axis(*(self.by_replica(field(answer)) for answer in answers))
-        final = time_axis(*map(self.by_replica, finals)) if self.next_observations else None
+        final = steps(lambda answer: answer.final_observation) if self.next_observations else None
         step = EnvStep(
             observation=None,
             reward=steps(lambda answer: answer.reward),
@@ -264,10 +263,10 @@ class BlockRecord:
         self.scores: list[list[float]] = [[] for _ in range(replicas)]
 
     def add(self, done: np.ndarray, returns: np.ndarray, lengths: np.ndarray) -> None:
-        """`done` and `returns` (replicas, copies); `lengths` the same, flat."""
+        """A step's episode ends, their returns and lengths, each (replicas, copies)."""
         self.episodes += done.sum(axis=1)
         self.returns += returns.sum(axis=1)
-        self.lengths += np.reshape(lengths, done.shape).sum(axis=1)
+        self.lengths += lengths.sum(axis=1)
 
     def add_scores(self, scores: np.ndarray) -> None:
         for replica, copy in zip(*np.nonzero(~np.isnan(scores))):

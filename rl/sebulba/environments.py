@@ -5,11 +5,11 @@ environments a run with that seed would."""
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import Any, Callable
 
 from rl.environments.atari import AleVector, make_atari_environment
+from rl.environments.factories import factory_function
 from rl.environments.host import DmEnvCopies, HostVector, copy_seeds
 from rl.experiments.config import Experiment
 
@@ -18,8 +18,7 @@ TRAINING, EVALUATION = 0, 1
 
 
 def is_atari(factory: Callable[..., Any]) -> bool:
-    partial = isinstance(factory, functools.partial)
-    return (factory.func if partial else factory) is make_atari_environment
+    return factory_function(factory) is make_atari_environment
 
 
 def host_vector(factory: Callable[..., Any], seeds: list[int], environment_threads: int | None = None) -> HostVector:

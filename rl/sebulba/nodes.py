@@ -108,7 +108,9 @@ class SebulbaNodes(lifecycle.Nodes):
         self.state: Any = None
 
     def start(self) -> None:
-        experiment, settings, restore = self.experiment, self.settings, self.experiment.restore
+        experiment = self.experiment
+        settings = self.settings
+        restore = experiment.restore
         replicas = settings.num_seeds
         enable_compilation_cache(experiment.compilation_cache)
         self.own_records = replicas > 1  # Each replica writes its own run's records.
@@ -154,7 +156,8 @@ class SebulbaNodes(lifecycle.Nodes):
         """`launcher.actor_device`; auto: whichever of the learner's device and the host's CPU answers one call of
         the policy (every seed's copies of a thread) sooner, said in the log (the same device without an
         accelerator)."""
-        setting, cpu = self.settings.actor_device, jax.devices("cpu")[0]
+        setting = self.settings.actor_device
+        cpu = jax.devices("cpu")[0]
         if setting == "cpu":
             return cpu
         if setting == "learner" or self.learner_device == cpu:
@@ -177,7 +180,8 @@ class SebulbaNodes(lifecycle.Nodes):
 
     def actor_thread(self, index: int, actor_keys: jax.Array) -> ActorThread:
         """Thread `index` with its copies of every replica and its keys (new in each session of the run)."""
-        experiment, settings = self.experiment, self.settings
+        experiment = self.experiment
+        settings = self.settings
         environments = training_environments(
             experiment, settings.num_seeds, experiment.num_envs, index, settings.environment_threads
         )
@@ -293,7 +297,9 @@ class SebulbaNodes(lifecycle.Nodes):
     def evaluate(self) -> tuple[int, float, float]:
         """A round of every replica's evaluation policy: `eval_episodes` whole episodes each, seeded by the
         replica's seed and the step count only."""
-        experiment, steps, replicas = self.experiment, self.record.steps, self.settings.num_seeds
+        experiment = self.experiment
+        steps = self.record.steps
+        replicas = self.settings.num_seeds
         environments = evaluation_environments(experiment, replicas, steps, self.settings.environment_threads)
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
         try:
