@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rl.environments.gymnax_vector import EnvStep
@@ -176,13 +177,18 @@ class ActorThread(threading.Thread):
     def by_replica(self, array: np.ndarray) -> np.ndarray:
         return np.reshape(array, (self.replicas, self.copies) + array.shape[1:])
 
-    def policy(self, params: Any, observation: np.ndarray) -> tuple[np.ndarray, Any]:
+    def policy(self, params: Any, observation: jax.Array) -> tuple[np.ndarray, Any]:
         """The behaviour policy's (actions, extras) for every copy, (replicas, copies, ...), at the next step."""
-        arguments = (params, self.keys, self.step, self.by_replica(observation))
+        arguments = (params, self.keys, self.step, observation)
         if self.unpack is None:
             self.unpack = self.programs.unpacking(*arguments)
         words, self.step = self.programs.act(*arguments)
         return self.unpack(np.asarray(words))
+
+    def place(self, observation: np.ndarray) -> jax.Array:
+        """`observation` by replica on the policy's device: the policy reads it there and the block keeps it, so
+        each frame crosses to the device once."""
+        return jax.device_put(self.by_replica(observation), self.keys.sharding)
 
     def step_block(self, params: Any, observation: np.ndarray) -> np.ndarray:
         """Steps block `self.block` from `observation`, hands it over, returns the observation after it."""
@@ -191,12 +197,13 @@ class ActorThread(threading.Thread):
         truncated = TruncatedObservations(observation)
         for _ in range(self.length):
             started = time.perf_counter()
-            actions, extras = self.policy(params, observation)
+            placed = self.place(observation)
+            actions, extras = self.policy(params, placed)
             stepped = time.perf_counter()
             answer = self.environments.step(np.reshape(actions, (-1,) + actions.shape[2:]))
             self.times.policy_s += stepped - started
             self.times.environment_s += time.perf_counter() - stepped
-            rows.append((self.by_replica(observation), actions, extras, answer))
+            rows.append((placed, actions, extras, answer))
             if not self.next_observations:
                 truncated.add(answer)
             record.add(*map(self.by_replica, (answer.done, answer.episode_return, answer.episode_length)))
@@ -212,7 +219,8 @@ class ActorThread(threading.Thread):
 
     def stack(self, rows: list[tuple[Any, ...]]) -> Trajectory:
         """The block's rows as one trajectory (replicas, T, copies, ...) with the fields the learner reads (every
-        step's next observation only with `next_observations`)."""
+        step's next observation only with `next_observations`); its observations stacked where they are, on the
+        policy's device."""
         time_axis = lambda *values: np.stack(values, axis=1)
         observations, actions, extras, answers = zip(*rows)
         steps = lambda field: time_axis(*(self.by_replica(field(answer)) for answer in answers))
@@ -228,7 +236,7 @@ class ActorThread(threading.Thread):
             episode_length=None,
         )
         return Trajectory(
-            time_axis(*observations), time_axis(*actions), jax.tree_util.tree_map(time_axis, *extras), step
+            jnp.stack(observations, axis=1), time_axis(*actions), jax.tree_util.tree_map(time_axis, *extras), step
         )
 
 
