@@ -306,3 +306,30 @@ def test_a_many_seed_run_is_read_as_its_seeds(many_seed_sweep, tmp_path):
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[3:5]}
     assert rows["1e-3"][1] == "3" and float(rows["1e-3"][2]) == pytest.approx(110.0)  # (100 + 110 + 120) / 3
     assert "6 runs in 2 groups" in result.stdout
+
+
+RUN_DIRS = os.path.join(ROOT, "tests", "data", "run_dirs")  # What real tiny runs wrote (its README.md).
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("seeds", [f"seeds/seed_{i}" for i in range(4)]),  # A many-seed run: its replicas.
+        ("sweep", [f"sweep/{job}/seed_{i}" for job in (0, 1) for i in (0, 1)]),  # Hydra's -m of such runs.
+        ("grid", [f"grid/{job}" for job in range(4)]),  # hydra/launcher=anakin_grid: not its .grid/ records.
+        ("grid/2", ["grid/2"]),  # One job: a single run.
+        ("pbt", [f"pbt/0/seed_{i}" for i in range(4)]),  # hydra/sweeper=pbt: its population's members.
+        ("pbt/0", [f"pbt/0/seed_{i}" for i in range(4)]),
+    ],
+)
+def test_every_directory_a_run_or_sweep_writes_is_found(given, expected):
+    runs = find_runs([os.path.join(RUN_DIRS, given)])
+    assert [os.path.relpath(run.path, RUN_DIRS) for run in runs] == expected
+    assert all(run.curve()[0].size == 4 for run in runs)  # Each has its evaluations.
+
+
+def test_plot_reads_a_pbt_sweep_directory(tmp_path):
+    out = tmp_path / "pbt.png"
+    result = _plot(os.path.join(RUN_DIRS, "pbt"), "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes()[:8] == PNG_MAGIC

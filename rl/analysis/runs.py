@@ -98,9 +98,13 @@ def _read(path: str, load: Any = yaml.safe_load) -> Any:
 
 
 def is_run_directory(path: str) -> bool:
-    """Whether `path` holds a run: Hydra's record of one, its logs or its summary."""
-    records = (os.path.join(path, ".hydra", "config.yaml"), os.path.join(path, "summary.json"))
-    return any(map(os.path.isfile, records)) or bool(glob.glob(os.path.join(path, "logs", "*.csv")))
+    """Whether `path` holds a run: Hydra's record of one, its logs or a run's summary. A sweep's own
+    summary.json (hydra/sweeper=pbt writes one naming its best member) counts no actor steps, so the
+    search goes on into the sweep's jobs."""
+    if os.path.isfile(os.path.join(path, ".hydra", "config.yaml")) or glob.glob(os.path.join(path, "logs", "*.csv")):
+        return True
+    summary = _read(os.path.join(path, "summary.json"), json.load)
+    return isinstance(summary, dict) and "actor_steps" in summary
 
 
 def load_run(path: str, source: str | None = None) -> Run:
