@@ -198,9 +198,10 @@ def test_optuna_labels_are_rounded_and_the_legend_lies_outside_the_axes(optuna_s
             and figure.bbox.y0 <= box.y0
             and box.y1 <= figure.bbox.y1
         )
-    title = axes.get_legend().get_title().get_text()
-    assert "no band under 3 runs" in title and "agent.learning_rate" in title
-    assert [text.get_text() for text in axes.get_legend().get_texts()] == [f"{label} (n=1)" for label in groups]
+    assert axes.get_legend().get_title().get_text() == "learning_rate, n_step, target_update_period"
+    entries = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert entries == [label.replace(", ", "\n") for label in groups]  # One setting a line; n=1 said once.
+    assert axes.get_title() == "evaluation return, one run per group"
 
 
 def test_labels_keep_short_values_and_round_long_ones():
@@ -246,15 +247,17 @@ def test_a_run_without_hydra_directory_is_read_from_its_logs_and_summary(sweep, 
     assert "2 runs in 2 groups" in result.stdout and (tmp_path / "agents.png").read_bytes()[:8] == PNG_MAGIC
 
 
-def test_the_table_gives_no_interval_for_groups_too_small_for_a_bootstrap():
+def test_the_table_gives_an_interval_for_every_group_of_two_runs_or_more():
     from rl.analysis import format_table
 
     rows = [{"group": "a", **summarize([1.0])}, {"group": "b", **summarize([1.0, 2.0, 3.0])}]
     lines = format_table(rows, hue="agent.learning_rate").splitlines()
     assert lines[3].split() == ["a", "1", "1.0", "-", "1.0", "-"]
     assert lines[4].split()[:4] == ["b", "3", "2.0", "[1.0,"]
-    assert lines[5] == "CI: 95% percentile bootstrap over runs; - : fewer than 3 runs, too few for one"
-    assert "fewer than" not in format_table(rows[1:])
+    assert lines[5] == "CI: 95% percentile bootstrap over runs; - : a single run, no interval"
+    assert "single run" not in format_table(rows[1:])
+    two = format_table([{"group": "c", **summarize([1.0, 3.0])}]).splitlines()  # As --aggregate, an interval.
+    assert two[3].split() == ["c", "2", "2.0", "[1.0,", "3.0]", "2.0", "[1.0,", "3.0]"]
 
 
 def _write_many_seed_run(path, overrides, seeds_returns):
@@ -333,3 +336,60 @@ def test_plot_reads_a_pbt_sweep_directory(tmp_path):
     result = _plot(os.path.join(RUN_DIRS, "pbt"), "--out", out)
     assert result.returncode == 0, result.stderr
     assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+def _drawn(figure):
+    """`figure` drawn (so that its layout and extents are final) and its axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure).draw()
+    return figure.axes[0]
+
+
+def test_a_many_seed_run_is_titled_with_agent_and_environment_and_needs_no_legend():
+    from rl.analysis import plot_curves
+
+    runs = find_runs([os.path.join(RUN_DIRS, "seeds")])
+    axes = _drawn(plot_curves(group_runs(runs)))
+    assert axes.figure.get_suptitle() == "PPO on CartPole-v1"
+    assert axes.get_title() == "evaluation return: the mean of the 4 runs, band: 95% bootstrap CI"
+    assert axes.get_legend() is None and axes.get_ylabel() == "evaluation return"
+    low, high = axes.get_ylim()
+    assert low <= 22.7 and high >= 500.0  # A random policy's CartPole return and the best one are on the axis.
+
+
+def test_a_learned_run_is_not_zoomed_into_a_collapse(tmp_path):
+    """Returns between 440 and 500: the axis still shows them against a random policy's return, not 440-500."""
+    from rl.analysis import plot_curves
+
+    for seed in range(3):
+        _write_run(str(tmp_path / str(seed)), [f"seed={seed}"], [495.0, 440.0 + seed, 500.0])
+    axes = _drawn(plot_curves(group_runs(find_runs([str(tmp_path)]))))
+    low, high = axes.get_ylim()
+    assert low <= 22.7 and 500.0 <= high <= 530.0
+
+
+def test_an_evaluation_at_step_0_is_drawn_and_the_axis_starts_there(tmp_path):
+    from rl.analysis import plot_curves
+
+    for seed in range(2):
+        _write_run(str(tmp_path / str(seed)), [f"seed={seed}"], [20.0 + seed, 200.0, 480.0], steps=(0, 500, 1000))
+    axes = _drawn(plot_curves(group_runs(find_runs([str(tmp_path)]))))
+    steps, values = axes.lines[0].get_data()
+    assert steps[0] == 0.0 and values[0] == pytest.approx(20.5) and axes.get_xlim()[0] == 0.0
+
+
+def test_a_grid_legend_is_compact_and_its_table_has_every_interval(tmp_path):
+    from rl.analysis import plot_curves
+
+    runs = find_runs([os.path.join(RUN_DIRS, "grid")])
+    hue = ",".join(varying_keys(runs))
+    axes = _drawn(plot_curves(group_runs(runs, hue), hue=hue))
+    legend = axes.get_legend()
+    assert legend.get_title().get_text() == "learning_rate, entropy_cost"
+    assert [text.get_text() for text in legend.get_texts()][0] == "learning_rate=0.0003\nentropy_cost=0"
+    renderer = axes.figure.canvas.get_renderer()
+    assert legend.get_window_extent(renderer).width < 0.3 * axes.figure.bbox.width
+    result = _plot(os.path.join(RUN_DIRS, "sweep"), "--out", tmp_path / "sweep.png")  # Two seeds a group.
+    rows = [line.split() for line in result.stdout.splitlines()[3:5]]
+    assert [row[1] for row in rows] == ["2", "2"] and all(row[3].startswith("[") for row in rows), result.stdout

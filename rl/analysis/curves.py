@@ -6,14 +6,15 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from rl.analysis import figures
 from rl.analysis.aggregates import DEFAULT_REPS, estimates
+from rl.analysis.groups import short_keys
 from rl.analysis.runs import DEFAULT_METRIC, Run
 
 MAX_CURVE_POINTS = 400
-MIN_BAND_RUNS = 3  # Fewer runs get no band: their curves are drawn thin.
+MIN_BAND_RUNS = 2  # Runs a bootstrap interval needs (as --aggregate computes it); one run is a line alone.
 LEGEND_ROWS = 16  # Legend entries per column.
-LEGEND_STYLE = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0, "frameon": False}
-LEGEND_STYLE.update(fontsize="small", title_fontsize="small")
+MAX_MARKED_POINTS = 25  # Curves with at most this many evaluations show each as a point.
 
 
 def aggregate_curve(
@@ -45,30 +46,40 @@ def plot_curves(
     title: str | None = None,
     reps: int = DEFAULT_REPS,
 ) -> Any:
-    """Each group's mean curve against actor steps, with its 95% bootstrap band (save with bbox_inches="tight")."""
+    """Each group's mean curve against actor steps with its 95% bootstrap band, titled with the agent and the
+    environment, the line and band said once under the title (save with bbox_inches="tight")."""
     from matplotlib.figure import Figure
-    from matplotlib.ticker import EngFormatter
 
-    labels = [f"{label} (n={len(runs)})" for label, runs in groups.items()]
-    columns = 1 + (len(labels) - 1) // LEGEND_ROWS
-    width = 7.5 + 0.065 * columns * max((len(label) for label in labels), default=0)
-    figure = Figure(figsize=(min(width, 24.0), 4.5), dpi=150, layout="constrained")
+    counts = [len(runs) for runs in groups.values()]
+    show_counts = len(set(counts)) > 1  # Equal counts are said once, under the title.
+    labels = [figures.legend_label(label, n if show_counts else None) for label, n in zip(groups, counts)]
+    labels = labels if len(groups) > 1 else []  # One group: the title says it all.
+    columns = max(1, -(-len(labels) // LEGEND_ROWS))
+    figure = Figure(figsize=(min(figures.figure_width(labels) * columns, 24.0), 4.5), dpi=150, layout="constrained")
     ax = figure.add_subplot()
-    for index, (runs, label) in enumerate(zip(groups.values(), labels)):
+    for index, (runs, label) in enumerate(zip(groups.values(), labels or [None])):
         curve = aggregate_curve([run.curve(metric) for run in runs], reps=reps if len(runs) >= MIN_BAND_RUNS else 0)
         color = f"C{index % 10}"
-        marker = "o" if curve["steps"].size <= 25 else None  # Sparse evaluations: show the points.
+        marker = "o" if curve["steps"].size <= MAX_MARKED_POINTS else None  # Sparse evaluations: the points.
         ax.plot(curve["steps"], curve["value"], color=color, linewidth=2, marker=marker, markersize=4, label=label)
         ax.fill_between(curve["steps"], curve["low"], curve["high"], color=color, alpha=0.2, linewidth=0)
-        for values in curve["runs"] if len(runs) < MIN_BAND_RUNS else []:
-            ax.plot(curve["steps"], values, color=color, linewidth=0.8, alpha=0.4)
-    ax.set(xlabel="actor steps", ylabel=metric)
-    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-    ax.grid(alpha=0.3)
-    ax.spines[["top", "right"]].set_visible(False)
-    ax.set_title(title or metric, wrap=True)
-    legend = f"{hue or 'runs'}\nline: the mean over a group's runs, band: its 95% bootstrap CI"
-    legend += f"\nno band under {MIN_BAND_RUNS} runs (too few for a bootstrap): thin lines, the runs"
-    if groups:  # Beside the axes, the title's lines left-aligned with the entries.
-        ax.legend(title=legend, ncols=columns, **LEGEND_STYLE).set_alignment("left")
+    everyone = [run for runs in groups.values() for run in runs]
+    figures.finish_axes(ax, everyone, metric)
+    figure.suptitle(title or figures.title(everyone))
+    ax.set_title(describe(counts, metric), fontsize="small")
+    if labels:  # Beside the axes, titled with what tells the groups apart.
+        keys = [key.strip() for key in (hue or "").split(",") if key.strip()]
+        name = ", ".join(short_keys(keys).values()) or None
+        ax.legend(title=name, ncols=columns, **figures.LEGEND_STYLE).set_alignment("left")
     return figure
+
+
+def describe(counts: Sequence[int], metric: str = DEFAULT_METRIC) -> str:
+    """What a curve and its band are, given each group's number of runs: said once, not in every entry."""
+    name, groups = figures.metric_name(metric), len(counts)
+    if set(counts) <= {1}:
+        return f"{name}, one run" + (" per group" if groups > 1 else "")
+    whose = "each group's" if groups > 1 else "the"
+    runs = f"{counts[0]} runs" if len(set(counts)) == 1 else "runs (n: in the legend)"
+    text = f"{name}: the mean of {whose} {runs}, band: 95% bootstrap CI"
+    return text + (" (none for a single run)" if min(counts) < MIN_BAND_RUNS else "")

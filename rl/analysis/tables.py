@@ -17,7 +17,7 @@ def final_table(
 
 
 def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metric: str = DEFAULT_METRIC) -> str:
-    """Group, runs, mean [95% CI], IQM [95% CI] per row of final_table (`-`: under MIN_BAND_RUNS runs)."""
+    """Group, runs, mean [95% CI], IQM [95% CI] per row of final_table (`-`: one run, no interval)."""
 
     def cells(row: Mapping[str, Any], name: str) -> list[str]:
         band = "-" if row["runs"] < MIN_BAND_RUNS else f"[{row[name + '_low']:.1f}, {row[name + '_high']:.1f}]"
@@ -27,5 +27,5 @@ def format_table(rows: Sequence[Mapping[str, Any]], hue: str | None = None, metr
     body = [[str(row["group"]), str(row["runs"]), *cells(row, "mean"), *cells(row, "iqm")] for row in rows]
     lines = [f"final {metric} per group", *text_table(header, body)]
     if any(row["runs"] < MIN_BAND_RUNS for row in rows):
-        lines.append(f"CI: 95% percentile bootstrap over runs; - : fewer than {MIN_BAND_RUNS} runs, too few for one")
+        lines.append("CI: 95% percentile bootstrap over runs; - : a single run, no interval")
     return "\n".join(lines)
