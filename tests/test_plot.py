@@ -331,11 +331,74 @@ def test_every_directory_a_run_or_sweep_writes_is_found(given, expected):
     assert all(run.curve()[0].size == 4 for run in runs)  # Each has its evaluations.
 
 
-def test_plot_reads_a_pbt_sweep_directory(tmp_path):
+def test_plot_draws_every_member_of_a_pbt_sweep_with_its_exchanges(tmp_path):
+    """The fixture's population: member 3 took member 0's state at 8,192 and 24,576 actor steps, member 2 took
+    member 1's at 16,384 (their pbt.csv rows whose copied_from is another member); 0 ends best, at 500."""
     out = tmp_path / "pbt.png"
     result = _plot(os.path.join(RUN_DIRS, "pbt"), "--out", out)
     assert result.returncode == 0, result.stderr
     assert out.read_bytes()[:8] == PNG_MAGIC
+    lines = result.stdout.splitlines()
+    assert [line.split()[:4] for line in lines[3:7]] == [
+        ["0", "0", "500.0", "0"],
+        ["1", "1", "469.6", "0"],
+        ["2", "2", "403.4", "1"],
+        ["3", "3", "417.9", "2"],
+    ]
+    assert lines[7:11] == [
+        "best: member 0 (500.0)",
+        "exchanges (a member took another's learner state and explored from its values):",
+        "at 8,192 actor steps: 3 took 0's state",
+        "at 16,384 actor steps: 2 took 1's state",
+    ]
+
+
+def _exchange_markers(axes):
+    """(x, y) of every exchange's diamond and the member named beside it."""
+    diamonds = [line for line in axes.lines if line.get_marker() == "D"]
+    points = [(float(line.get_xdata()[0]), float(line.get_ydata()[0])) for line in diamonds]
+    return points, [text.get_text() for text in axes.texts]
+
+
+def test_an_exchange_is_marked_on_the_curve_of_the_member_it_copied():
+    from rl.analysis.population import plot_population, read_population
+
+    members = read_population(find_runs([os.path.join(RUN_DIRS, "pbt")]))
+    assert [(m.index, [(e.actor_steps, e.copied_from) for e in m.exchanges]) for m in members] == [
+        (0, []),  # Its pbt.csv says copied_from 0 every round: it kept its own state.
+        (1, []),
+        (2, [(16384.0, 1)]),
+        (3, [(8192.0, 0), (24576.0, 0)]),
+    ]
+    axes = _drawn(plot_population(members))
+    curves = {m.index: dict(zip(*m.run.curve())) for m in members}
+    points, names = _exchange_markers(axes)
+    assert points == [(16384.0, curves[1][16384.0]), (8192.0, curves[0][8192.0]), (24576.0, curves[0][24576.0])]
+    assert names == ["1", "0", "0"]
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend == ["0: 500.0 (best)", "1: 469.6", "2: 403.4", "3: 417.9", "exchange (n: took\nmember n's state)"]
+    assert axes.figure.get_suptitle() == "PPO on CartPole-v1: a PBT population of 4"
+
+
+def test_a_tie_for_the_best_member_is_said(tmp_path):
+    import shutil
+
+    shutil.copytree(os.path.join(RUN_DIRS, "pbt"), tmp_path / "pbt")
+    path = tmp_path / "pbt" / "0" / "seed_3" / "summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "final_eval_return": 500.0}))
+    result = _plot(tmp_path / "pbt", "--out", tmp_path / "pbt.png")
+    assert result.returncode == 0, result.stderr
+    assert "best: members 0, 3 tie at 500.0" in result.stdout.splitlines()
+
+
+def test_a_population_is_one_run_s_members_and_hue_draws_groups_instead(tmp_path):
+    from rl.analysis.population import read_population
+
+    assert read_population(find_runs([os.path.join(RUN_DIRS, "seeds")])) is None  # Seeds are no population.
+    both = find_runs([os.path.join(RUN_DIRS, "pbt"), os.path.join(RUN_DIRS, "seeds")])
+    assert read_population(both) is None
+    result = _plot(os.path.join(RUN_DIRS, "pbt"), "--out", tmp_path / "x.png", "--hue", "agent")
+    assert result.returncode == 0 and "4 runs in 1 groups" in result.stdout
 
 
 def _drawn(figure):
