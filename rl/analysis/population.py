@@ -152,20 +152,21 @@ def plot_population(members: Sequence[Member], metric: str = DEFAULT_METRIC, tit
     for member, color, label in zip(members, _colors(len(members)), labels):
         steps, values = curves[member.index]
         width = 2.4 if member.index in winners else 1.3
+        layer = 2.9 - member.index / len(members)  # Lower members on top: where curves coincide, member 0 shows.
         start_x, start_y = steps[:0], values[:0]  # Where the present segment begins (after an exchange).
         bounds = [exchange.actor_steps for exchange in member.exchanges] + [np.inf]
         begin = -np.inf
         for end, exchange in zip(bounds, [*member.exchanges, None]):
             inside = (steps > begin) & (steps <= end)
             xs, ys = np.concatenate([start_x, steps[inside]]), np.concatenate([start_y, values[inside]])
-            ax.plot(xs, ys, color=color, linewidth=width, marker=marker, markersize=3, label=label)
+            ax.plot(xs, ys, color=color, linewidth=width, marker=marker, markersize=3, label=label, zorder=layer)
             label = None  # One legend entry per member.
             if exchange is None:
                 break
             parent_steps, parent_values = curves.get(exchange.copied_from, (steps[:0], values[:0]))
             jump = float(np.interp(end, parent_steps, parent_values)) if parent_steps.size else np.nan
             own = float(np.interp(end, steps, values)) if steps.size else np.nan
-            ax.plot([end, end], [own, jump], color=color, linestyle=":", linewidth=1.2)
+            ax.plot([end, end], [own, jump], color=color, linestyle=":", linewidth=1.2, zorder=layer)
             ax.plot([end], [jump], color=color, **EXCHANGE_MARKER, markeredgecolor=color)
             if labelled:
                 ax.annotate(
