@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -15,7 +16,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")  # Files only: no display, no interactive backend.
 
 from rl import analysis  # noqa: E402
-from rl.analysis import aggregates  # noqa: E402
+from rl.analysis import aggregates, population  # noqa: E402
 
 
 def score_range(text: str) -> tuple[str, tuple[float, float]]:
@@ -50,6 +51,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def save(figure: Any, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    figure.savefig(path, bbox_inches="tight")  # Never cut a label, the legend or the title.
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -76,12 +82,16 @@ def main(argv: list[str] | None = None) -> int:
             known = ", ".join(varying) or "none (try agent, environment or a config key such as agent.learning_rate)"
             print(f"plot.py: --hue {key}: no run has this key; keys that vary: {known}", file=sys.stderr)
             return 2
-    if args.out:
+    members = None if args.hue else population.read_population(runs)  # One PBT population: every member drawn.
+    if args.out and members:
+        figure = population.plot_population(members, args.metric, args.title)
+        save(figure, args.out)
+        print(population.format_population(members, args.metric))
+        print(f"{len(members)} members of one population; figure written to {args.out}")
+    elif args.out:
         hue = args.hue or ",".join(varying) or None
         groups = analysis.group_runs(runs, hue)
-        figure = analysis.plot_curves(groups, args.metric, hue, args.title, args.reps)
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        figure.savefig(args.out, bbox_inches="tight")  # Never cut a label, the legend or the title.
+        save(analysis.plot_curves(groups, args.metric, hue, args.title, args.reps), args.out)
         print(analysis.format_table(analysis.final_table(groups, args.metric, args.reps), hue, args.metric))
         print(f"{len(runs)} runs in {len(groups)} groups; figure written to {args.out}")
     if args.aggregate:

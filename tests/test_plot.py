@@ -198,9 +198,10 @@ def test_optuna_labels_are_rounded_and_the_legend_lies_outside_the_axes(optuna_s
             and figure.bbox.y0 <= box.y0
             and box.y1 <= figure.bbox.y1
         )
-    title = axes.get_legend().get_title().get_text()
-    assert "no band under 3 runs" in title and "agent.learning_rate" in title
-    assert [text.get_text() for text in axes.get_legend().get_texts()] == [f"{label} (n=1)" for label in groups]
+    assert axes.get_legend().get_title().get_text() == "learning_rate, n_step, target_update_period"
+    entries = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert entries == [label.replace(", ", "\n") for label in groups]  # One setting a line; n=1 said once.
+    assert axes.get_title() == "evaluation return, one run per group"
 
 
 def test_labels_keep_short_values_and_round_long_ones():
@@ -246,15 +247,17 @@ def test_a_run_without_hydra_directory_is_read_from_its_logs_and_summary(sweep, 
     assert "2 runs in 2 groups" in result.stdout and (tmp_path / "agents.png").read_bytes()[:8] == PNG_MAGIC
 
 
-def test_the_table_gives_no_interval_for_groups_too_small_for_a_bootstrap():
+def test_the_table_gives_an_interval_for_every_group_of_two_runs_or_more():
     from rl.analysis import format_table
 
     rows = [{"group": "a", **summarize([1.0])}, {"group": "b", **summarize([1.0, 2.0, 3.0])}]
     lines = format_table(rows, hue="agent.learning_rate").splitlines()
     assert lines[3].split() == ["a", "1", "1.0", "-", "1.0", "-"]
     assert lines[4].split()[:4] == ["b", "3", "2.0", "[1.0,"]
-    assert lines[5] == "CI: 95% percentile bootstrap over runs; - : fewer than 3 runs, too few for one"
-    assert "fewer than" not in format_table(rows[1:])
+    assert lines[5] == "CI: 95% percentile bootstrap over runs; - : a single run, no interval"
+    assert "single run" not in format_table(rows[1:])
+    two = format_table([{"group": "c", **summarize([1.0, 3.0])}]).splitlines()  # As --aggregate, an interval.
+    assert two[3].split() == ["c", "2", "2.0", "[1.0,", "3.0]", "2.0", "[1.0,", "3.0]"]
 
 
 def _write_many_seed_run(path, overrides, seeds_returns):
@@ -306,3 +309,150 @@ def test_a_many_seed_run_is_read_as_its_seeds(many_seed_sweep, tmp_path):
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[3:5]}
     assert rows["1e-3"][1] == "3" and float(rows["1e-3"][2]) == pytest.approx(110.0)  # (100 + 110 + 120) / 3
     assert "6 runs in 2 groups" in result.stdout
+
+
+RUN_DIRS = os.path.join(ROOT, "tests", "data", "run_dirs")  # What real tiny runs wrote (its README.md).
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("seeds", [f"seeds/seed_{i}" for i in range(4)]),  # A many-seed run: its replicas.
+        ("sweep", [f"sweep/{job}/seed_{i}" for job in (0, 1) for i in (0, 1)]),  # Hydra's -m of such runs.
+        ("grid", [f"grid/{job}" for job in range(4)]),  # hydra/launcher=anakin_grid: not its .grid/ records.
+        ("grid/2", ["grid/2"]),  # One job: a single run.
+        ("pbt", [f"pbt/0/seed_{i}" for i in range(4)]),  # hydra/sweeper=pbt: its population's members.
+        ("pbt/0", [f"pbt/0/seed_{i}" for i in range(4)]),
+    ],
+)
+def test_every_directory_a_run_or_sweep_writes_is_found(given, expected):
+    runs = find_runs([os.path.join(RUN_DIRS, given)])
+    assert [os.path.relpath(run.path, RUN_DIRS) for run in runs] == expected
+    assert all(run.curve()[0].size == 4 for run in runs)  # Each has its evaluations.
+
+
+def test_plot_draws_every_member_of_a_pbt_sweep_with_its_exchanges(tmp_path):
+    """The fixture's population: member 3 took member 0's state at 8,192 and 24,576 actor steps, member 2 took
+    member 1's at 16,384 (their pbt.csv rows whose copied_from is another member); 0 ends best, at 500."""
+    out = tmp_path / "pbt.png"
+    result = _plot(os.path.join(RUN_DIRS, "pbt"), "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    lines = result.stdout.splitlines()
+    assert [line.split()[:4] for line in lines[3:7]] == [
+        ["0", "0", "500.0", "0"],
+        ["1", "1", "469.6", "0"],
+        ["2", "2", "403.4", "1"],
+        ["3", "3", "417.9", "2"],
+    ]
+    assert lines[7:11] == [
+        "best: member 0 (500.0)",
+        "exchanges (a member took another's learner state and explored from its values):",
+        "at 8,192 actor steps: 3 took 0's state",
+        "at 16,384 actor steps: 2 took 1's state",
+    ]
+
+
+def _exchange_markers(axes):
+    """(x, y) of every exchange's diamond and the member named beside it."""
+    diamonds = [line for line in axes.lines if line.get_marker() == "D"]
+    points = [(float(line.get_xdata()[0]), float(line.get_ydata()[0])) for line in diamonds]
+    return points, [text.get_text() for text in axes.texts]
+
+
+def test_an_exchange_is_marked_on_the_curve_of_the_member_it_copied():
+    from rl.analysis.population import plot_population, read_population
+
+    members = read_population(find_runs([os.path.join(RUN_DIRS, "pbt")]))
+    assert [(m.index, [(e.actor_steps, e.copied_from) for e in m.exchanges]) for m in members] == [
+        (0, []),  # Its pbt.csv says copied_from 0 every round: it kept its own state.
+        (1, []),
+        (2, [(16384.0, 1)]),
+        (3, [(8192.0, 0), (24576.0, 0)]),
+    ]
+    axes = _drawn(plot_population(members))
+    curves = {m.index: dict(zip(*m.run.curve())) for m in members}
+    points, names = _exchange_markers(axes)
+    assert points == [(16384.0, curves[1][16384.0]), (8192.0, curves[0][8192.0]), (24576.0, curves[0][24576.0])]
+    assert names == ["1", "0", "0"]
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend == ["0: 500.0 (best)", "1: 469.6", "2: 403.4", "3: 417.9", "exchange (n: took\nmember n's state)"]
+    assert axes.figure.get_suptitle() == "PPO on CartPole-v1: a PBT population of 4"
+
+
+def test_a_tie_for_the_best_member_is_said(tmp_path):
+    import shutil
+
+    shutil.copytree(os.path.join(RUN_DIRS, "pbt"), tmp_path / "pbt")
+    path = tmp_path / "pbt" / "0" / "seed_3" / "summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "final_eval_return": 500.0}))
+    result = _plot(tmp_path / "pbt", "--out", tmp_path / "pbt.png")
+    assert result.returncode == 0, result.stderr
+    assert "best: members 0, 3 tie at 500.0" in result.stdout.splitlines()
+
+
+def test_a_population_is_one_run_s_members_and_hue_draws_groups_instead(tmp_path):
+    from rl.analysis.population import read_population
+
+    assert read_population(find_runs([os.path.join(RUN_DIRS, "seeds")])) is None  # Seeds are no population.
+    both = find_runs([os.path.join(RUN_DIRS, "pbt"), os.path.join(RUN_DIRS, "seeds")])
+    assert read_population(both) is None
+    result = _plot(os.path.join(RUN_DIRS, "pbt"), "--out", tmp_path / "x.png", "--hue", "agent")
+    assert result.returncode == 0 and "4 runs in 1 groups" in result.stdout
+
+
+def _drawn(figure):
+    """`figure` drawn (so that its layout and extents are final) and its axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure).draw()
+    return figure.axes[0]
+
+
+def test_a_many_seed_run_is_titled_with_agent_and_environment_and_needs_no_legend():
+    from rl.analysis import plot_curves
+
+    runs = find_runs([os.path.join(RUN_DIRS, "seeds")])
+    axes = _drawn(plot_curves(group_runs(runs)))
+    assert axes.figure.get_suptitle() == "PPO on CartPole-v1"
+    assert axes.get_title() == "evaluation return: the mean of the 4 runs, band: 95% bootstrap CI"
+    assert axes.get_legend() is None and axes.get_ylabel() == "evaluation return"
+    low, high = axes.get_ylim()
+    assert low <= 22.7 and high >= 500.0  # A random policy's CartPole return and the best one are on the axis.
+
+
+def test_a_learned_run_is_not_zoomed_into_a_collapse(tmp_path):
+    """Returns between 440 and 500: the axis still shows them against a random policy's return, not 440-500."""
+    from rl.analysis import plot_curves
+
+    for seed in range(3):
+        _write_run(str(tmp_path / str(seed)), [f"seed={seed}"], [495.0, 440.0 + seed, 500.0])
+    axes = _drawn(plot_curves(group_runs(find_runs([str(tmp_path)]))))
+    low, high = axes.get_ylim()
+    assert low <= 22.7 and 500.0 <= high <= 530.0
+
+
+def test_an_evaluation_at_step_0_is_drawn_and_the_axis_starts_there(tmp_path):
+    from rl.analysis import plot_curves
+
+    for seed in range(2):
+        _write_run(str(tmp_path / str(seed)), [f"seed={seed}"], [20.0 + seed, 200.0, 480.0], steps=(0, 500, 1000))
+    axes = _drawn(plot_curves(group_runs(find_runs([str(tmp_path)]))))
+    steps, values = axes.lines[0].get_data()
+    assert steps[0] == 0.0 and values[0] == pytest.approx(20.5) and axes.get_xlim()[0] == 0.0
+
+
+def test_a_grid_legend_is_compact_and_its_table_has_every_interval(tmp_path):
+    from rl.analysis import plot_curves
+
+    runs = find_runs([os.path.join(RUN_DIRS, "grid")])
+    hue = ",".join(varying_keys(runs))
+    axes = _drawn(plot_curves(group_runs(runs, hue), hue=hue))
+    legend = axes.get_legend()
+    assert legend.get_title().get_text() == "learning_rate, entropy_cost"
+    assert [text.get_text() for text in legend.get_texts()][0] == "learning_rate=0.0003\nentropy_cost=0"
+    renderer = axes.figure.canvas.get_renderer()
+    assert legend.get_window_extent(renderer).width < 0.3 * axes.figure.bbox.width
+    result = _plot(os.path.join(RUN_DIRS, "sweep"), "--out", tmp_path / "sweep.png")  # Two seeds a group.
+    rows = [line.split() for line in result.stdout.splitlines()[3:5]]
+    assert [row[1] for row in rows] == ["2", "2"] and all(row[3].startswith("[") for row in rows), result.stdout
