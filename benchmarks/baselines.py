@@ -33,7 +33,10 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "baselines.ya
 SOURCES = {key: (source["citation"], source["address"], source["what"]) for key, source in _DATA["sources"].items()}
 # preset -> its task's published figure as the source prints it (`figure`), what it is (`detail`), `source`.
 PUBLISHED = {preset: types.SimpleNamespace(**figure) for preset, figure in _DATA["published"].items()}
-DEFAULT_PRESETS = tuple(PUBLISHED)  # The presets with a published figure, in its order.
+# The row of a run imported with --from-runs whose overrides name its task (a preset for several tasks).
+IMPORTED_ROW = "{preset} on {task}"
+# The presets with a published figure, in its order, that the suite trains by default (imported rows are not).
+DEFAULT_PRESETS = tuple(name for name in PUBLISHED if " on " not in name)
 TABLE_HEADER = tuple(_DATA["columns"])
 
 
@@ -178,8 +181,14 @@ def load_entries(path: str) -> dict[str, Any]:
 
 
 def _measurement_lines(measured: Mapping[str, Any]) -> list[str]:
-    """How one invocation measured its presets: command, date, the runs, where they went, the code."""
+    """How one invocation measured its presets: command, date, the runs, where they went, the code; for a run
+    imported with --from-runs, its own command, device and directory."""
     lines = [f"Command: `{measured['command']}`", f"Date: {measured['date']}"]
+    if measured.get("run"):
+        device = f" on {measured['device']}" if measured.get("device") else ""
+        lines.append(f"Run: `{measured['run']}`, its seeds in one program{device}")
+        lines.append(f"Run directory: `{measured['run_dir']}` (each seed's in `seed_<i>/`)")
+        return lines
     runs = " ".join(["scripts/train.py experiment=<preset> seed=<s>", *measured.get("overrides", [])])
     machine = f"a machine with {measured['cpu_cores']} CPU cores" if measured.get("cpu_cores") else "a machine"
     lines.append(f"Runs: `{runs}`, {measured.get('jobs', '?')} at a time on {machine}")
@@ -219,13 +228,15 @@ def render_markdown(entries: Mapping[str, Mapping[str, Any]], figure: str | None
     measurements: dict[str, list[str]] = {}  # The presets each invocation measured, in the table's order.
     for preset, entry in entries.items():
         measurements.setdefault(json.dumps(entry["measured"], sort_keys=True), []).append(preset)
+    imported = any(entry["measured"].get("run") for entry in entries.values())
     lines = [*(line.format(data=data) for line in _DATA["header"]), _DATA["measurements"], ""]
     for measured, presets in measurements.items():
         lines.append(f"- {', '.join(f'`{preset}`' for preset in presets)}:")
         lines += [f"  - {line}" for line in _measurement_lines(json.loads(measured))]
     lines += [
         "",
-        f"Every preset trained with scripts/train.py over {which}, each seed in its own run directory.",
+        f"Every preset trained with scripts/train.py over {which}, each seed in its own run directory"
+        + (" (an imported run: its seeds in one program, each in its own `seed_<i>/`)." if imported else "."),
         "",
         *_markdown_table(table),
         "",
@@ -333,6 +344,68 @@ def render_report(out: str) -> None:
     if not entries:
         raise ValueError(f"no presets stored in {data_path(out)}")
     write_report(entries, out)
+
+
+def _override_value(overrides: Sequence[str], key: str) -> str | None:
+    """The value `overrides` (a run's .hydra/overrides.yaml) give `key`, if any."""
+    values = [override.split("=", 1)[1] for override in overrides if override.split("=", 1)[0] == key]
+    return values[-1] if values else None
+
+
+def imported_run(run_dir: str) -> PresetResult:
+    """A finished run of scripts/train.py as one row: its replicas' results (launcher.num_seeds; its one seed
+    otherwise). The row is `<preset> on <task>` where the run's overrides name `environment.name`, else the
+    preset. A run that is not finished, or names no preset, is refused."""
+
+    def load(name: str, parse: Callable = json.load) -> Any:
+        with open(os.path.join(run_dir, name)) as file:
+            return parse(file)
+
+    try:
+        overrides = [str(override) for override in load(os.path.join(".hydra", "overrides.yaml"), yaml.safe_load)]
+        config = load(os.path.join(".hydra", "config.yaml"), yaml.safe_load)
+        summary = load("summary.json")
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        raise ValueError(f"{run_dir}: not a run of scripts/train.py ({error})") from error
+    preset, task = _override_value(overrides, "experiment"), _override_value(overrides, "environment.name")
+    if preset is None:
+        raise ValueError(f"{run_dir}: its command names no preset (experiment=...)")
+    if summary.get("status", "finished") != "finished":
+        raise ValueError(f"{run_dir}: the run did not finish (status {summary.get('status')!r})")
+    replicas = summary.get("replicas") or [summary]
+    threshold = config.get("threshold")
+    info = {
+        "environment": summary.get("environment") or task or "?",
+        "budget": int(config["max_actor_steps"]),
+        "threshold": None if threshold is None else float(threshold),
+    }
+    name = preset if task is None else IMPORTED_ROW.format(preset=preset, task=task)
+    return PresetResult(name, info, [int(replica["seed"]) for replica in replicas], replicas)
+
+
+def import_runs(run_dirs: Sequence[str], out: str, command: str) -> list[PresetResult]:
+    """Each finished run in `run_dirs` stored as its row of the data file beside `out` (replacing a row of the
+    same name; the others kept), and `out` and its figure rendered: the way rows measured elsewhere (a lent
+    accelerator, several seeds in one program) join the table."""
+    results, entries = [], {}
+    for run_dir in run_dirs:
+        result = imported_run(run_dir)
+        written = os.path.getmtime(os.path.join(run_dir, "summary.json"))
+        with open(os.path.join(run_dir, "summary.json")) as file:
+            summary = json.load(file)
+        with open(os.path.join(run_dir, ".hydra", "overrides.yaml")) as file:
+            overrides = yaml.safe_load(file)
+        measured = {
+            "command": command,
+            "date": datetime.datetime.fromtimestamp(written, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "run": " ".join(["scripts/train.py", *map(str, overrides)]),
+            "device": summary.get("device"),
+            "run_dir": run_dir,
+        }
+        results.append(result)
+        entries[result.preset] = preset_entry(result, measured)
+    write_report({**load_entries(data_path(out)), **entries}, out)
+    return results
 
 
 @dataclasses.dataclass

@@ -1,13 +1,14 @@
 """Benchmarks: `python scripts/benchmark.py SUITE [--json OUT] [--repeats N]
 [--experiments PRESET ...] [--seconds S] [--quick]`, and
 `python scripts/benchmark.py baselines [--presets PRESET ...] [--seeds N] [--out MD]
-[--runs-dir DIR] [--jobs J] [--overrides KEY=VALUE ...] [--reuse] [--render]`.
+[--runs-dir DIR] [--jobs J] [--overrides KEY=VALUE ...] [--reuse] [--render] [--from-runs RUN_DIR ...]`.
 
 Each suite prints a table and, with --json, writes its rows as a JSON list of
 {suite, case, value, unit, bound, ratio}. Ratios compare figures measured in this one
 invocation. Wall-clock figures on a shared machine are noisy: compare ratios, repeat.
 `baselines` also stores its presets' results in a data file (docs/baselines.json), keeping
-the presets it did not run, and renders from it a markdown file (docs/baselines.md) and its figure.
+the presets it did not run, and renders from it a markdown file (docs/baselines.md) and its figure;
+`--from-runs` adds rows from finished runs made elsewhere (several seeds in one program on a lent chip).
 The suites live in benchmarks/; this script parses the command line and composes
 experiments with Hydra (conf/), as scripts/train.py does.
 """
@@ -170,6 +171,13 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(to finish an interrupted benchmark)",
     )
     own.add_argument(
+        "--from-runs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="train nothing: store each finished run (its seeds: launcher.num_seeds) as its row, named "
+        "'<preset> on <environment.name>' where its command names the task, and rewrite --out",
+    )
+    own.add_argument(
         "--render",
         action="store_true",
         help="train nothing: rewrite --out and its figure from the data file beside it (<name>.json), after "
@@ -187,14 +195,22 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.suite != "baselines":
         given = [option for option, value in own_options.items() if value is not None]
         given += [option for option, on in (("--reuse", args.reuse), ("--render", args.render)) if on]
+        given += ["--from-runs"] if args.from_runs else []
         if given:
             parser.error(f"{', '.join(given)}: only for the baselines suite")
     elif args.render:
         given = [option for option, value in own_options.items() if value is not None and option != "--out"]
         given += [option for option, on in (("--reuse", args.reuse), ("--quick", args.quick)) if on]
         given += ["--presets"] if args.experiments else []
+        given += ["--from-runs"] if args.from_runs else []
         if given:
             parser.error(f"baselines --render trains nothing: {', '.join(given)} not allowed with it")
+    elif args.from_runs:
+        given = [option for option, value in own_options.items() if value is not None and option != "--out"]
+        given += [option for option, on in (("--reuse", args.reuse), ("--quick", args.quick)) if on]
+        given += ["--presets"] if args.experiments else []
+        if given:
+            parser.error(f"baselines --from-runs trains nothing: {', '.join(given)} not allowed with it")
     elif args.seeds is not None and (len(args.seeds) != 1 or args.seeds[0] < 1):
         parser.error("baselines: --seeds takes one number N >= 1 (it trains seeds 0..N-1)")
     elif args.jobs is not None and args.jobs < 1:
@@ -212,6 +228,16 @@ def run_baselines(args: argparse.Namespace, argv: Sequence[str]) -> int:
             print(f"baselines --render: {error!r}", file=sys.stderr)
             return 2
         print(f"baselines: rewrote {out} and its figure from {baselines.data_path(out)}")
+        return 0
+    if args.from_runs:
+        out = args.out or os.path.join(ROOT, baselines.DEFAULT_OUT)
+        command = shlex.join(["python", "scripts/benchmark.py", *argv])
+        try:
+            results = baselines.import_runs(args.from_runs, out, command)
+        except (OSError, ValueError, KeyError) as error:
+            print(f"baselines --from-runs: {error}", file=sys.stderr)
+            return 2
+        print(f"baselines: stored {', '.join(result.preset for result in results)} in {baselines.data_path(out)}")
         return 0
     options = baselines.BaselinesOptions(
         train_script=TRAIN,

@@ -466,3 +466,58 @@ def test_the_pool_runs_every_seed_reports_failures_and_reuses_finished_runs(tmp_
             dataclasses.replace(options, describe=lambda p, o: {**CARTPOLE, "overrides": [], "skipped": list(o)})
         )
     assert calls.read_text() == ""
+
+
+def test_a_finished_run_of_several_seeds_is_imported_as_one_row_of_its_replicas(tmp_path):
+    """--from-runs: a 4-seed anakin run (tests/data/run_dirs/seeds) becomes the row of its preset with its
+    replicas' final returns; a run naming environment.name becomes `<preset> on <task>`; an unfinished run and
+    a run of no preset are refused, and the stored rows are kept."""
+    import shutil
+
+    import yaml
+
+    source = os.path.join(ROOT, "tests", "data", "run_dirs", "seeds")
+    out = str(tmp_path / "report" / "baselines.md")
+    stored = PresetResult("dqn_cartpole", CARTPOLE, [0, 1], [summary(500.0), summary(480.0, seed=1)])
+    baselines.write_report(entries(stored), out)
+    [result] = baselines.import_runs([source], out, "python scripts/benchmark.py baselines --from-runs x")
+    with open(os.path.join(source, "summary.json")) as file:
+        finals = [replica["final_eval_return"] for replica in json.load(file)["replicas"]]
+    assert result.preset == "ppo_gymnax_cartpole" and result.seeds == [0, 1, 2, 3]
+    data = baselines.load_entries(baselines.data_path(out))
+    assert list(data) == ["dqn_cartpole", "ppo_gymnax_cartpole"]  # The stored row kept.
+    assert data["ppo_gymnax_cartpole"]["final_returns"] == finals
+    assert data["ppo_gymnax_cartpole"]["budget"] == 32768
+    with open(out) as file:
+        report = file.read()
+    assert "Run: `scripts/train.py experiment=ppo_gymnax_cartpole launcher.num_seeds=4" in report
+    assert "its seeds in one program" in report
+
+    named = tmp_path / "named"
+    shutil.copytree(source, named)
+    with open(named / ".hydra" / "overrides.yaml", "a") as file:
+        file.write("- environment.name=CartPole-v1\n")
+    assert baselines.imported_run(str(named)).preset == "ppo_gymnax_cartpole on CartPole-v1"
+
+    stopped = tmp_path / "stopped"
+    shutil.copytree(source, stopped)
+    with open(stopped / "summary.json") as file:
+        record = json.load(file)
+    with open(stopped / "summary.json", "w") as file:
+        json.dump({**record, "status": "interrupted"}, file)
+    with pytest.raises(ValueError, match="did not finish"):
+        baselines.imported_run(str(stopped))
+    with open(named / ".hydra" / "overrides.yaml", "w") as file:
+        yaml.safe_dump(["seed=1"], file)
+    with pytest.raises(ValueError, match="names no preset"):
+        baselines.imported_run(str(named))
+
+
+def test_from_runs_trains_nothing_and_takes_no_training_options():
+    from benchmark import parse_arguments
+
+    assert parse_arguments(["baselines", "--from-runs", "a", "b", "--out", "x.md"]).from_runs == ["a", "b"]
+    for arguments in (["baselines", "--from-runs", "a", "--seeds", "3"], ["baselines", "--from-runs", "a", "--render"]):
+        with pytest.raises(SystemExit) as error:
+            parse_arguments(arguments)
+        assert error.value.code == 2
