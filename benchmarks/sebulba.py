@@ -85,6 +85,54 @@ def atari_run(settings: Settings, game: str, lag: int) -> tuple[float | None, fl
     return (None if acting is None else acting * ATARI_SEEDS), per_call, summary
 
 
+def round_trip_rows(settings: Settings, game: str) -> list[Row]:
+    """ppo_atari's policy call (its seeds x one thread's copies of `game`'s frames, the outputs copied back) on
+    the learner's device: the median milliseconds of calls from one thread, and from two threads at once with
+    the calls a second they make together (what bounds a thread that alternates its environment and the chip)."""
+    import concurrent.futures
+
+    import jax
+
+    from rl.sebulba.programs import initial_state, make_programs, make_system, policy_params, replica_keys
+    from rl.sebulba.settings import SebulbaSettings, block_length, steps_per_update
+
+    layout = SebulbaSettings(num_seeds=ATARI_SEEDS, actor_threads=ATARI_THREADS)
+    overrides = ["experiment=ppo_atari", f"environment.name={game}", f"environment.num_envs={ATARI_COPIES}"]
+    with scratch("sebulba-") as run_dir:
+        experiment = settings.compose(overrides, run_dir)
+    system = make_system(experiment, layout)
+    programs = make_programs(system, block_length(experiment, layout), steps_per_update(experiment, layout))
+    device = jax.devices()[0]
+    keys = replica_keys(0, ATARI_SEEDS)
+    params = jax.device_put(policy_params(system, initial_state(system, keys, device)), device)
+    spec = experiment.environment_spec.observations
+    frames = np.zeros((ATARI_SEEDS, ATARI_COPIES, *spec.shape), spec.dtype)
+    arguments = (params, jax.device_put(keys, device), jax.device_put(np.int32(0), device))
+    calls = 20 if settings.quick else 300
+
+    def call_times() -> list[float]:
+        seconds = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            np.asarray(programs.act(*arguments, jax.device_put(frames, device))[0])
+            seconds.append(time.perf_counter() - started)
+        return seconds
+
+    call_times()  # Compiles.
+    alone = float(np.median(call_times()))
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        threads = [pool.submit(call_times) for _ in range(2)]
+        together = [seconds for thread in threads for seconds in thread.result()]
+    elapsed = time.perf_counter() - started
+    kind = device.device_kind
+    return [
+        Row("sebulba", f"ppo_atari policy call on {kind}, one thread", 1e3 * alone, "ms"),
+        Row("sebulba", f"ppo_atari policy call on {kind}, two threads at once", 1e3 * float(np.median(together)), "ms"),
+        Row("sebulba", f"ppo_atari policy calls on {kind}, two threads at once", len(together) / elapsed, "calls/s"),
+    ]
+
+
 def atari_rows(settings: Settings, game: str) -> list[Row]:
     """ppo_atari's acting against ale-py alone stepping as many copies; a policy call's milliseconds with the
     actors one update behind the learner (acting and learning overlap) and with none (a call never waits for an
@@ -132,7 +180,8 @@ def sac_rows(settings: Settings, task: str, seeds_list: Sequence[int]) -> list[R
 
 
 def suite_sebulba(settings: Settings) -> list[Row]:
-    """launcher=sebulba: ppo_atari's acting steps/s on Pong (3 seeds, 24 copies) against ale-py alone with random
+    """launcher=sebulba: ppo_atari's policy call on the learner's device (milliseconds from one thread and from
+    two at once, calls/s); ppo_atari's acting steps/s on Pong (3 seeds, 24 copies) against ale-py alone with random
     actions (bound: 70% of it) and its policy call's milliseconds, with the actors one update behind the learner
     and with none; SAC's learner SGD steps/s with 1 and 5 seeds per program (ratio: to 1 seed). --quick: tiny
     budgets."""
@@ -140,6 +189,7 @@ def suite_sebulba(settings: Settings) -> list[Row]:
     tasks = [name for name in settings.experiments or () if name.endswith("-v5")] or ["HalfCheetah-v5"]
     rows: list[Row] = []
     for game in games:
+        rows += round_trip_rows(settings, game)
         rows += atari_rows(settings, game)
     for task in tasks:
         rows += sac_rows(settings, task, SAC_SEEDS)
