@@ -172,6 +172,9 @@ def test_sac_learns_pendulum_under_sebulba(tmp_path):
     assert summary["launcher"] == "sebulba"
     spent = summary["time_s"]
     assert {"actors_environment_s", "actors_policy_s", "learner_waiting_s", "learner_updating_s"} <= set(spent)
+    step = summary["actor_step_ms"]  # One thread's step after its first two blocks, by part.
+    assert set(step) == {"environment", "policy", "waiting", "handoff"}
+    assert all(value >= 0 for value in step.values()) and step["environment"] > 0 and step["policy"] > 0
 
 
 ATARI_TINY = [

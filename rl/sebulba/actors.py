@@ -22,6 +22,9 @@ from rl.systems.base import Trajectory
 # Seconds a waiting thread sleeps before it looks at the stop flag again.
 POLL_S = 0.1
 
+# Blocks a thread steps before its steady figures start (the programs compile in the first ones).
+WARMUP_BLOCKS = 2
+
 
 class Stopped(Exception):
     """The run is stopping: a waiting thread gives up."""
@@ -154,6 +157,8 @@ class ActorThread(threading.Thread):
         self.device = device
         self.handoffs: queue.Queue[Handoff] = queue.Queue()
         self.times = ThreadTimes()
+        # The thread's times and block when its warm-up ended (None: still warming up).
+        self.warm: tuple[ThreadTimes, int] | None = None
         self.error: BaseException | None = None
         self.unpack: Callable[[np.ndarray], tuple[np.ndarray, Any]] | None = None
         # The thread's steps so far, kept where its policy runs (the keys' device).
@@ -162,7 +167,10 @@ class ActorThread(threading.Thread):
     def run(self) -> None:
         try:
             observation = self.environments.reset()
+            warmed = self.block + WARMUP_BLOCKS
             while not self.stop.is_set():
+                if self.block == warmed:
+                    self.warm = (dataclasses.replace(self.times), self.block)
                 waited = time.perf_counter()
                 self.plan.begin(self.index, self.block)
                 params = self.board.for_block(self.block)
@@ -173,6 +181,15 @@ class ActorThread(threading.Thread):
             pass
         except BaseException as error:  # noqa: BLE001 - the learner's thread re-raises it.
             self.error = error
+
+    def steady_times(self) -> tuple[ThreadTimes, int]:
+        """The thread's seconds by part since its warm-up ended, and its steps since ((zeros, 0) before then)."""
+        if self.warm is None:
+            return ThreadTimes(), 0
+        times, block = self.warm
+        now, then = dataclasses.asdict(self.times), dataclasses.asdict(times)
+        since = ThreadTimes(**{name: now[name] - then[name] for name in now})
+        return since, (self.block - block) * self.length
 
     def by_replica(self, array: np.ndarray) -> np.ndarray:
         return np.reshape(array, (self.replicas, self.copies) + array.shape[1:])

@@ -345,6 +345,20 @@ class SebulbaNodes(lifecycle.Nodes):
         }
         return {**acting, **learning, "start_s": round(self.start_time_s, 2)}
 
+    def steady_step_ms(self) -> dict[str, float] | None:
+        """What one step of one actor thread cost after the threads' warm-up (compilation left out), in
+        milliseconds by part, over every thread's steps since (None: no thread got that far)."""
+        spent = dict.fromkeys(dataclasses.asdict(ThreadTimes()), 0.0)
+        steps = 0
+        for thread in self.threads:
+            times, count = thread.steady_times()
+            for name, value in dataclasses.asdict(times).items():
+                spent[name] += value
+            steps += count
+        if not steps:
+            return None
+        return {name.removesuffix("_s"): round(1e3 * value / steps, 3) for name, value in spent.items()}
+
     def finished(self, summary: RunSummary, status: str, exit_code: int) -> RunSummary:
         settings = self.settings
         extra: dict[str, Any] = {
@@ -353,8 +367,10 @@ class SebulbaNodes(lifecycle.Nodes):
             "actor_threads": settings.actor_threads,
             "device": self.device,
             "time_s": self.time_spent(),
+            "actor_step_ms": self.steady_step_ms(),
         }
         TRANSCRIPT.info("launcher=sebulba: time spent (s) %s", extra["time_s"])
+        TRANSCRIPT.info("launcher=sebulba: one actor thread's step after warm-up (ms) %s", extra["actor_step_ms"])
         self.close()
         if self.own_records:
             times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
