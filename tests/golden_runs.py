@@ -139,7 +139,7 @@ NUMERIC_PACKAGES = (
 
 def is_wall_clock(key: str) -> bool:
     """Fields that measure time or speed, or name the device: they differ between runs or machines."""
-    return key.endswith("_s") or "per_second" in key or key == "device"
+    return key.endswith(("_s", "_ms")) or "per_second" in key or key == "device"
 
 
 def comparable(value: Any, run_directory: str) -> Any:
