@@ -1,6 +1,6 @@
 """Plots learning curves of runs and sweeps grouped by an override (--out) and compares the groups with rliable
 (--aggregate): `python scripts/plot.py SWEEP_DIR --out lr.png --aggregate figures/ [--hue agent.learning_rate]`.
-Every option: --help; what each figure and table shows: README.md, "Plots" and "Comparing groups"."""
+Every option: --help; what each figure and table shows: docs/plots.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds a stack's virtual environment with Python 3.11 from its lock file, then installs the project itself
 # into it (`pip install --no-deps -e .`, so `rl` imports from any directory); once, and again whenever the lock
-# file or pyproject.toml changes. Run by train.sh and test.sh.
+# file or pyproject.toml changes. Run by train.sh and test.sh. Quiet unless something fails: pip's output goes to
+# <venv>/setup.log, and only a failure prints it (its end, and where the whole log is).
 #   bash scripts/setup.sh            the reverb stack: .venv from requirements.txt (everything)
 #   bash scripts/setup.sh current    the current stack: .venv-current from requirements-current.txt (newest JAX,
 #                                    numpy 2; no reverb, TensorFlow or Ray: launcher=anakin, grids, analysis)
@@ -41,13 +42,29 @@ headless_gl() {
   fi
 }
 
+# pip's output goes to a log in the venv; on success one line says the venv is ready, on a failure the log's
+# end is printed with its path.
+install() {
+  local log="$VENV/setup.log" start=$SECONDS
+  echo "Setting up $(basename "$VENV") from $(basename "$LOCK") (once; a few minutes)..." >&2
+  : > "$log"
+  if ! {
+    "$VENV/bin/python" -m pip install --upgrade pip &&
+      "$VENV/bin/python" -m pip install -r "$LOCK" &&
+      "$VENV/bin/python" -m pip install --no-deps -e "$ROOT"
+  } >> "$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "Setting up $(basename "$VENV") failed: pip's whole output is in $log" >&2
+    return 1
+  fi
+  echo "$(basename "$VENV") is ready ($((SECONDS - start)) s; pip's output: $log)" >&2
+}
+
 wanted="$(cat "$LOCK" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$wanted" ]; then
   python="$(find_python)"
   [ -x "$VENV/bin/python" ] || "$python" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -r "$LOCK"
-  "$VENV/bin/python" -m pip install --quiet --no-deps -e "$ROOT"
+  install
   [ "$VENV" != "$ROOT/.venv" ] || headless_gl
   echo "$wanted" > "$STAMP"
 fi

@@ -1,4 +1,4 @@
-"""What the same command and seed reproduce (README, "Reproducibility").
+"""What the same command and seed reproduce (docs/reproducibility.md).
 
 With `launcher.deterministic=true` two runs of the same command are identical: every log
 row except the wall-clock fields, the summary except its times, and the learner state

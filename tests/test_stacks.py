@@ -1,4 +1,4 @@
-"""The two stacks (README, "Two stacks"): the compiled path runs without reverb, TensorFlow or Ray, and a launcher
+"""The two stacks (docs/stacks.md): the compiled path runs without reverb, TensorFlow or Ray, and a launcher
 that needs them is refused in one line, before anything starts, where they are missing.
 
 These run on both stacks. On the reverb stack the child process is made to lack the modules the current stack
