@@ -44,7 +44,7 @@ headless_gl() {
 
 # pip's output goes to a log in the venv; on success one line says the venv is ready, on a failure the log's
 # end is printed with its path.
-install() {
+install_stack() {
   local log="$VENV/setup.log" start=$SECONDS
   echo "Setting up $(basename "$VENV") from $(basename "$LOCK") (once; a few minutes)..." >&2
   : > "$log"
@@ -64,7 +64,7 @@ wanted="$(cat "$LOCK" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$wanted" ]; then
   python="$(find_python)"
   [ -x "$VENV/bin/python" ] || "$python" -m venv "$VENV"
-  install
+  install_stack
   [ "$VENV" != "$ROOT/.venv" ] || headless_gl
   echo "$wanted" > "$STAMP"
 fi
