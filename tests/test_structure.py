@@ -78,3 +78,118 @@ def test_probing_for_attributes_is_rare_and_each_probe_says_why():
         f"{path}:{number}" for path, number, line in probes if "#" not in line and "#" not in lines[path][number - 2]
     ]
     assert unexplained == []
+
+
+def _identifier(node: ast.AST) -> str | None:
+    """The name an expression ends in: `nodes` for `nodes`, `self.nodes` and `launcher.nodes`."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _nodes_classes(trees: dict[str, ast.Module]) -> set[str]:
+    """`Nodes` and every class that derives from it, in any module."""
+    found = {"Nodes"}
+    grown = True
+    while grown:
+        classes = [node for tree in trees.values() for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+        derived = {node.name for node in classes if any(_identifier(base) in found for base in node.bases)}
+        grown = not derived <= found
+        found |= derived
+    return found
+
+
+def _names_of_nodes(tree: ast.Module, classes: set[str]) -> set[str]:
+    """What holds a `Nodes` object in `tree`: anything named `nodes`, parameters annotated with a `Nodes`
+    class, and names (or attributes) given a new `Nodes` object or one of those."""
+    names = {"nodes"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            annotation = ast.unparse(node.annotation)
+            if any(re.search(rf"\b{name}\b", annotation) for name in classes):
+                names.add(node.arg)
+    grown = True
+    while grown:
+        before = len(names)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Assign):
+                continue
+            value = node.value.func if isinstance(node.value, ast.Call) else node.value
+            if _identifier(value) in classes | names:
+                names |= {_identifier(target) for target in node.targets} - {None}
+        grown = len(names) > before
+    return names
+
+
+def _assignments_to_nodes(source: str, classes: set[str]) -> list[str]:
+    """Statements outside a `Nodes` class that set an attribute of a `Nodes` object (or call `setattr` on one)."""
+    tree = ast.parse(source)
+    names = _names_of_nodes(tree, classes)
+    inside = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and node.name in classes
+        for inner in ast.walk(node)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in inside:
+            continue
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = [item for target in node.targets for item in ast.walk(target)]
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and _identifier(node.func) == "setattr" and node.args:
+            targets = [ast.Attribute(value=node.args[0], attr="?")]
+        if any(isinstance(target, ast.Attribute) and _identifier(target.value) in names for target in targets):
+            found.append(f"{node.lineno}: {ast.unparse(node).splitlines()[0]}")
+    return found
+
+
+def _python_sources(*roots: str) -> dict[str, str]:
+    sources = {}
+    for root in roots:
+        for directory, _, files in os.walk(os.path.join(ROOT, root)):
+            for name in (name for name in files if name.endswith(".py")):
+                path = os.path.join(directory, name)
+                with open(path) as file:
+                    sources[os.path.relpath(path, ROOT)] = file.read()
+    return sources
+
+
+def test_nothing_outside_a_nodes_class_sets_attributes_of_its_objects():
+    """A run hands its nodes one context at `start` (rl.experiments.lifecycle.RunContext); no one else writes
+    into them."""
+    sources = _python_sources("rl", "hydra_plugins", "scripts")
+    classes = _nodes_classes({path: ast.parse(source) for path, source in sources.items()})
+    assert {"LocalNodes", "RayNodes", "AnakinNodes", "SebulbaNodes"} <= classes
+    found = [f"{path}:{line}" for path, source in sources.items() for line in _assignments_to_nodes(source, classes)]
+    assert found == []
+
+
+def test_the_nodes_attribute_check_finds_what_it_looks_for():
+    classes = {"Nodes", "AnakinNodes"}
+    injected = """
+class Run:
+    def __init__(self, experiment, nodes):
+        nodes.experiment, nodes.record = experiment, None
+        self.nodes = nodes
+        self.nodes.stop = None
+
+def grid(values):
+    group = AnakinNodes(1)
+    group.values = values
+    setattr(group, "trials", [])
+
+def given(target: "AnakinNodes"):
+    target.memory += 1
+
+class AnakinNodes(Nodes):
+    def start(self, context):
+        self.context = context
+"""
+    lines = sorted(int(line.split(":")[0]) for line in _assignments_to_nodes(injected, classes))
+    assert lines == [4, 6, 10, 11, 14]

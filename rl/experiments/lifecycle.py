@@ -60,10 +60,12 @@ class Snapshot:
 
 
 class RunCheckpointer:
-    """The checkpoints of one run: periodic (`due`), on stop and at the end."""
+    """The checkpoints of one run: periodic (`due`), on stop and at the end; each holds `record`, the run's
+    evaluation curve so far."""
 
-    def __init__(self, experiment: Experiment):
+    def __init__(self, experiment: Experiment, record: RunRecord):
         self.experiment = experiment
+        self.record = record
         self.settings = experiment.checkpoint
         self.last: str | None = experiment.restore.checkpoint if experiment.restore is not None else None
         self.start()
@@ -104,7 +106,9 @@ class RunCheckpointer:
         if unmoved or not self.settings.enabled or not snapshot.consistent:
             self.start()  # Nothing moved since the last one (or nothing to write yet): try later.
             return None, snapshot
-        experiment, record, start = self.experiment, nodes.record, self.experiment.logger_factory.start_time
+        experiment = self.experiment
+        record = self.record
+        start = experiment.logger_factory.start_time
         state = {
             "agent": experiment.agent_name,
             "environment": experiment.environment_name,
@@ -139,21 +143,48 @@ class RunCheckpointer:
         return self.last, snapshot
 
 
-class Nodes:
-    """What a launcher runs; `run` sets `experiment`, `record`, `checkpoints` and `stop` before `start`."""
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """What one run hands its nodes, made once before they start: the experiment (the config, with the run
+    directory, the restore point and the loggers), the record of the run so far, its checkpoints and the stop
+    request. The nodes read it; nothing outside a node sets the node's attributes."""
 
     experiment: Experiment
     record: RunRecord
     checkpoints: RunCheckpointer
-    stop: StopRequest | None = None
+    stop: StopRequest
+
+    @classmethod
+    def make(cls, experiment: Experiment) -> "RunContext":
+        """The context of a run of `experiment`, from its restore point; the stop request's signal handlers are
+        set until `stop.restore()`."""
+        record = RunRecord.start(experiment)
+        return cls(experiment, record, RunCheckpointer(experiment, record), StopRequest())
+
+    @property
+    def run_directory(self) -> str:
+        return self.experiment.run_directory
+
+    @property
+    def restore(self) -> Any:
+        """The resumed run's restore point (rl.experiments.resume.RestorePoint); None for a new run."""
+        return self.experiment.restore
+
+
+class Nodes:
+    """What a launcher runs: `run` hands it the run's context when it starts them."""
+
+    context: RunContext  # Set by `start`.
     checkpoint_at_evaluations: bool = True  # What `checkpoint.at_evaluations: null` means for these nodes.
 
     def stopping(self) -> bool:
         """A stop was requested (a first SIGINT or SIGTERM): what waits on it gives up (`wait_for`)."""
-        return self.stop is not None and self.stop.signum is not None
+        return self.context.stop.signum is not None
 
-    def start(self) -> None:
-        """Builds the nodes, restored from the restore point."""
+    def start(self, context: RunContext) -> None:
+        """Builds the nodes for the run of `context`, restored from its restore point; a launcher's nodes call
+        this first."""
+        self.context = context
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
         """Acts to `until` actor steps or until `pause()`; returns the actor steps now."""
@@ -182,7 +213,7 @@ class Nodes:
     def failure(self, error: Exception) -> str | None:
         """Why the run failed, when `error` is a failure of the run (None: a bug, re-raised)."""
         if isinstance(error, NumericalError):
-            return f"numerical fault: {error}; the learner stopped and {self.checkpoints.kept()}"
+            return f"numerical fault: {error}; the learner stopped and {self.context.checkpoints.kept()}"
         if isinstance(error, LauncherError):
             return str(error)
         return None
@@ -199,13 +230,13 @@ class _Run:
     """One run of `nodes`: what `run`'s steps share (the clock, the record, the checkpoints, the stop request)."""
 
     def __init__(self, experiment: Experiment, nodes: Nodes):
-        self.experiment, self.nodes = experiment, nodes
+        self.experiment = experiment
+        self.nodes = nodes
         self.start = time.perf_counter()
-        self.record = RunRecord.start(experiment)
-        self.checkpoints = RunCheckpointer(experiment)
-        self.stop = StopRequest()
-        nodes.experiment, nodes.record, nodes.checkpoints = experiment, self.record, self.checkpoints
-        nodes.stop = self.stop
+        self.context = RunContext.make(experiment)
+        self.record = self.context.record
+        self.checkpoints = self.context.checkpoints
+        self.stop = self.context.stop
         self.trial: OptunaTrial | None = None  # Set in `train`: None outside a search that prunes.
         self.loggers_closed = self.pruned = False
 
@@ -220,7 +251,7 @@ class _Run:
         """Acts, evaluates and checkpoints until the budget is spent, a stop is requested or the trial is pruned."""
         experiment, record, checkpoints = self.experiment, self.record, self.checkpoints
         self.trial = OptunaTrial.from_environment(experiment.run_directory)
-        self.nodes.start()
+        self.nodes.start(self.context)
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             progress.advance(record.steps)
             checkpoints.start()
