@@ -75,8 +75,9 @@ def run_overrides(run_directory: str, argv: list[str]) -> list[str]:
 
 # Set by `cli`: the run directories the command line names that existed before Hydra made its own.
 _EXISTING_RUN_DIRECTORIES: set[str] = set()
-# Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`.
-_FULL_ERROR_OURS = False
+# Whether the user set HYDRA_FULL_ERROR (read once, at import): otherwise `cli` sets it so that a command line
+# Hydra cannot compose reaches `composition_error`, and the job unsets it once composed.
+HYDRA_FULL_ERROR_GIVEN = "HYDRA_FULL_ERROR" in os.environ
 
 
 def composition_error(error: Exception, argv: list[str]) -> str:
@@ -145,7 +146,7 @@ def prepare_job(config: DictConfig) -> Job | float:
     from rl.experiments.resume import apply_plan, prepare_run
     from rl.loggers.base import JOB_PREFIX
 
-    if _FULL_ERROR_OURS:
+    if not HYDRA_FULL_ERROR_GIVEN:
         os.environ.pop("HYDRA_FULL_ERROR", None)
     hydra_config = HydraConfig.get()
     output_dir, explicit = hydra_config.runtime.output_dir, config.get("resume") is not None
@@ -325,10 +326,11 @@ def cluster_error(argv: list[str]) -> str | None:
 
 
 def exit_past_running_work(code: Any) -> None:
-    """After a stop that left device work running (rl.experiments.signals.LEFT_RUNNING), everything is
+    """After a stop that left device work running (rl.experiments.signals.left_running), everything is
     written: ends the process now, as Python's shutdown would wait for that work (XLA cannot cancel it)."""
-    signals = sys.modules.get("rl.experiments.signals")
-    if signals is None or not signals.LEFT_RUNNING:
+    from rl.experiments.signals import left_running
+
+    if not left_running():
         return
     logging.shutdown()
     sys.stdout.flush()
@@ -351,13 +353,11 @@ def cli() -> None:
         sys.exit(1)
     from hydra.errors import CompactHydraException
 
-    global _FULL_ERROR_OURS
-    _FULL_ERROR_OURS = "HYDRA_FULL_ERROR" not in os.environ
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
         main()
     except CompactHydraException as error:
-        if not _FULL_ERROR_OURS:
+        if HYDRA_FULL_ERROR_GIVEN:
             raise
         print(f"Invalid configuration: {composition_error(error, sys.argv[1:])}", file=sys.stderr)
         sys.exit(2)

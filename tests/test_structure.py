@@ -193,3 +193,105 @@ class AnakinNodes(Nodes):
 """
     lines = sorted(int(line.split(":")[0]) for line in _assignments_to_nodes(injected, classes))
     assert lines == [4, 6, 10, 11, 14]
+
+
+MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add", "discard", "popitem"}
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top level, its imports of `rl` names included."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rl"):
+            names |= {alias.asname or alias.name for alias in node.names}
+    return names
+
+
+def _module_state_writes(source: str) -> list[str]:
+    """Statements in functions that write module state: `global`, and an item set on (or a mutating method
+    called on) a name the module binds at its top level, where the function does not bind it itself."""
+    tree = ast.parse(source)
+    module = _module_names(tree)
+    found = []
+    for function in (node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        arguments = function.args
+        local = {arg.arg for arg in arguments.args + arguments.kwonlyargs + arguments.posonlyargs}
+        local |= {
+            name.id
+            for node in ast.walk(function)
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.For, ast.With, ast.comprehension))
+            for name in ast.walk(node)
+            if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store)
+        }
+        imported = {
+            alias.asname or alias.name
+            for node in ast.walk(function)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rl")
+            for alias in node.names
+        }
+        shared = (module | imported) - local
+        for node in ast.walk(function):
+            written = None
+            if isinstance(node, ast.Global):
+                written = ", ".join(node.names)
+            elif isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for item in (item for target in targets for item in ast.walk(target)):
+                    if isinstance(item, ast.Subscript) and _identifier(item.value) in shared:
+                        written = _identifier(item.value)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+                if isinstance(node.func.value, ast.Name) and node.func.value.id in shared:
+                    written = node.func.value.id
+            if written:
+                found.append(f"{node.lineno} ({written})")
+    return found
+
+
+# Module state still written at run time, each a process-wide resource rather than a channel between modules.
+KEPT_MODULE_STATE = {
+    "_state": "rl/lazy_tensorflow.py: TensorFlow, imported once per process when first needed",
+    "_FILES": "rl/loggers/csv.py: the open CSV files, shared by the loggers that write one path",
+    "_registered": "rl/environments/factories.py: the ids registered with gymnasium's own registry",
+    "_SWALLOWED": "rl/experiments/signals.py: a signal whose exception Python swallowed, for the next StopRequest",
+    "_EXISTING_RUN_DIRECTORIES": "rl/train.py: the run directories that existed before Hydra made its own",
+    "JOB_PREFIX": "rl/loggers/base.py: owed (issue 52): a multirun job's terminal prefix, to be the loggers' own",
+}
+
+
+def test_no_function_in_rl_writes_module_state():
+    """What a run shares is passed to it (the run's context, a logger factory), not left in a module for
+    another to read: no `global`, no module-level container filled at run time but the process-wide resources
+    in KEPT_MODULE_STATE."""
+    found = [
+        f"{path}:{line}"
+        for path, source in _python_sources("rl").items()
+        for line in sorted(set(_module_state_writes(source)))
+        if line.split("(")[1].rstrip(")") not in KEPT_MODULE_STATE
+    ]
+    assert found == []
+
+
+def test_the_module_state_check_finds_what_it_looks_for():
+    source = """
+from rl.loggers.base import PREFIX
+SEEN = []
+CHOSEN = None
+
+def choose(value, SEEN2):
+    global CHOSEN
+    CHOSEN = value
+    SEEN.append(value)
+    PREFIX["text"] = value
+
+def imported(value):
+    from rl.loggers.base import JOB
+    JOB.update(text=value)
+
+def local():
+    SEEN = []
+    SEEN.append(1)
+"""
+    assert sorted(_module_state_writes(source)) == ["10 (PREFIX)", "14 (JOB)", "7 (CHOSEN)", "9 (SEEN)"]
