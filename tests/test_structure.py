@@ -295,3 +295,34 @@ def local():
     SEEN.append(1)
 """
     assert sorted(_module_state_writes(source)) == ["10 (PREFIX)", "14 (JOB)", "7 (CHOSEN)", "9 (SEEN)"]
+
+
+def _definitions(source: str, name: str) -> list[int]:
+    """Where a module defines `name` at its top level: a class, or an assignment (a type alias)."""
+    lines = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            lines.append(node.lineno)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(target, ast.Name) and target.id == name for target in targets):
+                lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("name", ["Learning", "Policy", "Batch"])
+def test_each_contract_type_is_defined_once(name):
+    """An agent's learning, its policy and a learner's batch: one definition each, in the lowest layer that
+    needs it (rl/systems/learning.py, rl/systems/base.py, rl/core.py)."""
+    found = [f"{path}:{line}" for path, source in _python_sources("rl").items() for line in _definitions(source, name)]
+    assert len(found) == 1, found
+
+
+def test_the_agent_builder_module_holds_the_builder_only():
+    """rl/agents/builder.py has one job: the builder every agent subclasses (its learning and learner live in
+    rl/systems/learning.py)."""
+    with open(os.path.join(RL, "agents", "builder.py")) as file:
+        tree = ast.parse(file.read())
+    classes = [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
+    functions = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    assert (classes, functions) == (["ActorLearnerBuilder"], [])

@@ -14,12 +14,11 @@ import tree
 from rl import core
 from rl.core import VariableClient
 from rl.policies import Head
+from rl.systems.base import Policy
 
 if TYPE_CHECKING:  # Replay (reverb, TensorFlow) loads when an adder is built.
     from rl.replay.adders import Adder
 
-# (params, key, observations, actor_step) -> actions, a row per copy of a vector environment.
-Policy = Callable[[Any, jax.Array, Any, jax.Array], jax.Array]
 # actor_step -> the exploration a head acts with there ({"epsilon": ...}), for records.
 Exploration = Callable[[int], dict[str, float]]
 

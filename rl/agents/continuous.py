@@ -12,8 +12,10 @@ import numpy as np
 import optax
 from dm_env import specs
 
-from rl.agents.actors import Policy, with_exploration
-from rl.agents.builder import Learning, ActorLearnerBuilder
+from rl.agents.actors import with_exploration
+from rl.agents.builder import ActorLearnerBuilder
+from rl.systems.base import Policy
+from rl.systems.learning import Learning
 from rl.agents.configs import ContinuousConfig
 from rl.networks.base import ActorCriticNetworks
 from rl.policies import Deterministic, GaussianNoise, Stochastic

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from rl.agents.actors import Policy
+from rl.systems.base import Policy
 from rl.agents.builder import ActorLearnerBuilder
 from rl.agents.configs import OnPolicyConfig, SequenceQueueConfig
 from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec

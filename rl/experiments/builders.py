@@ -17,6 +17,7 @@ from rl.environments.vector import VectorEnvironment
 from rl.experiments.config import Experiment, enable_compilation_cache
 from rl.loggers.base import Logger, NoOpLogger, TimeFilter
 from rl.observers import Observer
+from rl.systems.learning import SGDLearner
 
 # Independent random keys for every node, derived from the experiment seed.
 NodeKeys = namedtuple("NodeKeys", "learner actors evaluators")
@@ -68,7 +69,8 @@ def build_learner(
     logger = experiment.logger_factory("learner", "learner_steps")
     logger = TimeFilter(logger, experiment.learner_log_interval_s) if log_filter is None else log_filter(logger)
     learner_counter = Counter(counter, "learner")
-    return experiment.builder.make_learner(random_key, networks, dataset, replay_client, learner_counter, logger)
+    learning = experiment.builder.make_learning(networks)
+    return SGDLearner(learning, random_key, dataset, replay_client, learner_counter, logger)
 
 
 def _loop_parts(experiment: Experiment, random_key: jax.Array, label: str, instance: int) -> tuple:

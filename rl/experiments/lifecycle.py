@@ -16,7 +16,7 @@ from rl.experiments.launcher import LauncherError
 from rl.experiments.pruning import OptunaTrial
 from rl.experiments.signals import Interrupted, RunInterrupted, StopRequest
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
-from rl.agents.builder import NumericalError
+from rl.core import NumericalError
 
 
 def next_evaluation(experiment: Experiment, actor_steps: int) -> int:

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.agents import continuous
-from rl.agents.builder import Learning
+from rl.systems.learning import Learning
 from rl.networks.base import ActorCriticNetworks
 from rl.core import Transition
 
