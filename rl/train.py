@@ -33,7 +33,8 @@ def resume_arguments(argv: list[str]) -> list[str]:
     if any(arg in ("-m", "--multirun") for arg in argv):
         return argv
     values = dict(arg.split("=", 1) for arg in argv if arg.startswith(("resume=", "hydra.run.dir=")))
-    run_directory, resume = values.get("hydra.run.dir"), values.get("resume")
+    run_directory = values.get("hydra.run.dir")
+    resume = values.get("resume")
     if resume not in (None, "", "null"):
         path = os.path.abspath(os.path.expanduser(resume))
         error = None if os.path.isdir(path) else f"no run directory at {path}"
@@ -97,7 +98,8 @@ def composition_error(error: Exception, argv: list[str]) -> str:
     if key and (isinstance(cause, (ConfigKeyError, AttributeError)) or "not in struct" in str(cause)):
         group, _, name = key.rpartition(".")
         choices = dict(arg.split("=", 1) for arg in argv if arg.startswith(("experiment=", "agent=")))
-        experiment, agent = choices.get("experiment"), choices.get("agent")
+        experiment = choices.get("experiment")
+        agent = choices.get("agent")
         preset = os.path.join(CONFIG_DIR, "experiment", f"{experiment}.yaml")
         if group == "agent" and agent and os.path.isfile(preset):  # An agent option of another agent's preset.
             defaults = OmegaConf.to_container(OmegaConf.load(preset)).get("defaults", [])
@@ -149,7 +151,8 @@ def prepare_job(config: DictConfig) -> Job | float:
     if not HYDRA_FULL_ERROR_GIVEN:
         os.environ.pop("HYDRA_FULL_ERROR", None)
     hydra_config = HydraConfig.get()
-    output_dir, explicit = hydra_config.runtime.output_dir, config.get("resume") is not None
+    output_dir = hydra_config.runtime.output_dir
+    explicit = config.get("resume") is not None
     multirun = hydra_config.mode == RunMode.MULTIRUN
     objective = config.get("objective", "final_eval_return")
     JOB_PREFIX["text"] = f"[job {hydra_config.job.num}] " if multirun else ""
@@ -202,7 +205,8 @@ def remove_unused_run_directory(output_dir: str) -> None:
     log = os.path.join(output_dir, f"{HydraConfig.get().job.name}.log")
     if os.path.isfile(log) and os.path.getsize(log) == 0:
         os.remove(log)
-    directory, stop = os.path.abspath(output_dir), os.getcwd()
+    directory = os.path.abspath(output_dir)
+    stop = os.getcwd()
     if directory in _EXISTING_RUN_DIRECTORIES:
         return
     while not os.listdir(directory):

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.current
 
 RL = os.path.join(ROOT, "rl")
 MAX_FUNCTION_LINES = 60
-MAX_PROBES = 8  # getattr/hasattr, each on a foreign object (a module, sys, another library's class).
+MAX_PROBES = 8  # getattr/hasattr/vars(...)[...], each on a foreign object or a name checked first.
 
 
 def _sources(*parts: str) -> dict[str, str]:
@@ -70,7 +70,7 @@ def test_probing_for_attributes_is_rare_and_each_probe_says_why():
         (path, number, line)
         for path, source in _sources().items()
         for number, line in enumerate(source.splitlines(), 1)
-        if re.search(r"\b(getattr|hasattr)\(", line)
+        if re.search(r"\b(getattr|hasattr)\(|\bvars\([^)]*\)\[", line)  # A name looked up in `vars()` is a probe too.
     ]
     assert len(probes) <= MAX_PROBES, probes
     lines = {path: source.splitlines() for path, source in _sources().items()}
@@ -326,3 +326,30 @@ def test_the_agent_builder_module_holds_the_builder_only():
     classes = [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
     functions = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     assert (classes, functions) == (["ActorLearnerBuilder"], [])
+
+
+MAX_PACKED = 15  # Assignments of a tuple of values to a tuple of unrelated names, in all of rl/.
+
+
+def _packed_assignments(source: str) -> list[int]:
+    """`a, b = x, y`: names packed into one line that a reader unpacks; a swap (`a, b = b, a`) is not one."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        targets, value = node.targets[0], node.value
+        if isinstance(targets, ast.Tuple) and isinstance(value, ast.Tuple):
+            written = sorted(ast.unparse(target) for target in targets.elts)
+            if written != sorted(ast.unparse(element) for element in value.elts):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_assignments_that_pack_unrelated_names_are_rare():
+    packed = [f"{path}:{line}" for path, source in _sources().items() for line in _packed_assignments(source)]
+    assert len(packed) <= MAX_PACKED, packed
+
+
+def test_the_packed_assignment_count_finds_what_it_looks_for():
+    source = "a, b = 1, 2\na, b = b, a\nx = 1, 2\nfirst, rest = items\nself.x, self.y = y, x\n"
+    assert _packed_assignments(source) == [1, 5]

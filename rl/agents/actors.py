@@ -71,7 +71,8 @@ class FeedForwardActor(core.Actor):
 
     def flush(self) -> None:
         """Makes the queued adder calls, in order; one that raises drops those after it."""
-        pending, self._pending = self._pending, []
+        pending = self._pending
+        self._pending = []
         for call in pending:
             call()
 
@@ -178,7 +179,8 @@ class RecurrentActor(FeedForwardActor):
 
     def set_state(self, state: dict[str, Any]) -> None:
         super().set_state(state)
-        self._state, self._next_state = state["core_state"], state["next_core_state"]
+        self._state = state["core_state"]
+        self._next_state = state["next_core_state"]
 
     def _reserve(self, copies: int) -> None:  # Copies never seen before start from the initial state.
         have = 0 if self._state is None else len(tree.flatten(self._state)[0])

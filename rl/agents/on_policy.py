@@ -170,7 +170,8 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
                 observations = normalize_observations(statistics, observations, clip)
             output, _ = networks.apply(network_params, observations)
             if evaluation:
-                action, extras = policy_mode(output), {}
+                action = policy_mode(output)
+                extras = {}
             else:
                 action = self.exploration(output, key, step)
                 extras = {"log_prob": log_prob(output, action)}

@@ -72,7 +72,8 @@ class AnakinNodes(lifecycle.Nodes):
         many replicas one program may hold (rl.anakin.groups); `population`: the replicas train as one
         (rl.anakin.pbt), their hyperparameters its values."""
         self.num_seeds = num_seeds if replicas is None else len(replicas)
-        self.steps_per_chunk, self.replicas = steps_per_chunk, replicas
+        self.steps_per_chunk = steps_per_chunk
+        self.replicas = replicas
         self.population = population
         self.hyperparameters = population.values if population else hyperparameters or {}
         self.replica_fields = replica_fields or {}
@@ -105,7 +106,9 @@ class AnakinNodes(lifecycle.Nodes):
             log.info(
                 "launcher=anakin: %d replicas compiled in %.1f s on %s", num_seeds, self.compile_time_s, self.device
             )
-        self.learner_steps, self.episodes, self.curves = 0, [0] * num_seeds, [[] for _ in range(num_seeds)]
+        self.learner_steps = 0
+        self.episodes = [0] * num_seeds
+        self.curves = [[] for _ in range(num_seeds)]
         if restore is not None:
             if self.state is not None:
                 restored = padded(restore.learner_state(self.recorded_state()), self.groups.count)
@@ -150,7 +153,8 @@ class AnakinNodes(lifecycle.Nodes):
         if limit is not None:
             programs_made = programs(padded_count(min(limit, self.num_seeds)))
         else:
-            everyone, devices = padded_count(self.num_seeds), padded_count(min(devices_count(), self.num_seeds))
+            everyone = padded_count(self.num_seeds)
+            devices = padded_count(min(devices_count(), self.num_seeds))
             programs_made = fitting_programs(programs, everyone, devices, self.fitting_group_size)
         if self.groups.split or self.groups.count > self.num_seeds:
             log.info("launcher=anakin: %s", self.groups.describe(self.num_seeds))
@@ -162,7 +166,8 @@ class AnakinNodes(lifecycle.Nodes):
         self.groups = ReplicaGroups(-(-self.num_seeds // size) * size, size, replica_sharding(size))
         keys, values = padded((seeds, self.hyperparameters), self.groups.count)
         evaluation_keys = jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys)
-        self.values, self.evaluation_keys = self.placed(values), self.placed(evaluation_keys)
+        self.values = self.placed(values)
+        self.evaluation_keys = self.placed(evaluation_keys)
         return keys, values
 
     def placed(self, rows: Any) -> Any:
@@ -201,8 +206,10 @@ class AnakinNodes(lifecycle.Nodes):
     def fitting_group_size(self, programs: tuple[Any, ...], size: int) -> int:
         """The most replicas per program whose chunk fits the memory budget, from the chunk's of `size`
         replicas (the present size where it fits)."""
-        chunk, everyone = programs[0], padded_count(self.num_seeds)
-        needed, budget = program_memory(chunk), self.memory_budget()
+        chunk = programs[0]
+        everyone = padded_count(self.num_seeds)
+        needed = program_memory(chunk)
+        budget = self.memory_budget()
         if needed <= budget and size == everyone:
             return size
         fitting = fitting_size(everyone, needed * devices_count() / size, budget, devices_count())
@@ -235,7 +242,9 @@ class AnakinNodes(lifecycle.Nodes):
         and writes its records, so the device never waits on the host. `self.state` is the last written chunk's:
         on a stop request the chunks in flight run on, unwritten (`signals.wait_for`)."""
         in_flight: list[tuple[Any, Any]] = []  # (state, metrics) of chunks dispatched, oldest first.
-        dispatched, done, dispatching = self.context.record.steps, time.perf_counter(), True
+        dispatched = self.context.record.steps
+        done = time.perf_counter()
+        dispatching = True
         try:
             while True:
                 while dispatching and len(in_flight) < 2 and dispatched < until and not all(self.ended):
@@ -248,7 +257,8 @@ class AnakinNodes(lifecycle.Nodes):
                     break
                 state, metrics = in_flight.pop(0)
                 metrics = signals.wait_for(functools.partial(jax.device_get, metrics), self.stopping, "a chunk")
-                self.state, self.context.record.steps = state, self.context.record.steps + self.chunk_steps
+                self.state = state
+                self.context.record.steps = self.context.record.steps + self.chunk_steps
                 now = time.perf_counter()
                 self._write_chunk_records(metrics, self.chunk_steps / (now - done))
                 done = now
@@ -276,7 +286,8 @@ class AnakinNodes(lifecycle.Nodes):
             self.learner_steps = int(values.pop("learner_steps"))
             if self.ended[index]:
                 continue
-            trained, episodes = int(values.pop("trained_updates")), int(values.pop("episodes"))
+            trained = int(values.pop("trained_updates"))
+            episodes = int(values.pop("episodes"))
             self.episodes[index] += episodes
             counts = self.counts_of(index)
             episode = {"episode_return": values.pop("episode_return"), "episode_length": values.pop("episode_length")}
@@ -309,7 +320,8 @@ class AnakinNodes(lifecycle.Nodes):
         for index, log in enumerate(self.logs):
             if self.ended[index]:
                 continue
-            returns, lengths = result.returns[index], result.lengths[index]
+            returns = result.returns[index]
+            lengths = result.lengths[index]
             record = return_statistics(returns)
             log["evaluator"].write(
                 {**self.counts_of(index), **record, "episode_length": float(lengths.mean()), "episodes": returns.size}
@@ -378,7 +390,8 @@ class AnakinNodes(lifecycle.Nodes):
             extra["replicas"] = replicas
             if self.population is not None:
                 extra["pbt"] = self.population.best([result.final_eval_return for result in self.replica_summaries])
-            acting, steps = self.context.record.acting_time_s, self.context.record.steps * self.num_seeds
+            acting = self.context.record.acting_time_s
+            steps = self.context.record.steps * self.num_seeds
             extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None
             threshold = self.context.experiment.threshold
             flagged = sum(1 for curve in self.curves if improvement_flag([value for _, value in curve], threshold))

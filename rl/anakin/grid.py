@@ -68,15 +68,18 @@ def split_structural(experiments: Sequence[Any], varying: list[str]) -> list[tup
 @contextlib.contextmanager
 def transcript_to(path: str, prefix: str) -> Iterator[None]:
     """While open, terminal lines start with `prefix` and train.log's copy goes to `path`."""
-    handlers, old_prefix = TRANSCRIPT.handlers[:], JOB_PREFIX["text"]
+    handlers = TRANSCRIPT.handlers[:]
+    old_prefix = JOB_PREFIX["text"]
     handler = logging.FileHandler(path)
     handler.setFormatter(handlers[0].formatter if handlers else None)
-    TRANSCRIPT.handlers, JOB_PREFIX["text"] = [handler], prefix
+    TRANSCRIPT.handlers = [handler]
+    JOB_PREFIX["text"] = prefix
     try:
         yield
     finally:
         handler.close()
-        TRANSCRIPT.handlers, JOB_PREFIX["text"] = handlers, old_prefix
+        TRANSCRIPT.handlers = handlers
+        JOB_PREFIX["text"] = old_prefix
 
 
 @dataclasses.dataclass
@@ -208,7 +211,8 @@ def ship(
 
     jobs = []
     for grid_job in group.jobs:
-        result, job = results[grid_job.number], grid_job.job
+        result = results[grid_job.number]
+        job = grid_job.job
         hydra_config = result.hydra_cfg.hydra
         tracking = tracking_settings(hydra_config, result.cfg)
         wandb_run = job.experiment.logger_factory.wandb_run
@@ -245,11 +249,13 @@ def prepare_jobs(
 ) -> tuple[list[JobReturn], list[GridJob]]:
     """Every job prepared with `prepare_job` (the entry point's first half) as Hydra's own launchers run one
     (its directory, .hydra/, train.log): Hydra's results, and the jobs a grid can train (the others refused)."""
-    results, prepared = [], []
+    results = []
+    prepared = []
     for number, overrides in enumerate(job_overrides, initial_job_idx):
         sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
         with open_dict(sweep_config):
-            sweep_config.hydra.job.id, sweep_config.hydra.job.num = f"{sweep_config.hydra.job.name}_{number}", number
+            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{number}"
+            sweep_config.hydra.job.num = number
         result = run_job(
             hydra_context=hydra_context,
             task_function=prepare_job,

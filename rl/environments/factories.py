@@ -87,7 +87,8 @@ class GymnasiumToDmEnv(Float32Specs, dm_env.Environment):
 
     def __init__(self, environment: gymnasium.Env, seed: int | None = None):
         self.gymnasium_environment = self._environment = environment
-        self._seed, self._reset_next = seed, True
+        self._seed = seed
+        self._reset_next = True
         self._observation_spec = space_to_spec(environment.observation_space, "observation", float32=True)
         self._single_dtype = None if tree.is_nested(self._observation_spec) else self._observation_spec.dtype
         self._action_spec = space_to_spec(environment.action_space, "action")

@@ -98,7 +98,8 @@ def build_actor(
 ) -> EnvironmentLoop:
     """A loop acting with the behaviour policy, writing to replay; only actor 0 logs episodes."""
     actor_key, observers, environment, networks = _loop_parts(experiment, random_key, "actor", actor_id)
-    builder, spec = experiment.builder, experiment.environment_spec
+    builder = experiment.builder
+    spec = experiment.environment_spec
     policy = builder.make_actor_policy(networks, spec, actor_id)
     actor = builder.make_actor(actor_key, policy, spec, variable_source, builder.make_adder(replay, spec))
     logger: Logger = experiment.logger_factory("actor", "actor_steps", actor_id) if actor_id == 0 else NoOpLogger()
@@ -115,7 +116,8 @@ def build_evaluator(
 ) -> EnvironmentLoop:
     """A loop with the evaluation policy and no adder; a round plays `eval_episodes` side by side."""
     actor_key, observers, environment, networks = _loop_parts(experiment, random_key, "evaluator", instance)
-    builder, spec = experiment.builder, experiment.environment_spec
+    builder = experiment.builder
+    spec = experiment.environment_spec
     policy = builder.make_policy(networks, spec, evaluation=True)
     actor = (make_actor or builder.make_actor)(actor_key, policy, spec, variable_source, None)
     logger = experiment.logger_factory("evaluator", "actor_steps", instance)

@@ -80,4 +80,4 @@ def finish_job(job: Job, summary: Any) -> float:
         f"{ended} evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
         f"({summary.wall_time_s:.0f} s); summary in {shown_path(job.output_dir)}/summary.json"
     )
-    return vars(summary)[job.objective]
+    return summary.objective(job.objective)

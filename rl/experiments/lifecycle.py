@@ -37,7 +37,8 @@ class RunRecord:
     @classmethod
     def start(cls, experiment: Experiment) -> "RunRecord":
         state = experiment.restore.state if experiment.restore is not None else {}
-        steps, start = int(state.get("actor_steps", 0)), experiment.logger_factory.start_time
+        steps = int(state.get("actor_steps", 0))
+        start = experiment.logger_factory.start_time
         next_eval = int(state.get("next_eval", 0))
         returns = [(int(s), float(v)) for s, v in state.get("eval_returns", [])]
         relative = state.get("eval_times_s")
@@ -249,7 +250,9 @@ class _Run:
 
     def train(self) -> None:
         """Acts, evaluates and checkpoints until the budget is spent, a stop is requested or the trial is pruned."""
-        experiment, record, checkpoints = self.experiment, self.record, self.checkpoints
+        experiment = self.experiment
+        record = self.record
+        checkpoints = self.checkpoints
         self.trial = OptunaTrial.from_environment(experiment.run_directory)
         self.nodes.start(self.context)
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
@@ -273,7 +276,8 @@ class _Run:
 
     def evaluate(self, progress: ProgressDisplay) -> None:
         """A round of every evaluator onto the curve; a search's pruner may end the run on it."""
-        experiment, record = self.experiment, self.record
+        experiment = self.experiment
+        record = self.record
         if record.steps >= experiment.max_actor_steps:
             self.nodes.end_acting(interrupted=False)  # The final round sees the final parameters.
         steps, mean, ended = self.nodes.evaluate()
@@ -286,7 +290,8 @@ class _Run:
 
     def end(self) -> RunSummary:
         """The last checkpoint and the summary: finished, pruned, or interrupted (raises `RunInterrupted`)."""
-        nodes, stop = self.nodes, self.stop
+        nodes = self.nodes
+        stop = self.stop
         if self.ending():
             nodes.end_acting(interrupted=True)
         nodes.end_learning()  # The last checkpoint's counts are the learner's last.
@@ -300,7 +305,8 @@ class _Run:
         return self.finish(snapshot, "finished", 0)
 
     def summarize(self, counts: Mapping[str, Any], status: str) -> RunSummary:
-        record, wall_time_s = self.record, time.perf_counter() - self.start
+        record = self.record
+        wall_time_s = time.perf_counter() - self.start
         curve = (record.eval_returns, record.eval_times)
         return finish_run(self.experiment, counts, *curve, wall_time_s, record.acting_time_s, status=status)
 

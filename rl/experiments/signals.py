@@ -18,8 +18,8 @@ def requeue_signal() -> int | None:
     SUBMITIT_PREEMPT_SIGNAL names another); None outside a submitit job."""
     if not os.environ.get("SUBMITIT_EXECUTOR"):
         return None
-    # The signal module names what this platform has; submitit names it in the environment.
-    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
+    # The signals this platform has, by name; submitit names its signal in the environment.
+    return signal.Signals.__members__.get("SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"))
 
 
 def signal_name(signum: int) -> str:

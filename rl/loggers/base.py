@@ -161,7 +161,8 @@ def fit_fields(
     if width is None or used + sum(sizes.values()) <= width:
         return fields
     order = {key: rank for rank, key in enumerate(("event", steps_key, "actor_steps", *HEADLINE)) if key}
-    room, chosen = width - used - len(f" +{len(fields)}"), set()
+    room = width - used - len(f" +{len(fields)}")
+    chosen = set()
     for key in sorted(sizes, key=lambda key: order.get(key, math.inf)):  # Stable: the rest keep their order.
         if sizes[key] > room and key != "event":  # A launcher's event is shown whole.
             break
@@ -195,7 +196,8 @@ class TerminalLogger(Logger):
         """`width`: the longest line, fields past it left out (counted as `+N`); None: every field."""
         self._name = label if instance is None else f"{label} {instance}"
         self._hidden = (f"{label}_id",) if instance is not None else ()
-        self._steps_key, self._width = steps_key, width
+        self._steps_key = steps_key
+        self._width = width
 
     def write(self, data: LoggingData) -> None:
         prefix = f"{JOB_PREFIX['text']}[{self._name}]"

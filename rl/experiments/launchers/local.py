@@ -102,7 +102,8 @@ class LearnerThread:
 
     def notify(self) -> None:
         if self._error is not None:
-            error, self._error = self._error, None
+            error = self._error
+            self._error = None
             raise error
 
     def finish(self) -> None:
@@ -163,7 +164,8 @@ class LocalNodes(lifecycle.Nodes):
             if restore is not None:
                 self._restore_process_state(restore.checkpoint)
             return
-        table, batch = experiment.builder.config.replay_table_name, experiment.builder.samples_per_learner_step
+        table = experiment.builder.config.replay_table_name
+        batch = experiment.builder.samples_per_learner_step
         if restore is not None and restore.restore_replay:
             self.samples = int(self.client.server_info()[table].rate_limiter_info.sample_stats.completed)
         allowed = functools.partial(batches_allowed, self.client, table, batch, self.samples)
@@ -196,7 +198,9 @@ class LocalNodes(lifecycle.Nodes):
         self.learner_log[0].set_state(saved["learner_log"])
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
-        loop, builder, step = self.actor_loop, self.context.experiment.builder, self.context.record.steps
+        loop = self.actor_loop
+        builder = self.context.experiment.builder
+        step = self.context.record.steps
         while step < until:
             # One batched step of the actor's copies, never past an evaluation point.
             count = min(loop.num_envs, until - step)

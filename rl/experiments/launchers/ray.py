@@ -261,7 +261,8 @@ class RayNodes(lifecycle.Nodes):
         timeout = self.launcher.evaluation_timeout_s
         # One call per evaluator, asked again of one Ray has rebuilt.
         self.evaluations = [e.evaluate.remote(self.context.experiment.eval_episodes) for e in self.evaluators]
-        deadline, results = time.monotonic() + timeout, []
+        deadline = time.monotonic() + timeout
+        results = []
         while len(results) < len(self.evaluations):
             remaining = max(0.0, deadline - time.monotonic())
             ready, _ = self.ray.wait(self.evaluations, num_returns=len(self.evaluations), timeout=remaining)
@@ -286,7 +287,8 @@ class RayNodes(lifecycle.Nodes):
             if runs := [ref for node, ref in self.runs.items() if node.startswith("actor_")]:
                 self.ray.wait(runs, num_returns=len(runs), timeout=self.launcher.stop_timeout_s)
         else:
-            budget, counted = self._get(self.counter.state.remote(), "counter", "state"), self._actor_steps()
+            budget = self._get(self.counter.state.remote(), "counter", "state")
+            counted = self._actor_steps()
             wanted = self.context.experiment.max_actor_steps
             message = (
                 f"step budget: {counted} actor steps counted of {wanted};"
@@ -304,7 +306,8 @@ class RayNodes(lifecycle.Nodes):
         except self.ray.exceptions.RayTaskError as error:  # A numerical fault, say.
             message = f"the learner's checkpoint failed ({_first_line(error)}); {self.context.checkpoints.kept()}"
             raise LauncherError(message) from None
-        counts, schedule_steps = taken["counts"], taken["schedule_steps"]
+        counts = taken["counts"]
+        schedule_steps = taken["schedule_steps"]
         snapshot = lifecycle.Snapshot(int(counts.get("actor_steps", 0)), counts, taken["state"])
         snapshot.state["actor_schedule_step"] = schedule_steps.get(0, 0)
         snapshot.state["actor_schedule_steps"] = {str(k): v for k, v in sorted(schedule_steps.items())}
@@ -339,7 +342,8 @@ class RayNodes(lifecycle.Nodes):
         self._close_node_loggers()  # Before the run's own loggers (its W&B run) close.
         with contextlib.suppress(Exception):  # A counter lost with Ray on a failed run: the summary stays as written.
             taken = self._get(self.counter.snapshot.remote(), "counter", "snapshot", timeout=5.0)
-            steps, episodes = taken["schedule_steps"], taken["episodes"]
+            steps = taken["schedule_steps"]
+            episodes = taken["episodes"]
             actors = {str(a): {"actor_steps": int(steps.get(a, 0)), "episodes": int(episodes.get(a, 0))} for a in steps}
             path = os.path.join(self.context.experiment.run_directory, "summary.json")
             checkpointing.write_json(path, checkpointing.read_json(path) | {"actors": actors})
@@ -360,7 +364,8 @@ class RayNodes(lifecycle.Nodes):
 
     def _call_when_back(self, method: Any, node: str) -> Any:
         """`method.remote()` of a node Ray is restarting, asked until restart_timeout_s."""
-        exceptions, timeout = self.ray.exceptions, self.launcher.restart_timeout_s
+        exceptions = self.ray.exceptions
+        timeout = self.launcher.restart_timeout_s
         deadline = time.monotonic() + timeout
         while True:
             try:
