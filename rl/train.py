@@ -140,13 +140,27 @@ def integral_overrides(argv: list[str]) -> list[str]:
     return rewritten
 
 
+def job_prefix() -> str:
+    """What a multirun job's terminal lines start with (`[job 3] `: parallel jobs' lines interleave)."""
+    hydra_config = HydraConfig.get()
+    return f"[job {hydra_config.job.num}] " if hydra_config.mode == RunMode.MULTIRUN else ""
+
+
 def prepare_job(config: DictConfig) -> Job | float:
-    """Everything before training: the experiment built and checked, the resume plan applied. A
-    refused job of a multirun or an already finished run gives its value (NaN when refused)."""
+    """Everything before training, its terminal lines after the job's prefix (`job_prefix`); the task of
+    hydra/launcher=anakin_grid, which trains the jobs it prepares together."""
+    from rl.loggers.base import console_prefixed
+
+    with console_prefixed(job_prefix()):
+        return build_job(config)
+
+
+def build_job(config: DictConfig) -> Job | float:
+    """The experiment built and checked, the resume plan applied. A refused job of a multirun or an
+    already finished run gives its value (NaN when refused)."""
     from rl.experiments.make_experiment import make_experiment, tracking_settings
     from rl.experiments.validation import ConfigError, check_launcher_stack
     from rl.experiments.resume import apply_plan, prepare_run
-    from rl.loggers.base import JOB_PREFIX
 
     if not HYDRA_FULL_ERROR_GIVEN:
         os.environ.pop("HYDRA_FULL_ERROR", None)
@@ -155,7 +169,6 @@ def prepare_job(config: DictConfig) -> Job | float:
     explicit = config.get("resume") is not None
     multirun = hydra_config.mode == RunMode.MULTIRUN
     objective = config.get("objective", "final_eval_return")
-    JOB_PREFIX["text"] = f"[job {hydra_config.job.num}] " if multirun else ""
     try:
         tracking = tracking_settings(hydra_config, config)
         experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
@@ -283,13 +296,15 @@ class SweepReport(Callback):
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def main(config: DictConfig) -> float:
     from rl.experiments.signals import Interrupted, raise_on_signals, signal_name
+    from rl.loggers.base import console_prefixed
 
-    try:
-        with raise_on_signals():
-            return train(config)
-    except Interrupted as error:  # While the experiment was being built: nothing to save.
-        report(f"Interrupted by {signal_name(error.signum)} while starting; nothing was trained", error=True)
-        sys.exit(error.exit_code)
+    with console_prefixed(job_prefix()):
+        try:
+            with raise_on_signals():
+                return train(config)
+        except Interrupted as error:  # While the experiment was being built: nothing to save.
+            report(f"Interrupted by {signal_name(error.signum)} while starting; nothing was trained", error=True)
+            sys.exit(error.exit_code)
 
 
 def run_directory_error(argv: list[str]) -> str | None:

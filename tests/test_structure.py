@@ -257,7 +257,6 @@ KEPT_MODULE_STATE = {
     "_registered": "rl/environments/factories.py: the ids registered with gymnasium's own registry",
     "_SWALLOWED": "rl/experiments/signals.py: a signal whose exception Python swallowed, for the next StopRequest",
     "_EXISTING_RUN_DIRECTORIES": "rl/train.py: the run directories that existed before Hydra made its own",
-    "JOB_PREFIX": "rl/loggers/base.py: owed (issue 52): a multirun job's terminal prefix, to be the loggers' own",
 }
 
 

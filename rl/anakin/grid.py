@@ -21,7 +21,7 @@ from rl.anakin.engines import Outcome, RayEngine, SubmititEngine
 from rl.anakin.launcher import AnakinLauncher
 from rl.checkpointing import flatten_mapping
 from rl.experiments.jobs import Job, JobSpec, finish_job, rebuild_job, refuse_job, report
-from rl.loggers.base import JOB_PREFIX, TRANSCRIPT
+from rl.loggers.base import TRANSCRIPT, console_prefixed
 
 log = logging.getLogger(__name__)
 
@@ -69,17 +69,15 @@ def split_structural(experiments: Sequence[Any], varying: list[str]) -> list[tup
 def transcript_to(path: str, prefix: str) -> Iterator[None]:
     """While open, terminal lines start with `prefix` and train.log's copy goes to `path`."""
     handlers = TRANSCRIPT.handlers[:]
-    old_prefix = JOB_PREFIX["text"]
     handler = logging.FileHandler(path)
     handler.setFormatter(handlers[0].formatter if handlers else None)
     TRANSCRIPT.handlers = [handler]
-    JOB_PREFIX["text"] = prefix
     try:
-        yield
+        with console_prefixed(prefix):
+            yield
     finally:
         handler.close()
         TRANSCRIPT.handlers = handlers
-        JOB_PREFIX["text"] = old_prefix
 
 
 @dataclasses.dataclass
@@ -311,7 +309,6 @@ def launch(
     by_number = {number: result for number, result in enumerate(results, initial_job_idx)}
     configs = {job.number: OmegaConf.to_container(by_number[job.number].cfg, resolve=True) for job in prepared}
     groups = plan_groups(prepared, list(configs.values()), sweep_directory)
-    JOB_PREFIX["text"] = ""  # The lines below are the sweep's, not its last prepared job's.
     if engine is None:
         outcomes: list[Outcome] = [run_group(group.jobs, group.batched, group.directory) for group in groups]
     else:
