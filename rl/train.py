@@ -229,6 +229,17 @@ def remove_unused_run_directory(output_dir: str) -> None:
             return
 
 
+def with_search_hooks(experiment: Any) -> Any:
+    """The experiment with the hooks of the search it runs in: the trial of an Optuna search that prunes, which
+    the sweeper names in the job's environment (rl/experiments/pruning.py)."""
+    import dataclasses
+
+    from rl.experiments.pruning import PruningHook
+
+    trial = PruningHook.from_environment(experiment.run_directory)
+    return experiment if trial is None else dataclasses.replace(experiment, hooks=(*experiment.hooks, trial))
+
+
 def train(config: DictConfig) -> float:
     from rl.experiments.signals import Interrupted, RunInterrupted, requeue_signal, signal_name
     from rl.experiments.launcher import LauncherError
@@ -237,7 +248,7 @@ def train(config: DictConfig) -> float:
     job = prepare_job(config)
     if not isinstance(job, Job):
         return job
-    experiment = job.experiment
+    experiment = with_search_hooks(job.experiment)
     try:
         experiment.logger_factory.start()  # The W&B run exists (with its config) before the first step.
         summary = job.launch(experiment=experiment)

@@ -352,3 +352,13 @@ def test_assignments_that_pack_unrelated_names_are_rare():
 def test_the_packed_assignment_count_finds_what_it_looks_for():
     source = "a, b = 1, 2\na, b = b, a\nx = 1, 2\nfirst, rest = items\nself.x, self.y = y, x\n"
     assert _packed_assignments(source) == [1, 5]
+
+
+def test_the_lifecycle_imports_no_search():
+    """A search reaches a run through its hooks (rl/experiments/hooks.py): the lifecycle imports no pruning,
+    PBT, grid, sweep or W&B module."""
+    with open(os.path.join(RL, "experiments", "lifecycle.py")) as file:
+        tree = ast.parse(file.read())
+    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    assert [name for name in imported if re.search(r"prun|pbt|grid|sweep|wandb|optuna", name)] == []

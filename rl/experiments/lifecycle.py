@@ -1,6 +1,7 @@
 """The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run` evaluates,
 checkpoints (on a clock, at the end, on a stop signal) and ends the run `finished`, `interrupted`, `failed`
-or `pruned` (by an Optuna search's pruner). A first signal stops cleanly, a second raises `Interrupted`."""
+or `pruned` (by one of the experiment's hooks: a search's pruner, rl/experiments/hooks.py). A first signal
+stops cleanly, a second raises `Interrupted`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any, Callable, Mapping
 from rl import checkpointing
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import LauncherError
-from rl.experiments.pruning import OptunaTrial
+from rl.experiments.hooks import RunHook
 from rl.experiments.signals import Interrupted, RunInterrupted, StopRequest
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
 from rl.core import NumericalError
@@ -81,10 +82,10 @@ class RunCheckpointer:
     def due(self) -> bool:
         return self.settings.enabled and time.monotonic() >= self._next
 
-    def after_evaluation(self, nodes: Nodes, actor_steps: int, pruning: bool) -> bool:
+    def after_evaluation(self, nodes: Nodes, actor_steps: int, may_end_early: bool) -> bool:
         """A checkpoint follows this evaluation round (the final one's comes with the run's end); by default
-        not in a search that prunes (a pruned trial keeps no checkpoint) nor where the nodes say not."""
-        default = nodes.checkpoint_at_evaluations and not pruning
+        not where a hook may end the run early (a pruned trial keeps no checkpoint) nor where the nodes say not."""
+        default = nodes.checkpoint_at_evaluations and not may_end_early
         wanted = default if self.settings.at_evaluations is None else self.settings.at_evaluations
         return self.settings.enabled and wanted and actor_steps < self.experiment.max_actor_steps
 
@@ -238,11 +239,12 @@ class _Run:
         self.record = self.context.record
         self.checkpoints = self.context.checkpoints
         self.stop = self.context.stop
-        self.trial: OptunaTrial | None = None  # Set in `train`: None outside a search that prunes.
-        self.loggers_closed = self.pruned = False
+        self.hooks: tuple[RunHook, ...] = tuple(experiment.hooks)
+        self.ended_by: RunHook | None = None  # The hook that ended the run early (a search's pruner).
+        self.loggers_closed = False
 
     def ending(self) -> bool:
-        return self.stop.signum is not None or self.pruned
+        return self.stop.signum is not None or self.ended_by is not None
 
     def pausing(self) -> bool:
         """Acting pauses for a stop request or a checkpoint due."""
@@ -253,7 +255,8 @@ class _Run:
         experiment = self.experiment
         record = self.record
         checkpoints = self.checkpoints
-        self.trial = OptunaTrial.from_environment(experiment.run_directory)
+        for hook in self.hooks:
+            hook.start()
         self.nodes.start(self.context)
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             progress.advance(record.steps)
@@ -268,14 +271,13 @@ class _Run:
                     self.evaluate(progress)
                 if self.ending():
                     break
-                after_round = evaluated and checkpoints.after_evaluation(
-                    self.nodes, record.steps, self.trial is not None
-                )
+                may_end_early = any(hook.may_end_early for hook in self.hooks)
+                after_round = evaluated and checkpoints.after_evaluation(self.nodes, record.steps, may_end_early)
                 if checkpoints.due() or after_round:
-                    checkpoints.save(self.nodes, periodic=True)
+                    self.checkpointed(checkpoints.save(self.nodes, periodic=True)[0])
 
     def evaluate(self, progress: ProgressDisplay) -> None:
-        """A round of every evaluator onto the curve; a search's pruner may end the run on it."""
+        """A round of every evaluator onto the curve, told to the hooks; one of them may end the run on it."""
         experiment = self.experiment
         record = self.record
         if record.steps >= experiment.max_actor_steps:
@@ -285,8 +287,15 @@ class _Run:
         record.eval_times.append(float(ended))
         progress.update(eval_return=mean)
         record.next_eval = next_evaluation(experiment, record.steps)
-        if self.trial is not None and self.trial.report(steps, mean):
-            self.pruned = record.steps < experiment.max_actor_steps  # The last round completes it.
+        for hook in self.hooks:
+            ends = hook.after_evaluation(steps, mean)
+            if ends and self.ended_by is None and record.steps < experiment.max_actor_steps:
+                self.ended_by = hook  # The last round completes the run.
+
+    def checkpointed(self, path: str | None) -> None:
+        if path is not None:
+            for hook in self.hooks:
+                hook.after_checkpoint(path)
 
     def end(self) -> RunSummary:
         """The last checkpoint and the summary: finished, pruned, or interrupted (raises `RunInterrupted`)."""
@@ -295,10 +304,11 @@ class _Run:
         if self.ending():
             nodes.end_acting(interrupted=True)
         nodes.end_learning()  # The last checkpoint's counts are the learner's last.
-        if self.pruned and self.trial is not None:  # No checkpoint: a pruned trial is not resumed.
-            self.trial.prune()
+        if self.ended_by is not None:  # No checkpoint: a run ended early is not resumed.
+            self.ended_by.ended_early()
             return self.finish(nodes.snapshot(checkpoint=False), "pruned", 0)
         path, snapshot = self.checkpoints.save(nodes)
+        self.checkpointed(path)
         if stop.signum is not None:  # With no state to write, the last checkpoint (if any) is the resume's.
             summary = self.finish(snapshot, "interrupted", 128 + stop.signum)
             raise RunInterrupted(stop.signum, summary, path or self.checkpoints.last)
@@ -328,7 +338,7 @@ class _Run:
 
 
 def run(experiment: Experiment, nodes: Nodes) -> RunSummary:
-    """Trains `nodes` to `experiment.max_actor_steps`."""
+    """Trains `nodes` to `experiment.max_actor_steps`, telling `experiment.hooks` of its rounds and checkpoints."""
     life = _Run(experiment, nodes)
     try:
         life.train()

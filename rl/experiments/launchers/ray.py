@@ -146,7 +146,8 @@ class RayNodes(lifecycle.Nodes):
         token = uuid.uuid4().hex[:12]  # Nodes find each other by names unique to the run.
         self.names = {n: f"rl-{n}-{token}".replace("_", "-") for n in ("replay", "counter", "learner", "log_queue")}
         factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], experiment.logger_factory.start_time)
-        remote_experiment = dataclasses.replace(experiment, logger_factory=factory)
+        # The driver runs the lifecycle and its hooks: the nodes get neither.
+        remote_experiment = dataclasses.replace(experiment, logger_factory=factory, hooks=())
         self.program = NodeBuilder(remote_experiment, launcher.num_actors, launcher.num_evaluators)
         self.loggers: dict[tuple, Any] = {}
         self.deaths: dict[str, int] = {}
