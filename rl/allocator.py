@@ -47,7 +47,8 @@ def allocator_mode() -> str:
 
 def wanted_preload() -> str | None:
     """LD_PRELOAD with jemalloc prepended; None when nothing is to change."""
-    mode, current = allocator_mode(), os.environ.get("LD_PRELOAD", "")
+    mode = allocator_mode()
+    current = os.environ.get("LD_PRELOAD", "")
     if mode == "system" or any("jemalloc" in os.path.basename(e) for e in current.replace(" ", ":").split(":")):
         return None
     library = find_jemalloc()

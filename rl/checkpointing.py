@@ -172,7 +172,8 @@ def save_checkpoint(
         "dtypes": [str(leaf.dtype) for leaf in leaves],
         "digest": state_digest(leaves),
     }
-    writes, moves = {}, {}
+    writes = {}
+    moves = {}
     if process_state is not None:
         writes["process.pkl"] = pickle.dumps(process_state, protocol=pickle.HIGHEST_PROTOCOL)
     if replay_checkpoint is not None:
@@ -260,7 +261,8 @@ def check_learner_structure(path: str, template: Any) -> dict[str, Any]:
             f"learner {len(leaves)}, or they are arranged differently)"
         )
     for index, (saved_shape, saved_dtype, leaf) in enumerate(zip(saved["shapes"], saved["dtypes"], leaves)):
-        shape, dtype = list(np.shape(leaf)), str(np.dtype(leaf.dtype))
+        shape = list(np.shape(leaf))
+        dtype = str(np.dtype(leaf.dtype))
         if saved_shape != shape or saved_dtype != dtype:
             raise CheckpointError(
                 f"{where} (array {index} is {saved_dtype}{tuple(saved_shape)} there, {dtype}{tuple(shape)} in this "

@@ -11,7 +11,7 @@ def _require(config: Any, names: tuple[str, ...], holds: Callable[[Any], bool], 
     is no number is not checked here: a traced one (a grid replica's setting inside its compiled program) was
     checked as its job's own value."""
     for name in names:
-        value = vars(config)[name]
+        value = vars(config)[name]  # A field the caller names (a dataclass's, so always there).
         if isinstance(value, numbers.Number) and not holds(value):
             raise ValueError(f"{name} must be {condition}, got {value}")
 

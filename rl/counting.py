@@ -37,7 +37,8 @@ class Counter:
     def restore(self, counts: Mapping[str, Number]) -> None:
         """Sets this node's own counts (from `save`) and moves its parent's by the same amounts."""
         with self._lock:
-            previous, self._counts = self._counts, collections.Counter(counts)
+            previous = self._counts
+            self._counts = collections.Counter(counts)
             keys = {**previous, **self._counts}
             deltas = {key: self._counts[key] - previous[key] for key in keys if self._counts[key] != previous[key]}
         if deltas and self._parent is not None:

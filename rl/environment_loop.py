@@ -122,7 +122,8 @@ class EnvironmentLoop:
             "episode_length": int(self._lengths[env_id]),
             "steps_per_second": self._rate_steps / max(now - self._rate_start, 1e-9),
         }
-        self._rate_steps, self._rate_start = 0, now
+        self._rate_steps = 0
+        self._rate_start = now
         record.update(self.actor.exploration_metrics())
         for observer in self.observers:
             record.update(observer.get_metrics(env_id))
@@ -130,19 +131,26 @@ class EnvironmentLoop:
             self.logger.write(record)
         return record
 
-    _STATE = ("_observation", "_returns", "_lengths", "_uncounted_steps", "steps_taken")
-
     def get_state(self) -> dict[str, Any]:
         """What an exact resume continues from (not observers' statistics)."""
-        environment = pickle.dumps(self.environment, protocol=pickle.HIGHEST_PROTOCOL)
-        state = {name.lstrip("_"): copy.copy(vars(self)[name]) for name in self._STATE}
-        return {"environment": environment, **state, "actor": self.actor.get_state()}
+        return {
+            "environment": pickle.dumps(self.environment, protocol=pickle.HIGHEST_PROTOCOL),
+            "observation": copy.copy(self._observation),
+            "returns": copy.copy(self._returns),
+            "lengths": copy.copy(self._lengths),
+            "uncounted_steps": copy.copy(self._uncounted_steps),
+            "steps_taken": copy.copy(self.steps_taken),
+            "actor": self.actor.get_state(),
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.environment.close()
         self.environment = pickle.loads(state["environment"])
-        for name in self._STATE:
-            setattr(self, name, state[name.lstrip("_")])
+        self._observation = state["observation"]
+        self._returns = state["returns"]
+        self._lengths = state["lengths"]
+        self._uncounted_steps = state["uncounted_steps"]
+        self.steps_taken = state["steps_taken"]
         self.actor.set_state(state["actor"])
 
     def flush(self) -> None:

@@ -57,7 +57,10 @@ def parse_arguments(argv: list[str]) -> dict[str, Any]:
     options = {**OPTIONS, **given}
     if not options["run_dir"]:
         raise EvaluationError(f"run_dir is required\n{USAGE}")
-    episodes, video, seed, replica = options["episodes"], options["video"], options["seed"], options["replica"]
+    episodes = options["episodes"]
+    video = options["video"]
+    seed = options["seed"]
+    replica = options["replica"]
     for valid, message in (
         (type(episodes) is int and episodes >= 1, f"episodes must be a positive integer, got {episodes!r}"),
         (isinstance(video, bool), f"video must be true or false, got {video!r}"),
@@ -125,7 +128,8 @@ def log_video_to_wandb(run_dir: str, wandb_config: dict[str, Any], video: str, r
     if not paths:
         return "the run has no W&B run: the video was not logged to W&B"
     latest = max(paths, key=lambda name: name.split("-", 1)[1])
-    run_id, offline = latest.rsplit("-", 1)[1], latest.startswith("offline-")
+    run_id = latest.rsplit("-", 1)[1]
+    offline = latest.startswith("offline-")
     mode = wandb_config.get("mode") or os.environ.get("WANDB_MODE")
     if mode == "disabled":
         return "W&B is disabled: the video was not logged to W&B"
@@ -228,7 +232,8 @@ def evaluate(options: dict[str, Any]) -> None:
     states = learner_states(checkpoint, experiment, learner, launcher, options["replica"])
     actor_steps = read_state(checkpoint).get("counts", {}).get("actor_steps")
     print(f"checkpoint {checkpoint} (actor steps {actor_steps}), seed {experiment.seed}")
-    recorder, means = None, []
+    recorder = None
+    means = []
     for index, (label, state) in enumerate(states):
         video = options["video"] and index == 0  # One video: the first evaluated.
         experiment.observers = [functools.partial(VideoRecorder, every=1, fps=options["fps"], path=video_path)] * video

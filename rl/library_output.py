@@ -90,7 +90,8 @@ def without_job_environment(record: logging.LogRecord) -> bool:
     launcher's job line: the line shows what the job varies."""
     message = record.getMessage()
     if JOB_ENVIRONMENT.search(message):
-        record.msg, record.args = JOB_ENVIRONMENT.sub("", message), None
+        record.msg = JOB_ENVIRONMENT.sub("", message)
+        record.args = None
     return True
 
 

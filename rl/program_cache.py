@@ -82,7 +82,8 @@ class LoadedProgram:
     pytree that function returned; `memory_analysis()` is the compiled program's, as jax's own has it."""
 
     def __init__(self, compiled: Any, out_tree: Any):
-        self.compiled, self.out_tree = compiled, out_tree
+        self.compiled = compiled
+        self.out_tree = out_tree
 
     def __call__(self, *args: Any) -> Any:
         return jax.tree_util.tree_unflatten(self.out_tree, self.compiled(*jax.tree_util.tree_leaves(args)))

@@ -33,7 +33,8 @@ def resume_arguments(argv: list[str]) -> list[str]:
     if any(arg in ("-m", "--multirun") for arg in argv):
         return argv
     values = dict(arg.split("=", 1) for arg in argv if arg.startswith(("resume=", "hydra.run.dir=")))
-    run_directory, resume = values.get("hydra.run.dir"), values.get("resume")
+    run_directory = values.get("hydra.run.dir")
+    resume = values.get("resume")
     if resume not in (None, "", "null"):
         path = os.path.abspath(os.path.expanduser(resume))
         error = None if os.path.isdir(path) else f"no run directory at {path}"
@@ -75,8 +76,9 @@ def run_overrides(run_directory: str, argv: list[str]) -> list[str]:
 
 # Set by `cli`: the run directories the command line names that existed before Hydra made its own.
 _EXISTING_RUN_DIRECTORIES: set[str] = set()
-# Set by `cli` so that a command line Hydra cannot compose reaches `composition_error`.
-_FULL_ERROR_OURS = False
+# Whether the user set HYDRA_FULL_ERROR (read once, at import): otherwise `cli` sets it so that a command line
+# Hydra cannot compose reaches `composition_error`, and the job unsets it once composed.
+HYDRA_FULL_ERROR_GIVEN = "HYDRA_FULL_ERROR" in os.environ
 
 
 def composition_error(error: Exception, argv: list[str]) -> str:
@@ -96,7 +98,8 @@ def composition_error(error: Exception, argv: list[str]) -> str:
     if key and (isinstance(cause, (ConfigKeyError, AttributeError)) or "not in struct" in str(cause)):
         group, _, name = key.rpartition(".")
         choices = dict(arg.split("=", 1) for arg in argv if arg.startswith(("experiment=", "agent=")))
-        experiment, agent = choices.get("experiment"), choices.get("agent")
+        experiment = choices.get("experiment")
+        agent = choices.get("agent")
         preset = os.path.join(CONFIG_DIR, "experiment", f"{experiment}.yaml")
         if group == "agent" and agent and os.path.isfile(preset):  # An agent option of another agent's preset.
             defaults = OmegaConf.to_container(OmegaConf.load(preset)).get("defaults", [])
@@ -137,21 +140,35 @@ def integral_overrides(argv: list[str]) -> list[str]:
     return rewritten
 
 
+def job_prefix() -> str:
+    """What a multirun job's terminal lines start with (`[job 3] `: parallel jobs' lines interleave)."""
+    hydra_config = HydraConfig.get()
+    return f"[job {hydra_config.job.num}] " if hydra_config.mode == RunMode.MULTIRUN else ""
+
+
 def prepare_job(config: DictConfig) -> Job | float:
-    """Everything before training: the experiment built and checked, the resume plan applied. A
-    refused job of a multirun or an already finished run gives its value (NaN when refused)."""
+    """Everything before training, its terminal lines after the job's prefix (`job_prefix`); the task of
+    hydra/launcher=anakin_grid, which trains the jobs it prepares together."""
+    from rl.loggers.base import console_prefixed
+
+    with console_prefixed(job_prefix()):
+        return build_job(config)
+
+
+def build_job(config: DictConfig) -> Job | float:
+    """The experiment built and checked, the resume plan applied. A refused job of a multirun or an
+    already finished run gives its value (NaN when refused)."""
     from rl.experiments.make_experiment import make_experiment, tracking_settings
     from rl.experiments.validation import ConfigError, check_launcher_stack
     from rl.experiments.resume import apply_plan, prepare_run
-    from rl.loggers.base import JOB_PREFIX
 
-    if _FULL_ERROR_OURS:
+    if not HYDRA_FULL_ERROR_GIVEN:
         os.environ.pop("HYDRA_FULL_ERROR", None)
     hydra_config = HydraConfig.get()
-    output_dir, explicit = hydra_config.runtime.output_dir, config.get("resume") is not None
+    output_dir = hydra_config.runtime.output_dir
+    explicit = config.get("resume") is not None
     multirun = hydra_config.mode == RunMode.MULTIRUN
     objective = config.get("objective", "final_eval_return")
-    JOB_PREFIX["text"] = f"[job {hydra_config.job.num}] " if multirun else ""
     try:
         tracking = tracking_settings(hydra_config, config)
         experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
@@ -201,7 +218,8 @@ def remove_unused_run_directory(output_dir: str) -> None:
     log = os.path.join(output_dir, f"{HydraConfig.get().job.name}.log")
     if os.path.isfile(log) and os.path.getsize(log) == 0:
         os.remove(log)
-    directory, stop = os.path.abspath(output_dir), os.getcwd()
+    directory = os.path.abspath(output_dir)
+    stop = os.getcwd()
     if directory in _EXISTING_RUN_DIRECTORIES:
         return
     while not os.listdir(directory):
@@ -209,6 +227,17 @@ def remove_unused_run_directory(output_dir: str) -> None:
         directory = os.path.dirname(directory)
         if not directory.startswith(stop + os.sep):  # Above the working directory: not this command's.
             return
+
+
+def with_search_hooks(experiment: Any) -> Any:
+    """The experiment with the hooks of the search it runs in: the trial of an Optuna search that prunes, which
+    the sweeper names in the job's environment (rl/experiments/pruning.py)."""
+    import dataclasses
+
+    from rl.experiments.pruning import PruningHook
+
+    trial = PruningHook.from_environment(experiment.run_directory)
+    return experiment if trial is None else dataclasses.replace(experiment, hooks=(*experiment.hooks, trial))
 
 
 def train(config: DictConfig) -> float:
@@ -219,7 +248,7 @@ def train(config: DictConfig) -> float:
     job = prepare_job(config)
     if not isinstance(job, Job):
         return job
-    experiment = job.experiment
+    experiment = with_search_hooks(job.experiment)
     try:
         experiment.logger_factory.start()  # The W&B run exists (with its config) before the first step.
         summary = job.launch(experiment=experiment)
@@ -278,13 +307,15 @@ class SweepReport(Callback):
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def main(config: DictConfig) -> float:
     from rl.experiments.signals import Interrupted, raise_on_signals, signal_name
+    from rl.loggers.base import console_prefixed
 
-    try:
-        with raise_on_signals():
-            return train(config)
-    except Interrupted as error:  # While the experiment was being built: nothing to save.
-        report(f"Interrupted by {signal_name(error.signum)} while starting; nothing was trained", error=True)
-        sys.exit(error.exit_code)
+    with console_prefixed(job_prefix()):
+        try:
+            with raise_on_signals():
+                return train(config)
+        except Interrupted as error:  # While the experiment was being built: nothing to save.
+            report(f"Interrupted by {signal_name(error.signum)} while starting; nothing was trained", error=True)
+            sys.exit(error.exit_code)
 
 
 def run_directory_error(argv: list[str]) -> str | None:
@@ -325,10 +356,11 @@ def cluster_error(argv: list[str]) -> str | None:
 
 
 def exit_past_running_work(code: Any) -> None:
-    """After a stop that left device work running (rl.experiments.signals.LEFT_RUNNING), everything is
+    """After a stop that left device work running (rl.experiments.signals.left_running), everything is
     written: ends the process now, as Python's shutdown would wait for that work (XLA cannot cancel it)."""
-    signals = sys.modules.get("rl.experiments.signals")
-    if signals is None or not signals.LEFT_RUNNING:
+    from rl.experiments.signals import left_running
+
+    if not left_running():
         return
     logging.shutdown()
     sys.stdout.flush()
@@ -351,13 +383,11 @@ def cli() -> None:
         sys.exit(1)
     from hydra.errors import CompactHydraException
 
-    global _FULL_ERROR_OURS
-    _FULL_ERROR_OURS = "HYDRA_FULL_ERROR" not in os.environ
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
         main()
     except CompactHydraException as error:
-        if not _FULL_ERROR_OURS:
+        if HYDRA_FULL_ERROR_GIVEN:
             raise
         print(f"Invalid configuration: {composition_error(error, sys.argv[1:])}", file=sys.stderr)
         sys.exit(2)

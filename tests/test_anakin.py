@@ -220,7 +220,7 @@ def test_compiled_ppo_update_equals_the_reverb_learner(tmp_path):
     """The same batch through the anakin PPO's (jitted) learn step and through
     PPOLearner (the reverb agent's learner, fed by an iterator) gives the same loss
     metrics and the same parameters: one update, shared code."""
-    from rl.agents.builder import SGDLearner
+    from rl.systems.learning import SGDLearner
 
     experiment, _ = compose_experiment(SMALL_PPO, str(tmp_path))
     system = make_system(experiment)
@@ -483,7 +483,8 @@ def test_the_anakin_sac_steps_are_the_reverb_learners(tmp_path):
     """A batch of environment-scale transitions: two SGD steps of the anakin SAC (one
     per half) and one step of the reverb learner (2 SGD steps fused per learner step)
     end with the same training state."""
-    from rl.agents.builder import Batch, SGDLearner
+    from rl.core import Batch
+    from rl.systems.learning import SGDLearner
     from rl.core import Transition
 
     experiment, _ = compose_experiment(SMALL_SAC, str(tmp_path))

@@ -17,10 +17,10 @@ from dm_env import specs
 from rl import checkpointing
 from rl.agents.dqn import DQNConfig
 from rl.agents.dqn.builder import DQNBuilder
-from rl.agents.builder import SGDLearner
+from rl.systems.learning import SGDLearner
 from rl.checkpointing import CheckpointError, CheckpointSettings
 from rl.networks import make_q_network
-from rl.agents.builder import NumericalError
+from rl.core import NumericalError
 from rl.replay import ReplaySample
 from rl.core import EnvironmentSpec, Transition
 

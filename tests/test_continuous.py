@@ -14,7 +14,7 @@ from rl.agents import continuous
 from rl.agents.d4pg import D4PGConfig
 from rl.agents.d4pg import make_builder as make_d4pg
 from rl.agents.d4pg.builder import projected_target
-from rl.agents.builder import SGDLearner
+from rl.systems.learning import SGDLearner
 from rl.agents.sac import SACConfig
 from rl.agents.sac import make_builder as make_sac
 from rl.agents.sac.builder import temperature_loss

@@ -63,7 +63,8 @@ def test_config_rejects_out_of_range_values(field, value):
 def test_importance_weights_are_n_p_to_the_minus_beta_normalised_within_the_minibatch():
     import jax.numpy as jnp
 
-    from rl.agents.builder import Batch, importance_weights, normalized_weights
+    from rl.core import Batch
+    from rl.systems.learning import importance_weights, normalized_weights
 
     weights = importance_weights(jnp.array([0.5, 0.25, 0.125]), jnp.array([4, 4, 4]), 0.5)
     np.testing.assert_allclose(weights, [2**-0.5, 1.0, 2**0.5], rtol=1e-6)

@@ -174,6 +174,7 @@ def test_behaviour_log_probs_reach_the_learners_batch_unchanged():
     behaviour policy computed are the batch's extras, row for row, and the learner (whose
     parameters the actor used) sees importance ratios of exactly 1."""
     from rl.networks.base import log_prob, make_policy_value_network
+    from rl.systems.learning import SGDLearner
 
     config = IMPALAConfig(unroll_length=4, batch_size=2)
     builder = IMPALABuilder(config)
@@ -190,9 +191,9 @@ def test_behaviour_log_probs_reach_the_learners_batch_unchanged():
 
         logger = _Recorder()
         iterator = builder.make_dataset_iterator(client, SPEC)
-        learner = builder.make_learner(
+        learner = SGDLearner(
+            builder.make_learning(network),
             jax.random.PRNGKey(0),
-            network,
             recording(iterator),
             client,
             Counter(),
@@ -314,7 +315,7 @@ def test_fused_sgd_steps_each_take_their_own_slice_of_the_batch():
     taken in both (padding rows not counted)."""
     from types import SimpleNamespace
 
-    from rl.agents.builder import SGDLearner
+    from rl.systems.learning import SGDLearner
     from rl.networks.base import make_policy_value_network
 
     config = IMPALAConfig(

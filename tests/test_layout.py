@@ -17,7 +17,7 @@ import reverb
 from rl import core
 from rl.agents.dqn import DQNConfig
 from rl.agents.dqn.builder import DQNBuilder, double_q_loss
-from rl.agents.builder import SGDLearner
+from rl.systems.learning import SGDLearner
 from rl.counting import Counter
 from rl.environments.factories import make_gymnasium_environment
 from rl.environment_loop import EnvironmentLoop

@@ -13,7 +13,7 @@ import optax
 import pytest
 from dm_env import specs
 
-from rl.agents.builder import SGDLearner
+from rl.systems.learning import SGDLearner
 from rl.agents.dqn.builder import learning_rate_schedule
 from rl.counting import Counter
 from rl.loggers.base import Logger

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from conftest import ROOT
 from rl.experiments.make_experiment import tracking_settings
-from rl.loggers.base import TerminalLogger, format_number, format_record
+from rl.loggers.base import ConsoleFormatter, TerminalLogger, console_prefixed, format_number, format_record
 from rl.loggers.wandb import default_group, node_metrics, override_tags, summary_metrics
 
 RECORD = {
@@ -66,6 +66,29 @@ def test_piped_output_is_one_plain_line_per_record_and_goes_to_the_transcript(mo
         LINE,
         LINE.replace("1709", "1800", 1),
     ]
+
+
+def test_a_jobs_prefix_starts_its_records_and_messages_on_the_terminal_only_while_it_runs(monkeypatch, caplog):
+    """The console handler's prefix (a multirun job's number) starts every terminal line: the records' and the
+    libraries' messages alike; train.log's copy has none, and the prefix ends with the job."""
+    output = io.StringIO()
+    monkeypatch.setattr(rich, "_console", Console(file=output, force_terminal=False, width=200))
+    console = logging.StreamHandler(io.StringIO())
+    console.setFormatter(ConsoleFormatter(fmt="%(message)s"))
+    console.addFilter(lambda record: record.name != "rl.transcript")  # As in rl.yaml: train.log's only.
+    root = logging.getLogger()
+    root.addHandler(console)
+    try:
+        with caplog.at_level(logging.INFO, logger="rl.transcript"):
+            with console_prefixed("[job 3] "):
+                TerminalLogger("actor", 0).write(RECORD)
+                logging.getLogger("rl.test").warning("a library's message")
+            TerminalLogger("actor", 0).write(RECORD)
+    finally:
+        root.removeHandler(console)
+    assert output.getvalue().splitlines() == ["[job 3] " + LINE, LINE]
+    assert console.stream.getvalue().splitlines() == ["[job 3] [warning] a library's message"]
+    assert [record.getMessage() for record in caplog.records if record.name == "rl.transcript"] == [LINE, LINE]
 
 
 def test_a_terminal_line_keeps_to_its_width_with_the_steps_and_headline_first(monkeypatch, caplog):

@@ -16,7 +16,7 @@ import yaml
 from optuna.trial import TrialState
 
 from conftest import read_summary, read_wandb_offline_run, run_train, wandb_records
-from rl.experiments.pruning import DIRECTORY_ATTRIBUTE, PRUNER_ATTRIBUTE, OptunaTrial, open_storage
+from rl.experiments.pruning import DIRECTORY_ATTRIBUTE, PRUNER_ATTRIBUTE, OptunaTrial, PruningHook, open_storage
 
 TINY = ["eval_every=200", "eval_episodes=2", "agent.min_replay_size=200", "progress=false"]
 # Every evaluation is below the threshold, but those before 300 actor steps are not judged: a run
@@ -169,6 +169,26 @@ def test_the_median_pruner_stops_a_trial_below_the_completed_trials_median(tmp_p
 
 def test_a_run_outside_a_search_is_no_trial():
     assert OptunaTrial.from_environment(None, {}) is None
+    assert PruningHook.from_environment(None, {}) is None
+
+
+def test_a_trial_is_a_hook_of_its_run_opened_when_the_run_starts(tmp_path):
+    """What the lifecycle calls (rl/experiments/hooks.py): the trial opens at the start, hears every round and
+    is pruned when the run ends on its word; the hook travels as plain names until then."""
+    url = f"sqlite:///{tmp_path}/study.db"
+    study = optuna.create_study(study_name="s", storage=open_storage(url), direction="maximize")
+    study.set_user_attr(PRUNER_ATTRIBUTE, {"_target_": "optuna.pruners.ThresholdPruner", "lower": 100.0})
+    number = study.ask().number
+    environment = {"RL_OPTUNA_STORAGE": url, "RL_OPTUNA_STUDY": "s", "RL_OPTUNA_TRIAL": str(number)}
+    hook = PruningHook.from_environment(str(tmp_path / "run"), environment)
+    assert hook.may_end_early and hook.trial is None
+    hook.start()
+    assert hook.after_evaluation(500, 150.0) is False
+    assert hook.after_evaluation(1000, 50.0) is True
+    hook.ended_early()
+    trial = optuna.load_study(study_name="s", storage=open_storage(url)).get_trials(deepcopy=False)[number]
+    assert trial.state == TrialState.PRUNED and trial.intermediate_values == {500: 150.0, 1000: 50.0}
+    assert trial.user_attrs[DIRECTORY_ATTRIBUTE] == str(tmp_path / "run")
 
 
 @pytest.mark.parametrize(

@@ -461,11 +461,10 @@ def test_learner_writes_priorities_back_to_the_table():
     under the parameters it sampled with; unsampled items keep priority 1."""
     import reverb
 
-    from rl.agents.builder import PRIORITY_FLOOR
-    from rl.agents.builder import importance_weights, normalized_weights
     from rl.agents.r2d2.builder import r2d2_loss
     from rl.environment_loop import EnvironmentLoop
     from rl.replay.server import make_server
+    from rl.systems.learning import PRIORITY_FLOOR, SGDLearner, importance_weights, normalized_weights
 
     builder = r2d2_builder(batch_size=4, max_replay_size=1000)
     network = small_network()
@@ -479,7 +478,7 @@ def test_learner_writes_priorities_back_to_the_table():
         EnvironmentLoop(CounterEnvironment(13), actor).run_steps(13 * 3)  # 3 episodes: 12 items.
         adder.reset()
         dataset = Recorded(builder.make_dataset_iterator(client, COUNTER_SPEC))
-        learner = builder.make_learner(jax.random.PRNGKey(2), network, dataset, client, None, None)
+        learner = SGDLearner(builder.make_learning(network), jax.random.PRNGKey(2), dataset, client)
         before = learner.state
         learner.step()
         dataset._iterator.close()  # While the server is up: a stopped server's sampler retries forever.

@@ -584,11 +584,12 @@ def _driver_with_evaluator(ray, evaluator, max_restarts, run_directory):
         max_restarts=max_restarts, restart_timeout_s=60, call_timeout_s=60, evaluation_timeout_s=120
     )
     events = []
-    run.experiment = types.SimpleNamespace(
+    experiment = types.SimpleNamespace(
         eval_episodes=3,
         run_directory=run_directory,
         logger_factory=lambda label, steps_key, instance: types.SimpleNamespace(write=events.append),
     )
+    run.context = types.SimpleNamespace(experiment=experiment)  # What `start` would have been handed.
     run.loggers, run.node_pids = {}, {}
     run.evaluators, run.handles, run.deaths = [evaluator], {"evaluator_0": evaluator}, {}
     return run, events

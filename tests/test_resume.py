@@ -169,6 +169,7 @@ def test_sigterm_stops_cleanly_with_a_checkpoint_that_restores_bitwise(stopped_r
     from rl.counting import Counter
     from rl.experiments.make_experiment import make_experiment
     from rl.loggers.base import NoOpLogger
+    from rl.systems.learning import SGDLearner
 
     stop, run_dir = stopped_run["sigterm"], stopped_run["run_dir"]
     assert stop["returncode"] == 143, stop["stderr"][-3000:]
@@ -190,7 +191,8 @@ def test_sigterm_stops_cleanly_with_a_checkpoint_that_restores_bitwise(stopped_r
     config.logger = {"_target_": "rl.loggers.DefaultLoggerFactory", "terminal": False, "csv": False, "wandb": None}
     experiment, _ = make_experiment(config, run_dir)
     networks = experiment.network_factory(environment_spec=experiment.environment_spec)
-    learner = experiment.builder.make_learner(jax.random.PRNGKey(9), networks, iter(()), None, Counter(), NoOpLogger())
+    learning = experiment.builder.make_learning(networks)
+    learner = SGDLearner(learning, jax.random.PRNGKey(9), iter(()), None, Counter(), NoOpLogger())
     restored = checkpointing.restore_learner_state(path, learner.save())
     assert checkpointing.state_digest(_leaves(restored)) == state["learner"]["digest"]
     learner.restore(restored)

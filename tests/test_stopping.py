@@ -38,7 +38,7 @@ def test_a_wait_returns_the_works_result_or_raises_its_error():
 
 def test_a_first_signal_ends_a_wait_on_blocked_work_and_a_second_one_ends_any_wait():
     """The work blocks in C (a lock, as a device wait does) and never ends by itself: the first SIGTERM
-    makes the wait give up at once (the work runs on, listed in LEFT_RUNNING); with a wait that keeps
+    makes the wait give up at once (the work runs on, listed by `left_running()`); with a wait that keeps
     waiting through a stop request (an evaluation round), a second SIGTERM raises `Interrupted`."""
     never = threading.Event()
     stop = signals.StopRequest()
@@ -47,18 +47,17 @@ def test_a_first_signal_ends_a_wait_on_blocked_work_and_a_second_one_ends_any_wa
         with pytest.raises(signals.Stopped):
             signals.wait_for(never.wait, lambda: stop.signum is not None, "blocked work")
         assert stop.signum == signal.SIGTERM and time.monotonic() - start < STOP_WITHIN_S
-        assert signals.LEFT_RUNNING[-1] == "blocked work"
+        assert "blocked work" in signals.left_running()
         timer.join()
 
         timer, start = _signal_later(0.3), time.monotonic()
         with pytest.raises(signals.Interrupted):
             signals.wait_for(never.wait, lambda: False, "more blocked work")
-        assert time.monotonic() - start < STOP_WITHIN_S and signals.LEFT_RUNNING[-1] == "more blocked work"
+        assert time.monotonic() - start < STOP_WITHIN_S and "more blocked work" in signals.left_running()
         timer.join()
     finally:
         stop.restore()
         never.set()
-        del signals.LEFT_RUNNING[-2:]
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # The dropped exception.

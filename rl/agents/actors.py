@@ -14,12 +14,11 @@ import tree
 from rl import core
 from rl.core import VariableClient
 from rl.policies import Head
+from rl.systems.base import Policy
 
 if TYPE_CHECKING:  # Replay (reverb, TensorFlow) loads when an adder is built.
     from rl.replay.adders import Adder
 
-# (params, key, observations, actor_step) -> actions, a row per copy of a vector environment.
-Policy = Callable[[Any, jax.Array, Any, jax.Array], jax.Array]
 # actor_step -> the exploration a head acts with there ({"epsilon": ...}), for records.
 Exploration = Callable[[int], dict[str, float]]
 
@@ -72,7 +71,8 @@ class FeedForwardActor(core.Actor):
 
     def flush(self) -> None:
         """Makes the queued adder calls, in order; one that raises drops those after it."""
-        pending, self._pending = self._pending, []
+        pending = self._pending
+        self._pending = []
         for call in pending:
             call()
 
@@ -179,7 +179,8 @@ class RecurrentActor(FeedForwardActor):
 
     def set_state(self, state: dict[str, Any]) -> None:
         super().set_state(state)
-        self._state, self._next_state = state["core_state"], state["next_core_state"]
+        self._state = state["core_state"]
+        self._next_state = state["next_core_state"]
 
     def _reserve(self, copies: int) -> None:  # Copies never seen before start from the initial state.
         have = 0 if self._state is None else len(tree.flatten(self._state)[0])

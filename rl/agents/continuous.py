@@ -12,8 +12,10 @@ import numpy as np
 import optax
 from dm_env import specs
 
-from rl.agents.actors import Policy, with_exploration
-from rl.agents.builder import Learning, ActorLearnerBuilder
+from rl.agents.actors import with_exploration
+from rl.agents.builder import ActorLearnerBuilder
+from rl.systems.base import Policy
+from rl.systems.learning import Learning
 from rl.agents.configs import ContinuousConfig
 from rl.networks.base import ActorCriticNetworks
 from rl.policies import Deterministic, GaussianNoise, Stochastic
@@ -105,7 +107,8 @@ def update_targets(state: Any, tau: float) -> Any:
 def init_state(state_class: type, policy: Any, critic: Any, optimizers: tuple[Any, Any], keys: Any, **rest: Any) -> Any:
     """A `state_class` of fresh networks, targets copying them, fresh optimisers (the `TARGET_FIELDS`
     it has), `rest` and 0 steps."""
-    policy_params, critic_params = policy.init(keys[0]), critic.init(keys[1])
+    policy_params = policy.init(keys[0])
+    critic_params = critic.init(keys[1])
     opt_states = (optimizers[0].init(policy_params), optimizers[1].init(critic_params))
     fields = dict(zip(TARGET_FIELDS, (policy_params, policy_params, critic_params, critic_params, *opt_states)))
     fields = {name: value for name, value in fields.items() if name in state_class._fields}

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from rl.agents.actors import Policy
+from rl.systems.base import Policy
 from rl.agents.builder import ActorLearnerBuilder
 from rl.agents.configs import OnPolicyConfig, SequenceQueueConfig
 from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec
@@ -170,7 +170,8 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
                 observations = normalize_observations(statistics, observations, clip)
             output, _ = networks.apply(network_params, observations)
             if evaluation:
-                action, extras = policy_mode(output), {}
+                action = policy_mode(output)
+                extras = {}
             else:
                 action = self.exploration(output, key, step)
                 extras = {"log_prob": log_prob(output, action)}

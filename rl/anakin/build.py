@@ -72,7 +72,8 @@ def value_of(experiment: Any, key: str) -> Any:
     """A batchable key's value in a built experiment (None when the builder's dataclass has no such field)."""
     group, name = key.split(".", 1)
     part = experiment.builder.config if group == "agent" else experiment.builder.exploration
-    return vars(part)[name] if name in {field.name for field in dataclasses.fields(part)} else None
+    fields = {field.name for field in dataclasses.fields(part)}
+    return vars(part)[name] if name in fields else None  # A swept key, checked against the dataclass's fields.
 
 
 def untraceable(experiment: Any, keys: Sequence[str]) -> str | None:

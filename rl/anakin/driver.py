@@ -72,7 +72,8 @@ class AnakinNodes(lifecycle.Nodes):
         many replicas one program may hold (rl.anakin.groups); `population`: the replicas train as one
         (rl.anakin.pbt), their hyperparameters its values."""
         self.num_seeds = num_seeds if replicas is None else len(replicas)
-        self.steps_per_chunk, self.replicas = steps_per_chunk, replicas
+        self.steps_per_chunk = steps_per_chunk
+        self.replicas = replicas
         self.population = population
         self.hyperparameters = population.values if population else hyperparameters or {}
         self.replica_fields = replica_fields or {}
@@ -82,14 +83,17 @@ class AnakinNodes(lifecycle.Nodes):
         self.groups: ReplicaGroups | None = None  # Laid out when the programs are compiled.
         self.logs: list[dict[str, Logger]] = []
 
-    def start(self) -> None:
+    def start(self, context: lifecycle.RunContext) -> None:
+        super().start(context)
         opening = time.perf_counter()
         self.device = describe_devices()  # Opens the devices: nothing in the run has computed yet.
         self.device_open_s = time.perf_counter() - opening
-        experiment, num_seeds, restore = self.experiment, self.num_seeds, self.experiment.restore
+        experiment = context.experiment
+        num_seeds = self.num_seeds
+        restore = context.restore
         if self.own_records:
             experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
-        self.replica_experiments = self.replicas or seed_replicas(self.experiment, self.num_seeds)
+        self.replica_experiments = self.replicas or seed_replicas(experiment, num_seeds)
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
@@ -102,7 +106,9 @@ class AnakinNodes(lifecycle.Nodes):
             log.info(
                 "launcher=anakin: %d replicas compiled in %.1f s on %s", num_seeds, self.compile_time_s, self.device
             )
-        self.learner_steps, self.episodes, self.curves = 0, [0] * num_seeds, [[] for _ in range(num_seeds)]
+        self.learner_steps = 0
+        self.episodes = [0] * num_seeds
+        self.curves = [[] for _ in range(num_seeds)]
         if restore is not None:
             if self.state is not None:
                 restored = padded(restore.learner_state(self.recorded_state()), self.groups.count)
@@ -123,7 +129,7 @@ class AnakinNodes(lifecycle.Nodes):
         """(chunk, evaluation round, every replica's initial state) for as many replicas per program as fit
         the device's memory: all of them where they fit (the state on the devices), else groups (the state
         on the host). `launcher.max_replicas_per_program` sets the group size instead."""
-        experiment = self.experiment
+        experiment = self.context.experiment
         system = make_system(experiment)
         make = lambda values: make_system(experiment, values) if values else system
         cache = program_cache(experiment, self.steps_per_chunk)
@@ -147,7 +153,8 @@ class AnakinNodes(lifecycle.Nodes):
         if limit is not None:
             programs_made = programs(padded_count(min(limit, self.num_seeds)))
         else:
-            everyone, devices = padded_count(self.num_seeds), padded_count(min(devices_count(), self.num_seeds))
+            everyone = padded_count(self.num_seeds)
+            devices = padded_count(min(devices_count(), self.num_seeds))
             programs_made = fitting_programs(programs, everyone, devices, self.fitting_group_size)
         if self.groups.split or self.groups.count > self.num_seeds:
             log.info("launcher=anakin: %s", self.groups.describe(self.num_seeds))
@@ -159,7 +166,8 @@ class AnakinNodes(lifecycle.Nodes):
         self.groups = ReplicaGroups(-(-self.num_seeds // size) * size, size, replica_sharding(size))
         keys, values = padded((seeds, self.hyperparameters), self.groups.count)
         evaluation_keys = jax.vmap(lambda key: jax.random.fold_in(key, 1))(keys)
-        self.values, self.evaluation_keys = self.placed(values), self.placed(evaluation_keys)
+        self.values = self.placed(values)
+        self.evaluation_keys = self.placed(evaluation_keys)
         return keys, values
 
     def placed(self, rows: Any) -> Any:
@@ -198,8 +206,10 @@ class AnakinNodes(lifecycle.Nodes):
     def fitting_group_size(self, programs: tuple[Any, ...], size: int) -> int:
         """The most replicas per program whose chunk fits the memory budget, from the chunk's of `size`
         replicas (the present size where it fits)."""
-        chunk, everyone = programs[0], padded_count(self.num_seeds)
-        needed, budget = program_memory(chunk), self.memory_budget()
+        chunk = programs[0]
+        everyone = padded_count(self.num_seeds)
+        needed = program_memory(chunk)
+        budget = self.memory_budget()
         if needed <= budget and size == everyone:
             return size
         fitting = fitting_size(everyone, needed * devices_count() / size, budget, devices_count())
@@ -218,7 +228,9 @@ class AnakinNodes(lifecycle.Nodes):
         if self.ended[replica]:
             return self.ended[replica][2]
         return dict(
-            actor_steps=self.record.steps, learner_steps=self.learner_steps, actor_episodes=self.episodes[replica]
+            actor_steps=self.context.record.steps,
+            learner_steps=self.learner_steps,
+            actor_episodes=self.episodes[replica],
         )
 
     def end(self, index: int, status: str, why: str) -> None:
@@ -230,7 +242,9 @@ class AnakinNodes(lifecycle.Nodes):
         and writes its records, so the device never waits on the host. `self.state` is the last written chunk's:
         on a stop request the chunks in flight run on, unwritten (`signals.wait_for`)."""
         in_flight: list[tuple[Any, Any]] = []  # (state, metrics) of chunks dispatched, oldest first.
-        dispatched, done, dispatching = self.record.steps, time.perf_counter(), True
+        dispatched = self.context.record.steps
+        done = time.perf_counter()
+        dispatching = True
         try:
             while True:
                 while dispatching and len(in_flight) < 2 and dispatched < until and not all(self.ended):
@@ -243,12 +257,13 @@ class AnakinNodes(lifecycle.Nodes):
                     break
                 state, metrics = in_flight.pop(0)
                 metrics = signals.wait_for(functools.partial(jax.device_get, metrics), self.stopping, "a chunk")
-                self.state, self.record.steps = state, self.record.steps + self.chunk_steps
+                self.state = state
+                self.context.record.steps = self.context.record.steps + self.chunk_steps
                 now = time.perf_counter()
                 self._write_chunk_records(metrics, self.chunk_steps / (now - done))
                 done = now
                 progress.update(episode_return=float(np.mean(metrics["episode_return"][: self.num_seeds])))
-                progress.advance(self.record.steps, force=True)
+                progress.advance(self.context.record.steps, force=True)
                 dispatching = dispatching and not pause()  # A pause writes the chunks in flight first.
         except signals.Stopped:
             pass
@@ -260,8 +275,8 @@ class AnakinNodes(lifecycle.Nodes):
                 "launcher.max_replicas_per_program lower (or launcher.memory_per_device_gb)"
             ) from error
         if all(self.ended):  # Every replica failed or was pruned: nothing left to train.
-            self.record.steps = until
-        return self.record.steps
+            self.context.record.steps = until
+        return self.context.record.steps
 
     def _write_chunk_records(self, metrics: dict[str, Any], rate: float) -> None:
         """Each replica's learner record and, when episodes ended, its actor record; a non-finite learner
@@ -271,7 +286,8 @@ class AnakinNodes(lifecycle.Nodes):
             self.learner_steps = int(values.pop("learner_steps"))
             if self.ended[index]:
                 continue
-            trained, episodes = int(values.pop("trained_updates")), int(values.pop("episodes"))
+            trained = int(values.pop("trained_updates"))
+            episodes = int(values.pop("episodes"))
             self.episodes[index] += episodes
             counts = self.counts_of(index)
             episode = {"episode_return": values.pop("episode_return"), "episode_length": values.pop("episode_length")}
@@ -290,7 +306,7 @@ class AnakinNodes(lifecycle.Nodes):
 
     def evaluate(self) -> tuple[int, float, float]:
         """An evaluation round of every replica, keyed by seed and step only."""
-        steps = self.record.steps
+        steps = self.context.record.steps
         if all(self.ended):
             return steps, float("nan"), time.time()
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
@@ -304,7 +320,8 @@ class AnakinNodes(lifecycle.Nodes):
         for index, log in enumerate(self.logs):
             if self.ended[index]:
                 continue
-            returns, lengths = result.returns[index], result.lengths[index]
+            returns = result.returns[index]
+            lengths = result.lengths[index]
             record = return_statistics(returns)
             log["evaluator"].write(
                 {**self.counts_of(index), **record, "episode_length": float(lengths.mean()), "episodes": returns.size}
@@ -312,21 +329,21 @@ class AnakinNodes(lifecycle.Nodes):
             self.curves[index].append((steps, record["episode_return"]))
             means.append(record["episode_return"])
             trial = self.trials[index]
-            if trial is not None and trial.report(steps, means[-1]) and steps < self.experiment.max_actor_steps:
+            if trial is not None and trial.report(steps, means[-1]) and steps < self.context.experiment.max_actor_steps:
                 trial.prune()  # Its replica computes on, masked: the program is the whole group's.
                 self.end(index, "pruned", f"pruned by the search at {steps} actor steps")
         if self.mean_evaluator is not None:
             record = {"actor_steps": steps, "learner_steps": self.learner_steps, **return_statistics(means)}
             self.mean_evaluator.write({**record, "replicas": len(means)})
         if self.population is not None and self.population.due(
-            steps, self.experiment.eval_every, self.experiment.max_actor_steps
+            steps, self.context.experiment.eval_every, self.context.experiment.max_actor_steps
         ):
             fitness = [np.nan if ended else float(r.mean()) for ended, r in zip(self.ended, result.returns)]
             self.exchange(steps, np.asarray(fitness[: self.num_seeds]))
         return steps, float(np.mean(means)) if means else float("nan"), time.time()
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
-        snapshot = lifecycle.Snapshot(self.record.steps, self.counts_of(0), consistent=self.state is not None)
+        snapshot = lifecycle.Snapshot(self.context.record.steps, self.counts_of(0), consistent=self.state is not None)
         if checkpoint:
             snapshot.learner_state = self.recorded_state()
             snapshot.state["anakin"] = {
@@ -356,7 +373,7 @@ class AnakinNodes(lifecycle.Nodes):
         self.replica_summaries: list[RunSummary] = []
         if self.own_records:
             replicas = []
-            times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
+            times = self.context.record.eval_times, summary.wall_time_s, self.context.record.acting_time_s
             fields = {"compile_time_s": compile_time, **self.replica_fields}
             for index, replica in enumerate(self.replica_experiments):
                 replica_status, why, _ = self.ended[index] or (status, None, None)
@@ -373,16 +390,17 @@ class AnakinNodes(lifecycle.Nodes):
             extra["replicas"] = replicas
             if self.population is not None:
                 extra["pbt"] = self.population.best([result.final_eval_return for result in self.replica_summaries])
-            acting, steps = self.record.acting_time_s, self.record.steps * self.num_seeds
+            acting = self.context.record.acting_time_s
+            steps = self.context.record.steps * self.num_seeds
             extra["total_actor_steps_per_second"] = round(steps / acting, 1) if acting else None
-            threshold = self.experiment.threshold
+            threshold = self.context.experiment.threshold
             flagged = sum(1 for curve in self.curves if improvement_flag([value for _, value in curve], threshold))
             title = f"Evaluation returns of each of the {len(self.curves)} replicas ({flagged} flagged):"
             table = replica_table([replica.seed for replica in self.replica_experiments], self.curves, threshold)
             for line in (title, *(f"  {line}" for line in table)):
                 print(line, flush=True)
                 TRANSCRIPT.info(line)
-        add_summary_fields(self.experiment.run_directory, extra)
+        add_summary_fields(self.context.experiment.run_directory, extra)
         return summary
 
     def close(self) -> None:

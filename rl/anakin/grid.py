@@ -21,7 +21,7 @@ from rl.anakin.engines import Outcome, RayEngine, SubmititEngine
 from rl.anakin.launcher import AnakinLauncher
 from rl.checkpointing import flatten_mapping
 from rl.experiments.jobs import Job, JobSpec, finish_job, rebuild_job, refuse_job, report
-from rl.loggers.base import JOB_PREFIX, TRANSCRIPT
+from rl.loggers.base import TRANSCRIPT, console_prefixed
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +68,16 @@ def split_structural(experiments: Sequence[Any], varying: list[str]) -> list[tup
 @contextlib.contextmanager
 def transcript_to(path: str, prefix: str) -> Iterator[None]:
     """While open, terminal lines start with `prefix` and train.log's copy goes to `path`."""
-    handlers, old_prefix = TRANSCRIPT.handlers[:], JOB_PREFIX["text"]
+    handlers = TRANSCRIPT.handlers[:]
     handler = logging.FileHandler(path)
     handler.setFormatter(handlers[0].formatter if handlers else None)
-    TRANSCRIPT.handlers, JOB_PREFIX["text"] = [handler], prefix
+    TRANSCRIPT.handlers = [handler]
     try:
-        yield
+        with console_prefixed(prefix):
+            yield
     finally:
         handler.close()
-        TRANSCRIPT.handlers, JOB_PREFIX["text"] = handlers, old_prefix
+        TRANSCRIPT.handlers = handlers
 
 
 @dataclasses.dataclass
@@ -208,7 +209,8 @@ def ship(
 
     jobs = []
     for grid_job in group.jobs:
-        result, job = results[grid_job.number], grid_job.job
+        result = results[grid_job.number]
+        job = grid_job.job
         hydra_config = result.hydra_cfg.hydra
         tracking = tracking_settings(hydra_config, result.cfg)
         wandb_run = job.experiment.logger_factory.wandb_run
@@ -245,11 +247,13 @@ def prepare_jobs(
 ) -> tuple[list[JobReturn], list[GridJob]]:
     """Every job prepared with `prepare_job` (the entry point's first half) as Hydra's own launchers run one
     (its directory, .hydra/, train.log): Hydra's results, and the jobs a grid can train (the others refused)."""
-    results, prepared = [], []
+    results = []
+    prepared = []
     for number, overrides in enumerate(job_overrides, initial_job_idx):
         sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
         with open_dict(sweep_config):
-            sweep_config.hydra.job.id, sweep_config.hydra.job.num = f"{sweep_config.hydra.job.name}_{number}", number
+            sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{number}"
+            sweep_config.hydra.job.num = number
         result = run_job(
             hydra_context=hydra_context,
             task_function=prepare_job,
@@ -305,7 +309,6 @@ def launch(
     by_number = {number: result for number, result in enumerate(results, initial_job_idx)}
     configs = {job.number: OmegaConf.to_container(by_number[job.number].cfg, resolve=True) for job in prepared}
     groups = plan_groups(prepared, list(configs.values()), sweep_directory)
-    JOB_PREFIX["text"] = ""  # The lines below are the sweep's, not its last prepared job's.
     if engine is None:
         outcomes: list[Outcome] = [run_group(group.jobs, group.batched, group.directory) for group in groups]
     else:

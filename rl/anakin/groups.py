@@ -72,13 +72,15 @@ def fitting_programs(
     where they do; else the size `estimate(programs, size)` reads from their memory analysis. A compiler
     that refuses a size (an accelerator's, out of memory) gets one replica per device to measure, and a
     size the estimate puts at or above a refused one is halved until one compiles."""
-    size, refused = everyone, None
+    size = everyone
+    refused = None
     try:
         made = compile_at(size)
     except Exception as error:
         if not is_memory_error(error) or size <= devices:
             raise
-        refused, size = size, devices
+        refused = size
+        size = devices
         made = compile_at(size)  # A probe.
     wanted = estimate(made, size)
     if refused is not None and wanted >= refused:
@@ -89,7 +91,8 @@ def fitting_programs(
         except Exception as error:
             if not is_memory_error(error) or wanted <= devices:
                 raise
-            size, wanted = wanted, smaller(wanted, devices)
+            size = wanted
+            wanted = smaller(wanted, devices)
     return made
 
 

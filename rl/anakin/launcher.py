@@ -74,7 +74,8 @@ class AnakinLauncher(Launcher):
             )
         if memory_per_device_gb is not None and not memory_per_device_gb > 0:
             raise ConfigError("launcher.memory_per_device_gb", f"must be > 0 or null, got {memory_per_device_gb!r}")
-        self.num_seeds, self.steps_per_chunk = num_seeds, steps_per_chunk
+        self.num_seeds = num_seeds
+        self.steps_per_chunk = steps_per_chunk
         self.memory = MemoryLimits(max_replicas_per_program, memory_per_device_gb)
         self.pbt = read_pbt_settings(pbt, num_seeds) if pbt is not None else None
         set_xla_flags()  # Made before any program is compiled.

@@ -42,13 +42,16 @@ class ScoreError(ValueError):
 def _per_group(estimate: Callable[..., tuple[dict, dict]], scores: Mapping[str, Any], *args: Any, **kwargs: Any):
     """rliable's `estimate` called one group at a time, numpy's global generator (which its bootstrap draws
     from) seeded alike for each, so a group's interval does not depend on the others; the caller's state kept."""
-    state, points, intervals = np.random.get_state(), {}, {}
+    state = np.random.get_state()
+    points = {}
+    intervals = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # Identical runs: a zero-width interval.
         for key, value in scores.items():
             np.random.seed(SEED)
             point, interval = estimate({key: value}, *args, **kwargs)
-            points[key], intervals[key] = point[key], interval[key].reshape(2, *np.shape(point[key]))
+            points[key] = point[key]
+            intervals[key] = interval[key].reshape(2, *np.shape(point[key]))
     np.random.set_state(state)
     return points, intervals
 
@@ -121,7 +124,8 @@ def normalised_scores(
             f"no score range for {', '.join(missing)}: give a random policy's return and a solved one, "
             f"e.g. --score-range {missing[0]}=LOW,HIGH (known: {', '.join(ranges)})"
         )
-    matrices, (lows, highs) = {}, np.array([ranges[task] for task in tasks]).T
+    matrices = {}
+    lows, highs = np.array([ranges[task] for task in tasks]).T
     for label, by_task in per_group.items():
         counts = [len(by_task[task]) for task in tasks]
         if len(set(counts)) > 1:

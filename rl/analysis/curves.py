@@ -25,9 +25,11 @@ def aggregate_curve(
     curves = [(steps, values) for steps, values in curves if steps.size]
     if not curves:
         return {**dict.fromkeys(("steps", "value", "low", "high"), np.zeros(0)), "runs": np.zeros((0, 0))}
-    start, stop = max(steps[0] for steps, _ in curves), min(steps[-1] for steps, _ in curves)
+    start = max(steps[0] for steps, _ in curves)
+    stop = min(steps[-1] for steps, _ in curves)
     if stop < start:
-        start, stop = min(s[0] for s, _ in curves), max(s[-1] for s, _ in curves)
+        start = min(s[0] for s, _ in curves)
+        stop = max(s[-1] for s, _ in curves)
     grid = np.unique(np.concatenate([steps for steps, _ in curves]))
     grid = grid[(grid >= start) & (grid <= stop)]
     grid = np.linspace(start, stop, MAX_CURVE_POINTS) if grid.size > MAX_CURVE_POINTS else grid

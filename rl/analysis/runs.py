@@ -135,9 +135,11 @@ def find_runs(paths: Sequence[str]) -> list[Run]:
         replicas = []
         for replica in [load_run(p, source) for p in sorted(names, key=_natural_key) if is_run_directory(p)]:
             seed = (replica.summary or {}).get("seed")
-            overrides, config = dict(run.overrides), dict(run.config)
+            overrides = dict(run.overrides)
+            config = dict(run.config)
             if seed is not None:
-                overrides["seed"], config["seed"] = str(seed), seed
+                overrides["seed"] = str(seed)
+                config["seed"] = seed
             replicas.append(dataclasses.replace(replica, overrides=overrides, config=config, choices=run.choices))
         runs += replicas or [run]
     return runs

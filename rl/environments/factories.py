@@ -24,8 +24,8 @@ from rl.library_output import known_warnings_dropped
 
 
 HEADLESS_BACKENDS = {"egl": "EGL", "osmesa": "OSMesa"}
-# The MUJOCO_GL value `choose_mujoco_gl` set (None: it set none; any other value is the user's).
-_chosen: str | None = None
+# The user's MUJOCO_GL, read once when this module is imported: a value other than this one was set here.
+USERS_MUJOCO_GL = os.environ.get("MUJOCO_GL")
 
 
 def available_headless_backend() -> str | None:
@@ -36,19 +36,19 @@ def available_headless_backend() -> str | None:
 def choose_mujoco_gl(rendering: bool) -> None:
     """Sets `MUJOCO_GL` unless the user has: without a display a headless backend, or "disable" when
     none is installed and nothing renders."""
-    global _chosen
     current = os.environ.get("MUJOCO_GL")
-    if current not in (None, _chosen) or (current is None and os.environ.get("DISPLAY")):
+    users = current is not None and current == USERS_MUJOCO_GL
+    if users or (current is None and os.environ.get("DISPLAY")):
         return  # The user's choice, or MuJoCo's own with a display.
     backend = current if current in HEADLESS_BACKENDS else available_headless_backend()
     if backend is None and rendering:
         raise RenderingError(missing_backend_message())
-    _chosen = os.environ["MUJOCO_GL"] = backend or "disable"
+    os.environ["MUJOCO_GL"] = backend or "disable"
 
 
 def missing_backend_message(detail: str = "") -> str:
     chosen = os.environ.get("MUJOCO_GL")
-    if chosen is not None and chosen == _chosen == "disable":
+    if chosen == "disable" and chosen != USERS_MUJOCO_GL:
         chosen = None  # Set here because no backend is installed.
     if chosen in HEADLESS_BACKENDS:
         what = f"the OpenGL backend MUJOCO_GL={chosen} ({HEADLESS_BACKENDS[chosen]}) does not work here"
@@ -87,7 +87,8 @@ class GymnasiumToDmEnv(Float32Specs, dm_env.Environment):
 
     def __init__(self, environment: gymnasium.Env, seed: int | None = None):
         self.gymnasium_environment = self._environment = environment
-        self._seed, self._reset_next = seed, True
+        self._seed = seed
+        self._reset_next = True
         self._observation_spec = space_to_spec(environment.observation_space, "observation", float32=True)
         self._single_dtype = None if tree.is_nested(self._observation_spec) else self._observation_spec.dtype
         self._action_spec = space_to_spec(environment.action_space, "action")

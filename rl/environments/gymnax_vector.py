@@ -85,7 +85,8 @@ class GymnaxVector:
     def __init__(self, name: str, num_envs: int, kwargs: dict[str, Any] | None = None):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        self.name, self.num_envs = name, num_envs
+        self.name = name
+        self.num_envs = num_envs
         self.environment, self.params, self.observation_spec, self.action_spec = make_gymnax(name, kwargs)
 
     def reset(self, key: jax.Array) -> VectorState:
@@ -111,9 +112,12 @@ class GymnaxVector:
         observation, env_state, reward, done, truncated, final = jax.vmap(self._step_one)(
             jax.random.split(key, self.num_envs), state.env_state, action
         )
-        episode_return, episode_length = state.episode_return + reward, state.episode_length + 1
-        ended, discount = done.astype(jnp.float32), 1.0 - (done & ~truncated).astype(jnp.float32)
-        returns, lengths = episode_return * ended, episode_length * done.astype(jnp.int32)
+        episode_return = state.episode_return + reward
+        episode_length = state.episode_length + 1
+        ended = done.astype(jnp.float32)
+        discount = 1.0 - (done & ~truncated).astype(jnp.float32)
+        returns = episode_return * ended
+        lengths = episode_length * done.astype(jnp.int32)
         step = EnvStep(observation, reward, discount, done, truncated, final, returns, lengths)
         return VectorState(env_state, observation, episode_return * (1.0 - ended), episode_length - lengths), step
 
@@ -135,7 +139,8 @@ class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
 
     def __init__(self, name: str, seed: int, kwargs: dict[str, Any] | None = None, render_mode: str | None = None):
         self._environment, self._params, self._observation_spec, self._action_spec = make_gymnax(name, kwargs)
-        self._name, self._twin = name, None
+        self._name = name
+        self._twin = None
         if render_mode is not None:
             if render_mode != "rgb_array" or name not in DRAWN_BY_TWIN:
                 raise RenderingError(
@@ -145,7 +150,10 @@ class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
 
             self._twin = gymnasium.make(name, render_mode="rgb_array").unwrapped
         # The key is made at the first reset: JAX's first computation decides on the cache.
-        self._seed, self._key, self._state, self._shown = int(seed), None, None, None
+        self._seed = int(seed)
+        self._key = None
+        self._state = None
+        self._shown = None
         self._reset = jax.jit(lambda key: self._environment.reset_env(key, self._params))
         self._step = jax.jit(
             lambda key, state, action: single_step(self._environment, self._params, key, state, action)
@@ -181,7 +189,8 @@ class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
         action = np.asarray(action, self._action_spec.dtype).reshape(self._action_spec.shape)
         observation, self._state, reward, done, truncated = self._step(self._next_key(), self._state, action)
         self._shown = self._state
-        observation, reward = np.asarray(observation, np.float32), np.float32(reward)
+        observation = np.asarray(observation, np.float32)
+        reward = np.float32(reward)
         if not bool(done):
             return dm_env.transition(reward, observation)
         self._state = None

@@ -41,7 +41,8 @@ class VectorEnvironment:
     def __init__(self, environments: Sequence[dm_env.Environment]):
         if not environments:
             raise ValueError("a vector environment needs at least one environment")
-        self.environments, self.num_envs = list(environments), len(environments)
+        self.environments = list(environments)
+        self.num_envs = len(environments)
         self._all = np.arange(self.num_envs)
 
     @classmethod
@@ -136,7 +137,8 @@ class EnvpoolVectorEnvironment(Float32Specs):
             frames, height, width = self._observation_spec.shape
             self._observation_spec = specs.BoundedArray((height, width, frames), np.uint8, 0, 255, "observation")
         self._action_dtype = self._pool.action_space.dtype
-        self.num_envs, self._all = num_envs, np.arange(num_envs, dtype=np.int32)
+        self.num_envs = num_envs
+        self._all = np.arange(num_envs, dtype=np.int32)
         self._scores = np.zeros(num_envs, np.float64)
         self._finished = np.full(num_envs, np.nan)
         self._played = np.zeros(num_envs, bool)
@@ -173,14 +175,18 @@ class EnvpoolVectorEnvironment(Float32Specs):
         )
         observations, order = self._observations(observations, info["env_id"], ids)
         if self._atari:
-            game_rewards, game_over = info["reward"], np.logical_or(info["terminated"], truncated)
+            game_rewards = info["reward"]
+            game_over = np.logical_or(info["terminated"], truncated)
             if order is not None:
-                game_rewards, game_over = game_rewards[order], game_over[order]
+                game_rewards = game_rewards[order]
+                game_over = game_over[order]
             self._scores[ids] += game_rewards
             self._finished[ids] = np.where(game_over, self._scores[ids], np.nan)
             self._scores[ids[game_over.astype(bool)]] = 0.0
         if order is not None:
-            rewards, terminated, truncated = rewards[order], terminated[order], truncated[order]
+            rewards = rewards[order]
+            terminated = terminated[order]
+            truncated = truncated[order]
         return dm_env.TimeStep(
             step_type=np.where(terminated | truncated, dm_env.StepType.LAST, dm_env.StepType.MID).astype(np.int8),
             reward=np.asarray(rewards, np.float32),

@@ -17,6 +17,7 @@ from rl.environments.vector import VectorEnvironment
 from rl.experiments.config import Experiment, enable_compilation_cache
 from rl.loggers.base import Logger, NoOpLogger, TimeFilter
 from rl.observers import Observer
+from rl.systems.learning import SGDLearner
 
 # Independent random keys for every node, derived from the experiment seed.
 NodeKeys = namedtuple("NodeKeys", "learner actors evaluators")
@@ -68,7 +69,8 @@ def build_learner(
     logger = experiment.logger_factory("learner", "learner_steps")
     logger = TimeFilter(logger, experiment.learner_log_interval_s) if log_filter is None else log_filter(logger)
     learner_counter = Counter(counter, "learner")
-    return experiment.builder.make_learner(random_key, networks, dataset, replay_client, learner_counter, logger)
+    learning = experiment.builder.make_learning(networks)
+    return SGDLearner(learning, random_key, dataset, replay_client, learner_counter, logger)
 
 
 def _loop_parts(experiment: Experiment, random_key: jax.Array, label: str, instance: int) -> tuple:
@@ -96,7 +98,8 @@ def build_actor(
 ) -> EnvironmentLoop:
     """A loop acting with the behaviour policy, writing to replay; only actor 0 logs episodes."""
     actor_key, observers, environment, networks = _loop_parts(experiment, random_key, "actor", actor_id)
-    builder, spec = experiment.builder, experiment.environment_spec
+    builder = experiment.builder
+    spec = experiment.environment_spec
     policy = builder.make_actor_policy(networks, spec, actor_id)
     actor = builder.make_actor(actor_key, policy, spec, variable_source, builder.make_adder(replay, spec))
     logger: Logger = experiment.logger_factory("actor", "actor_steps", actor_id) if actor_id == 0 else NoOpLogger()
@@ -113,7 +116,8 @@ def build_evaluator(
 ) -> EnvironmentLoop:
     """A loop with the evaluation policy and no adder; a round plays `eval_episodes` side by side."""
     actor_key, observers, environment, networks = _loop_parts(experiment, random_key, "evaluator", instance)
-    builder, spec = experiment.builder, experiment.environment_spec
+    builder = experiment.builder
+    spec = experiment.environment_spec
     policy = builder.make_policy(networks, spec, evaluation=True)
     actor = (make_actor or builder.make_actor)(actor_key, policy, spec, variable_source, None)
     logger = experiment.logger_factory("evaluator", "actor_steps", instance)

@@ -10,6 +10,7 @@ import dm_env
 
 from rl.checkpointing import CheckpointSettings
 from rl.checks import require_positive
+from rl.experiments.hooks import RunHook
 from rl.loggers.base import LoggerFactory
 from rl.core import EnvironmentSpec, make_environment_spec
 
@@ -62,6 +63,8 @@ class Experiment:
     threshold: float | None = None  # The evaluation return that solves the task.
     restore: Any = None  # A resumed run's rl.experiments.resume.RestorePoint.
     session: int = 0
+    # What a search adds to the run (rl.experiments.hooks.RunHook: Optuna's pruning), called by its lifecycle.
+    hooks: Sequence[RunHook] = ()
     _environment_spec: EnvironmentSpec | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:

@@ -49,9 +49,9 @@ def rebuild_job(spec: JobSpec) -> Job:
 
 def report(message: str, error: bool = False, transcript: bool = True) -> None:
     """Prints a line for the user (after a multirun job's prefix) and, with `transcript`, copies it into train.log."""
-    from rl.loggers.base import JOB_PREFIX, TRANSCRIPT  # Here: a bad command line fails before rich loads.
+    from rl.loggers.base import TRANSCRIPT, console_prefix  # Here: a bad command line fails before rich loads.
 
-    print(JOB_PREFIX["text"] + message, file=sys.stderr if error else sys.stdout)
+    print(console_prefix() + message, file=sys.stderr if error else sys.stdout)
     if transcript:
         TRANSCRIPT.info(message)
 
@@ -80,4 +80,4 @@ def finish_job(job: Job, summary: Any) -> float:
         f"{ended} evaluation return {summary.final_eval_return:.1f} after {summary.actor_steps} actor steps "
         f"({summary.wall_time_s:.0f} s); summary in {shown_path(job.output_dir)}/summary.json"
     )
-    return vars(summary)[job.objective]
+    return summary.objective(job.objective)

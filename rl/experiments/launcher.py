@@ -50,6 +50,9 @@ class Launcher:
     def checkpoint_template(self, experiment: Experiment) -> Any:
         import jax
 
+        from rl.systems.learning import SGDLearner
+
         networks = experiment.network_factory(environment_spec=experiment.environment_spec)
         # No counter or logger: the learner counts into its own and logs nothing.
-        return experiment.builder.make_learner(jax.random.PRNGKey(0), networks, iter(()), None, None, None).save()
+        learning = experiment.builder.make_learning(networks)
+        return SGDLearner(learning, jax.random.PRNGKey(0), iter(())).save()

@@ -1,6 +1,7 @@
 """The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run` evaluates,
 checkpoints (on a clock, at the end, on a stop signal) and ends the run `finished`, `interrupted`, `failed`
-or `pruned` (by an Optuna search's pruner). A first signal stops cleanly, a second raises `Interrupted`."""
+or `pruned` (by one of the experiment's hooks: a search's pruner, rl/experiments/hooks.py). A first signal
+stops cleanly, a second raises `Interrupted`."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from typing import Any, Callable, Mapping
 from rl import checkpointing
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import LauncherError
-from rl.experiments.pruning import OptunaTrial
+from rl.experiments.hooks import RunHook
 from rl.experiments.signals import Interrupted, RunInterrupted, StopRequest
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
-from rl.agents.builder import NumericalError
+from rl.core import NumericalError
 
 
 def next_evaluation(experiment: Experiment, actor_steps: int) -> int:
@@ -37,7 +38,8 @@ class RunRecord:
     @classmethod
     def start(cls, experiment: Experiment) -> "RunRecord":
         state = experiment.restore.state if experiment.restore is not None else {}
-        steps, start = int(state.get("actor_steps", 0)), experiment.logger_factory.start_time
+        steps = int(state.get("actor_steps", 0))
+        start = experiment.logger_factory.start_time
         next_eval = int(state.get("next_eval", 0))
         returns = [(int(s), float(v)) for s, v in state.get("eval_returns", [])]
         relative = state.get("eval_times_s")
@@ -60,10 +62,12 @@ class Snapshot:
 
 
 class RunCheckpointer:
-    """The checkpoints of one run: periodic (`due`), on stop and at the end."""
+    """The checkpoints of one run: periodic (`due`), on stop and at the end; each holds `record`, the run's
+    evaluation curve so far."""
 
-    def __init__(self, experiment: Experiment):
+    def __init__(self, experiment: Experiment, record: RunRecord):
         self.experiment = experiment
+        self.record = record
         self.settings = experiment.checkpoint
         self.last: str | None = experiment.restore.checkpoint if experiment.restore is not None else None
         self.start()
@@ -78,10 +82,10 @@ class RunCheckpointer:
     def due(self) -> bool:
         return self.settings.enabled and time.monotonic() >= self._next
 
-    def after_evaluation(self, nodes: Nodes, actor_steps: int, pruning: bool) -> bool:
+    def after_evaluation(self, nodes: Nodes, actor_steps: int, may_end_early: bool) -> bool:
         """A checkpoint follows this evaluation round (the final one's comes with the run's end); by default
-        not in a search that prunes (a pruned trial keeps no checkpoint) nor where the nodes say not."""
-        default = nodes.checkpoint_at_evaluations and not pruning
+        not where a hook may end the run early (a pruned trial keeps no checkpoint) nor where the nodes say not."""
+        default = nodes.checkpoint_at_evaluations and not may_end_early
         wanted = default if self.settings.at_evaluations is None else self.settings.at_evaluations
         return self.settings.enabled and wanted and actor_steps < self.experiment.max_actor_steps
 
@@ -104,7 +108,9 @@ class RunCheckpointer:
         if unmoved or not self.settings.enabled or not snapshot.consistent:
             self.start()  # Nothing moved since the last one (or nothing to write yet): try later.
             return None, snapshot
-        experiment, record, start = self.experiment, nodes.record, self.experiment.logger_factory.start_time
+        experiment = self.experiment
+        record = self.record
+        start = experiment.logger_factory.start_time
         state = {
             "agent": experiment.agent_name,
             "environment": experiment.environment_name,
@@ -139,21 +145,48 @@ class RunCheckpointer:
         return self.last, snapshot
 
 
-class Nodes:
-    """What a launcher runs; `run` sets `experiment`, `record`, `checkpoints` and `stop` before `start`."""
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """What one run hands its nodes, made once before they start: the experiment (the config, with the run
+    directory, the restore point and the loggers), the record of the run so far, its checkpoints and the stop
+    request. The nodes read it; nothing outside a node sets the node's attributes."""
 
     experiment: Experiment
     record: RunRecord
     checkpoints: RunCheckpointer
-    stop: StopRequest | None = None
+    stop: StopRequest
+
+    @classmethod
+    def make(cls, experiment: Experiment) -> "RunContext":
+        """The context of a run of `experiment`, from its restore point; the stop request's signal handlers are
+        set until `stop.restore()`."""
+        record = RunRecord.start(experiment)
+        return cls(experiment, record, RunCheckpointer(experiment, record), StopRequest())
+
+    @property
+    def run_directory(self) -> str:
+        return self.experiment.run_directory
+
+    @property
+    def restore(self) -> Any:
+        """The resumed run's restore point (rl.experiments.resume.RestorePoint); None for a new run."""
+        return self.experiment.restore
+
+
+class Nodes:
+    """What a launcher runs: `run` hands it the run's context when it starts them."""
+
+    context: RunContext  # Set by `start`.
     checkpoint_at_evaluations: bool = True  # What `checkpoint.at_evaluations: null` means for these nodes.
 
     def stopping(self) -> bool:
         """A stop was requested (a first SIGINT or SIGTERM): what waits on it gives up (`wait_for`)."""
-        return self.stop is not None and self.stop.signum is not None
+        return self.context.stop.signum is not None
 
-    def start(self) -> None:
-        """Builds the nodes, restored from the restore point."""
+    def start(self, context: RunContext) -> None:
+        """Builds the nodes for the run of `context`, restored from its restore point; a launcher's nodes call
+        this first."""
+        self.context = context
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
         """Acts to `until` actor steps or until `pause()`; returns the actor steps now."""
@@ -182,7 +215,7 @@ class Nodes:
     def failure(self, error: Exception) -> str | None:
         """Why the run failed, when `error` is a failure of the run (None: a bug, re-raised)."""
         if isinstance(error, NumericalError):
-            return f"numerical fault: {error}; the learner stopped and {self.checkpoints.kept()}"
+            return f"numerical fault: {error}; the learner stopped and {self.context.checkpoints.kept()}"
         if isinstance(error, LauncherError):
             return str(error)
         return None
@@ -199,18 +232,19 @@ class _Run:
     """One run of `nodes`: what `run`'s steps share (the clock, the record, the checkpoints, the stop request)."""
 
     def __init__(self, experiment: Experiment, nodes: Nodes):
-        self.experiment, self.nodes = experiment, nodes
+        self.experiment = experiment
+        self.nodes = nodes
         self.start = time.perf_counter()
-        self.record = RunRecord.start(experiment)
-        self.checkpoints = RunCheckpointer(experiment)
-        self.stop = StopRequest()
-        nodes.experiment, nodes.record, nodes.checkpoints = experiment, self.record, self.checkpoints
-        nodes.stop = self.stop
-        self.trial: OptunaTrial | None = None  # Set in `train`: None outside a search that prunes.
-        self.loggers_closed = self.pruned = False
+        self.context = RunContext.make(experiment)
+        self.record = self.context.record
+        self.checkpoints = self.context.checkpoints
+        self.stop = self.context.stop
+        self.hooks: tuple[RunHook, ...] = tuple(experiment.hooks)
+        self.ended_by: RunHook | None = None  # The hook that ended the run early (a search's pruner).
+        self.loggers_closed = False
 
     def ending(self) -> bool:
-        return self.stop.signum is not None or self.pruned
+        return self.stop.signum is not None or self.ended_by is not None
 
     def pausing(self) -> bool:
         """Acting pauses for a stop request or a checkpoint due."""
@@ -218,9 +252,12 @@ class _Run:
 
     def train(self) -> None:
         """Acts, evaluates and checkpoints until the budget is spent, a stop is requested or the trial is pruned."""
-        experiment, record, checkpoints = self.experiment, self.record, self.checkpoints
-        self.trial = OptunaTrial.from_environment(experiment.run_directory)
-        self.nodes.start()
+        experiment = self.experiment
+        record = self.record
+        checkpoints = self.checkpoints
+        for hook in self.hooks:
+            hook.start()
+        self.nodes.start(self.context)
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             progress.advance(record.steps)
             checkpoints.start()
@@ -234,15 +271,15 @@ class _Run:
                     self.evaluate(progress)
                 if self.ending():
                     break
-                after_round = evaluated and checkpoints.after_evaluation(
-                    self.nodes, record.steps, self.trial is not None
-                )
+                may_end_early = any(hook.may_end_early for hook in self.hooks)
+                after_round = evaluated and checkpoints.after_evaluation(self.nodes, record.steps, may_end_early)
                 if checkpoints.due() or after_round:
-                    checkpoints.save(self.nodes, periodic=True)
+                    self.checkpointed(checkpoints.save(self.nodes, periodic=True)[0])
 
     def evaluate(self, progress: ProgressDisplay) -> None:
-        """A round of every evaluator onto the curve; a search's pruner may end the run on it."""
-        experiment, record = self.experiment, self.record
+        """A round of every evaluator onto the curve, told to the hooks; one of them may end the run on it."""
+        experiment = self.experiment
+        record = self.record
         if record.steps >= experiment.max_actor_steps:
             self.nodes.end_acting(interrupted=False)  # The final round sees the final parameters.
         steps, mean, ended = self.nodes.evaluate()
@@ -250,26 +287,36 @@ class _Run:
         record.eval_times.append(float(ended))
         progress.update(eval_return=mean)
         record.next_eval = next_evaluation(experiment, record.steps)
-        if self.trial is not None and self.trial.report(steps, mean):
-            self.pruned = record.steps < experiment.max_actor_steps  # The last round completes it.
+        for hook in self.hooks:
+            ends = hook.after_evaluation(steps, mean)
+            if ends and self.ended_by is None and record.steps < experiment.max_actor_steps:
+                self.ended_by = hook  # The last round completes the run.
+
+    def checkpointed(self, path: str | None) -> None:
+        if path is not None:
+            for hook in self.hooks:
+                hook.after_checkpoint(path)
 
     def end(self) -> RunSummary:
         """The last checkpoint and the summary: finished, pruned, or interrupted (raises `RunInterrupted`)."""
-        nodes, stop = self.nodes, self.stop
+        nodes = self.nodes
+        stop = self.stop
         if self.ending():
             nodes.end_acting(interrupted=True)
         nodes.end_learning()  # The last checkpoint's counts are the learner's last.
-        if self.pruned and self.trial is not None:  # No checkpoint: a pruned trial is not resumed.
-            self.trial.prune()
+        if self.ended_by is not None:  # No checkpoint: a run ended early is not resumed.
+            self.ended_by.ended_early()
             return self.finish(nodes.snapshot(checkpoint=False), "pruned", 0)
         path, snapshot = self.checkpoints.save(nodes)
+        self.checkpointed(path)
         if stop.signum is not None:  # With no state to write, the last checkpoint (if any) is the resume's.
             summary = self.finish(snapshot, "interrupted", 128 + stop.signum)
             raise RunInterrupted(stop.signum, summary, path or self.checkpoints.last)
         return self.finish(snapshot, "finished", 0)
 
     def summarize(self, counts: Mapping[str, Any], status: str) -> RunSummary:
-        record, wall_time_s = self.record, time.perf_counter() - self.start
+        record = self.record
+        wall_time_s = time.perf_counter() - self.start
         curve = (record.eval_returns, record.eval_times)
         return finish_run(self.experiment, counts, *curve, wall_time_s, record.acting_time_s, status=status)
 
@@ -291,7 +338,7 @@ class _Run:
 
 
 def run(experiment: Experiment, nodes: Nodes) -> RunSummary:
-    """Trains `nodes` to `experiment.max_actor_steps`."""
+    """Trains `nodes` to `experiment.max_actor_steps`, telling `experiment.hooks` of its rounds and checkpoints."""
     life = _Run(experiment, nodes)
     try:
         life.train()

@@ -43,7 +43,8 @@ def agent_network(
 ) -> Callable[..., Any]:
     """`network_factory` given what the agent needs (a head's kind, outputs per action); refuses a network
     of another kind, without an output the agent needs, or that cannot read the observations."""
-    target, needed = network_factory.func, builder.network_kind
+    target = network_factory.func
+    needed = builder.network_kind
     kinds = network_kinds(target, needed)
     check_network_kind(kinds, choice, needed)
     outputs = builder.network_outputs()

@@ -8,6 +8,8 @@ import math
 import os
 from typing import Any, Mapping
 
+from rl.experiments.hooks import RunHook
+
 STORAGE_VARIABLE = "RL_OPTUNA_STORAGE"  # The study's storage URL (sqlite:///<sweep dir>/optuna.db).
 STUDY_VARIABLE = "RL_OPTUNA_STUDY"
 TRIAL_VARIABLE = "RL_OPTUNA_TRIAL"  # The trial's number in its study.
@@ -68,3 +70,32 @@ class OptunaTrial:
         import optuna
 
         self.study.tell(self.trial, state=optuna.trial.TrialState.PRUNED)
+
+
+class PruningHook(RunHook):
+    """The run as trial `number` of an Optuna study in `storage`: each evaluation round is reported, and the
+    run ends `pruned` when the study's pruner says so. The trial opens when the run starts."""
+
+    may_end_early = True
+
+    def __init__(self, storage: str, study_name: str, number: int, run_directory: str | None = None):
+        self.names = (storage, study_name, number, run_directory)
+        self.trial: OptunaTrial | None = None
+
+    @classmethod
+    def from_environment(
+        cls, run_directory: str | None = None, environ: Mapping[str, str] = os.environ
+    ) -> "PruningHook | None":
+        """The trial the sweeper named in the job's environment; None outside a search that prunes."""
+        if TRIAL_VARIABLE not in environ:
+            return None
+        return cls(environ[STORAGE_VARIABLE], environ[STUDY_VARIABLE], int(environ[TRIAL_VARIABLE]), run_directory)
+
+    def start(self) -> None:
+        self.trial = OptunaTrial(*self.names)
+
+    def after_evaluation(self, actor_steps: int, mean_return: float) -> bool:
+        return self.trial.report(actor_steps, mean_return)
+
+    def ended_early(self) -> None:
+        self.trial.prune()

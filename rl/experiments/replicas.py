@@ -24,7 +24,8 @@ def seed_replicas(experiment: Experiment, num_seeds: int) -> list[Experiment]:
         return [experiment]
     replicas = []
     for index in range(num_seeds):
-        seed, directory = experiment.seed + index, os.path.join(experiment.run_directory, f"seed_{index}")
+        seed = experiment.seed + index
+        directory = os.path.join(experiment.run_directory, f"seed_{index}")
         os.makedirs(directory, exist_ok=True)
         if restore is not None:
             steps = int(restore.counts.get("actor_steps", 0)), int(restore.counts.get("learner_steps", 0))

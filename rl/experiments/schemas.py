@@ -70,7 +70,8 @@ def stored_schemas(group: str) -> dict[str, type]:
     empty where Hydra has not started in this process (a run's saved config read back)."""
     from hydra.core.config_store import ConfigStore
 
-    store, suffix = ConfigStore.instance(), f"{schema_name('', group)}.yaml"
+    store = ConfigStore.instance()
+    suffix = f"{schema_name('', group)}.yaml"
     schemas = {}
     for name in (name for name in store.list("") if name.endswith(suffix)):
         node = store.load(name).node
@@ -108,7 +109,8 @@ ABSTRACT_TYPES = {collections.abc.Sequence: list, collections.abc.Mapping: dict}
 
 def omegaconf_type(hint: Any) -> Any:
     """A type hint as OmegaConf checks it (Any where it cannot): Sequence a list, Mapping a dict."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         hint = typing.Union[tuple(arg if arg is type(None) else omegaconf_type(arg) for arg in args)]
     elif origin in ABSTRACT_TYPES:

@@ -18,8 +18,8 @@ def requeue_signal() -> int | None:
     SUBMITIT_PREEMPT_SIGNAL names another); None outside a submitit job."""
     if not os.environ.get("SUBMITIT_EXECUTOR"):
         return None
-    # The signal module names what this platform has; submitit names it in the environment.
-    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
+    # The signals this platform has, by name; submitit names its signal in the environment.
+    return signal.Signals.__members__.get("SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"))
 
 
 def signal_name(signum: int) -> str:
@@ -97,15 +97,24 @@ class Stopped(Exception):
     """A wait gave up on a stop request (see `wait_for`)."""
 
 
-# What waits given up on left running (XLA cannot cancel a computation): the process ends without waiting for it.
-LEFT_RUNNING: list[str] = []
+# `wait_for` runs each work in a thread of this name prefix; one still alive after its wait is work given up on.
+WORK_THREAD_PREFIX = "rl: "
+
+
+def left_running() -> list[str]:
+    """The works waits gave up on that still run (XLA cannot cancel a computation): the process ends without
+    waiting for them."""
+    threads = threading.enumerate()  # The live threads only.
+    return [
+        thread.name.removeprefix(WORK_THREAD_PREFIX) for thread in threads if thread.name.startswith(WORK_THREAD_PREFIX)
+    ]
 
 
 def wait_for(work: Callable[[], Any], stopping: Callable[[], bool], what: str, poll_s: float = 0.05) -> Any:
     """`work()`'s result, computed in a helper thread while this one waits in Python, where signal handlers
     run: a wait on a device (a C++ wait) would hold them off. Raises `Stopped` when `stopping()` (asked every
     `poll_s`; before starting too), and whatever a second signal's handler raises, leaving `work` to run on
-    (named `what` in LEFT_RUNNING)."""
+    (named `what` in `left_running()`)."""
     if stopping():
         raise Stopped(what)
     outcome: dict[str, Any] = {}
@@ -119,15 +128,12 @@ def wait_for(work: Callable[[], Any], stopping: Callable[[], bool], what: str, p
         finally:
             done.set()
 
-    threading.Thread(target=target, name=f"rl: {what}", daemon=True).start()
-    try:
-        while not done.wait(poll_s):
-            if stopping():
-                raise Stopped(what)
-    except BaseException:
-        if not done.is_set():
-            LEFT_RUNNING.append(what)
-        raise
+    worker = threading.Thread(target=target, name=WORK_THREAD_PREFIX + what, daemon=True)
+    worker.start()
+    while not done.wait(poll_s):
+        if stopping():
+            raise Stopped(what)
+    worker.join()  # Done: only the work of a wait given up on keeps its thread alive (`left_running`).
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]

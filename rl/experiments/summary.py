@@ -29,8 +29,10 @@ def curve_statistics(eval_returns: Sequence[tuple[int, float]]) -> tuple[float, 
     mean return along the run (one round: its return; none: NaN, NaN)."""
     if not eval_returns:
         return float("nan"), float("nan")
-    steps, values = [float(s) for s, _ in eval_returns], [float(v) for _, v in eval_returns]
-    last, span = values[-LAST_EVALUATIONS:], steps[-1] - steps[0]
+    steps = [float(s) for s, _ in eval_returns]
+    values = [float(v) for _, v in eval_returns]
+    last = values[-LAST_EVALUATIONS:]
+    span = steps[-1] - steps[0]
     area = sum((b - a) * (u + v) / 2 for a, b, u, v in zip(steps, steps[1:], values, values[1:]))
     return sum(last) / len(last), area / span if span else values[-1]
 
@@ -100,6 +102,15 @@ class RunSummary:
             steps_to_threshold=steps_to_threshold,
             **dict(zip(("last_evals_mean", "eval_return_auc"), curve_statistics(eval_returns))),
         )
+
+    def objective(self, name: str) -> float:
+        """The value a search optimises, by its name in `OBJECTIVES` (the config's `objective`)."""
+        values = {
+            "final_eval_return": self.final_eval_return,
+            "last_evals_mean": self.last_evals_mean,
+            "eval_return_auc": self.eval_return_auc,
+        }
+        return values[name]
 
 
 def finish_run(

@@ -88,7 +88,8 @@ def rank_settings(trials: Sequence[Trial], maximize: bool = True) -> list[Settin
 def best_line(settings: Sequence[Setting], scored: int, pruned: int = 0) -> str:
     """The sweep's best, in one line: as a job where every setting ran once, else as a setting over seeds.
     `pruned` jobs were stopped by the search and are left out."""
-    best, jobs = settings[0], f"{scored} jobs" + (f", {pruned} pruned left out" if pruned else "")
+    best = settings[0]
+    jobs = f"{scored} jobs" + (f", {pruned} pruned left out" if pruned else "")
     if all(len(setting.trials) == 1 for setting in settings):
         (trial,) = best.trials
         command = "python scripts/train.py " + " ".join(shlex.quote(o) for o in trial.overrides)
@@ -112,7 +113,8 @@ class SweepJobs:
 def read_sweep(sweep: str, objective: str, refused_file: str) -> SweepJobs:
     """Every job under `sweep`: its summary.json's `objective` (None where not a finite number), status and
     overrides, in the order the sweep numbered them."""
-    trials, refused = [], {}
+    trials = []
+    refused = {}
     for directory, _, names in os.walk(sweep):
         job = os.path.relpath(directory, sweep)
         if refused_file in names:

@@ -51,7 +51,8 @@ def check_values(key: str, schema: type, values: Mapping[str, Any]) -> DictConfi
             nearest = nearest_option(name, names)
             hint = f"did you mean {key}.{nearest}? " if nearest else ""
             raise ConfigError(f"{key}.{name}", f"unknown option; {hint}allowed: {', '.join(names)}")
-    config, hints = OmegaConf.structured(schema), {field.name: field.type for field in dataclasses.fields(schema)}
+    config = OmegaConf.structured(schema)
+    hints = {field.name: field.type for field in dataclasses.fields(schema)}
     for name, value in values.items():  # One at a time: OmegaConf names no key for a list given for a dict.
         try:
             config = OmegaConf.merge(config, {name: value})
@@ -120,7 +121,8 @@ def check_checkpoint_settings(value: Any) -> Any:
 def check_replay_settings(builder: Any, max_actor_steps: int) -> None:
     """Refuses a replay ratio too small for the learner to ever sample one batch within the run."""
     config = vars(builder.config)
-    minimum, ratio = config.get("min_replay_size"), config.get("samples_per_insert")
+    minimum = config.get("min_replay_size")
+    ratio = config.get("samples_per_insert")
     batch = builder.samples_per_learner_step
     if minimum is None or ratio is None or not batch or max_actor_steps <= minimum:
         return

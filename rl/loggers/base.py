@@ -3,11 +3,13 @@ terminal logger and the loggers that wrap others: fan-out, rate limits, fixed fi
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import logging
 import math
 import re
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import rich
@@ -16,9 +18,6 @@ from rich.markup import escape
 LoggingData = Mapping[str, Any]
 COUNT_KEY = re.compile(r"^(?P<node>[a-z0-9]+)_(steps|episodes)$")  # Any node's: `learner_steps`, ...
 TRANSCRIPT = logging.getLogger("rl.transcript")
-# Starts every terminal line of a multirun's job (`[job 3] `, set by rl/train.py): parallel jobs'
-# lines interleave. train.log, one per job, has no prefix.
-JOB_PREFIX = {"text": ""}
 
 
 class Logger:
@@ -161,7 +160,8 @@ def fit_fields(
     if width is None or used + sum(sizes.values()) <= width:
         return fields
     order = {key: rank for rank, key in enumerate(("event", steps_key, "actor_steps", *HEADLINE)) if key}
-    room, chosen = width - used - len(f" +{len(fields)}"), set()
+    room = width - used - len(f" +{len(fields)}")
+    chosen = set()
     for key in sorted(sizes, key=lambda key: order.get(key, math.inf)):  # Stable: the rest keep their order.
         if sizes[key] > room and key != "event":  # A launcher's event is shown whole.
             break
@@ -180,11 +180,46 @@ def format_record(name: str, data: LoggingData, hidden: tuple[str, ...] = (), st
 
 
 class ConsoleFormatter(logging.Formatter):
-    """A library or launcher message on the terminal as the run's records read: `[warning] message`, after a
-    multirun job's prefix (conf/hydra/job_logging/rl.yaml); train.log stamps the same line with its time."""
+    """A library or launcher message on the terminal as the run's records read: `[warning] message`, after
+    `prefix` (conf/hydra/job_logging/rl.yaml); train.log stamps the same line with its time. The terminal
+    lines of the run's records and reports start with the same prefix (`console_prefix`)."""
+
+    def __init__(self, *args: Any, prefix: str = "", **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.prefix = prefix
 
     def format(self, record: logging.LogRecord) -> str:
-        return f"{JOB_PREFIX['text']}[{record.levelname.lower()}] {super().format(record)}"
+        return f"{self.prefix}[{record.levelname.lower()}] {super().format(record)}"
+
+    def with_prefix(self, prefix: str) -> "ConsoleFormatter":
+        twin = copy.copy(self)
+        twin.prefix = prefix
+        return twin
+
+
+def _console_handlers() -> list[logging.Handler]:
+    return [handler for handler in logging.getLogger().handlers if isinstance(handler.formatter, ConsoleFormatter)]
+
+
+def console_prefix() -> str:
+    """What the terminal's lines start with now: a multirun job's `[job 3] ` (parallel jobs' lines interleave),
+    a grid group's `[group 0_0_0] `; "" outside them, and where no `ConsoleFormatter` prints (no Hydra job)."""
+    return next((handler.formatter.prefix for handler in _console_handlers()), "")
+
+
+@contextlib.contextmanager
+def console_prefixed(prefix: str) -> Iterator[None]:
+    """While open, the terminal's lines start with `prefix`: it is the console handler's formatter's, the one
+    place where a terminal line's look is set (train.log, one per job, has no prefix)."""
+    handlers = _console_handlers()
+    formatters = [handler.formatter for handler in handlers]
+    for handler, formatter in zip(handlers, formatters):
+        handler.setFormatter(formatter.with_prefix(prefix))
+    try:
+        yield
+    finally:
+        for handler, formatter in zip(handlers, formatters):
+            handler.setFormatter(formatter)
 
 
 class TerminalLogger(Logger):
@@ -195,10 +230,11 @@ class TerminalLogger(Logger):
         """`width`: the longest line, fields past it left out (counted as `+N`); None: every field."""
         self._name = label if instance is None else f"{label} {instance}"
         self._hidden = (f"{label}_id",) if instance is not None else ()
-        self._steps_key, self._width = steps_key, width
+        self._steps_key = steps_key
+        self._width = width
 
     def write(self, data: LoggingData) -> None:
-        prefix = f"{JOB_PREFIX['text']}[{self._name}]"
+        prefix = f"{console_prefix()}[{self._name}]"
         fields = fit_fields(_fields(data, self._hidden, self._steps_key), self._width, len(prefix), self._steps_key)
         markup = " ".join(
             f"[dim]+{escape(value)}[/dim]" if key == "+" else f"[dim]{escape(key)}=[/dim]{escape(value)}"

@@ -136,7 +136,8 @@ class WandbRun:
         """Logs to the run `run_id` (kept in run.json), continuing it with `resume`; before it starts."""
         if self._run is not None:
             raise RuntimeError("the W&B run has started already; set its id before")
-        self.id, self.resume = run_id, "allow" if resume else None
+        self.id = run_id
+        self.resume = "allow" if resume else None
 
     def start(self) -> Any:
         """Starts the run now, if it has not started, and returns it."""
@@ -167,7 +168,8 @@ class WandbRun:
             git=False,
             reinit="create_new",
         )
-        replica.id, replica.resume = f"{self.id}-seed_{index}" if self.id else None, self.resume
+        replica.id = f"{self.id}-seed_{index}" if self.id else None
+        replica.resume = self.resume
         return replica
 
     def finish(self, exit_code: int = 0) -> None:
@@ -188,7 +190,8 @@ class WandbLogger(Logger):
     steps_key: str | None = None
 
     def write(self, data: LoggingData) -> None:
-        run, label = self.run.start(), self.label
+        run = self.run.start()
+        label = self.label
         if label not in self.run.defined:
             axis = step_metric(label, data, self.steps_key)
             if axis != STEP_METRIC:

@@ -150,7 +150,8 @@ def _make_q_network(
         features = mlp(flatten(observation), hidden_sizes, layer_norm)
         if not dueling:
             return head(features, actions)
-        value, advantages = head(features, 1), head(features, actions)
+        value = head(features, 1)
+        advantages = head(features, actions)
         axis = -1 if k == 1 else -2  # The actions' axis.
         return value + advantages - jnp.mean(advantages, axis=axis, keepdims=True)
 

@@ -89,15 +89,12 @@ class Adder(abc.ABC):
         """Waits until at most `pending` items are not yet confirmed."""
         self._wait(self._writer.flush, f"a flush to table {self._table!r}", block_until_num_items=pending)
 
-    _STATE: tuple[str, ...] = ()  # The attributes a deterministic run's checkpoint keeps.
-
     def get_state(self) -> dict[str, Any]:
         """Each copy's partial items and the count (a deterministic run's checkpoint)."""
-        return {name.lstrip("_"): vars(self)[name] for name in self._STATE}
+        return {"num_items": self._num_items}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        for name in self._STATE:
-            setattr(self, name, state[name.lstrip("_")])
+        self._num_items = state["num_items"]
 
     def reset(self) -> None:
         """Ends the episode once its items are confirmed; subclasses drop their partial state first."""
@@ -109,7 +106,8 @@ class Adder(abc.ABC):
 
 def n_step_return(rewards: list[float], discounts: list[float], gamma: float) -> tuple[float, float]:
     """The discounted return and the bootstrap factor after it; a 0 in `discounts` stops both."""
-    total, factor = 0.0, 1.0
+    total = 0.0
+    factor = 1.0
     for reward, discount in zip(rewards, discounts):
         total += factor * reward
         factor *= gamma * discount
@@ -170,7 +168,13 @@ class NStepTransitionAdder(Adder):
                     self._flush(self._max_pending_items)
                     self._unflushed = 0
 
-    _STATE = ("_windows", "_observations", "_num_items")
+    def get_state(self) -> dict[str, Any]:
+        return {"windows": self._windows, "observations": self._observations, **super().get_state()}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self._windows = state["windows"]
+        self._observations = state["observations"]
+        super().set_state(state)
 
     def reset(self) -> None:
         self._windows.clear()
@@ -395,7 +399,15 @@ class SequenceAdder(Adder):
                 buffer[env_id, :overlap] = buffer[env_id, self._period :]
         self._positions[env_id] = overlap
 
-    _STATE = ("_buffers", "_observations", "_positions", "_num_items")
+    def get_state(self) -> dict[str, Any]:
+        state = {"buffers": self._buffers, "observations": self._observations, "positions": self._positions}
+        return {**state, **super().get_state()}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self._buffers = state["buffers"]
+        self._observations = state["observations"]
+        self._positions = state["positions"]
+        super().set_state(state)
 
     def reset(self) -> None:
         self._positions[:] = 0

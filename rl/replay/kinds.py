@@ -57,7 +57,8 @@ class ReplayKind(abc.ABC):
         """The learner's decoded batches of `samples_per_learner_step` items."""
         from rl.replay.server import learner_iterator
 
-        table, batch = self.config.replay_table_name, self.samples_per_learner_step
+        table = self.config.replay_table_name
+        batch = self.samples_per_learner_step
         return learner_iterator(client, table, batch, self.decode(environment_spec))
 
 
@@ -68,7 +69,8 @@ class Transitions(ReplayKind):
         return adders.transition_codec(environment_spec).signature()
 
     def adder(self, client: Any, environment_spec: EnvironmentSpec, extras_spec: Mapping[str, Any]) -> adders.Adder:
-        config, codec = self.config, adders.transition_codec(environment_spec)
+        config = self.config
+        codec = adders.transition_codec(environment_spec)
         return adders.NStepTransitionAdder(
             client, config.replay_table_name, config.n_step, config.discount, codec=codec
         )
@@ -85,8 +87,10 @@ class Sequences(ReplayKind):
         return adders.sequence_signature(environment_spec, self.config.sequence_length, extras_spec)
 
     def adder(self, client: Any, environment_spec: EnvironmentSpec, extras_spec: Mapping[str, Any]) -> adders.Adder:
-        config, steps = self.config, adders.step_spec(environment_spec, extras_spec)
-        length, period = config.sequence_length, config.sequence_period
+        config = self.config
+        steps = adders.step_spec(environment_spec, extras_spec)
+        length = config.sequence_length
+        period = config.sequence_period
         return adders.SequenceAdder(client, config.replay_table_name, steps, length, period)
 
     def decode(self, environment_spec: EnvironmentSpec) -> Callable[[Any], Any]:

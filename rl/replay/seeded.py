@@ -92,7 +92,13 @@ class SeededTable:
 
     def get_state(self) -> dict[str, Any]:
         """Items, priorities and the generator's state: a resumed run draws as this one would."""
-        state = {key: vars(self)[key] for key in ("name", "sampler", "max_size", "inserts", "taken")}
+        state = {
+            "name": self.name,
+            "sampler": self.sampler,
+            "max_size": self.max_size,
+            "inserts": self.inserts,
+            "taken": self.taken,
+        }
         rng = self.rng.bit_generator.state
         return {**state, "items": list(self._items), "priorities": self._priorities.copy(), "rng": rng}
 

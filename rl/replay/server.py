@@ -155,7 +155,8 @@ def waking_batches(server_address: str, table: str, batch_size: int) -> Iterator
     while True:
         for part in dataset.as_numpy_iterator():
             if pending is not None:
-                part, pending = tree.map_structure(lambda *parts: np.concatenate(parts), pending, part), None
+                part = tree.map_structure(lambda *parts: np.concatenate(parts), pending, part)
+                pending = None
             if len(part.info.key) < batch_size:
                 pending = part
                 continue

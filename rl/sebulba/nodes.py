@@ -107,8 +107,9 @@ class SebulbaNodes(lifecycle.Nodes):
         self.learner_times = LearnerTimes()
         self.state: Any = None
 
-    def start(self) -> None:
-        experiment = self.experiment
+    def start(self, context: lifecycle.RunContext) -> None:
+        super().start(context)
+        experiment = context.experiment
         settings = self.settings
         restore = experiment.restore
         replicas = settings.num_seeds
@@ -127,7 +128,7 @@ class SebulbaNodes(lifecycle.Nodes):
         learner_keys, actor_keys, evaluation_keys = jnp.moveaxis(keys, 1, 0)  # Each (replicas, 2).
         started = time.perf_counter()
         self.state = initial_state(self.system, learner_keys, self.learner_device)
-        self.taken = self.record.steps // self.per_update
+        self.taken = self.context.record.steps // self.per_update
         self.learner_steps = 0
         self.episodes = [0] * replicas
         self.curves: list[list[tuple[int, float]]] = [[] for _ in range(replicas)]
@@ -162,8 +163,8 @@ class SebulbaNodes(lifecycle.Nodes):
             return cpu
         if setting == "learner" or self.learner_device == cpu:
             return self.learner_device
-        spec = self.experiment.environment_spec.observations
-        observations = np.zeros((self.settings.num_seeds, self.experiment.num_envs, *spec.shape), spec.dtype)
+        spec = self.context.experiment.environment_spec.observations
+        observations = np.zeros((self.settings.num_seeds, self.context.experiment.num_envs, *spec.shape), spec.dtype)
         arguments = (policy_params(self.system, self.state), keys, np.int32(0), observations)
         device, seconds = fastest_device(self.programs.act, arguments, [self.learner_device, cpu])
         timed = ", ".join(f"{kind} {value * 1e3:.2f} ms" for kind, value in seconds.items())
@@ -180,7 +181,7 @@ class SebulbaNodes(lifecycle.Nodes):
 
     def actor_thread(self, index: int, actor_keys: jax.Array) -> ActorThread:
         """Thread `index` with its copies of every replica and its keys (new in each session of the run)."""
-        experiment = self.experiment
+        experiment = self.context.experiment
         settings = self.settings
         environments = training_environments(
             experiment, settings.num_seeds, experiment.num_envs, index, settings.environment_threads
@@ -242,18 +243,18 @@ class SebulbaNodes(lifecycle.Nodes):
             due = self.taken % self.learner_record_every == 0
             pending = Update(metrics, handoffs, self.taken * self.per_update, rate, due)
             self.learner_times.updating_s += time.perf_counter() - dispatched
-            self.record.steps = self.taken * self.per_update
+            self.context.record.steps = self.taken * self.per_update
             if not np.isnan(self.recent_returns).all():
                 progress.update(episode_return=float(np.nanmean(self.recent_returns)))
-            progress.advance(self.record.steps, force=True)
+            progress.advance(self.context.record.steps, force=True)
         if pending is not None:
             started = time.perf_counter()
             self.write_records(dataclasses.replace(pending, learner_record=True))  # The last before a pause.
             self.learner_times.updating_s += time.perf_counter() - started
-        return self.record.steps
+        return self.context.record.steps
 
     def counts_of(self, replica: int, steps: int | None = None) -> dict[str, int]:
-        steps = self.record.steps if steps is None else steps
+        steps = self.context.record.steps if steps is None else steps
         return dict(actor_steps=steps, learner_steps=self.learner_steps, actor_episodes=self.episodes[replica])
 
     def write_records(self, update: Update) -> None:
@@ -297,8 +298,8 @@ class SebulbaNodes(lifecycle.Nodes):
     def evaluate(self) -> tuple[int, float, float]:
         """A round of every replica's evaluation policy: `eval_episodes` whole episodes each, seeded by the
         replica's seed and the step count only."""
-        experiment = self.experiment
-        steps = self.record.steps
+        experiment = self.context.experiment
+        steps = self.context.record.steps
         replicas = self.settings.num_seeds
         environments = evaluation_environments(experiment, replicas, steps, self.settings.environment_threads)
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
@@ -321,7 +322,7 @@ class SebulbaNodes(lifecycle.Nodes):
         return steps, float(np.mean(means)), time.time()
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
-        snapshot = lifecycle.Snapshot(self.record.steps, self.counts_of(0), consistent=self.state is not None)
+        snapshot = lifecycle.Snapshot(self.context.record.steps, self.counts_of(0), consistent=self.state is not None)
         if checkpoint:
             snapshot.learner_state = self.state
             snapshot.state["sebulba"] = {
@@ -373,22 +374,22 @@ class SebulbaNodes(lifecycle.Nodes):
         TRANSCRIPT.info("launcher=sebulba: one actor thread's step after warm-up (ms) %s", extra["actor_step_ms"])
         self.close()
         if self.own_records:
-            times = self.record.eval_times, summary.wall_time_s, self.record.acting_time_s
+            times = self.context.record.eval_times, summary.wall_time_s, self.context.record.acting_time_s
             replicas = []
             for index, replica in enumerate(self.replica_experiments):
                 result = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=status)
                 close_loggers(replica, exit_code=exit_code)
                 replicas.append(dataclasses.asdict(result) | {"run_directory": replica.run_directory})
             extra["replicas"] = replicas
-            acting = self.record.acting_time_s
-            total = self.record.steps * settings.num_seeds
+            acting = self.context.record.acting_time_s
+            total = self.context.record.steps * settings.num_seeds
             extra["total_actor_steps_per_second"] = round(total / acting, 1) if acting else None
             seeds = [replica.seed for replica in self.replica_experiments]
-            lines = replica_table(seeds, self.curves, self.experiment.threshold)
+            lines = replica_table(seeds, self.curves, self.context.experiment.threshold)
             for line in (f"Evaluation returns of each of the {len(seeds)} replicas:", *(f"  {line}" for line in lines)):
                 print(line, flush=True)
                 TRANSCRIPT.info(line)
-        add_summary_fields(self.experiment.run_directory, extra)
+        add_summary_fields(self.context.experiment.run_directory, extra)
         return summary
 
     def close(self) -> None:

@@ -12,24 +12,16 @@ from typing import Any, Callable, ClassVar, NamedTuple, Protocol, runtime_checka
 import jax
 import jax.numpy as jnp
 
-from rl.core import Batch, EnvironmentSpec
+from rl.core import EnvironmentSpec
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
+from rl.systems.learning import Learning
 
-# `(params, key, observations, step) -> actions` or `(actions, extras)`: a builder's `make_policy`.
-Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], Any]
+# `(params, key, observations, actor step) -> actions` (a row per copy of a vector environment) or
+# `(actions, extras)`: a builder's `make_policy`, acted with by the actors and by the compiled systems.
+Policy = Callable[[Any, jax.Array, Any, jax.Array], Any]
 
 # False: the update took no SGD step; its other metrics are placeholders, left out of the means.
 TRAINED = "trained"
-
-
-class Learning(Protocol):
-    """An agent's learning as pure functions (rl.agents.builder.Learning is one)."""
-
-    init: Callable[[jax.Array], Any]
-    sgd_step: Callable[[Any, Batch], tuple[Any, dict[str, jax.Array], Any]]
-    policy_params: Callable[[Any], Any]
-
-    def learner_steps(self, state: Any) -> jax.Array: ...
 
 
 @runtime_checkable

@@ -14,7 +14,8 @@ from rl.agents.actors import with_exploration
 from rl.agents.configs import builder_factory
 from rl.agents.dqn.builder import DQNBuilder
 from rl.agents.dqn import DQNConfig
-from rl.agents.builder import Batch, Learning
+from rl.core import Batch
+from rl.systems.learning import Learning
 from rl.agents.dqn.builder import apply_gradients, learning_rate_at, q_learning
 from rl.policies import Greedy
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents import continuous
-from rl.agents.builder import Learning
+from rl.systems.learning import Learning
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.base import ActorCriticNetworks
 from rl.policies import GaussianNoise

@@ -10,8 +10,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.actors import Policy, with_exploration
-from rl.agents.builder import Batch, Learning, ActorLearnerBuilder, normalized_weights
+from rl.agents.actors import with_exploration
+from rl.agents.builder import ActorLearnerBuilder
+from rl.core import Batch
+from rl.systems.base import Policy
+from rl.systems.learning import Learning, normalized_weights
 from rl.networks.base import FeedForwardNetwork
 from rl.policies import Greedy
 from rl.core import EnvironmentSpec, Transition

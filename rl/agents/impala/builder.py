@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.builder import Batch, Learning
+from rl.core import Batch
+from rl.systems.learning import Learning
 from rl.agents import on_policy
 from rl.agents.on_policy import masked_mean
 from rl.lazy_tensorflow import import_without_tensorflow

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rl.agents.builder import Learning
+from rl.systems.learning import Learning
 from rl.agents import on_policy
 from rl.agents.on_policy import masked_mean
 from rl.lazy_tensorflow import import_without_tensorflow

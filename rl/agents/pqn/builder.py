@@ -14,8 +14,10 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents import on_policy
-from rl.agents.actors import Policy, with_exploration
-from rl.agents.builder import ActorLearnerBuilder, Learning
+from rl.agents.actors import with_exploration
+from rl.agents.builder import ActorLearnerBuilder
+from rl.systems.base import Policy
+from rl.systems.learning import Learning
 from rl.agents.on_policy import masked_mean
 from rl.core import EnvironmentSpec
 from rl.networks.base import FeedForwardNetwork

@@ -11,7 +11,9 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents.actors import RecurrentActor, RecurrentPolicy
-from rl.agents.builder import ActorLearnerBuilder, Batch, Learning, normalized_weights
+from rl.agents.builder import ActorLearnerBuilder
+from rl.core import Batch
+from rl.systems.learning import Learning, normalized_weights
 from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import optax
 
 from rl.agents import continuous
-from rl.agents.builder import Learning
+from rl.systems.learning import Learning
 from rl.networks.base import ActorCriticNetworks, tanh_normal
 from rl.policies import Stochastic
 from rl.core import Transition

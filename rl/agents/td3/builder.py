@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from rl.agents import continuous
-from rl.agents.builder import Learning
+from rl.systems.learning import Learning
 from rl.networks.base import ActorCriticNetworks
 from rl.core import Transition
 
@@ -29,7 +29,8 @@ class TD3Builder(continuous.ContinuousBuilder):
             """Both critics against y = r + discount * min_i Q'_i(s', a~'), a~' the target policy's
             action plus N(0, sigma^2) noise clipped to +-noise_clip (kept in [-1, 1])."""
             target_action = policy.apply(state.target_policy_params, batch.next_observation)
-            sigma, noise_clip = config.target_policy_sigma, config.target_noise_clip
+            sigma = config.target_policy_sigma
+            noise_clip = config.target_noise_clip
             noise = jnp.clip(sigma * jax.random.normal(key, target_action.shape), -noise_clip, noise_clip)
             next_action = jnp.clip(target_action + noise, -1.0, 1.0)
             next_q = critic.apply(state.target_critic_params, batch.next_observation, next_action)[..., 0]

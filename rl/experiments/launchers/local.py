@@ -102,7 +102,8 @@ class LearnerThread:
 
     def notify(self) -> None:
         if self._error is not None:
-            error, self._error = self._error, None
+            error = self._error
+            self._error = None
             raise error
 
     def finish(self) -> None:
@@ -135,14 +136,17 @@ class LocalNodes(lifecycle.Nodes):
         self.pause = threading.Lock()  # Held between two learner steps: learning pauses.
         self.samples = 0  # Learner samples taken (a restored table's earlier ones included).
 
-    def start(self) -> None:
+    def start(self, context: lifecycle.RunContext) -> None:
         from rl.replay.seeded import SeededReplay
 
-        experiment, program, restore = self.experiment, self.program, self.experiment.restore
+        super().start(context)
+        experiment = context.experiment
+        program = self.program
+        restore = context.restore
         if self.deterministic:
             self.client = SeededReplay(program.make_replay_tables(), experiment.seed)
         else:
-            self.server, self.client = program.make_replay_server(*self.checkpoints.replay_paths(restore))
+            self.server, self.client = program.make_replay_server(*context.checkpoints.replay_paths(restore))
         self.counter = Counter()
         if restore is not None:
             self.counter.restore(restore.counts)
@@ -160,7 +164,8 @@ class LocalNodes(lifecycle.Nodes):
             if restore is not None:
                 self._restore_process_state(restore.checkpoint)
             return
-        table, batch = experiment.builder.config.replay_table_name, experiment.builder.samples_per_learner_step
+        table = experiment.builder.config.replay_table_name
+        batch = experiment.builder.samples_per_learner_step
         if restore is not None and restore.restore_replay:
             self.samples = int(self.client.server_info()[table].rate_limiter_info.sample_stats.completed)
         allowed = functools.partial(batches_allowed, self.client, table, batch, self.samples)
@@ -172,7 +177,7 @@ class LocalNodes(lifecycle.Nodes):
         return self.dataset
 
     def _step_filter(self, logger: Any) -> StepFilter:
-        every = max(1, self.experiment.eval_every // DETERMINISTIC_LOG_WINDOWS)
+        every = max(1, self.context.experiment.eval_every // DETERMINISTIC_LOG_WINDOWS)
         self.learner_log.append(StepFilter(logger, "actor_steps", every))
         return self.learner_log[-1]
 
@@ -193,7 +198,9 @@ class LocalNodes(lifecycle.Nodes):
         self.learner_log[0].set_state(saved["learner_log"])
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
-        loop, builder, step = self.actor_loop, self.experiment.builder, self.record.steps
+        loop = self.actor_loop
+        builder = self.context.experiment.builder
+        step = self.context.record.steps
         while step < until:
             # One batched step of the actor's copies, never past an evaluation point.
             count = min(loop.num_envs, until - step)
@@ -215,7 +222,7 @@ class LocalNodes(lifecycle.Nodes):
 
     def evaluate(self) -> tuple[int, float, float]:
         self.actor_loop.count_partial_episode()  # Evaluations sit at exact actor steps.
-        records = [evaluator.run_evaluation(self.experiment.eval_episodes) for evaluator in self.evaluators]
+        records = [evaluator.run_evaluation(self.context.experiment.eval_episodes) for evaluator in self.evaluators]
         steps = max(int(record.get("actor_steps", 0)) for record in records)
         mean = sum(float(record["episode_return"]) for record in records) / len(records)
         return steps, mean, max(evaluator.round_started_at for evaluator in self.evaluators)
@@ -230,13 +237,13 @@ class LocalNodes(lifecycle.Nodes):
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
         self.actor_loop.count_partial_episode()  # The counts then hold every step taken.
         with self.pause:
-            snapshot = lifecycle.Snapshot(self.record.steps, self.counter.get_counts())
+            snapshot = lifecycle.Snapshot(self.context.record.steps, self.counter.get_counts())
             snapshot.state["actor_schedule_step"] = int(self.actor_loop.actor.step_count)
             if not checkpoint:
                 return snapshot
             self.learner.check_finite()
             snapshot.learner_state = self.learner.save()
-            if self.server is not None and self.checkpoints.saves_replay:
+            if self.server is not None and self.context.checkpoints.saves_replay:
                 path = self.client.checkpoint()  # With the learner paused, as its state.
                 snapshot.replay = lambda: path
             if self.deterministic:

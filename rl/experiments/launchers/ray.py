@@ -146,7 +146,8 @@ class RayNodes(lifecycle.Nodes):
         token = uuid.uuid4().hex[:12]  # Nodes find each other by names unique to the run.
         self.names = {n: f"rl-{n}-{token}".replace("_", "-") for n in ("replay", "counter", "learner", "log_queue")}
         factory = ray_nodes.QueueLoggerFactory(self.names["log_queue"], experiment.logger_factory.start_time)
-        remote_experiment = dataclasses.replace(experiment, logger_factory=factory)
+        # The driver runs the lifecycle and its hooks: the nodes get neither.
+        remote_experiment = dataclasses.replace(experiment, logger_factory=factory, hooks=())
         self.program = NodeBuilder(remote_experiment, launcher.num_actors, launcher.num_evaluators)
         self.loggers: dict[tuple, Any] = {}
         self.deaths: dict[str, int] = {}
@@ -165,7 +166,7 @@ class RayNodes(lifecycle.Nodes):
 
     def _log(self, key: tuple, row: dict) -> None:
         if key not in self.loggers:
-            self.loggers[key] = self.experiment.logger_factory(*key)
+            self.loggers[key] = self.context.experiment.logger_factory(*key)
         self.loggers[key].write(row)
 
     def _drain_logs(self) -> None:
@@ -177,13 +178,17 @@ class RayNodes(lifecycle.Nodes):
     def _event(self, message: str) -> None:
         self._log(("launcher", None, None), {"event": message, "time": time.time()})
 
-    def start(self) -> None:
+    def start(self, context: lifecycle.RunContext) -> None:
         from ray.util.queue import Queue
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from rl.experiments.launchers import ray_nodes
 
-        launcher, experiment, names, restore = self.launcher, self.experiment, self.names, self.experiment.restore
+        super().start(context)
+        launcher = self.launcher
+        experiment = context.experiment
+        names = self.names
+        restore = context.restore
         # Nodes holding no CPU go to the head node, the learner near it, actors where their resources are.
         alive = [node for node in self.ray.nodes() if node.get("Alive")]
         heads = [node["NodeID"] for node in alive if "node:__internal_head__" in node.get("Resources", {})]
@@ -192,11 +197,11 @@ class RayNodes(lifecycle.Nodes):
         self.log_queue = Queue(maxsize=100_000, actor_options={"num_cpus": 0, "name": names["log_queue"], **head})
         counter = ray_nodes.CounterNode.options(name=names["counter"], **head)
         self.counter = counter.remote(experiment.max_actor_steps, *restored_counts(restore))
-        self._get(self.counter.hold_until.remote(self.record.next_eval), "counter", "hold_until")
+        self._get(self.counter.hold_until.remote(self.context.record.next_eval), "counter", "hold_until")
         # The program goes by value in each node's creation task, where a restart finds it.
         program = self.program
         replay = ray_nodes.ReplayNode.options(name=names["replay"], max_restarts=launcher.max_replay_restarts, **head)
-        self.replay = replay.remote(program, *self.checkpoints.replay_paths(restore), names["counter"])
+        self.replay = replay.remote(program, *self.context.checkpoints.replay_paths(restore), names["counter"])
         self.learner = ray_nodes.LearnerNode.options(
             num_cpus=launcher.learner_num_cpus,
             num_gpus=launcher.learner_num_gpus,
@@ -236,7 +241,7 @@ class RayNodes(lifecycle.Nodes):
 
     def act(self, until: int, pause: Any, progress: ProgressDisplay) -> int:
         """Watches the actors until the count reaches `until` (held there) or, at the budget, all are done."""
-        final = until >= self.experiment.max_actor_steps
+        final = until >= self.context.experiment.max_actor_steps
         self._get(self.counter.hold_until.remote(until), "counter", "hold_until")
         steps = self._actor_steps()
         while any(node.startswith("actor_") for node in self.runs) and (final or steps < until):
@@ -256,8 +261,9 @@ class RayNodes(lifecycle.Nodes):
     def evaluate(self) -> tuple[int, float, float]:
         timeout = self.launcher.evaluation_timeout_s
         # One call per evaluator, asked again of one Ray has rebuilt.
-        self.evaluations = [e.evaluate.remote(self.experiment.eval_episodes) for e in self.evaluators]
-        deadline, results = time.monotonic() + timeout, []
+        self.evaluations = [e.evaluate.remote(self.context.experiment.eval_episodes) for e in self.evaluators]
+        deadline = time.monotonic() + timeout
+        results = []
         while len(results) < len(self.evaluations):
             remaining = max(0.0, deadline - time.monotonic())
             ready, _ = self.ray.wait(self.evaluations, num_returns=len(self.evaluations), timeout=remaining)
@@ -282,8 +288,9 @@ class RayNodes(lifecycle.Nodes):
             if runs := [ref for node, ref in self.runs.items() if node.startswith("actor_")]:
                 self.ray.wait(runs, num_returns=len(runs), timeout=self.launcher.stop_timeout_s)
         else:
-            budget, counted = self._get(self.counter.state.remote(), "counter", "state"), self._actor_steps()
-            wanted = self.experiment.max_actor_steps
+            budget = self._get(self.counter.state.remote(), "counter", "state")
+            counted = self._actor_steps()
+            wanted = self.context.experiment.max_actor_steps
             message = (
                 f"step budget: {counted} actor steps counted of {wanted};"
                 f" per actor {budget['counted']}; restarts {budget['restarts']}"
@@ -298,14 +305,15 @@ class RayNodes(lifecycle.Nodes):
         try:
             taken = self._get_or_revive(self.learner.checkpoint, "learner")
         except self.ray.exceptions.RayTaskError as error:  # A numerical fault, say.
-            message = f"the learner's checkpoint failed ({_first_line(error)}); {self.checkpoints.kept()}"
+            message = f"the learner's checkpoint failed ({_first_line(error)}); {self.context.checkpoints.kept()}"
             raise LauncherError(message) from None
-        counts, schedule_steps = taken["counts"], taken["schedule_steps"]
+        counts = taken["counts"]
+        schedule_steps = taken["schedule_steps"]
         snapshot = lifecycle.Snapshot(int(counts.get("actor_steps", 0)), counts, taken["state"])
         snapshot.state["actor_schedule_step"] = schedule_steps.get(0, 0)
         snapshot.state["actor_schedule_steps"] = {str(k): v for k, v in sorted(schedule_steps.items())}
         snapshot.state["actor_episodes"] = {str(k): v for k, v in sorted(taken["episodes"].items())}
-        if checkpoint and self.checkpoints.saves_replay:
+        if checkpoint and self.context.checkpoints.saves_replay:
             snapshot.replay = lambda: self._get_or_revive(self.replay.checkpoint, "replay")
         return snapshot
 
@@ -335,9 +343,10 @@ class RayNodes(lifecycle.Nodes):
         self._close_node_loggers()  # Before the run's own loggers (its W&B run) close.
         with contextlib.suppress(Exception):  # A counter lost with Ray on a failed run: the summary stays as written.
             taken = self._get(self.counter.snapshot.remote(), "counter", "snapshot", timeout=5.0)
-            steps, episodes = taken["schedule_steps"], taken["episodes"]
+            steps = taken["schedule_steps"]
+            episodes = taken["episodes"]
             actors = {str(a): {"actor_steps": int(steps.get(a, 0)), "episodes": int(episodes.get(a, 0))} for a in steps}
-            path = os.path.join(self.experiment.run_directory, "summary.json")
+            path = os.path.join(self.context.experiment.run_directory, "summary.json")
             checkpointing.write_json(path, checkpointing.read_json(path) | {"actors": actors})
         return summary
 
@@ -356,7 +365,8 @@ class RayNodes(lifecycle.Nodes):
 
     def _call_when_back(self, method: Any, node: str) -> Any:
         """`method.remote()` of a node Ray is restarting, asked until restart_timeout_s."""
-        exceptions, timeout = self.ray.exceptions, self.launcher.restart_timeout_s
+        exceptions = self.ray.exceptions
+        timeout = self.launcher.restart_timeout_s
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -404,7 +414,7 @@ class RayNodes(lifecycle.Nodes):
         elif kind == "replay":  # Its clients reconnect by themselves.
             start = self._call_when_back(handle.start_info, node)
             origin = (
-                f"restored from {os.path.relpath(start['restored'], self.experiment.run_directory)}"
+                f"restored from {os.path.relpath(start['restored'], self.context.experiment.run_directory)}"
                 if start["restored"]
                 else "with empty tables (no replay checkpoint: checkpoint.replay=false, or none yet)"
             )
@@ -417,7 +427,7 @@ class RayNodes(lifecycle.Nodes):
             )
         else:
             self._event(f"{revived}: it plays its round again")
-            self.evaluations[int(instance)] = handle.evaluate.remote(self.experiment.eval_episodes)
+            self.evaluations[int(instance)] = handle.evaluate.remote(self.context.experiment.eval_episodes)
             return
         self.runs[node] = handle.run.remote()
 
@@ -430,7 +440,7 @@ class RayNodes(lifecycle.Nodes):
         digest = self._get(self.learner.restore.remote(state), "learner", "restore")
         origin = f"checkpoint {checkpoint}" if checkpoint is not None else "its initial state (no checkpoint yet)"
         self._drain_logs()  # The dead learner's last records, before they are sorted out.
-        logs = os.path.join(self.experiment.run_directory, "logs")
+        logs = os.path.join(self.context.experiment.run_directory, "logs")
         destination = os.path.join(logs, "superseded", f"learner.restart{self.deaths['learner']}.csv")
         lost = lambda row: (row.get("learner_steps") or "").isdigit() and int(row["learner_steps"]) > learner_steps
         superseded = move_rows(os.path.join(logs, "learner.csv"), lost, destination)
@@ -444,7 +454,7 @@ class RayNodes(lifecycle.Nodes):
     def _record_pids(self, pids: dict[str, int]) -> None:
         """logs/nodes.json: which process hosts which node."""
         self.node_pids.update(pids)
-        directory = os.path.join(self.experiment.run_directory, "logs")
+        directory = os.path.join(self.context.experiment.run_directory, "logs")
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "nodes.json"), "w") as file:
             json.dump(self.node_pids, file, indent=2)

@@ -52,7 +52,8 @@ class RemoteCounter:
 
     def flush(self) -> dict[str, float]:
         with self._lock:
-            pending, self._pending = self._pending, collections.Counter()
+            pending = self._pending
+            self._pending = collections.Counter()
         self._counts = ray.get(self._handle.increment.remote(dict(pending), *self._actor))
         self._last_flush = time.monotonic()
         return dict(self._counts)
@@ -73,7 +74,8 @@ class RemoteVariableSource(core.VariableSource):
         self._retry_at = 0.0
 
     def get_variables(self, names: Sequence[str]) -> list[Any]:
-        names, deadline = list(names), time.monotonic() + self._timeout_s
+        names = list(names)
+        deadline = time.monotonic() + self._timeout_s
         while self._latest is None or not self._asynchronous:  # A blocking call.
             with contextlib.suppress(GetTimeoutError, RayActorError, RayTaskError):  # Restarting: ask again.
                 self._latest = ray.get(
@@ -248,7 +250,9 @@ class StepBudget(_Node):
         self._closed = True
 
     def state(self) -> dict[str, Any]:
-        outstanding, counted, restarts = dict(self._outstanding), dict(self._counted), dict(self._incarnations)
+        outstanding = dict(self._outstanding)
+        counted = dict(self._counted)
+        restarts = dict(self._incarnations)
         return {"unleased": self._unleased, "outstanding": outstanding, "counted": counted, "restarts": restarts}
 
     def snapshot(self) -> dict[str, Any]:
@@ -293,7 +297,8 @@ class LearnerNode(_Node):
         self._step_lock = threading.Lock()
         self._batches: StepLockReleasingIterator | None = None
         self._learner = program.make_learner(watched_replay_client(replay), self._counter, wrap_dataset=self._pausable)
-        self._stop, self._ended = threading.Event(), threading.Event()
+        self._stop = threading.Event()
+        self._ended = threading.Event()
         self._lock = threading.Lock()
         self._params: dict[str, tuple[int, Any]] = {}  # Per name: (learner version, numpy value).
         self._version = 0
@@ -392,7 +397,8 @@ class ActorNode(_Node):
             except ReplayTimeoutError:
                 if attempt == REPLAY_RECONNECTS:
                     raise
-                experiment, stale = self._program.experiment, self._loop.actor.adder
+                experiment = self._program.experiment
+                stale = self._loop.actor.adder
                 client = watched_replay_client(self._replay)
                 self._loop.actor.adder = experiment.builder.make_adder(client, experiment.environment_spec)
                 self._loop.drop_episodes()
