@@ -83,6 +83,7 @@ HYDRA_FULL_ERROR_GIVEN = "HYDRA_FULL_ERROR" in os.environ
 
 def composition_error(error: Exception, argv: list[str]) -> str:
     """One line for a command line Hydra cannot compose; an unknown key names the nearest option."""
+    from hydra.errors import MissingConfigException
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
@@ -92,6 +93,12 @@ def composition_error(error: Exception, argv: list[str]) -> str:
         return str(cause.full_key or "") if isinstance(cause, OmegaConfBaseException) else ""
 
     cause = error.__cause__ or error.__context__
+    missing = next((e for e in (error, cause) if isinstance(e, MissingConfigException) and e.options), None)
+    if missing is not None:  # A group's option that conf/ lacks (a misspelt preset, say).
+        group, _, name = str(missing.missing_cfg_file or "").rpartition("/")
+        nearest = nearest_option(name, [str(option) for option in missing.options])
+        options = f"did you mean {group}={nearest}?" if nearest else f"its options: {', '.join(missing.options)}"
+        return f"{group}={name}: no such option of the config group {group}; {options}"
     while cause is not None and not full_key(cause) and (cause.__cause__ or cause.__context__):
         cause = cause.__cause__ or cause.__context__  # A preset's error comes wrapped in Hydra's.
     key = full_key(cause)

@@ -213,6 +213,16 @@ def test_an_unknown_key_names_the_option_it_most_likely_meant(tmp_path):
 
 
 @pytest.mark.current
+def test_a_misspelt_preset_names_the_one_it_most_likely_meant(tmp_path):
+    result = run_train(["experiment=ppo_gymax_cartpole", f"hydra.run.dir={tmp_path / 'run'}"], timeout=120)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "Invalid configuration: experiment=ppo_gymax_cartpole: no such option of the config group experiment; "
+        "did you mean experiment=ppo_gymnax_cartpole?"
+    ]
+    assert not os.path.exists(tmp_path / "run")
+
+
+@pytest.mark.current
 def test_a_preset_with_another_agent_says_whose_preset_it_is(tmp_path):
     result = run_train(["experiment=dqn_cartpole", "agent=ppo", f"hydra.run.dir={tmp_path}"], timeout=120)
     lines = result.stderr.strip().splitlines()

@@ -200,7 +200,8 @@ def test_a_trial_is_a_hook_of_its_run_opened_when_the_run_starts(tmp_path):
         ),
         (
             ["hydra/sweeper/pruner=hyperband"],
-            "Available options in 'hydra/sweeper/pruner': halving; median; none; threshold",
+            "hydra/sweeper/pruner=hyperband: no such option of the config group hydra/sweeper/pruner; "
+            "its options: halving, median, none, threshold",
         ),
     ],
 )
