@@ -13,7 +13,7 @@ from rl.experiments.launchers.ray import RayLauncher
 from rl.experiments.make_experiment import make_experiment
 from rl.experiments.validation import ConfigError
 from rl.core import is_discrete
-from rl.train import integral_overrides
+from rl.command_line import integral_overrides
 
 CONF = os.path.join(ROOT, "conf")
 GROUPS = ["environment", "network", "policy", "logger", "agent", "launcher", "experiment"]
