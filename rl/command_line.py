@@ -1,6 +1,6 @@
 """The training command line before Hydra composes it, and where Hydra refuses it: the rewrites (`resume=DIR`,
 an integer written as a float), the refusals that need no config (an unwritable run directory, SLURM where
-there is none), and one line naming the key for a command line Hydra cannot compose (rl/train.py runs
+there is none), and one line naming the key for a command line Hydra cannot read or compose (rl/train.py runs
 these; none imports JAX or TensorFlow, so a bad command line fails in a fraction of a second)."""
 
 from __future__ import annotations
@@ -12,10 +12,13 @@ import sys
 import tempfile
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+# Where Hydra's override grammar (comma lists, range(), choice(), quoting) is described.
+GRAMMAR_PAGE = "https://hydra.cc/docs/1.3/advanced/override_grammar/basic/"
 # Hydra's arguments that print something and start no job.
 INFORMATION = ("-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "-sc", "--shell-completion")
 # A number written as a float (1e5, 2.5e2, 100000.0).
 _FLOAT_LITERAL = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+BRACKETS = {"(": ")", "[": "]", "{": "}"}
 
 
 def is_multirun(argv: list[str]) -> bool:
@@ -130,6 +133,75 @@ def cluster_error(argv: list[str]) -> str | None:
     return None
 
 
+def _without_quotes(value: str) -> str:
+    """`value` with each quoted part (and each character a backslash escapes) replaced by `x`: what is left
+    is the grammar's own brackets and commas."""
+    return re.sub(r"'[^']*'|\"[^\"]*\"|\\.", "x", value)
+
+
+def unpaired(value: str) -> str | None:
+    """Why the quotes or brackets of an override's value do not pair up; None when they do."""
+    bare = _without_quotes(value)
+    quote = next((mark for mark in ("'", '"') if mark in bare), None)
+    if quote is not None:
+        return f"the quote {quote} is never closed"
+    opened: list[str] = []
+    for character in bare:
+        if character in BRACKETS:
+            opened.append(character)
+        elif character in BRACKETS.values():
+            if not opened:
+                return f"'{character}' closes nothing"
+            last = opened.pop()
+            if BRACKETS[last] != character:
+                return f"'{character}' closes '{last}'"
+    return f"'{opened[-1]}' is never closed" if opened else None
+
+
+def has_empty_item(value: str) -> bool:
+    """Whether a comma list in an override's value has an empty item (`1e-3,,2e-3`, `1,`, `choice(1,)`)."""
+    return re.search(r"(^|[,(\[{])\s*,|,\s*($|[)\]}])", _without_quotes(value)) is not None
+
+
+def grammar_reason(message: str) -> str:
+    """Hydra's parser's message, less its list of the grammar's tokens, as a phrase."""
+    prefix = "LexerNoViableAltException: "
+    lines = [line for line in message.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(("See https://", "Error parsing override"))]
+    if not lines:
+        return "not in the override grammar"
+    if lines[0].startswith(prefix) and len(lines) > 1 and "^" in lines[1]:  # The override, and a caret under it.
+        override = lines[0].removeprefix(prefix)
+        at = lines[1].index("^") - len(prefix)
+        return f"'{override[at]}' cannot stand there" if 0 <= at < len(override) else "not in the override grammar"
+    reason = re.sub(r" expecting (\{[^}]*\}|\S+)", "", lines[0])
+    reason = re.sub(r"^(extraneous|mismatched) input ", "unexpected ", reason)
+    return reason.replace("no viable alternative at input", "cannot read").replace("'<EOF>'", "end")
+
+
+def override_syntax_error(override: str, message: str) -> str:
+    """One line for an override Hydra's parser refuses (`message`: its error), naming the key: a comma list
+    with an empty item, a bracket or quote left open, or what the parser said, without its grammar dump."""
+    key = override_key(override)
+    if "=" not in override and not override.startswith("~"):
+        return f"{key}: no value; an override is key=value"
+    if re.search(r"\s", key):
+        return f"{key!r}: a key holds no spaces; an override is key=value"
+    value = override.split("=", 1)[1]
+    reason = unpaired(value)
+    if reason is None and has_empty_item(value):
+        reason = "an empty item in a comma list"
+    if reason is None:
+        reason = grammar_reason(message)
+    return f"{key}: cannot read {value!r}: {reason} (the override grammar: {GRAMMAR_PAGE})"
+
+
+def as_typed(override: str, typed: list[str]) -> str:
+    """The argument the user typed that became `override` (the rewrites above change some values)."""
+    same_key = [arg for arg in typed if "=" in arg and override_key(arg) == override_key(override)]
+    return same_key[-1] if same_key else override
+
+
 def missing_option_error(error: Exception) -> str | None:
     """A group's option that conf/ lacks (a misspelt preset, say), naming the nearest one, as one line."""
     from hydra.errors import MissingConfigException
@@ -166,8 +238,10 @@ def preset_owner_error(key: str, argv: list[str]) -> str | None:
     )
 
 
-def composition_error(error: Exception, argv: list[str]) -> str:
-    """One line for a command line Hydra cannot compose; an unknown key names the nearest option."""
+def composition_error(error: Exception, argv: list[str], typed: list[str]) -> str:
+    """One line for a command line (`argv`, as rewritten from `typed`) Hydra cannot read or compose: an
+    override it cannot parse names its key, an unknown key the nearest option."""
+    from hydra.errors import OverrideParseException
     from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
     from rl.experiments.validation import nearest_option
@@ -175,6 +249,8 @@ def composition_error(error: Exception, argv: list[str]) -> str:
     def full_key(cause: BaseException | None) -> str:
         return str(cause.full_key or "") if isinstance(cause, OmegaConfBaseException) else ""
 
+    if isinstance(error, OverrideParseException):
+        return override_syntax_error(as_typed(error.override, typed), error.message)
     missing = missing_option_error(error)
     if missing is not None:
         return missing

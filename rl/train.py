@@ -233,11 +233,12 @@ def exit_past_running_work(code: Any) -> None:
 def cli() -> None:
     """The command line: re-executed under jemalloc (the one place a training command does), rewritten and
     checked (rl/command_line.py: an unwritable run directory, or SLURM where there is none, exits with status
-    1), then Hydra's main; a command line Hydra cannot compose is one line, exit status 2."""
+    1), then Hydra's main; a command line Hydra cannot read or compose is one line, exit status 2."""
     from rl.allocator import reexec_with_jemalloc
 
     reexec_with_jemalloc()  # Before anything heavy loads; sys.orig_argv keeps the command as typed.
-    sys.argv[1:] = resume_arguments(integral_overrides(sys.argv[1:]))
+    typed = sys.argv[1:]
+    sys.argv[1:] = resume_arguments(integral_overrides(typed))
     existing = existing_run_directories(sys.argv[1:])
     error = run_directory_error(sys.argv[1:]) or cluster_error(sys.argv[1:])
     if error is not None:
@@ -252,7 +253,7 @@ def cli() -> None:
     except CompactHydraException as error:
         if HYDRA_FULL_ERROR_GIVEN:
             raise
-        print(f"Invalid configuration: {composition_error(error, sys.argv[1:])}", file=sys.stderr)
+        print(f"Invalid configuration: {composition_error(error, sys.argv[1:], typed)}", file=sys.stderr)
         sys.exit(2)
     except RunRefused as refused:
         remove_empty_directories(refused.run_directory, existing)
