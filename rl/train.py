@@ -263,5 +263,7 @@ def cli() -> None:
         raise
 
 
-if __name__ == "__main__":
-    cli()
+if __name__ == "__main__":  # `python -m rl.train`: run the imported module, the one the grid launcher imports too.
+    from rl.train import cli as imported_cli
+
+    imported_cli()
