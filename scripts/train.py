@@ -1,12 +1,7 @@
 """Trains an agent: `python scripts/train.py [group=option ...] [key=value ...]` (the
-same as `python -m rl.train`; see rl/train.py)."""
+same as `python -m rl.train`; see rl/train.py, whose `cli` re-executes under jemalloc)."""
 
-from rl.allocator import reexec_with_jemalloc
-
-if __name__ == "__main__":
-    reexec_with_jemalloc()  # Once, before anything heavy is imported (rl/allocator.py: why).
-
-from rl.train import cli  # noqa: E402
+from rl.train import cli
 
 if __name__ == "__main__":
     cli()

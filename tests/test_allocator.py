@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -139,3 +140,25 @@ def test_the_train_entry_points_reexecute(entry, jemalloc):
         assert result.returncode == 0, result.stderr[-2000:]
         assert f"probe: {expected}\n" in result.stdout
         assert "seed: 20260\n" in result.stdout  # The arguments survived the re-exec.
+
+
+def test_a_training_command_reexecutes_in_one_place():
+    """`rl.train:cli` is the one place a training command re-executes (scripts/train.py, `python -m rl.train`
+    and `rl-train` all call it); scripts/benchmark.py is a command of its own."""
+    callers = []
+    for folder in ("rl", "scripts", "hydra_plugins"):
+        for directory, _, names in os.walk(os.path.join(ROOT, folder)):
+            for name in (name for name in names if name.endswith(".py")):
+                with open(os.path.join(directory, name)) as file:
+                    if re.search(r"^\s*reexec_with_jemalloc\(\)", file.read(), re.MULTILINE):  # A call.
+                        callers.append(os.path.relpath(os.path.join(directory, name), ROOT))
+    assert sorted(callers) == ["rl/train.py", "scripts/benchmark.py"]
+
+
+def test_the_entry_point_imports_nothing_heavy_before_it_reexecutes():
+    """What `rl.train` imports runs twice under a re-exec: the standard library and rl's light modules only."""
+    heavy = ("hydra", "omegaconf", "numpy", "yaml", "jax", "tensorflow.python")
+    probe = f"import sys, rl.train; print([name for name in {heavy!r} if name in sys.modules])"
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"

@@ -13,7 +13,7 @@ from rl.experiments.launchers.ray import RayLauncher
 from rl.experiments.make_experiment import make_experiment
 from rl.experiments.validation import ConfigError
 from rl.core import is_discrete
-from rl.train import integral_overrides
+from rl.command_line import GRAMMAR_PAGE, integral_overrides, override_syntax_error
 
 CONF = os.path.join(ROOT, "conf")
 GROUPS = ["environment", "network", "policy", "logger", "agent", "launcher", "experiment"]
@@ -220,6 +220,50 @@ def test_a_misspelt_preset_names_the_one_it_most_likely_meant(tmp_path):
         "did you mean experiment=ppo_gymnax_cartpole?"
     ]
     assert not os.path.exists(tmp_path / "run")
+
+
+SWEEP_SYNTAX_ERRORS = [
+    ("agent.learning_rate=1e-3,,2e-3", "cannot read '1e-3,,2e-3': an empty item in a comma list"),
+    ("agent.learning_rate=range(1,", "cannot read 'range(1,': '(' is never closed"),
+    ("agent.learning_rate=choice(1e-3", "cannot read 'choice(1e-3': '(' is never closed"),
+]
+
+
+@pytest.mark.current
+@pytest.mark.parametrize("override,reason", SWEEP_SYNTAX_ERRORS, ids=[o for o, _ in SWEEP_SYNTAX_ERRORS])
+def test_a_sweep_syntax_error_names_its_key_in_one_line(override, reason, tmp_path):
+    """Hydra's parser says `no viable alternative at input ...` or dumps its grammar's tokens, without the key."""
+    result = run_train(["-m", override, f"hydra.sweep.dir={tmp_path / 'sweep'}"], timeout=120)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"Invalid configuration: agent.learning_rate: {reason} (the override grammar: {GRAMMAR_PAGE})"
+    ]
+    assert not os.path.exists(tmp_path / "sweep")
+
+
+@pytest.mark.current
+def test_an_override_the_grammar_cannot_read_is_explained_by_its_key():
+    """The reasons a researcher can act on come first; what Hydra's parser said, less its token list, last."""
+    grammar = "extraneous input ')' expecting {<EOF>, ':', BRACKET_OPEN, BRACE_OPEN, FLOAT, INT}"
+    reasons = {
+        "seed=1,": "seed: cannot read '1,': an empty item in a comma list",
+        "seed=,1": "seed: cannot read ',1': an empty item in a comma list",
+        "seed=choice(1,)": "seed: cannot read 'choice(1,)': an empty item in a comma list",
+        "seed=1)": "seed: cannot read '1)': ')' closes nothing",
+        "seed=[1,2)": "seed: cannot read '[1,2)': ')' closes '['",
+        "seed='1": "seed: cannot read \"'1\": the quote ' is never closed",
+        "seed='(',1": None,  # A bracket inside quotes is a character, and the list is whole.
+        "+seed=${x": "seed: cannot read '${x': '{' is never closed",
+    }
+    for override, reason in reasons.items():
+        line = override_syntax_error(override, grammar)
+        if reason is None:
+            assert line.startswith("seed: cannot read \"'(',1\": unexpected ')' ("), line
+        else:
+            assert line == f"{reason} (the override grammar: {GRAMMAR_PAGE})"
+    assert override_syntax_error("seed", "missing EQUAL at '<EOF>'") == "seed: no value; an override is key=value"
+    assert override_syntax_error("agent.learning rate=1", "") == (
+        "'agent.learning rate': a key holds no spaces; an override is key=value"
+    )
 
 
 @pytest.mark.current

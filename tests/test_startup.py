@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import ROOT, TRAIN, run_train
-from rl.train import run_directory_error
+from rl.command_line import run_directory_error
 
 # "tensorflow.python": TensorFlow's own code (`import rl` puts only a stand-in `tensorflow`
 # module in place, rl/lazy_tensorflow.py).

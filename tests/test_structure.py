@@ -255,8 +255,6 @@ KEPT_MODULE_STATE = {
     "_state": "rl/lazy_tensorflow.py: TensorFlow, imported once per process when first needed",
     "_FILES": "rl/loggers/csv.py: the open CSV files, shared by the loggers that write one path",
     "_registered": "rl/environments/factories.py: the ids registered with gymnasium's own registry",
-    "_SWALLOWED": "rl/experiments/signals.py: a signal whose exception Python swallowed, for the next StopRequest",
-    "_EXISTING_RUN_DIRECTORIES": "rl/train.py: the run directories that existed before Hydra made its own",
 }
 
 

@@ -63,8 +63,8 @@ class StopRequest:
     raised for and something swallowed is a stop already requested."""
 
     def __init__(self) -> None:
-        self.signum: int | None = _SWALLOWED.pop() if _SWALLOWED else None
-        _SWALLOWED.clear()
+        handler = signal.getsignal(signal.SIGINT)  # The process's handler: `raise_on_signals`', while it is open.
+        self.signum: int | None = handler.take_raised() if isinstance(handler, RaiseInterrupted) else None
         self.requeue = requeue_signal()
         self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ())).close
 
@@ -74,23 +74,29 @@ class StopRequest:
         self.signum = signum
 
 
-# The signals `_raise` raised `Interrupted` for, until something handles it: an exception raised where Python
-# calls back from C (a garbage collector callback such as jax's, a finalizer) is printed and swallowed.
-_SWALLOWED: list[int] = []
+class RaiseInterrupted:
+    """The signal handler of `raise_on_signals`: raises `Interrupted`, and keeps the signals it raised for
+    until a `StopRequest` takes them: an exception raised where Python calls back from C (a garbage collector
+    callback such as jax's, a finalizer) is printed and swallowed."""
 
+    def __init__(self) -> None:
+        self.raised: list[int] = []
 
-def _raise(signum: int, frame: Any) -> None:
-    _SWALLOWED.append(signum)
-    raise Interrupted(signum)
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.raised.append(signum)
+        raise Interrupted(signum)
+
+    def take_raised(self) -> int | None:
+        """The last signal raised for, if any (a stop already requested); forgotten once taken."""
+        last = self.raised[-1] if self.raised else None
+        self.raised.clear()
+        return last
 
 
 def raise_on_signals() -> contextlib.ExitStack:
-    """While open, SIGINT and SIGTERM raise `Interrupted` in the main thread; one that was swallowed (see
-    `_SWALLOWED`) makes the next `StopRequest` a stop requested."""
-    _SWALLOWED.clear()
-    stack = _set_handlers(_raise)
-    stack.callback(_SWALLOWED.clear)
-    return stack
+    """While open, SIGINT and SIGTERM raise `Interrupted` in the main thread; one that was swallowed makes
+    the next `StopRequest` a stop requested (`RaiseInterrupted`). Each opening starts with none raised."""
+    return _set_handlers(RaiseInterrupted())
 
 
 class Stopped(Exception):
