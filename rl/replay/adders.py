@@ -105,7 +105,13 @@ class Adder(abc.ABC):
 
 
 def n_step_return(rewards: list[float], discounts: list[float], gamma: float) -> tuple[float, float]:
-    """The discounted return and the bootstrap factor after it; a 0 in `discounts` stops both."""
+    """The discounted return and the bootstrap factor after it; a 0 in `discounts` stops both.
+
+    The compiled path's `rl.systems.off_policy.n_step_transitions` computes the same sum, written a second time
+    on purpose: this one runs on the host, per copy, as each step reaches the adder (Python floats, a step at
+    a time, before reverb holds anything); that one runs traced on the device over a sampled (B, n) batch,
+    masked where an episode ended inside the window. One function cannot serve both without moving every
+    actor step onto the device or every sampled batch off it."""
     total = 0.0
     factor = 1.0
     for reward, discount in zip(rewards, discounts):

@@ -229,7 +229,8 @@ class EvaluationResult(NamedTuple):
 
 def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Array) -> EvaluationResult:
     """Every copy runs until its first episode ends (or one step past the episode limit); `policy`
-    returns (actions, extras)."""
+    returns (actions, extras). Host environments are evaluated by `EnvironmentLoop.run_evaluation`
+    (rl/environment_loop.py), whose docstring says why there are two loops."""
     reset_key, key = jax.random.split(key)
     limit = int(environment.params.max_steps_in_episode) + 1
     zeros = jnp.zeros((environment.num_envs,), jnp.float32)

@@ -55,7 +55,9 @@ class ReplayState(NamedTuple):
 
 
 def n_step_transitions(sequences: BufferItem, gamma: float) -> Transition:
-    """(B, n) stored steps -> B n-step transitions (OffPolicySystem's docstring)."""
+    """(B, n) stored steps -> B n-step transitions (OffPolicySystem's docstring): R = sum_k gamma^k r_k and
+    the bootstrap factor prod_k gamma d_k over the steps before the first `done`. The host's adders compute
+    the same per step as it arrives (`rl.replay.adders.n_step_return`, whose docstring says why two)."""
     batch, n = sequences.reward.shape
     reward = jnp.zeros((batch,), jnp.float32)
     discount = jnp.ones((batch,), jnp.float32)
