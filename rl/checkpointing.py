@@ -22,6 +22,7 @@ import numpy as np
 from rl.checks import require_at_least, require_positive
 
 FORMAT = 3
+REPLICA_DIRECTORIES = "seed_*"  # Replica i of a run (seeds of launcher=anakin or sebulba) writes <run dir>/seed_<i>/.
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 
@@ -77,7 +78,11 @@ def list_checkpoints(run_directory: str) -> list[str]:
 
 
 def log_files(run_directory: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(glob.escape(run_directory), "logs", "*.csv")))
+    """The run's CSV logs and its replicas' (`seed_<i>/logs/`, rl.experiments.replicas): what a restart sets aside."""
+    root = glob.escape(run_directory)
+    own = glob.glob(os.path.join(root, "logs", "*.csv"))
+    replicas = glob.glob(os.path.join(root, REPLICA_DIRECTORIES, "logs", "*.csv"))
+    return sorted(own + replicas)
 
 
 def _has_rows(path: str) -> bool:
