@@ -16,10 +16,9 @@ from conftest import read_summary, run_train, start_train
 from rl.experiments.resume import trim_logs
 
 SEEDS = 3
-# A small PPO on gymnax CartPole in 3 seeds, 128 actor steps a chunk, and no periodic checkpoint within the test.
-THREE_SEEDS = [
+# A small PPO on gymnax CartPole, 128 actor steps a chunk, and no periodic checkpoint within a test.
+SMALL_PPO = [
     "experiment=ppo_gymnax_cartpole",
-    f"launcher.num_seeds={SEEDS}",
     "launcher.steps_per_chunk=2",
     "agent.unroll_length=16",
     "agent.num_epochs=2",
@@ -46,13 +45,13 @@ def _write_rows(path: str, rows: list[dict[str, int]]) -> None:
         writer.writerows(rows)
 
 
-def _kill_once_written(process: subprocess.Popen, log: str, rows: int, timeout: float = 300) -> None:
-    """SIGKILL to `process` once its CSV `log` holds `rows` rows; the process is held still (SIGSTOP) while the
-    log is read, so the kill lands mid-run."""
+def _kill_once_written(process: subprocess.Popen, pattern: str, rows: int, timeout: float = 300) -> None:
+    """SIGKILL to `process` once a CSV log matching the glob `pattern` holds `rows` rows; the process is held
+    still (SIGSTOP) while the logs are read, so the kill lands mid-run."""
     deadline = time.monotonic() + timeout
     while True:
         process.send_signal(signal.SIGSTOP)
-        if os.path.exists(log) and len(_rows(log)) >= rows:
+        if any(len(_rows(path)) >= rows for path in glob.glob(pattern)):
             break
         assert process.poll() is None, process.communicate()[1][-3000:]
         assert time.monotonic() < deadline, "the run wrote no log rows in time"
@@ -60,6 +59,26 @@ def _kill_once_written(process: subprocess.Popen, log: str, rows: int, timeout: 
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=60)
+
+
+def _steps_once_each(path: str) -> list[str]:
+    steps = [row["actor_steps"] for row in _rows(path)]
+    assert len(steps) == len(set(steps)), f"{path} repeats actor_steps"
+    return steps
+
+
+def _dead_rows(pattern: str) -> dict[str, list[str]]:
+    """The `actor_steps` of each log matching `pattern` that holds rows, by path."""
+    found = {path: [row["actor_steps"] for row in _rows(path)] for path in glob.glob(pattern)}
+    return {path: steps for path, steps in found.items() if steps}
+
+
+def _set_aside(dead: dict[str, list[str]], session: int) -> None:
+    """Each of the `dead` logs' rows is in its logs/superseded/<label>.session<session>.csv."""
+    for path, steps in dead.items():
+        label = os.path.splitext(os.path.basename(path))[0]
+        aside = os.path.join(os.path.dirname(path), "superseded", f"{label}.session{session}.csv")
+        assert [row["actor_steps"] for row in _rows(aside)] == steps
 
 
 def test_a_restart_from_scratch_moves_every_replicas_rows_aside(tmp_path):
@@ -94,14 +113,12 @@ def test_seeds_killed_before_their_first_checkpoint_start_over_with_the_dead_run
     """launcher=anakin with 3 seeds, killed (SIGKILL) before its first checkpoint: the same command starts the
     run over, says the earlier rows move to logs/superseded/, and they do, in every seed's logs; no seed's CSV
     repeats an `actor_steps`."""
-    arguments = [*THREE_SEEDS, f"hydra.run.dir={tmp_path}"]
+    arguments = [*SMALL_PPO, f"launcher.num_seeds={SEEDS}", f"hydra.run.dir={tmp_path}"]
     process = start_train(arguments)
     _kill_once_written(process, str(tmp_path / f"seed_{SEEDS - 1}" / "logs" / "learner.csv"), rows=2)
     assert not glob.glob(str(tmp_path / "checkpoints" / "step_*"))  # Killed before its first checkpoint.
-    dead = {}
-    for path in glob.glob(str(tmp_path / "seed_*" / "logs" / "*.csv")):
-        dead[path] = [row["actor_steps"] for row in _rows(path)]
-    assert all(dead[str(tmp_path / f"seed_{i}" / "logs" / "learner.csv")] for i in range(SEEDS))
+    dead = _dead_rows(str(tmp_path / "seed_*" / "logs" / "*.csv"))
+    assert {os.path.join(str(tmp_path), f"seed_{i}", "logs", "learner.csv") for i in range(SEEDS)} <= set(dead)
 
     again = run_train(arguments, timeout=600)
 
@@ -110,12 +127,28 @@ def test_seeds_killed_before_their_first_checkpoint_start_over_with_the_dead_run
     assert read_summary(str(tmp_path))["actor_steps"] == 4096
     for index in range(SEEDS):
         logs = tmp_path / f"seed_{index}" / "logs"
-        for label in ("actor", "learner", "evaluator"):
-            steps = [row["actor_steps"] for row in _rows(str(logs / f"{label}.csv"))]
-            assert len(steps) == len(set(steps)), f"seed_{index}/logs/{label}.csv repeats actor_steps"
-        learner = [int(row["actor_steps"]) for row in _rows(str(logs / "learner.csv"))]
-        assert learner == list(range(128, 4097, 128))
-    for path, steps in ((path, steps) for path, steps in dead.items() if steps):
-        label = os.path.splitext(os.path.basename(path))[0]
-        aside = os.path.join(os.path.dirname(path), "superseded", f"{label}.session1.csv")
-        assert [row["actor_steps"] for row in _rows(aside)] == steps
+        for label in ("actor", "evaluator"):
+            _steps_once_each(str(logs / f"{label}.csv"))
+        assert _steps_once_each(str(logs / "learner.csv")) == [str(steps) for steps in range(128, 4097, 128)]
+    _set_aside(dead, session=1)
+
+
+@pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
+def test_a_grid_killed_mid_run_starts_over_with_its_groups_and_jobs_rows_aside(tmp_path):
+    """hydra/launcher=anakin_grid, 2 jobs in one group, killed (SIGKILL) after evaluation rounds: the same
+    command starts the jobs over, and neither a job's logs nor the group's own records (the jobs' mean, in
+    .grid/<group>/logs/) repeat an `actor_steps`; the dead run's rows are in their logs/superseded/."""
+    arguments = ["-m", "hydra/launcher=anakin_grid", "seed=0,1", *SMALL_PPO, f"hydra.sweep.dir={tmp_path}"]
+    group_records = str(tmp_path / ".grid" / "*" / "logs" / "evaluator.csv")
+    process = start_train(arguments)
+    _kill_once_written(process, group_records, rows=2)
+    dead = _dead_rows(group_records) | _dead_rows(str(tmp_path / "[01]" / "logs" / "*.csv"))
+    assert len(dead) >= 3  # The group's records and the jobs' logs.
+
+    again = run_train(arguments, timeout=600)
+
+    assert again.returncode == 0, again.stderr[-3000:]
+    for path in glob.glob(group_records) + glob.glob(str(tmp_path / "[01]" / "logs" / "*.csv")):
+        _steps_once_each(path)
+    assert len(_rows(glob.glob(group_records)[0])) == 4096 // 512
+    _set_aside(dead, session=1)
