@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 # load what they measure (JAX, reverb, Ray) lazily, so listing the suites is cheap.
 SUITES = dict.fromkeys(("actor", "learner"), "in_process")
 SUITES |= dict.fromkeys(("startup", "scaling", "anakin", "grid", "pruning", "pbt"), "runs")
-SUITES |= {"accelerator": "accelerator", "sebulba": "sebulba", "sebulba_cpu": "sebulba"}
+SUITES |= {"accelerator": "accelerator", "sebulba": "sebulba", "sebulba_cpu": "sebulba", "checkpoint": "checkpoints"}
 ROW_KEYS = ("suite", "case", "value", "unit", "bound", "ratio")
 # Smoke-test budgets (--quick) of whole runs, and those applied only where the config has the key.
 QUICK = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=1"]

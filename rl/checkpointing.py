@@ -22,6 +22,10 @@ import numpy as np
 from rl.checks import require_at_least, require_positive
 
 FORMAT = 3
+# The default checkpoint cadence of every launcher (conf/config.yaml repeats it, tests/test_checkpoints.py pins both):
+# a killed run loses at most a minute (and a chunk in progress). What a checkpoint costs: docs/resume.md.
+EVERY_SECONDS = 60.0
+REPLICA_DIRECTORIES = "seed_*"  # Replica i of a run (seeds of launcher=anakin or sebulba) writes <run dir>/seed_<i>/.
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 
@@ -39,7 +43,7 @@ class CheckpointSettings:
     """conf/config.yaml's `checkpoint` (true/false stand for the defaults, on or off)."""
 
     enabled: bool = True
-    every_seconds: float = 300.0  # Also one at the end and on SIGINT/SIGTERM.
+    every_seconds: float = EVERY_SECONDS  # Also one at the end and on SIGINT/SIGTERM.
     keep: int = 2
     replay: bool = False  # Also the replay tables: a resumed run keeps its buffer.
     # Also one after every evaluation round, so a short run resumes from late in it; None: as the launcher
@@ -77,7 +81,11 @@ def list_checkpoints(run_directory: str) -> list[str]:
 
 
 def log_files(run_directory: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(glob.escape(run_directory), "logs", "*.csv")))
+    """The run's CSV logs and its replicas' (`seed_<i>/logs/`, rl.experiments.replicas): what a restart sets aside."""
+    root = glob.escape(run_directory)
+    own = glob.glob(os.path.join(root, "logs", "*.csv"))
+    replicas = glob.glob(os.path.join(root, REPLICA_DIRECTORIES, "logs", "*.csv"))
+    return sorted(own + replicas)
 
 
 def _has_rows(path: str) -> bool:

@@ -152,6 +152,22 @@ def test_anakin_suite_compares_the_compiled_agents_at_the_widths_asked(tmp_path)
         assert rows[f"{agent} 2 seeds vs 2 runs: whole run"]["bound"] > 0
 
 
+@pytest.mark.current
+def test_checkpoint_suite_times_each_presets_replicas_against_the_default_cadence(tmp_path):
+    from rl.checkpointing import EVERY_SECONDS
+
+    out = tmp_path / "checkpoint.json"
+    result = _run(["checkpoint", "--quick", "--repeats", "1", "--json", str(out)], temporary=tmp_path / "tmp")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _check_rows(out, "checkpoint")
+    for preset in ("ppo_gymnax_cartpole", "dqn_gymnax_cartpole"):
+        assert rows[f"{preset} 2 seeds: state"]["unit"] == "MB"
+        timed = rows[f"{preset} 2 seeds: one checkpoint"]
+        assert timed["unit"] == "s" and timed["bound"] == EVERY_SECONDS
+    # DQN's replay buffer is part of its state, so of every checkpoint.
+    assert rows["dqn_gymnax_cartpole 2 seeds: state"]["value"] > rows["ppo_gymnax_cartpole 2 seeds: state"]["value"]
+
+
 def test_median_counts_missing_values_as_never():
     assert median([3.0, 1.0, 2.0]) == 2.0
     assert median([1.0, None, None]) is None

@@ -153,6 +153,10 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
             if factory.wandb_run is not None:
                 factory.wandb_run.reinit = "create_new"  # The jobs' W&B runs are open together.
         factory.start()
+    from rl.experiments.resume import trim_logs
+
+    # The group's own records (the jobs' mean) of an earlier attempt go aside: its jobs start over.
+    trim_logs(directory, max(experiment.session for experiment in experiments))
     values = {key: np.asarray([value_of(e, key) for e in experiments], np.float32) for key in batched}
     jobs_text = ", ".join(str(grid_job.number) for grid_job in jobs)
     fields = {"launcher": "anakin", "num_seeds": 1, "grid": {"group": directory, "jobs": len(jobs), "batched": batched}}

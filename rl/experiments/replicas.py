@@ -9,7 +9,6 @@ import os
 from typing import Any
 
 from rl.experiments.config import Experiment
-from rl.experiments.resume import trim_logs
 from rl.experiments.summary import read_summary, write_json
 from rl.loggers.base import format_number
 
@@ -18,8 +17,7 @@ REPLICA_COLUMNS = ("replica", "seed", "final_eval_return", "best_eval_return", "
 
 def seed_replicas(experiment: Experiment, num_seeds: int) -> list[Experiment]:
     """The run itself (one seed), or one experiment per seed in `seed_<index>/`, each with its own logs
-    (its rows past the restore point moved to logs/superseded/)."""
-    restore = experiment.restore
+    (a restart has moved its rows past the restore point to logs/superseded/: rl.experiments.resume.trim_logs)."""
     if num_seeds == 1:
         return [experiment]
     replicas = []
@@ -27,9 +25,6 @@ def seed_replicas(experiment: Experiment, num_seeds: int) -> list[Experiment]:
         seed = experiment.seed + index
         directory = os.path.join(experiment.run_directory, f"seed_{index}")
         os.makedirs(directory, exist_ok=True)
-        if restore is not None:
-            steps = int(restore.counts.get("actor_steps", 0)), int(restore.counts.get("learner_steps", 0))
-            trim_logs(directory, *steps, experiment.session)
         factory = experiment.logger_factory.replica(directory, index, seed)
         replicas.append(dataclasses.replace(experiment, seed=seed, run_directory=directory, logger_factory=factory))
     return replicas

@@ -154,13 +154,17 @@ def restores_replay(experiment: Any, path: str) -> bool:
     return False
 
 
-def trim_logs(run_directory: str, actor_steps: int, learner_steps: int, session: int) -> None:
-    """Moves the log rows written after the restore point to logs/superseded/."""
+def trim_logs(run_directory: str, session: int, counts: dict[str, Any] | None = None) -> None:
+    """Moves the rows of the run's logs and of its replicas' written after the restore point's `counts` to
+    each logs/superseded/; with no restore point (None: the run starts over) every row, so no curve repeats
+    a step."""
 
     def after(row: dict[str, str]) -> bool:
-        for key, limit in (("actor_steps", actor_steps), ("learner_steps", learner_steps)):
+        if counts is None:
+            return True
+        for key in ("actor_steps", "learner_steps"):
             try:
-                if float(row.get(key) or "nan") > limit:
+                if float(row.get(key) or "nan") > counts.get(key, 0):
                     return True
             except ValueError:
                 continue
@@ -183,8 +187,7 @@ def apply_plan(plan: RunPlan, experiment: Any) -> Any:
         if not os.path.exists(target):
             os.rename(damaged, target)
     if plan.session:
-        counts = restore.counts if restore is not None else {}
-        trim_logs(plan.run_directory, counts.get("actor_steps", 0), counts.get("learner_steps", 0), plan.session)
+        trim_logs(plan.run_directory, plan.session, restore.counts if restore is not None else None)
     shutil.rmtree(checkpointing.replay_root(plan.run_directory), ignore_errors=True)  # Never moved into a step.
     factory = experiment.logger_factory
     if restore is not None and restore.state.get("wall_time_s") is not None and factory.start_time is not None:
