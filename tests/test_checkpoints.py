@@ -237,23 +237,33 @@ def test_a_non_finite_loss_or_parameter_is_named_with_its_step():
 
 
 @pytest.mark.current  # The composed config, the same on both stacks: the current part checks it.
-@pytest.mark.parametrize(
-    "preset", ["ppo_gymnax_cartpole", "dqn_gymnax_cartpole", "sac_mujoco", "ppo_atari", "dqn_cartpole"]
-)
-def test_every_launcher_checkpoints_at_least_once_a_minute_by_default(preset):
-    """The default cadence is rl.checkpointing.EVERY_SECONDS, 60 s, so a killed run loses at most a minute:
-    conf/config.yaml says the same, and no preset (launcher=anakin, sebulba, local) sets another."""
+def composed_checkpoint_settings(preset: str) -> CheckpointSettings:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     from rl.experiments.validation import check_checkpoint_settings
 
-    assert checkpointing.EVERY_SECONDS == 60
-    assert CheckpointSettings().every_seconds == checkpointing.EVERY_SECONDS
     conf = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
     with initialize_config_dir(config_dir=conf, version_base="1.3"):
         config = compose(config_name="config", overrides=[f"experiment={preset}"])
-    assert check_checkpoint_settings(OmegaConf.to_container(config.checkpoint)) == CheckpointSettings()
+    return check_checkpoint_settings(OmegaConf.to_container(config.checkpoint))
+
+
+@pytest.mark.parametrize("preset", ["ppo_gymnax_cartpole", "dqn_gymnax_cartpole", "ppo_atari", "dqn_cartpole"])
+def test_every_launcher_checkpoints_at_least_once_a_minute_by_default(preset):
+    """The default cadence is rl.checkpointing.EVERY_SECONDS, 60 s, so a killed run loses at most a minute:
+    conf/config.yaml says the same, and presets of launcher=anakin, sebulba and local keep it."""
+    assert checkpointing.EVERY_SECONDS == 60
+    assert CheckpointSettings().every_seconds == checkpointing.EVERY_SECONDS
+    assert composed_checkpoint_settings(preset) == CheckpointSettings()
+
+
+@pytest.mark.parametrize("preset", ["sac_mujoco", "td3_mujoco"])
+def test_presets_whose_checkpoints_hold_a_large_replay_write_them_every_five_minutes(preset):
+    """The MuJoCo presets keep every replica's replay in their checkpoints (seconds to write): every 5 minutes
+    and not after each evaluation round."""
+    settings = composed_checkpoint_settings(preset)
+    assert settings == CheckpointSettings(every_seconds=300, at_evaluations=False)
 
 
 def test_checkpoint_settings_are_validated():
