@@ -15,7 +15,8 @@ from omegaconf import OmegaConf
 
 from conftest import ROOT
 from rl.experiments.extension import Extension, derived_settings, extend_config, find_extension, record
-from rl.experiments.resume import check_same_config
+from rl.checkpointing import CheckpointError
+from rl.experiments.resume import check_same_config, prepare_run
 from rl.experiments.validation import ConfigError
 
 # The same code on both stacks: run once (pytest.ini).
@@ -170,3 +171,31 @@ def test_a_buffer_smaller_than_the_run_is_left_alone(tmp_path):
     run_directory = finished_run(tmp_path, "launcher=anakin", "agent.max_replay_size=500", "max_actor_steps=800")
     config = composed("launcher=anakin", "agent.max_replay_size=500", "max_actor_steps=1600", "extend=keep")
     assert extend_config(config, run_directory).fixed == {}
+
+
+def test_a_derived_setting_given_on_the_command_line_is_refused_naming_both_values(tmp_path):
+    run_directory = finished_run(tmp_path, "max_actor_steps=800")
+    config = composed("max_actor_steps=1600", "extend=keep", "agent.learning_rate_decay_actor_steps=1200")
+    with pytest.raises(ConfigError) as refusal:
+        extend_config(config, run_directory)
+    assert str(refusal.value) == (
+        "agent.learning_rate_decay_actor_steps: follows max_actor_steps, so an extension sets it: extend=keep (800) "
+        "or extend=stretch (1600); drop it from the command line"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "message"),
+    [
+        ("pruned", ConfigError, "max_actor_steps: the run in .* was pruned by its search and is not extended"),
+        ("finished", CheckpointError, "no checkpoint to extend in .*checkpoints \\(the run ran with checkpoint"),
+    ],
+)
+def test_a_pruned_run_or_one_without_a_checkpoint_is_not_extended(tmp_path, status, error, message):
+    run_directory = finished_run(tmp_path, "max_actor_steps=800")
+    with open(os.path.join(run_directory, "summary.json"), "w") as file:
+        json.dump({"status": status, "actor_steps": 800}, file)
+    config = composed("max_actor_steps=1600", "extend=keep")
+    extend_config(config, run_directory)  # As rl/train.py does before building the experiment.
+    with pytest.raises(error, match=message):
+        prepare_run(None, config, run_directory)  # Refused before the experiment is needed.

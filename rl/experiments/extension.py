@@ -169,9 +169,17 @@ def extend_config(config: DictConfig, run_directory: str) -> Extension | None:
     """Sets the settings `config` derives from its budget to the values the extension chooses (the run's
     own under `keep`), before the experiment is built from it; returns the extension (None: not one)."""
     extension = find_extension(config, run_directory)
-    if extension is not None:
-        for key, value in extension.schedule.items():
-            OmegaConf.update(config, key, value, merge=False)
+    if extension is None:
+        return None
+    for key, value in extension.stretched.items():
+        if OmegaConf.select(config, key) != value:  # Not what the interpolation gives: set on the command line.
+            raise ConfigError(
+                key,
+                f"follows max_actor_steps, so an extension sets it: extend=keep ({extension.horizon[key]}) or "
+                f"extend=stretch ({value}); drop it from the command line",
+            )
+    for key, value in extension.schedule.items():
+        OmegaConf.update(config, key, value, merge=False)
     return extension
 
 

@@ -87,6 +87,11 @@ def prepare_run(
         return plan
     path, skipped = checkpointing.find_latest(run_directory)
     if path is None:
+        if plan.extension is not None:
+            raise CheckpointError(
+                f"no checkpoint to extend in {checkpointing.checkpoint_root(run_directory)} (the run ran with "
+                "checkpoint.enabled=false, or its checkpoints were removed)"
+            )
         if explicit:
             raise CheckpointError(
                 f"no checkpoint to resume in {checkpointing.checkpoint_root(run_directory)} (the run stopped before "
