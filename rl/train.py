@@ -83,6 +83,7 @@ def build_job(config: DictConfig) -> Job | float:
 
     from rl.checkpointing import CheckpointError, RunWarning
     from rl.experiments.jobs import Job, refuse_job, report
+    from rl.experiments.extension import extend_config
     from rl.experiments.make_experiment import make_experiment, tracking_settings
     from rl.experiments.resume import apply_plan, prepare_run
     from rl.experiments.validation import ConfigError, check_launcher_stack
@@ -95,6 +96,7 @@ def build_job(config: DictConfig) -> Job | float:
     objective = config.get("objective", "final_eval_return")
     try:
         tracking = tracking_settings(hydra_config, config)
+        extend_config(config, output_dir)  # A larger max_actor_steps on a run: its schedules as `extend` says.
         experiment, launch = make_experiment(config, output_dir, hydra_config.runtime.choices, **tracking)
         check_launcher_stack(launch, hydra_config.runtime.choices.get("launcher"))  # Before the run directory.
         with warnings.catch_warnings(record=True) as caught:
@@ -119,6 +121,8 @@ def build_job(config: DictConfig) -> Job | float:
         )
         return summary.get(objective, float("nan"))
     experiment = apply_plan(plan, experiment)
+    if plan.extension is not None:
+        report(plan.extension.describe())
     if plan.restore is not None:
         counts = plan.restore.counts
         report(

@@ -51,6 +51,8 @@ class AnakinLauncher(Launcher):
     """`num_seeds` replicas in one compiled program (in groups that fit the device's memory: `memory`);
     `steps_per_chunk` updates (null: an evaluation period's) per host call."""
 
+    replay_sized_by_budget = True
+
     def __init__(
         self,
         num_seeds: int = 1,

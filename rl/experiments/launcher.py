@@ -40,6 +40,9 @@ class Launcher:
     `REVERB_STACK_MODULES` it runs with (a launcher that needs one is refused where it is missing)."""
 
     requires: ClassVar[tuple[str, ...]] = ()
+    # True: the replay buffer is part of the learner state, sized min(agent.max_replay_size, max_actor_steps)
+    # (rl/systems/off_policy.py), so an extended run keeps its buffer's size (rl/experiments/extension.py).
+    replay_sized_by_budget: ClassVar[bool] = False
 
     def __call__(self, experiment: Experiment) -> Any:
         raise NotImplementedError

@@ -18,13 +18,15 @@ from omegaconf import OmegaConf
 
 from rl import checkpointing
 from rl.checkpointing import RUN_FILE, SUMMARY_FILE, CheckpointError, RunWarning, read_json
+from rl.experiments import extension as extending
+from rl.experiments.extension import Extension
 from rl.experiments.launcher import Launcher
 from rl.experiments.make_experiment import resolved_container
 from rl.experiments.validation import ConfigError
 from rl.loggers.csv import move_rows
 
 # Top-level keys a resumed run may change: they do not change what is learned.
-MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume", "objective")
+MUTABLE_KEYS = ("progress", "logger", "launcher", "checkpoint", "compilation_cache", "resume", "objective", "extend")
 
 
 @dataclasses.dataclass
@@ -52,6 +54,7 @@ class RunPlan:
     finished: dict[str, Any] | None = None  # A finished run's summary: nothing to do.
     restore: RestorePoint | None = None  # None: start from the beginning.
     session: int = 0  # 0 for a new run, one more for each resume (an earlier run's later rows are set aside).
+    extension: Extension | None = None  # A larger max_actor_steps than the run's own (rl/experiments/extension.py).
 
 
 def _warn(message: str) -> None:
@@ -74,13 +77,21 @@ def prepare_run(
             raise ConfigError("resume", f"{run_directory} holds no run to resume (no run.json, checkpoint or logs)")
         return plan
     plan.session = int(read_json(os.path.join(run_directory, RUN_FILE)).get("sessions", 1))
-    check_same_config(config, run_directory)
+    plan.extension = extending.find_extension(config, run_directory)
+    check_same_config(config, run_directory, plan.extension)
     summary = read_json(os.path.join(run_directory, SUMMARY_FILE))
-    if summary.get("status") in ("finished", "pruned"):  # A pruned trial is over: its search stopped it.
+    if summary.get("status") == "pruned" and plan.extension is not None:
+        raise ConfigError("max_actor_steps", f"the run in {run_directory} was pruned by its search and is not extended")
+    if summary.get("status") in ("finished", "pruned") and plan.extension is None:  # A pruned trial is over.
         plan.finished = summary
         return plan
     path, skipped = checkpointing.find_latest(run_directory)
     if path is None:
+        if plan.extension is not None:
+            raise CheckpointError(
+                f"no checkpoint to extend in {checkpointing.checkpoint_root(run_directory)} (the run ran with "
+                "checkpoint.enabled=false, or its checkpoints were removed)"
+            )
         if explicit:
             raise CheckpointError(
                 f"no checkpoint to resume in {checkpointing.checkpoint_root(run_directory)} (the run stopped before "
@@ -96,9 +107,10 @@ def prepare_run(
     return plan
 
 
-def check_same_config(config: Any, run_directory: str) -> None:
+def check_same_config(config: Any, run_directory: str, extension: Extension | None = None) -> None:
     """Raises a `ConfigError` naming the first setting outside `MUTABLE_KEYS` that differs from the
-    run's own `.hydra/config.yaml` (none to compare with: nothing to check)."""
+    run's own `.hydra/config.yaml` (none to compare with: nothing to check); an `extension` may change the
+    budget and, as it chose, the settings derived from it."""
     config_path = os.path.join(run_directory, ".hydra", "config.yaml")
     if not os.path.isfile(config_path):
         return
@@ -107,6 +119,8 @@ def check_same_config(config: Any, run_directory: str) -> None:
     except Exception as error:  # noqa: BLE001 - an unreadable or unresolvable file: say so.
         raise CheckpointError(f"cannot read the run's configuration {config_path} ({error})") from None
     now = checkpointing.flatten_mapping(resolved_container(config))
+    if extension is not None:
+        before = {**before, extending.BUDGET_KEY: extension.after, **extension.schedule}
     differences = [
         key
         for key in sorted(set(before) | set(now))
@@ -186,6 +200,8 @@ def apply_plan(plan: RunPlan, experiment: Any) -> Any:
         target = os.path.join(os.path.dirname(damaged), f"damaged_{os.path.basename(damaged)}")
         if not os.path.exists(target):
             os.rename(damaged, target)
+    if plan.extension is not None:
+        extending.record(plan.extension, plan.session)
     if plan.session:
         trim_logs(plan.run_directory, plan.session, restore.counts if restore is not None else None)
     shutil.rmtree(checkpointing.replay_root(plan.run_directory), ignore_errors=True)  # Never moved into a step.

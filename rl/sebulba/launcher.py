@@ -21,6 +21,8 @@ class SebulbaLauncher(Launcher):
     """`num_seeds` replicas learning in one compiled program from `actor_threads` host threads, each stepping
     `environment.num_envs` copies of every replica (docs/sebulba.md)."""
 
+    replay_sized_by_budget = True
+
     def __init__(
         self,
         num_seeds: int = 1,
