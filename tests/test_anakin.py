@@ -1023,7 +1023,7 @@ def test_ppo_gymnax_cartpole_learns_whatever_the_devices(tmp_path):
     """The preset's full budget, 7 replicas on one device and over 4 (forced host) devices (padded to 8): the
     two layouts' sums are taken in other orders, so their curves part from the first evaluation on (docs/
     anakin.md, "Devices"), but every replica of both ends at the preset's threshold or above (measured: 500
-    each). About 110 s here: 36 s on one device, 71 s over four."""
+    each). About 110 s on this idle 2-core machine (36 s on one device, 71 s over four), 190 s under load."""
     finals = {}
     for devices in (1, 4):
         run_dir = str(tmp_path / f"devices_{devices}")
@@ -1037,7 +1037,7 @@ def test_ppo_gymnax_cartpole_learns_whatever_the_devices(tmp_path):
 def test_one_replica_per_program_records_what_its_seed_alone_does_at_the_presets_budget(tmp_path):
     """The preset's full budget, 2 replicas with `launcher.max_replicas_per_program=1` over 4 (forced host)
     devices: replica 1's records (every log row, its curve and counts) are bit for bit `seed=1`'s alone on
-    one device, where the vmapped layouts' curves part. About 60 s here."""
+    one device, where the vmapped layouts' curves part. About 90 s under load here."""
     grouped = str(tmp_path / "grouped")
     alone = str(tmp_path / "alone")
     _train_on_devices([*PRESET_RUN, "launcher.num_seeds=2", "launcher.max_replicas_per_program=1"], grouped, 4)
