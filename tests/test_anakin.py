@@ -572,11 +572,12 @@ print("ok")
 
 
 @pytest.mark.slow
-def test_replicas_spread_over_two_devices_compute_what_one_device_does(tmp_path):
+def test_replicas_spread_over_two_devices_agree_with_one_device_to_float_rounding(tmp_path):
     """With two (forced host) devices, 4 DQN replicas are sharded 2 per device: after two
-    chunks every state array (parameters, optimisers, buffers, environments, keys), the
-    metrics and an evaluation round equal the same program on one device. (-m slow: a
-    fresh process that compiles both programs, about 40 s here.)"""
+    chunks every state array (parameters, optimisers, buffers, environments, keys) and the
+    metrics equal the same program's on one device to float rounding (1e-4), and so does an
+    evaluation round's returns. (-m slow: a fresh process that compiles both programs, about
+    40 s here.)"""
     import subprocess
     import sys
 
@@ -616,7 +617,7 @@ def _records(run_dir: str) -> dict[str, object]:
     return {**rows, "summary": counts}
 
 
-def replica_keys_of(seeds: list[int]) -> jax.Array:
+def _keys_of(seeds: list[int]) -> jax.Array:
     """The replicas' keys, as the launcher makes them from their seeds."""
     return jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
 
@@ -634,7 +635,7 @@ def _first_chunks_agree(run_dir: str, other_dir: str, replicas: int) -> None:
 
 @pytest.mark.current
 @pytest.mark.parametrize("replicas", [7, 18])
-def test_replicas_are_padded_over_every_device_and_compute_what_one_device_does(tmp_path, replicas):
+def test_replicas_are_padded_over_every_device_and_agree_with_one_device_to_float_rounding(tmp_path, replicas):
     """7 and 18 PPO replicas over 4 (forced host) devices: padded to 8 and 20 (said once in the log), every
     device used, and each replica's first chunk the same replica's as on one device, to float rounding (not
     bit for bit: the program's shape orders its sums; docs/anakin.md, "Devices")."""
@@ -707,7 +708,7 @@ def test_a_replicas_bits_depend_neither_on_the_other_replicas_nor_on_its_place(t
     seeds = {"first": [0, 1, 2], "second": [2, 0, 5]}
     states = {}
     for name, row in seeds.items():
-        state = initial_states(lambda key, values: system.init(key), replica_keys_of(row), {})
+        state = initial_states(lambda key, values: system.init(key), _keys_of(row), {})
         for _ in range(2):
             state, _ = chunk(state)
         states[name] = jax.device_get(state)
