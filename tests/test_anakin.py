@@ -575,9 +575,9 @@ print("ok")
 def test_replicas_spread_over_two_devices_agree_with_one_device_to_float_rounding(tmp_path):
     """With two (forced host) devices, 4 DQN replicas are sharded 2 per device: after two
     chunks every state array (parameters, optimisers, buffers, environments, keys) and the
-    metrics equal the same program's on one device to float rounding (1e-4), and so does an
-    evaluation round's returns. (-m slow: a fresh process that compiles both programs, about
-    40 s here.)"""
+    metrics equal the same program's on one device to float rounding (1e-4), and an evaluation
+    round's returns are equal at this budget. (-m slow: a fresh process that compiles both
+    programs, about 40 s here.)"""
     import subprocess
     import sys
 
