@@ -695,23 +695,28 @@ def test_one_replica_per_program_records_what_its_seed_alone_does_whatever_the_d
 
 
 @pytest.mark.current
-def test_a_replicas_bits_depend_neither_on_the_other_replicas_nor_on_its_place(tmp_path):
-    """One program of 3 PPO replicas (SMALL_PPO's update): seeds (0, 1, 2) in it, then seeds (2, 0, 5).
+@pytest.mark.parametrize(
+    "small, updates",  # DQN's chunks of 24 updates: its SGD steps start at the 16th (min_replay_size).
+    [pytest.param(SMALL_PPO, 2, id="ppo"), pytest.param(SMALL_DQN, 24, id="dqn")],
+)
+def test_a_replicas_bits_depend_neither_on_the_other_replicas_nor_on_its_place(tmp_path, small, updates):
+    """One program of 3 replicas (SMALL_PPO's update, SMALL_DQN's): seeds (0, 1, 2) in it, then (2, 0, 5).
     After two chunks seeds 0 and 2 hold the same training state bit for bit wherever they sit and whoever
     sits beside them (so the padding and a grid's other jobs change no replica); what changes a replica's
     bits is the program's shape (docs/anakin.md, "Devices")."""
     from rl.anakin.programs import initial_states
 
-    experiment, _ = compose_experiment(SMALL_PPO, str(tmp_path))
+    experiment, _ = compose_experiment(small, str(tmp_path))
     system = make_system(experiment)
-    chunk = jax.jit(jax.vmap(make_chunk(system, 2)))  # As compile_programs makes it, less the cache.
+    chunk = jax.jit(jax.vmap(make_chunk(system, updates)))  # As compile_programs makes it, less the cache.
     seeds = {"first": [0, 1, 2], "second": [2, 0, 5]}
     states = {}
     for name, row in seeds.items():
         state = initial_states(lambda key, values: system.init(key), _keys_of(row), {})
         for _ in range(2):
-            state, _ = chunk(state)
+            state, metrics = chunk(state)
         states[name] = jax.device_get(state)
+        assert (np.asarray(metrics["trained_updates"]) > 0).all()  # The last chunk took SGD steps.
     for seed in (0, 2):
         rows = [seeds[name].index(seed) for name in ("first", "second")]
         leaves = [jax.tree_util.tree_leaves(states[name]) for name in ("first", "second")]
