@@ -1,7 +1,9 @@
 """Replicas in groups that fit the device's memory. A run's replicas are one program when they fit; when
 they do not, one program holds a group of them and the groups take turns on the device, chunk after
-chunk, their training state kept on the host in between. Every replica computes what it would in one
-program; evaluations, records and checkpoints see all of them at once."""
+chunk, their training state kept on the host in between. Every replica trains as it would in one program, to
+float rounding: a program's shape (its replicas per device) orders XLA's sums, so groups of another size round
+otherwise, and only groups of one replica compute what a single-seed run does bit for bit (docs/anakin.md,
+"What a replica computes"). Evaluations, records and checkpoints see all of them at once."""
 
 from __future__ import annotations
 
