@@ -1,5 +1,5 @@
 """`hydra/sweeper=pbt`: population-based training as one launcher=anakin run whose replicas are the
-population (rl/anakin/pbt.py). The sweeper turns its `params` (Hydra's sweep syntax) and rules into a
+population (rl/sweeps/pbt.py). The sweeper turns its `params` (Hydra's sweep syntax) and rules into a
 settings file in the sweep directory, launches the one run that trains the population, and writes the
 sweep's summary.json: the best member, its values and its schedule of hyperparameters."""
 
@@ -45,7 +45,7 @@ SEARCHED = ("agent.", "policy.")  # What a member's values can set.
 
 def hyperparameter(override: Any) -> Any:
     """The Hyperparameter a parsed sweep override describes; refused, naming its key, otherwise."""
-    from rl.anakin.pbt import Hyperparameter
+    from rl.sweeps.pbt import Hyperparameter
 
     sweep, key = override.value(), override.get_key_element()
     if override.is_interval_sweep():
@@ -70,7 +70,7 @@ class PbtSweeper(Sweeper):
 
     def sweep(self, arguments: List[str]) -> Any:
         """Launches the population's run; returns its JobReturn (a list of one)."""
-        from rl.anakin.pbt import PbtSettings
+        from rl.sweeps.pbt import PbtSettings
 
         assert self.config is not None
         parse = OverridesParser.create().parse_overrides

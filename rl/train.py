@@ -20,7 +20,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rl.checkpointing import CheckpointError, RunWarning, holds_a_run
-from rl.experiments.jobs import REFUSED_FILE, Job, finish_job, refuse_job, report
+from rl.sweeps.jobs import REFUSED_FILE, Job, finish_job, refuse_job, report
 
 # JAX and TensorFlow are imported in `main`: a bad command line fails in a fraction of a second.
 TRANSCRIPT = logging.getLogger("rl.transcript")
@@ -238,10 +238,10 @@ def remove_unused_run_directory(output_dir: str) -> None:
 
 def with_search_hooks(experiment: Any) -> Any:
     """The experiment with the hooks of the search it runs in: the trial of an Optuna search that prunes, which
-    the sweeper names in the job's environment (rl/experiments/pruning.py)."""
+    the sweeper names in the job's environment (rl/sweeps/pruning.py)."""
     import dataclasses
 
-    from rl.experiments.pruning import PruningHook
+    from rl.sweeps.pruning import PruningHook
 
     trial = PruningHook.from_environment(experiment.run_directory)
     return experiment if trial is None else dataclasses.replace(experiment, hooks=(*experiment.hooks, trial))
@@ -283,7 +283,7 @@ def train(config: DictConfig) -> float:
 
 class SweepReport(Callback):
     """At the end of a multirun: `<sweep dir>/results.yaml` ranks the sweep's settings by their mean objective
-    over seeds (rl.experiments.sweep_results) and maps every job to its directory, overrides and value; the
+    over seeds (rl.sweeps.results) and maps every job to its directory, overrides and value; the
     jobs refused before they started are listed (each one's `REFUSED_FILE`), exit status 2."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
@@ -297,7 +297,7 @@ class SweepReport(Callback):
             )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
-        from rl.experiments.sweep_results import read_sweep, write_results
+        from rl.sweeps.results import read_sweep, write_results
 
         sweep = os.path.abspath(str(config.hydra.sweep.dir))
         jobs = read_sweep(sweep, config.get("objective", "final_eval_return"), REFUSED_FILE)
