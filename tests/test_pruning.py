@@ -218,7 +218,7 @@ def test_a_bad_pruner_is_refused_in_one_line_before_any_job(tmp_path, overrides,
 def test_a_search_over_seeds_names_the_best_setting_by_its_mean_over_seeds(tmp_path):
     """The best trial (lr 1e-3 seed 0, 500) is not in the best setting (lr 3e-4: 450 and 440, mean 445
     against 500 and 100, mean 300): optimization_results.yaml names both, as results.yaml ranks settings."""
-    from hydra_plugins.rl_optuna_pruning._impl import write_results
+    from rl.sweeps.optuna_sweeper import write_results
 
     study = optuna.create_study(direction="maximize")
     space = {
