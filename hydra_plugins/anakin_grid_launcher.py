@@ -1,5 +1,5 @@
 """`hydra/launcher=anakin_grid`: trains a multirun's launcher=anakin jobs as few compiled programs as
-their differences allow (rl/anakin/grid.py); Hydra finds it here, as it finds every launcher plugin.
+their differences allow (rl/sweeps/grid.py); Hydra finds it here, as it finds every launcher plugin.
 `hydra.launcher.engine` says where the groups train: here, on a Ray cluster or as a submitit job array."""
 
 import dataclasses
@@ -81,7 +81,7 @@ class AnakinGridLauncher(Launcher):
         ray: Optional[Any] = None,
         submitit: Optional[Any] = None,
     ) -> None:
-        from rl.anakin.engines import make_engine
+        from rl.sweeps.engines import make_engine
 
         self.host_devices = host_devices
         plain = lambda node: OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
@@ -94,7 +94,7 @@ class AnakinGridLauncher(Launcher):
         self.hydra_context, self.config = hydra_context, config  # The task is rl.train's, in two halves.
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from rl.anakin.grid import launch
+        from rl.sweeps.grid import launch
         from rl.anakin.launcher import set_xla_flags
         from rl.train import prepare_job
 

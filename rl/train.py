@@ -26,7 +26,7 @@ from rl.command_line import (
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from rl.experiments.jobs import Job
+    from rl.sweeps.jobs import Job
 
 # Only light modules at import: `cli` re-executes the process under jemalloc before anything heavy loads, and
 # JAX and TensorFlow load once the config is composed (a bad command line fails in a fraction of a second).
@@ -66,7 +66,7 @@ def prepare_job(config: DictConfig) -> Job | float:
 def report_warnings(caught: list[warnings.WarningMessage]) -> None:
     """The run's own warnings (`RunWarning`) as one line each; a library's as it would have shown it."""
     from rl.checkpointing import RunWarning
-    from rl.experiments.jobs import report
+    from rl.sweeps.jobs import report
 
     for warning in caught:
         if issubclass(warning.category, RunWarning):
@@ -82,7 +82,7 @@ def build_job(config: DictConfig) -> Job | float:
     from hydra.types import RunMode
 
     from rl.checkpointing import CheckpointError, RunWarning
-    from rl.experiments.jobs import Job, refuse_job, report
+    from rl.sweeps.jobs import Job, refuse_job, report
     from rl.experiments.extension import extend_config
     from rl.experiments.make_experiment import make_experiment, tracking_settings
     from rl.experiments.resume import apply_plan, prepare_run
@@ -162,17 +162,17 @@ def remove_empty_directories(run_directory: str, existing: frozenset[str]) -> No
 
 def with_search_hooks(experiment: Any) -> Any:
     """The experiment with the hooks of the search it runs in: the trial of an Optuna search that prunes, which
-    the sweeper names in the job's environment (rl/experiments/pruning.py)."""
+    the sweeper names in the job's environment (rl/sweeps/pruning.py)."""
     import dataclasses
 
-    from rl.experiments.pruning import PruningHook
+    from rl.sweeps.pruning import PruningHook
 
     trial = PruningHook.from_environment(experiment.run_directory)
     return experiment if trial is None else dataclasses.replace(experiment, hooks=(*experiment.hooks, trial))
 
 
 def train(config: DictConfig) -> float:
-    from rl.experiments.jobs import Job, finish_job, report
+    from rl.sweeps.jobs import Job, finish_job, report
     from rl.experiments.launcher import LauncherError
     from rl.experiments.signals import Interrupted, RunInterrupted, requeue_signal, signal_name
     from rl.experiments.summary import close_loggers
@@ -208,7 +208,7 @@ def train(config: DictConfig) -> float:
 
 def main(config: DictConfig) -> float:
     """Hydra's task (`cli` hands it to `hydra.main`): the job, prepared and launched."""
-    from rl.experiments.jobs import report
+    from rl.sweeps.jobs import report
     from rl.experiments.signals import Interrupted, raise_on_signals, signal_name
     from rl.loggers.base import console_prefixed
 

@@ -10,7 +10,7 @@ import yaml
 
 from conftest import read_summary, read_wandb_offline_run, run_train
 from rl.analysis import find_runs
-from rl.anakin.grid import group_jobs
+from rl.sweeps.grid import group_jobs
 
 SHORT = ["experiment=ppo_gymnax_cartpole", "max_actor_steps=8192", "eval_every=4096", "progress=false"]
 
@@ -189,7 +189,7 @@ def test_jobs_the_grid_cannot_train_are_each_refused_and_listed(tmp_path):
 def test_a_search_that_prunes_masks_its_pruned_replicas_and_skips_a_group_with_none_left(tmp_path):
     import optuna
 
-    from rl.experiments.pruning import open_storage
+    from rl.sweeps.pruning import open_storage
 
     sweep = tmp_path / "search"
     result = run_train(

@@ -1,4 +1,4 @@
-"""hydra/launcher=anakin_grid's engines (rl/anakin/engines.py): the driver prepares the jobs and forms the groups,
+"""hydra/launcher=anakin_grid's engines (rl/sweeps/engines.py): the driver prepares the jobs and forms the groups,
 a Ray task or a submitit array task trains each group; every job's records and value, and the sweep's
 results.yaml, are what the same grid gives on one machine (engine=local)."""
 
@@ -100,9 +100,9 @@ def test_a_grid_as_a_submitit_job_array_gives_what_one_machine_gives(tmp_path):
 def test_a_group_that_fails_on_its_worker_gives_its_jobs_nan_and_the_error_in_their_logs(tmp_path, caplog):
     """An array of two submitit tasks (the local executor) whose worker fails on the second group: that group's
     outcome is its error in one line, the first's its values; `fail_group` then fails the group's jobs alone."""
-    from rl.anakin.engines import SubmititEngine
-    from rl.anakin.grid import GridJob, GroupPlan, fail_group
-    from rl.experiments.jobs import Job
+    from rl.sweeps.engines import SubmititEngine
+    from rl.sweeps.grid import GridJob, GroupPlan, fail_group
+    from rl.sweeps.jobs import Job
 
     engine = SubmititEngine(folder=str(tmp_path / "submitit" / "%j"), cluster="local")
     good, bad = engine.run(sorted, [[2.0, 1.0], ["a", 1.0]], ["0_0_0", "2_1_0"])  # sorted: a worker any task imports.

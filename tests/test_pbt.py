@@ -1,4 +1,4 @@
-"""Population-based training (rl/anakin/pbt.py, `launcher.pbt`, hydra/sweeper=pbt): the exchange's rules
+"""Population-based training (rl/sweeps/pbt.py, `launcher.pbt`, hydra/sweeper=pbt): the exchange's rules
 pinned on numbers, the learner state a member inherits, records and checkpoints of a real population run,
 and the sweeper from the command line."""
 
@@ -7,13 +7,15 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
 
 from conftest import read_summary, run_train
-from rl.anakin.pbt import Hyperparameter, PbtSettings, Population, exploit_explore, inherit, initial_values
+from rl.anakin.programs import inherit
+from rl.sweeps.pbt import Hyperparameter, PbtSettings, Population, exploit_explore, initial_values
 from rl.experiments.validation import ConfigError
 
 LEARNING_RATE = Hyperparameter(low=1e-4, high=1e-2, log=True)
@@ -222,6 +224,22 @@ def test_a_search_the_members_cannot_hold_is_refused(tmp_path):
         compose_experiment([*POPULATION, f"launcher.pbt={write_settings(tmp_path, interval=192)}"], str(tmp_path / "b"))
     with pytest.raises(ConfigError, match="launcher.pbt: cannot read"):
         compose_experiment([*POPULATION, f"launcher.pbt={tmp_path / 'missing.yaml'}"], str(tmp_path / "c"))
+
+
+@pytest.mark.current
+def test_the_launcher_is_given_the_search_as_data(tmp_path):
+    """conf/launcher/anakin.yaml hands the launcher rl/sweeps/pbt.py's reader (`pbt_search`); without one a
+    settings file is refused before the run starts, not trained as independent replicas."""
+    from rl.anakin import AnakinLauncher
+    from rl.sweeps.pbt import PbtSearch
+
+    path = write_settings(tmp_path)
+    given = AnakinLauncher(num_seeds=4, pbt=path, pbt_search=PbtSearch.read)
+    assert given.pbt == PbtSearch(PbtSettings.read(path), 4)
+    with pytest.raises(
+        ConfigError, match=re.escape(f"launcher.pbt_search: is null: nothing reads launcher.pbt={path}")
+    ):
+        AnakinLauncher(num_seeds=4, pbt=path)(None)
 
 
 @pytest.mark.current

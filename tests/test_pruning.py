@@ -16,7 +16,7 @@ import yaml
 from optuna.trial import TrialState
 
 from conftest import read_summary, read_wandb_offline_run, run_train, wandb_records
-from rl.experiments.pruning import DIRECTORY_ATTRIBUTE, PRUNER_ATTRIBUTE, OptunaTrial, PruningHook, open_storage
+from rl.sweeps.pruning import DIRECTORY_ATTRIBUTE, PRUNER_ATTRIBUTE, OptunaTrial, PruningHook, open_storage
 
 TINY = ["eval_every=200", "eval_episodes=2", "agent.min_replay_size=200", "progress=false"]
 # Every evaluation is below the threshold, but those before 300 actor steps are not judged: a run
@@ -154,8 +154,7 @@ def test_the_median_pruner_stops_a_trial_below_the_completed_trials_median(tmp_p
         trial.report(value, 500)
         study.tell(trial, value)
     low, high = study.ask().number, study.ask().number
-    environment = {"RL_OPTUNA_STORAGE": url, "RL_OPTUNA_STUDY": "s", "RL_OPTUNA_TRIAL": str(low)}
-    below = OptunaTrial.from_environment(str(tmp_path / "low"), environment)
+    below = OptunaTrial(url, "s", low, str(tmp_path / "low"))
     assert below.report(500, 120.0) is True
     below.prune()
     above = OptunaTrial(url, "s", high)
@@ -168,8 +167,10 @@ def test_the_median_pruner_stops_a_trial_below_the_completed_trials_median(tmp_p
 
 
 def test_a_run_outside_a_search_is_no_trial():
-    assert OptunaTrial.from_environment(None, {}) is None
+    """One reader of the sweeper's environment variables: `PruningHook.from_environment` (a run's hook, and in a
+    grid each replica's)."""
     assert PruningHook.from_environment(None, {}) is None
+    assert not hasattr(OptunaTrial, "from_environment")
 
 
 def test_a_trial_is_a_hook_of_its_run_opened_when_the_run_starts(tmp_path):
@@ -217,7 +218,7 @@ def test_a_bad_pruner_is_refused_in_one_line_before_any_job(tmp_path, overrides,
 def test_a_search_over_seeds_names_the_best_setting_by_its_mean_over_seeds(tmp_path):
     """The best trial (lr 1e-3 seed 0, 500) is not in the best setting (lr 3e-4: 450 and 440, mean 445
     against 500 and 100, mean 300): optimization_results.yaml names both, as results.yaml ranks settings."""
-    from hydra_plugins.rl_optuna_pruning._impl import write_results
+    from rl.sweeps.optuna_sweeper import write_results
 
     study = optuna.create_study(direction="maximize")
     space = {

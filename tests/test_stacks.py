@@ -108,7 +108,7 @@ def test_the_compiled_path_imports_neither_reverb_nor_ray_nor_tensorflow(tmp_pat
 def test_an_optuna_search_prunes_anakin_jobs(tmp_path):
     """Pruning over launcher=anakin jobs, one process per job (Hydra's basic launcher): each trial is judged at
     its first evaluation, pruned there, and the study records it."""
-    from rl.experiments.pruning import open_storage
+    from rl.sweeps.pruning import open_storage
 
     sweep = tmp_path / "search"
     result = run_train(

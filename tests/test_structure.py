@@ -360,3 +360,37 @@ def test_the_lifecycle_imports_no_search():
     imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     assert [name for name in imported if re.search(r"prun|pbt|grid|sweep|wandb|optuna", name)] == []
+
+
+def _imported_modules(path: str) -> list[str]:
+    """Every module `path` imports, at any depth (a function's own imports too)."""
+    with open(path) as file:
+        tree = ast.parse(file.read())
+    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    return imported + [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+
+
+@pytest.mark.parametrize("package", ["experiments", "anakin", "sebulba"])
+def test_no_layer_below_the_searches_imports_them(package):
+    """The searches (rl/sweeps/: grids, engines, PBT, pruning, sweep results, jobs) are handed to a run as hooks
+    and data; the lifecycle and the launchers' nodes below them import none (import-linter's layers say so too)."""
+    found = []
+    for directory, _, names in os.walk(os.path.join(RL, package)):
+        for name in (name for name in names if name.endswith(".py")):
+            path = os.path.join(directory, name)
+            found += [f"{path}: {module}" for module in _imported_modules(path) if module.startswith("rl.sweeps")]
+    assert found == []
+
+
+def test_anakin_nodes_take_their_replicas_as_data():
+    """`AnakinNodes` takes the chunk size and one frozen `ReplicaPlan` (a grid group's jobs, their hooks, a
+    population, memory limits), not a parameter per kind of search."""
+    import dataclasses
+    import inspect
+
+    from rl.anakin.driver import AnakinNodes
+    from rl.anakin.plan import ReplicaPlan
+
+    parameters = [name for name in inspect.signature(AnakinNodes.__init__).parameters if name != "self"]
+    assert len(parameters) <= 4, parameters
+    assert dataclasses.fields(ReplicaPlan) and ReplicaPlan.__dataclass_params__.frozen

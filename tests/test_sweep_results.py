@@ -1,10 +1,10 @@
-"""rl/experiments/sweep_results.py: a sweep ranks settings by their mean over seeds."""
+"""rl/sweeps/results.py: a sweep ranks settings by their mean over seeds."""
 
 from __future__ import annotations
 
 import pytest
 
-from rl.experiments.sweep_results import Trial, best_line, rank_settings, seed_of
+from rl.sweeps.results import Trial, best_line, rank_settings, seed_of
 
 # The best single job (lr=1e-3, seed=0: 500) is not in the best setting (lr=3e-4: mean 449.9).
 SWEEP = [

@@ -82,10 +82,10 @@ for name, node in (
 
 
 class PruningOptunaSweeper(Sweeper):
-    """Hydra's entry point; the work is in `_impl` (which imports Optuna)."""
+    """Hydra's entry point; the work is in rl/sweeps/optuna_sweeper.py (which imports Optuna)."""
 
     def __init__(self, pruner: Any, **settings: Any) -> None:
-        from ._impl import PruningOptunaSweeperImpl
+        from rl.sweeps.optuna_sweeper import PruningOptunaSweeperImpl
 
         self.sweeper = PruningOptunaSweeperImpl(pruner=pruner, **settings)
 

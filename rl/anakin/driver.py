@@ -13,11 +13,12 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from rl.anakin.build import MemoryLimits, make_system, steps_per_update
-from rl.anakin.pbt import Population, inherit
+from rl.anakin.build import make_system, steps_per_update
+from rl.anakin.plan import Population, ReplicaPlan
 from rl.anakin.programs import (
     compile_programs,
     describe_devices,
+    inherit,
     initial_states,
     padded,
     padded_count,
@@ -36,7 +37,6 @@ from rl.anakin.groups import (
 )
 from rl.environment_loop import return_statistics
 from rl.experiments import lifecycle, signals
-from rl.experiments.config import Experiment
 from rl.core import NumericalError
 from rl.experiments.replicas import add_summary_fields, improvement_flag, replica_table, seed_replicas
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
@@ -50,36 +50,21 @@ LOGGERS = {"learner": ("learner_steps",), "actor": ("actor_steps", 0), "evaluato
 
 
 class AnakinNodes(lifecycle.Nodes):
-    """`num_seeds` replicas of the experiment's system in chunks of `steps_per_chunk` updates; a checkpoint
+    """The replicas its plan names of the experiment's system in chunks of `steps_per_chunk` updates; a checkpoint
     holds the whole stacked training state, so a resumed run computes bit for bit what one run does."""
 
     checkpoint_at_evaluations = False  # Rounds seconds apart: checkpoints every `every_seconds` and at the end.
 
-    def __init__(
-        self,
-        num_seeds: int,
-        steps_per_chunk: int,
-        replicas: list[Experiment] | None = None,
-        hyperparameters: dict[str, jax.Array] | None = None,
-        replica_fields: dict[str, Any] | None = None,
-        trials: list[Any] | None = None,
-        memory: MemoryLimits | None = None,
-        population: Population | None = None,
-    ):
-        """`replicas` (a grid's jobs): the replicas' own experiments, `hyperparameters` their values
-        ("agent.<field>" or "policy.<field>" -> one per replica), `replica_fields` added to their summaries,
-        `trials` their Optuna trials (rl.experiments.pruning; None: not in a search that prunes); `memory` how
-        many replicas one program may hold (rl.anakin.groups); `population`: the replicas train as one
-        (rl.anakin.pbt), their hyperparameters its values."""
-        self.num_seeds = num_seeds if replicas is None else len(replicas)
+    def __init__(self, steps_per_chunk: int, plan: ReplicaPlan | None = None):
+        """`plan`: what the replicas are (rl/anakin/plan.py: a grid group's jobs, their hooks, a population,
+        the memory a program may hold); None: one replica of the run's experiment."""
+        self.plan = plan or ReplicaPlan()
+        self.num_seeds = self.plan.count
         self.steps_per_chunk = steps_per_chunk
-        self.replicas = replicas
-        self.population = population
-        self.hyperparameters = population.values if population else hyperparameters or {}
-        self.replica_fields = replica_fields or {}
-        self.own_records = replicas is not None or num_seeds > 1  # Each replica writes its own run's records.
-        self.trials = trials or [None] * self.num_seeds
-        self.memory = memory or MemoryLimits()
+        self.own_records = self.plan.own_records  # Each replica writes its own run's records.
+        self.memory = self.plan.memory
+        self.population: Population | None = None  # The plan's population, started with the run.
+        self.hyperparameters = dict(self.plan.hyperparameters)
         self.groups: ReplicaGroups | None = None  # Laid out when the programs are compiled.
         self.logs: list[dict[str, Logger]] = []
 
@@ -91,9 +76,15 @@ class AnakinNodes(lifecycle.Nodes):
         experiment = context.experiment
         num_seeds = self.num_seeds
         restore = context.restore
+        for hook in (hook for replica in range(num_seeds) for hook in self.plan.hooks_of(replica)):
+            hook.start()
+        if self.plan.population is not None:
+            self.population = self.plan.population.start()
+            self.hyperparameters = self.population.values
         if self.own_records:
             experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
-        self.replica_experiments = self.replicas or seed_replicas(experiment, num_seeds)
+        replicas = self.plan.replicas
+        self.replica_experiments = list(replicas) if replicas is not None else seed_replicas(experiment, num_seeds)
         # A replica that failed or was pruned: (status, why, its counts then); it computes on, unrecorded.
         self.ended: list[tuple[str, str, dict[str, int]] | None] = [None] * num_seeds
         start = time.perf_counter()
@@ -117,7 +108,7 @@ class AnakinNodes(lifecycle.Nodes):
             replicas = restore.state["anakin"]["replicas"]
             self.episodes = [int(r["episodes"]) for r in replicas]
             self.curves = [[(int(s), float(v)) for s, v in r["eval_returns"]] for r in replicas]
-        labels = LOGGERS | ({"pbt": ("actor_steps",)} if self.population else {})
+        labels = LOGGERS | ({"pbt": ("actor_steps",)} if self.population is not None else {})
         for factory in (replica.logger_factory for replica in self.replica_experiments):
             self.logs.append({label: factory(label, *arguments) for label, arguments in labels.items()})
         if self.population is not None and self.state is not None:
@@ -193,7 +184,7 @@ class AnakinNodes(lifecycle.Nodes):
 
     def exchange(self, steps: int, fitness: np.ndarray) -> None:
         """PBT's step after an evaluation round: the bottom members take the top members' learner state
-        and explore from their values (rl.anakin.pbt); each member's record says what it holds now."""
+        and explore from their values (rl/sweeps/pbt.py); each member's record says what it holds now."""
         parents = self.population.exchange(steps, fitness)
         rows = np.concatenate([parents, np.arange(len(parents), self.groups.count)])  # Padding: its own.
         self.state = self.placed(inherit(self.state, rows))
@@ -328,10 +319,7 @@ class AnakinNodes(lifecycle.Nodes):
             )
             self.curves[index].append((steps, record["episode_return"]))
             means.append(record["episode_return"])
-            trial = self.trials[index]
-            if trial is not None and trial.report(steps, means[-1]) and steps < self.context.experiment.max_actor_steps:
-                trial.prune()  # Its replica computes on, masked: the program is the whole group's.
-                self.end(index, "pruned", f"pruned by the search at {steps} actor steps")
+            self.tell_hooks(index, steps, means[-1])
         if self.mean_evaluator is not None:
             record = {"actor_steps": steps, "learner_steps": self.learner_steps, **return_statistics(means)}
             self.mean_evaluator.write({**record, "replicas": len(means)})
@@ -341,6 +329,16 @@ class AnakinNodes(lifecycle.Nodes):
             fitness = [np.nan if ended else float(r.mean()) for ended, r in zip(self.ended, result.returns)]
             self.exchange(steps, np.asarray(fitness[: self.num_seeds]))
         return steps, float(np.mean(means)) if means else float("nan"), time.time()
+
+    def tell_hooks(self, index: int, steps: int, mean_return: float) -> None:
+        """Replica `index`'s evaluation told to its hooks; the first that ends it (a search's pruner) ends it
+        `pruned` (but the last round, which completes it). It computes on, masked: the program is the whole group's."""
+        final = steps >= self.context.experiment.max_actor_steps
+        for hook in self.plan.hooks_of(index):
+            if hook.after_evaluation(steps, mean_return) and not final:
+                hook.ended_early()
+                self.end(index, "pruned", f"pruned by the search at {steps} actor steps")
+                return
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
         snapshot = lifecycle.Snapshot(self.context.record.steps, self.counts_of(0), consistent=self.state is not None)
@@ -374,14 +372,13 @@ class AnakinNodes(lifecycle.Nodes):
         if self.own_records:
             replicas = []
             times = self.context.record.eval_times, summary.wall_time_s, self.context.record.acting_time_s
-            fields = {"compile_time_s": compile_time, **self.replica_fields}
+            fields = {"compile_time_s": compile_time, **self.plan.summary_fields}
             for index, replica in enumerate(self.replica_experiments):
                 replica_status, why, _ = self.ended[index] or (status, None, None)
                 code = 1 if replica_status == "failed" else 0 if replica_status == "pruned" else exit_code
                 result = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=replica_status)
-                member = (
-                    {"pbt": {"member": index, "lineage": self.population.lineage[index]}} if self.population else {}
-                )
+                lineage = self.population.lineage[index] if self.population is not None else None
+                member = {"pbt": {"member": index, "lineage": lineage}} if lineage is not None else {}
                 failure = {"failure": why} if replica_status == "failed" else {}
                 add_summary_fields(replica.run_directory, fields | member | failure)
                 close_loggers(replica, exit_code=code)

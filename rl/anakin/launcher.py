@@ -7,10 +7,10 @@ import dataclasses
 import logging
 import os
 import re
-from typing import Any
+from typing import Any, Callable
 
-from rl.anakin.build import MemoryLimits, make_system, steps_per_update, untraceable, value_of
-from rl.anakin.pbt import PbtSettings, Population
+from rl.anakin.build import MemoryLimits, make_system, steps_per_update
+from rl.anakin.plan import PopulationSearch, ReplicaPlan
 from rl.environments.factories import is_jax_native
 from rl.experiments.compiled import derive_settings, rounded, system_class
 from rl.experiments.config import Experiment
@@ -49,7 +49,9 @@ def set_xla_flags(flags: str | None = None) -> bool:
 
 class AnakinLauncher(Launcher):
     """`num_seeds` replicas in one compiled program (in groups that fit the device's memory: `memory`);
-    `steps_per_chunk` updates (null: an evaluation period's) per host call."""
+    `steps_per_chunk` updates (null: an evaluation period's) per host call. `pbt`: a population-based
+    training's settings file, which `pbt_search` (the search, given as data: conf/launcher/anakin.yaml names
+    rl/sweeps/pbt.py's) reads into the population the replicas train as."""
 
     replay_sized_by_budget = True
 
@@ -60,6 +62,7 @@ class AnakinLauncher(Launcher):
         max_replicas_per_program: int | None = None,
         memory_per_device_gb: float | None = None,
         pbt: str | None = None,
+        pbt_search: Callable[[str, int], PopulationSearch] | None = None,
     ):
         if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
             raise ConfigError(
@@ -79,7 +82,8 @@ class AnakinLauncher(Launcher):
         self.num_seeds = num_seeds
         self.steps_per_chunk = steps_per_chunk
         self.memory = MemoryLimits(max_replicas_per_program, memory_per_device_gb)
-        self.pbt = read_pbt_settings(pbt, num_seeds) if pbt is not None else None
+        self.pbt_file = pbt
+        self.pbt = pbt_search(pbt, num_seeds) if pbt is not None and pbt_search is not None else None
         set_xla_flags()  # Made before any program is compiled.
 
     def fit_experiment(self, experiment: Experiment) -> Experiment:
@@ -99,7 +103,7 @@ class AnakinLauncher(Launcher):
         experiment = dataclasses.replace(experiment, max_actor_steps=budget)
         self.check_experiment(experiment)
         if self.pbt is not None:
-            check_population(self.pbt, experiment)
+            self.pbt.check(experiment)
         return experiment
 
     def check_experiment(self, experiment: Experiment) -> int:
@@ -143,39 +147,7 @@ class AnakinLauncher(Launcher):
         from rl.anakin.driver import AnakinNodes
         from rl.experiments import lifecycle
 
-        population = Population.start(self.pbt, self.num_seeds) if self.pbt is not None else None
-        nodes = AnakinNodes(
-            self.num_seeds, self.check_experiment(experiment), memory=self.memory, population=population
-        )
-        return lifecycle.run(experiment, nodes)
-
-
-def read_pbt_settings(path: str, population: int) -> PbtSettings:
-    """`launcher.pbt`'s file (hydra/sweeper=pbt writes one; docs/anakin.md), refused in one line if unusable."""
-    try:
-        settings = PbtSettings.read(os.path.expanduser(str(path)))
-    except (OSError, ValueError, TypeError, KeyError) as error:
-        raise ConfigError("launcher.pbt", f"cannot read population-based training's settings {path}: {error}") from None
-    problem = settings.problem(population)
-    if problem is not None:
-        raise ConfigError("launcher.pbt", problem)
-    return settings
-
-
-def check_population(settings: PbtSettings, experiment: Experiment) -> None:
-    """Refuses a search whose hyperparameters the members cannot hold as traced values, or whose interval
-    falls between evaluation rounds (an exchange ranks members by a round's returns)."""
-    for key in settings.space:
-        value = value_of(experiment, key)
-        if value is None:
-            raise ConfigError(key, f"not an option of agent={experiment.agent_name}'s {key.split('.')[0]} config")
-        if not isinstance(value, float):
-            raise ConfigError(key, "population-based training searches float fields of the agent or policy only")
-    interval = settings.interval or experiment.eval_every
-    if interval % experiment.eval_every:
-        raise ConfigError(
-            "launcher.pbt", f"interval={interval} must be a multiple of eval_every={experiment.eval_every}"
-        )
-    why = untraceable(experiment, list(settings.space))
-    if why is not None:
-        raise ConfigError("launcher.pbt", f"the members cannot hold {', '.join(settings.space)} as values: {why}")
+        if self.pbt_file is not None and self.pbt is None:
+            raise ConfigError("launcher.pbt_search", f"is null: nothing reads launcher.pbt={self.pbt_file}")
+        plan = ReplicaPlan(self.num_seeds, memory=self.memory, population=self.pbt)
+        return lifecycle.run(experiment, AnakinNodes(self.check_experiment(experiment), plan))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
@@ -142,3 +142,17 @@ def program_cache(experiment: Experiment, steps_per_chunk: int) -> ProgramCache:
 
 # Config keys the compiled programs never read: the seed is an input (the replicas' keys), the rest host side.
 HOST_SIDE_KEYS = ("seed", "logger", "resume", "progress", "checkpoint", "compilation_cache", "objective", "threshold")
+
+
+MEMBER_KEEPS = "key"  # A learner state's field (at any depth) under this name stays the member's own.
+
+
+def inherit(state: Any, parents: np.ndarray) -> Any:
+    """`state` (replicas first; a system's state with a `learner`) whose learner rows come from `parents`,
+    but for leaves under a field named MEMBER_KEEPS: each member's randomness stays its own."""
+
+    def take(path: Sequence[Any], leaf: Any) -> Any:
+        named = any(isinstance(entry, jax.tree_util.GetAttrKey) and entry.name == MEMBER_KEEPS for entry in path)
+        return leaf if named else leaf[parents]
+
+    return state._replace(learner=jax.tree_util.tree_map_with_path(take, state.learner))

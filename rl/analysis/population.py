@@ -1,4 +1,4 @@
-"""A PBT population (hydra/sweeper=pbt; rl/anakin/pbt.py runs it) read from its members' records, and the figure
+"""A PBT population (hydra/sweeper=pbt; rl/sweeps/pbt.py runs it) read from its members' records, and the figure
 that shows it at a glance: every member's curve, each exchange (a member taking another member's learner state)
 marked where it happened with whom it came from, and the best member, a tie said as one."""
 

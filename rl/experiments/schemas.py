@@ -53,6 +53,7 @@ FACTORY_OPTIONS: dict[str, dict[str, Any]] = {
         max_replicas_per_program=int | None,
         memory_per_device_gb=float | None,
         pbt=str | None,
+        pbt_search=Callable[..., Any] | None,  # A partial (`_partial_: true`): the search reading `pbt`.
     ),
     "rl.sebulba.SebulbaLauncher": dict(
         num_seeds=int,

@@ -9,12 +9,12 @@ import sys
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from rl.experiments.jobs import REFUSED_FILE
+from rl.sweeps.jobs import REFUSED_FILE
 
 
 class SweepReport(Callback):
     """At the end of a multirun: `<sweep dir>/results.yaml` ranks the sweep's settings by their mean objective
-    over seeds (rl.experiments.sweep_results) and maps every job to its directory, overrides and value; the
+    over seeds (rl.sweeps.results) and maps every job to its directory, overrides and value; the
     jobs refused before they started are listed (each one's `REFUSED_FILE`), exit status 2."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
@@ -28,7 +28,7 @@ class SweepReport(Callback):
             )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
-        from rl.experiments.sweep_results import read_sweep, write_results
+        from rl.sweeps.results import read_sweep, write_results
 
         sweep = os.path.abspath(str(config.hydra.sweep.dir))
         jobs = read_sweep(sweep, config.get("objective", "final_eval_return"), REFUSED_FILE)

@@ -49,15 +49,6 @@ class OptunaTrial:
         if run_directory is not None:
             self.trial.set_user_attr(DIRECTORY_ATTRIBUTE, os.path.abspath(run_directory))
 
-    @classmethod
-    def from_environment(
-        cls, run_directory: str | None = None, environ: Mapping[str, str] = os.environ
-    ) -> "OptunaTrial | None":
-        """The trial named by the job's environment; None outside a search that prunes."""
-        if TRIAL_VARIABLE not in environ:
-            return None
-        return cls(environ[STORAGE_VARIABLE], environ[STUDY_VARIABLE], int(environ[TRIAL_VARIABLE]), run_directory)
-
     def report(self, actor_steps: int, value: float) -> bool:
         """Reports an evaluation's mean return at `actor_steps`; True when the pruner stops the trial.
         A non-finite return is not reported (Optuna's pruners compare it with nothing)."""

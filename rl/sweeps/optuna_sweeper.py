@@ -19,8 +19,8 @@ from hydra_plugins.hydra_optuna_sweeper._impl import OptunaSweeperImpl, create_p
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from rl.experiments import pruning
-from rl.experiments.sweep_results import Trial, rank_settings
+from rl.sweeps import pruning
+from rl.sweeps.results import Trial, rank_settings
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def write_results(study: optuna.Study, sweep_dir: str, url: str, pruner_spec: An
 
 def best_setting(study: optuna.Study) -> Dict[str, Any] | None:
     """Where the search's parameters include the seed, its completed trials grouped into settings (their
-    parameters but the seed) and the best by the mean over seeds (rl.experiments.sweep_results), with its
+    parameters but the seed) and the best by the mean over seeds (rl.sweeps.results), with its
     trials' numbers and values; None where every setting ran once (the best trial is then the best setting)."""
     complete = [trial for trial in study.get_trials(deepcopy=False) if trial.state == TrialState.COMPLETE]
     trials = [Trial(str(t.number), tuple(f"{k}={v}" for k, v in t.params.items()), t.value) for t in complete]

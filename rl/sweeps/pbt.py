@@ -5,7 +5,9 @@ inputs. After every `interval` actor steps' evaluation round the members are ran
 (truncation selection): each of the bottom `fraction` takes the learner state (parameters, optimiser state,
 the schedules' clock) of a member drawn from the top `fraction`, and explores from that member's
 hyperparameters. Environments, replay and every random key stay each member's own. Nothing recompiles:
-the exchange is a gather between chunks and the new values are the programs' next inputs."""
+the exchange is a gather between chunks (rl/anakin/programs.py `inherit`) and the new values are the
+programs' next inputs. The anakin launcher is given the search as data (`PbtSearch`, conf/launcher/anakin.yaml's
+`pbt_search`) and its nodes act on the population it starts; rl/anakin imports nothing of this module."""
 
 from __future__ import annotations
 
@@ -13,11 +15,14 @@ import dataclasses
 import math
 from typing import Any, Sequence
 
-import jax
+import os
+
 import numpy as np
 import yaml
 
-MEMBER_KEEPS = "key"  # A learner state's field (at any depth) under this name stays the member's own.
+from rl.anakin.build import untraceable, value_of
+from rl.experiments.config import Experiment
+from rl.experiments.validation import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,17 +140,6 @@ def exploit_explore(
     return parents, new
 
 
-def inherit(state: Any, parents: np.ndarray) -> Any:
-    """`state` (replicas first; a system's state with a `learner`) whose learner rows come from `parents`,
-    but for leaves under a field named MEMBER_KEEPS: each member's randomness stays its own."""
-
-    def take(path: Sequence[Any], leaf: Any) -> Any:
-        named = any(isinstance(entry, jax.tree_util.GetAttrKey) and entry.name == MEMBER_KEEPS for entry in path)
-        return leaf if named else leaf[parents]
-
-    return state._replace(learner=jax.tree_util.tree_map_with_path(take, state.learner))
-
-
 @dataclasses.dataclass
 class Population:
     """The settings, every member's present values and its lineage: the exchanges that made the learner
@@ -199,3 +193,47 @@ def event(steps: int, member: int, values: dict[str, np.ndarray], copied_from: i
         "copied_from": int(copied_from),
         "values": {key: float(value[member]) for key, value in values.items()},
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class PbtSearch:
+    """`launcher.pbt`'s search as the anakin launcher is given it: the settings, read and checked, and the
+    population's size; `start` gives a run its population (the same every time: the settings' seed)."""
+
+    settings: PbtSettings
+    size: int
+
+    @classmethod
+    def read(cls, path: str, population: int) -> PbtSearch:
+        """`launcher.pbt`'s file (hydra/sweeper=pbt writes one; docs/anakin.md), refused in one line if unusable."""
+        try:
+            settings = PbtSettings.read(os.path.expanduser(str(path)))
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            message = f"cannot read population-based training's settings {path}: {error}"
+            raise ConfigError("launcher.pbt", message) from None
+        problem = settings.problem(population)
+        if problem is not None:
+            raise ConfigError("launcher.pbt", problem)
+        return cls(settings, population)
+
+    def check(self, experiment: Experiment) -> None:
+        """Refuses a search whose hyperparameters the members cannot hold as traced values, or whose interval
+        falls between evaluation rounds (an exchange ranks members by a round's returns)."""
+        space = self.settings.space
+        for key in space:
+            value = value_of(experiment, key)
+            if value is None:
+                raise ConfigError(key, f"not an option of agent={experiment.agent_name}'s {key.split('.')[0]} config")
+            if not isinstance(value, float):
+                raise ConfigError(key, "population-based training searches float fields of the agent or policy only")
+        interval = self.settings.interval or experiment.eval_every
+        if interval % experiment.eval_every:
+            raise ConfigError(
+                "launcher.pbt", f"interval={interval} must be a multiple of eval_every={experiment.eval_every}"
+            )
+        why = untraceable(experiment, list(space))
+        if why is not None:
+            raise ConfigError("launcher.pbt", f"the members cannot hold {', '.join(space)} as values: {why}")
+
+    def start(self) -> Population:
+        return Population.start(self.settings, self.size)

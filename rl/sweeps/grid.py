@@ -17,10 +17,10 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rl.anakin.build import untraceable, value_of
-from rl.anakin.engines import Outcome, RayEngine, SubmititEngine
+from rl.sweeps.engines import Outcome, RayEngine, SubmititEngine
 from rl.anakin.launcher import AnakinLauncher
 from rl.checkpointing import flatten_mapping
-from rl.experiments.jobs import Job, JobSpec, finish_job, rebuild_job, refuse_job, report
+from rl.sweeps.jobs import Job, JobSpec, finish_job, rebuild_job, refuse_job, report
 from rl.loggers.base import TRANSCRIPT, console_prefixed
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ BATCHED_GROUPS = ("agent", "policy")  # Their float settings can be one value pe
 # Settings only a job's own records read: jobs that differ in them still share a program.
 RECORD_KEYS = ("seed", "logger", "objective", "threshold", "progress", "checkpoint", "resume", "compilation_cache")
 GROUPS_DIRECTORY = ".grid"  # Under the sweep directory: each group's own records (the replicas' mean).
-Engine = RayEngine | SubmititEngine  # Where groups train other than here (rl/anakin/engines.py).
+Engine = RayEngine | SubmititEngine  # Where groups train other than here (rl/sweeps/engines.py).
 
 
 def group_jobs(configs: Sequence[dict[str, Any]]) -> list[tuple[list[int], list[str]]]:
@@ -139,11 +139,12 @@ def refusal(job: Any) -> str | None:
 
 def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[float]:
     """Trains `jobs` as the replicas of one program; each job's value (NaN for a failed replica). In a
-    search that prunes, each evaluation is reported to the job's trial and a pruned replica is masked."""
+    search that prunes, each job's trial is its replica's hook: told each evaluation, it masks a pruned replica."""
     from rl.anakin.driver import AnakinNodes
+    from rl.anakin.plan import ReplicaPlan
     from rl.experiments import lifecycle, signals
-    from rl.experiments.pruning import OptunaTrial
     from rl.loggers import DefaultLoggerFactory
+    from rl.sweeps.pruning import PruningHook
 
     experiments = [grid_job.job.experiment for grid_job in jobs]
     for experiment in experiments:
@@ -163,9 +164,16 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     records = DefaultLoggerFactory(directory=os.path.join(directory, "logs"))
     group = dataclasses.replace(experiments[0], run_directory=directory, logger_factory=records, checkpoint=False)
     os.makedirs(directory, exist_ok=True)
-    trials = [OptunaTrial.from_environment(grid_job.job.output_dir, grid_job.env_set) for grid_job in jobs]
+    trials = [PruningHook.from_environment(grid_job.job.output_dir, grid_job.env_set) for grid_job in jobs]
     launch = jobs[0].job.launch
-    nodes = AnakinNodes(1, launch.check_experiment(group), experiments, values, fields, trials, launch.memory)
+    plan = ReplicaPlan(
+        replicas=tuple(experiments),
+        hyperparameters=values,
+        summary_fields=fields,
+        replica_hooks=tuple(() if trial is None else (trial,) for trial in trials),
+        memory=launch.memory,
+    )
+    nodes = AnakinNodes(launch.check_experiment(group), plan)
     with transcript_to(os.path.join(directory, "train.log"), f"[group {os.path.basename(directory)}] "):
         report(
             f"jobs {jobs_text} in one program, batching {', '.join(batched) or 'seeds only'}; records in {directory}"

@@ -11,7 +11,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from rl import compat
-from rl.experiments.jobs import report
+from rl.sweeps.jobs import report
 from rl.experiments.launcher import ray_cluster_unreachable
 
 # A group's values (one per job), or why it failed on its worker.

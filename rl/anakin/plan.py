@@ -1,0 +1,73 @@
+"""What an anakin run's replicas are, handed to its nodes as data: how many, a grid group's own experiments and
+hyperparameters, each replica's hooks (a search's pruner), the memory limits of a program and a population to
+train (PBT). The searches that make a plan live above anakin (rl/sweeps/); the nodes only act on what it says."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from rl.anakin.build import MemoryLimits
+from rl.experiments.config import Experiment
+from rl.experiments.hooks import RunHook
+
+
+class Population(Protocol):
+    """A population the replicas train as (rl/sweeps/pbt.py's): its members' present hyperparameters, the
+    exchange after an evaluation round and what a checkpoint and the summaries keep of it."""
+
+    values: dict[str, np.ndarray]  # "agent.<field>" or "policy.<field>" -> one value per member.
+    lineage: list[list[dict[str, Any]]]  # Each member's exchanges so far.
+
+    def due(self, steps: int, eval_every: int, max_actor_steps: int) -> bool: ...
+
+    def exchange(self, steps: int, fitness: np.ndarray) -> np.ndarray:
+        """Sets the new values; returns each member's parent, whose learner state the member takes."""
+        ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    def restore(self, state: dict[str, Any]) -> None: ...
+
+    def best(self, finals: Sequence[float]) -> dict[str, Any]: ...
+
+
+class PopulationSearch(Protocol):
+    """A population-based search as settings: `check` refuses an experiment its members cannot search (a
+    ConfigError), `start` gives a run its population, the same every time."""
+
+    def check(self, experiment: Experiment) -> None: ...
+
+    def start(self) -> Population: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaPlan:
+    """`num_seeds` replicas of the run's experiment (replica i: seed + i), or a grid group's `replicas` (their own
+    experiments) with `hyperparameters` ("agent.<field>" or "policy.<field>" -> one value per replica) and
+    `summary_fields` added to their summaries; `replica_hooks[i]`: replica i's hooks, told each of its evaluation
+    rounds (one that ends it early masks it: a search's pruner); `memory`: how many replicas a program may hold
+    (rl/anakin/groups.py); `population`: the replicas train as one population, its values their hyperparameters."""
+
+    num_seeds: int = 1
+    replicas: tuple[Experiment, ...] | None = None
+    hyperparameters: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    summary_fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    replica_hooks: tuple[tuple[RunHook, ...], ...] = ()
+    memory: MemoryLimits = MemoryLimits()
+    population: PopulationSearch | None = None
+
+    @property
+    def count(self) -> int:
+        """The replicas: a grid group's jobs, else `num_seeds`."""
+        return self.num_seeds if self.replicas is None else len(self.replicas)
+
+    @property
+    def own_records(self) -> bool:
+        """Each replica writes its own run's records (a plain one-replica run writes the run's)."""
+        return self.replicas is not None or self.num_seeds > 1
+
+    def hooks_of(self, replica: int) -> tuple[RunHook, ...]:
+        return self.replica_hooks[replica] if replica < len(self.replica_hooks) else ()
