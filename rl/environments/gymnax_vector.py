@@ -65,14 +65,11 @@ def single_step(environment: Any, params: Any, key: jax.Array, env_state: Any, a
     ended, by a termination or at the time limit; `truncated`: at the time limit without a termination (a
     termination on the last allowed step is not truncated). gymnax 0.0.9's `step_env` counts the time limit in
     its `done`, gymnax 1.x's leaves it to `is_truncated` (which its `step` adds): the limit is asked for here
-    either way, from the environment's `is_truncated` where it has one."""
+    either way, as gymnax 1.x's `is_truncated` asks it (no environment of 1.0.1 overrides it)."""
     observation, env_state, reward, done, _ = environment.step_env(key, env_state, action, params)
     unlimited = dataclasses.replace(params, max_steps_in_episode=np.iinfo(np.int32).max)
     terminated = jnp.asarray(environment.is_terminal(env_state, unlimited), bool)
-    limit = getattr(environment, "is_truncated", None)  # gymnax >= 1.0 has it; 0.0.9 folds it into is_terminal.
-    at_limit = jnp.asarray(
-        limit(env_state, params) if limit is not None else env_state.time >= params.max_steps_in_episode, bool
-    )
+    at_limit = jnp.asarray(env_state.time >= params.max_steps_in_episode, bool)
     done = jnp.asarray(done, bool) | at_limit
     truncated = at_limit & ~terminated
     reward = jnp.asarray(reward, jnp.float32).reshape(())

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rl import checkpointing
 from rl.checkpointing import SUMMARY_FILE, CheckpointError
+from rl.experiments.launcher import Launcher
 from rl.experiments.validation import ConfigError
 
 CHOICES = ("keep", "stretch")
@@ -109,10 +110,10 @@ def replay_sized_by_budget(launcher_target: Any) -> bool:
     the budget (`Launcher.replay_sized_by_budget`); an unknown target is make_experiment's to refuse."""
     module, _, name = str(launcher_target or "").rpartition(".")
     try:
-        launcher = getattr(importlib.import_module(module), name)
+        launcher = getattr(importlib.import_module(module), name)  # The class a `_target_` names.
     except (ImportError, AttributeError, ValueError):
         return False
-    return bool(getattr(launcher, "replay_sized_by_budget", False))
+    return isinstance(launcher, type) and issubclass(launcher, Launcher) and launcher.replay_sized_by_budget
 
 
 def kept_replay_size(saved: dict[str, Any], launcher_target: Any, before: int) -> dict[str, Any]:
