@@ -8,7 +8,7 @@ import os
 import pytest
 import yaml
 
-from conftest import read_summary, read_wandb_offline_run, run_train
+from conftest import TRAIN, read_summary, read_wandb_offline_run, run_train
 from rl.analysis import find_runs
 from rl.sweeps.grid import group_jobs
 
@@ -71,13 +71,18 @@ def test_a_two_by_two_grid_is_one_program_whose_jobs_equal_separate_runs(tmp_pat
         trials = {trial["job"]: trial["value"] for trial in yaml.safe_load(file)["trials"]}
     assert trials == {job: pytest.approx(read_summary(str(grid / job))["final_eval_return"]) for job in trials}
     # Both sweeps (the grid's launcher and Hydra's basic one) name the setting with the best mean over its seeds.
-    for directory, output in ((grid, result.stdout), (separate, reference.stdout)):
-        _check_best_setting(directory, output)
+    # Its command is the one typed, with the grid's launcher where the grid ran its seeds as one program.
+    for directory, output, launcher in (
+        (grid, result.stdout, " hydra/launcher=anakin_grid"),
+        (separate, reference.stdout, ""),
+    ):
+        command = _check_best_setting(directory, output)
+        assert command.startswith(f"python {TRAIN} -m{launcher} agent.learning_rate=")
 
 
-def _check_best_setting(sweep, output: str) -> None:
+def _check_best_setting(sweep, output: str) -> str:
     """results.yaml's best is the learning rate whose jobs (one per seed) have the highest mean final return, with
-    each job's value; the printed line says the same."""
+    each job's value; the printed line says the same. Returns the best setting's command."""
     settings: dict[str, dict[str, float]] = {}
     for job in ("0", "1", "2", "3"):
         with open(sweep / job / ".hydra" / "overrides.yaml") as file:
@@ -92,6 +97,9 @@ def _check_best_setting(sweep, output: str) -> None:
     assert [setting["count"] for setting in report["settings"]] == [2, 2]
     (line,) = [line for line in output.splitlines() if line.startswith("Best of 2 settings (4 jobs): mean ")]
     assert best in line and line.endswith("seed=0,1")
+    command = line.split("): ")[-1]
+    assert report["best"]["command"] == command
+    return command
 
 
 @pytest.mark.current  # The compiled path, the same on both stacks.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rl.sweeps.results import Trial, best_line, rank_settings, seed_of
+from rl.sweeps.report import launcher_overrides, program_as_typed
+from rl.sweeps.results import CommandLine, Trial, best_line, rank_settings, seed_of
 
 # The best single job (lr=1e-3, seed=0: 500) is not in the best setting (lr=3e-4: mean 449.9).
 SWEEP = [
@@ -53,3 +54,33 @@ def test_seeds_given_in_any_override_form_are_one_setting():
     trials = [Trial("0", ("a=1", "seed=3"), 1.0), Trial("1", ("++seed=4", "a=1"), 3.0), Trial("2", ("a=1",), 5.0)]
     (setting,) = rank_settings(trials)
     assert setting.mean == 3.0 and seed_of(trials[1].overrides) == "4" and seed_of(trials[2].overrides) is None
+
+
+@pytest.mark.parametrize(
+    "orig_argv, program",
+    [
+        (["/venv/bin/python", "/venv/bin/rl-train", "-m", "seed=0,1"], "rl-train"),
+        (["python3", "-m", "rl.train", "-m", "seed=0,1"], "python -m rl.train"),
+        (["python", "scripts/train.py", "-m", "seed=0,1"], "python scripts/train.py"),
+        (["python", "-X", "dev", "scripts/train.py"], "python scripts/train.py"),
+        (["python", "-c", "..."], "python scripts/train.py"),  # Cannot tell: the documented command.
+    ],
+)
+def test_the_printed_commands_start_with_the_program_as_it_was_typed(orig_argv, program):
+    assert program_as_typed(orig_argv) == program
+
+
+def test_a_sweeps_launcher_comes_with_the_best_setting_over_its_seeds_not_with_a_single_job():
+    launcher = launcher_overrides(
+        ["hydra.sweep.dir=/tmp/s", "hydra/launcher=anakin_grid", "hydra.launcher.engine=local", "hydra/sweeper=pbt"]
+    )
+    assert launcher == ("hydra/launcher=anakin_grid", "hydra.launcher.engine=local")
+    command_line = CommandLine("rl-train", launcher)
+    best, _ = rank_settings(SWEEP)
+    assert best.command(command_line) == (
+        "rl-train -m hydra/launcher=anakin_grid hydra.launcher.engine=local agent.learning_rate=0.0003 seed=0,1"
+    )
+    single = rank_settings([Trial("0", ("agent.learning_rate=0.01", "seed=3"), 1.0)])
+    assert best_line(single, 1, command_line=command_line) == (
+        "Best of 1 jobs: 0 (1.0): rl-train agent.learning_rate=0.01 seed=3"
+    )

@@ -10,6 +10,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from rl.sweeps.jobs import REFUSED_FILE
+from rl.sweeps.results import DEFAULT_PROGRAM, CommandLine, read_sweep, write_results
 
 
 class SweepReport(Callback):
@@ -28,15 +29,36 @@ class SweepReport(Callback):
             )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
-        from rl.sweeps.results import read_sweep, write_results
-
         sweep = os.path.abspath(str(config.hydra.sweep.dir))
         jobs = read_sweep(sweep, config.get("objective", "final_eval_return"), REFUSED_FILE)
         maximize = not str(config.hydra.sweeper.get("direction", "maximize")).startswith("min")
-        for line in write_results(sweep, jobs, maximize):
+        launcher = launcher_overrides(list(config.hydra.overrides.hydra))
+        command_line = CommandLine(program_as_typed(sys.orig_argv), launcher)
+        for line in write_results(sweep, jobs, maximize, command_line):
             print(line)
         refused = jobs.refused
         if refused:
             lines = [f"  {job}: {reason}" for job, reason in refused.items()]
             print(f"{len(refused)} job(s) of the sweep in {sweep} were refused:", *lines, sep="\n", file=sys.stderr)
             sys.exit(2)
+
+
+def program_as_typed(orig_argv: list[str]) -> str:
+    """The training program as the user started it (`sys.orig_argv`, which a re-execution under jemalloc keeps):
+    `rl-train`, `python -m rl.train` or `python <path>/train.py`; `python scripts/train.py` when it cannot tell."""
+    for index, argument in enumerate(orig_argv[1:], start=1):
+        if argument == "-m" and index + 1 < len(orig_argv):
+            return f"python -m {orig_argv[index + 1]}"
+        if os.path.basename(argument) == "rl-train":
+            return "rl-train"
+        if argument.endswith(".py"):
+            return f"python {argument}"
+        if not argument.startswith("-"):
+            break
+    return DEFAULT_PROGRAM
+
+
+def launcher_overrides(hydra_overrides: list[str]) -> tuple[str, ...]:
+    """The overrides that chose and set the sweep's launcher (`hydra/launcher=anakin_grid`, `hydra.launcher.*`):
+    the best setting's seeds then run as the sweep ran them."""
+    return tuple(o for o in hydra_overrides if o.startswith(("hydra/launcher=", "hydra.launcher.")))

@@ -15,6 +15,23 @@ from typing import Any, Sequence
 import yaml
 
 SEED_KEYS = ("seed", "+seed", "++seed")
+DEFAULT_PROGRAM = "python scripts/train.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandLine:
+    """How the printed commands start: the program as the user typed it (`rl-train`, `python -m rl.train` or
+    `python scripts/train.py`) and the launcher overrides that shape a multirun (`hydra/launcher=anakin_grid`:
+    the best setting's seeds run as the one program the sweep ran them in)."""
+
+    program: str = DEFAULT_PROGRAM
+    multirun_overrides: tuple[str, ...] = ()
+
+    def single(self, overrides: Sequence[str]) -> str:
+        return " ".join([self.program, *(shlex.quote(o) for o in overrides)])
+
+    def multirun(self, overrides: Sequence[str]) -> str:
+        return " ".join([self.program, "-m", *(shlex.quote(o) for o in [*self.multirun_overrides, *overrides])])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,16 +59,16 @@ class Setting:
     def mean(self) -> float:
         return statistics.fmean(self.values)
 
-    @property
-    def command(self) -> str:
+    def command(self, command_line: CommandLine = CommandLine()) -> str:
         """The command that runs this setting on the seeds it was swept on."""
         seeds = [seed_of(trial.overrides) for trial in self.trials]
         given = [seed for seed in seeds if seed is not None]
-        seed = [f"seed={','.join(given)}"] if len(given) > 1 else [f"seed={given[0]}"] if given else []
-        multirun = ["-m"] if len(given) > 1 else []
-        return "python scripts/train.py " + " ".join(shlex.quote(o) for o in [*multirun, *self.overrides, *seed])
+        if len(given) > 1:
+            return command_line.multirun([*self.overrides, f"seed={','.join(given)}"])
+        seed = [f"seed={given[0]}"] if given else []
+        return command_line.single([*self.overrides, *seed])
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, command_line: CommandLine = CommandLine()) -> dict[str, Any]:
         """The setting as results.yaml holds it."""
         return {
             "overrides": list(self.overrides),
@@ -60,7 +77,7 @@ class Setting:
             "max": max(self.values),
             "count": len(self.values),
             "jobs": {trial.job: trial.value for trial in self.trials},
-            "command": self.command,
+            "command": self.command(command_line),
         }
 
 
@@ -85,19 +102,20 @@ def rank_settings(trials: Sequence[Trial], maximize: bool = True) -> list[Settin
     return sorted(settings, key=lambda setting: -setting.mean if maximize else setting.mean)
 
 
-def best_line(settings: Sequence[Setting], scored: int, pruned: int = 0) -> str:
+def best_line(
+    settings: Sequence[Setting], scored: int, pruned: int = 0, command_line: CommandLine = CommandLine()
+) -> str:
     """The sweep's best, in one line: as a job where every setting ran once, else as a setting over seeds.
     `pruned` jobs were stopped by the search and are left out."""
     best = settings[0]
     jobs = f"{scored} jobs" + (f", {pruned} pruned left out" if pruned else "")
     if all(len(setting.trials) == 1 for setting in settings):
         (trial,) = best.trials
-        command = "python scripts/train.py " + " ".join(shlex.quote(o) for o in trial.overrides)
-        return f"Best of {jobs}: {trial.job} ({trial.value:.1f}): {command}"
+        return f"Best of {jobs}: {trial.job} ({trial.value:.1f}): {command_line.single(trial.overrides)}"
     spread = f"min {min(best.values):.1f}, max {max(best.values):.1f}"
     return (
         f"Best of {len(settings)} settings ({jobs}): mean {best.mean:.1f} over {len(best.values)} seeds "
-        f"({spread}): {best.command}"
+        f"({spread}): {best.command(command_line)}"
     )
 
 
@@ -134,21 +152,21 @@ def read_sweep(sweep: str, objective: str, refused_file: str) -> SweepJobs:
     return SweepJobs(trials, dict(sorted(refused.items())))
 
 
-def write_results(sweep: str, jobs: SweepJobs, maximize: bool) -> list[str]:
+def write_results(sweep: str, jobs: SweepJobs, maximize: bool, command_line: CommandLine = CommandLine()) -> list[str]:
     """`<sweep>/results.yaml` (the best setting, every setting ranked, every job, the refused ones) and the
-    lines that report it; none where no job was scored."""
+    lines that report it, their commands begun as `command_line` says; none where no job was scored."""
     scored = [trial for trial in jobs.trials if trial["value"] is not None and trial["status"] != "pruned"]
     if not scored:
         return []
     settings = rank_settings([Trial(t["job"], tuple(t["overrides"]), t["value"]) for t in scored], maximize)
-    best = settings[0].describe()
+    best = settings[0].describe(command_line)
     if len(settings[0].trials) == 1 and all(len(setting.trials) == 1 for setting in settings):
         (trial,) = [t for t in scored if t["job"] == settings[0].trials[0].job]
-        command = "python scripts/train.py " + " ".join(shlex.quote(o) for o in trial["overrides"])
+        command = command_line.single(trial["overrides"])
         best = {**trial, "overrides": list(trial["overrides"]), "command": command}  # No YAML anchors.
     results = {
         "best": best,
-        "settings": [setting.describe() for setting in settings],
+        "settings": [setting.describe(command_line) for setting in settings],
         "trials": jobs.trials,
         "refused": jobs.refused,
     }
@@ -156,4 +174,5 @@ def write_results(sweep: str, jobs: SweepJobs, maximize: bool) -> list[str]:
     with open(path, "w") as file:
         yaml.safe_dump(results, file, sort_keys=False, width=1000)
     pruned = sum(trial["status"] == "pruned" for trial in jobs.trials)
-    return [best_line(settings, len(scored), pruned), f"Every setting and job, with their values: {path}"]
+    best = best_line(settings, len(scored), pruned, command_line)
+    return [best, f"Every setting and job, with their values: {path}"]
