@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 import yaml
 
-from conftest import TRAIN, read_summary, read_wandb_offline_run, run_train
+from conftest import ROOT, TRAIN, read_summary, read_wandb_offline_run, run_train
 from rl.analysis import find_runs
 from rl.sweeps.grid import group_jobs
 
@@ -77,7 +79,37 @@ def test_a_two_by_two_grid_is_one_program_whose_jobs_equal_separate_runs(tmp_pat
         (separate, reference.stdout, ""),
     ):
         command = _check_best_setting(directory, output)
-        assert command.startswith(f"python {TRAIN} -m{launcher} agent.learning_rate=")
+        assert command.startswith(f"python {TRAIN} -m{launcher} experiment=") and " agent.learning_rate=" in command
+    _check_best_job_evaluates_as_its_separate_run(grid, separate)
+
+
+def _check_best_job_evaluates_as_its_separate_run(grid, separate) -> None:
+    """The best job results.yaml names kept its final state: scripts/evaluate.py evaluates (and films) it, and
+    its returns are those of the same job's separate launcher=anakin run, evaluated from that run's checkpoint."""
+    with open(grid / "results.yaml") as file:
+        jobs = yaml.safe_load(file)["best"]["jobs"]
+    best = max(jobs, key=jobs.get)
+    ours = _evaluate(f"run_dir={grid / best}", "episodes=2", "video=true")
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    theirs = _evaluate(f"run_dir={separate / best}", "episodes=2")
+    assert theirs.returncode == 0, theirs.stderr[-3000:]
+    assert f"checkpoints/step_8192 (actor steps 8192), seed {_seed(grid / best)}" in ours.stdout
+    returns = lambda output: [line for line in output.splitlines() if line.startswith("replica 0 ")]
+    assert len(returns(ours.stdout)) == 2 and returns(ours.stdout) == returns(theirs.stdout)
+    assert "video of one episode" in ours.stdout and len(os.listdir(grid / best / "videos")) == 1
+
+
+def _seed(job_dir) -> int:
+    with open(job_dir / ".hydra" / "config.yaml") as file:
+        return yaml.safe_load(file)["seed"]
+
+
+def _evaluate(*arguments: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    evaluate = os.path.join(ROOT, "scripts", "evaluate.py")
+    return subprocess.run(
+        [sys.executable, evaluate, *arguments], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600
+    )
 
 
 def _check_best_setting(sweep, output: str) -> str:

@@ -172,6 +172,7 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
         summary_fields=fields,
         replica_hooks=tuple(() if trial is None else (trial,) for trial in trials),
         memory=launch.memory,
+        replica_checkpoints=True,  # scripts/evaluate.py evaluates (and films) a finished job.
     )
     nodes = AnakinNodes(launch.check_experiment(group), plan)
     with transcript_to(os.path.join(directory, "train.log"), f"[group {os.path.basename(directory)}] "):
@@ -182,7 +183,8 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
             lifecycle.run(group, nodes)
         except signals.RunInterrupted as stop:
             report(
-                f"Interrupted: {stop}; the grid's jobs keep no checkpoint: the same command starts them over",
+                f"Interrupted: {stop}; a grid job keeps a checkpoint once it finishes: the same command starts "
+                "these over",
                 error=True,
             )
             sys.exit(stop.exit_code)
