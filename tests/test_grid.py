@@ -246,6 +246,12 @@ def test_a_sweep_whose_every_job_is_refused_for_one_reason_is_refused_once_and_l
     result = run_train([*every_job, "seed=0,1", f"hydra.sweep.dir={kept}"])
     assert result.returncode == 2 and result.stderr.splitlines() == [REFUSED_EVERY_JOB]
     assert os.listdir(kept) == ["notes.txt"] and (kept / "notes.txt").read_text() == "mine\n"
+    # Every job refused, but for two reasons: each job's line, and the sweep's list of them, as in any sweep.
+    sweep = tmp_path / "two_reasons"
+    result = run_train([*every_job, "max_actor_steps=-5,8192", f"hydra.sweep.dir={sweep}"])
+    assert result.returncode == 2 and "[job 0] Invalid configuration: max_actor_steps: " in result.stderr
+    assert f"[job 1] {REFUSED_EVERY_JOB}" in result.stderr and "2 job(s) of the sweep" in result.stderr
+    assert sorted(os.listdir(sweep)) == ["0", "1", "multirun.yaml"] and (sweep / "1" / "refused.txt").is_file()
 
 
 @pytest.mark.current  # The same on both stacks: the current part runs it.
