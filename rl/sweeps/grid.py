@@ -274,8 +274,8 @@ def prepare_jobs(
     """Every job prepared with `prepare_job` (the entry point's first half), refusing what a grid cannot train
     (`refusal`) and handing back each refused job's `Refusal` unannounced, as Hydra's own launchers run one (its
     directory, .hydra/, train.log): Hydra's results, and the jobs a grid can train. The refused jobs are then
-    announced each (the sweep goes on) or, when every job is refused for one reason, the sweep is refused once
-    (`refuse_sweep`)."""
+    announced each (the sweep goes on) or, when every job of a sweep's first launch is refused for one reason, the
+    sweep is refused once (`refuse_sweep`)."""
     prepare = functools.partial(prepare_job, announce=False, refuse=refusal)
     results = []
     prepared = []
@@ -303,7 +303,10 @@ def prepare_jobs(
         elif isinstance(job, Job):
             log_file = os.path.join(job.output_dir, log_name)
             prepared.append(GridJob(number, job, log_file, dict(result.hydra_cfg.hydra.job.env_set)))
-    if len(refused) == len(results) and len({refused_job.reason for _, refused_job in refused}) == 1:
+    # A search's later launch (Optuna's next trials) is part of a sweep that already ran jobs: only a first one
+    # can be the whole sweep.
+    whole_sweep = initial_job_idx == 0 and len(refused) == len(results)
+    if whole_sweep and len({refused_job.reason for _, refused_job in refused}) == 1:
         refuse_sweep([refused_job for _, refused_job in refused], log_name, sweep_directory)
     for number, refused_job in refused:
         with transcript_to(os.path.join(refused_job.output_dir, log_name), f"[job {number}] "):
