@@ -118,6 +118,14 @@ def build_job(config: DictConfig, announce: bool = True, refuse: JobCheck | None
     if why is not None:
         return refused_job(Refusal(output_dir, f"Invalid configuration: {why}", 2), announce)
     experiment = apply_plan(plan, experiment)
+    report_resume(plan, output_dir)
+    return Job(experiment, launch, output_dir, objective)
+
+
+def report_resume(plan: Any, output_dir: str) -> None:
+    """The lines a resumed run starts with: its extension to a larger budget and the checkpoint it resumes."""
+    from rl.sweeps.jobs import report
+
     if plan.extension is not None:
         report(plan.extension.describe())
     if plan.restore is not None:
@@ -127,7 +135,6 @@ def build_job(config: DictConfig, announce: bool = True, refuse: JobCheck | None
             f"({counts.get('actor_steps', 0)} actor steps, {counts.get('learner_steps', 0)} learner steps"
             + ("; replay buffer restored)" if plan.restore.restore_replay else ")")
         )
-    return Job(experiment, launch, output_dir, objective)
 
 
 def refused_job(refusal: Refusal, announce: bool) -> float | Refusal:
