@@ -45,7 +45,7 @@ class SubmititEngineConf:
     # submitit's AutoExecutor cluster: slurm, local (subprocesses on this machine) or debug (in this process);
     # null: SLURM where there is one.
     cluster: Optional[str] = None
-    # Minutes a group may take (the grid's jobs keep no checkpoint: a group past it fails).
+    # Minutes a group may take (a grid job checkpoints only once it finishes: a group past it fails).
     timeout_min: int = 240
     gpus_per_node: Optional[int] = None
     cpus_per_task: Optional[int] = None

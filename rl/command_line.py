@@ -92,9 +92,9 @@ def resume_arguments(argv: list[str]) -> list[str]:
 
 
 def existing_run_directories(argv: list[str]) -> frozenset[str]:
-    """The run directories the command line names that exist before Hydra makes its own: a refused command
-    leaves them in place (rl.train.remove_empty_directories)."""
-    named = [arg.split("=", 1)[1] for arg in argv if arg.startswith("hydra.run.dir=")]
+    """The run (or sweep) directories the command line names that exist before Hydra makes its own: a refused
+    command leaves them in place (rl.train.remove_empty_directories)."""
+    named = [arg.split("=", 1)[1] for arg in argv if arg.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
     return frozenset(os.path.abspath(os.path.expanduser(path)) for path in named if os.path.isdir(path))
 
 

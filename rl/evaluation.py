@@ -90,10 +90,37 @@ def locate_checkpoint(run_dir: str) -> str:
     for path, reason in skipped:
         print(f"Warning: checkpoint {path} is damaged ({reason}); evaluating an older one", file=sys.stderr)
     if checkpoint is None:
-        raise EvaluationError(
-            f"no checkpoint in {run_dir}/checkpoints (runs save one at the end unless checkpoint=false)"
-        )
+        raise EvaluationError(f"no checkpoint in {run_dir}/checkpoints: {why_no_checkpoint(run_dir)}")
     return checkpoint
+
+
+def why_no_checkpoint(run_dir: str) -> str:
+    """Why a run directory holds no checkpoint, from what the run itself wrote (its config, refusal and
+    summary): a run writes one at its end, a grid job once it finishes, unless its checkpoints were off."""
+    from omegaconf import OmegaConf
+
+    from rl.checkpointing import read_json
+    from rl.sweeps.jobs import REFUSED_FILE
+
+    refused = os.path.join(run_dir, REFUSED_FILE)
+    if os.path.isfile(refused):
+        with open(refused) as file:
+            return f"the job was refused before it trained ({file.read().strip()})"
+    config = OmegaConf.to_container(OmegaConf.load(os.path.join(run_dir, ".hydra", "config.yaml"))) or {}
+    settings = config.get("checkpoint", True) if isinstance(config, dict) else True
+    if settings is False or (isinstance(settings, dict) and settings.get("enabled") is False):
+        return "the run ran with its checkpoints off (checkpoint=false)"
+    summary = read_json(os.path.join(run_dir, "summary.json"))
+    status = summary.get("status")
+    if status == "pruned":
+        return "its search pruned the run, and a pruned trial keeps none"
+    if status == "failed":
+        return f"the run failed before writing one ({summary.get('failure') or 'see its train.log'})"
+    if "grid" in summary:  # Written by hydra/launcher=anakin_grid, which checkpoints a job when it finishes.
+        if status == "finished":
+            return "this finished grid job kept none (sweeps from before grid jobs kept their final state wrote none)"
+        return f"a grid job keeps its final state once it finishes; this one ended {status}"
+    return "the run stopped (or is still running) before its first checkpoint"
 
 
 def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, Any, dict[str, Any]]:

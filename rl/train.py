@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import sys
 import warnings
@@ -22,11 +21,12 @@ from rl.command_line import (
     resume_arguments,
     run_directory_error,
 )
+from rl.sweeps.jobs import RunRefused
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from rl.sweeps.jobs import Job
+    from rl.sweeps.jobs import Job, JobCheck, Refusal
 
 # Only light modules at import: `cli` re-executes the process under jemalloc before anything heavy loads, and
 # JAX and TensorFlow load once the config is composed (a bad command line fails in a fraction of a second).
@@ -34,15 +34,6 @@ if TYPE_CHECKING:
 # Whether the user set HYDRA_FULL_ERROR (read once, at import): otherwise `cli` sets it so that a command line
 # Hydra cannot compose reaches `composition_error`, and the job unsets it once composed.
 HYDRA_FULL_ERROR_GIVEN = "HYDRA_FULL_ERROR" in os.environ
-
-
-class RunRefused(SystemExit):
-    """A single run refused before it started (exit status `code`): `cli` then takes back the directories
-    Hydra made for `run_directory`."""
-
-    def __init__(self, code: int, run_directory: str):
-        super().__init__(code)
-        self.run_directory = run_directory
 
 
 def job_prefix() -> str:
@@ -54,13 +45,14 @@ def job_prefix() -> str:
     return f"[job {hydra_config.job.num}] " if hydra_config.mode == RunMode.MULTIRUN else ""
 
 
-def prepare_job(config: DictConfig) -> Job | float:
+def prepare_job(config: DictConfig, announce: bool = True, refuse: JobCheck | None = None) -> Job | float | Refusal:
     """Everything before training, its terminal lines after the job's prefix (`job_prefix`); the task of
-    hydra/launcher=anakin_grid, which trains the jobs it prepares together."""
+    hydra/launcher=anakin_grid, which trains the jobs it prepares together: it refuses what it cannot train
+    (`refuse`) and, with `announce` false, is handed a refused job's `Refusal` to announce with the others."""
     from rl.loggers.base import console_prefixed
 
     with console_prefixed(job_prefix()):
-        return build_job(config)
+        return build_job(config, announce, refuse)
 
 
 def report_warnings(caught: list[warnings.WarningMessage]) -> None:
@@ -75,14 +67,16 @@ def report_warnings(caught: list[warnings.WarningMessage]) -> None:
             warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
 
 
-def build_job(config: DictConfig) -> Job | float:
-    """The experiment built and checked, the resume plan applied. A refused job of a multirun or an
-    already finished run gives its value (NaN when refused); a refused single run exits (`RunRefused`)."""
+def build_job(config: DictConfig, announce: bool = True, refuse: JobCheck | None = None) -> Job | float | Refusal:
+    """The experiment built and checked (by `refuse` too: why its launcher and restore point cannot train,
+    before the run directory is written), the resume plan applied. A refused job of a multirun or an already
+    finished run gives its value (NaN when refused, after its line; with `announce` false, its `Refusal`,
+    unannounced); a refused single run exits (`RunRefused`)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     from rl.checkpointing import CheckpointError, RunWarning
-    from rl.sweeps.jobs import Job, refuse_job, report
+    from rl.sweeps.jobs import Job, Refusal, remove_hydra_files, report
     from rl.experiments.extension import extend_config
     from rl.experiments.make_experiment import make_experiment, tracking_settings
     from rl.experiments.resume import apply_plan, prepare_run
@@ -108,7 +102,7 @@ def build_job(config: DictConfig) -> Job | float:
     except (ConfigError, CheckpointError) as error:
         what, code = ("Invalid configuration", 2) if isinstance(error, ConfigError) else ("Cannot resume", 1)
         if hydra_config.mode == RunMode.MULTIRUN:
-            return refuse_job(output_dir, f"{what}: {error}")
+            return refused_job(Refusal(output_dir, f"{what}: {error}", code), announce)
         report(f"{what}: {error}", error=True, transcript=False)  # A refused resume leaves its run as it was.
         remove_hydra_files(output_dir, f"{hydra_config.job.name}.log")
         raise RunRefused(code, output_dir) from None
@@ -120,7 +114,18 @@ def build_job(config: DictConfig) -> Job | float:
             transcript=False,
         )
         return summary.get(objective, float("nan"))
+    why = refuse(launch, plan.restore, output_dir) if refuse is not None else None
+    if why is not None:
+        return refused_job(Refusal(output_dir, f"Invalid configuration: {why}", 2), announce)
     experiment = apply_plan(plan, experiment)
+    report_resume(plan, output_dir)
+    return Job(experiment, launch, output_dir, objective)
+
+
+def report_resume(plan: Any, output_dir: str) -> None:
+    """The lines a resumed run starts with: its extension to a larger budget and the checkpoint it resumes."""
+    from rl.sweeps.jobs import report
+
     if plan.extension is not None:
         report(plan.extension.describe())
     if plan.restore is not None:
@@ -130,20 +135,13 @@ def build_job(config: DictConfig) -> Job | float:
             f"({counts.get('actor_steps', 0)} actor steps, {counts.get('learner_steps', 0)} learner steps"
             + ("; replay buffer restored)" if plan.restore.restore_replay else ")")
         )
-    return Job(experiment, launch, output_dir, objective)
 
 
-def remove_hydra_files(output_dir: str, log_name: str) -> None:
-    """After a refused command: what Hydra wrote for it (`.hydra/`, an empty job log), unless the directory
-    holds a run. The directories Hydra made are left to `remove_empty_directories`, after Hydra returns."""
-    from rl.checkpointing import holds_a_run
+def refused_job(refusal: Refusal, announce: bool) -> float | Refusal:
+    """A refused job of a multirun: announced now (its value, NaN: the sweep goes on) or handed back as it is."""
+    from rl.sweeps.jobs import refuse_job
 
-    if holds_a_run(output_dir):
-        return
-    shutil.rmtree(os.path.join(output_dir, ".hydra"), ignore_errors=True)
-    log = os.path.join(output_dir, log_name)
-    if os.path.isfile(log) and os.path.getsize(log) == 0:
-        os.remove(log)
+    return refuse_job(refusal.output_dir, refusal.reason) if announce else refusal
 
 
 def remove_empty_directories(run_directory: str, existing: frozenset[str]) -> None:

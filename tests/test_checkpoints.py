@@ -143,6 +143,31 @@ def test_a_damaged_checkpoint_is_skipped_for_the_previous_one(tmp_path):
     assert checkpointing.find_latest(str(tmp_path / "elsewhere")) == (None, [])
 
 
+@pytest.mark.current  # The same on both stacks: the current part runs it.
+@pytest.mark.parametrize(
+    "config, written, why",
+    [
+        ("checkpoint: false\n", {}, "the run ran with its checkpoints off (checkpoint=false)"),
+        ("checkpoint: {enabled: false}\n", {}, "the run ran with its checkpoints off"),
+        ("seed: 0\n", {"refused.txt": "Invalid configuration: x: no\n"}, "refused before it trained (Invalid"),
+        ("seed: 0\n", {"summary.json": '{"status": "pruned"}'}, "its search pruned the run"),
+        ("seed: 0\n", {"summary.json": '{"status": "failed", "failure": "numerical fault: nan"}'}, "(numerical fault"),
+        ("seed: 0\n", {"summary.json": '{"status": "interrupted", "grid": {}}'}, "ended interrupted"),
+        ("seed: 0\n", {}, "the run stopped (or is still running) before its first checkpoint"),
+    ],
+)
+def test_evaluation_says_why_a_run_has_no_checkpoint_from_what_the_run_wrote(tmp_path, config, written, why):
+    from rl.evaluation import EvaluationError, locate_checkpoint
+
+    os.makedirs(tmp_path / ".hydra")
+    (tmp_path / ".hydra" / "config.yaml").write_text(config)
+    for name, text in written.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(EvaluationError, match=r"^no checkpoint in .*/checkpoints: ") as error:
+        locate_checkpoint(str(tmp_path))
+    assert why in str(error.value) and "\n" not in str(error.value)
+
+
 def test_evaluation_picks_the_checkpoint_a_resume_would(tmp_path, capsys):
     from rl.evaluation import EvaluationError, locate_checkpoint
 

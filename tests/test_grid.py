@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 import yaml
 
-from conftest import TRAIN, read_summary, read_wandb_offline_run, run_train
+from conftest import ROOT, TRAIN, read_summary, read_wandb_offline_run, run_train
 from rl.analysis import find_runs
 from rl.sweeps.grid import group_jobs
 
@@ -77,7 +79,37 @@ def test_a_two_by_two_grid_is_one_program_whose_jobs_equal_separate_runs(tmp_pat
         (separate, reference.stdout, ""),
     ):
         command = _check_best_setting(directory, output)
-        assert command.startswith(f"python {TRAIN} -m{launcher} agent.learning_rate=")
+        assert command.startswith(f"python {TRAIN} -m{launcher} experiment=") and " agent.learning_rate=" in command
+    _check_best_job_evaluates_as_its_separate_run(grid, separate)
+
+
+def _check_best_job_evaluates_as_its_separate_run(grid, separate) -> None:
+    """The best job results.yaml names kept its final state: scripts/evaluate.py evaluates (and films) it, and
+    its returns are those of the same job's separate launcher=anakin run, evaluated from that run's checkpoint."""
+    with open(grid / "results.yaml") as file:
+        jobs = yaml.safe_load(file)["best"]["jobs"]
+    best = max(jobs, key=jobs.get)
+    ours = _evaluate(f"run_dir={grid / best}", "episodes=2", "video=true")
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    theirs = _evaluate(f"run_dir={separate / best}", "episodes=2")
+    assert theirs.returncode == 0, theirs.stderr[-3000:]
+    assert f"checkpoints/step_8192 (actor steps 8192), seed {_seed(grid / best)}" in ours.stdout
+    returns = lambda output: [line for line in output.splitlines() if line.startswith("replica 0 ")]
+    assert len(returns(ours.stdout)) == 2 and returns(ours.stdout) == returns(theirs.stdout)
+    assert "video of one episode" in ours.stdout and len(os.listdir(grid / best / "videos")) == 1
+
+
+def _seed(job_dir) -> int:
+    with open(job_dir / ".hydra" / "config.yaml") as file:
+        return yaml.safe_load(file)["seed"]
+
+
+def _evaluate(*arguments: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    evaluate = os.path.join(ROOT, "scripts", "evaluate.py")
+    return subprocess.run(
+        [sys.executable, evaluate, *arguments], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600
+    )
 
 
 def _check_best_setting(sweep, output: str) -> str:
@@ -181,16 +213,64 @@ def test_a_structural_difference_makes_two_programs_and_a_failing_replica_fails_
 
 
 @pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
-def test_jobs_the_grid_cannot_train_are_each_refused_and_listed(tmp_path):
+def test_jobs_the_grid_cannot_train_are_each_refused_and_listed_while_the_others_train(tmp_path):
     sweep = tmp_path / "sweep"
-    result = run_train(
-        ["-m", "hydra/launcher=anakin_grid", *SHORT, "launcher.num_seeds=2,3", "logger=csv", f"hydra.sweep.dir={sweep}"]
-    )
+    grid = ["-m", "hydra/launcher=anakin_grid", *SHORT, "logger=csv", f"hydra.sweep.dir={sweep}"]
+    result = run_train([*grid, "launcher.num_seeds=1,2,3"])
     assert result.returncode == 2  # The sweep's refusals, listed at its end.
-    for job in ("0", "1"):  # The first refusal did not end the sweep.
+    for job in ("1", "2"):  # The first refusal did not end the sweep.
         assert "launcher.num_seeds must be 1" in (sweep / job / "refused.txt").read_text()
         assert "launcher.num_seeds must be 1" in (sweep / job / "train.log").read_text()
-    assert "2 job(s) of the sweep" in result.stderr and not os.path.exists(sweep / ".grid")
+        assert result.stderr.count(f"[job {job}] Invalid configuration: hydra/launcher=anakin_grid: ") == 1
+    assert read_summary(str(sweep / "0"))["status"] == "finished"
+    assert "2 job(s) of the sweep" in result.stderr and len(os.listdir(sweep / ".grid")) == 1
+
+
+REFUSED_EVERY_JOB = (
+    "Invalid configuration: hydra/launcher=anakin_grid: launcher.num_seeds must be 1 (sweep seed=0,1,... instead)"
+)
+
+
+@pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
+def test_a_sweep_whose_every_job_is_refused_for_one_reason_is_refused_once_and_leaves_nothing(tmp_path):
+    every_job = ["-m", "hydra/launcher=anakin_grid", "experiment=ppo_gymnax_cartpole", "launcher.num_seeds=2"]
+    environment = {**os.environ, "WANDB_MODE": "offline", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    command = [sys.executable, TRAIN, *every_job, "seed=0,1,2,3"]  # Into multirun/<date>/<time> under tmp_path.
+    result = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2 and result.stderr.splitlines() == [REFUSED_EVERY_JOB]
+    assert os.listdir(tmp_path) == []  # No job directory, no multirun.yaml, no sweep directory up to here.
+    # A sweep directory the user had stays, with what it held.
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine\n")
+    result = run_train([*every_job, "seed=0,1", f"hydra.sweep.dir={kept}"])
+    assert result.returncode == 2 and result.stderr.splitlines() == [REFUSED_EVERY_JOB]
+    assert os.listdir(kept) == ["notes.txt"] and (kept / "notes.txt").read_text() == "mine\n"
+    # Every job refused, but for two reasons: each job's line, and the sweep's list of them, as in any sweep.
+    sweep = tmp_path / "two_reasons"
+    result = run_train([*every_job, "max_actor_steps=-5,8192", f"hydra.sweep.dir={sweep}"])
+    assert result.returncode == 2 and "[job 0] Invalid configuration: max_actor_steps: " in result.stderr
+    assert f"[job 1] {REFUSED_EVERY_JOB}" in result.stderr and "2 job(s) of the sweep" in result.stderr
+    assert sorted(os.listdir(sweep)) == ["0", "1", "multirun.yaml"] and (sweep / "1" / "refused.txt").is_file()
+
+
+@pytest.mark.current  # The same on both stacks: the current part runs it.
+def test_refusing_a_sweep_keeps_a_job_directory_that_holds_a_run(tmp_path):
+    from rl.sweeps.grid import refuse_sweep
+    from rl.sweeps.jobs import Refusal, RunRefused
+
+    for job in ("0", "1"):
+        os.makedirs(tmp_path / job / ".hydra")
+        (tmp_path / job / ".hydra" / "config.yaml").write_text("seed: 0\n")
+        (tmp_path / job / "train.log").write_text("")
+    (tmp_path / "0" / "run.json").write_text("{}")  # Job 0's directory holds an earlier run.
+    (tmp_path / "multirun.yaml").write_text("hydra: {}\n")
+    refusals = [Refusal(str(tmp_path / job), "Invalid configuration: x: no", 2) for job in ("0", "1")]
+    with pytest.raises(RunRefused) as refused:
+        refuse_sweep(refusals, "train.log", str(tmp_path))
+    assert refused.value.code == 2 and refused.value.run_directory == str(tmp_path)
+    assert os.listdir(tmp_path) == ["0"]
+    assert sorted(os.listdir(tmp_path / "0")) == [".hydra", "run.json", "train.log"]
 
 
 @pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.

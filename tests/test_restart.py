@@ -135,15 +135,18 @@ def test_seeds_killed_before_their_first_checkpoint_start_over_with_the_dead_run
 
 @pytest.mark.current  # The compiled path, the same on both stacks: the current part runs it.
 def test_a_grid_killed_mid_run_starts_over_with_its_groups_and_jobs_rows_aside(tmp_path):
-    """hydra/launcher=anakin_grid, 2 jobs in one group, killed (SIGKILL) after evaluation rounds: the same
-    command starts the jobs over, and neither a job's logs nor the group's own records (the jobs' mean, in
-    .grid/<group>/logs/) repeat an `actor_steps`; the dead run's rows are in their logs/superseded/."""
+    """hydra/launcher=anakin_grid, 2 jobs in one group, killed (SIGKILL) after evaluation rounds, before any job
+    kept a checkpoint: the same command starts the jobs over (each then keeps its final state), and neither a
+    job's logs nor the group's own records (the jobs' mean, in .grid/<group>/logs/) repeat an `actor_steps`; the
+    dead run's rows are in their logs/superseded/."""
     arguments = ["-m", "hydra/launcher=anakin_grid", "seed=0,1", *SMALL_PPO, f"hydra.sweep.dir={tmp_path}"]
     group_records = str(tmp_path / ".grid" / "*" / "logs" / "evaluator.csv")
     process = start_train(arguments)
     _kill_once_written(process, group_records, rows=2)
     dead = _dead_rows(group_records) | _dead_rows(str(tmp_path / "[01]" / "logs" / "*.csv"))
     assert len(dead) >= 3  # The group's records and the jobs' logs.
+    checkpoints = str(tmp_path / "[01]" / "checkpoints" / "step_*")
+    assert not glob.glob(checkpoints)  # A grid job keeps its checkpoint once it finishes, none before.
 
     again = run_train(arguments, timeout=600)
 
@@ -151,4 +154,5 @@ def test_a_grid_killed_mid_run_starts_over_with_its_groups_and_jobs_rows_aside(t
     for path in glob.glob(group_records) + glob.glob(str(tmp_path / "[01]" / "logs" / "*.csv")):
         _steps_once_each(path)
     assert len(_rows(glob.glob(group_records)[0])) == 4096 // 512
+    assert sorted(glob.glob(checkpoints)) == [str(tmp_path / job / "checkpoints" / "step_4096") for job in "01"]
     _set_aside(dead, session=1)

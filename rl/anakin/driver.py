@@ -375,6 +375,8 @@ class AnakinNodes(lifecycle.Nodes):
             fields = {"compile_time_s": compile_time, **self.plan.summary_fields}
             for index, replica in enumerate(self.replica_experiments):
                 replica_status, why, _ = self.ended[index] or (status, None, None)
+                if self.plan.replica_checkpoints and replica_status == "finished":
+                    self.save_replica(index)  # Before its summary: a finished job has its checkpoint.
                 code = 1 if replica_status == "failed" else 0 if replica_status == "pruned" else exit_code
                 result = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=replica_status)
                 lineage = self.population.lineage[index] if self.population is not None else None
@@ -399,6 +401,20 @@ class AnakinNodes(lifecycle.Nodes):
                 TRANSCRIPT.info(line)
         add_summary_fields(self.context.experiment.run_directory, extra)
         return summary
+
+    def save_replica(self, replica: int) -> str | None:
+        """Writes replica `replica`'s state as the checkpoint its own one-replica run would write at its end, in
+        its own run directory (None: its checkpoints are off): its counts, episodes and evaluation curve."""
+        experiment = self.replica_experiments[replica]
+        if not experiment.checkpoint.enabled:
+            return None
+        state = jax.tree_util.tree_map(lambda leaf: leaf[replica : replica + 1], self.recorded_state())
+        snapshot = lifecycle.Snapshot(self.context.record.steps, self.counts_of(replica), learner_state=state)
+        curve = self.curves[replica]
+        own = {"episodes": self.episodes[replica], "eval_returns": [[int(s), float(v)] for s, v in curve]}
+        snapshot.state["anakin"] = {"num_seeds": 1, "replicas": [own]}
+        record = dataclasses.replace(self.context.record, eval_returns=list(curve))
+        return lifecycle.RunCheckpointer(experiment, record).write(snapshot)
 
     def close(self) -> None:
         for logger in (logger for log in self.logs for logger in log.values()):

@@ -49,7 +49,9 @@ class ReplicaPlan:
     experiments) with `hyperparameters` ("agent.<field>" or "policy.<field>" -> one value per replica) and
     `summary_fields` added to their summaries; `replica_hooks[i]`: replica i's hooks, told each of its evaluation
     rounds (one that ends it early masks it: a search's pruner); `memory`: how many replicas a program may hold
-    (rl/anakin/groups.py); `population`: the replicas train as one population, its values their hyperparameters."""
+    (rl/anakin/groups.py); `population`: the replicas train as one population, its values their hyperparameters;
+    `replica_checkpoints`: each replica that finishes writes its final state as the checkpoint of its own run (a
+    grid job's, which scripts/evaluate.py reads as a one-replica launcher=anakin run's)."""
 
     num_seeds: int = 1
     replicas: tuple[Experiment, ...] | None = None
@@ -58,6 +60,7 @@ class ReplicaPlan:
     replica_hooks: tuple[tuple[RunHook, ...], ...] = ()
     memory: MemoryLimits = MemoryLimits()
     population: PopulationSearch | None = None
+    replica_checkpoints: bool = False
 
     @property
     def count(self) -> int:

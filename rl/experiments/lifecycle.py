@@ -108,6 +108,12 @@ class RunCheckpointer:
         if unmoved or not self.settings.enabled or not snapshot.consistent:
             self.start()  # Nothing moved since the last one (or nothing to write yet): try later.
             return None, snapshot
+        path = self.write(snapshot)
+        nodes.saved(path, snapshot)
+        return path, snapshot
+
+    def write(self, snapshot: Snapshot) -> str:
+        """Writes `snapshot` as the run's checkpoint with the run's state item; returns its path."""
         experiment = self.experiment
         record = self.record
         start = experiment.logger_factory.start_time
@@ -130,7 +136,7 @@ class RunCheckpointer:
         if snapshot.replay is not None:
             replay = snapshot.replay()
             tables = checkpointing.describe_tables(experiment.builder.make_replay_tables(experiment.environment_spec))
-        self.last = checkpointing.save_checkpoint(
+        path = checkpointing.save_checkpoint(
             experiment.run_directory,
             state["actor_steps"],
             snapshot.learner_state,
@@ -140,9 +146,9 @@ class RunCheckpointer:
             snapshot.process_state,
             tables,
         )
+        self.last = path
         self.start()
-        nodes.saved(self.last, snapshot)
-        return self.last, snapshot
+        return path
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import sys
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 import numpy as np
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
@@ -20,7 +21,17 @@ from rl.anakin.build import untraceable, value_of
 from rl.sweeps.engines import Outcome, RayEngine, SubmititEngine
 from rl.anakin.launcher import AnakinLauncher
 from rl.checkpointing import flatten_mapping
-from rl.sweeps.jobs import Job, JobSpec, finish_job, rebuild_job, refuse_job, report
+from rl.sweeps.jobs import (
+    Job,
+    JobSpec,
+    Refusal,
+    RunRefused,
+    finish_job,
+    rebuild_job,
+    refuse_job,
+    remove_hydra_files,
+    report,
+)
 from rl.loggers.base import TRANSCRIPT, console_prefixed
 
 log = logging.getLogger(__name__)
@@ -29,6 +40,7 @@ BATCHED_GROUPS = ("agent", "policy")  # Their float settings can be one value pe
 # Settings only a job's own records read: jobs that differ in them still share a program.
 RECORD_KEYS = ("seed", "logger", "objective", "threshold", "progress", "checkpoint", "resume", "compilation_cache")
 GROUPS_DIRECTORY = ".grid"  # Under the sweep directory: each group's own records (the replicas' mean).
+MULTIRUN_FILE = "multirun.yaml"  # Hydra's sweeper writes it in the sweep directory before the launcher runs.
 Engine = RayEngine | SubmititEngine  # Where groups train other than here (rl/sweeps/engines.py).
 
 
@@ -122,17 +134,17 @@ class ShippedGroup:
     job_logging: dict[str, Any]
 
 
-def refusal(job: Any) -> str | None:
-    """Why a prepared job cannot be a grid replica (None: it can)."""
-    launch = job.launch
+def refusal(launch: Any, restore: Any, output_dir: str) -> str | None:
+    """Why a job (its launcher, restore point and run directory) cannot be a grid replica (None: it can); asked
+    while the job is prepared, before its run directory is written (a `JobCheck`)."""
     if not isinstance(launch, AnakinLauncher):
         return "hydra/launcher=anakin_grid trains launcher=anakin jobs; this job's launcher is another"
     if launch.num_seeds != 1:
         return "hydra/launcher=anakin_grid: launcher.num_seeds must be 1 (sweep seed=0,1,... instead)"
-    if job.experiment.restore is not None:
+    if restore is not None:
         return (
             "hydra/launcher=anakin_grid starts jobs from scratch; this job's directory holds a checkpoint: "
-            f"resume it on its own (python scripts/train.py resume={job.output_dir})"
+            f"resume it on its own (python scripts/train.py resume={output_dir})"
         )
     return None
 
@@ -172,6 +184,7 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
         summary_fields=fields,
         replica_hooks=tuple(() if trial is None else (trial,) for trial in trials),
         memory=launch.memory,
+        replica_checkpoints=True,  # scripts/evaluate.py evaluates (and films) a finished job.
     )
     nodes = AnakinNodes(launch.check_experiment(group), plan)
     with transcript_to(os.path.join(directory, "train.log"), f"[group {os.path.basename(directory)}] "):
@@ -182,7 +195,8 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
             lifecycle.run(group, nodes)
         except signals.RunInterrupted as stop:
             report(
-                f"Interrupted: {stop}; the grid's jobs keep no checkpoint: the same command starts them over",
+                f"Interrupted: {stop}; a grid job keeps a checkpoint once it finishes: the same command starts "
+                "these over",
                 error=True,
             )
             sys.exit(stop.exit_code)
@@ -255,12 +269,19 @@ def prepare_jobs(
     config: DictConfig,
     job_overrides: Sequence[Sequence[str]],
     initial_job_idx: int,
-    prepare_job: Callable[[DictConfig], Job | float],
+    prepare_job: Callable[..., Job | float | Refusal],
 ) -> tuple[list[JobReturn], list[GridJob]]:
-    """Every job prepared with `prepare_job` (the entry point's first half) as Hydra's own launchers run one
-    (its directory, .hydra/, train.log): Hydra's results, and the jobs a grid can train (the others refused)."""
+    """Every job prepared with `prepare_job` (the entry point's first half), refusing what a grid cannot train
+    (`refusal`) and handing back each refused job's `Refusal` unannounced, as Hydra's own launchers run one (its
+    directory, .hydra/, train.log): Hydra's results, and the jobs a grid can train. The refused jobs are then
+    announced each (the sweep goes on) or, when every job of a sweep's first launch is refused for one reason, the
+    sweep is refused once (`refuse_sweep`)."""
+    prepare = functools.partial(prepare_job, announce=False, refuse=refusal)
     results = []
     prepared = []
+    refused: list[tuple[int, Refusal]] = []  # (number, refusal) of each refused job.
+    sweep_directory = os.path.abspath(str(config.hydra.sweep.dir))
+    log_name = f"{config.hydra.job.name}.log"  # Each job's train.log, as Hydra's job logging names it.
     for number, overrides in enumerate(job_overrides, initial_job_idx):
         sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
         with open_dict(sweep_config):
@@ -268,22 +289,43 @@ def prepare_jobs(
             sweep_config.hydra.job.num = number
         result = run_job(
             hydra_context=hydra_context,
-            task_function=prepare_job,
+            task_function=prepare,
             config=sweep_config,
             job_dir_key="hydra.sweep.dir",
             job_subdir_key="hydra.sweep.subdir",
         )
         results.append(result)
-        if result.status == JobStatus.COMPLETED and isinstance(result.return_value, Job):
-            job = result.return_value
-            log_file = os.path.join(job.output_dir, f"{sweep_config.hydra.job.name}.log")
-            reason = refusal(job)
-            if reason is None:
-                prepared.append(GridJob(number, job, log_file, dict(result.hydra_cfg.hydra.job.env_set)))
-                continue
-            with transcript_to(log_file, f"[job {number}] "):
-                result.return_value = refuse_job(job.output_dir, f"Invalid configuration: {reason}")
+        if result.status != JobStatus.COMPLETED:
+            continue
+        job = result.return_value
+        if isinstance(job, Refusal):
+            refused.append((number, job))
+        elif isinstance(job, Job):
+            log_file = os.path.join(job.output_dir, log_name)
+            prepared.append(GridJob(number, job, log_file, dict(result.hydra_cfg.hydra.job.env_set)))
+    # A search's later launch (Optuna's next trials) is part of a sweep that already ran jobs: only a first one
+    # can be the whole sweep.
+    whole_sweep = initial_job_idx == 0 and len(refused) == len(results)
+    if whole_sweep and len({refused_job.reason for _, refused_job in refused}) == 1:
+        refuse_sweep([refused_job for _, refused_job in refused], log_name, sweep_directory)
+    for number, refused_job in refused:
+        with transcript_to(os.path.join(refused_job.output_dir, log_name), f"[job {number}] "):
+            results[number - initial_job_idx].return_value = refuse_job(refused_job.output_dir, refused_job.reason)
     return results, prepared
+
+
+def refuse_sweep(refusals: list[Refusal], log_name: str, sweep_directory: str) -> NoReturn:
+    """A sweep whose every job was refused for one reason: one line, and nothing left of it (what Hydra wrote
+    for its jobs, and multirun.yaml, which Hydra wrote for this command), save a directory that holds a run or
+    anything else; the command line then removes the directories left empty (`RunRefused`)."""
+    for refused_job in refusals:
+        remove_hydra_files(refused_job.output_dir, log_name)
+        with contextlib.suppress(OSError):  # Not empty: it holds a run, or held something before.
+            os.rmdir(refused_job.output_dir)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(sweep_directory, MULTIRUN_FILE))
+    report(refusals[0].reason, error=True, transcript=False)
+    raise RunRefused(refusals[0].code, sweep_directory)
 
 
 def plan_groups(prepared: list[GridJob], configs: list[dict[str, Any]], sweep_directory: str) -> list[GroupPlan]:
@@ -303,7 +345,7 @@ def launch(
     config: DictConfig,
     job_overrides: Sequence[Sequence[str]],
     initial_job_idx: int,
-    prepare_job: Callable[[DictConfig], Job | float],
+    prepare_job: Callable[..., Job | float | Refusal],
     engine: Engine | None = None,
     host_devices: int | None = None,
 ) -> list[JobReturn]:

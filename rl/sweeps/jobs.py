@@ -1,14 +1,25 @@
 """A job of a run or a sweep as the entry point and the anakin grid both handle it: the prepared job,
-the lines it reports, a refusal that lets a sweep go on, and its end."""
+the lines it reports, a refusal that lets a sweep go on (or, for a run, ends it), and its end."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
-from typing import Any
+from typing import Any, Callable
 
 REFUSED_FILE = "refused.txt"  # In a refused sweep job's directory: why it was refused.
+
+
+class RunRefused(SystemExit):
+    """A single run, or a sweep whose every job was refused for one reason, refused before it started (exit
+    status `code`): the command line (rl.train.cli) then takes back the directories Hydra made for
+    `run_directory` (the run's, or the sweep's)."""
+
+    def __init__(self, code: int, run_directory: str):
+        super().__init__(code)
+        self.run_directory = run_directory
 
 
 @dataclasses.dataclass
@@ -54,6 +65,34 @@ def report(message: str, error: bool = False, transcript: bool = True) -> None:
     print(console_prefix() + message, file=sys.stderr if error else sys.stdout)
     if transcript:
         TRANSCRIPT.info(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """A sweep job refused before it trained, not announced yet (the anakin grid announces its refusals
+    together): its directory, the line that says why and the exit status a refused run has."""
+
+    output_dir: str
+    reason: str
+    code: int
+
+
+# What a launcher that prepares jobs cannot train, from the job's launcher, restore point and run directory:
+# why, in one line (None: it can). hydra/launcher=anakin_grid's is rl/sweeps/grid.py's `refusal`.
+JobCheck = Callable[[Any, Any, str], "str | None"]
+
+
+def remove_hydra_files(output_dir: str, log_name: str) -> None:
+    """After a refused command: what Hydra wrote for it (`.hydra/`, an empty job log), unless the directory
+    holds a run. The directories Hydra made are left to rl.train's `remove_empty_directories`."""
+    from rl.checkpointing import holds_a_run
+
+    if holds_a_run(output_dir):
+        return
+    shutil.rmtree(os.path.join(output_dir, ".hydra"), ignore_errors=True)
+    log = os.path.join(output_dir, log_name)
+    if os.path.isfile(log) and os.path.getsize(log) == 0:
+        os.remove(log)
 
 
 def refuse_job(output_dir: str, reason: str) -> float:
