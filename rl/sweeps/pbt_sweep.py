@@ -37,7 +37,7 @@ def comma_list_notes(searched: Sequence[Any]) -> list[str]:
     notes = []
     for override in searched:
         sweep = override.value()
-        if override.is_choice_sweep() and getattr(sweep, "simple_form", False):
+        if override.is_choice_sweep() and sweep.simple_form:  # A ChoiceSweep: choice(...) or a comma list.
             choices = ", ".join(str(float(value)) for value in sweep.list)
             notes.append(
                 f"hydra/sweeper=pbt: {override.get_key_element()}'s comma list is searched as choice({choices}): each member starts "
