@@ -68,6 +68,16 @@ def test_a_two_by_two_grid_is_one_program_whose_jobs_equal_separate_runs(tmp_pat
             pytest.approx(value) for _, value in ours["eval_returns"]
         ]
     assert [os.path.basename(run.path) for run in find_runs([str(grid)])] == ["0", "1", "2", "3"]  # Not .grid/.
+    # The terminal's line of each round is each learning rate's own (its two seeds'), not the four replicas' mean.
+    assert "[evaluator" not in result.stdout
+    finals = {job: read_summary(str(grid / job))["final_eval_return"] for job in ("0", "1", "2", "3")}
+    for rate, jobs in (("0.0001", ("0", "1")), ("0.001", ("2", "3"))):
+        mean = (finals[jobs[0]] + finals[jobs[1]]) / 2
+        each = f"{finals[jobs[0]]:.1f}, {finals[jobs[1]]:.1f}"
+        line = (
+            f"8192/8192 actor steps agent.learning_rate={rate}: eval return {mean:.1f} (jobs {', '.join(jobs)}: {each})"
+        )
+        assert f"[group {groups[0]}] {line}" in result.stdout.splitlines()
     # The sweep's results: each job's value is what its run returned.
     with open(grid / "results.yaml") as file:
         trials = {trial["job"]: trial["value"] for trial in yaml.safe_load(file)["trials"]}

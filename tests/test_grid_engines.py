@@ -86,6 +86,17 @@ def test_a_grid_as_a_submitit_job_array_gives_what_one_machine_gives(tmp_path):
     for _, job_id in submitted:  # submitit's own logs of each array task, in the sweep directory.
         assert os.path.isfile(tmp_path / "submitit" / ".submitit" / job_id / f"{job_id}_0_log.out")
     _check_as_on_one_machine(tmp_path / "submitit", tmp_path / "local")
+    # While the tasks ran, this terminal said each group's state and, read from its jobs' records, each setting's
+    # rounds (here at least the last: the round its worker said in submitit's log).
+    lines = output.splitlines()
+    for group, job_id in submitted:
+        assert f"group {group}: running (submitit job {job_id})" in lines
+        assert f"group {group}: finished (submitit job {job_id})" in lines
+        with open(tmp_path / "submitit" / ".submitit" / job_id / f"{job_id}_0_log.out") as file:
+            told = [
+                line.rstrip("\n").split("] ", 1)[1] for line in file if line.startswith(f"[group {group}] 8192/8192 ")
+            ]
+        assert len(told) == 2 and all(f"[group {group}] {line}" in lines for line in told)
     runs = {job: read_wandb_offline_run(str(tmp_path / "submitit" / job)) for job in ("0", "1", "2", "3")}
     assert len({run["group"] for run in runs.values()}) == 1  # The sweep's group, as the driver named it.
     for job, run in runs.items():

@@ -15,7 +15,16 @@ import pytest
 
 from conftest import read_summary, run_train
 from rl.anakin.programs import inherit
-from rl.sweeps.pbt import Hyperparameter, PbtSettings, Population, exploit_explore, initial_values
+from rl.sweeps.pbt import (
+    Hyperparameter,
+    PbtSettings,
+    Population,
+    exploit_explore,
+    initial_values,
+    rounded,
+    significant_digits,
+)
+from rl.sweeps.pbt_sweep import comma_list_notes, result_lines
 from rl.experiments.validation import ConfigError
 
 LEARNING_RATE = Hyperparameter(low=1e-4, high=1e-2, log=True)
@@ -98,12 +107,86 @@ def test_lineage_follows_the_learner_state():
     assert list(parents) == [0, 0]
     lineage = population.lineage[1]
     assert [(e["actor_steps"], e["member"], e["copied_from"]) for e in lineage] == [(0, 0, 0), (64, 1, 0)]
-    assert lineage[1]["values"]["agent.learning_rate"] == float(population.values["agent.learning_rate"][1])
+    assert lineage[1]["values"] == population.values_of(1)
     restored = Population.start(settings(fraction=0.5), 2)
     restored.restore(json.loads(json.dumps(population.state())))
     assert restored.lineage == population.lineage
     np.testing.assert_array_equal(restored.values["agent.learning_rate"], population.values["agent.learning_rate"])
     assert restored.best([1.0, 3.0])["best_member"] == 1 and restored.best([1.0, 3.0])["schedule"] == lineage
+
+
+def test_records_give_values_without_float32_noise():
+    """A member holds float32 (0.001 is 0.0010000000474974513); its records, schedule and best values give
+    6 significant digits, or as many as the user's numbers have where more."""
+    assert rounded(np.float32(0.001)) == 0.001 and rounded(np.float32(0.000120766657)) == 0.000120767
+    assert [significant_digits(v) for v in (0.001, 0.00125, 0.0, 0.9999999)] == [1, 3, 1, 7]
+    space = {"agent.learning_rate": LEARNING_RATE, "agent.discount": Hyperparameter(choices=(0.99, 0.9999999))}
+    population = Population(settings(space=space), {}, [[], []])
+    population.values = {
+        "agent.learning_rate": np.array([0.001, 0.00234567891], np.float32),
+        "agent.discount": np.array([0.99, 0.9999999], np.float32),
+    }
+    assert population.values_of(0) == {"agent.learning_rate": 0.001, "agent.discount": 0.99}
+    assert population.values_of(1) == {"agent.learning_rate": 0.00234568, "agent.discount": 0.9999999}
+    assert population.best([1.0, 2.0])["values"] == population.values_of(1)
+
+
+def test_a_record_says_whether_a_member_kept_its_own_state():
+    """pbt.csv's `kept`: 1 where copied_from is the member itself (no exchange for it this round), 0 where it
+    took copied_from's learner state."""
+    population = Population.start(settings(fraction=0.5), 2)
+    parents = population.exchange(64, np.array([1.0, 0.0]))
+    assert [population.record(member, int(parent))["kept"] for member, parent in enumerate(parents)] == [1, 0]
+    assert population.record(1, 0)["copied_from"] == 0
+
+
+def test_a_tie_for_best_is_said():
+    population = Population.start(settings(), 4)
+    best = population.best([500.0, 2.0, 500.0, np.nan])
+    assert best["best_member"] == 0 and [entry["member"] for entry in best["tied"]] == [0, 2]
+    assert best["tied"][1]["values"] == population.values_of(2)
+    assert "tied" not in population.best([1.0, 2.0, 3.0, np.nan])
+    assert "tied" not in population.best([np.nan] * 4)
+
+
+def write_sweep_summary_of(tmp_path, pbt: dict[str, Any]) -> str:
+    sweep = str(tmp_path)
+    summary = {"run_directory": f"{sweep}/0", "status": "finished", "pbt": pbt, "population": 8}
+    with open(os.path.join(sweep, "summary.json"), "w") as file:
+        json.dump(summary, file)
+    return sweep
+
+
+def test_the_sweeps_end_names_the_winner_and_its_values(tmp_path):
+    values = {"agent.learning_rate": 0.000120767, "agent.entropy_cost": 0.01}
+    sweep = write_sweep_summary_of(tmp_path, {"best_member": 2, "final_eval_return": 117.0, "values": values})
+    assert result_lines(sweep) == [
+        "Best of 8 PBT members: member 2 at 117.0 (final_eval_return), ending with agent.learning_rate=0.000120767 "
+        f"agent.entropy_cost=0.01; its run: {sweep}/0/seed_2",
+        f"Its schedule of hyperparameters: {sweep}/summary.json; every member's history: "
+        f"{sweep}/0/seed_<member>/logs/pbt.csv",
+    ]
+    tied = [{"member": 2, "values": values}, {"member": 5, "values": {**values, "agent.entropy_cost": 0.0}}]
+    sweep = write_sweep_summary_of(
+        tmp_path, {"best_member": 2, "final_eval_return": 500.0, "values": values, "tied": tied}
+    )
+    assert result_lines(sweep)[:3] == [
+        "Best of 8 PBT members: members 2 and 5 tie at 500.0 (final_eval_return), ending with:",
+        f"  member 2: agent.learning_rate=0.000120767 agent.entropy_cost=0.01; its run: {sweep}/0/seed_2",
+        f"  member 5: agent.learning_rate=0.000120767 agent.entropy_cost=0.0; its run: {sweep}/0/seed_5",
+    ]
+
+
+def test_a_comma_list_is_said_to_be_a_choice():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(
+        ["agent.entropy_cost=0.0,0.01", "agent.discount=choice(0.9,0.99)"]
+    )
+    assert comma_list_notes(parsed) == [
+        "hydra/sweeper=pbt: agent.entropy_cost's comma list is searched as choice(0.0, 0.01): each member starts "
+        "from one of these values and exploring moves it to a neighbouring one (one population, not a grid)"
+    ]
 
 
 def test_settings_round_trip_and_refusals(tmp_path):
@@ -253,6 +336,8 @@ def test_the_sweeper_trains_a_population_from_the_command_line(tmp_path):
         ["-m", "hydra/sweeper=pbt", "hydra.sweeper.population=2", searched, *overrides, f"hydra.sweep.dir={sweep}"]
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    best = [line for line in result.stdout.splitlines() if line.startswith("Best of")]
+    assert len(best) == 1 and best[0].startswith("Best of 2 PBT members: member"), result.stdout[-3000:]
     assert PbtSettings.read(os.path.join(sweep, "pbt.yaml")).space == {"agent.learning_rate": LEARNING_RATE}
     with open(os.path.join(sweep, "summary.json")) as file:
         summary = json.load(file)

@@ -179,8 +179,8 @@ class AnakinNodes(lifecycle.Nodes):
         self.values = self.placed(padded(self.population.values, self.groups.count))
 
     def population_record(self, steps: int, member: int, copied_from: int) -> dict[str, Any]:
-        values = {key: float(value[member]) for key, value in self.population.values.items()}
-        return {"actor_steps": steps, "learner_steps": self.learner_steps, "copied_from": copied_from, **values}
+        record = self.population.record(member, copied_from)
+        return {"actor_steps": steps, "learner_steps": self.learner_steps, **record}
 
     def exchange(self, steps: int, fitness: np.ndarray) -> None:
         """PBT's step after an evaluation round: the bottom members take the top members' learner state

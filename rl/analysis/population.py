@@ -18,7 +18,7 @@ from rl.analysis.groups import short_value
 from rl.analysis.runs import DEFAULT_METRIC, Run
 
 RECORD = os.path.join("logs", "pbt.csv")  # A member's values after every round, and whose state it holds.
-NOT_VALUES = ("actor_steps", "learner_steps", "copied_from", "wall_time_s")  # pbt.csv's other columns.
+NOT_VALUES = ("actor_steps", "learner_steps", "copied_from", "kept", "wall_time_s")  # pbt.csv's other columns.
 MAX_LABELLED_EXCHANGES = 24  # More: markers only, the list in the terminal.
 EXCHANGE_MARKER = {"marker": "D", "markersize": 5, "markerfacecolor": "white", "markeredgewidth": 1.5, "zorder": 3}
 

@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import os
 import re
+import time
 from typing import Any, Callable, Sequence
 
 from rl import compat
@@ -17,6 +18,8 @@ from rl.experiments.launcher import ray_cluster_unreachable
 # A group's values (one per job), or why it failed on its worker.
 Outcome = list[float] | str
 Worker = Callable[[Any], list[float]]
+# (a group's place, whether its task is done) -> the lines to say about it now (its new evaluation rounds).
+Watch = Callable[[int, bool], list[str]]
 
 # A traceback's last line, the exception's: `ValueError: ...`, `jax.errors.SomeError: ...`.
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
@@ -53,7 +56,10 @@ class RayEngine:
             return None
         return f"hydra.launcher.ray.address: no Ray cluster answers at {self.address} ({unreachable})"
 
-    def run(self, worker: Worker, groups: Sequence[Any], names: Sequence[str]) -> list[Outcome]:
+    def run(
+        self, worker: Worker, groups: Sequence[Any], names: Sequence[str], watch: Watch | None = None
+    ) -> list[Outcome]:
+        """Each group's outcome; `watch` is not needed: Ray brings the workers' own lines to this terminal."""
         import ray
 
         import rl
@@ -112,6 +118,9 @@ def on_ray_node(worker: Worker, group: Any) -> tuple[str, list[float]]:
     return ray.get_runtime_context().get_node_id(), worker(group)
 
 
+POLL_S = 5.0  # How often engine=submitit looks at its tasks' states and records.
+
+
 @dataclasses.dataclass
 class SubmititEngine:
     """engine=submitit: the groups as one submitit job array, a task per group, on `cluster` (slurm, local:
@@ -131,7 +140,11 @@ class SubmititEngine:
     def problem(self) -> str | None:
         return None  # submitit says itself what it cannot submit.
 
-    def run(self, worker: Worker, groups: Sequence[Any], names: Sequence[str]) -> list[Outcome]:
+    def run(
+        self, worker: Worker, groups: Sequence[Any], names: Sequence[str], watch: Watch | None = None
+    ) -> list[Outcome]:
+        """Each group's outcome. A task's lines go to submitit's log of it, so while the tasks run this terminal
+        says each group's state when it changes and, every POLL_S seconds, what `watch` reads of its records."""
         import submitit
 
         executor = submitit.AutoExecutor(folder=self.folder, cluster=self.cluster)
@@ -149,11 +162,30 @@ class SubmititEngine:
         try:
             for name, job in zip(names, jobs):
                 report(f"group {name}: submitit job {job.job_id} ({executor.cluster})", transcript=False)
+            if executor.cluster != "debug":  # A debug task runs in this process, when its result is asked for.
+                self._watch(jobs, names, watch)
             return [self._outcome(name, job) for name, job in zip(names, jobs)]
         except BaseException:
             for job in jobs:  # Interrupted: no group is left running.
                 job.cancel(check=False)
             raise
+
+    def _watch(self, jobs: Sequence[Any], names: Sequence[str], watch: Watch | None) -> None:
+        """Until every task is done: a group's state when it changes (pending, running, completed, failed...)
+        and its `watch` lines, prefixed with the group as its own lines are."""
+        states: list[str | None] = [None] * len(jobs)
+        while True:
+            done = [job.done() for job in jobs]
+            for index, (name, job) in enumerate(zip(names, jobs)):
+                state = str(job.state).lower()
+                if state != states[index]:
+                    states[index] = state
+                    report(f"group {name}: {state} (submitit job {job.job_id})", transcript=False)
+                for line in watch(index, done[index]) if watch is not None else []:
+                    report(f"[group {name}] {line}", transcript=False)
+            if all(done):
+                return
+            time.sleep(POLL_S)
 
     def _outcome(self, name: str, job: Any) -> Outcome:
         from submitit.core.utils import UncompletedJobError

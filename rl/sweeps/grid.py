@@ -32,6 +32,7 @@ from rl.sweeps.jobs import (
     remove_hydra_files,
     report,
 )
+from rl.sweeps.progress import RecordsProgress, SettingsProgress, settings_of_group
 from rl.loggers.base import TRANSCRIPT, console_prefixed
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,35 @@ def refusal(launch: Any, restore: Any, output_dir: str) -> str | None:
     return None
 
 
+def replica_hooks(
+    jobs: list[GridJob], batched: list[str], budget: int
+) -> tuple[tuple[tuple[Any, ...], ...], SettingsProgress | None]:
+    """Each replica's hooks: its job's trial in a search that prunes and, where the group batches settings, its
+    teller of each setting's line (first: told even of the round that prunes it); and those lines' collector."""
+    from rl.sweeps.pruning import PruningHook
+
+    experiments = [grid_job.job.experiment for grid_job in jobs]
+    settings = settings_of_group(experiments, [grid_job.number for grid_job in jobs], batched)
+    lines = SettingsProgress(settings, budget, report) if batched else None
+    hooks = []
+    for index, grid_job in enumerate(jobs):
+        trial = PruningHook.from_environment(grid_job.job.output_dir, grid_job.env_set)
+        teller = (lines.hook(index),) if lines is not None else ()
+        hooks.append((*teller, *(() if trial is None else (trial,))))
+    return tuple(hooks), lines
+
+
+def group_experiment(lead: Any, directory: str, batched: list[str]) -> Any:
+    """The group's own run: its records (the replicas' mean) under `directory`, no checkpoint. Where its replicas
+    differ in settings that mean is no setting's: no terminal lines of it and no progress bar (which shows it),
+    each setting's lines instead (`replica_hooks`)."""
+    from rl.loggers import DefaultLoggerFactory
+
+    records = DefaultLoggerFactory(directory=os.path.join(directory, "logs"), terminal=not batched)
+    shown = lead.progress and not batched
+    return dataclasses.replace(lead, run_directory=directory, logger_factory=records, checkpoint=False, progress=shown)
+
+
 def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[float]:
     """Trains `jobs` as the replicas of one program; each job's value (NaN for a failed replica). In a
     search that prunes, each job's trial is its replica's hook: told each evaluation, it masks a pruned replica."""
@@ -156,13 +186,12 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     from rl.anakin.plan import ReplicaPlan
     from rl.experiments import lifecycle, signals
     from rl.loggers import DefaultLoggerFactory
-    from rl.sweeps.pruning import PruningHook
 
     experiments = [grid_job.job.experiment for grid_job in jobs]
     for experiment in experiments:
         factory = experiment.logger_factory
         if isinstance(factory, DefaultLoggerFactory):
-            factory.terminal = False  # The group's terminal shows their mean; each job's own logs stay.
+            factory.terminal = False  # The group's terminal shows its settings' lines; each job's logs stay.
             if factory.wandb_run is not None:
                 factory.wandb_run.reinit = "create_new"  # The jobs' W&B runs are open together.
         factory.start()
@@ -173,16 +202,15 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     values = {key: np.asarray([value_of(e, key) for e in experiments], np.float32) for key in batched}
     jobs_text = ", ".join(str(grid_job.number) for grid_job in jobs)
     fields = {"launcher": "anakin", "num_seeds": 1, "grid": {"group": directory, "jobs": len(jobs), "batched": batched}}
-    records = DefaultLoggerFactory(directory=os.path.join(directory, "logs"))
-    group = dataclasses.replace(experiments[0], run_directory=directory, logger_factory=records, checkpoint=False)
+    group = group_experiment(experiments[0], directory, batched)
     os.makedirs(directory, exist_ok=True)
-    trials = [PruningHook.from_environment(grid_job.job.output_dir, grid_job.env_set) for grid_job in jobs]
+    hooks, lines = replica_hooks(jobs, batched, group.max_actor_steps)
     launch = jobs[0].job.launch
     plan = ReplicaPlan(
         replicas=tuple(experiments),
         hyperparameters=values,
         summary_fields=fields,
-        replica_hooks=tuple(() if trial is None else (trial,) for trial in trials),
+        replica_hooks=hooks,
         memory=launch.memory,
         replica_checkpoints=True,  # scripts/evaluate.py evaluates (and films) a finished job.
     )
@@ -193,6 +221,8 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
         )
         try:
             lifecycle.run(group, nodes)
+            if lines is not None:
+                lines.flush()
         except signals.RunInterrupted as stop:
             report(
                 f"Interrupted: {stop}; a grid job keeps a checkpoint once it finishes: the same command starts "
@@ -246,6 +276,14 @@ def ship(
         jobs.append(ShippedJob(grid_job.number, grid_job.log_file, grid_job.env_set, spec))
     job_logging = OmegaConf.to_container(results[group.jobs[0].number].hydra_cfg.hydra.job_logging, resolve=True)
     return ShippedGroup(group.directory, group.batched, jobs, host_devices, job_logging)
+
+
+def watch_records(group: GroupPlan) -> RecordsProgress:
+    """The group's lines read from its jobs' records while a worker trains it (each setting's, as here)."""
+    experiments = [grid_job.job.experiment for grid_job in group.jobs]
+    settings = settings_of_group(experiments, [grid_job.number for grid_job in group.jobs], group.batched)
+    directories = [grid_job.job.output_dir for grid_job in group.jobs]
+    return RecordsProgress(settings, experiments[0].max_actor_steps, directories)
 
 
 def fail_group(group: GroupPlan, why: str) -> list[float]:
@@ -367,7 +405,9 @@ def launch(
         outcomes: list[Outcome] = [run_group(group.jobs, group.batched, group.directory) for group in groups]
     else:
         shipped = [ship(group, by_number, configs, host_devices) for group in groups]
-        outcomes = engine.run(run_shipped_group, shipped, [os.path.basename(group.directory) for group in groups])
+        watched = [watch_records(group) for group in groups]
+        names = [os.path.basename(group.directory) for group in groups]
+        outcomes = engine.run(run_shipped_group, shipped, names, lambda index, done: watched[index].new_lines(done))
     for group, outcome in zip(groups, outcomes):
         values = fail_group(group, outcome) if isinstance(outcome, str) else outcome
         for grid_job, value in zip(group.jobs, values):

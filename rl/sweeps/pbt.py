@@ -24,6 +24,22 @@ from rl.anakin.build import untraceable, value_of
 from rl.experiments.config import Experiment
 from rl.experiments.validation import ConfigError
 
+# Members hold float32 values (0.001 is 0.0010000000474974513): records give them rounded to this many
+# significant digits, or to as many as the user's own numbers for the hyperparameter have where more.
+SIGNIFICANT_DIGITS = 6
+FLOAT32_DIGITS = 9  # More than float32 holds.
+
+
+def significant_digits(value: float) -> int:
+    """The significant digits of `value`'s shortest decimal: 1 for 0.001, 3 for 0.00125."""
+    mantissa = np.format_float_scientific(float(value), unique=True, trim="-").split("e")[0]
+    return len(mantissa.replace("-", "").replace(".", "").lstrip("0")) or 1
+
+
+def rounded(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
+    """`value` to `digits` significant digits: a member's float32 value as the user wrote it."""
+    return float(f"{float(value):.{digits}g}")
+
 
 @dataclasses.dataclass(frozen=True)
 class Hyperparameter:
@@ -41,6 +57,13 @@ class Hyperparameter:
         if self.log:
             return np.exp(rng.uniform(math.log(self.low), math.log(self.high), size))
         return rng.uniform(self.low, self.high, size)
+
+    @property
+    def digits(self) -> int:
+        """The significant digits its members' values are recorded with: SIGNIFICANT_DIGITS, or more where the
+        user's bounds or choices have more (choice(0.9999999) keeps its seven 9s)."""
+        given = [significant_digits(number) for number in (self.low, self.high, *self.choices)]
+        return min(max(SIGNIFICANT_DIGITS, *given), FLOAT32_DIGITS)
 
     def perturbed(self, value: float, factor: float) -> float:
         """`value` times `factor`, kept inside the interval; a choice moves to a neighbouring one instead
@@ -143,7 +166,9 @@ def exploit_explore(
 @dataclasses.dataclass
 class Population:
     """The settings, every member's present values and its lineage: the exchanges that made the learner
-    state it holds ({"actor_steps", "member" it went to, "copied_from", "values"}, the first at step 0), which a checkpoint keeps."""
+    state it holds ({"actor_steps", "member" it went to, "copied_from", "values"}), which a checkpoint keeps.
+    A lineage starts with the member's own start (actor_steps 0, copied_from: the member itself); each later
+    event is an exchange that gave the member `copied_from`'s learner state. Records give values `rounded`."""
 
     settings: PbtSettings
     values: dict[str, np.ndarray]
@@ -151,9 +176,9 @@ class Population:
 
     @classmethod
     def start(cls, settings: PbtSettings, size: int) -> Population:
-        values = initial_values(settings, size)
-        lineage = [[event(0, member, values, member)] for member in range(size)]
-        return cls(settings, values, lineage)
+        population = cls(settings, initial_values(settings, size), [])
+        population.lineage = [[population.event(0, member, member)] for member in range(size)]
+        return population
 
     def due(self, steps: int, eval_every: int, max_actor_steps: int) -> bool:
         return 0 < steps < max_actor_steps and steps % (self.settings.interval or eval_every) == 0
@@ -164,7 +189,7 @@ class Population:
         lineage = [list(self.lineage[parent]) for parent in parents]
         for member, parent in enumerate(parents):
             if parent != member:
-                lineage[member].append(event(steps, member, self.values, int(parent)))
+                lineage[member].append(self.event(steps, member, int(parent)))
         self.lineage = lineage
         return parents
 
@@ -175,24 +200,39 @@ class Population:
         self.values = {key: np.asarray(value, np.float32) for key, value in state["values"].items()}
         self.lineage = state["lineage"]
 
-    def best(self, finals: Sequence[float]) -> dict[str, Any]:
-        """The member with the best final return, its values and its schedule of hyperparameters."""
-        member = int(np.argmax(np.nan_to_num(np.asarray(finals, np.float64), nan=-np.inf)))
+    def values_of(self, member: int) -> dict[str, float]:
+        """`member`'s present values, `rounded` as the records give them (no float32 noise)."""
+        space = self.settings.space
+        return {key: rounded(value[member], space[key].digits) for key, value in self.values.items()}
+
+    def record(self, member: int, copied_from: int) -> dict[str, Any]:
+        """A member's row of logs/pbt.csv after a round: whose learner state it holds now (`kept`: 1 when its
+        own, copied_from being itself; 0 when it took copied_from's at this exchange) and its values."""
+        return {"copied_from": int(copied_from), "kept": int(copied_from == member), **self.values_of(member)}
+
+    def event(self, steps: int, member: int, copied_from: int) -> dict[str, Any]:
         return {
-            "best_member": member,
-            "final_eval_return": float(finals[member]),
-            "values": {key: float(value[member]) for key, value in self.values.items()},
-            "schedule": self.lineage[member],
+            "actor_steps": int(steps),
+            "member": int(member),
+            "copied_from": int(copied_from),
+            "values": self.values_of(member),
         }
 
-
-def event(steps: int, member: int, values: dict[str, np.ndarray], copied_from: int) -> dict[str, Any]:
-    return {
-        "actor_steps": int(steps),
-        "member": int(member),
-        "copied_from": int(copied_from),
-        "values": {key: float(value[member]) for key, value in values.items()},
-    }
+    def best(self, finals: Sequence[float]) -> dict[str, Any]:
+        """The member with the best final return (the first of a tie), its values and its schedule of
+        hyperparameters; on a tie `tied` lists every member at that return with its values."""
+        scores = np.nan_to_num(np.asarray(finals, np.float64), nan=-np.inf)
+        member = int(np.argmax(scores))
+        best = {
+            "best_member": member,
+            "final_eval_return": float(finals[member]),
+            "values": self.values_of(member),
+            "schedule": self.lineage[member],
+        }
+        tied = [int(index) for index in np.flatnonzero(scores == scores[member])] if np.isfinite(scores[member]) else []
+        if len(tied) > 1:
+            best["tied"] = [{"member": index, "values": self.values_of(index)} for index in tied]
+        return best
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,12 +10,14 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from rl.sweeps.jobs import REFUSED_FILE
+from rl.sweeps.pbt_sweep import result_lines
 from rl.sweeps.results import DEFAULT_PROGRAM, CommandLine, read_sweep, write_results
 
 
 class SweepReport(Callback):
     """At the end of a multirun: `<sweep dir>/results.yaml` ranks the sweep's settings by their mean objective
-    over seeds (rl.sweeps.results) and maps every job to its directory, overrides and value; the
+    over seeds (rl.sweeps.results) and maps every job to its directory, overrides and value (a PBT sweep says
+    its best member and values instead, rl.sweeps.pbt_sweep); the
     jobs refused before they started are listed (each one's `REFUSED_FILE`), exit status 2."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
@@ -34,7 +36,10 @@ class SweepReport(Callback):
         maximize = not str(config.hydra.sweeper.get("direction", "maximize")).startswith("min")
         launcher = launcher_overrides(list(config.hydra.overrides.hydra))
         command_line = CommandLine(program_as_typed(sys.orig_argv), launcher)
-        for line in write_results(sweep, jobs, maximize, command_line):
+        lines = write_results(sweep, jobs, maximize, command_line)
+        if "PbtSweeper" in str(config.hydra.sweeper.get("_target_", "")):
+            lines = result_lines(sweep)  # One job, the population: its best member and values, not the job's mean.
+        for line in lines:
             print(line)
         refused = jobs.refused
         if refused:
