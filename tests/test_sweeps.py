@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from conftest import read_summary, read_wandb_offline_run, run_train
+from conftest import TRAIN, read_summary, read_wandb_offline_run, run_train
 
 # Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
 pytestmark = pytest.mark.reverb
@@ -50,7 +50,7 @@ def test_optuna_sweep_maximises_final_eval_return_and_names_best_parameters(tmp_
         report = yaml.safe_load(file)
     assert [trial["value"] for trial in report["trials"]] == finals
     assert report["best"]["job"] == winner and report["best"]["directory"] == str(sweep / winner)
-    assert report["best"]["command"].startswith("python scripts/train.py agent.learning_rate=")
+    assert report["best"]["command"].startswith(f"python {TRAIN} agent.learning_rate=")  # As typed.
     assert "results.yaml" in result.stdout
     # Two trials are within TPE's random start-up trials: the sweep says so.
     assert "n_trials=2 is within the sampler's n_startup_trials=10: every trial is sampled at random" in result.stderr
