@@ -179,7 +179,7 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
             f"jobs {jobs_text} in one program, batching {', '.join(batched) or 'seeds only'}; records in {directory}"
         )
         try:
-            lifecycle.run(group, nodes)
+            lifecycle.run(lifecycle.RunContext.make(group), nodes, group.hooks)
         except signals.RunInterrupted as stop:
             report(
                 f"Interrupted: {stop}; the grid's jobs keep no checkpoint: the same command starts them over",
