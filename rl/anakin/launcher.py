@@ -150,4 +150,5 @@ class AnakinLauncher(Launcher):
         if self.pbt_file is not None and self.pbt is None:
             raise ConfigError("launcher.pbt_search", f"is null: nothing reads launcher.pbt={self.pbt_file}")
         plan = ReplicaPlan(self.num_seeds, memory=self.memory, population=self.pbt)
-        return lifecycle.run(experiment, AnakinNodes(self.check_experiment(experiment), plan))
+        nodes = AnakinNodes(self.check_experiment(experiment), plan)
+        return lifecycle.run(lifecycle.RunContext.make(experiment), nodes, experiment.hooks)

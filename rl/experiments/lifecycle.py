@@ -9,7 +9,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from rl import checkpointing
 from rl.experiments.config import Experiment
@@ -237,15 +237,15 @@ class Nodes:
 class _Run:
     """One run of `nodes`: what `run`'s steps share (the clock, the record, the checkpoints, the stop request)."""
 
-    def __init__(self, experiment: Experiment, nodes: Nodes):
-        self.experiment = experiment
+    def __init__(self, context: RunContext, nodes: Nodes, hooks: Sequence[RunHook]):
+        self.experiment = context.experiment
         self.nodes = nodes
         self.start = time.perf_counter()
-        self.context = RunContext.make(experiment)
-        self.record = self.context.record
-        self.checkpoints = self.context.checkpoints
-        self.stop = self.context.stop
-        self.hooks: tuple[RunHook, ...] = tuple(experiment.hooks)
+        self.context = context
+        self.record = context.record
+        self.checkpoints = context.checkpoints
+        self.stop = context.stop
+        self.hooks = tuple(hooks)
         self.ended_by: RunHook | None = None  # The hook that ended the run early (a search's pruner).
         self.loggers_closed = False
 
@@ -343,9 +343,10 @@ class _Run:
         self.loggers_closed = True
 
 
-def run(experiment: Experiment, nodes: Nodes) -> RunSummary:
-    """Trains `nodes` to `experiment.max_actor_steps`, telling `experiment.hooks` of its rounds and checkpoints."""
-    life = _Run(experiment, nodes)
+def run(context: RunContext, nodes: Nodes, hooks: Sequence[RunHook] = ()) -> RunSummary:
+    """Trains `nodes` to the experiment's `max_actor_steps` in the run of `context`, telling `hooks` (a search's,
+    rl/experiments/hooks.py) of its start, rounds and checkpoints; one of them may end it early."""
+    life = _Run(context, nodes, hooks)
     try:
         life.train()
         return life.end()

@@ -90,4 +90,5 @@ class SebulbaLauncher(Launcher):
         from rl.experiments import lifecycle
         from rl.sebulba.nodes import SebulbaNodes
 
-        return lifecycle.run(experiment, SebulbaNodes(self.settings))
+        nodes = SebulbaNodes(self.settings)
+        return lifecycle.run(lifecycle.RunContext.make(experiment), nodes, experiment.hooks)

@@ -220,7 +220,7 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
             f"jobs {jobs_text} in one program, batching {', '.join(batched) or 'seeds only'}; records in {directory}"
         )
         try:
-            lifecycle.run(group, nodes)
+            lifecycle.run(lifecycle.RunContext.make(group), nodes, group.hooks)
             if lines is not None:
                 lines.flush()
         except signals.RunInterrupted as stop:

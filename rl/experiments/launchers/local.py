@@ -306,4 +306,5 @@ class LocalLauncher(Launcher):
         from rl.library_output import reverb_info_filtered
 
         with reverb_info_filtered():
-            return lifecycle.run(experiment, LocalNodes(experiment, self.deterministic))
+            nodes = LocalNodes(experiment, self.deterministic)
+            return lifecycle.run(lifecycle.RunContext.make(experiment), nodes, experiment.hooks)

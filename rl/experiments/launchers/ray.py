@@ -76,7 +76,7 @@ class RayLauncher(Launcher):
         if started_here:
             self._init_ray(ray)
         try:
-            return lifecycle.run(experiment, nodes)
+            return lifecycle.run(lifecycle.RunContext.make(experiment), nodes, experiment.hooks)
         finally:
             if started_here:
                 import psutil
