@@ -1,6 +1,7 @@
 """A run directory's saved configuration (`.hydra/config.yaml`) as this version reads it. A class that moved
 since the run was written is named where it lives now (`RENAMED_TARGETS`), so older runs can still be
-evaluated, resumed and extended; every reader of a saved config goes through `read_saved_config`."""
+evaluated (rl/evaluation.py), resumed (rl/experiments/resume.py) and extended (rl/experiments/extension.py),
+each reading it through `read_saved_config`."""
 
 from __future__ import annotations
 
