@@ -127,11 +127,17 @@ def restored_experiment(run_dir: str, seed: int | None) -> tuple[Any, Any, dict[
     """The run's experiment, writing nothing into the run, its launcher and its W&B settings."""
     from omegaconf import OmegaConf
 
+    from rl.checkpointing import CheckpointError
     from rl.experiments.make_experiment import make_experiment
-
+    from rl.experiments.saved_config import read_saved_config
     from rl.experiments.validation import ConfigError
 
-    config = OmegaConf.load(os.path.join(run_dir, ".hydra", "config.yaml"))
+    try:  # Its classes named where they live now (a run written before one moved names it as it was).
+        config = read_saved_config(run_dir)
+    except CheckpointError as error:
+        raise EvaluationError(str(error)) from None
+    if config is None:
+        raise EvaluationError(f"{run_dir} is not a run directory (its .hydra/config.yaml holds no mapping)")
     hydra_path = os.path.join(run_dir, ".hydra", "hydra.yaml")
     hydra = OmegaConf.to_container(OmegaConf.load(hydra_path)) if os.path.exists(hydra_path) else {}
     choices = hydra.get("hydra", {}).get("runtime", {}).get("choices", {})

@@ -8,8 +8,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, run_train, stack_marks
-from rl.experiments.launchers.local import LocalLauncher
-from rl.experiments.launchers.ray import RayLauncher
+from rl.local import LocalLauncher
+from rl.ray import RayLauncher
 from rl.experiments.make_experiment import make_experiment
 from rl.experiments.validation import ConfigError
 from rl.core import is_discrete

@@ -68,7 +68,7 @@ def test_restoring_the_root_sets_its_counts():
 
 @pytest.mark.reverb
 def test_step_budget_leases_exactly_the_total():
-    from rl.experiments.launchers.ray_nodes import StepBudget  # Ray's launcher: imports ray.
+    from rl.ray.nodes import StepBudget  # Ray's launcher: imports ray.
 
     budget = StepBudget(250)
     assert budget.register(0) == {"restart": 0, "steps": 0, "reclaimed": 0}
@@ -94,7 +94,7 @@ def test_step_budget_leases_exactly_the_total():
 def test_a_held_budget_leases_up_to_the_point_then_asks_actors_to_wait():
     """Ray evaluations sit at multiples of eval_every: leases stop at the point (-1: wait)
     until the hold moves on; reclaimed steps of a dead actor can be leased below it."""
-    from rl.experiments.launchers.ray_nodes import StepBudget  # Ray's launcher: imports ray.
+    from rl.ray.nodes import StepBudget  # Ray's launcher: imports ray.
 
     budget = StepBudget(500)
     budget.register(0)
@@ -116,7 +116,7 @@ def test_a_held_budget_leases_up_to_the_point_then_asks_actors_to_wait():
 
 @pytest.mark.reverb
 def test_a_restarted_actor_returns_its_uncounted_lease_and_resumes_its_count():
-    from rl.experiments.launchers.ray_nodes import StepBudget  # Ray's launcher: imports ray.
+    from rl.ray.nodes import StepBudget  # Ray's launcher: imports ray.
 
     budget = StepBudget(300)
     budget.register(0)

@@ -6,7 +6,7 @@ The rule for names and paths. A span is the text between two backticks; fenced c
 reader writes (a new agent's files) and are not checked.
 - A path: a word (in a span, a Markdown link or the prose) that starts with a top-level entry of the repository
   (`rl/`, `conf/`, `docs/`, `tests/`, ...) or is a root file (`pyproject.toml`), or a word in a span that ends in
-  .py, .md, .sh, .ipynb, .toml or .ini (`builder.py`, `launchers/ray.py`: the end of some path). It must name an
+  .py, .md, .sh, .ipynb, .toml or .ini (`builder.py`, `ray/launcher.py`: the end of some path). It must name an
   existing file or folder; `<name>` and `*` stand for any part of one name, and at least one file must match.
   Links are read from the doc's folder, and a path with `../` must stay inside the repository.
 - An `rl.` name anywhere in a span (`rl.analysis.aggregates.SCORE_RANGES`, `rl.train:cli`) must resolve: the
@@ -199,7 +199,7 @@ def path_problem(word: str, folder: str, root: str = ROOT) -> str | None:
         return None if found else "no such file"
     candidates = [pattern] if folder == "." else [pattern, os.path.normpath(os.path.join(folder, pattern))]
     if pattern.split("/")[0] + "/" not in paths and not pattern.startswith("."):
-        candidates.append("*/" + pattern)  # The end of a path (`launchers/ray.py`).
+        candidates.append("*/" + pattern)  # The end of a path (`ray/launcher.py`).
     if any(fnmatch.filter(paths, c) or fnmatch.filter(paths, c.rstrip("/") + "/") for c in candidates):
         return None
     return "points outside the repository or at nothing" if "../" in word else "no such file or folder"

@@ -118,3 +118,22 @@ def test_evaluate_reports_bad_inputs_without_traceback(trained_run, tmp_path):
     for arguments in (["episodes=0", f"run_dir={trained_run}"], ["bogus=1", f"run_dir={trained_run}"], ["episodes=3"]):
         result = _evaluate(*arguments)
         assert result.returncode == 1 and "Traceback" not in result.stderr, arguments
+
+
+def test_a_run_whose_saved_config_names_the_launcher_s_old_module_is_evaluated(trained_run, tmp_path):
+    """Runs written before the launchers moved to rl/local/ and rl/ray/ name the old class in `.hydra/config.yaml`:
+    evaluation reads it under its new name (rl/experiments/saved_config.py) and leaves the file as it was."""
+    old_run = str(tmp_path / "old_run")
+    shutil.copytree(trained_run, old_run, ignore=shutil.ignore_patterns("wandb", "videos"))
+    config_path = os.path.join(old_run, ".hydra", "config.yaml")
+    with open(config_path) as file:
+        saved = file.read()
+    assert "_target_: rl.local.LocalLauncher" in saved
+    with open(config_path, "w") as file:
+        file.write(saved.replace("rl.local.LocalLauncher", "rl.experiments.launchers.local.LocalLauncher"))
+    before = _fingerprint(old_run)
+    result = _evaluate(f"run_dir={old_run}", "episodes=3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    mean = float(re.search(r"mean return (-?[\d.]+) ± ([\d.]+)", result.stdout).group(1))
+    assert mean == pytest.approx(read_summary(trained_run)["final_eval_return"], abs=0.005)  # Printed to 0.01.
+    assert _fingerprint(old_run) == before

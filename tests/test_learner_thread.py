@@ -11,7 +11,8 @@ import reverb
 import tensorflow as tf
 
 from rl import core
-from rl.experiments.launchers.local import LearnerThread, StepLockReleasingIterator, batches_allowed
+from rl.experiments.builders import StepLockReleasingIterator
+from rl.local.launcher import LearnerThread, batches_allowed
 from rl.replay.server import ReplayRatio, make_error_buffer, make_replay_iterator, make_server
 
 # Needs the reverb stack (reverb, TensorFlow, Ray or an environment only it has): see pytest.ini.
@@ -169,9 +170,9 @@ def test_the_error_buffer_lets_samples_run_ahead_by_the_prefetched_batches_only(
 
 
 def test_a_stopped_ray_learner_is_done_when_its_loop_ends_or_it_waits_on_a_batch_that_cannot_come():
-    """rl/experiments/launchers/ray_nodes.py: `LearnerNode.stop` answers as soon as the learner cannot step
+    """rl/ray/nodes.py: `LearnerNode.stop` answers as soon as the learner cannot step
     again (its loop ended, or it waits on replay with the actors stopped), not after the stop timeout."""
-    from rl.experiments.launchers.ray_nodes import BLOCKED_S, stepping_stopped
+    from rl.ray.nodes import BLOCKED_S, stepping_stopped
 
     release, lock = threading.Event(), threading.Lock()
     batches = StepLockReleasingIterator(iter(lambda: release.wait() and 0, 1), lock)  # Blocks until released.

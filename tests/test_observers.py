@@ -20,7 +20,7 @@ from rl.environment_loop import EnvironmentLoop
 from rl.environments.factories import make_gymnasium_environment
 from rl.environments.vector import VectorEnvironment
 from rl.experiments.builders import build_actor, build_evaluator, build_learner
-from rl.experiments.launchers.local import LocalLauncher
+from rl.local import LocalLauncher
 from rl.experiments.make_experiment import make_experiment
 from rl.observers import ActionStatistics, Observer, VideoRecorder
 

@@ -526,7 +526,7 @@ def test_ray_driver_waits_are_bounded_and_an_expired_one_names_the_node_and_call
 
     import ray
 
-    from rl.experiments.launchers import ray as ray_launcher
+    from rl.ray import launcher as ray_launcher
     from rl.experiments.launcher import LauncherError
 
     run = ray_launcher.RayNodes.__new__(ray_launcher.RayNodes)
@@ -576,7 +576,7 @@ def _driver_with_evaluator(ray, evaluator, max_restarts, run_directory):
     """The Ray driver's evaluation round bookkeeping around one evaluator node."""
     import types
 
-    from rl.experiments.launchers import ray as ray_launcher
+    from rl.ray import launcher as ray_launcher
 
     run = ray_launcher.RayNodes.__new__(ray_launcher.RayNodes)
     run.ray = ray

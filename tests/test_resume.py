@@ -259,6 +259,26 @@ def _unfinished_copy(stopped_run, tmp_path) -> str:
     return copy
 
 
+def test_a_run_whose_saved_config_names_the_launcher_s_old_module_resumes(stopped_run, tmp_path):
+    """Runs written before the launchers moved to rl/local/ and rl/ray/ name the old class in `.hydra/config.yaml`:
+    `resume=DIR` reads it under its new name (rl/experiments/saved_config.py) and leaves the file as it was."""
+    copy = _unfinished_copy(stopped_run, tmp_path)
+    config_path = os.path.join(copy, ".hydra", "config.yaml")
+    with open(config_path) as file:
+        saved = file.read()
+    assert "_target_: rl.local.LocalLauncher" in saved
+    old = saved.replace("rl.local.LocalLauncher", "rl.experiments.launchers.local.LocalLauncher")
+    with open(config_path, "w") as file:
+        file.write(old)
+    result = run_train([f"resume={copy}"], timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Resuming {copy} from step_{BUDGET} " in result.stdout
+    summary = read_summary(copy)
+    assert summary["status"] == "finished" and summary["actor_steps"] == BUDGET
+    with open(config_path) as file:
+        assert file.read() == old
+
+
 def _refused(arguments: list[str], run_dir: str, status: int, message: str) -> None:
     before = _fingerprint(run_dir)
     result = run_train(arguments, timeout=600)

@@ -370,7 +370,7 @@ def _imported_modules(path: str) -> list[str]:
     return imported + [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
 
 
-@pytest.mark.parametrize("package", ["experiments", "anakin", "sebulba"])
+@pytest.mark.parametrize("package", ["experiments", "local", "ray", "anakin", "sebulba"])
 def test_no_layer_below_the_searches_imports_them(package):
     """The searches (rl/sweeps/: grids, engines, PBT, pruning, sweep results, jobs) are handed to a run as hooks
     and data; the lifecycle and the launchers' nodes below them import none (import-linter's layers say so too)."""

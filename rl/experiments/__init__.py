@@ -1,1 +1,2 @@
-"""Experiments: configuration, node builders, the run lifecycle and the launchers."""
+"""Experiments: configuration, node builders and the run contract (the lifecycle, `Launcher`) that the launchers
+above them (rl/local, rl/ray, rl/anakin, rl/sebulba) share."""

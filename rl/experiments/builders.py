@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
+import time
 from collections import namedtuple
 from typing import Any, Callable, Iterator, Sequence
 
@@ -71,6 +73,35 @@ def build_learner(
     learner_counter = Counter(counter, "learner")
     learning = experiment.builder.make_learning(networks)
     return SGDLearner(learning, random_key, dataset, replay_client, learner_counter, logger)
+
+
+class StepLockReleasingIterator:
+    """A learner's replay iterator that releases `lock` (held during each step) while it waits for
+    a batch: whoever would insert what it waits for may be waiting for the lock (launcher=local's and
+    launcher=ray's learners wrap their dataset in it, `build_learner`'s `wrap_dataset`)."""
+
+    def __init__(self, iterator: Any, lock: threading.Lock):
+        self._iterator = iterator
+        self._lock = lock
+        self.waiting_since: float | None = None
+        self.batches = 0
+
+    def __iter__(self) -> "StepLockReleasingIterator":
+        return self
+
+    def __next__(self) -> Any:
+        self._lock.release()
+        self.waiting_since = time.monotonic()
+        try:
+            batch = next(self._iterator)
+            self.batches += 1
+            return batch
+        finally:
+            self.waiting_since = None
+            self._lock.acquire()
+
+    def close(self) -> None:
+        self._iterator.close()
 
 
 def _loop_parts(experiment: Experiment, random_key: jax.Array, label: str, instance: int) -> tuple:

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from rl import checkpointing
 from rl.checkpointing import SUMMARY_FILE, CheckpointError
 from rl.experiments.launcher import Launcher
+from rl.experiments.saved_config import read_saved_config
 from rl.experiments.validation import ConfigError
 
 CHOICES = ("keep", "stretch")
@@ -68,18 +69,6 @@ class Extension:
             schedules = f"its schedules stretch ({changes}; extend=keep keeps them)"
         fixed = ", ".join(f"{key}={value}" for key, value in self.fixed.items())
         return f"{start}; {schedules}" + (f"; its replay buffer keeps its size ({fixed})" if fixed else "")
-
-
-def saved_config(run_directory: str) -> DictConfig | None:
-    """The run's own configuration as Hydra saved it (interpolations unresolved); None when it has none."""
-    path = os.path.join(run_directory, ".hydra", "config.yaml")
-    if not os.path.isfile(path):
-        return None
-    try:
-        config = OmegaConf.load(path)
-    except Exception as error:  # noqa: BLE001 - an unreadable file: say so.
-        raise CheckpointError(f"cannot read the run's configuration {path} ({error})") from None
-    return config if isinstance(config, DictConfig) else None
 
 
 def check_choice(config: Any) -> str | None:
@@ -140,7 +129,7 @@ def find_extension(config: Any, run_directory: str) -> Extension | None:
     run_directory = os.path.abspath(run_directory)
     if not checkpointing.holds_a_run(run_directory):
         return None
-    saved = saved_config(run_directory)
+    saved = read_saved_config(run_directory)
     if saved is None or BUDGET_KEY not in saved:
         return None
     saved_values = resolved(saved)

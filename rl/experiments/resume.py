@@ -22,6 +22,7 @@ from rl.experiments import extension as extending
 from rl.experiments.extension import Extension
 from rl.experiments.launcher import Launcher
 from rl.experiments.make_experiment import resolved_container
+from rl.experiments.saved_config import read_saved_config, saved_config_path
 from rl.experiments.validation import ConfigError
 from rl.loggers.csv import move_rows
 
@@ -111,13 +112,14 @@ def check_same_config(config: Any, run_directory: str, extension: Extension | No
     """Raises a `ConfigError` naming the first setting outside `MUTABLE_KEYS` that differs from the
     run's own `.hydra/config.yaml` (none to compare with: nothing to check); an `extension` may change the
     budget and, as it chose, the settings derived from it."""
-    config_path = os.path.join(run_directory, ".hydra", "config.yaml")
-    if not os.path.isfile(config_path):
+    saved = read_saved_config(run_directory)
+    if saved is None:
         return
     try:
-        before = checkpointing.flatten_mapping(OmegaConf.to_container(OmegaConf.load(config_path), resolve=True))
-    except Exception as error:  # noqa: BLE001 - an unreadable or unresolvable file: say so.
-        raise CheckpointError(f"cannot read the run's configuration {config_path} ({error})") from None
+        before = checkpointing.flatten_mapping(OmegaConf.to_container(saved, resolve=True))
+    except Exception as error:  # noqa: BLE001 - an unresolvable file: say so.
+        path = saved_config_path(run_directory)
+        raise CheckpointError(f"cannot read the run's configuration {path} ({error})") from None
     now = checkpointing.flatten_mapping(resolved_container(config))
     if extension is not None:
         before = {**before, extending.BUDGET_KEY: extension.after, **extension.schedule}

@@ -139,7 +139,7 @@ class RayNodes(lifecycle.Nodes):
     def __init__(self, launcher: RayLauncher, experiment: Experiment):
         import ray
 
-        from rl.experiments.launchers import ray_nodes
+        from rl.ray import nodes as ray_nodes
 
         self.ray = ray
         self.launcher = launcher
@@ -182,7 +182,7 @@ class RayNodes(lifecycle.Nodes):
         from ray.util.queue import Queue
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from rl.experiments.launchers import ray_nodes
+        from rl.ray import nodes as ray_nodes
 
         super().start(context)
         launcher = self.launcher

@@ -17,8 +17,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rl import checkpointing, core
-from rl.experiments.builders import NodeBuilder, Evaluations
-from rl.experiments.launchers.local import StepLockReleasingIterator
+from rl.experiments.builders import Evaluations, NodeBuilder, StepLockReleasingIterator
 from rl.loggers.base import Logger, LoggerFactory, LoggingData, to_python_scalar
 from rl.replay.adders import ReplayTimeoutError
 

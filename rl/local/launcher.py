@@ -17,7 +17,7 @@ from rl import core
 from rl.checkpointing import read_process_state
 from rl.counting import Counter
 from rl.experiments import lifecycle
-from rl.experiments.builders import NodeBuilder
+from rl.experiments.builders import NodeBuilder, StepLockReleasingIterator
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import Launcher
 from rl.experiments.summary import ProgressDisplay, RunSummary
@@ -28,34 +28,6 @@ log = logging.getLogger(__name__)
 
 # Learner records of a deterministic run per evaluation interval, at most.
 DETERMINISTIC_LOG_WINDOWS = 10
-
-
-class StepLockReleasingIterator:
-    """A learner's replay iterator that releases `lock` (held during each step) while it waits for
-    a batch: whoever would insert what it waits for may be waiting for the lock."""
-
-    def __init__(self, iterator: Any, lock: threading.Lock):
-        self._iterator = iterator
-        self._lock = lock
-        self.waiting_since: float | None = None
-        self.batches = 0
-
-    def __iter__(self) -> "StepLockReleasingIterator":
-        return self
-
-    def __next__(self) -> Any:
-        self._lock.release()
-        self.waiting_since = time.monotonic()
-        try:
-            batch = next(self._iterator)
-            self.batches += 1
-            return batch
-        finally:
-            self.waiting_since = None
-            self._lock.acquire()
-
-    def close(self) -> None:
-        self._iterator.close()
 
 
 # A learner waiting this long for a batch the rate limiter still allows is taken to be stuck.

@@ -1,1 +1,0 @@
-"""Launchers: callables that run an Experiment and return its RunSummary."""
