@@ -12,8 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import read_summary, run_train
+from hydra import compose, initialize_config_dir
+
+from conftest import ROOT, read_summary, run_train
+from rl.anakin.build import make_system
 from rl.experiments.config import enable_compilation_cache
+from rl.experiments.make_experiment import make_experiment
+from rl.systems.base import make_chunk
 from rl.environments.playground import PlaygroundError, PlaygroundToDmEnv, PlaygroundVector, check_name, choose_impl
 
 # Playground is in the current stack's lock only (requirements-current.txt); the reverb stack lacks it.
@@ -148,16 +153,20 @@ def test_an_environment_whose_assets_are_missing_is_refused_rather_than_fetched(
     assert not mjx_env.MENAGERIE_PATH.exists()
 
 
-# A small PPO under launcher=anakin: 2 copies x 16 steps per update, 1 epoch of 2 minibatches, 50-step episodes.
+# Two copies of CartpoleBalance with 50-step episodes.
+CARTPOLE = [
+    "environment=playground",
+    "environment.name=CartpoleBalance",
+    "environment.num_envs=2",
+    "environment.kwargs.episode_length=50",
+]
+# A small PPO under launcher=anakin: 16 steps of each copy per update, 1 epoch of 2 minibatches.
 SMALL_PPO = [
     "agent=ppo",
     "launcher=anakin",
     "network=policy_value_mlp",
     "policy=sample",
-    "environment=playground",
-    "environment.name=CartpoleBalance",
-    "environment.num_envs=2",
-    "environment.kwargs.episode_length=50",
+    *CARTPOLE,
     "agent.unroll_length=16",
     "agent.batch_size=2",
     "agent.num_epochs=1",
@@ -188,3 +197,23 @@ def test_an_unknown_name_exits_2_with_one_line(tmp_path):
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if "WalkerWalks" in line]
     assert len(lines) == 1 and "did you mean" in lines[0] and "WalkerWalk" in lines[0]
+
+
+@pytest.mark.parametrize("agent", ["sac", "td3", "d4pg"])
+def test_the_off_policy_systems_trace_with_it_vmapped_over_seeds(tmp_path, agent):
+    """SAC, TD3 and D4PG (their gymnax presets' settings on CartpoleBalance): one chunk of every replica of a
+    2-seed vmap traces, and the steps it answers have the copies' shapes. A trace, not a compile: compiling
+    MJX under the off-policy updates takes minutes on a CPU (the short PPO run above compiles and runs)."""
+    overrides = [f"experiment={agent}_gymnax_pendulum", *CARTPOLE, "agent.batch_size=8", "agent.min_replay_size=8"]
+    with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base="1.3"):
+        config = compose(config_name="config", overrides=overrides)
+    experiment, _ = make_experiment(config, str(tmp_path / "run"), {"agent": agent})
+    system = make_system(experiment)
+
+    def one_chunk(key: jax.Array) -> dict:
+        _, metrics = make_chunk(system, 1)(system.init(key))
+        return metrics
+
+    metrics = jax.eval_shape(jax.vmap(one_chunk), jax.random.split(jax.random.PRNGKey(0), 2))
+    assert metrics["episode_return"].shape == (2,)
+    assert system.environment.observation_spec.shape == (5,) and system.environment.num_envs == 2

@@ -31,7 +31,9 @@ def choose_impl(requested: str | None, backend: str) -> str:
     """MuJoCo's implementation for JAX backend `backend`: `requested`, or (None) Warp on an NVIDIA GPU where
     warp-lang is installed and MJX's JAX implementation elsewhere. Warp has no TPU kernels: refused there."""
     if requested is not None and requested not in IMPLEMENTATIONS:
-        raise PlaygroundError(f"environment.kwargs.impl must be one of {list(IMPLEMENTATIONS)} or null, got {requested!r}")
+        raise PlaygroundError(
+            f"environment.kwargs.impl must be one of {list(IMPLEMENTATIONS)} or null, got {requested!r}"
+        )
     if requested == "warp" and backend == "tpu":
         raise PlaygroundError("impl=warp (MuJoCo Warp) cannot run on a TPU; use impl=jax or leave impl null")
     if requested is not None:
@@ -48,7 +50,9 @@ def check_name(name: str) -> None:
 
     if name not in registry.ALL_ENVS:
         close = difflib.get_close_matches(name, registry.ALL_ENVS, n=5, cutoff=0.5)
-        hint = f"did you mean one of {close}?" if close else f"DM Control Suite ids: {registry.dm_control_suite.ALL_ENVS}"
+        hint = (
+            f"did you mean one of {close}?" if close else f"DM Control Suite ids: {registry.dm_control_suite.ALL_ENVS}"
+        )
         raise PlaygroundError(f"'{name}' is not a MuJoCo Playground environment; {hint}")
     if name not in registry.dm_control_suite.ALL_ENVS and not mjx_env.MENAGERIE_PATH.exists():
         raise PlaygroundError(
@@ -83,7 +87,9 @@ def playground_specs(environment: Any, name: str) -> tuple[specs.Array, specs.Bo
     key = jax.eval_shape(lambda: jax.random.PRNGKey(0))  # Any PRNG implementation's key.
     observation = jax.eval_shape(lambda k: environment.reset(k).obs, key)
     if not hasattr(observation, "shape"):
-        raise PlaygroundError(f"Playground's {name} observes a dict ({sorted(observation)}); only array observations run")
+        raise PlaygroundError(
+            f"Playground's {name} observes a dict ({sorted(observation)}); only array observations run"
+        )
     model = environment.mj_model
     limited = np.asarray(model.actuator_ctrllimited, bool)[:, None]
     bounds = np.where(limited, np.asarray(model.actuator_ctrlrange, np.float32), np.float32([-1.0, 1.0]))
