@@ -1,9 +1,9 @@
 """MuJoCo Playground environments (its DeepMind Control Suite: CheetahRun, WalkerWalk, CartpoleSwingup, ...):
 `PlaygroundVector`, pure copies for launcher=anakin with the interface of `GymnaxVector`, and `PlaygroundToDmEnv`,
-one copy as a dm_env (the spec probe, launcher=local). Playground's own wrappers (brax's) are not used: they
-reset every copy to one cached start and fold the time limit into `done`; here each copy draws its own start
-and a time limit is a truncation (discount 1); a termination (a simulation that went NaN) ends with discount 0
-and its NaN observation and reward read as zeros."""
+one copy as a dm_env (what the experiment probes for the specs). Playground's training wrappers (brax's) are
+not used: they return each copy to the start it drew at its first reset. Here every episode draws its own start,
+a time limit is a truncation (discount 1), and a termination (a simulation that went NaN) ends with discount 0,
+its NaN observation and reward read as zeros."""
 
 from __future__ import annotations
 
@@ -169,7 +169,8 @@ class PlaygroundVector:
 
 class PlaygroundToDmEnv(Float32Specs, dm_env.Environment):
     """One Playground environment stepped from Python (compiled steps), its keys drawn from `seed`: what the
-    experiment probes for its spec, and what launcher=local steps (slowly, for checking)."""
+    experiment probes for its specs (the launchers that step host environments need reverb, which the current
+    stack, the only one with Playground, lacks)."""
 
     def __init__(self, name: str, seed: int, kwargs: dict[str, Any] | None = None, render_mode: str | None = None):
         if render_mode is not None:
