@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from rl.environments.factories import jax_family
 from rl.experiments.compiled import system_class
 from rl.experiments.config import Experiment
 
@@ -44,6 +45,7 @@ def system_inputs(experiment: Experiment) -> SystemInputs:
         eval_episodes=experiment.eval_episodes,
         max_actor_steps=experiment.max_actor_steps,
         spec=experiment.environment_spec,
+        family=jax_family(factory),
     )
 
 

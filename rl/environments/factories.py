@@ -1,5 +1,5 @@
 """Factories named by `_target_` in conf/environment (gymnasium, MuJoCo, DeepMind Control Suite,
-gymnax), the gymnasium -> dm_env adapter and headless rendering (MuJoCo's `MUJOCO_GL`, EGL
+gymnax, MuJoCo Playground), the gymnasium -> dm_env adapter and headless rendering (MuJoCo's `MUJOCO_GL`, EGL
 or OSMesa, with one-line errors where none works). No JAX import here: config checks stay fast."""
 
 from __future__ import annotations
@@ -318,12 +318,32 @@ def make_gymnax_environment(
     return GymnaxToDmEnv(name, seed, kwargs, render_mode)
 
 
+def make_playground_environment(
+    name: str, seed: int, kwargs: dict[str, Any] | None = None, render_mode: str | None = None
+) -> dm_env.Environment:
+    """MuJoCo Playground environment `name` (its DM Control Suite: CheetahRun, ...) as a float32 dm_env;
+    `kwargs`: Playground's settings (`impl`, `episode_length`, `action_repeat`, ...; null keeps its own).
+    launcher=anakin compiles it; any bad name or setting is a ValueError of one line."""
+    from rl.environments.playground import PlaygroundToDmEnv
+
+    return PlaygroundToDmEnv(name, seed, kwargs, render_mode)
+
+
 def factory_function(environment_factory: Any) -> Any:
     """The function an environment factory calls (itself, or a functools.partial's function)."""
     partial = isinstance(environment_factory, functools.partial)
     return environment_factory.func if partial else environment_factory
 
 
+# The factories whose environments compile into a JAX program, by the family of vector environment they make.
+JAX_FAMILIES = {make_gymnax_environment: "gymnax", make_playground_environment: "playground"}
+
+
+def jax_family(environment_factory: Any) -> str | None:
+    """The JAX family (`JAX_FAMILIES`) of an environment factory or a functools.partial of one; None: a host one."""
+    return JAX_FAMILIES.get(factory_function(environment_factory))
+
+
 def is_jax_native(environment_factory: Any) -> bool:
     """Whether an environment factory (or a functools.partial of one) compiles into a JAX program."""
-    return factory_function(environment_factory) is make_gymnax_environment
+    return jax_family(environment_factory) is not None

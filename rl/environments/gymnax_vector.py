@@ -104,19 +104,39 @@ class GymnaxVector:
         next_observation = jnp.where(done, jnp.asarray(reset_observation).astype(jnp.float32), observation)
         return next_observation, env_state, reward, done, truncated, observation
 
+    @property
+    def max_steps_in_episode(self) -> int:
+        """The time limit: an episode ends at this step at the latest."""
+        return int(self.params.max_steps_in_episode)
+
     def step(self, state: VectorState, action: jax.Array, key: jax.Array) -> tuple[VectorState, EnvStep]:
         """Steps every copy with its action; copies whose episode ends start a new one."""
         observation, env_state, reward, done, truncated, final = jax.vmap(self._step_one)(
             jax.random.split(key, self.num_envs), state.env_state, action
         )
-        episode_return = state.episode_return + reward
-        episode_length = state.episode_length + 1
-        ended = done.astype(jnp.float32)
-        discount = 1.0 - (done & ~truncated).astype(jnp.float32)
-        returns = episode_return * ended
-        lengths = episode_length * done.astype(jnp.int32)
-        step = EnvStep(observation, reward, discount, done, truncated, final, returns, lengths)
-        return VectorState(env_state, observation, episode_return * (1.0 - ended), episode_length - lengths), step
+        return finish_step(state, env_state, observation, reward, done, truncated, final)
+
+
+def finish_step(
+    state: VectorState,
+    env_state: Any,
+    observation: jax.Array,
+    reward: jax.Array,
+    done: jax.Array,
+    truncated: jax.Array,
+    final_observation: jax.Array,
+) -> tuple[VectorState, EnvStep]:
+    """The batched step's answer and the next state, given every copy's step (reset where `done`): the
+    episode statistics of the copies whose episode ended, and a discount of 0 only where one terminated.
+    Shared by the JAX vector environments (gymnax, MuJoCo Playground)."""
+    episode_return = state.episode_return + reward
+    episode_length = state.episode_length + 1
+    ended = done.astype(jnp.float32)
+    discount = 1.0 - (done & ~truncated).astype(jnp.float32)
+    returns = episode_return * ended
+    lengths = episode_length * done.astype(jnp.int32)
+    step = EnvStep(observation, reward, discount, done, truncated, final_observation, returns, lengths)
+    return VectorState(env_state, observation, episode_return * (1.0 - ended), episode_length - lengths), step
 
 
 # Frames of a gymnax environment: its gymnasium classic-control twin drawn at the gymnax state's values of

@@ -27,6 +27,7 @@ FACTORY_OPTIONS: dict[str, dict[str, Any]] = {
     "rl.environments.make_gymnasium_environment": GYMNASIUM,
     "rl.environments.make_mujoco_environment": GYMNASIUM,
     "rl.environments.make_gymnax_environment": dict(name=str, kwargs=OPTIONAL_DICT, render_mode=str | None),
+    "rl.environments.make_playground_environment": dict(name=str, kwargs=OPTIONAL_DICT, render_mode=str | None),
     "rl.environments.make_dm_control_environment": dict(
         domain=str, task=str, task_kwargs=OPTIONAL_DICT, name=str | None, **GYMNASIUM_LIMITS
     ),

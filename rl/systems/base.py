@@ -14,11 +14,16 @@ import jax.numpy as jnp
 
 from rl.core import EnvironmentSpec
 from rl.environments.gymnax_vector import EnvStep, GymnaxVector, VectorState
+from rl.environments.playground import PlaygroundVector
 from rl.systems.learning import Learning
 
 # `(params, key, observations, actor step) -> actions` (a row per copy of a vector environment) or
 # `(actions, extras)`: a builder's `make_policy`, acted with by the actors and by the compiled systems.
 Policy = Callable[[Any, jax.Array, Any, jax.Array], Any]
+
+# The vector environments a system compiles, by the family `SystemInputs.family` names (same interface).
+VECTORS = {"gymnax": GymnaxVector, "playground": PlaygroundVector}
+JaxVector = GymnaxVector | PlaygroundVector
 
 # False: the update took no SGD step; its other metrics are placeholders, left out of the means.
 TRAINED = "trained"
@@ -47,10 +52,11 @@ class CompiledAgent:
 
 @dataclasses.dataclass(frozen=True)
 class SystemInputs:
-    """The run a system compiles: gymnax environment `name` (`kwargs` to gymnax.make; None: the steps come
-    from environments on the host, launcher=sebulba), `num_envs` training copies per replica, `eval_episodes`
-    evaluation copies, the actor-step budget, the environment's spec and `block_length`, the steps of every
-    copy one off-policy update inserts (anakin: 1; on-policy systems take whole rollouts instead)."""
+    """The run a system compiles: JAX environment `name` of `family` (gymnax or playground, `VECTORS`; `kwargs`
+    its options; name None: the steps come from environments on the host, launcher=sebulba), `num_envs`
+    training copies per replica, `eval_episodes` evaluation copies, the actor-step budget, the environment's
+    spec and `block_length`, the steps of every copy one off-policy update inserts (anakin: 1; on-policy
+    systems take whole rollouts instead)."""
 
     name: str | None
     kwargs: dict[str, Any] | None
@@ -59,6 +65,7 @@ class SystemInputs:
     max_actor_steps: int
     spec: EnvironmentSpec
     block_length: int = 1
+    family: str = "gymnax"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,18 +100,18 @@ class System(abc.ABC):
         self.evaluation_policy: Policy = agent.evaluation_policy
 
     @functools.cached_property
-    def environment(self) -> GymnaxVector:
+    def environment(self) -> JaxVector:
         """The training copies compiled with the system (launcher=anakin); made on first use."""
-        return self._gymnax(self.inputs.num_envs)
+        return self._vector(self.inputs.num_envs)
 
     @functools.cached_property
-    def evaluation_environment(self) -> GymnaxVector:
-        return self._gymnax(self.inputs.eval_episodes)
+    def evaluation_environment(self) -> JaxVector:
+        return self._vector(self.inputs.eval_episodes)
 
-    def _gymnax(self, num_envs: int) -> GymnaxVector:
+    def _vector(self, num_envs: int) -> JaxVector:
         if self.inputs.name is None:
             raise ValueError("this system's steps come from the host: it has no compiled environment")
-        return GymnaxVector(self.inputs.name, num_envs, self.inputs.kwargs)
+        return VECTORS[self.inputs.family](self.inputs.name, num_envs, self.inputs.kwargs)
 
     @classmethod
     @abc.abstractmethod
@@ -167,7 +174,7 @@ class Trajectory(NamedTuple):
 
 
 def rollout(
-    environment: GymnaxVector,
+    environment: JaxVector,
     policy: Policy,
     params: Any,
     state: VectorState,
@@ -227,12 +234,12 @@ class EvaluationResult(NamedTuple):
     lengths: jax.Array
 
 
-def evaluate(environment: GymnaxVector, policy: Policy, params: Any, key: jax.Array) -> EvaluationResult:
+def evaluate(environment: JaxVector, policy: Policy, params: Any, key: jax.Array) -> EvaluationResult:
     """Every copy runs until its first episode ends (or one step past the episode limit); `policy`
     returns (actions, extras). Host environments are evaluated by `EnvironmentLoop.run_evaluation`
     (rl/environment_loop.py), whose docstring says why there are two loops."""
     reset_key, key = jax.random.split(key)
-    limit = int(environment.params.max_steps_in_episode) + 1
+    limit = environment.max_steps_in_episode + 1
     zeros = jnp.zeros((environment.num_envs,), jnp.float32)
     running = lambda carry: jnp.logical_and(~jnp.all(carry[4]), carry[5] < limit)  # Not all finished, t < limit.
 
