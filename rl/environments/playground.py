@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
-from typing import Any
+from typing import Any, Mapping
 
 import dm_env
 import jax
@@ -86,7 +86,7 @@ def playground_specs(environment: Any, name: str) -> tuple[specs.Array, specs.Bo
     the actuators' control ranges (-1 to 1 in the Control Suite)."""
     key = jax.eval_shape(lambda: jax.random.PRNGKey(0))  # Any PRNG implementation's key.
     observation = jax.eval_shape(lambda k: environment.reset(k).obs, key)
-    if not hasattr(observation, "shape"):
+    if isinstance(observation, Mapping):  # Some Playground environments observe a dict of arrays.
         raise PlaygroundError(
             f"Playground's {name} observes a dict ({sorted(observation)}); only array observations run"
         )
