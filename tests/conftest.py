@@ -142,6 +142,8 @@ REVERB_STACK = importlib.util.find_spec("reverb") is not None
 
 # Environment options whose libraries (MuJoCo, dm_control, the ALE) only the reverb stack installs.
 REVERB_STACK_ENVIRONMENTS = ("atari", "mujoco", "dm_control")
+# Environment options whose libraries only the current stack installs (MuJoCo Playground: docs/stacks.md).
+CURRENT_STACK_ENVIRONMENTS = ("playground",)
 
 
 def environment_option(overrides: list[str]) -> str | None:
@@ -157,8 +159,14 @@ def environment_option(overrides: list[str]) -> str | None:
 
 
 def stack_marks(overrides: list[str]) -> tuple[pytest.MarkDecorator, ...]:
-    """`reverb` for a command line whose environment only the reverb stack has (for `pytest.param(marks=...)`)."""
-    return (pytest.mark.reverb,) if environment_option(overrides) in REVERB_STACK_ENVIRONMENTS else ()
+    """`reverb` (`current`) for a command line whose environment only the reverb (current) stack has, for
+    `pytest.param(marks=...)`."""
+    option = environment_option(overrides)
+    if option in REVERB_STACK_ENVIRONMENTS:
+        return (pytest.mark.reverb,)
+    if option in CURRENT_STACK_ENVIRONMENTS:
+        return (pytest.mark.current,)
+    return ()
 
 
 @pytest.fixture

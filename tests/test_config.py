@@ -47,6 +47,8 @@ COMPANIONS = {
     # gymnax environments and the compiled launcher (tests/test_anakin.py); the default DQN
     # under anakin needs a whole number of SGD steps per step of its one copy.
     ("environment", "gymnax"): ["environment.name=CartPole-v1"],
+    # A Playground task has no default (tests/test_playground.py); its actions are continuous.
+    ("environment", "playground"): ["environment.name=CartpoleBalance", "agent=sac"],
     # Host environments and the compiled learner (tests/test_sebulba.py): budgets in whole blocks of 25 steps.
     ("launcher", "sebulba"): ["launcher.block_length=25"],
     ("launcher", "anakin"): [

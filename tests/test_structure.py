@@ -49,7 +49,8 @@ def test_every_module_in_rl_opens_by_saying_its_job():
 
 
 def test_replay_and_compiled_system_kinds_are_types_not_strings():
-    switch = re.compile(r'== "(on_policy|off_policy|queue|transitions|sequences)"')
+    kinds = "on_policy|off_policy|queue|transitions|sequences|q_values|policy_value|actor_critic|recurrent_q"
+    switch = re.compile(rf'== "({kinds})"')
     assert [
         f"{path}: {line.strip()}"
         for path, source in _sources().items()

@@ -11,6 +11,7 @@ import numpy as np
 
 from rl import core
 from rl.agents.actors import FeedForwardActor
+from rl.networks.base import NetworkKind
 from rl.policies import EpsilonGreedy
 from rl.replay.kinds import ReplayKind, Transitions
 from rl.systems.base import CompiledAgent, Policy, System
@@ -26,7 +27,7 @@ class ActorLearnerBuilder(abc.ABC):
     # The actions it acts in ("discrete", "continuous", None: either), checked before a run.
     action_kind: str | None = "discrete"
     # What the network factory must build (network factories carry the same attribute).
-    network_kind: str = "q_values"
+    network_kind: NetworkKind = NetworkKind.Q_VALUES
     # The compiled system launcher=anakin runs it under (rl/systems/); None: launcher=local and ray only.
     compiled_system: ClassVar[type[System] | None] = None
     # What replay holds (rl/replay/kinds.py): n-step transitions, sequences with `extras_spec`, or a queue of them.

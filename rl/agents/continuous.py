@@ -17,7 +17,7 @@ from rl.agents.builder import ActorLearnerBuilder
 from rl.systems.base import Policy
 from rl.systems.learning import Learning
 from rl.agents.configs import ContinuousConfig
-from rl.networks.base import ActorCriticNetworks
+from rl.networks.base import ActorCriticNetworks, NetworkKind
 from rl.policies import Deterministic, GaussianNoise, Stochastic
 from rl.core import EnvironmentSpec, is_discrete
 from rl.systems.off_policy import OffPolicySystem
@@ -147,7 +147,7 @@ class ContinuousBuilder(ActorLearnerBuilder):
     """Replay, adder, actor and policies for an actor-critic agent; subclasses add the learning."""
 
     action_kind = "continuous"
-    network_kind = "actor_critic"
+    network_kind = NetworkKind.ACTOR_CRITIC
     compiled_system = OffPolicySystem
     default_exploration = GaussianNoise
     # Whether the policy network is a tanh-Gaussian (SAC) or deterministic (TD3, D4PG).

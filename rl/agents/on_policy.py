@@ -13,7 +13,7 @@ from dm_env import specs
 from rl.systems.base import Policy
 from rl.agents.builder import ActorLearnerBuilder
 from rl.agents.configs import OnPolicyConfig, SequenceQueueConfig
-from rl.networks.base import FeedForwardNetwork, log_prob, policy_mode, zeros_like_spec
+from rl.networks.base import FeedForwardNetwork, NetworkKind, log_prob, policy_mode, zeros_like_spec
 from rl.policies import Sample
 from rl.replay.kinds import Queue
 from rl.core import EnvironmentSpec, is_discrete
@@ -127,7 +127,7 @@ class SequenceQueueBuilder(ActorLearnerBuilder):
     copy) into a queue; the learner trains on each once. Subclasses provide `make_learning`."""
 
     action_kind = None
-    network_kind = "policy_value"
+    network_kind = NetworkKind.POLICY_VALUE
     replay_kind = Queue
     default_exploration = Sample
 

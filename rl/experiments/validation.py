@@ -157,7 +157,7 @@ def check_run_settings(config: Mapping[str, Any]) -> RunSettings:
 
 
 # Pixel networks by the network kind an agent needs.
-PIXEL_NETWORKS = {
+PIXEL_NETWORKS = {  # By NetworkKind's values (this module loads before JAX).
     "q_values": "network=atari_cnn or network=impala_resnet",
     "policy_value": "network=atari_cnn or network=impala_resnet",
     "recurrent_q": "network=lstm_atari_cnn (network=lstm with network.torso=rl.networks.conv.nature_torso)",
@@ -200,7 +200,9 @@ def check_network_kind(kinds: Sequence[str], choice: str, needed: str) -> None:
     if needed in kinds:
         return
     message = f"'{choice}' builds {'/'.join(kinds)} networks, but the agent needs {needed} networks"
-    if "recurrent_q" in (*kinds, needed):
+    from rl.networks.base import NetworkKind
+
+    if NetworkKind.RECURRENT_Q in (*kinds, needed):
         message += (
             "; recurrent Q-networks (network=lstm, or network=lstm_atari_cnn for Atari frames: an LSTM core carrying "
             "a state from step to step) are for recurrent agents only (agent=r2d2), and recurrent agents need them"

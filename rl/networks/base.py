@@ -5,6 +5,7 @@ TD3, D4PG). Each factory is a `NetworkFactory` declaring what experiments check 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import math
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
@@ -20,6 +21,16 @@ from rl.core import EnvironmentSpec, is_discrete, num_actions
 
 if TYPE_CHECKING:
     import distrax
+
+
+class NetworkKind(enum.StrEnum):
+    """The heads an agent's network ends in: what an agent asks for and a network factory declares it builds
+    (a `str`, so configs and messages read its value)."""
+
+    Q_VALUES = "q_values"  # A value per action (DQN and its kin).
+    POLICY_VALUE = "policy_value"  # A policy and a state value on one torso (PPO, IMPALA).
+    ACTOR_CRITIC = "actor_critic"  # A policy network and a critic network (SAC, TD3, D4PG).
+    RECURRENT_Q = "recurrent_q"  # A value per action through an LSTM core (R2D2).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +50,7 @@ class NetworkFactory:
     and docstring it shows (config checks read them)."""
 
     build: Callable[..., Any]
-    network_kinds: tuple[str, ...]
+    network_kinds: tuple[NetworkKind, ...]
     observation_kind: str | None
 
     def __post_init__(self) -> None:
@@ -158,7 +169,7 @@ def _make_q_network(
     return transform(forward, environment_spec.observations)
 
 
-make_q_network = NetworkFactory(_make_q_network, ("q_values",), "vector")
+make_q_network = NetworkFactory(_make_q_network, (NetworkKind.Q_VALUES,), "vector")
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
 
 
@@ -187,7 +198,7 @@ def _make_policy_value_network(
     return transform(forward, environment_spec.observations)
 
 
-make_policy_value_network = NetworkFactory(_make_policy_value_network, ("policy_value",), "vector")
+make_policy_value_network = NetworkFactory(_make_policy_value_network, (NetworkKind.POLICY_VALUE,), "vector")
 
 # Distributions written out: importing distrax would slow every start-up.
 LOG_2PI = math.log(2.0 * math.pi)
@@ -294,4 +305,4 @@ def _make_actor_critic_networks(
     )
 
 
-make_actor_critic_networks = NetworkFactory(_make_actor_critic_networks, ("actor_critic",), "vector")
+make_actor_critic_networks = NetworkFactory(_make_actor_critic_networks, (NetworkKind.ACTOR_CRITIC,), "vector")

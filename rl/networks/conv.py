@@ -11,11 +11,23 @@ import jax
 import jax.numpy as jnp
 from dm_env import specs
 
-from rl.networks.base import NetworkFactory, policy_head, q_head, transform, value_head
+from rl.networks.base import NetworkFactory, NetworkKind, policy_head, q_head, transform, value_head
 from rl.core import EnvironmentSpec, num_actions
 
 Torso = Callable[[jax.Array], jax.Array]
-NETWORK_KINDS = ("q_values", "policy_value")  # What the factories build; the experiment says which.
+
+
+def q_values_head(features: jax.Array, environment_spec: EnvironmentSpec, dueling: bool) -> Any:
+    return q_head(features, num_actions(environment_spec.actions), dueling)
+
+
+def policy_value_heads(features: jax.Array, environment_spec: EnvironmentSpec, dueling: bool) -> Any:
+    return policy_head(features, environment_spec.actions), value_head(features)
+
+
+# The heads a torso here goes under, by the kind the agent asks for (the experiment says which).
+HEADS = {NetworkKind.Q_VALUES: q_values_head, NetworkKind.POLICY_VALUE: policy_value_heads}
+NETWORK_KINDS = tuple(HEADS)
 
 
 def scale_frames(frames: jax.Array) -> jax.Array:
@@ -62,27 +74,28 @@ def _impala_torso(channels: Sequence[int] = (16, 32, 32), num_blocks: int = 2, h
 impala_torso = NetworkFactory(_impala_torso, (), "pixels")
 
 
-def _build(environment_spec: EnvironmentSpec, torso: Torso, network_kind: str, dueling: bool) -> Any:
+def _build(environment_spec: EnvironmentSpec, torso: Torso, network_kind: NetworkKind, dueling: bool) -> Any:
     observations = environment_spec.observations
     shape = tuple(observations.shape) if isinstance(observations, specs.Array) else ()
     if len(shape) != 3:
         raise ValueError(
             f"convolutional networks read [height, width, channels] frames, got observations of shape {shape}"
         )
-    if network_kind not in NETWORK_KINDS:
-        raise ValueError(f"network_kind must be one of {list(NETWORK_KINDS)}, got {network_kind!r}")
+    if network_kind not in HEADS:
+        raise ValueError(f"network_kind must be one of {[str(kind) for kind in HEADS]}, got {network_kind!r}")
+    head = HEADS[NetworkKind(network_kind)]
 
     def forward(observation: jax.Array) -> Any:
-        features = torso(observation)
-        if network_kind == "q_values":
-            return q_head(features, num_actions(environment_spec.actions), dueling)
-        return policy_head(features, environment_spec.actions), value_head(features)
+        return head(torso(observation), environment_spec, dueling)
 
     return transform(forward, observations)
 
 
 def _make_atari_cnn(
-    environment_spec: EnvironmentSpec, hidden_size: int = 512, dueling: bool = False, network_kind: str = "q_values"
+    environment_spec: EnvironmentSpec,
+    hidden_size: int = 512,
+    dueling: bool = False,
+    network_kind: NetworkKind = NetworkKind.Q_VALUES,
 ) -> Any:
     """The Nature DQN torso under a Q head (`q_values`) or policy and value heads (`policy_value`)."""
     if int(hidden_size) <= 0:
@@ -96,7 +109,7 @@ def _make_impala_resnet(
     num_blocks: int = 2,
     hidden_size: int = 256,
     dueling: bool = False,
-    network_kind: str = "q_values",
+    network_kind: NetworkKind = NetworkKind.Q_VALUES,
 ) -> Any:
     """IMPALA's residual torso under a Q head (`q_values`) or policy and value heads (`policy_value`)."""
     if not channels or any(int(c) <= 0 for c in channels) or int(num_blocks) < 0 or int(hidden_size) <= 0:

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from dm_env import specs
 
-from rl.networks.base import NetworkFactory, check_sizes, flatten, mlp, q_head, zeros_like_spec
+from rl.networks.base import NetworkFactory, NetworkKind, check_sizes, flatten, mlp, q_head, zeros_like_spec
 from rl.core import EnvironmentSpec, num_actions
 
 CoreState = Mapping[str, Any]  # {"cell": (B, H), "hidden": (B, H)}
@@ -107,4 +107,4 @@ def _make_recurrent_q_network(
 
 
 # What it reads is its torso's.
-make_recurrent_q_network = NetworkFactory(_make_recurrent_q_network, ("recurrent_q",), None)
+make_recurrent_q_network = NetworkFactory(_make_recurrent_q_network, (NetworkKind.RECURRENT_Q,), None)

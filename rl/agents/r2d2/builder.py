@@ -16,6 +16,7 @@ from rl.core import Batch
 from rl.systems.learning import Learning, normalized_weights
 from rl.agents.dqn.builder import TrainingState, apply_gradients, learning_rate_at, q_learning
 from rl.lazy_tensorflow import import_without_tensorflow
+from rl.networks.base import NetworkKind
 from rl.networks.recurrent import RecurrentNetwork, lstm_state_spec
 from rl.policies import EpsilonGreedy, Greedy
 from rl.replay.kinds import Sequences
@@ -118,7 +119,7 @@ def r2d2_loss(
 
 
 class R2D2Builder(ActorLearnerBuilder):
-    network_kind = "recurrent_q"
+    network_kind = NetworkKind.RECURRENT_Q
     replay_kind = Sequences
     actor_class = RecurrentActor
 
