@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import json
 import logging
 import os
@@ -20,6 +21,24 @@ from rl.experiments.builders import NodeBuilder
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import RAY_HOST_PORT, Launcher, LauncherError, ray_cluster_unreachable
 from rl.experiments.summary import ProgressDisplay, RunSummary
+
+
+class NodeKind(enum.StrEnum):
+    """What a node of the run is. A node's name is its kind, and `_<index>` for an actor or an evaluator."""
+
+    LEARNER = "learner"
+    REPLAY = "replay"
+    COUNTER = "counter"
+    ACTOR = "actor"
+    EVALUATOR = "evaluator"
+
+
+def kind_of(node: str) -> NodeKind:
+    return NodeKind(node.partition("_")[0])
+
+
+# The nodes whose `run` call the driver watches: each returns when its node dies (an actor's also when done).
+WATCHED_KINDS = (NodeKind.REPLAY, NodeKind.LEARNER, NodeKind.ACTOR)
 
 
 @dataclasses.dataclass
@@ -59,9 +78,10 @@ class RayLauncher(Launcher):
     def restart_limit(self, node: str) -> tuple[str, int]:
         """The setting that bounds how often Ray restarts `node` (learner, replay, or an actor or evaluator),
         and its value."""
-        if node == "learner":
+        kind = kind_of(node)
+        if kind is NodeKind.LEARNER:
             return "max_learner_restarts", self.max_learner_restarts
-        if node == "replay":
+        if kind is NodeKind.REPLAY:
             return "max_replay_restarts", self.max_replay_restarts
         return "max_restarts", self.max_restarts
 
@@ -235,8 +255,7 @@ class RayNodes(lifecycle.Nodes):
         self.handles |= {f"evaluator_{i}": handle for i, handle in enumerate(self.evaluators)}
         pids = self._get([handle.pid.remote() for handle in self.handles.values()], "every node", "pid")
         self._record_pids(dict(zip(self.handles, pids)))
-        # The calls the driver watches: each returns when its node dies (an actor's also when it is done).
-        watched = [node for node in self.handles if node.startswith(("replay", "learner", "actor_"))]
+        watched = [node for node in self.handles if kind_of(node) in WATCHED_KINDS]
         self.runs = {node: self.handles[node].run.remote() for node in watched}
 
     def act(self, until: int, pause: Any, progress: ProgressDisplay) -> int:
@@ -244,7 +263,7 @@ class RayNodes(lifecycle.Nodes):
         final = until >= self.context.experiment.max_actor_steps
         self._get(self.counter.hold_until.remote(until), "counter", "hold_until")
         steps = self._actor_steps()
-        while any(node.startswith("actor_") for node in self.runs) and (final or steps < until):
+        while any(kind_of(node) is NodeKind.ACTOR for node in self.runs) and (final or steps < until):
             done, _ = self.ray.wait(list(self.runs.values()), num_returns=1, timeout=0.5)
             self._drain_logs()
             steps = self._actor_steps()
@@ -285,7 +304,7 @@ class RayNodes(lifecycle.Nodes):
         """Interrupted: the actors end their leases; finished: the budget is checked."""
         if interrupted:
             self._get(self.counter.close.remote(), "counter", "close")
-            if runs := [ref for node, ref in self.runs.items() if node.startswith("actor_")]:
+            if runs := [ref for node, ref in self.runs.items() if kind_of(node) is NodeKind.ACTOR]:
                 self.ray.wait(runs, num_returns=len(runs), timeout=self.launcher.stop_timeout_s)
         else:
             budget = self._get(self.counter.state.remote(), "counter", "state")
@@ -393,7 +412,7 @@ class RayNodes(lifecycle.Nodes):
             return self._died(node, error)
         except self.ray.exceptions.RayTaskError as error:
             raise LauncherError(f"{_title(node)} failed: {_first_line(error)}") from None
-        if not node.startswith("actor_"):
+        if kind_of(node) is not NodeKind.ACTOR:
             raise LauncherError(f"{_title(node)} stopped before the actors finished")
         del self.runs[node]
 
@@ -408,10 +427,10 @@ class RayNodes(lifecycle.Nodes):
         pid = self._call_when_back(handle.pid, node)
         self._record_pids({node: pid})
         revived = f"{node.replace('_', ' ')} died; restarted by Ray as pid {pid} ({self.deaths[node]}/{limit})"
-        kind, _, instance = node.partition("_")
-        if kind == "learner":
+        kind = kind_of(node)
+        if kind is NodeKind.LEARNER:
             self._event(f"{revived}: {self._restore_learner()}")
-        elif kind == "replay":  # Its clients reconnect by themselves.
+        elif kind is NodeKind.REPLAY:  # Its clients reconnect by themselves.
             start = self._call_when_back(handle.start_info, node)
             origin = (
                 f"restored from {os.path.relpath(start['restored'], self.context.experiment.run_directory)}"
@@ -419,15 +438,16 @@ class RayNodes(lifecycle.Nodes):
                 else "with empty tables (no replay checkpoint: checkpoint.replay=false, or none yet)"
             )
             self._event(f"{revived} at {start['address']}, {origin}, holding {start['items']} items")
-        elif kind == "actor":
+        elif kind is NodeKind.ACTOR:
             start = self._call_when_back(handle.start_info, node)
             self._event(
                 f"{revived}: restart {start['restart']} with a fresh key, schedules resumed at step {start['steps']},"
                 f" {start['reclaimed']} leased steps returned to the budget"
             )
-        else:
+        else:  # An evaluator: its round is asked for again.
             self._event(f"{revived}: it plays its round again")
-            self.evaluations[int(instance)] = handle.evaluate.remote(self.context.experiment.eval_episodes)
+            instance = int(node.partition("_")[2])
+            self.evaluations[instance] = handle.evaluate.remote(self.context.experiment.eval_episodes)
             return
         self.runs[node] = handle.run.remote()
 
