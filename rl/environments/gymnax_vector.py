@@ -76,6 +76,21 @@ def single_step(environment: Any, params: Any, key: jax.Array, env_state: Any, a
     return jnp.asarray(observation).astype(jnp.float32), env_state, reward, done, truncated
 
 
+class LazyKeys:
+    """The keys one environment copy draws, split from `seed` one at a time. The first key is made at the first
+    draw, not here: JAX's first computation decides on the compilation cache."""
+
+    def __init__(self, seed: int):
+        self._seed = int(seed)
+        self._key: jax.Array | None = None
+
+    def next(self) -> jax.Array:
+        if self._key is None:
+            self._key = jax.random.PRNGKey(self._seed)
+        self._key, key = jax.random.split(self._key)
+        return key
+
+
 class GymnaxVector:
     """`num_envs` copies of gymnax environment `name`, each resetting itself at an episode's end."""
 
@@ -166,9 +181,7 @@ class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
             import gymnasium
 
             self._twin = gymnasium.make(name, render_mode="rgb_array").unwrapped
-        # The key is made at the first reset: JAX's first computation decides on the cache.
-        self._seed = int(seed)
-        self._key = None
+        self._keys = LazyKeys(seed)
         self._state = None
         self._shown = None
         self._reset = jax.jit(lambda key: self._environment.reset_env(key, self._params))
@@ -176,14 +189,8 @@ class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
             lambda key, state, action: single_step(self._environment, self._params, key, state, action)
         )
 
-    def _next_key(self) -> jax.Array:
-        if self._key is None:
-            self._key = jax.random.PRNGKey(self._seed)
-        self._key, key = jax.random.split(self._key)
-        return key
-
     def reset(self) -> dm_env.TimeStep:
-        observation, self._state = self._reset(self._next_key())
+        observation, self._state = self._reset(self._keys.next())
         self._shown = self._state
         return dm_env.restart(np.asarray(observation, np.float32))
 
@@ -204,7 +211,7 @@ class GymnaxToDmEnv(Float32Specs, dm_env.Environment):
         if self._state is None:
             return self.reset()
         action = np.asarray(action, self._action_spec.dtype).reshape(self._action_spec.shape)
-        observation, self._state, reward, done, truncated = self._step(self._next_key(), self._state, action)
+        observation, self._state, reward, done, truncated = self._step(self._keys.next(), self._state, action)
         self._shown = self._state
         observation = np.asarray(observation, np.float32)
         reward = np.float32(reward)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from dm_env import specs
 
-from rl.environments.gymnax_vector import EnvStep, VectorState, finish_step
+from rl.environments.gymnax_vector import EnvStep, LazyKeys, VectorState, finish_step
 from rl.environments.specs import Float32Specs, RenderingError
 
 IMPLEMENTATIONS = ("jax", "warp")
@@ -178,28 +178,20 @@ class PlaygroundToDmEnv(Float32Specs, dm_env.Environment):
         self._vector = PlaygroundVector(name, 1, kwargs)
         self._observation_spec = self._vector.observation_spec
         self._action_spec = self._vector.action_spec
-        # The key is made at the first reset: JAX's first computation decides on the cache.
-        self._seed = int(seed)
-        self._key = None
+        self._keys = LazyKeys(seed)
         self._state = None
         self._reset = jax.jit(self._vector.reset)
         self._step = jax.jit(self._vector.step)
 
-    def _next_key(self) -> jax.Array:
-        if self._key is None:
-            self._key = jax.random.PRNGKey(self._seed)
-        self._key, key = jax.random.split(self._key)
-        return key
-
     def reset(self) -> dm_env.TimeStep:
-        self._state = self._reset(self._next_key())
+        self._state = self._reset(self._keys.next())
         return dm_env.restart(np.asarray(self._state.observation[0], np.float32))
 
     def step(self, action: Any) -> dm_env.TimeStep:
         if self._state is None:
             return self.reset()
         action = np.asarray(action, np.float32).reshape((1, *self._action_spec.shape))
-        self._state, answer = self._step(self._state, action, self._next_key())
+        self._state, answer = self._step(self._state, action, self._keys.next())
         reward = np.float32(answer.reward[0])
         observation = np.asarray(answer.final_observation[0], np.float32)
         if not bool(answer.done[0]):
