@@ -18,8 +18,13 @@ if TYPE_CHECKING:  # Only a type here: importing the builders imports reverb and
     from rl.agents.builder import ActorLearnerBuilder
 
 
+CACHE_FLOOR_SECONDS = 0.1
+"""Programs compiled faster than this are not written: reading one back would cost about as much."""
+
+
 def enable_compilation_cache(directory: str | None) -> None:
-    """Points JAX's persistent compilation cache at `directory` (None leaves it off)."""
+    """Points JAX's persistent compilation cache at `directory` (None leaves it off). The floor is
+    CACHE_FLOOR_SECONDS unless JAX's own JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS says otherwise."""
     if not directory:
         return
     import jax
@@ -28,7 +33,8 @@ def enable_compilation_cache(directory: str | None) -> None:
     path = os.path.abspath(os.path.expanduser(directory))
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+    floor = float(os.environ.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", CACHE_FLOOR_SECONDS))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", floor)
     compilation_cache.reset_cache()  # JAX decides at its first compilation whether the cache is used: ask again.
 
 
