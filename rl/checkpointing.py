@@ -194,8 +194,10 @@ def save_checkpoint(
         "state": ocp.args.JsonSave({**state, "format": FORMAT, "step": step, "learner": structure, "files": digests}),
         "files": _files_save()(moves=moves, writes=writes),
     }
-    if leaves:
-        items["learner"] = ocp.args.StandardSave({f"{i:06d}": leaf for i, leaf in enumerate(leaves)})
+    # Orbax writes no empty array (MJX's state has some: a model without contacts); restoring makes them.
+    stored = {f"{i:06d}": leaf for i, leaf in enumerate(leaves) if leaf.size}
+    if stored:
+        items["learner"] = ocp.args.StandardSave(stored)
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep, step_prefix="step", enable_async_checkpointing=False, cleanup_tmp_directories=True
     )
@@ -284,14 +286,20 @@ def _restore_leaves(path: str, saved: Mapping[str, Any]) -> list[np.ndarray]:
     import jax
 
     ocp = _orbax()
-    target = {
+    shapes = {
         f"{i:06d}": jax.ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
         for i, (shape, dtype) in enumerate(zip(saved["shapes"], saved["dtypes"]))
     }
+    target = {key: shape for key, shape in shapes.items() if np.prod(shape.shape, dtype=int) > 0}
     try:
         checkpointer = ocp.Checkpointer(ocp.StandardCheckpointHandler())
         restored = target and checkpointer.restore(os.path.join(path, "learner"), args=ocp.args.StandardRestore(target))
-        leaves = [np.asarray(restored[key]).astype(target[key].dtype, copy=False) for key in target]
+        leaves = [
+            np.asarray(restored[key]).astype(shape.dtype, copy=False)
+            if key in target
+            else np.zeros(shape.shape, shape.dtype)
+            for key, shape in shapes.items()
+        ]
     except Exception as error:  # noqa: BLE001 - orbax/tensorstore errors vary: say it plainly.
         raise CheckpointError(f"cannot read the learner state in {path} ({type(error).__name__})") from None
     if state_digest(leaves) != saved["digest"]:

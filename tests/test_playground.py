@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, read_summary, run_train
+from rl import checkpointing
 from rl.anakin.build import make_system
 from rl.experiments.config import enable_compilation_cache
 from rl.experiments.make_experiment import make_experiment
@@ -180,9 +180,10 @@ SMALL_PPO = [
 ]
 
 
-def test_a_short_anakin_ppo_run_compiles_steps_and_writes_its_summary(tmp_path):
+def test_a_short_anakin_ppo_run_compiles_steps_and_writes_its_summary_and_checkpoint(tmp_path):
+    """Its checkpoint holds MJX's physics state, empty arrays included (no contacts in a cartpole)."""
     run_dir = tmp_path / "run"
-    result = run_train([*SMALL_PPO, f"hydra.run.dir={run_dir}"])
+    result = run_train([*SMALL_PPO, "checkpoint.enabled=true", f"hydra.run.dir={run_dir}"])
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(str(run_dir))
     assert summary["status"] == "finished" and summary["launcher"] == "anakin"
@@ -190,6 +191,7 @@ def test_a_short_anakin_ppo_run_compiles_steps_and_writes_its_summary(tmp_path):
     # Evaluation episodes end at the 50-step limit; CartpoleBalance pays at most 1 a step.
     assert 0.0 < summary["final_eval_return"] <= 50.0
     assert os.path.exists(run_dir / "logs")
+    assert [os.path.basename(path) for path in checkpointing.list_checkpoints(str(run_dir))] == ["step_128"]
 
 
 def test_an_unknown_name_exits_2_with_one_line(tmp_path):
