@@ -1136,22 +1136,28 @@ def test_refusals_name_the_key(tmp_path, overrides, key, words):
 
 def test_values_that_must_follow_others_are_derived_and_said_once(tmp_path, caplog):
     """Defaults compose as typed: agent=ppo on gymnax CartPole under launcher=anakin gets
-    its batch from environment.num_envs, eval_every rounded to whole updates and the
-    budget to whole chunks, each said once in the log; an explicit steps_per_chunk that
-    does not reach the budget rounds the budget."""
+    batch_size / num_envs rollouts per update, eval_every rounded to whole updates and the
+    budget to whole chunks, each said once in the log; a batch_size that is not a multiple of
+    the copies is set to num_envs; an explicit steps_per_chunk that does not reach the budget
+    rounds the budget."""
     import logging
 
     with caplog.at_level(logging.WARNING, logger="rl.experiments.compiled"):
         overrides = ["launcher=anakin", "agent=ppo", "environment=gymnax", "environment.name=CartPole-v1"]
         experiment, launcher = compose_experiment(overrides, str(tmp_path))
-    assert experiment.builder.config.batch_size == experiment.num_envs == 1
-    assert (experiment.eval_every, experiment.max_actor_steps) == (4992, 49920)  # 156 updates of 32 steps, 10 chunks.
-    assert launcher.check_experiment(experiment) == 156
+    assert experiment.builder.config.batch_size == 8 and experiment.num_envs == 1
+    # 8 rollouts of 32 steps an update: eval_every 20 updates, the budget 10 chunks.
+    assert (experiment.eval_every, experiment.max_actor_steps) == (5120, 51200)
+    assert launcher.check_experiment(experiment) == 20
     assert [record.getMessage().split(" ")[1] for record in caplog.records] == [
-        "agent.batch_size=8",
         "eval_every=5000",
         "max_actor_steps=50000",
     ]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rl.experiments.compiled"):
+        experiment, _ = compose_experiment([*overrides, "environment.num_envs=3"], str(tmp_path / "three"))
+    assert experiment.builder.config.batch_size == 3  # 8 is no whole number of rollouts of 3 copies.
+    assert caplog.records[0].getMessage().split(" ")[1] == "agent.batch_size=8"
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="rl.experiments.compiled"):
         experiment, _ = compose_experiment(
@@ -1233,7 +1239,8 @@ def test_an_agents_own_defaults_run_under_anakin(tmp_path, agent):
         "checkpoint.enabled=false",
     ]
     summary = _train_in_process(overrides, str(tmp_path))
-    assert summary.status == "finished" and summary.actor_steps >= 1200 and summary.learner_steps > 0
+    # The budget is rounded to whole chunks (PPO and PQN: 8 rollouts of 32 steps an update, 2 updates a chunk).
+    assert summary.status == "finished" and summary.actor_steps >= 1024 and summary.learner_steps > 0
 
 
 @pytest.mark.parametrize(

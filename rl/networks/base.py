@@ -170,7 +170,7 @@ def _make_q_network(
 
 
 make_q_network = NetworkFactory(_make_q_network, (NetworkKind.Q_VALUES,), "vector")
-ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
+ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "swish": jax.nn.swish}  # swish: Brax's PPO networks.
 
 
 def _make_policy_value_network(

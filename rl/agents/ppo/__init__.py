@@ -31,10 +31,14 @@ class PPOConfig(OnPolicyConfig):
     normalize_observations: bool = False
     observation_clip: float = 10.0
     adam_eps: float = 1e-5
+    # The learner trains on rewards times this (Brax's reward_scaling); returns are logged unscaled.
+    reward_scale: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require_positive(self, "num_epochs", "num_minibatches", "clip_epsilon", "adam_eps", "observation_clip")
+        require_positive(
+            self, "num_epochs", "num_minibatches", "clip_epsilon", "adam_eps", "observation_clip", "reward_scale"
+        )
         require_unit_interval(self, "gae_lambda", "final_clip_epsilon_fraction")
         if self.value_clip_epsilon is not None and self.value_clip_epsilon <= 0:
             raise ValueError(f"value_clip_epsilon must be > 0 or null, got {self.value_clip_epsilon}")

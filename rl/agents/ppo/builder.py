@@ -173,6 +173,7 @@ def ppo_update(
     schedule = functools.partial(on_policy.scheduled, config, state.actor_steps)
     learning_rate = schedule(config.learning_rate, config.final_learning_rate_fraction)
     clip_epsilon = schedule(config.clip_epsilon, config.final_clip_epsilon_fraction)
+    batch = batch._replace(reward=batch.reward * config.reward_scale)
     statistics = state.observation_statistics
     if config.normalize_observations:
         statistics = on_policy.update_statistics(statistics, batch.observation, batch.mask)
@@ -205,9 +206,18 @@ class PPOBuilder(on_policy.SequenceQueueBuilder):
     compiled_system = OnPolicySystem
 
     def compiled_agent(self, network: FeedForwardNetwork, environment_spec: Any) -> CompiledAgent:
-        """Its bootstrap value is the network's value head; its schedules' clock, the actor steps trained on."""
+        """Its bootstrap value is the network's value head in the environment's reward units (the learner
+        scales the rewards a truncation's value is added to), read on observations normalised as the policy
+        reads them; its schedules' clock, the actor steps trained on."""
         agent = super().compiled_agent(network, environment_spec)
-        value = lambda state, observations: network.apply(state.params, observations)[1]
+        clip = self.observation_clip()
+        reward_scale = self.config.reward_scale
+
+        def value(state: TrainingState, observations: jax.Array) -> jax.Array:
+            if clip is not None:
+                observations = on_policy.normalize_observations(state.observation_statistics, observations, clip)
+            return network.apply(state.params, observations)[1] / reward_scale
+
         return dataclasses.replace(agent, bootstrap_value=value, clock=lambda state: state.actor_steps)
 
     def observation_clip(self) -> float | None:
