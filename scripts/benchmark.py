@@ -142,7 +142,11 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--cases", nargs="+", choices=("rejax", "width", "minatar", "cache"), help="the cases to run"
     )
     accelerator.add_argument(
-        "--widths", type=int, nargs="+", metavar="SEEDS", help="seed counts for every case (accelerator, anakin)"
+        "--widths",
+        type=int,
+        nargs="+",
+        metavar="SEEDS",
+        help="seed counts for every case (accelerator, anakin); environment copies (playground)",
     )
     own = parser.add_argument_group("baselines")
     own.add_argument(
@@ -190,8 +194,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     own_options["--seeds"] = args.seeds  # Only baselines trains seeds.
     if args.suite != "accelerator" and args.cases:
         parser.error("--cases: only for the accelerator suite")
-    if args.suite not in ("accelerator", "anakin") and args.widths:
-        parser.error("--widths: only for the accelerator and anakin suites")
+    if args.suite not in ("accelerator", "anakin", "playground") and args.widths:
+        parser.error("--widths: only for the accelerator, anakin and playground suites")
     if args.suite != "baselines":
         given = [option for option, value in own_options.items() if value is not None]
         given += [option for option, on in (("--reuse", args.reuse), ("--render", args.render)) if on]

@@ -40,7 +40,7 @@ FACTORY_OPTIONS: dict[str, dict[str, Any]] = {
         policy_hidden_sizes=list[int], value_hidden_sizes=list[int], activation=str, initial_log_std=float
     ),
     "rl.networks.make_actor_critic_networks": dict(
-        policy_hidden_sizes=list[int], critic_hidden_sizes=list[int], layer_norm=bool
+        policy_hidden_sizes=list[int], critic_hidden_sizes=list[int], layer_norm=bool, critic_layer_norm=bool
     ),
     "rl.networks.conv.make_atari_cnn": dict(hidden_size=int, dueling=bool),
     "rl.networks.conv.make_impala_resnet": dict(channels=list[int], num_blocks=int, hidden_size=int, dueling=bool),

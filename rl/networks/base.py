@@ -253,6 +253,7 @@ class ActorCriticNetworks:
     policy_hidden_sizes: tuple[int, ...] = (256, 256)
     critic_hidden_sizes: tuple[int, ...] = (256, 256)
     layer_norm: bool = False
+    critic_layer_norm: bool = False
 
     @property
     def action_size(self) -> int:
@@ -280,7 +281,7 @@ class ActorCriticNetworks:
             inputs = jnp.concatenate([flatten(observation), flatten(action)], axis=-1)
             outputs = []
             for index in range(num_critics):
-                features = mlp(inputs, self.critic_hidden_sizes, self.layer_norm)
+                features = mlp(inputs, self.critic_hidden_sizes, self.layer_norm or self.critic_layer_norm)
                 outputs.append(hk.Linear(num_outputs, name=f"critic_{index}_head")(features))
             return jnp.stack(outputs, axis=0)
 
@@ -292,8 +293,10 @@ def _make_actor_critic_networks(
     policy_hidden_sizes: Sequence[int] = (256, 256),
     critic_hidden_sizes: Sequence[int] = (256, 256),
     layer_norm: bool = False,
+    critic_layer_norm: bool = False,
 ) -> ActorCriticNetworks:
-    """Policy and critic MLPs for a continuous (bounded) action spec."""
+    """Policy and critic MLPs for a continuous (bounded) action spec; `layer_norm` in both, `critic_layer_norm`
+    in the critics only (Brax's SAC)."""
     if is_discrete(environment_spec.actions):
         raise ValueError(f"actor-critic networks need continuous actions, got {environment_spec.actions}")
     check_sizes(policy_hidden_sizes=policy_hidden_sizes, critic_hidden_sizes=critic_hidden_sizes)
@@ -302,6 +305,7 @@ def _make_actor_critic_networks(
         policy_hidden_sizes=tuple(int(s) for s in policy_hidden_sizes),
         critic_hidden_sizes=tuple(int(s) for s in critic_hidden_sizes),
         layer_norm=bool(layer_norm),
+        critic_layer_norm=bool(critic_layer_norm),
     )
 
 

@@ -13,8 +13,10 @@ from rl.checks import require_positive
 class SACConfig(ContinuousConfig):
     temperature_learning_rate: float = 3e-4  # Of the log entropy temperature.
     initial_temperature: float = 1.0
-    # Target policy entropy; null means the usual -|A| (minus the action dimension).
+    # Target policy entropy; null means target_entropy_per_action * |A| (the action dimension).
     target_entropy: float | None = None
+    # -1 gives the usual -|A|; Brax's SAC (Playground's settings) aims at -0.5 |A|.
+    target_entropy_per_action: float = -1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()

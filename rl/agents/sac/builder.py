@@ -35,7 +35,10 @@ def temperature_loss(log_temperature: jax.Array, log_prob: jax.Array, target_ent
 
 
 def target_entropy(config: Any, action_size: int) -> float:
-    return float(-action_size) if config.target_entropy is None else float(config.target_entropy)
+    """`agent.target_entropy`, or `target_entropy_per_action` for each action dimension when it is null."""
+    if config.target_entropy is None:
+        return float(config.target_entropy_per_action * action_size)
+    return float(config.target_entropy)
 
 
 def soft_critic_loss(policy: Any, critic: Any, critic_params: Any, state: Any, batch: Transition, alpha: Any, key: Any):
