@@ -275,3 +275,15 @@ def test_the_sac_preset_takes_brax_s_update_shape_and_traces(tmp_path):
         return metrics
 
     assert jax.eval_shape(one_chunk, jax.random.PRNGKey(0))["episode_return"].shape == ()
+
+
+def test_the_brax_peer_script_restores_device_put_replicated_as_brax_uses_it(monkeypatch):
+    """benchmarks/brax_ppo_playground.py puts back what JAX 0.10 removed and Brax 0.14.2's trainers call: one copy of
+    every leaf per device, stacked on a leading axis."""
+    from benchmarks.brax_ppo_playground import restore_device_put_replicated
+
+    monkeypatch.setattr(jax, "device_put_replicated", None, raising=False)  # Undone: as it was after the test.
+    monkeypatch.delattr(jax, "device_put_replicated")
+    restore_device_put_replicated()
+    replicated = jax.device_put_replicated({"w": jnp.arange(3.0)}, jax.devices()[:1])
+    assert replicated["w"].shape == (1, 3) and replicated["w"].tolist() == [[0.0, 1.0, 2.0]]
