@@ -156,6 +156,12 @@ def _file_digests(directory: str, prefix: str = "") -> dict[str, str]:
     return digests
 
 
+def tree_signature(treedef: Any) -> str:
+    """A pytree structure as text, without the memory addresses some nodes print (MJX's state holds objects whose
+    repr is `<... object at 0x7f...>`): the same structure reads the same in every process."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", str(treedef))
+
+
 def save_checkpoint(
     run_directory: str,
     step: int,
@@ -175,7 +181,7 @@ def save_checkpoint(
     leaves, treedef = jax.tree_util.tree_flatten(learner_state)
     leaves = [np.asarray(leaf) for leaf in jax.device_get(leaves)]
     structure = {
-        "tree": str(treedef),
+        "tree": tree_signature(treedef),
         "shapes": [list(leaf.shape) for leaf in leaves],
         "dtypes": [str(leaf.dtype) for leaf in leaves],
         "digest": state_digest(leaves),
@@ -265,7 +271,7 @@ def check_learner_structure(path: str, template: Any) -> dict[str, Any]:
     saved = read_state(path)["learner"]
     leaves, treedef = jax.tree_util.tree_flatten(template)
     where = f"checkpoint {path} was written by a different learner"
-    if saved["tree"] != str(treedef) or len(saved["shapes"]) != len(leaves):
+    if tree_signature(saved["tree"]) != tree_signature(treedef) or len(saved["shapes"]) != len(leaves):
         raise CheckpointError(
             f"{where} (another agent or network: its state has {len(saved['shapes'])} arrays, this config's "
             f"learner {len(leaves)}, or they are arranged differently)"

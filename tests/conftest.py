@@ -20,11 +20,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
 
 
+def run_environment() -> dict[str, str]:
+    """The environment of a script a test runs: W&B offline and quiet, TensorFlow's C++ logs quiet."""
+    return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
 def run_train(
     overrides: list[str], timeout: float = 900, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
     """Runs scripts/train.py in a fresh process, as a researcher would."""
-    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    environment = run_environment()
     environment.update(env or {})
     return subprocess.run(
         [sys.executable, TRAIN, *overrides],
@@ -38,11 +43,10 @@ def run_train(
 
 def start_train(overrides: list[str]) -> subprocess.Popen:
     """scripts/train.py started in a fresh process (unbuffered, its output piped), for a test to watch or signal."""
-    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.Popen(
         [sys.executable, TRAIN, *overrides],
         cwd=ROOT,
-        env={**environment, "PYTHONUNBUFFERED": "1"},
+        env={**run_environment(), "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

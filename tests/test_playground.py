@@ -4,16 +4,20 @@ episode statistics, the implementation chosen for the device, one-line refusals,
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import os
+import subprocess
+import sys
 
+import imageio_ffmpeg
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import ROOT, read_summary, run_train
+from conftest import ROOT, read_summary, run_environment, run_train
 from rl import checkpointing
 from rl.anakin.build import make_system
 from rl.experiments.config import enable_compilation_cache
@@ -192,6 +196,15 @@ def test_a_short_anakin_ppo_run_compiles_steps_and_writes_its_summary_and_checkp
     assert 0.0 < summary["final_eval_return"] <= 50.0
     assert os.path.exists(run_dir / "logs")
     assert [os.path.basename(path) for path in checkpointing.list_checkpoints(str(run_dir))] == ["step_128"]
+    # scripts/evaluate.py replays that checkpoint and films an episode (MuJoCo's renderer, headless).
+    evaluate = [sys.executable, os.path.join(ROOT, "scripts", "evaluate.py"), f"run_dir={run_dir}", "episodes=1"]
+    evaluated = subprocess.run(
+        [*evaluate, "video=true"], cwd=ROOT, capture_output=True, text=True, timeout=600, env=run_environment()
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    (video,) = glob.glob(str(run_dir / "videos" / "*.mp4"))
+    frames, _ = imageio_ffmpeg.count_frames_and_secs(video)
+    assert frames == 51 and "video of one episode" in evaluated.stdout  # The first frame and 50 steps.
 
 
 def test_an_unknown_name_exits_2_with_one_line(tmp_path):

@@ -45,6 +45,9 @@ def check_name(name: str) -> None:
     """A PlaygroundError unless `name` is a Playground id whose models are here (one line, with close ids).
     The DM Control Suite's models ship in the wheel; the other families' come from MuJoCo Menagerie, which
     Playground clones with git on first use: refused here when absent rather than fetched mid-run."""
+    from rl.environments.factories import choose_mujoco_gl
+
+    choose_mujoco_gl(rendering=False)  # MuJoCo reads MUJOCO_GL once, when Playground first imports it.
     from mujoco_playground import registry
     from mujoco_playground._src import mjx_env
 
@@ -173,8 +176,16 @@ class PlaygroundToDmEnv(Float32Specs, dm_env.Environment):
     stack, the only one with Playground, lacks)."""
 
     def __init__(self, name: str, seed: int, kwargs: dict[str, Any] | None = None, render_mode: str | None = None):
+        if render_mode not in (None, "rgb_array"):
+            raise RenderingError(f"Playground's {name} makes rgb_array frames only, not {render_mode}")
         if render_mode is not None:
-            raise RenderingError(f"Playground's {name} renders no frames here (render_mode must be null)")
+            from rl.environments.factories import choose_mujoco_gl
+
+            choose_mujoco_gl(rendering=True)  # MuJoCo's renderer draws the frames: a headless backend, or one line.
+        self._render_mode = render_mode
+        self._shown = None  # The copy's latest physics state, kept past an episode's end for its last frame.
+        self._renderer = None  # MuJoCo's, made at the first frame.
+        self._frame_data = None
         self._vector = PlaygroundVector(name, 1, kwargs)
         self._observation_spec = self._vector.observation_spec
         self._action_spec = self._vector.action_spec
@@ -185,13 +196,17 @@ class PlaygroundToDmEnv(Float32Specs, dm_env.Environment):
 
     def reset(self) -> dm_env.TimeStep:
         self._state = self._reset(self._keys.next())
+        self._shown = self._state.env_state
         return dm_env.restart(np.asarray(self._state.observation[0], np.float32))
 
     def step(self, action: Any) -> dm_env.TimeStep:
         if self._state is None:
             return self.reset()
         action = np.asarray(action, np.float32).reshape((1, *self._action_spec.shape))
+        previous = self._state
         self._state, answer = self._step(self._state, action, self._keys.next())
+        # At an episode's end the copy has already started the next episode: its frame stays the one before the step.
+        self._shown = previous.env_state if bool(answer.done[0]) else self._state.env_state
         reward = np.float32(answer.reward[0])
         observation = np.asarray(answer.final_observation[0], np.float32)
         if not bool(answer.done[0]):
@@ -200,3 +215,29 @@ class PlaygroundToDmEnv(Float32Specs, dm_env.Environment):
         if bool(answer.truncated[0]):
             return dm_env.truncation(reward, observation)
         return dm_env.termination(reward, observation)
+
+    def render(self) -> np.ndarray:
+        """The copy's latest frame, drawn by MuJoCo's renderer on the CPU (240 x 320, the free camera): its
+        positions and velocities copied into a MuJoCo MjData, whose derived quantities mj_forward computes."""
+        import mujoco
+
+        if self._render_mode != "rgb_array":
+            raise RenderingError(f"Playground's {self._vector.name} was made without render_mode='rgb_array'")
+        if self._shown is None:
+            raise RenderingError("nothing to render before the first reset")
+        model = self._vector.environment.mj_model
+        if self._renderer is None:
+            self._renderer = mujoco.Renderer(model, height=240, width=320)
+            self._frame_data = mujoco.MjData(model)
+        physics = self._shown.data
+        data = self._frame_data
+        data.qpos = np.asarray(physics.qpos[0])
+        data.qvel = np.asarray(physics.qvel[0])
+        mujoco.mj_forward(model, data)
+        self._renderer.update_scene(data, camera=-1)
+        return self._renderer.render()
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
