@@ -313,7 +313,7 @@ def test_a_search_that_prunes_masks_its_pruned_replicas_and_skips_a_group_with_n
     for job in ("0", "1"):
         summary = read_summary(str(sweep / job))
         assert summary["status"] == "pruned" and summary["actor_steps"] == 4096 < 16384 / 2
-        assert [step for step, _ in summary["eval_returns"]] == [4096]
+        assert [step for step, _ in summary["eval_returns"]] == [0, 4096]  # The pruner is not told of step 0.
         learner_rows = (sweep / job / "logs" / "learner.csv").read_text().splitlines()
         assert learner_rows[-1].split(",")[1] == "4096"  # Nothing trained past the pruning point.
     storage = open_storage(f"sqlite:///{sweep}/optuna.db")

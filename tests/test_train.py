@@ -47,7 +47,7 @@ def test_short_run_writes_logs_checkpoint_and_summary(run_dir):
     # One learner step per batch_size / samples_per_insert = 2 inserts once min_replay_size is reached.
     assert 990 <= summary["learner_steps"] <= 1005
     evaluations = _rows(os.path.join(run_dir, "logs", "evaluator.csv"))
-    assert [int(row["actor_steps"]) for row in evaluations] == [1000, 2000, 2500]
+    assert [int(row["actor_steps"]) for row in evaluations] == [0, 1000, 2000, 2500]
     assert float(evaluations[-1]["episode_return"]) == pytest.approx(summary["final_eval_return"])
     assert summary["best_eval_return"] == max(float(row["episode_return"]) for row in evaluations)
     actor_rows = _rows(os.path.join(run_dir, "logs", "actor.csv"))
@@ -79,7 +79,7 @@ def test_wandb_offline_run_holds_resolved_config_and_eval_history(run_dir):
     assert run["config"]["seed"] == 4 and run["config"]["max_actor_steps"] == 1500
     assert run["name"].startswith("CartPole-v1__dqn__4__")
     evaluations = [row for row in run["history"] if "evaluator/episode_return" in row]
-    assert [row["actor_steps"] for row in evaluations] == [500, 1000, 1500]
+    assert [row["actor_steps"] for row in evaluations] == [0, 500, 1000, 1500]
     summary = read_summary(run_dir)
     assert evaluations[-1]["evaluator/episode_return"] == pytest.approx(summary["final_eval_return"])
     assert any("learner/learner_steps" in row for row in run["history"])
