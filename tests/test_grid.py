@@ -213,7 +213,9 @@ def test_a_structural_difference_makes_two_programs_and_a_failing_replica_fails_
         assert summary["grid"]["jobs"] == 2
         if diverges:
             assert summary["status"] == "failed" and "non-finite" in summary["failure"]
-            assert math.isnan(summary["final_eval_return"])
+            # Failed before its first round after step 0: its curve is the untrained policy's round alone, whose
+            # return is its last (the sweeper is given NaN for it all the same).
+            assert summary["eval_returns"] == [[0, summary["final_eval_return"]]]
             assert "Run failed: numerical fault: non-finite" in (sweep / job / "train.log").read_text()
             assert f"[job {job}] Run failed" in result.stderr
         else:
