@@ -20,6 +20,9 @@ from rl.observers import Observer
 
 # Keys of an episode record that are not an observer's metric.
 EPISODE_KEYS = ("episode_return", "episode_length", "steps_per_second")
+# The run's counts before anything was counted: an evaluation record holds them at the untrained policy's round
+# (actor step 0), so that every row of evaluator.csv has its x-axis and the same columns.
+COUNTS_BEFORE_ACTING = {"actor_steps": 0, "actor_episodes": 0, "learner_steps": 0}
 # dm_env.StepType.LAST as a plain int: an enum member's lookup costs on every step.
 LAST = int(dm_env.StepType.LAST)
 
@@ -205,6 +208,7 @@ class EnvironmentLoop:
         self.round_started_at = time.time()  # When the evaluated parameters were taken.
         records = self.run_episodes(num_episodes)
         record: dict[str, Any] = {
+            **COUNTS_BEFORE_ACTING,
             **self.counter.get_counts(),
             **return_statistics(np.array([r["episode_return"] for r in records], dtype=np.float64)),
             "episode_length": float(np.mean([r["episode_length"] for r in records])),

@@ -308,7 +308,7 @@ def test_many_seeds_write_a_run_directory_each(tmp_path):
     assert top["final_eval_return"] == pytest.approx(np.mean([r["final_eval_return"] for r in replicas]))
     for replica in replicas:
         assert replica["actor_steps"] == 1024 and replica["learner_steps"] == 16 and replica["status"] == "finished"
-        assert [steps for steps, _ in replica["eval_returns"]] == [512, 1024]
+        assert [steps for steps, _ in replica["eval_returns"]] == [0, 512, 1024]
     for i in range(2):
         for label in ("learner", "actor", "evaluator"):
             with open(os.path.join(tmp_path, f"seed_{i}", "logs", f"{label}.csv")) as file:
@@ -349,7 +349,7 @@ def test_many_seeds_end_with_a_line_per_replica_on_the_terminal_and_in_train_log
     assert [row[:2] for row in rows] == [["0", "4"], ["1", "5"], ["2", "6"]]
     for index, row in enumerate(rows):
         returns = [r for _, r in read_summary(os.path.join(tmp_path, f"seed_{index}"))["eval_returns"]]
-        assert len(returns) == 2
+        assert len(returns) == 3  # The untrained policy's round at step 0, then two.
         assert [float(x) for x in row[2:5]] == pytest.approx([returns[-1], max(returns), returns[0]], rel=1e-3)
         assert " ".join(row[5:]) == improvement_flag(returns)
     assert transcript[-5:] == printed[start : start + 5]  # The same lines in train.log.

@@ -73,5 +73,6 @@ def test_builds_acts_and_learns(name, tmp_path):
     assert summary.actor_steps == 300
     assert summary.learner_steps >= 50  # 200 inserts past min_replay_size, 64 samples per step.
     assert math.isfinite(summary.final_eval_return)
-    assert summary.eval_returns == [(300, summary.final_eval_return)]  # One round, at the end.
+    assert [steps for steps, _ in summary.eval_returns] == [0, 300]  # The untrained policy's round, then the end.
+    assert summary.eval_returns[-1] == (300, summary.final_eval_return)
     assert read_summary(str(tmp_path))["agent"] == name.split("_")[0]

@@ -213,7 +213,9 @@ def test_a_structural_difference_makes_two_programs_and_a_failing_replica_fails_
         assert summary["grid"]["jobs"] == 2
         if diverges:
             assert summary["status"] == "failed" and "non-finite" in summary["failure"]
-            assert math.isnan(summary["final_eval_return"])
+            # Failed before its first round after step 0: its curve is the untrained policy's round alone, whose
+            # return is its last (the sweeper is given NaN for it all the same).
+            assert summary["eval_returns"] == [[0, summary["final_eval_return"]]]
             assert "Run failed: numerical fault: non-finite" in (sweep / job / "train.log").read_text()
             assert f"[job {job}] Run failed" in result.stderr
         else:
@@ -313,7 +315,7 @@ def test_a_search_that_prunes_masks_its_pruned_replicas_and_skips_a_group_with_n
     for job in ("0", "1"):
         summary = read_summary(str(sweep / job))
         assert summary["status"] == "pruned" and summary["actor_steps"] == 4096 < 16384 / 2
-        assert [step for step, _ in summary["eval_returns"]] == [4096]
+        assert [step for step, _ in summary["eval_returns"]] == [0, 4096]  # The pruner is not told of step 0.
         learner_rows = (sweep / job / "logs" / "learner.csv").read_text().splitlines()
         assert learner_rows[-1].split(",")[1] == "4096"  # Nothing trained past the pruning point.
     storage = open_storage(f"sqlite:///{sweep}/optuna.db")

@@ -116,7 +116,8 @@ def test_observers_reach_the_logs_and_video_is_recorded_during_training(run_dir)
         )
     assert "video" not in actor_rows[0]  # The recorder runs in evaluators only.
     videos = sorted(glob.glob(os.path.join(run_dir, "videos", "*.mp4")))
-    assert [os.path.basename(v) for v in videos] == ["evaluator_0_episode_1.mp4", "evaluator_0_episode_2.mp4"]
+    rounds = [f"evaluator_0_episode_{index}.mp4" for index in (1, 2, 3)]  # At 0 (untrained), 500 and 1000.
+    assert [os.path.basename(v) for v in videos] == rounds
     assert [row["video"] for row in evaluator_rows] == videos
     frames, _ = imageio_ffmpeg.count_frames_and_secs(videos[-1])
     assert 1 < frames <= 501  # A CartPole episode: its first frame and one per step.
@@ -130,8 +131,8 @@ def test_two_evaluator_factories_log_rows_by_instance_and_the_summary_averages_t
     summary = LocalLauncher()(experiment)
     rows = _rows(os.path.join(tmp_path, "logs", "evaluator.csv"))
     by_instance = {i: [row for row in rows if row["evaluator_id"] == i] for i in ("0", "1")}
-    assert [int(row["actor_steps"]) for row in by_instance["0"]] == [500, 1000]
-    assert [int(row["actor_steps"]) for row in by_instance["1"]] == [500, 1000]
+    assert [int(row["actor_steps"]) for row in by_instance["0"]] == [0, 500, 1000]
+    assert [int(row["actor_steps"]) for row in by_instance["1"]] == [0, 500, 1000]
     means = [
         (float(a["episode_return"]) + float(b["episode_return"])) / 2
         for a, b in zip(by_instance["0"], by_instance["1"])

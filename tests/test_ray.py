@@ -246,8 +246,8 @@ def test_sac_runs_under_ray_with_action_statistics(run_dir):
     evaluator_rows = _rows(os.path.join(run_dir, "logs", "evaluator.csv"))
     # Audit: evaluations landed wherever the count was when the driver looked (4,748,
     # 6,140, ...); actors now wait at each point, so rounds sit where a local run's do.
-    assert [point[0] for point in summary["eval_returns"]] == [200, 400, 600]
-    assert [int(row["actor_steps"]) for row in evaluator_rows] == [200, 400, 600]
+    assert [point[0] for point in summary["eval_returns"]] == [0, 200, 400, 600]
+    assert [int(row["actor_steps"]) for row in evaluator_rows] == [0, 200, 400, 600]
     for row in actor_rows + evaluator_rows:  # Pendulum's torques lie in [-2, 2].
         assert -2.0 <= float(row["action_min"]) <= float(row["action_mean"]) <= float(row["action_max"]) <= 2.0
         assert float(row["action_std"]) >= 0.0

@@ -182,7 +182,7 @@ def test_sigterm_stops_cleanly_with_a_checkpoint_that_restores_bitwise(stopped_r
     assert BUDGET // 4 <= summary["actor_steps"] == state["actor_steps"] == state["counts"]["actor_steps"] < BUDGET
     assert os.path.basename(path) == f"step_{summary['actor_steps']}"
     assert summary["learner_steps"] == state["counts"]["learner_steps"] > 0
-    assert [s for s, _ in summary["eval_returns"]] == [s for s, _ in state["eval_returns"]] == [BUDGET // 4]
+    assert [s for s, _ in summary["eval_returns"]] == [s for s, _ in state["eval_returns"]] == [0, BUDGET // 4]
     assert _wandb_runs(run_dir)[0][1] == 143
 
     # The learner state, rebuilt from the run's config, is the one the process held when it
@@ -214,7 +214,7 @@ def test_a_killed_run_resumes_to_exactly_its_budget_with_one_curve(stopped_run):
     summary = read_summary(run_dir)
     assert summary["status"] == "finished"
     assert summary["actor_steps"] == BUDGET
-    evaluation_steps = list(range(BUDGET // 4, BUDGET + 1, BUDGET // 4))
+    evaluation_steps = list(range(0, BUDGET + 1, BUDGET // 4))  # The untrained policy's round once, at 0.
     assert [steps for steps, _ in summary["eval_returns"]] == evaluation_steps
     # The curve up to the restore point is the earlier sessions', unchanged.
     assert summary["eval_returns"][: len(previous["eval_returns"])] == previous["eval_returns"]

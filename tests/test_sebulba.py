@@ -201,7 +201,7 @@ def test_a_small_ppo_plays_pong_end_to_end(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(str(tmp_path))
     assert summary["status"] == "finished" and summary["actor_steps"] == 512 and summary["learner_steps"] == 4
-    assert summary["actor_threads"] == 2 and len(summary["eval_returns"]) == 1
+    assert summary["actor_threads"] == 2 and [s for s, _ in summary["eval_returns"]] == [0, 512]
     learner = rows(os.path.join(tmp_path, "logs", "learner.csv"))
     assert [int(row["actor_steps"]) for row in learner] == [128, 256, 384, 512]
     assert all(np.isfinite(float(row["loss"])) for row in learner)
@@ -253,7 +253,7 @@ def test_sac_on_halfcheetah_with_two_seeds_writes_a_run_per_seed(tmp_path):
         assert replica["actor_steps"] == 1024 and replica["status"] == "finished"
         # Updates of 16 steps of 2 copies: 32 SGD steps each once 256 steps are in, from the 8th of 32 on.
         assert replica["learner_steps"] == 25 * 32
-        assert len(rows(os.path.join(tmp_path, f"seed_{index}", "logs", "evaluator.csv"))) == 2
+        assert len(rows(os.path.join(tmp_path, f"seed_{index}", "logs", "evaluator.csv"))) == 3  # 0 and two.
     assert "Evaluation returns of each of the 2 replicas" in result.stdout
 
 
@@ -283,7 +283,7 @@ def test_a_stopped_run_resumes_with_its_replay_restored_exactly(tmp_path):
         f"hydra.run.dir={tmp_path}",
     ]
     process = start_train(arguments)
-    stderr = terminate_once_written(process, os.path.join(tmp_path, "logs", "evaluator.csv"), rows=2)
+    stderr = terminate_once_written(process, os.path.join(tmp_path, "logs", "evaluator.csv"), rows=3)
     assert process.returncode == 143, stderr[-2000:]
     stopped = read_summary(str(tmp_path))
     assert stopped["status"] == "interrupted" and 2048 <= stopped["actor_steps"] < 8192
@@ -295,7 +295,7 @@ def test_a_stopped_run_resumes_with_its_replay_restored_exactly(tmp_path):
     assert summary["status"] == "finished" and summary["actor_steps"] == 8192
     steps = [int(row["actor_steps"]) for row in rows(os.path.join(tmp_path, "logs", "learner.csv"))]
     assert steps == sorted(set(steps)) and steps[-1] == 8192
-    assert [s for s, _ in summary["eval_returns"]] == list(range(1024, 8193, 1024))
+    assert [s for s, _ in summary["eval_returns"]] == list(range(0, 8193, 1024))
 
     before, after = _checkpointed_buffer(str(tmp_path), stopped_at), _checkpointed_buffer(str(tmp_path), 8192)
     kept = stopped_at  # One copy: the stopped run's steps are the first `stopped_at` rows of its time axis.
@@ -382,7 +382,7 @@ def test_a_sebulba_run_is_a_wandb_run_with_its_curves(tmp_path):
     run = read_wandb_offline_run(str(tmp_path))
     assert run["config"]["launcher"]["_target_"] == "rl.sebulba.SebulbaLauncher" and run["exit_code"] == 0
     evaluations = [row for row in run["history"] if "evaluator/episode_return" in row]
-    assert [row["actor_steps"] for row in evaluations] == [1024, 2048]
+    assert [row["actor_steps"] for row in evaluations] == [0, 1024, 2048]
     assert any("learner/critic_loss" in row for row in run["history"])
 
 

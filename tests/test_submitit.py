@@ -135,7 +135,7 @@ def test_a_signalled_job_is_requeued_and_resumes_to_exactly_its_budget(requeued)
     assert summary["status"] == "finished"
     assert summary["actor_steps"] == BUDGET
     steps = [step for step, _ in summary["eval_returns"]]
-    assert steps == list(range(EVERY, BUDGET + 1, EVERY))  # One curve: every round once, none missing.
+    assert steps == list(range(0, BUDGET + 1, EVERY))  # One curve: every round once, none missing.
     evaluations = _rows(os.path.join(job_dir, "logs", "evaluator.csv"))
     assert [int(row["actor_steps"]) for row in evaluations] == steps
     assert [float(row["episode_return"]) for row in evaluations] == [value for _, value in summary["eval_returns"]]

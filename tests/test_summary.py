@@ -110,13 +110,13 @@ def _check_wandb_wall_time(run_dir):
 
 @pytest.mark.reverb
 def test_local_run_records_wall_time_and_time_to_threshold(run_dir):
-    # A random CartPole policy scores about 10-30: a threshold of 9 is reached at the first evaluation.
+    # A random CartPole policy scores about 10-30: a threshold of 9 is reached at the first evaluations.
     result = run_train([*TINY, "threshold=9", "logger=wandb", f"hydra.run.dir={run_dir}"], timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(run_dir)
     assert summary["status"] == "finished" and summary["threshold"] == 9.0
     evaluations = _rows(os.path.join(run_dir, "logs", "evaluator.csv"))
-    assert [int(row["actor_steps"]) for row in evaluations] == [500, 1000, 1500]
+    assert [int(row["actor_steps"]) for row in evaluations] == [0, 500, 1000, 1500]
     assert {row["evaluator_id"] for row in evaluations} == {"0"}
     index = next(k for k, row in enumerate(evaluations) if float(row["episode_return"]) >= 9.0)
     assert summary["steps_to_threshold"] == int(evaluations[index]["actor_steps"])

@@ -114,7 +114,7 @@ def test_multirun_of_two_seeds_makes_two_wandb_runs_in_one_group_and_leaks_no_se
         assert {"actor/episode_return", "learner/td_error", "evaluator/episode_return"} <= keys
         assert not {key for key in keys if "/" not in key and not key.startswith("_")} - {"actor_steps"}
         evaluations = [row for row in run["history"] if "evaluator/episode_return" in row]
-        assert [row["actor_steps"] for row in evaluations] == [500, 1000]
+        assert [row["actor_steps"] for row in evaluations] == [0, 500, 1000]
         summary = read_summary(str(sweep / str(seed)))
         assert evaluations[-1]["evaluator/episode_return"] == pytest.approx(summary["final_eval_return"])
         assert run["exit_code"] == 0  # finished

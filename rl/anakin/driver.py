@@ -332,7 +332,10 @@ class AnakinNodes(lifecycle.Nodes):
 
     def tell_hooks(self, index: int, steps: int, mean_return: float) -> None:
         """Replica `index`'s evaluation told to its hooks; the first that ends it (a search's pruner) ends it
-        `pruned` (but the last round, which completes it). It computes on, masked: the program is the whole group's."""
+        `pruned` (but the last round, which completes it). It computes on, masked: the program is the whole group's.
+        The untrained policy's round is told to none (`lifecycle.told_to_hooks`)."""
+        if not lifecycle.told_to_hooks(steps):
+            return
         final = steps >= self.context.experiment.max_actor_steps
         for hook in self.plan.hooks_of(index):
             if hook.after_evaluation(steps, mean_return) and not final:

@@ -1,5 +1,5 @@
 """What a search adds to a run without the run knowing the search: a `RunHook` is told when the run starts,
-after each evaluation round and after each checkpoint (rl/experiments/lifecycle.py calls them; it imports
+after each evaluation round of a trained policy (not the round at actor step 0) and after each checkpoint (rl/experiments/lifecycle.py calls them; it imports
 none). Optuna's pruning is one (rl/sweeps/pruning.py)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ class RunHook:
         """The run starts: its nodes are about to."""
 
     def after_evaluation(self, actor_steps: int, mean_return: float) -> bool:
-        """An evaluation round's mean return; True ends the run here (but the last round, which completes it)."""
+        """An evaluation round's mean return; True ends the run here (but the last round, which completes it). Never
+        the untrained policy's round at actor step 0 (rl/experiments/lifecycle.py's `told_to_hooks`)."""
         return False
 
     def after_checkpoint(self, path: str) -> None:

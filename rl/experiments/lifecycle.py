@@ -1,5 +1,5 @@
-"""The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run` evaluates,
-checkpoints (on a clock, at the end, on a stop signal) and ends the run `finished`, `interrupted`, `failed`
+"""The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run` evaluates (a
+fresh run first at actor step 0, the untrained policy), checkpoints (on a clock, at the end, on a stop signal) and ends the run `finished`, `interrupted`, `failed`
 or `pruned` (by one of the experiment's hooks: a search's pruner, rl/experiments/hooks.py). A first signal
 stops cleanly, a second raises `Interrupted`."""
 
@@ -25,9 +25,20 @@ def next_evaluation(experiment: Experiment, actor_steps: int) -> int:
     return min((actor_steps // every + 1) * every, experiment.max_actor_steps)
 
 
+def told_to_hooks(actor_steps: int) -> bool:
+    """Whether the hooks (a search's pruner, a live line, PBT's exchange) hear of the round at `actor_steps`: every
+    round but the untrained policy's, at actor step 0 (pruning, stopping early or exchanging on a policy that has
+    not learned means nothing). That round is a point on the curve like any other for the run's records and
+    summaries (its best return, its time to the threshold, its area), but the final return stays the last round's."""
+    return actor_steps > 0
+
+
 @dataclasses.dataclass
 class RunRecord:
-    """The evaluation curve (actor steps, mean return, epoch time) and seconds spent acting so far."""
+    """The evaluation curve (actor steps, mean return, epoch time) and seconds spent acting so far. A fresh run's
+    `next_eval` is 0: its curve starts with a round of the untrained policy before it acts, as Brax's and Rejax's
+    trainers do, so that a plot starts from the untrained return; a resumed run has evaluated at 0 already (or
+    started before that round existed) and never evaluates there again."""
 
     steps: int = 0
     next_eval: int = 0
@@ -45,7 +56,14 @@ class RunRecord:
         relative = state.get("eval_times_s")
         times = [math.nan] * len(returns) if relative is None or start is None else [start + float(t) for t in relative]
         next_eval = next_eval if next_eval > steps else next_evaluation(experiment, steps)
+        if experiment.restore is None:
+            next_eval = 0  # The untrained policy's round comes first.
         return cls(steps, next_eval, returns, times, float(state.get("acting_time_s", 0.0)))
+
+    @property
+    def untrained_round_due(self) -> bool:
+        """A fresh run that has neither acted nor evaluated: its first round is the untrained policy's."""
+        return self.steps == 0 and self.next_eval == 0 and not self.eval_returns
 
 
 @dataclasses.dataclass
@@ -266,6 +284,7 @@ class _Run:
         self.nodes.start(self.context)
         with ProgressDisplay(experiment.max_actor_steps, enabled=experiment.progress) as progress:
             progress.advance(record.steps)
+            self.evaluate_untrained(progress)
             checkpoints.start()
             while record.steps < experiment.max_actor_steps:
                 acting_start = time.perf_counter()
@@ -282,8 +301,20 @@ class _Run:
                 if checkpoints.due() or after_round:
                     self.checkpointed(checkpoints.save(self.nodes, periodic=True)[0])
 
+    def evaluate_untrained(self, progress: ProgressDisplay) -> None:
+        """A fresh run's first round, at actor step 0 before any acting: one round of `eval_episodes` per
+        evaluator, told to no hook (`told_to_hooks`) and followed by no checkpoint. A stop requested while the
+        nodes started skips it (there may be nothing to evaluate yet)."""
+        record = self.record
+        if not record.untrained_round_due:
+            return
+        if not self.ending():
+            self.evaluate(progress)
+        record.next_eval = next_evaluation(self.experiment, record.steps)
+
     def evaluate(self, progress: ProgressDisplay) -> None:
-        """A round of every evaluator onto the curve, told to the hooks; one of them may end the run on it."""
+        """A round of every evaluator onto the curve, told to the hooks (but the untrained policy's round); one
+        of them may end the run on it."""
         experiment = self.experiment
         record = self.record
         if record.steps >= experiment.max_actor_steps:
@@ -293,6 +324,8 @@ class _Run:
         record.eval_times.append(float(ended))
         progress.update(eval_return=mean)
         record.next_eval = next_evaluation(experiment, record.steps)
+        if not told_to_hooks(record.steps):
+            return
         for hook in self.hooks:
             ends = hook.after_evaluation(steps, mean)
             if ends and self.ended_by is None and record.steps < experiment.max_actor_steps:

@@ -24,14 +24,16 @@ LAST_EVALUATIONS = 3  # The rounds `last_evals_mean` averages.
 
 
 def curve_statistics(eval_returns: Sequence[tuple[int, float]]) -> tuple[float, float]:
-    """Objectives less noisy than the last round: the mean of the last `LAST_EVALUATIONS` rounds, and
-    the area under the curve over the actor steps it spans (trapezoids) divided by that span: the
-    mean return along the run (one round: its return; none: NaN, NaN)."""
+    """Objectives less noisy than the last round: the mean of the last `LAST_EVALUATIONS` rounds of a trained
+    policy (the untrained policy's round at actor step 0 is no final result: only when it is the only round), and
+    the area under the curve over the actor steps it spans (trapezoids, from the round at step 0 where there is
+    one) divided by that span: the mean return along the run (one round: its return; none: NaN, NaN)."""
     if not eval_returns:
         return float("nan"), float("nan")
     steps = [float(s) for s, _ in eval_returns]
     values = [float(v) for _, v in eval_returns]
-    last = values[-LAST_EVALUATIONS:]
+    trained = [float(v) for s, v in eval_returns if s > 0] or values
+    last = trained[-LAST_EVALUATIONS:]
     span = steps[-1] - steps[0]
     area = sum((b - a) * (u + v) / 2 for a, b, u, v in zip(steps, steps[1:], values, values[1:]))
     return sum(last) / len(last), area / span if span else values[-1]
@@ -50,6 +52,10 @@ def first_reaching(
 
 @dataclasses.dataclass
 class RunSummary:
+    """A run's result. Its curve starts with the untrained policy's round at actor step 0 (a fresh run's, see
+    rl/experiments/lifecycle.py): a point like any other for the best return and the time to the threshold (an
+    untrained policy at the threshold reaches it at step 0); the final return is the last round's."""
+
     agent: str
     environment: str
     seed: int
