@@ -321,3 +321,12 @@ def test_the_files_one_dqn_step_passes_through_exist():
     steps = re.findall(r"^\d+\. `([^`]+)`", _section("### One DQN step"), re.MULTILINE)
     assert 0 < len(steps) <= 8
     assert [path for path in steps if not os.path.isfile(os.path.join(ROOT, path))] == []
+
+
+def test_the_readme_reads_in_ten_minutes():
+    """The quick start, the concepts and an index: at most 300 lines and 2,000 words (ten minutes at 200 words a
+    minute, a pace for technical prose); the details live in docs/."""
+    with open(os.path.join(ROOT, "README.md")) as file:
+        text = file.read()
+    assert len(text.splitlines()) <= 300
+    assert len(text.split()) <= 2000, f"README.md has {len(text.split())} words"
