@@ -86,7 +86,8 @@ def test_each_family_records_an_mp4_headless_or_names_the_missing_backend(name, 
 
     import imageio_ffmpeg
 
-    from rl.environments.factories import RenderingError, available_headless_backend
+    from rl.environments.rendering import available_headless_backend
+    from rl.environments.specs import RenderingError
     from rl.environments.vector import VectorEnvironment
     from rl.observers import VideoRecorder
 
@@ -152,8 +153,8 @@ def test_mujoco_models_load_without_the_known_deprecation_warning_and_other_warn
 @pytest.mark.parametrize("factory_name", ["make_mujoco_environment", "make_dm_control_environment"])
 def test_without_a_headless_backend_rendering_fails_in_one_line_naming_what_to_install(factory_name, monkeypatch):
     import rl.environments as environments
-    from rl.environments import factories as rendering
-    from rl.environments.factories import RenderingError
+    from rl.environments import rendering
+    from rl.environments.specs import RenderingError
 
     monkeypatch.delenv("MUJOCO_GL", raising=False)
     monkeypatch.delenv("DISPLAY", raising=False)

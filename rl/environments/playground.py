@@ -45,7 +45,7 @@ def check_name(name: str) -> None:
     """A PlaygroundError unless `name` is a Playground id whose models are here (one line, with close ids).
     The DM Control Suite's models ship in the wheel; the other families' come from MuJoCo Menagerie, which
     Playground clones with git on first use: refused here when absent rather than fetched mid-run."""
-    from rl.environments.factories import choose_mujoco_gl
+    from rl.environments.rendering import choose_mujoco_gl
 
     choose_mujoco_gl(rendering=False)  # MuJoCo reads MUJOCO_GL once, when Playground first imports it.
     from mujoco_playground import registry
@@ -179,7 +179,7 @@ class PlaygroundToDmEnv(Float32Specs, dm_env.Environment):
         if render_mode not in (None, "rgb_array"):
             raise RenderingError(f"Playground's {name} makes rgb_array frames only, not {render_mode}")
         if render_mode is not None:
-            from rl.environments.factories import choose_mujoco_gl
+            from rl.environments.rendering import choose_mujoco_gl
 
             choose_mujoco_gl(rendering=True)  # MuJoCo's renderer draws the frames: a headless backend, or one line.
         self._render_mode = render_mode

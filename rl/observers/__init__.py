@@ -13,7 +13,8 @@ import dm_env
 import numpy as np
 
 from rl.core import is_discrete
-from rl.environments.factories import render_fps, render_frame
+from rl.environments.factories import render_fps
+from rl.environments.rendering import render_frame
 
 ACTION_STATISTICS = {"mean": np.mean, "std": np.std, "min": np.min, "max": np.max}
 MP4 = dict(codec="libx264", pix_fmt_out="yuv420p", macro_block_size=1, quality=7)  # imageio_ffmpeg's: H.264.
