@@ -1,6 +1,6 @@
 """What a search adds to a run without the run knowing the search: a `RunHook` is told when the run starts,
-after each evaluation round of a trained policy (not the round at actor step 0) and after each checkpoint (rl/experiments/lifecycle.py calls them; it imports
-none). Optuna's pruning is one (rl/sweeps/pruning.py)."""
+after each evaluation round of a trained policy (not the round at actor step 0) and after each checkpoint
+(rl/experiments/lifecycle.py calls them; it imports none). Optuna's pruning is one (rl/sweeps/pruning.py)."""
 
 from __future__ import annotations
 
