@@ -1,7 +1,7 @@
 """The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run` evaluates (a
 fresh run first at actor step 0, the untrained policy), checkpoints (on a clock, at the end, on a stop signal)
-and ends the run `finished`, `interrupted`, `failed` or `pruned` (by one of the experiment's hooks: a search's pruner, rl/experiments/hooks.py). A first signal
-stops cleanly, a second raises `Interrupted`."""
+and ends the run `finished`, `interrupted`, `failed` or `pruned` (by one of the experiment's hooks: a search's
+pruner, rl/experiments/hooks.py). A first signal stops cleanly, a second raises `Interrupted`."""
 
 from __future__ import annotations
 
