@@ -20,6 +20,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "scripts", "train.py")
 
 
+# A small compiled PQN on gymnax CartPole: 4 copies x 16 steps an update, an evaluation round every 128 steps (two
+# updates). Tests add their budget, seeds, logger and checkpoint settings.
+SMALL_PQN = [
+    "experiment=pqn_gymnax_cartpole",
+    "environment.num_envs=4",
+    "agent.batch_size=4",
+    "agent.unroll_length=16",
+    "agent.num_epochs=1",
+    "agent.num_minibatches=2",
+    "network.hidden_sizes=[32]",
+    "eval_every=128",
+    "eval_episodes=2",
+]
+
+
 def run_environment() -> dict[str, str]:
     """The environment of a script a test runs: W&B offline and quiet, TensorFlow's C++ logs quiet."""
     return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}

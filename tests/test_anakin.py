@@ -14,7 +14,15 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import REVERB_STACK, ROOT, read_summary, run_train, start_train, terminate_once_written
+from conftest import (
+    REVERB_STACK,
+    ROOT,
+    SMALL_PQN,
+    read_summary,
+    run_train,
+    start_train,
+    terminate_once_written,
+)
 from rl.anakin.programs import replica_keys
 from rl.anakin.build import make_system
 from rl.systems.base import Trajectory, evaluate, make_chunk, rollout
@@ -835,15 +843,7 @@ RESUMABLE = ["max_actor_steps=1024", "launcher.num_seeds=2", "seed=3", "checkpoi
 RESUMABLE_DQN = [*SMALL_DQN, *RESUMABLE]
 # PQN: 4 copies x 16 steps an update, 2 updates a chunk (the first ends at 128 steps, as DQN's).
 RESUMABLE_PQN = [
-    "experiment=pqn_gymnax_cartpole",
-    "environment.num_envs=4",
-    "agent.batch_size=4",
-    "agent.unroll_length=16",
-    "agent.num_epochs=1",
-    "agent.num_minibatches=2",
-    "network.hidden_sizes=[32]",
-    "eval_every=128",
-    "eval_episodes=2",
+    *SMALL_PQN,
     "logger=csv",
     "progress=false",
     *RESUMABLE,

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+import conftest
 from conftest import read_summary, run_train
 
 # The compiled path is the same on both stacks: run once (pytest.ini).
@@ -17,15 +18,7 @@ pytestmark = pytest.mark.current
 # PQN (on-policy, no buffer): 4 copies x 16 steps an update, 2 replicas.
 SMALL_PQN = [
     "launcher=anakin",
-    "experiment=pqn_gymnax_cartpole",
-    "environment.num_envs=4",
-    "agent.batch_size=4",
-    "agent.unroll_length=16",
-    "agent.num_epochs=1",
-    "agent.num_minibatches=2",
-    "network.hidden_sizes=[32]",
-    "eval_every=128",
-    "eval_episodes=2",
+    *conftest.SMALL_PQN,
     "logger=csv",
     "progress=false",
     "launcher.num_seeds=2",

@@ -300,3 +300,16 @@ def test_the_brax_peer_script_restores_device_put_replicated_as_brax_uses_it(mon
     restore_device_put_replicated()
     replicated = jax.device_put_replicated({"w": jnp.arange(3.0)}, jax.devices()[:1])
     assert replicated["w"].shape == (1, 3) and replicated["w"].tolist() == [[0.0, 1.0, 2.0]]
+
+
+def test_the_ppo_preset_runs_brax_s_schedule(tmp_path):
+    """experiment=ppo_playground as composed (nothing compiled): 983,040 steps an update (2,048 copies unrolled 16
+    times for 30 steps), a round every 10 updates and 90 updates in all, as Brax's trainer runs Playground's 60 M."""
+    from rl.anakin.build import steps_per_update
+
+    with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base="1.3"):
+        config = compose(config_name="config", overrides=["experiment=ppo_playground"])
+    experiment, launcher = make_experiment(config, str(tmp_path / "run"), {"agent": "ppo"})
+    assert steps_per_update(experiment) == 983_040 == 2048 * 16 * 30
+    assert experiment.eval_every == 10 * 983_040 and experiment.max_actor_steps == 90 * 983_040
+    assert launcher.check_experiment(experiment) == 10  # Updates a chunk: nothing was rounded.

@@ -13,6 +13,7 @@ import signal
 import pytest
 from hydra import compose, initialize_config_dir
 
+import conftest
 from conftest import ROOT, read_summary
 from rl.experiments.hooks import RunHook
 from rl.experiments.lifecycle import told_to_hooks
@@ -23,16 +24,8 @@ CONF = os.path.join(ROOT, "conf")
 
 # PQN on gymnax CartPole: 4 copies x 16 steps an update, 2 updates a chunk of 128 steps, a round every chunk.
 SMALL_PQN = [
-    "experiment=pqn_gymnax_cartpole",
-    "environment.num_envs=4",
-    "agent.batch_size=4",
-    "agent.unroll_length=16",
-    "agent.num_epochs=1",
-    "agent.num_minibatches=2",
-    "network.hidden_sizes=[32]",
+    *conftest.SMALL_PQN,
     "max_actor_steps=512",
-    "eval_every=128",
-    "eval_episodes=2",
     "seed=3",
     "logger=csv",
     "progress=false",
