@@ -135,7 +135,9 @@ def test_accelerator_options_belong_to_their_suites():
     result = _run(["anakin", "--cases", "width"], timeout=120)
     assert result.returncode == 2 and "--cases: only for the accelerator suite" in result.stderr
     result = _run(["grid", "--widths", "4"], timeout=120)
-    assert result.returncode == 2 and "--widths: only for the accelerator, anakin and playground suites" in result.stderr
+    assert (
+        result.returncode == 2 and "--widths: only for the accelerator, anakin and playground suites" in result.stderr
+    )
 
 
 @pytest.mark.current

@@ -43,6 +43,14 @@ CASES = {
     "td3_hopper": ["agent=td3", "environment=mujoco", "environment.name=Hopper-v5", *SMALL_NETWORK],
     "d4pg_walker2d": ["agent=d4pg", "environment=mujoco", "environment.name=Walker2d-v5", *SMALL_NETWORK],
     "sac_ant": ["agent=sac", "environment=mujoco", "environment.name=Ant-v5", *SMALL_NETWORK],
+    # Observations normalised by the learner's statistics, served to the actors with the policy's parameters.
+    "sac_hopper_normalised": [
+        "agent=sac",
+        "environment=mujoco",
+        "environment.name=Hopper-v5",
+        "agent.normalize_observations=true",
+        *SMALL_NETWORK,
+    ],
     "td3_humanoid": ["agent=td3", "environment=mujoco", "environment.name=Humanoid-v5", *SMALL_NETWORK],
     "td3_walker_walk": [
         "agent=td3",

@@ -12,9 +12,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from conftest import ROOT
-from rl.agents import on_policy
+from rl.agents.normalisation import normalize_observations
 from rl.anakin.build import make_system
-from rl.core import Batch
+from rl.core import Batch, Transition
 from rl.environments.gymnax_vector import EnvStep
 from rl.experiments.make_experiment import make_experiment
 from rl.systems.base import Trajectory
@@ -92,7 +92,7 @@ def test_a_compiled_ppo_normalises_what_it_acts_on_and_bootstraps_from(tmp_path)
     observations = jax.random.normal(jax.random.PRNGKey(2), (5, 4)) * 3.0
     clip = experiment.builder.config.observation_clip
     network = experiment.network_factory(environment_spec=experiment.environment_spec)
-    normalised = on_policy.normalize_observations(statistics, observations, clip)
+    normalised = normalize_observations(statistics, observations, clip)
     expected = network.apply(updated.learner.params, normalised)[1] / 4.0
     np.testing.assert_allclose(system.bootstrap_value(updated.learner, observations), expected, rtol=1e-6)
 
@@ -133,3 +133,67 @@ def test_a_run_of_two_rollouts_an_update_with_normalised_observations_finishes(t
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(str(run_dir))
     assert summary["status"] == "finished" and summary["actor_steps"] == 1024
+
+
+# SAC on gymnax Pendulum under launcher=anakin, small: 4 copies, 4 SGD steps of 32 an update once 64 are stored.
+SMALL_SAC = [
+    "experiment=sac_gymnax_pendulum",
+    "agent.batch_size=32",
+    "agent.min_replay_size=64",
+    "agent.samples_per_insert=32",
+    "network.policy_hidden_sizes=[32]",
+    "network.critic_hidden_sizes=[32]",
+    "max_actor_steps=256",
+    "eval_every=128",
+    "eval_episodes=2",
+    "logger=csv",
+    "progress=false",
+    "checkpoint.enabled=false",
+]
+
+
+@pytest.mark.current
+def test_a_continuous_agent_normalises_its_batches_and_acts_on_normalised_observations(tmp_path):
+    """SAC with agent.normalize_observations: each SGD step folds its batch's observations into the statistics and
+    trains on them normalised; the policy's parameters carry the statistics and the policy reads observations
+    normalised alike. Without the option the learner state is what it was (no statistics in it)."""
+    from rl.agents.normalisation import normalize_observations as normalise
+
+    plain, _ = compose_experiment(SMALL_SAC, str(tmp_path / "plain"))
+    experiment, _ = compose_experiment([*SMALL_SAC, "agent.normalize_observations=true"], str(tmp_path / "norm"))
+    networks = experiment.network_factory(environment_spec=experiment.environment_spec)
+    learning = experiment.builder.make_learning(networks)
+    state = learning.init(jax.random.PRNGKey(0))
+    plain_state = plain.builder.make_learning(networks).init(jax.random.PRNGKey(0))
+    assert not hasattr(plain_state, "observation_statistics")
+    assert int(state.observation_statistics.count) == 0
+    observations = jax.random.normal(jax.random.PRNGKey(1), (32, 3)) * 5.0 + 2.0
+    transitions = Transition(observations, jnp.zeros((32, 1)), jnp.zeros(32), jnp.ones(32), observations)
+    state, _, _ = jax.jit(learning.sgd_step)(state, Batch.uniform(transitions))
+    statistics = state.observation_statistics
+    assert int(statistics.count) == 32
+    np.testing.assert_allclose(statistics.mean, observations.mean(axis=0), rtol=1e-5)
+    params = learning.policy_params(state)
+    policy = experiment.builder.make_policy(networks, experiment.environment_spec, evaluation=True)
+    plain_policy = plain.builder.make_policy(networks, experiment.environment_spec, evaluation=True)
+    key = jax.random.PRNGKey(2)
+    step = jnp.zeros((), jnp.int32)
+    acted = policy(params, key, observations, step)
+    clip = experiment.builder.config.observation_clip
+    expected = plain_policy(params[0], key, normalise(statistics, observations, clip), step)
+    np.testing.assert_allclose(
+        np.asarray(acted[0] if isinstance(acted, tuple) else acted),
+        np.asarray(expected[0] if isinstance(expected, tuple) else expected),
+        rtol=1e-6,
+    )
+
+
+@pytest.mark.current
+def test_a_compiled_sac_run_with_normalised_observations_finishes(tmp_path):
+    from conftest import read_summary, run_train
+
+    run_dir = tmp_path / "run"
+    result = run_train([*SMALL_SAC, "agent.normalize_observations=true", f"hydra.run.dir={run_dir}"], timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_summary(str(run_dir))
+    assert summary["status"] == "finished" and summary["actor_steps"] == 256

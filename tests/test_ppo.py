@@ -18,7 +18,7 @@ import pytest
 from dm_env import specs
 
 from conftest import read_summary, run_train
-from rl.agents.on_policy import init_statistics, normalize_observations, update_statistics
+from rl.agents.normalisation import init_statistics, normalize_observations, update_statistics
 from rl.agents.on_policy import PolicyParams
 from rl.agents.ppo import PPOConfig
 from rl.agents.ppo.builder import PPOBuilder

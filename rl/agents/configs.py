@@ -10,6 +10,9 @@ from typing import Any, ClassVar
 
 from rl.checks import require_non_negative, require_positive, require_unit_interval
 
+# Where observations are normalised (agent.normalize_observations), they are clipped to +-this many standard deviations.
+OBSERVATION_CLIP = 10.0
+
 
 @dataclasses.dataclass
 class ReplayConfig:
@@ -70,10 +73,14 @@ class ContinuousConfig(ReplayConfig):
     critic_learning_rate: float = 3e-4
     max_gradient_norm: float | None = None  # Global-norm clipping of both networks (null: none).
     tau: float = 0.005  # Polyak averaging rate of the target networks.
+    # Normalise the observations both networks read by running statistics of the replayed batches, clipped to
+    # +-observation_clip (Brax's SAC normalises; its statistics follow the collected steps instead).
+    normalize_observations: bool = False
+    observation_clip: float = OBSERVATION_CLIP
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require_positive(self, "policy_learning_rate", "critic_learning_rate")
+        require_positive(self, "policy_learning_rate", "critic_learning_rate", "observation_clip")
         if self.prioritized:
             raise ValueError("prioritized must be false: continuous-control agents write no priorities, got True")
         if self.max_gradient_norm is not None and self.max_gradient_norm <= 0:

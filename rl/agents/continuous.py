@@ -4,7 +4,8 @@ optimisers, and `ContinuousBuilder` with `continuous_learning`."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +18,7 @@ from rl.agents.builder import ActorLearnerBuilder
 from rl.systems.base import Policy
 from rl.systems.learning import Learning
 from rl.agents.configs import ContinuousConfig
+from rl.agents.normalisation import RunningStatistics, init_statistics, normalize_observations, update_statistics
 from rl.networks.base import ActorCriticNetworks, NetworkKind
 from rl.policies import Deterministic, GaussianNoise, Stochastic
 from rl.core import EnvironmentSpec, is_discrete
@@ -171,25 +173,61 @@ class ContinuousBuilder(ActorLearnerBuilder):
         action_spec = environment_spec.actions
         action_bounds(action_spec)
 
+        clip = self.config.observation_clip if self.config.normalize_observations else None
+
         def policy(params: Any, key: jax.Array, observations: Any, step: jax.Array) -> jax.Array:
+            if clip is not None:  # The parameters are (network parameters, observation statistics).
+                params, statistics = params
+                observations = normalize_observations(statistics, observations, clip)
             output = policy_network.apply(params, observations)
             return to_environment_scale(head(output, key, step), action_spec)
 
         return with_exploration(policy, head)
 
 
-def continuous_learning(init: Callable, sgd_step: Any, config: ContinuousConfig, action_spec: Any) -> Learning:
-    """The `Learning` whose `sgd_step(state, transitions)` sees the replayed actions mapped
-    back to [-1, 1]; the policy acts with `state.policy_params`."""
+class NormalisedState(NamedTuple):
+    """A learner state and the running statistics of the observations it normalises (`normalize_observations`)."""
+
+    learner: Any
+    observation_statistics: RunningStatistics
+
+    @property
+    def steps(self) -> jax.Array:
+        """The SGD steps taken (what `Learning` reads of every state)."""
+        return self.learner.steps
+
+
+def continuous_learning(
+    init: Callable, sgd_step: Any, config: ContinuousConfig, environment_spec: EnvironmentSpec
+) -> Learning:
+    """The `Learning` whose `sgd_step(state, transitions)` sees the replayed actions mapped back to [-1, 1]; the
+    policy acts with `state.policy_params`. With `config.normalize_observations` the state is a `NormalisedState`:
+    each batch's observations update the statistics first, then both its observations and next observations are
+    normalised by them, and the policy's parameters carry the statistics (`make_policy` normalises alike)."""
+    action_spec = environment_spec.actions
 
     def step(state: Any, batch: Any) -> tuple[Any, dict[str, jax.Array], None]:
         data = batch.data._replace(action=to_network_scale(batch.data.action, action_spec))
         return (*sgd_step(state, data), None)
 
+    def normalised_step(state: NormalisedState, batch: Any) -> tuple[NormalisedState, dict[str, jax.Array], None]:
+        data = batch.data
+        mask = jnp.ones(jax.tree_util.tree_leaves(data.observation)[0].shape[:1], jnp.float32)
+        statistics = update_statistics(state.observation_statistics, data.observation, mask)
+        normalise = functools.partial(normalize_observations, statistics, clip=config.observation_clip)
+        data = data._replace(observation=normalise(data.observation), next_observation=normalise(data.next_observation))
+        learner, metrics, _ = step(state.learner, batch._replace(data=data))
+        return NormalisedState(learner, statistics), metrics, None
+
+    common = {
+        "sgd_steps_per_learner_step": config.sgd_steps_per_learner_step,
+        "loss_terms": ("critic_loss", "policy_loss", "temperature_loss"),
+    }
+    if not config.normalize_observations:
+        return Learning(init=init, sgd_step=step, policy_params=lambda state: state.policy_params, **common)
     return Learning(
-        init=init,
-        sgd_step=step,
-        policy_params=lambda state: state.policy_params,
-        sgd_steps_per_learner_step=config.sgd_steps_per_learner_step,
-        loss_terms=("critic_loss", "policy_loss", "temperature_loss"),
+        init=lambda key: NormalisedState(init(key), init_statistics(environment_spec.observations)),
+        sgd_step=normalised_step,
+        policy_params=lambda state: (state.learner.policy_params, state.observation_statistics),
+        **common,
     )

@@ -66,4 +66,4 @@ class D4PGBuilder(continuous.ContinuousBuilder):
             new_state = continuous.update_targets(state._replace(steps=state.steps + 1), config.tau)
             return new_state, {**metrics, "policy_loss": loss, **continuous.learning_rates(config)}
 
-        return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
+        return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec)

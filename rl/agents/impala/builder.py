@@ -12,7 +12,7 @@ import optax
 
 from rl.core import Batch
 from rl.systems.learning import Learning
-from rl.agents import on_policy
+from rl.agents import normalisation, on_policy
 from rl.agents.on_policy import masked_mean
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.base import FeedForwardNetwork
@@ -113,7 +113,7 @@ class IMPALABuilder(on_policy.SequenceQueueBuilder):
         else:
             direction = optax.scale_by_adam(eps=config.optimizer_eps)
         optimizer = optax.chain(optax.clip_by_global_norm(config.max_gradient_norm), direction)
-        statistics = on_policy.no_statistics()  # IMPALA acts on raw observations.
+        statistics = normalisation.no_statistics()  # IMPALA acts on raw observations.
 
         def init(random_key: jax.Array) -> TrainingState:
             params = network.init(random_key)

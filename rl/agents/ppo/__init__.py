@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rl.agents.configs import OnPolicyConfig, builder_factory
+from rl.agents.configs import OBSERVATION_CLIP, OnPolicyConfig, builder_factory
 from rl.checks import require_positive, require_unit_interval
 
 
@@ -29,7 +29,7 @@ class PPOConfig(OnPolicyConfig):
     normalize_advantages: bool = True
     # Normalise observations by the learner's running statistics, clipped to +-observation_clip.
     normalize_observations: bool = False
-    observation_clip: float = 10.0
+    observation_clip: float = OBSERVATION_CLIP
     adam_eps: float = 1e-5
     # The learner trains on rewards times this (Brax's reward_scaling); returns are logged unscaled.
     reward_scale: float = 1.0

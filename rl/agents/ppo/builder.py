@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 
 from rl.systems.learning import Learning
-from rl.agents import on_policy
+from rl.agents import normalisation, on_policy
 from rl.agents.on_policy import masked_mean
 from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.base import FeedForwardNetwork
@@ -122,7 +122,7 @@ def ppo_loss(
 class TrainingState(NamedTuple):
     params: Any
     opt_state: Any
-    observation_statistics: on_policy.RunningStatistics  # Used with `normalize_observations`.
+    observation_statistics: normalisation.RunningStatistics  # Used with `normalize_observations`.
     key: jax.Array
     steps: jax.Array  # Learner steps (batches) taken.
     actor_steps: jax.Array  # Actor steps trained on: the schedules' clock.
@@ -176,8 +176,8 @@ def ppo_update(
     batch = batch._replace(reward=batch.reward * config.reward_scale)
     statistics = state.observation_statistics
     if config.normalize_observations:
-        statistics = on_policy.update_statistics(statistics, batch.observation, batch.mask)
-        observation = on_policy.normalize_observations(statistics, batch.observation, config.observation_clip)
+        statistics = normalisation.update_statistics(statistics, batch.observation, batch.mask)
+        observation = normalisation.normalize_observations(statistics, batch.observation, config.observation_clip)
         batch = batch._replace(observation=observation)
     steps, orders, batch_metrics = prepare_minibatches(apply, state.params, batch, config, shuffle_key)
     gather = on_policy.row_gatherer(steps)  # Each minibatch one gather of rows.
@@ -215,7 +215,7 @@ class PPOBuilder(on_policy.SequenceQueueBuilder):
 
         def value(state: TrainingState, observations: jax.Array) -> jax.Array:
             if clip is not None:
-                observations = on_policy.normalize_observations(state.observation_statistics, observations, clip)
+                observations = normalisation.normalize_observations(state.observation_statistics, observations, clip)
             return network.apply(state.params, observations)[1] / reward_scale
 
         return dataclasses.replace(agent, bootstrap_value=value, clock=lambda state: state.actor_steps)
@@ -239,7 +239,7 @@ class PPOBuilder(on_policy.SequenceQueueBuilder):
             init_key, key = jax.random.split(random_key)
             params = network.init(init_key)
             no_spec = observation_spec is None
-            statistics = on_policy.no_statistics() if no_spec else on_policy.init_statistics(observation_spec)
+            statistics = normalisation.no_statistics() if no_spec else normalisation.init_statistics(observation_spec)
             zero = jnp.zeros((), jnp.int32)
             return TrainingState(params, optimizer.init(params), statistics, key, steps=zero, actor_steps=zero)
 

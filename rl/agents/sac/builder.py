@@ -117,4 +117,4 @@ class SACBuilder(continuous.ContinuousBuilder):
             }
             return new_state, metrics
 
-        return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
+        return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec)

@@ -60,4 +60,4 @@ class TD3Builder(continuous.ContinuousBuilder):
             state, loss = jax.lax.cond(delayed, policy_and_target_update, skip_update, state, batch.observation)
             return state, {**metrics, "policy_loss": loss, **continuous.learning_rates(config)}
 
-        return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec.actions)
+        return continuous.continuous_learning(init, sgd_step, config, networks.environment_spec)
