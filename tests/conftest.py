@@ -35,6 +35,17 @@ SMALL_PQN = [
 ]
 
 
+# A short compiled run's plumbing: 256 steps, a round every 128, CSV logs only, no progress bar, no checkpoint.
+SHORT_COMPILED_RUN = [
+    "max_actor_steps=256",
+    "eval_every=128",
+    "eval_episodes=2",
+    "logger=csv",
+    "progress=false",
+    "checkpoint.enabled=false",
+]
+
+
 def run_environment() -> dict[str, str]:
     """The environment of a script a test runs: W&B offline and quiet, TensorFlow's C++ logs quiet."""
     return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}

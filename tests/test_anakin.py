@@ -17,6 +17,7 @@ from hydra import compose, initialize_config_dir
 from conftest import (
     REVERB_STACK,
     ROOT,
+    SHORT_COMPILED_RUN,
     SMALL_PQN,
     read_summary,
     run_train,
@@ -425,12 +426,7 @@ SMALL_DQN = [
     "agent.samples_per_insert=4",
     "agent.min_replay_size=64",
     "network.hidden_sizes=[32]",
-    "max_actor_steps=256",
-    "eval_every=128",
-    "eval_episodes=2",
-    "logger=csv",
-    "progress=false",
-    "checkpoint.enabled=false",
+    *SHORT_COMPILED_RUN,
 ]
 
 

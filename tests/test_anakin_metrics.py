@@ -11,6 +11,7 @@ import jax
 import numpy as np
 import pytest
 
+from conftest import SHORT_COMPILED_RUN
 from test_anakin import compose_experiment
 from rl.anakin.build import make_system
 from rl.systems.base import make_chunk
@@ -25,12 +26,7 @@ TINY_DQN = [
     "agent.samples_per_insert=4",
     "agent.min_replay_size=64",
     "network.hidden_sizes=[16]",
-    "max_actor_steps=256",
-    "eval_every=128",
-    "eval_episodes=2",
-    "logger=csv",
-    "progress=false",
-    "checkpoint.enabled=false",
+    *SHORT_COMPILED_RUN,
 ]
 
 

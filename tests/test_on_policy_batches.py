@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import ROOT
+from conftest import ROOT, SHORT_COMPILED_RUN
 from rl.agents.normalisation import normalize_observations
 from rl.anakin.build import make_system
 from rl.core import Batch, Transition
@@ -143,12 +143,7 @@ SMALL_SAC = [
     "agent.samples_per_insert=32",
     "network.policy_hidden_sizes=[32]",
     "network.critic_hidden_sizes=[32]",
-    "max_actor_steps=256",
-    "eval_every=128",
-    "eval_episodes=2",
-    "logger=csv",
-    "progress=false",
-    "checkpoint.enabled=false",
+    *SHORT_COMPILED_RUN,
 ]
 
 
