@@ -264,6 +264,10 @@ FAULT_COMMAND = [
     f"eval_every={FAULT_BUDGET // 2}",
     "eval_episodes=1",
     "agent.min_replay_size=100",
+    # 4 learner steps per actor step: the actors go at a quarter of the learner's pace, so the faults below are all
+    # injected well before the budget (about 1,800 of 6,000 steps on an idle machine; at the default ratio a quiet
+    # machine spent the whole budget before the learner's restart was seen).
+    "agent.samples_per_insert=512",
     "network.hidden_sizes=[64,64]",
     "progress=false",
     "checkpoint.every_seconds=2",
