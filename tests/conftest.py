@@ -35,15 +35,17 @@ SMALL_PQN = [
 ]
 
 
-# A short compiled run's plumbing: 256 steps, a round every 128, CSV logs only, no progress bar, no checkpoint.
-SHORT_COMPILED_RUN = [
-    "max_actor_steps=256",
-    "eval_every=128",
-    "eval_episodes=2",
-    "logger=csv",
-    "progress=false",
-    "checkpoint.enabled=false",
-]
+def short_compiled_run(max_actor_steps: int, eval_every: int) -> list[str]:
+    """A short compiled run's plumbing: its budget, a round of 2 episodes every `eval_every` steps, CSV logs
+    only, no progress bar, no checkpoint."""
+    return [
+        f"max_actor_steps={max_actor_steps}",
+        f"eval_every={eval_every}",
+        "eval_episodes=2",
+        "logger=csv",
+        "progress=false",
+        "checkpoint.enabled=false",
+    ]
 
 
 def run_environment() -> dict[str, str]:

@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from conftest import (
     REVERB_STACK,
     ROOT,
-    SHORT_COMPILED_RUN,
+    short_compiled_run,
     SMALL_PQN,
     read_summary,
     run_train,
@@ -426,7 +426,7 @@ SMALL_DQN = [
     "agent.samples_per_insert=4",
     "agent.min_replay_size=64",
     "network.hidden_sizes=[32]",
-    *SHORT_COMPILED_RUN,
+    *short_compiled_run(256, 128),
 ]
 
 
@@ -462,12 +462,7 @@ SMALL_SAC = [
     "agent.min_replay_size=32",
     "network.policy_hidden_sizes=[16]",
     "network.critic_hidden_sizes=[16]",
-    "max_actor_steps=128",
-    "eval_every=64",
-    "eval_episodes=2",
-    "logger=csv",
-    "progress=false",
-    "checkpoint.enabled=false",
+    *short_compiled_run(128, 64),
 ]
 
 

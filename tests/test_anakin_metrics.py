@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import SHORT_COMPILED_RUN
+from conftest import short_compiled_run
 from test_anakin import compose_experiment
 from rl.anakin.build import make_system
 from rl.systems.base import make_chunk
@@ -26,7 +26,7 @@ TINY_DQN = [
     "agent.samples_per_insert=4",
     "agent.min_replay_size=64",
     "network.hidden_sizes=[16]",
-    *SHORT_COMPILED_RUN,
+    *short_compiled_run(256, 128),
 ]
 
 

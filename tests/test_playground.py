@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from conftest import ROOT, read_summary, run_environment, run_train
+from conftest import ROOT, read_summary, run_environment, run_train, short_compiled_run
 from rl import checkpointing
 from rl.anakin.build import make_system
 from rl.experiments.config import enable_compilation_cache
@@ -175,12 +175,7 @@ SMALL_PPO = [
     "agent.batch_size=2",
     "agent.num_epochs=1",
     "agent.num_minibatches=2",
-    "max_actor_steps=128",
-    "eval_every=64",
-    "eval_episodes=2",
-    "logger=csv",
-    "progress=false",
-    "checkpoint.enabled=false",
+    *short_compiled_run(128, 64),
 ]
 
 
