@@ -13,7 +13,8 @@ from rl.checks import require_positive, require_unit_interval
 
 @dataclasses.dataclass
 class PQNConfig(SequenceQueueConfig):
-    # A learner step trains on batch_size rollouts of unroll_length steps (batch_size / num_envs per copy under launcher=anakin).
+    # A learner step trains on batch_size rollouts of unroll_length steps (under launcher=anakin, batch_size / num_envs
+    # consecutive rollouts of each copy).
     unroll_length: int = 32
     replay_table_name: str = "pqn_queue"
 
