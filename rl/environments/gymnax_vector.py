@@ -27,7 +27,11 @@ def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, A
 
     if name not in gymnax.registered_envs:
         raise ValueError(f"'{name}' is not a gymnax environment; registered ids: {list(gymnax.registered_envs)}")
-    environment, params = gymnax.make(name, **(kwargs or {}))
+    try:
+        environment, params = gymnax.make(name, **(kwargs or {}))
+    except (OSError, NotImplementedError) as error:  # MNISTBandit-bsuite downloads MNIST when made.
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"gymnax cannot make '{name}' here: {type(error).__name__}: {reason}") from None
     key = jax.eval_shape(lambda: jax.random.PRNGKey(0))  # Any PRNG implementation's key.
     shape = jax.eval_shape(lambda k: environment.reset_env(k, params)[0], key).shape
     observation_spec = specs.Array(tuple(shape), np.float32, "observation")

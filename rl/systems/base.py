@@ -109,9 +109,13 @@ class System(abc.ABC):
         return self._vector(self.inputs.eval_episodes)
 
     def _vector(self, num_envs: int) -> JaxVector:
+        """The copies, made concrete even when first asked for inside a trace (`init`, a chunk's scan): they
+        are kept on the system and used by later traces, so no array of theirs (an environment's default
+        parameters, its maps) may be a tracer of the first."""
         if self.inputs.name is None:
             raise ValueError("this system's steps come from the host: it has no compiled environment")
-        return VECTORS[self.inputs.family](self.inputs.name, num_envs, self.inputs.kwargs)
+        with jax.ensure_compile_time_eval():
+            return VECTORS[self.inputs.family](self.inputs.name, num_envs, self.inputs.kwargs)
 
     @classmethod
     @abc.abstractmethod
