@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 SUITES = dict.fromkeys(("actor", "learner"), "in_process")
 SUITES |= dict.fromkeys(("startup", "scaling", "anakin", "grid", "pruning", "pbt"), "runs")
 SUITES |= {"accelerator": "accelerator", "sebulba": "sebulba", "sebulba_cpu": "sebulba", "checkpoint": "checkpoints"}
-SUITES |= {"playground": "playground"}
+SUITES |= {"playground": "playground", "host_copies": "host_copies"}
 ROW_KEYS = ("suite", "case", "value", "unit", "bound", "ratio")
 # Smoke-test budgets (--quick) of whole runs, and those applied only where the config has the key.
 QUICK = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=1"]

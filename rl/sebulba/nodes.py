@@ -26,7 +26,7 @@ from rl.experiments.replicas import add_summary_fields, replica_table, seed_repl
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
 from rl.loggers.base import TRANSCRIPT, Logger
 from rl.sebulba.actors import POLL_S, ActorThread, BlockPlan, Handoff, ParamsBoard, ThreadTimes
-from rl.sebulba.environments import evaluation_environments, training_environments
+from rl.sebulba.environments import EvaluationEnvironments, training_environments
 from rl.sebulba.settings import SebulbaSettings, block_length, steps_per_update
 from rl.sebulba.programs import (
     fastest_device,
@@ -102,6 +102,7 @@ class SebulbaNodes(lifecycle.Nodes):
     def __init__(self, settings: SebulbaSettings):
         self.settings = settings
         self.threads: list[ActorThread] = []
+        self.evaluation_environments: EvaluationEnvironments | None = None
         self.logs: list[dict[str, Logger]] = []
         self.halt = threading.Event()
         self.learner_times = LearnerTimes()
@@ -141,6 +142,9 @@ class SebulbaNodes(lifecycle.Nodes):
         self.board = ParamsBoard(self.taken, params, settings.policy_lag, self.halt)
         self.plan = BlockPlan(self.taken, self.halt)
         self.start_time_s = time.perf_counter() - started
+        self.evaluation_environments = EvaluationEnvironments(
+            experiment, replicas, settings.environment_threads, settings.environment_processes
+        )
         self.switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         for index in range(settings.actor_threads):
@@ -184,7 +188,12 @@ class SebulbaNodes(lifecycle.Nodes):
         experiment = self.context.experiment
         settings = self.settings
         environments = training_environments(
-            experiment, settings.num_seeds, experiment.num_envs, index, settings.environment_threads
+            experiment,
+            settings.num_seeds,
+            experiment.num_envs,
+            index,
+            settings.environment_threads,
+            settings.environment_processes,
         )
         fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
         keys = jax.device_put(fold(fold(actor_keys, index), experiment.session), self.actor_device)
@@ -216,8 +225,9 @@ class SebulbaNodes(lifecycle.Nodes):
 
     def act(self, until: int, pause: Callable[[], bool], progress: ProgressDisplay) -> int:
         """Updates on one block of every thread at a time up to `until` actor steps, or until `pause()`: then
-        the blocks the threads have begun are taken first, so nothing is left in flight. An update's records
-        are written once the next one is dispatched (its metrics are then ready, or nearly)."""
+        the blocks the threads have begun are taken first, so nothing is left in flight; but a stop ends the run
+        after the update in flight, leaving the blocks begun (their steps uncounted). An update's records are
+        written once the next one is dispatched (its metrics are then ready, or nearly)."""
         self.plan.allow(until // self.per_update)
         pending: Update | None = None
         rate_start = time.perf_counter()
@@ -225,7 +235,7 @@ class SebulbaNodes(lifecycle.Nodes):
         while self.taken < self.plan.allowed:
             if pause():
                 self.plan.hold(self.taken)
-                if self.taken >= self.plan.allowed:
+                if self.taken >= self.plan.allowed or self.stopping():  # A stop leaves the blocks begun untaken.
                     break
             waited = time.perf_counter()
             handoffs = [self.take(thread) for thread in self.threads]
@@ -298,17 +308,16 @@ class SebulbaNodes(lifecycle.Nodes):
     def evaluate(self) -> tuple[int, float, float]:
         """A round of every replica's evaluation policy: `eval_episodes` whole episodes each, seeded by the
         replica's seed and the step count only."""
-        experiment = self.context.experiment
         steps = self.context.record.steps
         replicas = self.settings.num_seeds
-        environments = evaluation_environments(experiment, replicas, steps, self.settings.environment_threads)
+        environments = self.evaluation_environments.for_round(steps)
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
         try:
             returns, lengths = evaluation_round(
                 environments, self.programs.evaluate, self.board.latest(), keys, replicas
             )
         finally:
-            environments.close()
+            self.evaluation_environments.done_with(environments)
         means = []
         for replica, logs in enumerate(self.logs):
             record = return_statistics(returns[replica])
@@ -401,6 +410,8 @@ class SebulbaNodes(lifecycle.Nodes):
         if self.threads:
             sys.setswitchinterval(self.switch_interval)
         self.threads = []
+        if self.evaluation_environments is not None:
+            self.evaluation_environments.close()
         for logger in (logger for logs in self.logs for logger in logs.values()):
             logger.close()
         self.logs = []
