@@ -5,7 +5,6 @@ launches it. `resume=DIR` resumes a run; Ctrl-C or SIGTERM stops it cleanly."""
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
@@ -172,7 +171,7 @@ def with_search_hooks(experiment: Any) -> Any:
 def train(config: DictConfig) -> float:
     from rl.sweeps.jobs import Job, finish_job, report
     from rl.experiments.launcher import LauncherError
-    from rl.experiments.signals import Interrupted, RunInterrupted, requeue_signal, signal_name
+    from rl.experiments.signals import Interrupted, RunInterrupted, ending_now, requeue_signal, signal_name
     from rl.experiments.summary import close_loggers
 
     job = prepare_job(config)
@@ -196,7 +195,8 @@ def train(config: DictConfig) -> float:
     except KeyboardInterrupt as error:  # Before the run could stop cleanly (or a second signal).
         code = error.exit_code if isinstance(error, Interrupted) else 130
         close_loggers(experiment, exit_code=code)
-        report(f"Interrupted by {signal_name(code - 128)} before a checkpoint could be written", error=True)
+        if not ending_now():  # A second signal: the signal watcher has said what is lost.
+            report(f"Interrupted by {signal_name(code - 128)} before a checkpoint could be written", error=True)
         sys.exit(code)
     except BaseException:
         close_loggers(experiment, exit_code=1)
@@ -207,9 +207,11 @@ def train(config: DictConfig) -> float:
 def main(config: DictConfig) -> float:
     """Hydra's task (`cli` hands it to `hydra.main`): the job, prepared and launched."""
     from rl.sweeps.jobs import report
+    from rl.experiments.signal_watcher import watch_signals
     from rl.experiments.signals import Interrupted, raise_on_signals, signal_name
     from rl.loggers.base import console_prefixed
 
+    watch_signals(lambda line: report(line, error=True))  # Signals answered at once, whatever the main thread does.
     with console_prefixed(job_prefix()):
         try:
             with raise_on_signals():
@@ -221,15 +223,12 @@ def main(config: DictConfig) -> float:
 
 def exit_past_running_work(code: Any) -> None:
     """After a stop that left device work running (rl.experiments.signals.left_running), everything is
-    written: ends the process now, as Python's shutdown would wait for that work (XLA cannot cancel it)."""
-    from rl.experiments.signals import left_running
+    written, and after a second signal nothing more will be: ends the process now, as Python's shutdown would
+    wait for the device work in flight (XLA cannot cancel it)."""
+    from rl.experiments.signals import end_process, ending_now, left_running
 
-    if not left_running():
-        return
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code if isinstance(code, int) else 1)
+    if left_running() or ending_now():
+        end_process(code if isinstance(code, int) else 1)
 
 
 def cli() -> None:

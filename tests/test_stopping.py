@@ -1,16 +1,20 @@
 """Stopping a run within seconds: a wait on a device gives up on the first SIGINT or SIGTERM
 (rl.experiments.signals.wait_for) and a second one ends it; a signal swallowed while the run starts is
 still a stop; a grid and an anakin run stopped in the middle of a long chunk exit at once, with their
-summaries (status `interrupted`) and, for the run, a checkpoint of the last consistent state."""
+summaries (status `interrupted`) and, for the run, a checkpoint of the last consistent state. Each signal is
+answered at once (rl/experiments/signal_watcher.py): a first in one line within a second, a second by the
+process's end within seconds, under sebulba and anakin, though the main thread waits on a slow computation."""
 
 from __future__ import annotations
 
 import gc
 import os
+import queue
 import signal
 import subprocess
 import threading
 import time
+from typing import Callable
 
 import pytest
 
@@ -148,3 +152,121 @@ def test_sigterm_stops_an_anakin_run_in_the_middle_of_a_chunk_with_a_checkpoint(
     assert f"checkpoint {run}/checkpoints/step_0; the same command resumes it" in stderr
     assert read_summary(str(run))["status"] == "interrupted" and read_summary(str(run))["actor_steps"] == 0
     assert os.listdir(run / "checkpoints") == ["step_0"]
+
+
+# The issue's bounds (issue 58): a first signal's line within a second, a second signal's end within 10 s.
+FIRST_LINE_WITHIN_S = 1.0
+SECOND_ENDS_WITHIN_S = 10.0
+
+
+class Lines:
+    """A process's stdout and stderr lines as they come, each with the moment it was read."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.lines: queue.Queue[tuple[float, str]] = queue.Queue()
+        self.seen: list[str] = []
+        for stream in (process.stdout, process.stderr):
+            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.put((time.monotonic(), line.rstrip("\n")))
+
+    def wait_for(self, words: str, timeout: float) -> tuple[float, str]:
+        """(when it was read, the line) of the first line holding `words`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                read, line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                pytest.fail(f"no line with {words!r} in {timeout} s; seen: {self.seen[-20:]}")
+            self.seen.append(line)
+            if words in line:
+                return read, line
+
+
+def _two_signals_in_a_slow_computation(overrides: list[str], started: Callable[[], bool]) -> tuple[Lines, str, str]:
+    """A scripts/train.py run signalled twice (SIGTERM) while its main thread waits on a computation that lasts
+    minutes, a few seconds after `started()`: the first signal's line must come within `FIRST_LINE_WITHIN_S`, and
+    the process must end within `SECOND_ENDS_WITHIN_S` of the second; (the lines, the first's, the second's)."""
+    process = start_train(overrides)
+    lines = Lines(process)
+    try:
+        deadline = time.monotonic() + 600
+        while not started():
+            assert process.poll() is None and time.monotonic() < deadline, lines.seen[-20:]
+            time.sleep(0.05)
+        time.sleep(3)  # Into the slow computation.
+        assert process.poll() is None, lines.seen[-20:]
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        said, first = lines.wait_for("stopping on SIGTERM", timeout=60)
+        assert said - sent < FIRST_LINE_WITHIN_S, f"the first signal's line came {said - sent:.1f} s after it"
+        time.sleep(1)
+        assert process.poll() is None, "the run should still finish the computation in flight"
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 60 s after a second SIGTERM: {lines.seen[-20:]}")
+        ended = time.monotonic() - sent
+        assert ended < SECOND_ENDS_WITHIN_S, f"the process ended {ended:.1f} s after the second signal"
+        _, second = lines.wait_for("second SIGTERM", timeout=5)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 143, lines.seen[-20:]
+    return lines, first, second
+
+
+def _evaluated_once(run) -> Callable[[], bool]:
+    """Whether the run's untrained round (its first evaluator row) is written."""
+    path = run / "logs" / "evaluator.csv"
+    return lambda: path.exists() and len(path.read_text().splitlines()) >= 2
+
+
+@pytest.mark.current
+def test_under_sebulba_signals_are_answered_at_once_in_a_slow_update(tmp_path):
+    """A PPO update of 100,000 epochs on CartPole takes minutes: the main thread waits on it in C++, where Python
+    runs no signal handler. The first SIGTERM is still said at once, and the second ends the process within
+    seconds, saying what is lost (no checkpoint yet: its steps), with neither checkpoint nor summary written."""
+    run = tmp_path / "run"
+    overrides = ["experiment=ppo_cartpole", "launcher=sebulba", "agent.num_epochs=100000", "max_actor_steps=1048576"]
+    overrides += ["eval_every=524288", "eval_episodes=2", "logger=csv", "progress=false", f"hydra.run.dir={run}"]
+    _, first, second = _two_signals_in_a_slow_computation(overrides, _evaluated_once(run))
+    assert first.startswith("stopping on SIGTERM: finishing the update in flight, then a checkpoint ("), first
+    # Nothing trained yet, or the updates dispatched before the main thread's wait: none written.
+    assert second.startswith("second SIGTERM: ending the process now, without a checkpoint or summary; "), second
+    assert second.endswith(" (the same command starts the run over)"), second
+    assert not (run / "summary.json").exists() and not list(run.glob("checkpoints/step_*"))
+
+
+@pytest.mark.current
+def test_under_anakin_signals_are_answered_at_once_in_a_slow_evaluation_round(tmp_path):
+    """Under anakin a first signal gives up on the chunks in flight but lets an evaluation round finish: the
+    untrained round of 65,536 Pendulum episodes with a wide policy takes minutes. The first SIGTERM is said at
+    once, with the checkpoint that is to follow at 0 actor steps; the second ends the process within seconds."""
+    run = tmp_path / "run"
+    overrides = ["experiment=ppo_gymnax_cartpole", "environment.name=Pendulum-v1", "eval_episodes=65536"]
+    overrides += ["network.policy_hidden_sizes=[512,512]"]  # A round of minutes: the signals come in its first seconds.
+    overrides += ["launcher.steps_per_chunk=1", "max_actor_steps=1048576", "eval_every=524288", "logger=csv"]
+    overrides += ["progress=false", f"hydra.run.dir={run}"]
+    compiled = []
+
+    def started() -> bool:
+        log = run / "train.log"
+        compiled.append(log.exists() and "compiled in" in log.read_text())
+        return compiled[-1]
+
+    _, first, second = _two_signals_in_a_slow_computation(overrides, started)
+    assert first == (
+        "stopping on SIGTERM: finishing the evaluation round in flight, then a checkpoint at 0 actor steps; "
+        "a second signal ends the process at once, without it"
+    )
+    assert second == (
+        "second SIGTERM: ending the process now, without a checkpoint or summary; nothing was trained yet and no "
+        "checkpoint written (the same command starts the run over)"
+    )
+    assert not (run / "summary.json").exists()

@@ -54,6 +54,8 @@ class AnakinNodes(lifecycle.Nodes):
     holds the whole stacked training state, so a resumed run computes bit for bit what one run does."""
 
     checkpoint_at_evaluations = False  # Rounds seconds apart: checkpoints every `every_seconds` and at the end.
+    stop_in_flight = "leaving the chunks in flight unrecorded"  # A stop gives up on them (`act`).
+    stops_at_steps_counted = True
 
     def __init__(self, steps_per_chunk: int, plan: ReplicaPlan | None = None):
         """`plan`: what the replicas are (rl/anakin/plan.py: a grid group's jobs, their hooks, a population,

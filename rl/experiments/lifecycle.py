@@ -1,7 +1,8 @@
 """The life of a run for every launcher: a launcher's `Nodes` act, evaluate and snapshot; `run` evaluates (a
 fresh run first at actor step 0, the untrained policy), checkpoints (on a clock, at the end, on a stop signal)
 and ends the run `finished`, `interrupted`, `failed` or `pruned` (by one of the experiment's hooks: a search's
-pruner, rl/experiments/hooks.py). A first signal stops cleanly, a second raises `Interrupted`."""
+pruner, rl/experiments/hooks.py). A first signal stops cleanly, a second raises `Interrupted`; the run tells the
+signal watcher (rl/experiments/signal_watcher.py) what each would do at any moment, for the line it says at once."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from rl import checkpointing
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import LauncherError
 from rl.experiments.hooks import RunHook
-from rl.experiments.signals import Interrupted, RunInterrupted, StopRequest
+from rl.experiments.signal_watcher import tell
+from rl.experiments.signals import Interrupted, RunInterrupted, StopRequest, signal_name
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
 from rl.core import NumericalError
 
@@ -202,6 +204,10 @@ class Nodes:
 
     context: RunContext  # Set by `start`.
     checkpoint_at_evaluations: bool = True  # What `checkpoint.at_evaluations: null` means for these nodes.
+    # What a first stop signal does to the work in flight while the nodes act, in the line that answers it at once,
+    # and whether the checkpoint then holds the actor steps counted so far (False: the work in flight adds some).
+    stop_in_flight: str = "finishing the update in flight"
+    stops_at_steps_counted: bool = False
 
     def stopping(self) -> bool:
         """A stop was requested (a first SIGINT or SIGTERM): what waits on it gives up (`wait_for`)."""
@@ -266,6 +272,7 @@ class _Run:
         self.hooks = tuple(hooks)
         self.ended_by: RunHook | None = None  # The hook that ended the run early (a search's pruner).
         self.loggers_closed = False
+        self.phase = "starting"  # Then acting, evaluating, checkpointing, ending, ended: for the signals' lines.
 
     def ending(self) -> bool:
         return self.stop.signum is not None or self.ended_by is not None
@@ -287,6 +294,7 @@ class _Run:
             self.evaluate_untrained(progress)
             checkpoints.start()
             while record.steps < experiment.max_actor_steps:
+                self.phase = "acting"
                 acting_start = time.perf_counter()
                 target = min(record.next_eval, experiment.max_actor_steps)
                 record.steps = self.nodes.act(target, self.pausing, progress)
@@ -299,6 +307,7 @@ class _Run:
                 may_end_early = any(hook.may_end_early for hook in self.hooks)
                 after_round = evaluated and checkpoints.after_evaluation(self.nodes, record.steps, may_end_early)
                 if checkpoints.due() or after_round:
+                    self.phase = "checkpointing"
                     self.checkpointed(checkpoints.save(self.nodes, periodic=True)[0])
 
     def evaluate_untrained(self, progress: ProgressDisplay) -> None:
@@ -317,6 +326,7 @@ class _Run:
         of them may end the run on it."""
         experiment = self.experiment
         record = self.record
+        self.phase = "evaluating"
         if record.steps >= experiment.max_actor_steps:
             self.nodes.end_acting(interrupted=False)  # The final round sees the final parameters.
         steps, mean, ended = self.nodes.evaluate()
@@ -340,6 +350,7 @@ class _Run:
         """The last checkpoint and the summary: finished, pruned, or interrupted (raises `RunInterrupted`)."""
         nodes = self.nodes
         stop = self.stop
+        self.phase = "ending"
         if self.ending():
             nodes.end_acting(interrupted=True)
         nodes.end_learning()  # The last checkpoint's counts are the learner's last.
@@ -362,6 +373,7 @@ class _Run:
     def finish(self, snapshot: Snapshot, status: str, exit_code: int) -> RunSummary:
         summary = self.nodes.finished(self.summarize(snapshot.counts, status), status, exit_code)
         self.close(exit_code)
+        self.phase = "ended"  # Its records are written.
         return summary
 
     def failed(self) -> None:
@@ -370,16 +382,62 @@ class _Run:
             self.nodes.end_learning()
             self.summarize(self.nodes.counts(), "failed")
         self.close(1)
+        self.phase = "ended"
 
     def close(self, exit_code: int) -> None:
         close_loggers(self.experiment, exit_code=exit_code)
         self.loggers_closed = True
+
+    def first_signal_line(self, signum: int) -> str:
+        """What a first stop signal does now (said at once, from the watcher's thread): what the run finishes
+        first, and where its checkpoint will be."""
+        stopping = f"stopping on {signal_name(signum)}"
+        if self.phase == "starting":
+            return f"{stopping}: the run stops once it has started (compiled, restored), before it trains"
+        doing = {
+            "acting": self.nodes.stop_in_flight,
+            "evaluating": "finishing the evaluation round in flight",
+            "checkpointing": "finishing the checkpoint being written",
+        }.get(self.phase)
+        if doing is None:
+            return f"{stopping}: the run is already ending"
+        steps = self.record.steps
+        if not self.checkpoints.settings.enabled:
+            then = "then its summary (checkpoints are off)"
+        elif self.phase != "acting" or self.nodes.stops_at_steps_counted:
+            then = f"then a checkpoint at {steps} actor steps"
+        else:
+            then = f"then a checkpoint ({steps} actor steps so far)"
+        return f"{stopping}: {doing}, {then}; a second signal ends the process at once, without it"
+
+    def second_signal_line(self, signum: int) -> str:
+        """What a second signal loses (said at once, from the watcher's thread, as the process ends)."""
+        ending = f"second {signal_name(signum)}: ending the process now"
+        if self.phase == "ended":
+            return f"{ending}; the run's records are written"
+        return f"{ending}, without a checkpoint or summary; {self.lost()}"
+
+    def lost(self) -> str:
+        """What a run ended now loses: the actor steps since its last checkpoint."""
+        steps = self.record.steps
+        last = self.checkpoints.last
+        if not self.checkpoints.settings.enabled:
+            return f"checkpoints are off: the run's {steps} actor steps cannot be resumed"
+        if last is None and steps == 0:
+            return "nothing was trained yet and no checkpoint written (the same command starts the run over)"
+        if last is None:
+            return f"no checkpoint was written: its {steps} actor steps are lost (the same command starts the run over)"
+        kept = checkpointing.step_of(last) or 0
+        if kept >= steps:
+            return f"the last checkpoint, {last}, holds all {kept} actor steps"
+        return f"the last checkpoint, {last}, holds {kept} actor steps: the {steps - kept} since are lost"
 
 
 def run(context: RunContext, nodes: Nodes, hooks: Sequence[RunHook] = ()) -> RunSummary:
     """Trains `nodes` to the experiment's `max_actor_steps` in the run of `context`, telling `hooks` (a search's,
     rl/experiments/hooks.py) of its start, rounds and checkpoints; one of them may end it early."""
     life = _Run(context, nodes, hooks)
+    tell(life.first_signal_line, life.second_signal_line)
     try:
         life.train()
         return life.end()

@@ -1,12 +1,14 @@
 """Stopping a run by signal: SIGINT/SIGTERM (and a submitit job's requeue signal) request a clean stop
-(`StopRequest`), a second one ends the process (`Interrupted`); `wait_for` keeps signal handlers running
-while a device computes."""
+(`StopRequest`), a second one ends the process (`Interrupted`, then `end_process`); `wait_for` keeps signal
+handlers running while a device computes. rl/experiments/signal_watcher.py answers both the moment they arrive."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
+import sys
 import threading
 from typing import Any, Callable
 
@@ -70,8 +72,39 @@ class StopRequest:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is not None and signum != self.requeue:  # A second signal: stop now.
+            mark_ending()
             raise Interrupted(signum)
         self.signum = signum
+
+
+# Set by a second signal (its handler, or the watcher: rl/experiments/signal_watcher.py): the process ends now.
+_ENDING = threading.Event()
+# Set while a signal watcher runs, and once it has said what a second signal loses.
+WATCHED = threading.Event()
+ENDING_SAID = threading.Event()
+
+
+def mark_ending() -> None:
+    _ENDING.set()
+
+
+def ending_now() -> bool:
+    """A second signal came: the process ends without waiting for anything (`end_process`)."""
+    return _ENDING.is_set()
+
+
+def end_process(code: int) -> None:
+    """Ends the process with `code` at once, its output and logs flushed: Python's own exit would wait for the
+    device work in flight (XLA's thread pools are joined as its client is destroyed; minutes on a CPU). The run's
+    CSV rows are flushed as they are written; a W&B run not finished yet ends as crashed. After a second signal,
+    the watcher's line saying what is lost comes first."""
+    if ending_now() and WATCHED.is_set():
+        ENDING_SAID.wait(timeout=2.0)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 class RaiseInterrupted:
