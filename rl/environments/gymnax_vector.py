@@ -4,6 +4,7 @@ copy as a dm_env for launcher=local/ray; both tell termination (discount 0) from
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import warnings
 from typing import Any, NamedTuple
 
@@ -21,26 +22,44 @@ warnings.filterwarnings("ignore", message="scatter inputs have incompatible type
 
 def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, Any, specs.Array, specs.Array]:
     """(environment, default parameters, observation spec, action spec) of gymnax id `name`; float32
-    observations, their shape traced from a reset (`observation_space` would compile)."""
+    observations, their shape traced from a reset (`observation_space` would compile). An id that cannot be made
+    here (MNISTBandit-bsuite downloads MNIST) or whose reset or step does not trace (gymnax 0.0.9's
+    SimpleBandit-bsuite) is a ValueError of one line naming why, not a failure inside a compiled run."""
     import gymnax
-    from gymnax.environments.spaces import Discrete
 
     if name not in gymnax.registered_envs:
         raise ValueError(f"'{name}' is not a gymnax environment; registered ids: {list(gymnax.registered_envs)}")
     try:
         environment, params = gymnax.make(name, **(kwargs or {}))
-    except (OSError, NotImplementedError) as error:  # MNISTBandit-bsuite downloads MNIST when made.
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"gymnax cannot make '{name}' here: {type(error).__name__}: {reason}") from None
+    except (OSError, NotImplementedError) as error:
+        raise ValueError(f"gymnax cannot make '{name}' here: {one_line(error)}") from None
+    action_spec = gymnax_action_spec(environment.action_space(params))
     key = jax.eval_shape(lambda: jax.random.PRNGKey(0))  # Any PRNG implementation's key.
-    shape = jax.eval_shape(lambda k: environment.reset_env(k, params)[0], key).shape
-    observation_spec = specs.Array(tuple(shape), np.float32, "observation")
-    space = environment.action_space(params)
+    action = jax.ShapeDtypeStruct(action_spec.shape, action_spec.dtype)
+    try:
+        observation, state = jax.eval_shape(lambda k: environment.reset_env(k, params), key)
+        jax.eval_shape(lambda k, s, a: single_step(environment, params, k, s, a), key, state, action)
+    except Exception as error:  # noqa: BLE001 - whatever the library's trace hits, the id is refused by it.
+        version = importlib.metadata.version("gymnax")
+        raise ValueError(f"gymnax {version} cannot step '{name}': {one_line(error)}") from None
+    return environment, params, specs.Array(tuple(observation.shape), np.float32, "observation"), action_spec
+
+
+def gymnax_action_spec(space: Any) -> specs.Array:
+    """The dm_env spec of a gymnax action space: discrete int32 actions, or bounded float32 ones."""
+    from gymnax.environments.spaces import Discrete
+
     if isinstance(space, Discrete):
-        return environment, params, observation_spec, specs.DiscreteArray(int(space.n), np.int32, "action")
+        return specs.DiscreteArray(int(space.n), np.int32, "action")
     shape = tuple(space.shape)
     low, high = (np.broadcast_to(np.asarray(bound, np.float32), shape) for bound in (space.low, space.high))
-    return environment, params, observation_spec, specs.BoundedArray(shape, np.float32, low, high, "action")
+    return specs.BoundedArray(shape, np.float32, low, high, "action")
+
+
+def one_line(error: BaseException) -> str:
+    """An exception as one line: its type and its message's first line."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
 
 class EnvStep(NamedTuple):
