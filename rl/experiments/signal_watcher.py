@@ -92,6 +92,16 @@ def watch_signals(say: Callable[[str], None]) -> None:
         _WATCHER = SignalWatcher(say)
         signals.WATCHED.set()
         sys.unraisablehook = functools.partial(quiet_about_signals, sys.unraisablehook)
+        os.register_at_fork(after_in_child=forget_in_a_forked_child)
+
+
+def forget_in_a_forked_child() -> None:
+    """A forked child keeps its parent's wakeup descriptor: its own signals (a Ctrl-C reaches the whole process
+    group) would be counted by the parent's watcher as the parent's. The child has no watcher."""
+    global _WATCHER
+    _WATCHER = None
+    signals.WATCHED.clear()
+    signal.set_wakeup_fd(-1)
 
 
 def quiet_about_signals(hook: Callable[[Any], None], unraisable: Any) -> None:
