@@ -61,15 +61,22 @@ class SignalWatcher:
             return
         if self.signum is None:
             self.signum = signum
-            self.say(self.line(self.first, signum, f"stopping on {signals.signal_name(signum)}"))
+            self.tell_user(self.line(self.first, signum, f"stopping on {signals.signal_name(signum)}"))
             return
         if signum == requeue:  # It turns the stop under way into one that requeues the job; nothing to add.
             return
         signals.mark_ending()
-        self.say(self.line(self.second, signum, f"second {signals.signal_name(signum)}: ending the process now"))
+        self.tell_user(self.line(self.second, signum, f"second {signals.signal_name(signum)}: ending the process now"))
         signals.ENDING_SAID.set()
         time.sleep(GRACE_S)  # The main thread ends the process itself where it can (rl/train.py).
         signals.end_process(128 + signum)
+
+    def tell_user(self, line: str) -> None:
+        """Says `line`; a failure to (a closed terminal) must not keep a second signal from ending the process."""
+        try:
+            self.say(line)
+        except Exception:  # noqa: BLE001 - nowhere to say it.
+            pass
 
     @staticmethod
     def line(line: Line, signum: int, fallback: str) -> str:
