@@ -242,9 +242,9 @@ def composition_error(error: Exception, argv: list[str], typed: list[str]) -> st
     """One line for a command line (`argv`, as rewritten from `typed`) Hydra cannot read or compose: an
     override it cannot parse names its key, an unknown key the nearest option."""
     from hydra.errors import OverrideParseException
-    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+    from omegaconf.errors import ConfigKeyError, ConfigTypeError, OmegaConfBaseException, ValidationError
 
-    from rl.experiments.validation import nearest_option
+    from rl.experiments.validation import OMEGACONF_CONTEXT, nearest_option, one_line, type_refusal
 
     def full_key(cause: BaseException | None) -> str:
         return str(cause.full_key or "") if isinstance(cause, OmegaConfBaseException) else ""
@@ -264,8 +264,10 @@ def composition_error(error: Exception, argv: list[str], typed: list[str]) -> st
         nearest = nearest_option(name, [option for option in options if not option.startswith("_")])
         unknown = f"{key}: unknown option" + (f"; did you mean {key.removesuffix(name)}{nearest}?" if nearest else "")
         return preset_owner_error(key, argv) or unknown
-    if key:  # OmegaConf's type check of an override.
-        return f"{key}: {cause.msg}"
+    if key:  # OmegaConf's check of an override: its type against a schema's field (an agent's, say), one line.
+        typed_check = isinstance(cause, (ValidationError, ConfigTypeError))
+        return f"{key}: {type_refusal(cause) if typed_check else one_line(str(cause.msg))}"
     text = f"{error}\n{cause or ''}".split("Config search path:")[0]  # Hydra's search path: not the user's error.
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(OMEGACONF_CONTEXT)]
     return " ".join(line + ("" if line.endswith(":") or i + 1 == len(lines) else ";") for i, line in enumerate(lines))

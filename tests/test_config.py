@@ -191,7 +191,7 @@ def test_an_integer_valued_float_is_accepted_as_the_integer(tmp_path):
     assert config.learning_rate == 1e-3 and type(config.learning_rate) is float
     result = run_train(["max_actor_steps=1000.5", f"hydra.run.dir={tmp_path}"], timeout=120)
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
-        "Invalid configuration: max_actor_steps: Value '1000.5' of type 'float' could not be converted to Integer"
+        "Invalid configuration: max_actor_steps: expected int, got 1000.5"
     ]
 
 

@@ -15,19 +15,58 @@ from typing import Any, Callable, Mapping, Sequence
 
 from dm_env import specs
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigTypeError, MissingMandatoryValue, ValidationError
+from omegaconf.errors import ConfigTypeError, MissingMandatoryValue, OmegaConfBaseException, ValidationError
 
 from rl.experiments.schemas import options_schema
 
 HYDRA_KEYS = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
 
 
+# The lines OmegaConf appends to its messages (where the node sits, its classes): not the user's words.
+OMEGACONF_CONTEXT = ("full_key:", "object_type=", "reference_type=")
+
+
+def one_line(message: str) -> str:
+    """`message` on one line, without the context lines OmegaConf appends to its errors."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return "; ".join(line for line in lines if not line.startswith(OMEGACONF_CONTEXT))
+
+
 class ConfigError(ValueError):
-    """A user error in the configuration; `key` is the dotted path of the culprit."""
+    """A user error in the configuration, one line; `key` is the dotted path of the culprit."""
 
     def __init__(self, key: str, message: str):
-        super().__init__(f"{key}: {message}")
+        super().__init__(f"{key}: {one_line(message)}")
         self.key = key
+
+
+def type_phrase(hint: Any) -> str:
+    """A declared type as the user reads it: `int`, `float | None`, `Optional[dict[str, Any]]`."""
+    if isinstance(hint, str):  # An annotation under `from __future__ import annotations`.
+        return hint
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def declared_type(owner: Any, name: Any) -> Any:
+    """The declared type of field `name` of the dataclass `owner`; None where there is none."""
+    if not (isinstance(owner, type) and dataclasses.is_dataclass(owner)):
+        return None
+    return next((field.type for field in dataclasses.fields(owner) if field.name == name), None)
+
+
+def shown(value: Any) -> str:
+    """A value as the command line writes it: null for None, strings quoted."""
+    return "null" if value is None else repr(value)
+
+
+def type_refusal(error: OmegaConfBaseException, hint: Any = None, given: Any = None) -> str:
+    """OmegaConf's refusal of a value for a typed field as one phrase, `expected int, got 'abc'`, whichever
+    key it is: its own message names node classes and runs over three lines. `hint`: the field's type, and
+    `given` the value, where the error does not say (a value refused as a whole: a list for a mapping)."""
+    expected = declared_type(error.object_type, error.key) or hint
+    if expected is None:
+        return one_line(str(error.msg))
+    return f"expected {type_phrase(expected)}, got {shown(given if error.value is None else error.value)}"
 
 
 def nearest_option(name: str, options: list[str]) -> str | None:
@@ -52,16 +91,11 @@ def check_values(key: str, schema: type, values: Mapping[str, Any]) -> DictConfi
             hint = f"did you mean {key}.{nearest}? " if nearest else ""
             raise ConfigError(f"{key}.{name}", f"unknown option; {hint}allowed: {', '.join(names)}")
     config = OmegaConf.structured(schema)
-    hints = {field.name: field.type for field in dataclasses.fields(schema)}
     for name, value in values.items():  # One at a time: OmegaConf names no key for a list given for a dict.
         try:
             config = OmegaConf.merge(config, {name: value})
         except (ValidationError, ConfigTypeError) as error:
-            message = str(error.msg).splitlines()[0]
-            if "could not be converted" not in message:  # OmegaConf's other messages name its node classes.
-                hint = hints.get(name, Any)
-                expected = str(hint).replace("typing.", "") if not isinstance(hint, type) else hint.__name__
-                message = f"expected {expected}, got {value!r}"
+            message = type_refusal(error, declared_type(schema, name), value)
             name = str(error.full_key) or name
             raise ConfigError(f"{key}.{name}" if key else name, message) from None
     return config
