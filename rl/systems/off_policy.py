@@ -110,7 +110,10 @@ class OffPolicySystem(System):
             min_length_time_axis=config.n_step,
             max_length_time_axis=max(config.n_step + 1, -(-max_size // num_envs)),
         )
-        observation, zero = jnp.zeros(spec.observations.shape, jnp.float32), jnp.zeros((), jnp.float32)
+        # Observations are kept in the environment's own dtype: Atari's uint8 frames take a quarter of the
+        # device memory float32 would, and the networks scale them when they read them.
+        observations = spec.observations
+        observation, zero = jnp.zeros(observations.shape, observations.dtype), jnp.zeros((), jnp.float32)
         action = jnp.zeros(spec.actions.shape, spec.actions.dtype)
         self.example = BufferItem(observation, action, zero, zero, jnp.zeros((), bool), observation)
 
