@@ -55,9 +55,31 @@ def agent_network(
         )
     if len(kinds) > 1:
         outputs = {**outputs, "network_kind": needed}
+    check_nested_observations(target, environment.spec.observations, choice, environment.name)
     reads = observation_kind(target, options)
     check_observations(reads, environment.spec.observations, choice, needed, environment.name)
     return functools.partial(network_factory, **outputs)
+
+
+def check_nested_observations(
+    factory: Callable[..., Any], observation_spec: Any, choice: str, environment: str
+) -> None:
+    """Refuses nested observations (a dict or tuple of arrays) for the project's networks, each of which reads one
+    array: one line naming the network, instead of a traceback from inside it. A factory from outside the project
+    is taken to read what it is given."""
+    from rl.networks.base import NetworkFactory
+
+    if isinstance(observation_spec, specs.Array) or not isinstance(factory, NetworkFactory):
+        return
+    if isinstance(observation_spec, Mapping):
+        observed = f"a dict of arrays ({', '.join(sorted(map(str, observation_spec)))})"
+    else:
+        observed = "a tuple of arrays"
+    raise ConfigError(
+        "network",
+        f"'{choice}' reads one observation array, but {environment} observes {observed}; no network here reads "
+        "nested observations: flatten them in the environment, or name a network factory of your own that reads them",
+    )
 
 
 BACKENDS = ("gymnasium", "envpool")
