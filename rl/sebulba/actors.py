@@ -163,6 +163,9 @@ class ActorThread(threading.Thread):
         self.unpack: Callable[[np.ndarray], tuple[np.ndarray, Any]] | None = None
         # The thread's steps so far, kept where its policy runs (the keys' device).
         self.step = jax.device_put(np.int32(first_block * block_length), keys.sharding)
+        # A policy on the host's CPU reads numpy observations as they are: placing each one first took about a
+        # third of a policy call's time there (docs/sebulba.md).
+        self.on_host = all(device.platform == "cpu" for device in keys.devices())
 
     def run(self) -> None:
         try:
@@ -202,9 +205,11 @@ class ActorThread(threading.Thread):
         words, self.step = self.programs.act(*arguments)
         return self.unpack(np.asarray(words))
 
-    def place(self, observation: np.ndarray) -> jax.Array:
+    def place(self, observation: np.ndarray) -> jax.Array | np.ndarray:
         """`observation` by replica on the policy's device: the policy reads it there and the block keeps it, so
-        each frame crosses to the device once."""
+        each frame crosses to an accelerator once (a policy on the host's CPU reads the numpy array itself)."""
+        if self.on_host:
+            return np.array(self.by_replica(observation))  # Its own copy: environments may reuse a buffer.
         return jax.device_put(self.by_replica(observation), self.keys.sharding)
 
     def step_block(self, params: Any, observation: np.ndarray) -> np.ndarray:
@@ -236,8 +241,8 @@ class ActorThread(threading.Thread):
 
     def stack(self, rows: list[tuple[Any, ...]]) -> Trajectory:
         """The block's rows as one trajectory (replicas, T, copies, ...) with the fields the learner reads (every
-        step's next observation only with `next_observations`); its observations stacked where they are, on the
-        policy's device."""
+        step's next observation only with `next_observations`); its observations stacked where they are (on the
+        policy's device, or in numpy for a policy on the host)."""
         time_axis = lambda *values: np.stack(values, axis=1)
         observations, actions, extras, answers = zip(*rows)
         steps = lambda field: time_axis(*(self.by_replica(field(answer)) for answer in answers))
@@ -252,9 +257,8 @@ class ActorThread(threading.Thread):
             episode_return=None,
             episode_length=None,
         )
-        return Trajectory(
-            jnp.stack(observations, axis=1), time_axis(*actions), jax.tree_util.tree_map(time_axis, *extras), step
-        )
+        stacked = time_axis(*observations) if self.on_host else jnp.stack(observations, axis=1)
+        return Trajectory(stacked, time_axis(*actions), jax.tree_util.tree_map(time_axis, *extras), step)
 
 
 class TruncatedObservations:
