@@ -66,6 +66,7 @@ LAUNCHERS, RUNS, REASONS = doc_tables()
 CELLS = [(agent, launcher, kind) for agent in RUNS for launcher in LAUNCHERS for kind in KINDS]
 
 
+@pytest.mark.current  # Reads files: the same on both stacks.
 def test_the_matrix_has_every_agent_and_launcher_the_configs_offer():
     def options(group: str) -> set[str]:
         return {name[: -len(".yaml")] for name in os.listdir(os.path.join(CONF, group)) if name.endswith(".yaml")}
@@ -212,16 +213,35 @@ COSTLY = {
     ("pqn", "sebulba", "frames"),
 }
 
+# Claimed compiled cells under -m slow only because a default cell runs the same compiled system on the same kind
+# of observations with an agent of the same action space (a sebulba run compiles for 10-15 s on 2 loaded cores).
+SAME_SYSTEM = {
+    ("td3", "sebulba", "vector"): ("sac", "sebulba", "vector"),
+    ("d4pg", "sebulba", "vector"): ("sac", "sebulba", "vector"),
+    ("pqn", "sebulba", "vector"): ("ppo", "sebulba", "vector"),
+}
+
 
 def _marks(agent: str, launcher: str, kind: str) -> tuple[pytest.MarkDecorator, ...]:
     """A claimed cell's run: compiled ones in the current part, local ones in the reverb part, ray ones one at a
-    time; slow where another test runs it already, where it is costly, and under ray."""
+    time; slow where another test runs it already, where it is costly, where a default cell runs its system, and
+    under ray."""
     cell = (agent, launcher, kind)
     stack = pytest.mark.reverb if launcher in ("local", "ray") else pytest.mark.current
-    slow = (pytest.mark.slow,) if cell in COVERED or cell in COSTLY or launcher == "ray" else ()
+    slow = (pytest.mark.slow,) if cell in COVERED or cell in COSTLY or cell in SAME_SYSTEM or launcher == "ray" else ()
     return (stack, *slow, *((pytest.mark.ray,) if launcher == "ray" else ()))
 
 
+@pytest.mark.current  # Reads files: the same on both stacks.
+def test_a_cell_that_stands_in_for_another_runs_by_default():
+    """Each cell SAME_SYSTEM names runs in the default suite: here, or in the test COVERED names."""
+    for cell, stand_in in SAME_SYSTEM.items():
+        assert stand_in[1] == cell[1] and stand_in[2] == cell[2], (cell, stand_in)
+        assert stand_in in COVERED or not (stand_in in COSTLY or stand_in in SAME_SYSTEM), stand_in
+        assert (stand_in[0] in CONTINUOUS) == (cell[0] in CONTINUOUS), (cell, stand_in)
+
+
+@pytest.mark.current  # Reads files: the same on both stacks.
 def test_the_tests_that_cover_cells_exist_in_the_default_suite():
     """Each test COVERED names is a function of its file, neither it nor its module marked slow (its cell runs
     there by default)."""
@@ -279,12 +299,15 @@ def test_a_pair_runs_each_kind_it_claims_to_its_end(tmp_path, agent, launcher, k
         result = run_train([*overrides, "launcher.num_actors=1", f"hydra.run.dir={tmp_path}"])
         assert result.returncode == 0, result.stderr[-3000:]
         summary = read_summary(str(tmp_path))
-        status, actor_steps, learner_steps = summary["status"], summary["actor_steps"], summary["learner_steps"]
     else:
         experiment, launch = compose_experiment(overrides, str(tmp_path))
-        summary = launch(experiment)
-        status, actor_steps, learner_steps = summary.status, summary.actor_steps, summary.learner_steps
-    assert status == "finished" and actor_steps >= BUDGET and learner_steps > 0, (status, actor_steps, learner_steps)
+        summary = vars(launch(experiment))
+    assert summary["status"] == "finished" and summary["actor_steps"] >= BUDGET and summary["learner_steps"] > 0, (
+        summary
+    )
+    evaluations = summary["eval_returns"]  # The untrained round at 0, the last at the end of the budget.
+    assert evaluations[0][0] == 0 and evaluations[-1][0] == summary["actor_steps"], evaluations
+    assert all(np.isfinite(value) for _, value in evaluations), evaluations
 
 
 @pytest.mark.current
