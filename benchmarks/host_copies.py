@@ -1,11 +1,12 @@
 """`host_copies`: what a MuJoCo copy's step costs a sebulba actor thread, against a raw gymnasium step of the same
-task in the same invocation: copies stepped in turn by the thread itself, or by worker processes
-(`launcher.environment_processes`), with one and with several actor threads stepping at once. A copy's step is a
-thread's step of all its copies over their number (what one copy adds to the thread's time); ratio: to the raw
-step (the issue's bound: at most 2)."""
+task in the same invocation: copies stepped in turn by the thread itself, or by worker processes (`ProcessCopies`,
+what `launcher.evaluation_processes` gives evaluation rounds), with one and with several actor threads at once.
+A copy's step is a thread's step of all its copies over their number (what one copy adds to the thread's time);
+ratio: to the raw step (the issue's bound: at most 2)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Callable
@@ -13,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from rl.environments.host import HostVector
+from rl.sebulba.nodes import SWITCH_INTERVAL_S
 from benchmarks.common import Row, Settings, in_turns, progress, ratio, scratch
 
 COPIES = 5  # A thread's copies: one of each of sac_mujoco's 5 seeds.
@@ -57,10 +59,13 @@ def copy_step_ms(make: Callable[[list[int]], HostVector], threads: int, steps: i
             seconds[index] = time.perf_counter() - began
 
         workers = [threading.Thread(target=act, args=(index,)) for index in range(threads)]
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)  # As a run's actor threads have it.
         for worker in workers:
             worker.start()
         for worker in workers:
             worker.join()
+        sys.setswitchinterval(interval)
         return 1e3 * float(np.mean(seconds)) / steps / COPIES
     finally:
         for vector in vectors:

@@ -97,6 +97,36 @@ def test_dm_env_copies_reset_within_the_step_and_tell_truncation():
     again.close()
 
 
+def test_copies_in_worker_processes_step_as_the_same_copies_in_the_thread():
+    """ProcessCopies (evaluation rounds' route) answers every step exactly as DmEnvCopies with the same seeds,
+    resets within the step included; `reseed` makes new copies in the same workers; a worker's error is raised
+    in the caller with its traceback; `close` ends every worker."""
+    import functools
+
+    from rl.environments.factories import make_gymnasium_environment
+    from rl.environments.host import DmEnvCopies
+    from rl.environments.host_processes import ProcessCopies
+
+    factory = functools.partial(make_gymnasium_environment, "CartPole-v1", max_episode_steps=7)
+    seeds = [3, 4, 5]
+    here, there = DmEnvCopies.make(factory, seeds), ProcessCopies(factory, seeds, processes=2)
+    try:
+        np.testing.assert_array_equal(there.reset(), here.reset())
+        actions = np.random.default_rng(0).integers(0, 2, (20, 3)).astype(np.int32)
+        for action in actions:
+            for mine, theirs in zip(here.step(action), there.step(action)):
+                np.testing.assert_array_equal(theirs, mine)
+        there.reseed([7, 8, 9])
+        np.testing.assert_array_equal(there.reset(), DmEnvCopies.make(factory, [7, 8, 9]).reset())
+        with pytest.raises(RuntimeError, match="environment worker 0 failed"):
+            there.step(np.array([5, 0, 0], np.int32))  # CartPole has two actions.
+    finally:
+        workers = list(there.workers)
+        there.close()
+        here.close()
+    assert len(workers) == 2 and not any(worker.is_alive() for worker in workers)
+
+
 # --------------------------------------------------------------------------- the hand-over
 
 
@@ -227,8 +257,9 @@ def _evaluate(run_dir: str, *options: str):
 
 @pytest.mark.current
 def test_sac_on_halfcheetah_with_two_seeds_writes_a_run_per_seed(tmp_path):
-    """Two replicas of SAC on HalfCheetah-v5 in one program, a copy of each in each of two threads: each
-    replica writes its own directory and summary; the run's summary holds both."""
+    """Two replicas of SAC on HalfCheetah-v5 in one program, a copy of each in each of two threads, evaluation
+    rounds stepped by worker processes: each replica writes its own directory and summary; the run's summary
+    holds both."""
     overrides = [
         "experiment=sac_mujoco",
         "launcher.num_seeds=2",
@@ -240,6 +271,7 @@ def test_sac_on_halfcheetah_with_two_seeds_writes_a_run_per_seed(tmp_path):
         "environment.max_episode_steps=100",
         "agent.min_replay_size=256",
         "policy.warmup_steps=256",
+        "launcher.evaluation_processes=2",  # Evaluation rounds in worker processes.
         "logger=csv",
         "progress=false",
         f"hydra.run.dir={tmp_path}",

@@ -63,7 +63,7 @@ FACTORY_OPTIONS: dict[str, dict[str, Any]] = {
         policy_lag=int,
         actor_device=str,
         environment_threads=int | None,
-        environment_processes=int,
+        evaluation_processes=int,
     ),
 }
 

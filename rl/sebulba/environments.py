@@ -1,6 +1,7 @@
 """A sebulba run's host environments, by the fastest route that installs: Atari games in ale-py's vector
 environment (its C++ threads), any other environment the experiment makes as dm_env copies stepped one after
-another by their actor thread, or by worker processes (`launcher.environment_processes`). Replica i's copies are seeded from its own seed, so each replica steps the
+another by their actor thread; an evaluation round's copies, many more, by worker processes where
+`launcher.evaluation_processes` asks for them. Replica i's copies are seeded from its own seed, so each replica steps the
 environments a run with that seed would."""
 
 from __future__ import annotations
@@ -22,17 +23,12 @@ def is_atari(factory: Callable[..., Any]) -> bool:
     return factory_function(factory) is make_atari_environment
 
 
-def host_vector(
-    factory: Callable[..., Any], seeds: list[int], environment_threads: int | None = None, processes: int = 0
-) -> HostVector:
+def host_vector(factory: Callable[..., Any], seeds: list[int], environment_threads: int | None = None) -> HostVector:
     """Copies of `factory`'s environment, one per seed: an Atari game in ale-py's vector environment (with
-    `environment_threads` C++ threads; None: one per core), anything else as dm_env copies, stepped by up to
-    `processes` worker processes (0: by the calling thread)."""
+    `environment_threads` C++ threads; None: one per core), anything else as dm_env copies."""
     if is_atari(factory):
         threads = environment_threads or os.cpu_count() or 1
         return AleVector(seeds, threads, **factory.keywords)
-    if processes > 0:
-        return ProcessCopies(factory, seeds, processes)
     return DmEnvCopies.make(factory, seeds)
 
 
@@ -45,17 +41,19 @@ def replica_seeds(experiment: Experiment, replicas: int, copies: int, *salt: int
 
 
 def training_environments(
-    experiment: Experiment, replicas: int, copies: int, thread: int, environment_threads: int | None, processes: int
+    experiment: Experiment, replicas: int, copies: int, thread: int, environment_threads: int | None
 ) -> HostVector:
-    """Actor thread `thread`'s copies: `copies` of every replica, seeded anew in each session of the run."""
+    """Actor thread `thread`'s copies: `copies` of every replica, seeded anew in each session of the run. A
+    thread steps its own (a few): worker processes were measured slower there (docs/sebulba.md)."""
     seeds = replica_seeds(experiment, replicas, copies, TRAINING, thread, experiment.session)
-    return host_vector(experiment.environment_factory, seeds, environment_threads, processes)
+    return host_vector(experiment.environment_factory, seeds, environment_threads)
 
 
 class EvaluationEnvironments:
     """`eval_episodes` copies of every replica for each evaluation round, without training-only preprocessing
     (Atari: whole games, unclipped), the round at `actor_steps` seeded by the replica's seed and the step count
-    only. Copies in worker processes keep their workers from round to round (new copies, same processes)."""
+    only; with `processes`, stepped by that many worker processes kept from round to round (new copies, the same
+    processes), Atari excepted (ale-py's own threads step it)."""
 
     def __init__(self, experiment: Experiment, replicas: int, environment_threads: int | None, processes: int):
         self.experiment = experiment

@@ -31,10 +31,10 @@ class SebulbaLauncher(Launcher):
         policy_lag: int = 1,
         actor_device: str = "auto",
         environment_threads: int | None = None,
-        environment_processes: int = 0,
+        evaluation_processes: int = 0,
     ):
         self.settings = SebulbaSettings(
-            num_seeds, actor_threads, block_length, policy_lag, actor_device, environment_threads, environment_processes
+            num_seeds, actor_threads, block_length, policy_lag, actor_device, environment_threads, evaluation_processes
         )
         self.settings.check()
         self.num_seeds = self.settings.num_seeds

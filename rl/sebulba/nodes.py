@@ -143,7 +143,7 @@ class SebulbaNodes(lifecycle.Nodes):
         self.plan = BlockPlan(self.taken, self.halt)
         self.start_time_s = time.perf_counter() - started
         self.evaluation_environments = EvaluationEnvironments(
-            experiment, replicas, settings.environment_threads, settings.environment_processes
+            experiment, replicas, settings.environment_threads, settings.evaluation_processes
         )
         self.switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -188,12 +188,7 @@ class SebulbaNodes(lifecycle.Nodes):
         experiment = self.context.experiment
         settings = self.settings
         environments = training_environments(
-            experiment,
-            settings.num_seeds,
-            experiment.num_envs,
-            index,
-            settings.environment_threads,
-            settings.environment_processes,
+            experiment, settings.num_seeds, experiment.num_envs, index, settings.environment_threads
         )
         fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
         keys = jax.device_put(fold(fold(actor_keys, index), experiment.session), self.actor_device)

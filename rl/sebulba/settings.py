@@ -22,12 +22,12 @@ class SebulbaSettings:
     policy_lag: int = 1
     actor_device: str = "auto"
     environment_threads: int | None = None
-    environment_processes: int = 0
+    evaluation_processes: int = 0
 
     def check(self) -> None:
         values = dataclasses.asdict(self)
         minimums = (("num_seeds", 1), ("actor_threads", 1), ("block_length", 1), ("policy_lag", 0))
-        for key, minimum in (*minimums, ("environment_processes", 0)):
+        for key, minimum in (*minimums, ("evaluation_processes", 0)):
             value = values[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ConfigError(f"launcher.{key}", f"must be an integer >= {minimum}, got {value!r}")
