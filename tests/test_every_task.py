@@ -220,9 +220,9 @@ SEBULBA_TASKS = [
     *[("mujoco", name) for name in MUJOCO_V5_IDS],
     ("atari", ATARI_GAME),
 ]
-# One task per family trained in the default suite (a discrete and a continuous classic-control task: both PPO
-# heads); MuJoCo and Atari under sebulba train in the default suite in tests/test_sebulba.py (HalfCheetah, Pong).
-SEBULBA_DEFAULT_RUNS = ("CartPole-v1", "Pendulum-v1")
+# Trained in the default suite: CartPole-v1; tests/test_sebulba.py trains SAC on Pendulum-v1 and HalfCheetah-v5 and
+# PPO on Pong there too. The other tasks train under -m slow.
+SEBULBA_DEFAULT_RUNS = ("CartPole-v1",)
 
 
 def sebulba_task(option: str, name: str) -> list[str]:
