@@ -336,6 +336,67 @@ def test_a_stopped_run_resumes_with_its_replay_restored_exactly(tmp_path):
     assert not np.array_equal(np.asarray(before.observation)[:, :, kept:], np.asarray(after.observation)[:, :, kept:])
 
 
+def _launch_as_train_does(run_dir: str, overrides: list[str]):
+    """compose, prepare_run, apply_plan, launch: rl/train.py's steps, in this process."""
+    from rl.experiments.resume import apply_plan, prepare_run
+
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        config = compose(config_name="config", overrides=overrides)
+    experiment, launcher = make_experiment(config, run_dir, {"agent": "sac"})
+    plan = prepare_run(experiment, config, run_dir, learner_template=launcher.checkpoint_template)
+    return launcher(apply_plan(plan, experiment))
+
+
+@pytest.mark.current
+def test_a_stop_while_a_round_plays_keeps_the_round_and_resumes_after_it(tmp_path, monkeypatch):
+    """Evaluation rounds play on their own thread beside acting. A stop requested while the round at 1,024
+    plays (the round goes on only once the run has seen the stop) lets that round end: its rows are written at
+    1,024 and the checkpoint's curve holds it. The same command resumes after it, never playing it again, and
+    its curve and evaluator rows hold every round once."""
+    import signal
+
+    from rl.experiments.signals import RunInterrupted
+    from rl.sebulba.nodes import SebulbaNodes
+
+    play = SebulbaNodes.play_round
+    played: list[int] = []
+
+    def stop_while_playing(self, steps, params):
+        played.append(steps)
+        if steps == 1024:
+            os.kill(os.getpid(), signal.SIGTERM)
+            while self.context.stop.signum is None:  # The run has seen the stop before the round plays.
+                time.sleep(0.01)
+        return play(self, steps, params)
+
+    monkeypatch.setattr(SebulbaNodes, "play_round", stop_while_playing)
+    run_dir = str(tmp_path)
+    overrides = [
+        *SAC_PENDULUM,
+        "max_actor_steps=4096",
+        "eval_every=1024",
+        "eval_episodes=2",
+        "agent.min_replay_size=256",
+        f"hydra.run.dir={run_dir}",
+    ]
+    with pytest.raises(RunInterrupted):
+        _launch_as_train_does(run_dir, overrides)
+    stopped = read_summary(run_dir)
+    evaluated = lambda: [int(row["actor_steps"]) for row in rows(os.path.join(run_dir, "logs", "evaluator.csv"))]
+    assert stopped["status"] == "interrupted" and stopped["actor_steps"] >= 1024
+    assert played == [0, 1024] and evaluated() == [0, 1024]
+    assert [steps for steps, _ in stopped["eval_returns"]] == [0, 1024]
+
+    played.clear()
+    monkeypatch.setattr(
+        SebulbaNodes, "play_round", lambda self, steps, params: played.append(steps) or play(self, steps, params)
+    )
+    summary = _launch_as_train_does(run_dir, overrides)
+    assert summary.status == "finished" and played == [2048, 3072, 4096]  # The last in the run's own thread.
+    assert evaluated() == [0, 1024, 2048, 3072, 4096]
+    assert [steps for steps, _ in read_summary(run_dir)["eval_returns"]] == [0, 1024, 2048, 3072, 4096]
+
+
 # --------------------------------------------------------------------------- refusals
 
 

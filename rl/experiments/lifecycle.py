@@ -200,10 +200,13 @@ class RunContext:
 
 
 class Nodes:
-    """What a launcher runs: `run` hands it the run's context when it starts them."""
+    """What a launcher runs: `run` hands it the run's context when it starts them. Nodes that evaluate beside
+    acting (`evaluates_beside_acting`) start each round but the final one with `begin_evaluation` and hand it
+    back from `evaluations_done` once it has ended, its rows written at the step it was taken."""
 
     context: RunContext  # Set by `start`.
     checkpoint_at_evaluations: bool = True  # What `checkpoint.at_evaluations: null` means for these nodes.
+    evaluates_beside_acting: bool = False
     # What a first stop signal does to the work in flight while the nodes act, in the line that answers it at once,
     # and whether the checkpoint then holds the actor steps counted so far (False: the work in flight adds some).
     stop_in_flight: str = "finishing the update in flight"
@@ -225,6 +228,15 @@ class Nodes:
     def evaluate(self) -> tuple[int, float, float]:
         """(actor steps, mean return, epoch time) of a round of every evaluator."""
         raise NotImplementedError
+
+    def begin_evaluation(self) -> None:
+        """Starts a round of every evaluator at the actor steps now, beside acting (`evaluates_beside_acting`)."""
+        raise NotImplementedError
+
+    def evaluations_done(self, wait: bool) -> list[tuple[int, float, float]]:
+        """The rounds begun that have ended since the last call, in order, as `evaluate` gives one; with `wait`,
+        every round begun (their end awaited)."""
+        return []
 
     def end_acting(self, interrupted: bool) -> None:
         """Before the last evaluation (finished) or the last checkpoint (interrupted)."""
@@ -299,6 +311,7 @@ class _Run:
                 target = min(record.next_eval, experiment.max_actor_steps)
                 record.steps = self.nodes.act(target, self.pausing, progress)
                 record.acting_time_s += time.perf_counter() - acting_start
+                self.collect(progress, wait=False)
                 evaluated = record.steps >= record.next_eval
                 if evaluated:
                     self.evaluate(progress)
@@ -307,6 +320,7 @@ class _Run:
                 may_end_early = any(hook.may_end_early for hook in self.hooks)
                 after_round = evaluated and checkpoints.after_evaluation(self.nodes, record.steps, may_end_early)
                 if checkpoints.due() or after_round:
+                    self.collect(progress, wait=True)  # A checkpoint's curve holds every round begun before it.
                     self.phase = "checkpointing"
                     self.checkpointed(checkpoints.save(self.nodes, periodic=True)[0])
 
@@ -323,22 +337,42 @@ class _Run:
 
     def evaluate(self, progress: ProgressDisplay) -> None:
         """A round of every evaluator onto the curve, told to the hooks (but the untrained policy's round); one
-        of them may end the run on it."""
+        of them may end the run on it. Nodes that evaluate beside acting begin it and go on (`collect` adds it
+        once ended), but the final round, which follows every round begun."""
         experiment = self.experiment
         record = self.record
-        self.phase = "evaluating"
-        if record.steps >= experiment.max_actor_steps:
-            self.nodes.end_acting(interrupted=False)  # The final round sees the final parameters.
-        steps, mean, ended = self.nodes.evaluate()
+        final = record.steps >= experiment.max_actor_steps
+        if self.nodes.evaluates_beside_acting and not final:
+            self.nodes.begin_evaluation()
+        else:
+            self.collect(progress, wait=True)
+            self.phase = "evaluating"
+            if final:
+                self.nodes.end_acting(interrupted=False)  # The final round sees the final parameters.
+            self.add_round(*self.nodes.evaluate(), progress)
+        record.next_eval = next_evaluation(experiment, record.steps)
+
+    def collect(self, progress: ProgressDisplay | None, wait: bool) -> None:
+        """The rounds begun beside acting that have ended (with `wait`: every one begun) onto the curve."""
+        if not self.nodes.evaluates_beside_acting:
+            return
+        phase, self.phase = self.phase, "evaluating" if wait else self.phase
+        for round_ in self.nodes.evaluations_done(wait):
+            self.add_round(*round_, progress)
+        self.phase = phase
+
+    def add_round(self, steps: int, mean: float, ended: float, progress: ProgressDisplay | None) -> None:
+        """The round at `steps` onto the curve and told to the hooks (but the untrained policy's round)."""
+        record = self.record
         record.eval_returns.append((int(steps), float(mean)))
         record.eval_times.append(float(ended))
-        progress.update(eval_return=mean)
-        record.next_eval = next_evaluation(experiment, record.steps)
-        if not told_to_hooks(record.steps):
+        if progress is not None:
+            progress.update(eval_return=mean)
+        if not told_to_hooks(steps):
             return
         for hook in self.hooks:
             ends = hook.after_evaluation(steps, mean)
-            if ends and self.ended_by is None and record.steps < experiment.max_actor_steps:
+            if ends and self.ended_by is None and steps < self.experiment.max_actor_steps:
                 self.ended_by = hook  # The last round completes the run.
 
     def checkpointed(self, path: str | None) -> None:
@@ -357,6 +391,7 @@ class _Run:
         if self.ended_by is not None:  # No checkpoint: a run ended early is not resumed.
             self.ended_by.ended_early()
             return self.finish(nodes.snapshot(checkpoint=False), "pruned", 0)
+        self.collect(None, wait=True)  # A stopped run's rounds in flight end first: its curve holds them.
         path, snapshot = self.checkpoints.save(nodes)
         self.checkpointed(path)
         if stop.signum is not None:  # With no state to write, the last checkpoint (if any) is the resume's.

@@ -5,6 +5,7 @@ its environments start new episodes."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import queue
@@ -25,7 +26,7 @@ from rl.experiments.config import enable_compilation_cache
 from rl.experiments.replicas import add_summary_fields, replica_table, seed_replicas
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
 from rl.loggers.base import TRANSCRIPT, Logger
-from rl.sebulba.actors import POLL_S, ActorThread, BlockPlan, Handoff, ParamsBoard, ThreadTimes
+from rl.sebulba.actors import POLL_S, ActorThread, BlockPlan, Handoff, ParamsBoard, Stopped, ThreadTimes
 from rl.sebulba.environments import EvaluationEnvironments, training_environments
 from rl.sebulba.settings import SebulbaSettings, block_length, steps_per_update
 from rl.sebulba.programs import (
@@ -53,9 +54,15 @@ LOGGERS = {"learner": ("learner_steps",), "actor": ("actor_steps", 0), "evaluato
 
 
 def evaluation_round(
-    environments: HostVector, evaluate: Callable[..., Any], params: Any, keys: jax.Array, replicas: int
+    environments: HostVector,
+    evaluate: Callable[..., Any],
+    params: Any,
+    keys: jax.Array,
+    replicas: int,
+    stop: threading.Event | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every copy plays until its first episode ends: (returns, lengths), each (replicas, copies)."""
+    """Every copy plays until its first episode ends: (returns, lengths), each (replicas, copies). A `stop` set
+    drops the round (`Stopped`)."""
     by_replica = lambda array: np.reshape(array, (replicas, -1) + array.shape[1:])
     observation = environments.reset()
     finished = np.zeros(environments.num_envs, bool)
@@ -63,6 +70,8 @@ def evaluation_round(
     lengths = np.zeros(environments.num_envs, np.float64)
     step = 0
     while not finished.all():
+        if stop is not None and stop.is_set():
+            raise Stopped
         actions = np.asarray(evaluate(params, keys, np.int32(step), by_replica(observation)))
         answer = environments.step(np.reshape(actions, (-1,) + actions.shape[2:]))
         ended = answer.done & ~finished
@@ -97,12 +106,19 @@ class LearnerTimes:
 class SebulbaNodes(lifecycle.Nodes):
     """`num_seeds` replicas: actor threads step their copies block by block; each update takes one block from
     every thread (the learner's program, all replicas at once) and publishes the parameters the next blocks
-    act with."""
+    act with. Evaluation rounds run on a thread of their own, with the parameters and counts of their step,
+    while the actors and the learner go on, and write their rows as they end; a checkpoint waits for the rounds
+    begun (a consistent cut)."""
+
+    evaluates_beside_acting = True
+    checkpoint_at_evaluations = False  # A checkpoint at each round would wait for it: on the clock instead.
 
     def __init__(self, settings: SebulbaSettings):
         self.settings = settings
         self.threads: list[ActorThread] = []
         self.evaluation_environments: EvaluationEnvironments | None = None
+        self.evaluator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sebulba-evaluation")
+        self.rounds: list[concurrent.futures.Future] = []  # Each (actor steps, mean return, epoch time) to come.
         self.logs: list[dict[str, Logger]] = []
         self.halt = threading.Event()
         self.learner_times = LearnerTimes()
@@ -300,30 +316,57 @@ class SebulbaNodes(lifecycle.Nodes):
         logger.write({**counts, **record, "episodes": episodes, "steps_per_second": update.rate})
         self.recent_returns[replica] = record["episode_return"]
 
-    def evaluate(self) -> tuple[int, float, float]:
-        """A round of every replica's evaluation policy: `eval_episodes` whole episodes each, seeded by the
-        replica's seed and the step count only."""
+    def begin_evaluation(self) -> None:
+        """A round at the actor steps now on the evaluation thread (after any round begun before it), with the
+        latest parameters and each replica's counts now."""
         steps = self.context.record.steps
-        replicas = self.settings.num_seeds
+        counts = [self.counts_of(replica) for replica in range(self.settings.num_seeds)]
+        self.rounds.append(self.evaluator.submit(self.evaluate_at, steps, counts, self.board.latest()))
+
+    def evaluations_done(self, wait: bool) -> list[tuple[int, float, float]]:
+        done = []
+        while self.rounds and (wait or self.rounds[0].done()):
+            done.append(self.rounds.pop(0).result())
+        return done
+
+    def evaluate(self) -> tuple[int, float, float]:
+        """A round now, in this thread (the final one, after every round begun)."""
+        steps = self.context.record.steps
+        counts = [self.counts_of(replica) for replica in range(self.settings.num_seeds)]
+        return self.evaluate_at(steps, counts, self.board.latest())
+
+    def evaluate_at(self, steps: int, counts: list[dict[str, int]], params: Any) -> tuple[int, float, float]:
+        """The round at `steps` with `params`, its rows written with each replica's `counts` then: (actor steps,
+        the replicas' mean return, the epoch time it ended)."""
+        returns, lengths = self.play_round(steps, params)
+        return steps, self.write_round(steps, counts, returns, lengths), time.time()
+
+    def play_round(self, steps: int, params: Any) -> tuple[np.ndarray, np.ndarray]:
+        """A round of every replica's evaluation policy with `params`: `eval_episodes` whole episodes each,
+        seeded by the replica's seed and the step count only; (returns, lengths) by replica."""
         environments = self.evaluation_environments.for_round(steps)
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.evaluation_keys, steps)
         try:
-            returns, lengths = evaluation_round(
-                environments, self.programs.evaluate, self.board.latest(), keys, replicas
+            return evaluation_round(
+                environments, self.programs.evaluate, params, keys, self.settings.num_seeds, self.halt
             )
         finally:
             self.evaluation_environments.done_with(environments)
+
+    def write_round(self, steps: int, counts: list[dict[str, int]], returns: np.ndarray, lengths: np.ndarray) -> float:
+        """Each replica's evaluator row of the round at `steps` (its counts then) and curve point, and the mean
+        row; returns the replicas' mean return."""
         means = []
         for replica, logs in enumerate(self.logs):
             record = return_statistics(returns[replica])
             row = {**record, "episode_length": float(lengths[replica].mean()), "episodes": returns[replica].size}
-            logs["evaluator"].write({**self.counts_of(replica), **row})
+            logs["evaluator"].write({**counts[replica], **row})
             self.curves[replica].append((steps, record["episode_return"]))
             means.append(record["episode_return"])
         if self.mean_evaluator is not None:
-            record = {"actor_steps": steps, "learner_steps": self.learner_steps, **return_statistics(means)}
+            record = {"actor_steps": steps, "learner_steps": counts[0]["learner_steps"], **return_statistics(means)}
             self.mean_evaluator.write({**record, "replicas": len(means)})
-        return steps, float(np.mean(means)), time.time()
+        return float(np.mean(means))
 
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
         snapshot = lifecycle.Snapshot(self.context.record.steps, self.counts_of(0), consistent=self.state is not None)
@@ -397,8 +440,10 @@ class SebulbaNodes(lifecycle.Nodes):
         return summary
 
     def close(self) -> None:
-        """Stops the actor threads, closes their environments and the replicas' loggers."""
+        """Stops the actor threads and the evaluation thread (a round in flight is dropped), closes their
+        environments and the replicas' loggers."""
         self.halt.set()
+        self.evaluator.shutdown(wait=True, cancel_futures=True)
         for thread in self.threads:
             thread.join(timeout=30)
             thread.environments.close()
