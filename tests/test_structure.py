@@ -256,6 +256,7 @@ KEPT_MODULE_STATE = {
     "_state": "rl/lazy_tensorflow.py: TensorFlow, imported once per process when first needed",
     "_FILES": "rl/loggers/csv.py: the open CSV files, shared by the loggers that write one path",
     "_registered": "rl/environments/factories.py: the ids registered with gymnasium's own registry",
+    "_WATCHER": "rl/experiments/signal_watcher.py: the process's signal watcher (one wakeup descriptor a process)",
 }
 
 
