@@ -32,7 +32,7 @@ def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, A
     try:
         environment, params = gymnax.make(name, **(kwargs or {}))
     except (OSError, NotImplementedError) as error:
-        raise ValueError(f"gymnax cannot make '{name}' here: {one_line(error)}") from None
+        raise ValueError(f"gymnax cannot make '{name}' here: {error_line(error)}") from None
     action_spec = gymnax_action_spec(environment.action_space(params))
     key = jax.eval_shape(lambda: jax.random.PRNGKey(0))  # Any PRNG implementation's key.
     action = jax.ShapeDtypeStruct(action_spec.shape, action_spec.dtype)
@@ -41,7 +41,7 @@ def make_gymnax(name: str, kwargs: dict[str, Any] | None = None) -> tuple[Any, A
         jax.eval_shape(lambda k, s, a: single_step(environment, params, k, s, a), key, state, action)
     except Exception as error:  # noqa: BLE001 - whatever the library's trace hits, the id is refused by it.
         version = importlib.metadata.version("gymnax")
-        raise ValueError(f"gymnax {version} cannot step '{name}': {one_line(error)}") from None
+        raise ValueError(f"gymnax {version} cannot step '{name}': {error_line(error)}") from None
     return environment, params, specs.Array(tuple(observation.shape), np.float32, "observation"), action_spec
 
 
@@ -56,7 +56,7 @@ def gymnax_action_spec(space: Any) -> specs.Array:
     return specs.BoundedArray(shape, np.float32, low, high, "action")
 
 
-def one_line(error: BaseException) -> str:
+def error_line(error: BaseException) -> str:
     """An exception as one line: its type and its message's first line."""
     text = str(error).strip()
     return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
