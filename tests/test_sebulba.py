@@ -450,6 +450,29 @@ def test_an_off_policy_ratio_follows_the_block_and_a_rollout_batch_the_copies(tm
 
 
 @pytest.mark.current
+def test_a_budget_of_whole_intervals_ends_with_one_round(tmp_path, caplog):
+    """eval_every is rounded up to whole updates (32 steps here), said in the log, not warned of: a budget of two
+    asked intervals (20,000 = 2 x 10,000) evaluates at 10,016 and at its end, not also at 19,968 one update
+    before it."""
+    import logging
+
+    from rl.experiments.lifecycle import next_evaluation
+
+    with caplog.at_level(logging.INFO, logger="rl.experiments.compiled"):
+        experiment, _ = compose_experiment([*SAC_PENDULUM, "max_actor_steps=20000", "eval_every=10000"], str(tmp_path))
+    assert experiment.eval_every == 10016 and experiment.max_actor_steps == 20000
+    rounds, steps = [], 0
+    while steps < experiment.max_actor_steps:
+        steps = next_evaluation(experiment, steps)
+        rounds.append(steps)
+    assert rounds == [10016, 20000]
+    said = [(record.levelname, record.getMessage()) for record in caplog.records if "eval_every" in record.getMessage()]
+    assert said == [
+        ("INFO", "launcher=sebulba: eval_every=10000 rounded up to 10016, whole updates of 32 environment steps")
+    ]
+
+
+@pytest.mark.current
 def test_the_fastest_device_is_timed_on_the_call_itself():
     """launcher.actor_device=auto's choice: each device's median of the policy call (placed there), after a first
     call that compiles; here the one CPU."""

@@ -49,9 +49,20 @@ def derive_settings(experiment: Experiment, launcher: str, copies: int, block_le
 
 
 def rounded(launcher: str, key: str, value: int, step: int, why: str) -> int:
-    """`value` rounded to a whole number of `step`s (at least one), said once in the log when it changes."""
+    """`value` rounded to a whole number of `step`s (at least one), warned of once in the log when it changes."""
     if value % step == 0:
         return value
     result = max(step, round(value / step) * step)
     log.warning("launcher=%s: %s=%d rounded to %d, %s", launcher, key, value, result, why)
+    return result
+
+
+def evaluation_interval(launcher: str, value: int, step: int, why: str) -> int:
+    """`eval_every` rounded up to a whole number of `step`s, said in the log (not a warning: a schedule the run
+    derives, like its batch). Upward, so that a budget holding a whole number of the asked intervals ends with
+    one round, its final one, rather than a round one update before it as well."""
+    if value % step == 0:
+        return value
+    result = -(-value // step) * step
+    log.info("launcher=%s: eval_every=%d rounded up to %d, %s", launcher, value, result, why)
     return result

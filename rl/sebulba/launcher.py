@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rl.experiments.compiled import derive_settings, rounded, system_class
+from rl.experiments.compiled import derive_settings, evaluation_interval, rounded, system_class
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import Launcher
 from rl.experiments.summary import RunSummary
@@ -65,7 +65,7 @@ class SebulbaLauncher(Launcher):
             raise ConfigError(refusal.key, refusal.message)
         per_update = steps_per_update(experiment, settings)
         whole = f"whole updates of {per_update} environment steps"
-        eval_every = rounded("sebulba", "eval_every", experiment.eval_every, per_update, whole)
+        eval_every = evaluation_interval("sebulba", experiment.eval_every, per_update, whole)
         budget = rounded("sebulba", "max_actor_steps", experiment.max_actor_steps, per_update, whole)
         return dataclasses.replace(experiment, eval_every=eval_every, max_actor_steps=budget)
 
