@@ -28,11 +28,20 @@ def score_range(text: str) -> tuple[str, tuple[float, float]]:
     return task, (low, high)
 
 
+BESIDE_OUT = ""  # --aggregate given without a DIR: the figures go where --out's does.
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="plot.py", description="Learning curves and rliable's aggregates per group.")
     parser.add_argument("paths", nargs="+", metavar="RUN_OR_SWEEP_DIR", help="run or multirun directories")
     parser.add_argument("--out", metavar="FIG.png", help="write the learning curves here")
-    parser.add_argument("--aggregate", metavar="DIR", help="write rliable's figures here")
+    parser.add_argument(
+        "--aggregate",
+        metavar="DIR",
+        nargs="?",
+        const=BESIDE_OUT,
+        help="write rliable's figures here (no DIR: beside --out's figure)",
+    )
     parser.add_argument("--hue", help="keys to group runs by, comma-separated, or dir (default: what varies)")
     parser.add_argument("--metric", default=analysis.DEFAULT_METRIC, help="<label>/<column> of logs/<label>.csv")
     parser.add_argument("--score", default="final_eval_return", choices=analysis.SCORES, help="--aggregate's score")
@@ -44,6 +53,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--title", help="title of the curves' figure")
     args = parser.parse_args(argv)
+    if args.aggregate == BESIDE_OUT:
+        if not args.out:
+            parser.error("--aggregate without a DIR writes beside --out's figure: give --out FIG.png, or a DIR")
+        args.aggregate = os.path.dirname(os.path.abspath(args.out))
     if not args.out and not args.aggregate:
         parser.error("give --out FIG.png (curves), --aggregate DIR (rliable's aggregates), or both")
     if args.reps < 1:

@@ -81,14 +81,16 @@ def test_plot_aggregate_writes_the_figures_and_tables(two_groups, tmp_path):
     assert improvement.split() == ["3e-4", "1e-3", "1.000", "[1.000,", "1.000]"]
     assert "16 runs in 2 groups" in lines[-1]
 
-    # The built-in range for CartPole-v1, another score, and curves in the same call.
-    result = _plot(
-        two_groups, "--aggregate", figures, "--score", "last_evals_mean", "--reps", "50", "--out", tmp_path / "c.png"
-    )
+    # The built-in range for CartPole-v1, another score, and curves in the same call, the figures beside them.
+    beside = tmp_path / "beside"
+    result = _plot(two_groups, "--score", "last_evals_mean", "--reps", "50", "--out", beside / "c.png", "--aggregate")
     assert result.returncode == 0, result.stderr
     assert "normalised last_evals_mean" in result.stdout and "CartPole-v1: 22.7 -> 0, 475 -> 1" in result.stdout
     assert "final evaluator/episode_return per group" in result.stdout
-    assert (tmp_path / "c.png").read_bytes()[:8] == PNG_MAGIC
+    assert sorted(path.name for path in beside.iterdir()) == sorted(["c.png", *FIGURES])
+    assert (beside / "c.png").read_bytes()[:8] == PNG_MAGIC
+    result = _plot(two_groups, "--aggregate")
+    assert result.returncode == 2 and "--aggregate without a DIR writes beside --out's figure" in result.stderr
 
 
 def test_environments_are_tasks_and_dir_keeps_two_sweeps_apart(tmp_path):
@@ -163,8 +165,30 @@ def test_bad_aggregate_requests_fail_in_one_line(two_groups, tmp_path):
     for arguments, message in cases:
         result = _plot(two_groups, *arguments)
         assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
-    other = _sweep(tmp_path / "walker", {"1e-3": [1.0, 2.0]}, environment="Walker2d-v5")
+    other = _sweep(tmp_path / "walker", {"1e-3": [1.0, 2.0]}, environment="HumanoidStandup-v5")
     result = _plot(other, "--aggregate", figures)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "no score range for Walker2d-v5" in result.stderr and "--score-range Walker2d-v5=LOW,HIGH" in result.stderr
+    assert (
+        "no score range for HumanoidStandup-v5" in result.stderr
+        and "--score-range HumanoidStandup-v5=LOW,HIGH" in result.stderr
+    )
     assert not figures.exists()
+
+
+def test_every_atari_game_and_mujoco_task_has_a_score_range():
+    """Atari's 57 games by the names environment.name takes (each one ALE knows), with random below human; every
+    Gymnasium MuJoCo v5 task but HumanoidStandup (no published or solved return), with random below solved."""
+    import gymnasium
+
+    from rl.analysis.score_ranges import ATARI, MUJOCO, SCORE_RANGES
+    from rl.environments.atari import validate_game
+    from rl.environments.factories import register_installed_families
+
+    assert len(ATARI) == 57
+    for game, (random, human) in ATARI.items():
+        assert validate_game(game) == game and random < human, game
+    register_installed_families()
+    tasks = {name for name in gymnasium.envs.registry if name.endswith("-v5") and not name.startswith("ALE/")}
+    assert set(MUJOCO) == tasks - {"HumanoidStandup-v5"}
+    assert all(low < high for low, high in MUJOCO.values())
+    assert SCORE_RANGES["Pong"] == (-20.7, 14.6) and SCORE_RANGES["CartPole-v1"] == (22.7, 475.0)

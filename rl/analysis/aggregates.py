@@ -14,21 +14,12 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 from rliable import library, metrics
 
+from rl.analysis.score_ranges import SCORE_RANGES
+
 DEFAULT_REPS = 1000  # Bootstrap resamples: few, for speed; rliable's papers use 50,000.
 SEED = 0  # The bootstrap's seed: the same runs always give the same intervals.
 METRICS = {"IQM": metrics.aggregate_iqm, "mean": metrics.aggregate_mean}
 METRICS["optimality gap"] = metrics.aggregate_optimality_gap
-# Per environment, the returns that normalise to 0 (a uniformly random policy's mean, measured here; Pong's
-# from Mnih et al., 2015) and to 1 (solved: Gymnasium's reward_threshold, or the presets' `threshold`).
-SCORE_RANGES: dict[str, tuple[float, float]] = {
-    "CartPole-v1": (22.7, 475.0),
-    "cartpole_masked": (22.7, 475.0),
-    "Acrobot-v1": (-494.2, -100.0),
-    "MountainCar-v0": (-200.0, -110.0),
-    "Pendulum-v1": (-1207.6, -200.0),
-    "HalfCheetah-v5": (-262.8, 4800.0),
-    "Pong": (-20.7, 18.0),
-}
 MAX_PAIRED_GROUPS = 4  # Up to this many groups every pair is compared; more: the best against each other.
 PROFILE_POINTS = 101
 FIGURES = ("aggregates.png", "profiles.png", "improvement.png")

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from rl.analysis.aggregates import SCORE_RANGES
+from rl.analysis.score_ranges import SCORE_RANGES
 from rl.analysis.runs import DEFAULT_METRIC, Run
 
 METRIC_NAMES = {DEFAULT_METRIC: "evaluation return"}  # The y-axis label of a known metric.
@@ -37,7 +37,7 @@ def title(runs: Sequence[Run]) -> str:
 
 def return_bounds(runs: Sequence[Run], metric: str) -> tuple[float, float] | None:
     """The returns a return's axis covers whatever the curves: from a uniformly random policy's return to the
-    solved one (rl.analysis.aggregates.SCORE_RANGES) when every environment has them, else 0. None: the metric
+    solved one (rl.analysis.score_ranges.SCORE_RANGES) when every environment has them, else 0. None: the metric
     is not a return, and its axis fits its values."""
     if metric.rsplit("/", 1)[-1] not in RETURN_COLUMNS:
         return None
