@@ -269,5 +269,7 @@ def composition_error(error: Exception, argv: list[str], typed: list[str]) -> st
         return f"{key}: {type_refusal(cause) if typed_check else one_line(str(cause.msg))}"
     text = f"{error}\n{cause or ''}".split("Config search path:")[0]  # Hydra's search path: not the user's error.
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    named = next((line.partition(":")[2].strip() for line in lines if line.startswith("full_key:")), "")
     lines = [line for line in lines if not line.startswith(OMEGACONF_CONTEXT)]
-    return " ".join(line + ("" if line.endswith(":") or i + 1 == len(lines) else ";") for i, line in enumerate(lines))
+    said = " ".join(line + ("" if line.endswith(":") or i + 1 == len(lines) else ";") for i, line in enumerate(lines))
+    return f"{named}: {said}" if named else said  # The key OmegaConf's context line named leads the line.
