@@ -280,6 +280,8 @@ def test_sac_on_halfcheetah_with_two_seeds_writes_a_run_per_seed(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_summary(str(tmp_path))
     assert summary["num_seeds"] == 2 and [r["seed"] for r in summary["replicas"]] == [0, 1]
+    spent = summary["time_s"]  # Rounds played on their thread, and the final one waited for.
+    assert spent["evaluation_playing_s"] > 0 and spent["evaluation_waited_s"] > 0
     for index in range(2):
         replica = read_summary(os.path.join(tmp_path, f"seed_{index}"))
         assert replica["actor_steps"] == 1024 and replica["status"] == "finished"

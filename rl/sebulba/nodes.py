@@ -103,6 +103,16 @@ class LearnerTimes:
     updating_s: float = 0.0
 
 
+@dataclasses.dataclass
+class EvaluationTimes:
+    """Seconds the evaluation rounds played (on their thread, or the final one in the learner's) and seconds the
+    learner's thread waited for them (the final round, and rounds begun before a checkpoint): the share of the
+    run evaluation took from acting."""
+
+    playing_s: float = 0.0
+    waited_s: float = 0.0
+
+
 class SebulbaNodes(lifecycle.Nodes):
     """`num_seeds` replicas: actor threads step their copies block by block; each update takes one block from
     every thread (the learner's program, all replicas at once) and publishes the parameters the next blocks
@@ -119,6 +129,7 @@ class SebulbaNodes(lifecycle.Nodes):
         self.evaluation_environments: EvaluationEnvironments | None = None
         self.evaluator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sebulba-evaluation")
         self.rounds: list[concurrent.futures.Future] = []  # Each (actor steps, mean return, epoch time) to come.
+        self.evaluation_times = EvaluationTimes()
         self.logs: list[dict[str, Logger]] = []
         self.halt = threading.Event()
         self.learner_times = LearnerTimes()
@@ -325,20 +336,27 @@ class SebulbaNodes(lifecycle.Nodes):
 
     def evaluations_done(self, wait: bool) -> list[tuple[int, float, float]]:
         done = []
+        started = time.perf_counter()
         while self.rounds and (wait or self.rounds[0].done()):
             done.append(self.rounds.pop(0).result())
+        self.evaluation_times.waited_s += time.perf_counter() - started
         return done
 
     def evaluate(self) -> tuple[int, float, float]:
         """A round now, in this thread (the final one, after every round begun)."""
+        started = time.perf_counter()
         steps = self.context.record.steps
         counts = [self.counts_of(replica) for replica in range(self.settings.num_seeds)]
-        return self.evaluate_at(steps, counts, self.board.latest())
+        result = self.evaluate_at(steps, counts, self.board.latest())
+        self.evaluation_times.waited_s += time.perf_counter() - started
+        return result
 
     def evaluate_at(self, steps: int, counts: list[dict[str, int]], params: Any) -> tuple[int, float, float]:
         """The round at `steps` with `params`, its rows written with each replica's `counts` then: (actor steps,
         the replicas' mean return, the epoch time it ended)."""
+        started = time.perf_counter()
         returns, lengths = self.play_round(steps, params)
+        self.evaluation_times.playing_s += time.perf_counter() - started
         return steps, self.write_round(steps, counts, returns, lengths), time.time()
 
     def play_round(self, steps: int, params: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -382,7 +400,8 @@ class SebulbaNodes(lifecycle.Nodes):
         return snapshot
 
     def time_spent(self) -> dict[str, float]:
-        """Where the run's time went: the actor threads' (summed over threads) and the learner's."""
+        """Where the run's time went: the actor threads' (summed over threads), the learner's, the evaluation
+        rounds' (played, and waited for by the learner's thread)."""
         spent = dict.fromkeys(dataclasses.asdict(ThreadTimes()), 0.0)
         for thread in self.threads:
             for name, value in dataclasses.asdict(thread.times).items():
@@ -391,7 +410,10 @@ class SebulbaNodes(lifecycle.Nodes):
         learning = {
             f"learner_{name}": round(value, 2) for name, value in dataclasses.asdict(self.learner_times).items()
         }
-        return {**acting, **learning, "start_s": round(self.start_time_s, 2)}
+        evaluation = {
+            f"evaluation_{name}": round(value, 2) for name, value in dataclasses.asdict(self.evaluation_times).items()
+        }
+        return {**acting, **learning, **evaluation, "start_s": round(self.start_time_s, 2)}
 
     def steady_step_ms(self) -> dict[str, float] | None:
         """What one step of one actor thread cost after the threads' warm-up (compilation left out), in
