@@ -60,8 +60,11 @@ ATARI_SEEDS, ATARI_THREADS, ATARI_COPIES = 3, 2, 4
 POLICY_LAGS = (1, 0)
 
 
-def atari_run(settings: Settings, game: str, lag: int) -> tuple[float | None, float | None, dict]:
-    """(every seed's acting steps/s, milliseconds per policy call, the summary) of ppo_atari with `lag`."""
+def atari_run(
+    settings: Settings, game: str, lag: int, rounds: int = 1, episodes: int = 1
+) -> tuple[float | None, float | None, dict]:
+    """(every seed's acting steps/s, milliseconds per policy call, the summary) of ppo_atari with `lag`, evaluating
+    `episodes` games a seed in `rounds` rounds after the untrained one (the last at the end)."""
     budget = 2_048 if settings.quick else 204_800
     quick = ["agent.unroll_length=16", "agent.num_epochs=1", "agent.num_minibatches=1"] if settings.quick else []
     overrides = [
@@ -73,9 +76,9 @@ def atari_run(settings: Settings, game: str, lag: int) -> tuple[float | None, fl
         f"environment.num_envs={ATARI_COPIES}",
         f"launcher.policy_lag={lag}",
         f"max_actor_steps={budget}",
-        f"eval_every={budget}",
-        "eval_episodes=1",
-        "environment.max_episode_steps=2000",  # The one evaluation game stays short.
+        f"eval_every={budget // rounds}",
+        f"eval_episodes={episodes}",
+        "environment.max_episode_steps=2000",  # Evaluation games stay short.
     ]
     with scratch("sebulba-") as run_dir:
         summary = run(settings, overrides, run_dir=run_dir)
@@ -152,6 +155,28 @@ def atari_rows(settings: Settings, game: str) -> list[Row]:
     return rows
 
 
+# Evaluation beside acting: ppo_atari's rounds (this many games a seed, this many rounds) against the untrained and
+# final rounds only; the issue's bound: acting at least 0.9x and evaluation under 10% of the run's time.
+EVALUATION_EPISODES, EVALUATION_ROUNDS, EVALUATION_RATIO = 10, 4, 0.9
+
+
+def atari_evaluation_rows(settings: Settings, game: str) -> list[Row]:
+    """ppo_atari's acting with evaluation rounds beside it against without (the untrained and final rounds only),
+    and the share of the run's wall time its learner's thread waited for evaluation."""
+    off, _, _ = atari_run(settings, game, lag=1, rounds=1, episodes=EVALUATION_EPISODES)
+    on, _, summary = atari_run(settings, game, lag=1, rounds=EVALUATION_ROUNDS, episodes=EVALUATION_EPISODES)
+    waited = summary.get("time_s", {}).get("evaluation_waited_s")
+    share = None if waited is None or not summary.get("wall_time_s") else waited / summary["wall_time_s"]
+    case = f"ppo_atari acting on {game}, {EVALUATION_ROUNDS} rounds of {EVALUATION_EPISODES} games beside it"
+    return [
+        Row("sebulba", f"ppo_atari acting on {game}, the untrained and final rounds only", off, "steps/s"),
+        Row(
+            "sebulba", case, on, "steps/s", bound=None if off is None else EVALUATION_RATIO * off, ratio=ratio(on, off)
+        ),
+        Row("sebulba", f"ppo_atari on {game}: evaluation's share of the run's time", share, "fraction", bound=0.1),
+    ]
+
+
 def sac_rows(settings: Settings, task: str, seeds_list: Sequence[int]) -> list[Row]:
     rows, single = [], None
     budget = 8_192 if settings.quick else 60_000
@@ -183,14 +208,16 @@ def suite_sebulba(settings: Settings) -> list[Row]:
     """launcher=sebulba: ppo_atari's policy call on the learner's device (milliseconds from one thread and from
     two at once, calls/s); ppo_atari's acting steps/s on Pong (3 seeds, 24 copies) against ale-py alone with random
     actions (bound: 70% of it) and its policy call's milliseconds, with the actors one update behind the learner
-    and with none; SAC's learner SGD steps/s with 1 and 5 seeds per program (ratio: to 1 seed). --quick: tiny
-    budgets."""
+    and with none; its acting with evaluation rounds beside it against without (bound: 0.9x) and evaluation's share
+    of the run's time (bound: 10%); SAC's learner SGD steps/s with 1 and 5 seeds per program (ratio: to 1 seed).
+    --quick: tiny budgets."""
     games = [name for name in settings.experiments or () if not name.endswith("-v5")] or ["Pong"]
     tasks = [name for name in settings.experiments or () if name.endswith("-v5")] or ["HalfCheetah-v5"]
     rows: list[Row] = []
     for game in games:
         rows += round_trip_rows(settings, game)
         rows += atari_rows(settings, game)
+        rows += atari_evaluation_rows(settings, game)
     for task in tasks:
         rows += sac_rows(settings, task, SAC_SEEDS)
     return rows
