@@ -201,9 +201,11 @@ class EnvironmentLoop:
         """One round with the newest parameters: one record of the counts, the return's spread, the
         mean length and the observers' metrics (numbers averaged).
 
-        The compiled path evaluates with `rl.systems.base.evaluate`, a second loop on purpose: that one is a
-        traced `while_loop` over a JAX environment's copies inside the compiled program; this one steps host
-        environments (gymnasium, ale-py, dm_control) that JAX cannot trace, with observers and videos."""
+        Two other loops evaluate on purpose: `rl.systems.base.evaluate` (launcher=anakin), a traced
+        `while_loop` over a JAX environment's copies inside the compiled program, and
+        `rl.sebulba.nodes.evaluation_round` (launcher=sebulba), host copies stepped in a batch with the compiled
+        evaluation policy, beside acting; this one steps one environment at a time (gymnasium, ale-py,
+        dm_control), with observers and videos."""
         self.actor.update(wait=True)
         self.round_started_at = time.time()  # When the evaluated parameters were taken.
         records = self.run_episodes(num_episodes)
