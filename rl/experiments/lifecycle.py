@@ -356,7 +356,9 @@ class _Run:
         """The rounds begun beside acting that have ended (with `wait`: every one begun) onto the curve."""
         if not self.nodes.evaluates_beside_acting:
             return
-        phase, self.phase = self.phase, "evaluating" if wait else self.phase
+        phase = self.phase
+        if wait:
+            self.phase = "evaluating"  # For a signal's line: the run waits for the rounds in flight.
         for round_ in self.nodes.evaluations_done(wait):
             self.add_round(*round_, progress)
         self.phase = phase

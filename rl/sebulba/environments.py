@@ -1,8 +1,8 @@
 """A sebulba run's host environments, by the fastest route that installs: Atari games in ale-py's vector
 environment (its C++ threads), any other environment the experiment makes as dm_env copies stepped one after
-another by their actor thread; an evaluation round's copies, many more, by worker processes where
-`launcher.evaluation_processes` asks for them. Replica i's copies are seeded from its own seed, so each replica steps the
-environments a run with that seed would."""
+another by their actor thread (an evaluation round's, many more, by worker processes where
+`launcher.evaluation_processes` asks for them). Replica i's copies are seeded from its own seed, so each replica
+steps the environments a run with that seed would."""
 
 from __future__ import annotations
 

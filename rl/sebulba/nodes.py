@@ -335,11 +335,12 @@ class SebulbaNodes(lifecycle.Nodes):
         self.rounds.append(self.evaluator.submit(self.evaluate_at, steps, counts, self.board.latest()))
 
     def evaluations_done(self, wait: bool) -> list[tuple[int, float, float]]:
-        done = []
         started = time.perf_counter()
+        done = []
         while self.rounds and (wait or self.rounds[0].done()):
             done.append(self.rounds.pop(0).result())
-        self.evaluation_times.waited_s += time.perf_counter() - started
+        if wait:  # The learner's thread waited for them; a round already ended costs it nothing.
+            self.evaluation_times.waited_s += time.perf_counter() - started
         return done
 
     def evaluate(self) -> tuple[int, float, float]:
