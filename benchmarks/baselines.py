@@ -354,8 +354,9 @@ def _override_value(overrides: Sequence[str], key: str) -> str | None:
 
 def imported_run(run_dir: str) -> PresetResult:
     """A finished run of scripts/train.py as one row: its replicas' results (launcher.num_seeds; its one seed
-    otherwise). The row is `<preset> on <task>` where the run's overrides name `environment.name`, else the
-    preset. A run that is not finished, or names no preset, is refused."""
+    otherwise). The row is `<preset> on <task>` where the run's overrides name `environment.name` or the preset's
+    published figures are per task (sac_mujoco's default HalfCheetah-v5 run is `sac_mujoco on HalfCheetah-v5`),
+    else the preset. A run that is not finished, or names no preset, is refused."""
 
     def load(name: str, parse: Callable = json.load) -> Any:
         with open(os.path.join(run_dir, name)) as file:
@@ -379,6 +380,9 @@ def imported_run(run_dir: str) -> PresetResult:
         "budget": int(config["max_actor_steps"]),
         "threshold": None if threshold is None else float(threshold),
     }
+    configured = (config.get("environment") or {}).get("name")
+    if task is None and IMPORTED_ROW.format(preset=preset, task=configured) in PUBLISHED:
+        task = configured
     name = preset if task is None else IMPORTED_ROW.format(preset=preset, task=task)
     return PresetResult(name, info, [int(replica["seed"]) for replica in replicas], replicas)
 

@@ -499,6 +499,17 @@ def test_a_finished_run_of_several_seeds_is_imported_as_one_row_of_its_replicas(
         file.write("- environment.name=CartPole-v1\n")
     assert baselines.imported_run(str(named)).preset == "ppo_gymnax_cartpole on CartPole-v1"
 
+    # A preset whose published figures are per task names its task though the command does not.
+    per_task = tmp_path / "per_task"
+    shutil.copytree(source, per_task)
+    with open(per_task / ".hydra" / "overrides.yaml", "w") as file:
+        yaml.safe_dump(["experiment=sac_mujoco", "launcher.num_seeds=4"], file)
+    with open(per_task / ".hydra" / "config.yaml") as file:
+        config = yaml.safe_load(file)
+    with open(per_task / ".hydra" / "config.yaml", "w") as file:
+        yaml.safe_dump({**config, "environment": {**config["environment"], "name": "HalfCheetah-v5"}}, file)
+    assert baselines.imported_run(str(per_task)).preset == "sac_mujoco on HalfCheetah-v5"
+
     stopped = tmp_path / "stopped"
     shutil.copytree(source, stopped)
     with open(stopped / "summary.json") as file:

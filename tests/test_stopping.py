@@ -12,13 +12,14 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import Callable
 
 import pytest
 
-from conftest import read_summary, start_train
+from conftest import ROOT, read_summary, start_train
 from rl.experiments import signals
 
 # How long a stop may take once the signal is sent (the checkpoint and records included): generous, for a
@@ -54,7 +55,7 @@ def test_a_first_signal_ends_a_wait_on_blocked_work_and_a_second_one_ends_any_wa
         assert "blocked work" in signals.left_running()
         timer.join()
 
-        timer, start = _signal_later(0.3), time.monotonic()
+        timer, start = _signal_later(signals.REPEAT_S + 0.3), time.monotonic()  # A second, not the first again.
         with pytest.raises(signals.Interrupted):
             signals.wait_for(never.wait, lambda: False, "more blocked work")
         assert time.monotonic() - start < STOP_WITHIN_S and "more blocked work" in signals.left_running()
@@ -270,3 +271,42 @@ def test_under_anakin_signals_are_answered_at_once_in_a_slow_evaluation_round(tm
         "checkpoint written (the same command starts the run over)"
     )
     assert not (run / "summary.json").exists()
+
+
+# A process with the run's watcher and stop request that takes SIGTERM twice at once (as `timeout` sends it: to
+# the command, then to its process group), then, `LATER_S` on, once more.
+_TWICE_AT_ONCE = """
+import os, signal, sys, time
+from rl.experiments import signal_watcher, signals
+signal_watcher.watch_signals(lambda line: print(line, flush=True))
+stop = signals.StopRequest()
+os.kill(os.getpid(), signal.SIGTERM)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(5.0)  # Past `signals.REPEAT_S` and, were the repeat a second signal, its `GRACE_S`.
+print("still running, stop requested by", signals.signal_name(stop.signum), flush=True)
+if sys.argv[1] == "again":
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)
+    except signals.Interrupted as interrupted:  # As scripts/train.py ends on a second signal.
+        signals.end_process(interrupted.exit_code)
+"""
+
+
+@pytest.mark.parametrize("then", ["nothing", "again"])
+def test_a_signal_sent_twice_at_once_is_one_stop_request_and_a_later_one_a_second(then):
+    """`timeout` signals the command and its process group: a run took the one SIGTERM twice and ended without its
+    checkpoint. The same signal within `signals.REPEAT_S` of the first is that one; a signal after it is a second
+    (it ends the process with 128 + its number)."""
+    process = subprocess.run(
+        [sys.executable, "-c", _TWICE_AT_ONCE, then], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    lines = process.stdout.splitlines()
+    assert lines[:2] == [
+        "stopping on SIGTERM: the run has not started training; it ends before it does",
+        "still running, stop requested by SIGTERM",
+    ], process.stdout + process.stderr
+    if then == "nothing":
+        assert process.returncode == 0 and len(lines) == 2
+    else:
+        assert lines[2:] == ["second SIGTERM: ending the process now"] and process.returncode == 128 + signal.SIGTERM

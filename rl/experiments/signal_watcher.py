@@ -2,8 +2,8 @@
 in Python, and a wait on a device (an update, a compilation) can hold that off for minutes; so a thread of its own
 reads each signal's number from `signal.set_wakeup_fd` (written by Python's C handler, in the signal's context)
 and answers at once: a first SIGINT or SIGTERM is announced in one line (what the run finishes first, where its
-checkpoint will be), a second says what is lost and ends the process within `GRACE_S` seconds, its own way if the
-main thread gets there (rl/train.py), else from here. The handlers (rl/experiments/signals.py) still decide what
+checkpoint will be), a second (not the first sent twice at once: `signals.REPEAT_S`) says what is lost and ends
+the process within `GRACE_S` seconds, its own way if the main thread gets there (rl/train.py), else from here. The handlers (rl/experiments/signals.py) still decide what
 the run does; this only speaks and, on a second signal, ends a process its main thread cannot."""
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ class SignalWatcher:
         self.say = say
         self.first: Line = before_a_run
         self.second: Line = ending_outside_a_run
-        self.signum: int | None = None  # The first signal, once it came.
+        self.signum: int | None = None  # The first signal, once it came,
+        self.first_at: float | None = None  # and when (time.monotonic()).
         read, write = os.pipe()
         os.set_blocking(write, False)  # Python's C handler must never block on it.
         signal.set_wakeup_fd(write, warn_on_full_buffer=False)
@@ -60,10 +61,12 @@ class SignalWatcher:
         if signum not in signals.SIGNALS and signum != requeue:
             return
         if self.signum is None:
-            self.signum = signum
+            self.signum, self.first_at = signum, time.monotonic()
             self.tell_user(self.line(self.first, signum, f"stopping on {signals.signal_name(signum)}"))
             return
         if signum == requeue:  # It turns the stop under way into one that requeues the job; nothing to add.
+            return
+        if signals.repeated(self.first_at):  # The first one sent twice (`timeout` sends it to a process group).
             return
         signals.mark_ending()
         self.tell_user(self.line(self.second, signum, f"second {signals.signal_name(signum)}: ending the process now"))

@@ -10,9 +10,19 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any, Callable
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+# A signal again within this many seconds of the first is that one sent twice, not a second: `timeout` sends its
+# signal to the command and then to the command's process group, and a process with many threads takes both.
+REPEAT_S = 0.5
+
+
+def repeated(first_at: float | None) -> bool:
+    """A signal now, after a first one at `first_at` (time.monotonic()), is the first sent again."""
+    return first_at is not None and time.monotonic() - first_at < REPEAT_S
 
 
 def requeue_signal() -> int | None:
@@ -60,21 +70,25 @@ def _set_handlers(handler: Any, signals: tuple[int, ...] = SIGNALS) -> contextli
 
 class StopRequest:
     """SIGINT and SIGTERM (and a submitit job's requeue signal) set `signum` until `restore()`; a
-    second SIGINT or SIGTERM raises `Interrupted`. The requeue signal never cuts a clean stop short:
+    second SIGINT or SIGTERM raises `Interrupted` (not one within `REPEAT_S` of the first: the same signal sent
+    twice). The requeue signal never cuts a clean stop short:
     it turns a stop already under way into one that requeues the job. A signal `raise_on_signals`
     raised for and something swallowed is a stop already requested."""
 
     def __init__(self) -> None:
         handler = signal.getsignal(signal.SIGINT)  # The process's handler: `raise_on_signals`', while it is open.
         self.signum: int | None = handler.take_raised() if isinstance(handler, RaiseInterrupted) else None
+        self.first_at: float | None = None if self.signum is None else time.monotonic()
         self.requeue = requeue_signal()
         self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ())).close
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is not None and signum != self.requeue:  # A second signal: stop now.
-            mark_ending()
+        if self.signum is not None and signum != self.requeue:
+            if repeated(self.first_at):
+                return
+            mark_ending()  # A second signal: stop now.
             raise Interrupted(signum)
-        self.signum = signum
+        self.signum, self.first_at = signum, time.monotonic()
 
 
 # Set by a second signal (its handler, or the watcher: rl/experiments/signal_watcher.py): the process ends now.
