@@ -94,6 +94,18 @@ def test_a_signal_swallowed_while_the_run_starts_is_a_stop_request():
     assert stop.signum is None
 
 
+def test_a_signal_sent_twice_at_once_while_the_run_starts_is_raised_once():
+    """While the run is built, the same SIGTERM twice at once (as `timeout` sends it) raises `Interrupted` once: a
+    second raise would land in the handling of the first."""
+    with signals.raise_on_signals():
+        with pytest.raises(signals.Interrupted):
+            signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)  # Within `signals.REPEAT_S`: the same request, nothing raised.
+        stop = signals.StopRequest()
+        stop.restore()
+    assert stop.signum == signal.SIGTERM
+
+
 # A chunk of 16,384 PPO updates (8.4 M actor steps per replica) lasts minutes on a CPU.
 LONG_CHUNKS = [
     "experiment=ppo_gymnax_cartpole",

@@ -77,8 +77,9 @@ class StopRequest:
 
     def __init__(self) -> None:
         handler = signal.getsignal(signal.SIGINT)  # The process's handler: `raise_on_signals`', while it is open.
-        self.signum: int | None = handler.take_raised() if isinstance(handler, RaiseInterrupted) else None
-        self.first_at: float | None = None if self.signum is None else time.monotonic()
+        taken = isinstance(handler, RaiseInterrupted)
+        self.signum: int | None = handler.take_raised() if taken else None
+        self.first_at: float | None = handler.raised_at if taken and self.signum is not None else None
         self.requeue = requeue_signal()
         self.restore = _set_handlers(self._handle, SIGNALS + ((self.requeue,) if self.requeue else ())).close
 
@@ -128,9 +129,13 @@ class RaiseInterrupted:
 
     def __init__(self) -> None:
         self.raised: list[int] = []
+        self.raised_at: float | None = None
 
     def __call__(self, signum: int, frame: Any) -> None:
+        if repeated(self.raised_at):  # The signal just raised for, sent twice: raised once.
+            return
         self.raised.append(signum)
+        self.raised_at = time.monotonic()
         raise Interrupted(signum)
 
     def take_raised(self) -> int | None:
