@@ -1,7 +1,8 @@
 """Adding an agent as docs/adding_an_agent.md says: QR-DQN (tests/agents/qrdqn.py), with its own defaults, runs
-under launcher=local, ray and anakin as the page's steps add it to a copy of the project (its package, its
-conf/agent file and the README row, the docs test passing only once all three are there), and as a package of its
-own outside the project (found through PYTHONPATH and Hydra's search path, editing no file of the project)."""
+under all four launchers (local, ray, anakin, sebulba) as the page's steps add it to a copy of the project (its
+package, its conf/agent file and the README row, the docs test passing only once all three are there), and as a
+package of its own outside the project (found through PYTHONPATH and Hydra's search path, editing no file of the
+project)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ AGENTS = os.path.join(ROOT, "tests", "agents")
 COMMON = [
     "agent=qrdqn",
     f"hydra.searchpath=[file://{AGENTS}/conf]",
-    "max_actor_steps=2000",
-    "eval_every=1000",
+    "max_actor_steps=2048",  # Whole updates of every launcher (sebulba's: blocks of 32 steps of one copy).
+    "eval_every=1024",
     "eval_episodes=2",
     "logger=csv",
     "progress=false",
@@ -33,6 +34,7 @@ LAUNCHERS = {
     "local": [],
     "ray": ["launcher=ray", "launcher.num_actors=1"],
     "anakin": ["launcher=anakin", "environment=gymnax", "environment.name=CartPole-v1"],  # One copy: its own defaults.
+    "sebulba": ["launcher=sebulba"],  # gymnasium's CartPole-v1 (the default environment) stepped on the host.
 }
 
 
@@ -56,7 +58,7 @@ def _train(launcher: str, run_dir: str, project: str = ROOT) -> dict:
 
 
 def _check(summary: dict, run_dir: str) -> None:
-    assert summary["status"] == "finished" and summary["agent"] == "qrdqn" and summary["actor_steps"] == 2000
+    assert summary["status"] == "finished" and summary["agent"] == "qrdqn" and summary["actor_steps"] == 2048
     with open(os.path.join(run_dir, "logs", "learner.csv"), newline="") as file:
         losses = [float(row["quantile_loss"]) for row in csv.DictReader(file) if row.get("quantile_loss")]
     assert losses and all(math.isfinite(loss) for loss in losses)  # The agent's own loss trained.
@@ -108,6 +110,7 @@ def test_the_test_takes_the_steps_docs_adding_an_agent_lists():
         pytest.param("local", marks=pytest.mark.reverb),
         pytest.param("ray", marks=[pytest.mark.reverb, pytest.mark.ray]),
         "anakin",
+        pytest.param("sebulba", marks=pytest.mark.current),  # The same code on both stacks: run once.
     ],
 )
 def test_an_agent_added_by_the_documented_steps_runs(tmp_path, launcher):
