@@ -23,11 +23,14 @@ def replicas_state(experiment: Any, seeds: int) -> Any:
     launcher = experiment.composed_config["launcher"]
     keys = jax.numpy.stack([jax.random.PRNGKey(experiment.seed + index) for index in range(seeds)])
     if launcher["_target_"].endswith("SebulbaLauncher"):
-        from rl.sebulba.programs import initial_state, make_system
+        from rl.experiments.compiled import make_system
+        from rl.sebulba.programs import host_inputs, initial_state
         from rl.sebulba.settings import SebulbaSettings
 
         options = {key: value for key, value in launcher.items() if key != "_target_"}
-        system = make_system(experiment, SebulbaSettings(**{**options, "num_seeds": seeds}))
+        system = make_system(
+            experiment, inputs=host_inputs(experiment, SebulbaSettings(**{**options, "num_seeds": seeds}))
+        )
         return initial_state(system, keys, jax.devices()[0])
     from rl.anakin.build import make_system
     from rl.anakin.programs import initial_states

@@ -96,15 +96,17 @@ def round_trip_rows(settings: Settings, game: str) -> list[Row]:
 
     import jax
 
-    from rl.sebulba.programs import initial_state, make_programs, make_system, policy_params, replica_keys
-    from rl.sebulba.settings import SebulbaSettings, block_length, steps_per_update
+    from rl.experiments.compiled import make_system, replica_keys
+    from rl.sebulba.programs import host_inputs, initial_state, make_programs, policy_params
+    from rl.sebulba.settings import SebulbaSettings, block_length, copies_per_replica
 
     layout = SebulbaSettings(num_seeds=ATARI_SEEDS, actor_threads=ATARI_THREADS)
     overrides = ["experiment=ppo_atari", f"environment.name={game}", f"environment.num_envs={ATARI_COPIES}"]
     with scratch("sebulba-") as run_dir:
         experiment = settings.compose(overrides, run_dir)
-    system = make_system(experiment, layout)
-    programs = make_programs(system, block_length(experiment, layout), steps_per_update(experiment, layout))
+    system = make_system(experiment, inputs=host_inputs(experiment, layout))
+    length = block_length(experiment, layout)
+    programs = make_programs(system, length, length * copies_per_replica(experiment, layout))
     device = jax.devices()[0]
     keys = replica_keys(0, ATARI_SEEDS)
     params = jax.device_put(policy_params(system, initial_state(system, keys, device)), device)

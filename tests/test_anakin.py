@@ -24,7 +24,7 @@ from conftest import (
     start_train,
     terminate_once_written,
 )
-from rl.anakin.programs import replica_keys
+from rl.experiments.compiled import replica_keys
 from rl.anakin.build import make_system
 from rl.systems.base import Trajectory, evaluate, make_chunk, rollout
 from rl.systems.on_policy import to_sequences
@@ -544,7 +544,8 @@ import jax
 import numpy as np
 sys.path.insert(0, "tests")
 from test_anakin import SMALL_DQN, compose_experiment
-from rl.anakin.programs import compile_programs, replica_keys, replica_sharding
+from rl.anakin.programs import compile_programs, replica_sharding
+from rl.experiments.compiled import replica_keys
 from rl.anakin.build import make_system
 
 assert len(jax.devices()) == 2
@@ -779,7 +780,8 @@ import jax
 import numpy as np
 sys.path.insert(0, "tests")
 from test_anakin import SMALL_PPO, compose_experiment
-from rl.anakin.programs import compile_programs, initial_states, initial_states_program, replica_keys, replica_sharding
+from rl.anakin.programs import compile_programs, initial_states, initial_states_program, replica_sharding
+from rl.experiments.compiled import replica_keys
 from rl.anakin.build import make_system
 
 experiment, _ = compose_experiment(SMALL_PPO, sys.argv[1])

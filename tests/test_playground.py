@@ -300,7 +300,7 @@ def test_the_brax_peer_script_restores_device_put_replicated_as_brax_uses_it(mon
 def test_the_ppo_preset_runs_brax_s_schedule(tmp_path):
     """experiment=ppo_playground as composed (nothing compiled): 983,040 steps an update (2,048 copies unrolled 16
     times for 30 steps), a round every 10 updates and 90 updates in all, as Brax's trainer runs Playground's 60 M."""
-    from rl.anakin.build import steps_per_update
+    from rl.experiments.compiled import steps_per_update
 
     with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base="1.3"):
         config = compose(config_name="config", overrides=["experiment=ppo_playground"])

@@ -510,12 +510,13 @@ def test_a_host_rollout_with_each_copys_truncated_observation_learns_as_the_whol
     one (T, N, ...): the update bootstraps the truncated rows from the same values, so it is the anakin system's
     update on the whole rollout."""
     from rl.environments.gymnax_vector import EnvStep
-    from rl.sebulba.programs import make_system
+    from rl.experiments.compiled import make_system
+    from rl.sebulba.programs import host_inputs
     from rl.sebulba.settings import SebulbaSettings
     from rl.systems.base import Trajectory
 
     experiment, _ = compose_experiment(["experiment=ppo_cartpole", "launcher=sebulba"], str(tmp_path))
-    system = make_system(experiment, SebulbaSettings())
+    system = make_system(experiment, inputs=host_inputs(experiment, SebulbaSettings()))
     T, N = experiment.builder.config.unroll_length, experiment.num_envs
     keys = jax.random.split(jax.random.PRNGKey(3), 4)
     observation = jax.random.normal(keys[0], (T, N, 4))

@@ -1,20 +1,14 @@
-"""An experiment's compiled system: the system class its agent names, built on the experiment's gymnax
-environment, with a grid replica's values set on copies of the agent's config and exploration."""
+"""What an anakin run's programs may hold (memory limits) and which swept values one replica's compiled system
+(rl/experiments/compiled.py's `make_system`) can take as traced inputs."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from rl.environments.factories import jax_family
-from rl.experiments.compiled import system_class
-from rl.experiments.config import Experiment
-
-if TYPE_CHECKING:  # Imported when a system is built: the launcher's checks import no JAX.
-    from rl.systems.base import System, SystemInputs
+from rl.experiments.compiled import make_system
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,50 +18,6 @@ class MemoryLimits:
 
     max_replicas_per_program: int | None = None
     per_device_gb: float | None = None
-
-
-def steps_per_update(experiment: Experiment) -> int:
-    """Environment steps (all copies) one learner update consumes."""
-    return system_class(experiment, "anakin").steps_per_update(experiment.builder.config, experiment.num_envs)
-
-
-def system_inputs(experiment: Experiment) -> SystemInputs:
-    """The run a system compiles; the environment factory is the gymnax one, bound to its name and kwargs
-    (launcher=anakin's check_experiment refuses any other)."""
-    from rl.systems.base import SystemInputs
-
-    factory = experiment.environment_factory
-    options = factory.keywords if isinstance(factory, functools.partial) else {}
-    return SystemInputs(
-        name=options["name"],
-        kwargs=options.get("kwargs"),
-        num_envs=experiment.num_envs,
-        eval_episodes=experiment.eval_episodes,
-        max_actor_steps=experiment.max_actor_steps,
-        spec=experiment.environment_spec,
-        family=jax_family(factory),
-    )
-
-
-def replica_builder(builder: Any, values: dict[str, Any]) -> Any:
-    """The builder with one replica's `values` ("agent.<field>": its config's, "policy.<field>": its
-    exploration's; traced scalars) on replaced copies: the agent's maths then reads them like any constant."""
-    fields: dict[str, dict[str, Any]] = {"agent": {}, "policy": {}}
-    for key, value in values.items():
-        group, name = key.split(".", 1)
-        fields[group][name] = value
-    config = dataclasses.replace(builder.config, **fields["agent"])
-    exploration = dataclasses.replace(builder.exploration, **fields["policy"])
-    return type(builder)(config, exploration=exploration)
-
-
-def make_system(experiment: Experiment, values: dict[str, Any] | None = None) -> System:
-    """The experiment's system (one replica's: `values`, see `replica_builder`) on `num_envs` gymnax
-    copies; its `evaluation_environment` has `eval_episodes` copies."""
-    builder = replica_builder(experiment.builder, values) if values else experiment.builder
-    spec = experiment.environment_spec
-    agent = builder.compiled_agent(experiment.network_factory(environment_spec=spec), spec)
-    return system_class(experiment, "anakin")(agent, system_inputs(experiment))
 
 
 def value_of(experiment: Any, key: str) -> Any:

@@ -13,7 +13,6 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from rl.anakin.build import make_system, steps_per_update
 from rl.anakin.plan import Population, ReplicaPlan
 from rl.anakin.programs import (
     compile_programs,
@@ -37,6 +36,7 @@ from rl.anakin.groups import (
 )
 from rl.environment_loop import return_statistics
 from rl.experiments import lifecycle, signals
+from rl.experiments.compiled import make_system, steps_per_update
 from rl.core import NumericalError
 from rl.experiments.replicas import add_summary_fields, improvement_flag, replica_table, seed_replicas
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run

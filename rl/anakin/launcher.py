@@ -9,10 +9,10 @@ import os
 import re
 from typing import Any, Callable
 
-from rl.anakin.build import MemoryLimits, make_system, steps_per_update
+from rl.anakin.build import MemoryLimits
 from rl.anakin.plan import PopulationSearch, ReplicaPlan
 from rl.environments.factories import is_jax_native
-from rl.experiments.compiled import derive_settings, rounded, system_class
+from rl.experiments.compiled import derive_settings, make_system, replica_keys, rounded, steps_per_update, system_class
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import Launcher
 from rl.experiments.summary import RunSummary
@@ -130,7 +130,6 @@ class AnakinLauncher(Launcher):
         import jax
 
         from rl import checkpointing
-        from rl.anakin.programs import replica_keys
 
         latest, _ = checkpointing.find_latest(experiment.run_directory, warn=False)
         chunk_steps = self.check_experiment(experiment) * steps_per_update(experiment)

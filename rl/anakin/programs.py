@@ -20,10 +20,6 @@ from rl.program_cache import compile_program
 from rl.systems.base import System, evaluate, make_chunk
 
 
-def replica_keys(seed: int, num_seeds: int) -> jax.Array:
-    return jax.numpy.stack([jax.random.PRNGKey(seed + i) for i in range(num_seeds)])
-
-
 def describe_devices() -> str:
     """The devices a program runs on, as "<count> x <kind>" ("1 x TPU v5 lite", "1 x cpu")."""
     devices = jax.devices()

@@ -4,14 +4,18 @@ class the agent names, its values that must follow the environment copies, and b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from rl.environments.factories import jax_family
 from rl.experiments.config import Experiment
 from rl.experiments.validation import ConfigError
 
 if TYPE_CHECKING:  # Imported when a system is built: the launchers' checks import no JAX.
-    from rl.systems.base import System
+    import jax
+
+    from rl.systems.base import System, SystemInputs
 
 log = logging.getLogger(__name__)
 
@@ -66,3 +70,63 @@ def evaluation_interval(launcher: str, value: int, step: int, why: str) -> int:
     result = -(-value // step) * step
     log.info("launcher=%s: eval_every=%d rounded up to %d, %s", launcher, value, result, why)
     return result
+
+
+def steps_per_update(
+    experiment: Experiment, launcher: str = "anakin", block_length: int | None = None, copies: int = 0
+) -> int:
+    """A replica's environment steps (all its copies) one learner update consumes: the system's own count where
+    it steps its environments itself (launcher=anakin), else one block of `block_length` steps of each of the
+    host's `copies` (launcher=sebulba)."""
+    if block_length is not None:
+        return block_length * copies
+    return system_class(experiment, launcher).steps_per_update(experiment.builder.config, experiment.num_envs)
+
+
+def replica_keys(seed: int, num_seeds: int) -> jax.Array:
+    """Replica i's key is seed + i's, as if it ran alone with that seed."""
+    import jax
+
+    return jax.numpy.stack([jax.random.PRNGKey(seed + index) for index in range(num_seeds)])
+
+
+def gymnax_inputs(experiment: Experiment) -> SystemInputs:
+    """The run a system compiles with its environment (launcher=anakin): the gymnax factory, bound to its name
+    and kwargs (launcher=anakin's check_experiment refuses any other)."""
+    from rl.systems.base import SystemInputs
+
+    factory = experiment.environment_factory
+    options = factory.keywords if isinstance(factory, functools.partial) else {}
+    return SystemInputs(
+        name=options["name"],
+        kwargs=options.get("kwargs"),
+        num_envs=experiment.num_envs,
+        eval_episodes=experiment.eval_episodes,
+        max_actor_steps=experiment.max_actor_steps,
+        spec=experiment.environment_spec,
+        family=jax_family(factory),
+    )
+
+
+def replica_builder(builder: Any, values: dict[str, Any]) -> Any:
+    """The builder with one replica's `values` ("agent.<field>": its config's, "policy.<field>": its
+    exploration's; traced scalars) on replaced copies: the agent's maths then reads them like any constant."""
+    fields: dict[str, dict[str, Any]] = {"agent": {}, "policy": {}}
+    for key, value in values.items():
+        group, name = key.split(".", 1)
+        fields[group][name] = value
+    config = dataclasses.replace(builder.config, **fields["agent"])
+    exploration = dataclasses.replace(builder.exploration, **fields["policy"])
+    return type(builder)(config, exploration=exploration)
+
+
+def make_system(
+    experiment: Experiment, values: dict[str, Any] | None = None, inputs: SystemInputs | None = None
+) -> System:
+    """The experiment's system (one replica's: `values`, see `replica_builder`) on `inputs` (None: its own
+    gymnax copies, launcher=anakin's; host blocks have launcher=sebulba's)."""
+    builder = replica_builder(experiment.builder, values) if values else experiment.builder
+    spec = experiment.environment_spec
+    agent = builder.compiled_agent(experiment.network_factory(environment_spec=spec), spec)
+    launcher = "anakin" if inputs is None else "sebulba"
+    return system_class(experiment, launcher)(agent, inputs or gymnax_inputs(experiment))

@@ -7,14 +7,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rl.experiments.compiled import derive_settings, evaluation_interval, rounded, system_class
+from rl.experiments.compiled import (
+    derive_settings,
+    evaluation_interval,
+    make_system,
+    replica_keys,
+    rounded,
+    steps_per_update,
+    system_class,
+)
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import Launcher
 from rl.experiments.summary import RunSummary
 from rl.experiments.validation import ConfigError
 from rl.environments.factories import is_jax_native
 from rl.observers import GameScore
-from rl.sebulba.settings import SebulbaSettings, block_length, copies_per_replica, steps_per_update
+from rl.sebulba.settings import SebulbaSettings, block_length, copies_per_replica
 
 
 class SebulbaLauncher(Launcher):
@@ -63,7 +71,7 @@ class SebulbaLauncher(Launcher):
         refusal = system_class(experiment, "sebulba").refusal(experiment.builder.config, copies, length)
         if refusal is not None:
             raise ConfigError(refusal.key, refusal.message)
-        per_update = steps_per_update(experiment, settings)
+        per_update = steps_per_update(experiment, "sebulba", length, copies)
         whole = f"whole updates of {per_update} environment steps"
         eval_every = evaluation_interval("sebulba", experiment.eval_every, per_update, whole)
         budget = rounded("sebulba", "max_actor_steps", experiment.max_actor_steps, per_update, whole)
@@ -73,19 +81,18 @@ class SebulbaLauncher(Launcher):
         """Every replica's learner state (and replay), traced."""
         import jax
 
-        from rl.sebulba.programs import make_system
-        from rl.sebulba.programs import replica_keys
+        from rl.sebulba.programs import host_inputs
 
-        system = make_system(experiment, self.settings)
+        system = make_system(experiment, inputs=host_inputs(experiment, self.settings))
         return jax.eval_shape(jax.vmap(system.init_learner), replica_keys(experiment.seed, self.num_seeds))
 
     def replica_learners(self, experiment: Experiment, state: Any) -> Any:
         """The agent's learner states (replicas first) in a checkpoint's `state`."""
         import jax
 
-        from rl.sebulba.programs import make_system
+        from rl.sebulba.programs import host_inputs
 
-        return jax.vmap(make_system(experiment, self.settings).learner_of)(state)
+        return jax.vmap(make_system(experiment, inputs=host_inputs(experiment, self.settings)).learner_of)(state)
 
     def __call__(self, experiment: Experiment) -> RunSummary:
         from rl.experiments import lifecycle

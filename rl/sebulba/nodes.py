@@ -22,20 +22,20 @@ from rl.core import NumericalError
 from rl.environment_loop import return_statistics
 from rl.environments.host import HostVector
 from rl.experiments import lifecycle
+from rl.experiments.compiled import make_system, replica_keys, steps_per_update
 from rl.experiments.config import enable_compilation_cache
 from rl.experiments.replicas import add_summary_fields, replica_table, seed_replicas
 from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
 from rl.loggers.base import TRANSCRIPT, Logger
 from rl.sebulba.actors import POLL_S, ActorThread, BlockPlan, Handoff, ParamsBoard, Stopped, ThreadTimes
 from rl.sebulba.environments import EvaluationEnvironments, training_environments
-from rl.sebulba.settings import SebulbaSettings, block_length, steps_per_update
+from rl.sebulba.settings import SebulbaSettings, block_length, copies_per_replica
 from rl.sebulba.programs import (
     fastest_device,
     initial_state,
+    host_inputs,
     make_programs,
-    make_system,
     policy_params,
-    replica_keys,
 )
 from rl.systems.base import TRAINED
 
@@ -146,9 +146,9 @@ class SebulbaNodes(lifecycle.Nodes):
         if self.own_records:
             experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
         self.replica_experiments = seed_replicas(experiment, replicas)
-        self.system = make_system(experiment, settings)
-        self.per_update = steps_per_update(experiment, settings)
+        self.system = make_system(experiment, inputs=host_inputs(experiment, settings))
         length = block_length(experiment, settings)
+        self.per_update = steps_per_update(experiment, "sebulba", length, copies_per_replica(experiment, settings))
         donate = jax.devices()[0].platform != "cpu"
         self.programs = make_programs(self.system, length, self.per_update, donate)
         self.learner_device = jax.devices()[0]

@@ -12,7 +12,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl.experiments.compiled import system_class
 from rl.experiments.config import Experiment
 from rl.sebulba.settings import SebulbaSettings, block_length, copies_per_replica
 from rl.systems.base import System, SystemInputs, Trajectory
@@ -72,11 +71,6 @@ def fastest_device(act: Callable[..., Any], arguments: Any, devices: list[Any], 
     return fastest, times
 
 
-def replica_keys(seed: int, num_seeds: int) -> jax.Array:
-    """Replica i's key is seed + i's, as if it ran alone with that seed."""
-    return jnp.stack([jax.random.PRNGKey(seed + index) for index in range(num_seeds)])
-
-
 def make_programs(system: System, block_length: int, steps_per_block: int, donate: bool = False) -> Programs:
     """`system`'s programs, jitted; each runs where its state or parameters are placed. The schedules' clock at
     an actor thread's step t is its replica's steps then: `steps_per_block` per block of `block_length` steps.
@@ -115,20 +109,17 @@ def make_programs(system: System, block_length: int, steps_per_block: int, donat
     )
 
 
-def make_system(experiment: Experiment, settings: SebulbaSettings) -> System:
-    """The experiment's system learning from host blocks of `block_length` steps of a replica's copies."""
-    spec = experiment.environment_spec
-    inputs = SystemInputs(
+def host_inputs(experiment: Experiment, settings: SebulbaSettings) -> SystemInputs:
+    """What a replica's system learns from: host blocks of `block_length` steps of its copies."""
+    return SystemInputs(
         name=None,
         kwargs=None,
         num_envs=copies_per_replica(experiment, settings),
         eval_episodes=experiment.eval_episodes,
         max_actor_steps=experiment.max_actor_steps,
-        spec=spec,
+        spec=experiment.environment_spec,
         block_length=block_length(experiment, settings),
     )
-    agent = experiment.builder.compiled_agent(experiment.network_factory(environment_spec=spec), spec)
-    return system_class(experiment, "sebulba")(agent, inputs)
 
 
 def initial_state(system: System, keys: jax.Array, device: Any) -> Any:

@@ -48,8 +48,3 @@ def copies_per_replica(experiment: Experiment, settings: SebulbaSettings) -> int
 def block_length(experiment: Experiment, settings: SebulbaSettings) -> int:
     """Steps of every copy in one update's block: an on-policy agent's rollout, else `launcher.block_length`."""
     return system_class(experiment, "sebulba").host_block_length(experiment.builder.config, settings.block_length)
-
-
-def steps_per_update(experiment: Experiment, settings: SebulbaSettings) -> int:
-    """A replica's environment steps per learner update (one block of each actor thread)."""
-    return block_length(experiment, settings) * copies_per_replica(experiment, settings)
