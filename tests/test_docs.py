@@ -330,3 +330,51 @@ def test_the_readme_reads_in_ten_minutes():
         text = file.read()
     assert len(text.splitlines()) <= 300
     assert len(text.split()) <= 2000, f"README.md has {len(text.split())} words"
+
+
+# docs/architecture.md's launchers and their nodes, and docs/host_environments.md's interface, held to the code.
+
+
+def _classes_with_base(base: str) -> dict[str, str]:
+    """Every class in rl/ whose bases include `base` (a bare name or `module.base`), by name: its file."""
+    found = {}
+    for path in glob.glob(os.path.join(ROOT, "rl", "**", "*.py"), recursive=True):
+        with open(path) as file:
+            tree = ast.parse(file.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(b).split(".")[-1] == base for b in node.bases):
+                found[node.name] = os.path.relpath(path, ROOT)
+    return found
+
+
+def test_the_architecture_page_names_every_launcher_and_its_nodes_and_no_other():
+    """Section 2's table and lists name each `Launcher` and each `Nodes` subclass in rl/, and no `...Nodes` that
+    is not one; every launcher module ends its run in the one call the section quotes."""
+    with open(os.path.join(ROOT, "docs", "architecture.md")) as file:
+        section = file.read().split("## 2. ", 1)[1].split("\n## 3. ", 1)[0]
+    spans = set(SPAN.findall(section))
+    launchers, nodes = _classes_with_base("Launcher"), _classes_with_base("Nodes")
+    assert len(launchers) == 4 and len(nodes) == 4, (launchers, nodes)
+    assert sorted((set(launchers) | set(nodes)) - spans) == []
+    assert sorted(span for span in spans if re.fullmatch(r"[A-Z]\w*Nodes", span) and span not in nodes) == []
+    call = "lifecycle.run(lifecycle.RunContext.make(experiment), nodes, experiment.hooks)"
+    assert call in spans
+    for path in sorted(set(launchers.values())):
+        with open(os.path.join(ROOT, path)) as file:
+            assert call in file.read(), f"{path} does not end its run in {call}"
+
+
+def test_the_host_environment_page_names_host_vectors_interface():
+    """docs/host_environments.md's "The interface" lists exactly `HostVector`'s public attributes and methods, and
+    says "Abstract." of exactly its abstract ones."""
+    with open(os.path.join(ROOT, "rl", "environments", "host.py")) as file:
+        (host_vector,) = [n for n in ast.parse(file.read()).body if getattr(n, "name", None) == "HostVector"]
+    methods = [n for n in host_vector.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+    members = {n.name for n in methods} | {n.target.id for n in host_vector.body if isinstance(n, ast.AnnAssign)}
+    abstract = {n.name for n in methods if any(ast.unparse(d).endswith("abstractmethod") for d in n.decorator_list)}
+    with open(os.path.join(ROOT, "docs", "host_environments.md")) as file:
+        section = file.read().split("## The interface", 1)[1].split("\n## ", 1)[0]
+    items = re.split(r"^- ", section, flags=re.MULTILINE)[1:]
+    named = {re.match(r"`(\w+)", item).group(1): item for item in items}
+    assert set(named) == members
+    assert {name for name, item in named.items() if "Abstract." in item} == abstract
