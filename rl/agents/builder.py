@@ -28,7 +28,7 @@ class ActorLearnerBuilder(abc.ABC):
     action_kind: str | None = "discrete"
     # What the network factory must build (network factories carry the same attribute).
     network_kind: NetworkKind = NetworkKind.Q_VALUES
-    # The compiled system launcher=anakin runs it under (rl/systems/); None: launcher=local and ray only.
+    # The compiled system launcher=anakin and sebulba run it under (rl/systems/); None: launcher=local and ray only.
     compiled_system: ClassVar[type[System] | None] = None
     # What replay holds (rl/replay/kinds.py): n-step transitions, sequences with `extras_spec`, or a queue of them.
     replay_kind: type[ReplayKind] = Transitions
