@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 SUITES = dict.fromkeys(("actor", "learner"), "in_process")
 SUITES |= dict.fromkeys(("startup", "scaling", "anakin", "grid", "pruning", "pbt"), "runs")
 SUITES |= {"accelerator": "accelerator", "sebulba": "sebulba", "sebulba_cpu": "sebulba", "checkpoint": "checkpoints"}
-SUITES |= {"playground": "playground", "host_copies": "host_copies"}
+SUITES |= {"playground": "playground", "host_copies": "host_copies", "mujoco_peers": "mujoco_peers"}
 ROW_KEYS = ("suite", "case", "value", "unit", "bound", "ratio")
 # Smoke-test budgets (--quick) of whole runs, and those applied only where the config has the key.
 QUICK = ["max_actor_steps=1000", "eval_every=500", "eval_episodes=1"]
@@ -65,6 +65,7 @@ class Settings:
     train_script: str | None = None
     cases: Sequence[str] | None = None  # accelerator: which cases (None: all).
     widths: Sequence[int] | None = None  # accelerator: seed counts (None: each case's own).
+    peers: Any = None  # mujoco_peers: its options (benchmarks.mujoco_peers.PeerOptions; None: the defaults).
     notes: list[str] = dataclasses.field(default_factory=list)
 
     def note(self, message: str) -> None:

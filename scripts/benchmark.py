@@ -31,7 +31,7 @@ if __name__ == "__main__":  # Once, under jemalloc, before TensorFlow and JAX lo
 
     reexec_with_jemalloc()
 
-from benchmarks import baselines  # noqa: E402
+from benchmarks import baselines, mujoco_peers  # noqa: E402
 from benchmarks.common import SUITES, Settings, format_table, get_suite, write_json  # noqa: E402
 
 # Suites this script runs itself, beside benchmarks' SUITES: name -> --help line.
@@ -121,7 +121,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--seeds",
         type=int,
         nargs="+",
-        help=f"baselines: N, to train seeds 0..N-1 (default {baselines.DEFAULT_NUM_SEEDS})",
+        help=f"baselines: N, to train seeds 0..N-1 (default {baselines.DEFAULT_NUM_SEEDS}); mujoco_peers: the same "
+        f"(default {len(mujoco_peers.PeerOptions.seeds)})",
     )
     parser.add_argument(
         "--experiments",
@@ -187,11 +188,19 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="train nothing: rewrite --out and its figure from the data file beside it (<name>.json), after "
         "editing benchmarks/baselines.yaml",
     )
+    mujoco_peers.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.seconds <= 0:
         parser.error("--repeats must be >= 1 and --seconds > 0")
     own_options = {"--out": args.out, "--runs-dir": args.runs_dir, "--jobs": args.jobs, "--overrides": args.overrides}
-    own_options["--seeds"] = args.seeds  # Only baselines trains seeds.
+    own_options["--seeds"] = None if args.suite == "mujoco_peers" else args.seeds  # Only these two train seeds.
+    if args.suite != "mujoco_peers" and mujoco_peers.given_options(args):
+        parser.error(f"{', '.join(mujoco_peers.given_options(args))}: only for the mujoco_peers suite")
+    if args.suite == "mujoco_peers":
+        try:
+            args.peer_options = mujoco_peers.options_from(args)
+        except ValueError as error:
+            parser.error(f"mujoco_peers: {error}")
     if args.suite != "accelerator" and args.cases:
         parser.error("--cases: only for the accelerator suite")
     if args.suite not in ("accelerator", "anakin", "playground") and args.widths:
@@ -282,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         train_script=TRAIN,
         cases=args.cases,
         widths=args.widths,
+        peers=getattr(args, "peer_options", None),
     )
     rows = get_suite(args.suite)(settings)
     print(format_table(rows, settings.notes))
