@@ -186,17 +186,11 @@ def learner_states(
     of a launcher=anakin or sebulba run, whose checkpoint holds every replica's learner state."""
     import jax
 
-    from rl.anakin.launcher import AnakinLauncher
     from rl.checkpointing import CheckpointError, restore_learner_state
-    from rl.sebulba.launcher import SebulbaLauncher
 
     try:
-        if isinstance(launcher, AnakinLauncher):
-            stacked = restore_learner_state(checkpoint, launcher.checkpoint_template(experiment)).learner
-        elif isinstance(launcher, SebulbaLauncher):
-            restored = restore_learner_state(checkpoint, launcher.checkpoint_template(experiment))
-            stacked = launcher.replica_learners(experiment, restored)
-        else:
+        stacked = launcher.replica_learners(experiment, checkpoint)
+        if stacked is None:
             if replica not in (None, 0):
                 raise EvaluationError(
                     f"replica={replica}: the run has one learner (replicas are launcher=anakin's and sebulba's)"

@@ -391,7 +391,7 @@ def test_anakin_nodes_take_their_replicas_as_data():
     import inspect
 
     from rl.anakin.driver import AnakinNodes
-    from rl.anakin.plan import ReplicaPlan
+    from rl.experiments.replica_plan import ReplicaPlan
 
     parameters = [name for name in inspect.signature(AnakinNodes.__init__).parameters if name != "self"]
     assert len(parameters) <= 4, parameters

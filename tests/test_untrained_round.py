@@ -111,7 +111,7 @@ def test_each_replicas_hooks_never_hear_of_step_0(tmp_path):
     """Two replicas in one program, each with its own hook (a grid job's pruner or live line): both replicas'
     records start at 0, the hooks hear of every later round."""
     from rl.anakin.driver import AnakinNodes
-    from rl.anakin.plan import ReplicaPlan
+    from rl.experiments.replica_plan import ReplicaPlan
     from rl.experiments import lifecycle
 
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):

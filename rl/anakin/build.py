@@ -1,5 +1,5 @@
-"""What an anakin run's programs may hold (memory limits) and which swept values one replica's compiled system
-(rl/experiments/compiled.py's `make_system`) can take as traced inputs."""
+"""Which swept values one replica's compiled system (rl/experiments/compiled.py's `make_system`) can take as
+traced inputs in an anakin program."""
 
 from __future__ import annotations
 
@@ -9,15 +9,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from rl.experiments.compiled import make_system
-
-
-@dataclasses.dataclass(frozen=True)
-class MemoryLimits:
-    """`max_replicas_per_program` (None: as many as fit) and the memory a program may hold on each device in
-    GiB (`per_device_gb`; None: MARGIN of the device's free memory)."""
-
-    max_replicas_per_program: int | None = None
-    per_device_gb: float | None = None
 
 
 def value_of(experiment: Any, key: str) -> Any:

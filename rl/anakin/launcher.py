@@ -9,8 +9,7 @@ import os
 import re
 from typing import Any, Callable
 
-from rl.anakin.build import MemoryLimits
-from rl.anakin.plan import PopulationSearch, ReplicaPlan
+from rl.experiments.replica_plan import MemoryLimits, PopulationSearch, ReplicaPlan
 from rl.environments.factories import is_jax_native
 from rl.experiments.compiled import derive_settings, make_system, replica_keys, rounded, steps_per_update, system_class
 from rl.experiments.config import Experiment
@@ -54,6 +53,7 @@ class AnakinLauncher(Launcher):
     rl/sweeps/pbt.py's) reads into the population the replicas train as."""
 
     replay_sized_by_budget = True
+    trains_grid_replicas = True
 
     def __init__(
         self,
@@ -141,6 +141,12 @@ class AnakinLauncher(Launcher):
                 "launcher.steps_per_chunk"
             )
         return jax.eval_shape(jax.vmap(make_system(experiment).init), replica_keys(experiment.seed, self.num_seeds))
+
+    def replica_learners(self, experiment: Experiment, checkpoint: str) -> Any:
+        """The agent's learner states (replicas first) in the run's `checkpoint`."""
+        from rl.checkpointing import restore_learner_state
+
+        return restore_learner_state(checkpoint, self.checkpoint_template(experiment)).learner
 
     def __call__(self, experiment: Experiment) -> RunSummary:
         from rl.anakin.driver import AnakinNodes

@@ -43,6 +43,9 @@ class Launcher:
     # True: the replay buffer is part of the learner state, sized min(agent.max_replay_size, max_actor_steps)
     # (rl/systems/off_policy.py), so an extended run keeps its buffer's size (rl/experiments/extension.py).
     replay_sized_by_budget: ClassVar[bool] = False
+    # True: its jobs can be replicas of one compiled program, each with its own values (hydra/launcher=anakin_grid).
+    trains_grid_replicas: ClassVar[bool] = False
+    num_seeds = 1  # The replicas a run trains side by side (the compiled launchers' `launcher.num_seeds`).
 
     def __call__(self, experiment: Experiment) -> Any:
         raise NotImplementedError
@@ -59,3 +62,8 @@ class Launcher:
         # No counter or logger: the learner counts into its own and logs nothing.
         learning = experiment.builder.make_learning(networks)
         return SGDLearner(learning, jax.random.PRNGKey(0), iter(())).save()
+
+    def replica_learners(self, experiment: Experiment, checkpoint: str) -> Any | None:
+        """The agent's learner state of every replica (replicas first) in the run's `checkpoint`, for a launcher
+        whose checkpoint holds its replicas' (None: it holds one learner's, `checkpoint_template`'s)."""
+        return None

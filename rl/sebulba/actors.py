@@ -190,7 +190,8 @@ class ActorThread(threading.Thread):
         if self.warm is None:
             return ThreadTimes(), 0
         times, block = self.warm
-        now, then = dataclasses.asdict(self.times), dataclasses.asdict(times)
+        now = dataclasses.asdict(self.times)
+        then = dataclasses.asdict(times)
         since = ThreadTimes(**{name: now[name] - then[name] for name in now})
         return since, (self.block - block) * self.length
 

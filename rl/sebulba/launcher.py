@@ -7,15 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rl.experiments.compiled import (
-    derive_settings,
-    evaluation_interval,
-    make_system,
-    replica_keys,
-    rounded,
-    steps_per_update,
-    system_class,
-)
+from rl.experiments.compiled import derive_settings, evaluation_interval, make_system, replica_keys, rounded
+from rl.experiments.compiled import steps_per_update, system_class
 from rl.experiments.config import Experiment
 from rl.experiments.launcher import Launcher
 from rl.experiments.summary import RunSummary
@@ -86,12 +79,14 @@ class SebulbaLauncher(Launcher):
         system = make_system(experiment, inputs=host_inputs(experiment, self.settings))
         return jax.eval_shape(jax.vmap(system.init_learner), replica_keys(experiment.seed, self.num_seeds))
 
-    def replica_learners(self, experiment: Experiment, state: Any) -> Any:
-        """The agent's learner states (replicas first) in a checkpoint's `state`."""
+    def replica_learners(self, experiment: Experiment, checkpoint: str) -> Any:
+        """The agent's learner states (replicas first) in the run's `checkpoint`."""
         import jax
 
+        from rl.checkpointing import restore_learner_state
         from rl.sebulba.programs import host_inputs
 
+        state = restore_learner_state(checkpoint, self.checkpoint_template(experiment))
         return jax.vmap(make_system(experiment, inputs=host_inputs(experiment, self.settings)).learner_of)(state)
 
     def __call__(self, experiment: Experiment) -> RunSummary:

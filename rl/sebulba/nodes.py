@@ -18,15 +18,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rl.core import NumericalError
-from rl.environment_loop import return_statistics
 from rl.environments.host import HostVector
 from rl.experiments import lifecycle
 from rl.experiments.compiled import make_system, replica_keys, steps_per_update
 from rl.experiments.config import enable_compilation_cache
-from rl.experiments.replicas import add_summary_fields, replica_table, seed_replicas
-from rl.experiments.summary import ProgressDisplay, RunSummary, close_loggers, finish_run
-from rl.loggers.base import TRANSCRIPT, Logger
+from rl.experiments.replica_plan import ReplicaPlan
+from rl.experiments.replicas import Replicas, add_summary_fields
+from rl.experiments.summary import ProgressDisplay, RunSummary
+from rl.loggers.base import TRANSCRIPT
 from rl.sebulba.actors import POLL_S, ActorThread, BlockPlan, Handoff, ParamsBoard, Stopped, ThreadTimes
 from rl.sebulba.environments import EvaluationEnvironments, training_environments
 from rl.sebulba.settings import SebulbaSettings, block_length, copies_per_replica
@@ -48,9 +47,6 @@ SWITCH_INTERVAL_S = 0.0002
 
 # Learner records per evaluation interval, at most (and one before each pause).
 LEARNER_RECORDS_PER_EVALUATION = 20
-
-# Each replica's loggers: label -> (steps key, instance).
-LOGGERS = {"learner": ("learner_steps",), "actor": ("actor_steps", 0), "evaluator": ("actor_steps", 0)}
 
 
 def evaluation_round(
@@ -130,7 +126,7 @@ class SebulbaNodes(lifecycle.Nodes):
         self.evaluator = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sebulba-evaluation")
         self.rounds: list[concurrent.futures.Future] = []  # Each (actor steps, mean return, epoch time) to come.
         self.evaluation_times = EvaluationTimes()
-        self.logs: list[dict[str, Logger]] = []
+        self.replicas: Replicas | None = None  # The replicas' records, opened with the run.
         self.halt = threading.Event()
         self.learner_times = LearnerTimes()
         self.state: Any = None
@@ -142,10 +138,7 @@ class SebulbaNodes(lifecycle.Nodes):
         restore = experiment.restore
         replicas = settings.num_seeds
         enable_compilation_cache(experiment.compilation_cache)
-        self.own_records = replicas > 1  # Each replica writes its own run's records.
-        if self.own_records:
-            experiment.logger_factory.start()  # The run's own W&B run before its replicas'.
-        self.replica_experiments = seed_replicas(experiment, replicas)
+        self.replicas = Replicas(ReplicaPlan(replicas), context)
         self.system = make_system(experiment, inputs=host_inputs(experiment, settings))
         length = block_length(experiment, settings)
         self.per_update = steps_per_update(experiment, "sebulba", length, copies_per_replica(experiment, settings))
@@ -157,11 +150,9 @@ class SebulbaNodes(lifecycle.Nodes):
         started = time.perf_counter()
         self.state = initial_state(self.system, learner_keys, self.learner_device)
         self.taken = self.context.record.steps // self.per_update
-        self.learner_steps = 0
-        self.episodes = [0] * replicas
-        self.curves: list[list[tuple[int, float]]] = [[] for _ in range(replicas)]
         if restore is not None:
-            self.restore_from(restore)
+            self.state = jax.device_put(restore.learner_state(self.state), self.learner_device)
+            self.replicas.restore(restore.state["sebulba"], restore.counts)
         self.actor_device = self.choose_actor_device(actor_keys)
         self.device = f"{self.learner_device.device_kind} (actors on {self.actor_device.device_kind})"
         self.evaluation_keys = jax.device_put(evaluation_keys, self.actor_device)
@@ -177,9 +168,7 @@ class SebulbaNodes(lifecycle.Nodes):
         for index in range(settings.actor_threads):
             self.threads.append(self.actor_thread(index, actor_keys))
             self.threads[-1].start()
-        for factory in (replica.logger_factory for replica in self.replica_experiments):
-            self.logs.append({label: factory(label, *arguments) for label, arguments in LOGGERS.items()})
-        self.mean_evaluator = experiment.logger_factory("evaluator", "actor_steps", 0) if self.own_records else None
+        self.replicas.open_loggers()
         # Learner records per evaluation interval, at most: counted in updates, so the rows do not depend on timing.
         self.learner_record_every = max(1, experiment.eval_every // self.per_update // LEARNER_RECORDS_PER_EVALUATION)
         self.recent_returns = np.full(replicas, np.nan)
@@ -201,14 +190,6 @@ class SebulbaNodes(lifecycle.Nodes):
         timed = ", ".join(f"{kind} {value * 1e3:.2f} ms" for kind, value in seconds.items())
         log.info("launcher=sebulba: the policy acts on %s (one call: %s)", device.device_kind, timed)
         return device
-
-    def restore_from(self, restore: Any) -> None:
-        """The checkpoint's learner states and replay (exactly), learner steps, episodes and evaluation curves."""
-        self.state = jax.device_put(restore.learner_state(self.state), self.learner_device)
-        self.learner_steps = int(restore.counts.get("learner_steps", 0))
-        saved = restore.state["sebulba"]["replicas"]
-        self.episodes = [int(replica["episodes"]) for replica in saved]
-        self.curves = [[(int(s), float(v)) for s, v in replica["eval_returns"]] for replica in saved]
 
     def actor_thread(self, index: int, actor_keys: jax.Array) -> ActorThread:
         """Thread `index` with its copies of every replica and its keys (new in each session of the run)."""
@@ -254,7 +235,7 @@ class SebulbaNodes(lifecycle.Nodes):
         pending: Update | None = None
         rate_start = time.perf_counter()
         rate_blocks = 0
-        while self.taken < self.plan.allowed:
+        while self.taken < self.plan.allowed and not self.replicas.all_ended:
             if pause():
                 self.plan.hold(self.taken)
                 if self.taken >= self.plan.allowed or self.stopping():  # A stop leaves the blocks begun untaken.
@@ -283,38 +264,26 @@ class SebulbaNodes(lifecycle.Nodes):
             started = time.perf_counter()
             self.write_records(dataclasses.replace(pending, learner_record=True))  # The last before a pause.
             self.learner_times.updating_s += time.perf_counter() - started
+        if self.replicas.all_ended:  # Every replica failed: nothing left to train.
+            self.context.record.steps = until
         return self.context.record.steps
-
-    def counts_of(self, replica: int, steps: int | None = None) -> dict[str, int]:
-        steps = self.context.record.steps if steps is None else steps
-        return dict(actor_steps=steps, learner_steps=self.learner_steps, actor_episodes=self.episodes[replica])
 
     def write_records(self, update: Update) -> None:
         """Each replica's actor record where episodes ended in the update and, where `learner_record`, its
-        learner record; a non-finite learner metric fails the run."""
+        learner record (rl/experiments/replicas.py: a non-finite learner metric ends its replica)."""
         values = jax.device_get(update.metrics)  # The device's wait: the update behind the one dispatched.
-        self.learner_steps = int(values.pop("learner_steps")[0])
+        self.replicas.learner_steps = int(values.pop("learner_steps")[0])
         trained = values.pop(TRAINED, None)
-        for replica, logs in enumerate(self.logs):
-            learner_metrics = {} if trained is not None and not trained[replica] else values
-            faults = sorted(key for key, value in learner_metrics.items() if not np.all(np.isfinite(value[replica])))
-            if faults:
-                raise NumericalError(
-                    f"replica {replica}: non-finite {', '.join(faults)} in the update at learner step "
-                    f"{self.learner_steps}"
-                )
+        for replica in range(self.settings.num_seeds):
+            learned = trained is None or trained[replica]
+            metrics = {key: float(np.mean(value[replica])) for key, value in values.items()} if learned else {}
             episodes = sum(int(handoff.episodes[replica]) for handoff in update.handoffs)
-            self.episodes[replica] += episodes
-            counts = self.counts_of(replica, update.steps)
-            if update.learner_record:
-                row = {key: float(np.mean(value[replica])) for key, value in learner_metrics.items()}
-                logs["learner"].write({**counts, **row, "steps_per_second": update.rate})
-            if episodes:
-                self.write_episodes(replica, logs["actor"], update, counts, episodes)
+            actor_row = self.episodes_row(replica, update, episodes) if episodes else {}
+            self.replicas.updated(
+                replica, update.steps, metrics, update.rate, episodes, actor_row, update.learner_record
+            )
 
-    def write_episodes(
-        self, replica: int, logger: Logger, update: Update, counts: dict[str, int], episodes: int
-    ) -> None:
+    def episodes_row(self, replica: int, update: Update, episodes: int) -> dict[str, Any]:
         """The replica's actor record of the episodes that ended in the update's blocks."""
         handoffs = update.handoffs
         record = {
@@ -324,14 +293,14 @@ class SebulbaNodes(lifecycle.Nodes):
         scores = [score for handoff in handoffs for score in handoff.game_scores[replica]]
         if scores:
             record["game_score"] = float(np.mean(scores))
-        logger.write({**counts, **record, "episodes": episodes, "steps_per_second": update.rate})
         self.recent_returns[replica] = record["episode_return"]
+        return {**record, "episodes": episodes}
 
     def begin_evaluation(self) -> None:
         """A round at the actor steps now on the evaluation thread (after any round begun before it), with the
         latest parameters and each replica's counts now."""
         steps = self.context.record.steps
-        counts = [self.counts_of(replica) for replica in range(self.settings.num_seeds)]
+        counts = self.round_counts()
         self.rounds.append(self.evaluator.submit(self.evaluate_at, steps, counts, self.board.latest()))
 
     def evaluations_done(self, wait: bool) -> list[tuple[int, float, float]]:
@@ -347,18 +316,27 @@ class SebulbaNodes(lifecycle.Nodes):
         """A round now, in this thread (the final one, after every round begun)."""
         started = time.perf_counter()
         steps = self.context.record.steps
-        counts = [self.counts_of(replica) for replica in range(self.settings.num_seeds)]
-        result = self.evaluate_at(steps, counts, self.board.latest())
+        result = self.evaluate_at(steps, self.round_counts(), self.board.latest())
         self.evaluation_times.waited_s += time.perf_counter() - started
         return result
 
-    def evaluate_at(self, steps: int, counts: list[dict[str, int]], params: Any) -> tuple[int, float, float]:
-        """The round at `steps` with `params`, its rows written with each replica's `counts` then: (actor steps,
-        the replicas' mean return, the epoch time it ended)."""
+    def round_counts(self) -> tuple[list[dict[str, int]], int]:
+        """Each replica's counts and the learner steps now: what a round begun now writes with."""
+        return [
+            self.replicas.counts_of(replica) for replica in range(self.settings.num_seeds)
+        ], self.replicas.learner_steps
+
+    def evaluate_at(
+        self, steps: int, counts: tuple[list[dict[str, int]], int], params: Any
+    ) -> tuple[int, float, float]:
+        """The round at `steps` with `params`, its rows written with each replica's `counts` then (and the learner
+        steps then): (actor steps, the replicas' mean return, the epoch time it ended)."""
+        if self.replicas.all_ended:
+            return steps, float("nan"), time.time()
         started = time.perf_counter()
         returns, lengths = self.play_round(steps, params)
         self.evaluation_times.playing_s += time.perf_counter() - started
-        return steps, self.write_round(steps, counts, returns, lengths), time.time()
+        return steps, self.replicas.write_round(steps, returns, lengths, *counts), time.time()
 
     def play_round(self, steps: int, params: Any) -> tuple[np.ndarray, np.ndarray]:
         """A round of every replica's evaluation policy with `params`: `eval_episodes` whole episodes each,
@@ -372,32 +350,12 @@ class SebulbaNodes(lifecycle.Nodes):
         finally:
             self.evaluation_environments.done_with(environments)
 
-    def write_round(self, steps: int, counts: list[dict[str, int]], returns: np.ndarray, lengths: np.ndarray) -> float:
-        """Each replica's evaluator row of the round at `steps` (its counts then) and curve point, and the mean
-        row; returns the replicas' mean return."""
-        means = []
-        for replica, logs in enumerate(self.logs):
-            record = return_statistics(returns[replica])
-            row = {**record, "episode_length": float(lengths[replica].mean()), "episodes": returns[replica].size}
-            logs["evaluator"].write({**counts[replica], **row})
-            self.curves[replica].append((steps, record["episode_return"]))
-            means.append(record["episode_return"])
-        if self.mean_evaluator is not None:
-            record = {"actor_steps": steps, "learner_steps": counts[0]["learner_steps"], **return_statistics(means)}
-            self.mean_evaluator.write({**record, "replicas": len(means)})
-        return float(np.mean(means))
-
     def snapshot(self, checkpoint: bool) -> lifecycle.Snapshot:
-        snapshot = lifecycle.Snapshot(self.context.record.steps, self.counts_of(0), consistent=self.state is not None)
+        counts = self.replicas.counts_of(0)
+        snapshot = lifecycle.Snapshot(self.context.record.steps, counts, consistent=self.state is not None)
         if checkpoint:
             snapshot.learner_state = self.state
-            snapshot.state["sebulba"] = {
-                "num_seeds": self.settings.num_seeds,
-                "replicas": [
-                    {"episodes": episodes, "eval_returns": [[int(s), float(v)] for s, v in curve]}
-                    for episodes, curve in zip(self.episodes, self.curves)
-                ],
-            }
+            snapshot.state["sebulba"] = self.replicas.state()
         return snapshot
 
     def time_spent(self) -> dict[str, float]:
@@ -443,22 +401,7 @@ class SebulbaNodes(lifecycle.Nodes):
         TRANSCRIPT.info("launcher=sebulba: time spent (s) %s", extra["time_s"])
         TRANSCRIPT.info("launcher=sebulba: one actor thread's step after warm-up (ms) %s", extra["actor_step_ms"])
         self.close()
-        if self.own_records:
-            times = self.context.record.eval_times, summary.wall_time_s, self.context.record.acting_time_s
-            replicas = []
-            for index, replica in enumerate(self.replica_experiments):
-                result = finish_run(replica, self.counts_of(index), self.curves[index], *times, status=status)
-                close_loggers(replica, exit_code=exit_code)
-                replicas.append(dataclasses.asdict(result) | {"run_directory": replica.run_directory})
-            extra["replicas"] = replicas
-            acting = self.context.record.acting_time_s
-            total = self.context.record.steps * settings.num_seeds
-            extra["total_actor_steps_per_second"] = round(total / acting, 1) if acting else None
-            seeds = [replica.seed for replica in self.replica_experiments]
-            lines = replica_table(seeds, self.curves, self.context.experiment.threshold)
-            for line in (f"Evaluation returns of each of the {len(seeds)} replicas:", *(f"  {line}" for line in lines)):
-                print(line, flush=True)
-                TRANSCRIPT.info(line)
+        extra |= self.replicas.finish(summary, status, exit_code, {})
         add_summary_fields(self.context.experiment.run_directory, extra)
         return summary
 
@@ -475,6 +418,5 @@ class SebulbaNodes(lifecycle.Nodes):
         self.threads = []
         if self.evaluation_environments is not None:
             self.evaluation_environments.close()
-        for logger in (logger for logs in self.logs for logger in logs.values()):
-            logger.close()
-        self.logs = []
+        if self.replicas is not None:
+            self.replicas.close()

@@ -19,7 +19,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rl.anakin.build import untraceable, value_of
 from rl.sweeps.engines import Outcome, RayEngine, SubmititEngine
-from rl.anakin.launcher import AnakinLauncher
 from rl.checkpointing import flatten_mapping
 from rl.sweeps.jobs import (
     Job,
@@ -138,7 +137,7 @@ class ShippedGroup:
 def refusal(launch: Any, restore: Any, output_dir: str) -> str | None:
     """Why a job (its launcher, restore point and run directory) cannot be a grid replica (None: it can); asked
     while the job is prepared, before its run directory is written (a `JobCheck`)."""
-    if not isinstance(launch, AnakinLauncher):
+    if not launch.trains_grid_replicas:
         return "hydra/launcher=anakin_grid trains launcher=anakin jobs; this job's launcher is another"
     if launch.num_seeds != 1:
         return "hydra/launcher=anakin_grid: launcher.num_seeds must be 1 (sweep seed=0,1,... instead)"
@@ -183,7 +182,7 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
     """Trains `jobs` as the replicas of one program; each job's value (NaN for a failed replica). In a
     search that prunes, each job's trial is its replica's hook: told each evaluation, it masks a pruned replica."""
     from rl.anakin.driver import AnakinNodes
-    from rl.anakin.plan import ReplicaPlan
+    from rl.experiments.replica_plan import ReplicaPlan
     from rl.experiments import lifecycle, signals
     from rl.loggers import DefaultLoggerFactory
 
@@ -231,7 +230,7 @@ def run_group(jobs: list[GridJob], batched: list[str], directory: str) -> list[f
             )
             sys.exit(stop.exit_code)
     results = []
-    for grid_job, summary, ended in zip(jobs, nodes.replica_summaries, nodes.ended):
+    for grid_job, summary, ended in zip(jobs, nodes.replicas.summaries, nodes.replicas.ended):
         with transcript_to(grid_job.log_file, f"[job {grid_job.number}] "):
             if ended and ended[0] == "failed":
                 report(f"Run failed: numerical fault: {ended[1]}", error=True)

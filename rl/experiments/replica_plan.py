@@ -1,6 +1,7 @@
-"""What an anakin run's replicas are, handed to its nodes as data: how many, a grid group's own experiments and
+"""What a compiled run's replicas are, handed to its nodes as data: how many, a grid group's own experiments and
 hyperparameters, each replica's hooks (a search's pruner), the memory limits of a program and a population to
-train (PBT). The searches that make a plan live above anakin (rl/sweeps/); the nodes only act on what it says."""
+train (PBT). The searches that make a plan live above the launchers (rl/sweeps/); the nodes and their replica
+layer (rl/experiments/replicas.py) only act on what it says."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from rl.anakin.build import MemoryLimits
 from rl.experiments.config import Experiment
 from rl.experiments.hooks import RunHook
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryLimits:
+    """`max_replicas_per_program` (None: as many as fit) and the memory a program may hold on each device in
+    GiB (`per_device_gb`; None: MARGIN of the device's free memory)."""
+
+    max_replicas_per_program: int | None = None
+    per_device_gb: float | None = None
 
 
 class Population(Protocol):
@@ -53,7 +62,7 @@ class ReplicaPlan:
     experiments) with `hyperparameters` ("agent.<field>" or "policy.<field>" -> one value per replica) and
     `summary_fields` added to their summaries; `replica_hooks[i]`: replica i's hooks, told each of its evaluation
     rounds (one that ends it early masks it: a search's pruner); `memory`: how many replicas a program may hold
-    (rl/anakin/groups.py); `population`: the replicas train as one population, its values their hyperparameters;
+    (launcher=anakin: rl/anakin/groups.py); `population`: the replicas train as one population, its values their hyperparameters;
     `replica_checkpoints`: each replica that finishes writes its final state as the checkpoint of its own run (a
     grid job's, which scripts/evaluate.py reads as a one-replica launcher=anakin run's)."""
 
