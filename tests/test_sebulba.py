@@ -406,7 +406,7 @@ def test_a_stop_while_a_round_plays_keeps_the_round_and_resumes_after_it(tmp_pat
 @pytest.mark.parametrize(
     "overrides, key, words",
     [
-        (["agent=impala", "environment=cartpole"], "agent", "launcher=sebulba does not compile agent=impala"),
+        (["agent=r2d2", "environment=cartpole_masked"], "agent", "launcher=sebulba does not compile agent=r2d2"),
         (["experiment=ppo_gymnax_cartpole"], "launcher", "use launcher=anakin"),
         (["experiment=sac_pendulum", "observers=[action_stats]"], "observers", "launcher=sebulba runs no observers"),
         (["experiment=sac_pendulum", "launcher.num_seeds=0"], "launcher.num_seeds", "must be an integer >= 1"),

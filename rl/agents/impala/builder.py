@@ -4,6 +4,7 @@ is 1 for a step actually taken and every mean is over those rows."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import jax
@@ -18,6 +19,8 @@ from rl.lazy_tensorflow import import_without_tensorflow
 from rl.networks.base import FeedForwardNetwork
 from rl.networks.base import entropy as policy_entropy
 from rl.networks.base import log_prob as policy_log_prob
+from rl.systems.base import CompiledAgent
+from rl.systems.on_policy import OnPolicySystem
 
 if TYPE_CHECKING:
     from rl.replay.adders import SequenceStep
@@ -104,6 +107,16 @@ class TrainingState(NamedTuple):
 
 
 class IMPALABuilder(on_policy.SequenceQueueBuilder):
+    compiled_system = OnPolicySystem
+
+    def compiled_agent(self, network: FeedForwardNetwork, environment_spec: Any) -> CompiledAgent:
+        """Compiled, a rollout carries its behaviour policy's log-probabilities as the reverb actors' sequences do,
+        so V-trace corrects a rollout acted with older parameters (sebulba's `policy_lag`); its bootstrap value is
+        the value head on raw observations, its schedule's clock the actor steps trained on."""
+        agent = super().compiled_agent(network, environment_spec)
+        value = lambda state, observations: network.apply(state.params, observations)[1]
+        return dataclasses.replace(agent, bootstrap_value=value, clock=lambda state: state.actor_steps)
+
     def make_learning(self, network: FeedForwardNetwork) -> Learning:
         config = self.config
         # Clipped gradients into Adam's or RMSProp's direction (the SGD step scales it).
