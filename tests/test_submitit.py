@@ -183,7 +183,7 @@ def test_a_slurm_sweep_where_there_is_no_slurm_is_one_line(tmp_path):
 
 
 def test_the_requeue_signal_asks_for_a_clean_stop_and_never_cuts_one_short(monkeypatch):
-    from rl.experiments.signals import Interrupted, StopRequest
+    from rl.experiments.signals import REPEAT_S, Interrupted, StopRequest
 
     def submitits_handler(signum, frame):  # What submitit installs before the job starts (never called here).
         raise AssertionError("the run's handler should have had the signal")
@@ -201,6 +201,7 @@ def test_the_requeue_signal_asks_for_a_clean_stop_and_never_cuts_one_short(monke
         signal.raise_signal(signal.SIGUSR2)
         signal.raise_signal(signal.SIGUSR2)
         assert stop.signum == signal.SIGUSR2
+        time.sleep(REPEAT_S)  # The time limit's SIGTERM comes later, not as the first one sent twice.
         with pytest.raises(Interrupted):  # SIGTERM after it (the time limit itself): stop now.
             signal.raise_signal(signal.SIGTERM)
         stop.restore()
