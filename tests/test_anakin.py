@@ -1209,6 +1209,7 @@ COMPILED_AGENTS = {
     "dqn": "CartPole-v1",
     "ppo": "CartPole-v1",
     "pqn": "CartPole-v1",
+    "impala": "CartPole-v1",
     "sac": "Pendulum-v1",
     "td3": "Pendulum-v1",
     "d4pg": "Pendulum-v1",

@@ -195,7 +195,7 @@ COVERED = {
     },
     **{
         (agent, "anakin", "vector"): "tests/test_anakin.py::test_an_agents_own_defaults_run_under_anakin"
-        for agent in ("dqn", "ppo", "pqn", *CONTINUOUS)
+        for agent in ("dqn", "ppo", "pqn", "impala", *CONTINUOUS)
     },
     ("sac", "sebulba", "vector"): "tests/test_sebulba.py::test_sac_learns_pendulum_under_sebulba",
     ("ppo", "sebulba", "frames"): "tests/test_sebulba.py::test_a_small_ppo_plays_pong_end_to_end",
