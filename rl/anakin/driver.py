@@ -241,7 +241,7 @@ class AnakinNodes(lifecycle.Nodes):
         a non-finite learner metric ends its replica)."""
         for index in range(self.num_seeds):
             values = {key: value[index].item() for key, value in metrics.items()}
-            self.replicas.learner_steps = int(values.pop("learner_steps"))
+            self.replicas.learned(int(values.pop("learner_steps")))
             trained = int(values.pop("trained_updates"))
             episodes = int(values.pop("episodes"))
             episode = {"episode_return": values.pop("episode_return"), "episode_length": values.pop("episode_length")}

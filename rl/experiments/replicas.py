@@ -137,6 +137,10 @@ class Replicas:
         self.ended[replica] = (status, why, self.counts_of(replica, steps))
         TRANSCRIPT.info("replica %d (%s) %s: %s", replica, self.experiments[replica].run_directory, status, why)
 
+    def learned(self, learner_steps: int) -> None:
+        """The learner steps the updates about to be written reached: the counts of every row from now."""
+        self.learner_steps = learner_steps
+
     def updated(
         self,
         replica: int,

@@ -272,7 +272,7 @@ class SebulbaNodes(lifecycle.Nodes):
         """Each replica's actor record where episodes ended in the update and, where `learner_record`, its
         learner record (rl/experiments/replicas.py: a non-finite learner metric ends its replica)."""
         values = jax.device_get(update.metrics)  # The device's wait: the update behind the one dispatched.
-        self.replicas.learner_steps = int(values.pop("learner_steps")[0])
+        self.replicas.learned(int(values.pop("learner_steps")[0]))
         trained = values.pop(TRAINED, None)
         for replica in range(self.settings.num_seeds):
             learned = trained is None or trained[replica]
